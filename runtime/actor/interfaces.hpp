@@ -1,0 +1,27 @@
+#pragma once
+
+// Typed actor interfaces, declared once and shared by built-in and plugin roles.
+
+#include "runtime/actor/messages.hpp"
+
+namespace troupe::actor {
+
+/// Produces work. `(next, first, max)` returns up to `max` items starting at sequence number
+/// `first`; an empty batch means the source is exhausted. Asking by position (not "give me
+/// more") lets a restarted source continue exactly where the stream was.
+using source_actor =
+    caf::typed_actor<caf::replies_to<next_atom, uint64_t, uint32_t>::with<source_batch>>;
+
+/// Transforms one item into one item.
+using stage_actor = caf::typed_actor<caf::replies_to<process_atom, work_item>::with<work_item>>;
+
+/// Receives items in sequence order; `finish` returns what it saw.
+using sink_actor = caf::typed_actor<caf::replies_to<consume_atom, work_item>::with<caf::ok_atom>,
+                                    caf::replies_to<finish_atom>::with<sink_report>>;
+
+/// An app driver. The supervisor hands it the role actors (`actor_update`) and then `run`; the
+/// driver answers `run` with the job's result when the app is done.
+using app_actor =
+    caf::typed_actor<caf::reacts_to<actor_update>, caf::replies_to<run_atom>::with<job_result>>;
+
+}  // namespace troupe::actor

@@ -1,0 +1,45 @@
+#pragma once
+
+// The plain data that troupe actors exchange. No CAF here, so actor logic can use these types
+// and stay testable without an actor system; messages.hpp registers them with CAF.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace troupe::actor {
+
+/// One unit of work flowing through a pipeline: its position in the stream and its bytes.
+struct work_item {
+  uint64_t seq = 0;
+  std::string payload;
+};
+
+/// A source's answer: the items asked for (none once exhausted) and, when known, how many items
+/// the source holds in total (-1 when unknown), for progress display.
+struct source_batch {
+  std::vector<work_item> items;
+  int64_t total = -1;
+};
+
+/// What a pipeline sink saw: item and byte counts and a digest of the ordered payloads.
+struct sink_report {
+  uint64_t items = 0;
+  uint64_t bytes = 0;
+  std::string digest;
+};
+
+/// A plugin's own message: a type name and msgpack-encoded bytes.
+struct custom_message {
+  std::string type;
+  std::vector<uint8_t> bytes;
+};
+
+/// How a job ended: the app's JSON summary on success, the cause on failure.
+struct job_result {
+  bool ok = false;
+  std::string summary_json;
+  std::string error;
+};
+
+}  // namespace troupe::actor

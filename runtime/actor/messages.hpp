@@ -1,0 +1,79 @@
+#pragma once
+
+// Every message type and atom troupe actors exchange, with the one CAF type-id block.
+// Plugins use these types (or `custom_message`) and never add type ids of their own.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "caf/all.hpp"
+#include "runtime/actor/message_types.hpp"
+
+namespace troupe::actor {
+
+/// Tells an actor that the actor registered under `name` now has handle `handle`, sent by the
+/// supervisor before the app starts and again after every restart.
+struct actor_update {
+  std::string name;
+  caf::actor handle;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, source_batch& x) {
+  return f(caf::meta::type_name("source_batch"), x.items, x.total);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, work_item& x) {
+  return f(caf::meta::type_name("work_item"), x.seq, x.payload);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sink_report& x) {
+  return f(caf::meta::type_name("sink_report"), x.items, x.bytes, x.digest);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, custom_message& x) {
+  return f(caf::meta::type_name("custom_message"), x.type, x.bytes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, actor_update& x) {
+  return f(caf::meta::type_name("actor_update"), x.name, x.handle);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_result& x) {
+  return f(caf::meta::type_name("job_result"), x.ok, x.summary_json, x.error);
+}
+
+}  // namespace troupe::actor
+
+CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
+
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::work_item))
+CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actor::work_item>))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::source_batch))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::sink_report))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::custom_message))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::actor_update))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::job_result))
+
+// Pipeline roles.
+CAF_ADD_ATOM(troupe, troupe::actor, next_atom, "next")
+CAF_ADD_ATOM(troupe, troupe::actor, process_atom, "process")
+CAF_ADD_ATOM(troupe, troupe::actor, consume_atom, "consume")
+CAF_ADD_ATOM(troupe, troupe::actor, finish_atom, "finish")
+
+// Jobs and supervision.
+CAF_ADD_ATOM(troupe, troupe::actor, run_atom, "run")
+CAF_ADD_ATOM(troupe, troupe::actor, restart_atom, "restart")
+CAF_ADD_ATOM(troupe, troupe::actor, track_atom, "track")
+CAF_ADD_ATOM(troupe, troupe::actor, tick_atom, "tick")
+
+// Benchmarks and liveness tests.
+CAF_ADD_ATOM(troupe, troupe::actor, ping_atom, "ping")
+
+CAF_END_TYPE_ID_BLOCK(troupe)

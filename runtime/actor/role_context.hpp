@@ -1,0 +1,43 @@
+#pragma once
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "caf/all.hpp"
+#include "runtime/actor/role_actor.hpp"
+#include "runtime/metrics/registry.hpp"
+#include "runtime/run/event_log.hpp"
+
+namespace troupe::app {
+struct app_plan;
+}
+
+namespace troupe::actor {
+
+/// What a role factory gets to spawn one actor: the actor system, the actor's identity, and the
+/// job's collaborators.
+struct role_context {
+  caf::actor_system& system;
+  metrics::registry& metrics;
+  run::event_log& events;
+  /// The whole resolved app; app drivers read their roles from it.
+  const app::app_plan& plan;
+  /// The role's name ("rot13"); the app driver's role is named "app".
+  std::string role;
+  /// Which of the role's `count` actors this is.
+  int index = 0;
+  /// The supervisor that owns the actor.
+  caf::actor supervisor;
+
+  /// The job-unique actor name, "role/index".
+  [[nodiscard]] std::string actor_name() const { return absl::StrCat(role, "/", index); }
+
+  /// Spawns an instrumented troupe actor whose behavior `init` makes; its statistics are kept
+  /// in `metrics` under `actor_name()`.
+  template <class Handle, class State = no_state>
+  Handle spawn(typename role_actor<Handle, State>::init_fn init) {
+    return system.spawn<role_actor<Handle, State>>(metrics.actor(actor_name()), std::move(init));
+  }
+};
+
+}  // namespace troupe::actor

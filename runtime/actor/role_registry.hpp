@@ -1,0 +1,85 @@
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "caf/actor.hpp"
+#include "runtime/config/options_schema.hpp"
+
+namespace troupe::app {
+struct app_plan;
+}
+
+namespace troupe::actor {
+
+struct role_context;
+
+/// How to make the actors of one role implementation.
+struct role_factory {
+  /// One line for `troupe plugins list`.
+  std::string description;
+  /// The schema of the role's `options:` map.
+  std::shared_ptr<const config::options_schema> options;
+  /// Whether a failed actor may be restarted. A role whose state cannot be rebuilt (a sink that
+  /// accumulates the run's output) says no, and its failures always fail the job.
+  bool restartable = true;
+  /// Spawns actor `ctx.index` of the role with parsed `options` (from `options->parse`).
+  std::function<absl::StatusOr<caf::actor>(role_context& ctx, const void* options)> spawn;
+  /// For app drivers: checks that the plan's roles fit the app, reporting through `ctx`
+  /// (located at the app's section, `section`). May be empty.
+  std::function<void(const app::app_plan& plan, const void* options,
+                     const config::parse_context& ctx, const YAML::Node& section)>
+      check_plan;
+};
+
+/// Builds a factory from a typed options schema and a typed spawn function.
+template <class Options>
+role_factory make_role_factory(
+    std::string description, config::object_schema<Options> schema,
+    std::function<absl::StatusOr<caf::actor>(role_context&, const Options&)> spawn) {
+  role_factory f;
+  f.description = std::move(description);
+  f.options = config::make_options_schema(std::move(schema));
+  f.spawn = [spawn = std::move(spawn)](role_context& ctx, const void* options) {
+    return spawn(ctx, *static_cast<const Options*>(options));
+  };
+  return f;
+}
+
+/// A registered implementation and where it came from ("built-in" or the plugin).
+struct role_entry {
+  std::string kind;
+  std::string name;
+  std::string origin;
+  role_factory factory;
+};
+
+/// Role implementations by (kind, name). Built-in roles, app drivers (kind "app") and plugin
+/// roles all register here the same way.
+class role_registry {
+ public:
+  /// Adds an implementation; fails if (kind, name) is taken, naming both origins.
+  [[nodiscard]] absl::Status add(std::string kind, std::string name, role_factory factory,
+                                 std::string origin = "built-in");
+
+  /// The implementation (kind, name); the error lists the available ones.
+  [[nodiscard]] absl::StatusOr<const role_entry*> find(absl::string_view kind,
+                                                       absl::string_view name) const;
+
+  /// Every implementation, ordered by kind and name.
+  [[nodiscard]] std::vector<const role_entry*> entries() const;
+
+  /// Every kind with at least one implementation.
+  [[nodiscard]] std::vector<std::string> kinds() const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<role_entry>> entries_;
+};
+
+}  // namespace troupe::actor

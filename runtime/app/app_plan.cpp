@@ -1,0 +1,165 @@
+#include "runtime/app/app_plan.hpp"
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/status.hpp"
+#include "runtime/config/document.hpp"
+
+namespace troupe::app {
+namespace {
+
+using config::parse_context;
+
+const YAML::Node key_or(const YAML::Node& map, const std::string& key) {
+  const YAML::Node& m = map;
+  return m[key].IsDefined() ? m[key] : map;
+}
+
+// Loads the plugins the config names, reporting failures at the key that named them.
+void load_plugins(const config::app_spec& spec, const YAML::Node& root, const parse_context& ctx,
+                  actor::role_registry& registry, plugin::plugin_loader& plugins) {
+  const parse_context plugins_ctx = ctx.child("plugins");
+  for (size_t i = 0; i < spec.plugins.load.size(); ++i) {
+    if (auto p = plugins.load(spec.plugins.load[i], registry); !p.ok()) {
+      plugins_ctx.child("load").element(i).error(root["plugins"]["load"][i], p.status().message());
+    }
+  }
+  const parse_context roles_ctx = ctx.child("roles");
+  for (const auto& role : spec.roles) {
+    if (role.plugin.empty())
+      continue;
+    if (auto p = plugins.load(role.plugin, registry); !p.ok()) {
+      roles_ctx.child(role.name).child("plugin").error(root["roles"][role.name]["plugin"],
+                                                       p.status().message());
+    }
+  }
+}
+
+// Finds the role's implementation and validates its options.
+bool resolve_role(const config::role_spec& role, const YAML::Node& node, const parse_context& ctx,
+                  const actor::role_registry& registry, resolved_role& out) {
+  if (auto problem = config::check_identifier(role.name)) {
+    ctx.error(node, absl::StrCat("role name: ", *problem));
+    return false;
+  }
+  if (role.name == "app") {
+    ctx.error(node, "the role name 'app' is reserved for the app driver; pick another name");
+    return false;
+  }
+  out.spec = role;
+  if (out.spec.kind.empty())
+    out.spec.kind = role.name;
+  auto entry = registry.find(out.spec.kind, role.impl);
+  if (!entry.ok()) {
+    ctx.child("impl").error(key_or(node, "impl"), entry.status().message());
+    return false;
+  }
+  out.entry = *entry;
+  const std::string plugin_origin = absl::StrCat("plugin ", role.plugin, " (");
+  if (!role.plugin.empty() && !out.entry->origin.starts_with(plugin_origin)) {
+    ctx.child("plugin").error(
+        key_or(node, "plugin"),
+        absl::StrCat(out.spec.kind, "/", role.impl, " comes from ", out.entry->origin,
+                     ", not from plugin '", role.plugin, "'"));
+    return false;
+  }
+  const auto& factory = out.entry->factory;
+  if (role.on_failure) {
+    out.on_failure = *role.on_failure;
+    if (!factory.restartable &&
+        out.on_failure.on_failure == config::failure_policy::action::restart) {
+      ctx.child("on_failure")
+          .error(
+              key_or(node, "on_failure"),
+              absl::StrCat(out.spec.kind, "/", role.impl,
+                           " keeps state that a restart would lose, so it cannot be restarted; use "
+                           "on_failure: fail_job"));
+      return false;
+    }
+  } else if (!factory.restartable) {
+    out.on_failure.on_failure = config::failure_policy::action::fail_job;
+  }
+  out.options = factory.options->parse(role.options.node, ctx.child("options"));
+  if (out.options == nullptr)
+    return false;
+  out.spec.on_failure = out.on_failure;
+  out.spec.options.node = factory.options->to_node(out.options.get());
+  return true;
+}
+
+}  // namespace
+
+const resolved_role* app_plan::find_role(absl::string_view name) const {
+  for (const auto& r : roles) {
+    if (r.spec.name == name)
+      return &r;
+  }
+  return nullptr;
+}
+
+int app_plan::actor_count() const {
+  int n = 0;
+  for (const auto& r : roles)
+    n += r.spec.count;
+  return n;
+}
+
+std::string app_plan::resolved_yaml() const {
+  YAML::Emitter out;
+  out << config::app_spec_schema().to_node(spec);
+  return std::string(out.c_str()) + "\n";
+}
+
+absl::StatusOr<app_plan> load_app_plan(const load_request& request, actor::role_registry& registry,
+                                       plugin::plugin_loader& plugins) {
+  TROUPE_ASSIGN_OR_RETURN(config::document doc, config::document::load_file(request.config_path));
+  for (const auto& assignment : request.overrides) {
+    TROUPE_RETURN_IF_ERROR(doc.apply_override(assignment));
+  }
+
+  config::diagnostics diag;
+  const parse_context ctx(doc, diag);
+  const YAML::Node& root = doc.root();
+  app_plan plan;
+  plan.config_path = request.config_path;
+  if (!config::app_spec_schema().parse(root, ctx, plan.spec))
+    return diag.status();
+
+  for (const auto& dir : plan.spec.plugins.dirs)
+    plugins.add_search_dir(dir);
+  load_plugins(plan.spec, root, ctx, registry, plugins);
+  if (!diag.empty())
+    return diag.status();
+
+  const parse_context roles_ctx = ctx.child("roles");
+  for (const auto& role : plan.spec.roles) {
+    resolved_role resolved;
+    if (resolve_role(role, root["roles"][role.name], roles_ctx.child(role.name), registry,
+                     resolved)) {
+      plan.roles.push_back(std::move(resolved));
+    }
+  }
+
+  const std::string& app = plan.spec.app;
+  if (auto entry = registry.find("app", app); !entry.ok()) {
+    ctx.child("app").error(root["app"], absl::StrCat("unknown app. ", entry.status().message()));
+  } else if (diag.empty()) {
+    plan.app_entry = *entry;
+    const auto& factory = plan.app_entry->factory;
+    const YAML::Node section = root[app];
+    plan.app_options = factory.options->parse(section, ctx.child(app));
+    if (plan.app_options != nullptr && factory.check_plan) {
+      factory.check_plan(plan, plan.app_options.get(), ctx.child(app),
+                         section.IsDefined() ? section : root);
+    }
+    if (plan.app_options != nullptr) {
+      plan.spec.app_section.node = factory.options->to_node(plan.app_options.get());
+    }
+  }
+  TROUPE_RETURN_IF_ERROR(diag.status());
+
+  for (size_t i = 0; i < plan.roles.size(); ++i)
+    plan.spec.roles[i] = plan.roles[i].spec;
+  return plan;
+}
+
+}  // namespace troupe::app

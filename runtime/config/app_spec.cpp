@@ -1,0 +1,147 @@
+#include "runtime/config/app_spec.hpp"
+
+#include <cctype>
+
+namespace troupe::config {
+namespace {
+
+object_schema<restart_spec> make_restart_schema() {
+  object_schema<restart_spec> s;
+  s.add("max", &restart_spec::max)
+      .range(0, 1000)
+      .help("restarts allowed per actor before the job fails");
+  s.add("backoff_ms", &restart_spec::backoff_ms)
+      .range(0, 600000)
+      .help("delay before the first restart; doubles each time, up to 30 s");
+  return s;
+}
+
+object_schema<runtime_spec> make_runtime_schema() {
+  object_schema<runtime_spec> s;
+  s.add("scheduler_threads", &runtime_spec::scheduler_threads)
+      .range(0, 1024)
+      .help("CAF scheduler threads; 0 = one per hardware thread");
+  s.add("scheduler_policy", &runtime_spec::scheduler_policy)
+      .one_of({"stealing", "sharing"})
+      .help("work stealing or one shared queue");
+  s.add("max_throughput", &runtime_spec::max_throughput)
+      .range(0, 1 << 30)
+      .help("messages an actor handles before yielding its thread; 0 = no limit");
+  s.add("job_timeout_s", &runtime_spec::job_timeout_s)
+      .range(0, 7 * 24 * 3600)
+      .help("fail the job after this many seconds; 0 = no limit");
+  return s;
+}
+
+object_schema<plugins_spec> make_plugins_schema() {
+  object_schema<plugins_spec> s;
+  s.add("dirs", &plugins_spec::dirs).help("extra directories to search for plugins");
+  s.add("load", &plugins_spec::load).help("plugins to load even if no role names them");
+  return s;
+}
+
+object_schema<health_spec> make_health_schema() {
+  object_schema<health_spec> s;
+  s.add("interval_ms", &health_spec::interval_ms)
+      .range(10, 3600000)
+      .help("how often every actor is pinged");
+  s.add("ping_timeout_ms", &health_spec::ping_timeout_ms)
+      .range(1, 3600000)
+      .help("how long a ping may take before it counts as missed");
+  s.add("unresponsive_after", &health_spec::unresponsive_after)
+      .range(1, 1000)
+      .help("missed pings in a row before an actor is reported unresponsive");
+  return s;
+}
+
+object_schema<role_spec> make_role_schema() {
+  object_schema<role_spec> s;
+  s.add("kind", &role_spec::kind)
+      .check(check_identifier)
+      .help("the role kind (source, stage, sink, ...); defaults to the role's name");
+  s.add("impl", &role_spec::impl).required().check(check_identifier).help("the implementation");
+  s.add("plugin", &role_spec::plugin)
+      .check(check_identifier)
+      .help("the plugin providing the implementation; empty for built-ins");
+  s.add("count", &role_spec::count).range(1, 4096).help("number of actors");
+  s.add("on_failure", &role_spec::on_failure)
+      .help("fail_job, or {restart: {max, backoff_ms}}; default: restart (max 3, 100 ms)");
+  s.add("options", &role_spec::options).help("the implementation's own options");
+  return s;
+}
+
+object_schema<app_spec> make_app_schema() {
+  object_schema<app_spec> s;
+  s.add("app", &app_spec::app).required().check(check_identifier).help("the app to run");
+  s.add("runtime", &app_spec::runtime, make_runtime_schema());
+  s.add("plugins", &app_spec::plugins, make_plugins_schema());
+  s.add("health", &app_spec::health, make_health_schema());
+  s.add_named("roles", &app_spec::roles, &role_spec::name, make_role_schema());
+  s.add_section_named_by([](const app_spec& a) { return a.app; }, &app_spec::app_section);
+  return s;
+}
+
+}  // namespace
+
+std::optional<std::string> check_identifier(const std::string& v) {
+  if (v.empty())
+    return std::nullopt;  // "not set"; required() catches missing keys
+  bool ok = std::islower(static_cast<unsigned char>(v[0]));
+  for (char c : v) {
+    ok = ok && (std::islower(static_cast<unsigned char>(c)) ||
+                std::isdigit(static_cast<unsigned char>(c)) || c == '_');
+  }
+  if (ok)
+    return std::nullopt;
+  return "'" + v +
+         "' is not a valid name: use lowercase letters, digits and '_', starting with a letter";
+}
+
+const object_schema<app_spec>& app_spec_schema() {
+  static const object_schema<app_spec> schema = make_app_schema();
+  return schema;
+}
+
+const object_schema<role_spec>& role_spec_schema() {
+  static const object_schema<role_spec> schema = make_role_schema();
+  return schema;
+}
+
+bool codec<failure_policy>::parse(const YAML::Node& node, const parse_context& ctx,
+                                  failure_policy& out) {
+  if (node.IsScalar() && node.Scalar() == "fail_job") {
+    out = failure_policy{failure_policy::action::fail_job, {}};
+    return true;
+  }
+  if (node.IsMap()) {
+    struct restart_only {
+      restart_spec restart;
+    };
+    static const object_schema<restart_only> schema = [] {
+      object_schema<restart_only> s;
+      s.add("restart", &restart_only::restart, make_restart_schema()).required();
+      return s;
+    }();
+    restart_only parsed;
+    if (!schema.parse(node, ctx, parsed))
+      return false;
+    out = failure_policy{failure_policy::action::restart, parsed.restart};
+    return true;
+  }
+  ctx.error(node, std::string("expected fail_job or {restart: {max: N, backoff_ms: M}}, got ") +
+                      describe_node(node));
+  return false;
+}
+
+YAML::Node codec<failure_policy>::to_node(const failure_policy& v) {
+  if (v.on_failure == failure_policy::action::fail_job)
+    return YAML::Node("fail_job");
+  YAML::Node restart(YAML::NodeType::Map);
+  restart["max"] = v.restart.max;
+  restart["backoff_ms"] = v.restart.backoff_ms;
+  YAML::Node node(YAML::NodeType::Map);
+  node["restart"] = restart;
+  return node;
+}
+
+}  // namespace troupe::config

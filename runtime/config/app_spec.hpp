@@ -1,0 +1,119 @@
+#pragma once
+
+// The typed form of an app config (DESIGN.md "Apps and configs"):
+//
+//   app: pipeline            # which app driver runs the job
+//   runtime: {...}           # the in-process actor runtime (CAF scheduler)
+//   plugins: {...}           # where plugins are searched and which to load
+//   health: {...}            # the health monitor
+//   roles: {name: {...}}     # the actors: kind, implementation, count, failure policy, options
+//   pipeline: {...}          # the app's own section, named after the app
+//
+// Role options and the app's section are validated in a second pass, by the schemas that the
+// role's and the app's factories declare (see runtime/app/app_plan.hpp).
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/config/codec.hpp"
+#include "runtime/config/schema.hpp"
+
+namespace troupe::config {
+
+/// The CAF scheduler of each process.
+struct runtime_spec {
+  /// Worker threads; 0 means one per hardware thread.
+  int scheduler_threads = 0;
+  /// "stealing" (work stealing) or "sharing" (one shared queue).
+  std::string scheduler_policy = "stealing";
+  /// Messages an actor may handle before yielding its thread; 0 means no limit.
+  int max_throughput = 0;
+  /// Whole-job time limit in seconds; 0 means none.
+  int job_timeout_s = 0;
+};
+
+/// Restart with exponential backoff: the first after `backoff_ms`, doubling up to 30 s.
+struct restart_spec {
+  int max = 3;
+  int backoff_ms = 100;
+};
+
+/// What the supervisor does when an actor of a role fails: `fail_job`, or
+/// `{restart: {max: N, backoff_ms: M}}`.
+struct failure_policy {
+  enum class action { restart, fail_job };
+  action on_failure = action::restart;
+  restart_spec restart;
+};
+
+/// One role: `count` actors named `name/0 .. name/count-1`, made by the factory registered as
+/// (`kind`, `impl`), from `plugin` when given.
+struct role_spec {
+  std::string name;
+  std::string kind;
+  std::string impl;
+  std::string plugin;
+  int count = 1;
+  std::optional<failure_policy> on_failure;
+  raw_node options;
+};
+
+/// Where plugins come from. Plugins load only from these directories, the directory `plugins`
+/// next to the troupe binary, and TROUPE_PLUGIN_PATH.
+struct plugins_spec {
+  std::vector<std::string> dirs;
+  std::vector<std::string> load;
+};
+
+/// The in-process health monitor.
+struct health_spec {
+  int interval_ms = 1000;
+  int ping_timeout_ms = 1000;
+  int unresponsive_after = 3;
+};
+
+/// A whole app config.
+struct app_spec {
+  std::string app;
+  runtime_spec runtime;
+  plugins_spec plugins;
+  health_spec health;
+  std::vector<role_spec> roles;
+  raw_node app_section;
+};
+
+/// nullopt when `name` is a valid role, app or plugin name (lowercase letters, digits and '_',
+/// starting with a letter); otherwise the reason it is not.
+[[nodiscard]] std::optional<std::string> check_identifier(const std::string& name);
+
+/// The schema of the top-level map (role options and the app section stay raw).
+[[nodiscard]] const object_schema<app_spec>& app_spec_schema();
+
+/// The schema of one role entry (shared with docs generation).
+[[nodiscard]] const object_schema<role_spec>& role_spec_schema();
+
+template <>
+struct codec<failure_policy> {
+  static constexpr const char* expected = "fail_job or {restart: {max, backoff_ms}}";
+  static bool parse(const YAML::Node& node, const parse_context& ctx, failure_policy& out);
+  static YAML::Node to_node(const failure_policy& v);
+};
+
+template <>
+struct codec<std::optional<failure_policy>> {
+  static constexpr const char* expected = codec<failure_policy>::expected;
+  static bool parse(const YAML::Node& node, const parse_context& ctx,
+                    std::optional<failure_policy>& out) {
+    failure_policy p;
+    if (!codec<failure_policy>::parse(node, ctx, p))
+      return false;
+    out = p;
+    return true;
+  }
+  static YAML::Node to_node(const std::optional<failure_policy>& v) {
+    return v ? codec<failure_policy>::to_node(*v) : YAML::Node();
+  }
+};
+
+}  // namespace troupe::config

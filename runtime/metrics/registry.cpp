@@ -1,0 +1,152 @@
+#include "runtime/metrics/registry.hpp"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace troupe::metrics {
+namespace {
+
+std::string escape_label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"')
+      out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::string series_name(const std::string& name, const labels& l) {
+  if (l.empty())
+    return name;
+  std::string out = name + "{";
+  for (size_t i = 0; i < l.size(); ++i) {
+    absl::StrAppend(&out, i ? "," : "", l[i].first, "=\"", escape_label(l[i].second), "\"");
+  }
+  return out + "}";
+}
+
+std::string number(double v) {
+  return absl::StrFormat("%.9g", v);
+}
+
+}  // namespace
+
+template <class M>
+M& registry::get(std::map<std::string, family<M>>& families, const std::string& name,
+                 const std::string& help, const labels& l) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& fam = families[name];
+  if (fam.help.empty())
+    fam.help = help;
+  auto& slot = fam.series[l];
+  if (!slot)
+    slot = std::make_unique<M>();
+  return *slot;
+}
+
+counter& registry::get_counter(const std::string& name, const std::string& help, const labels& l) {
+  return get(counters_, name, help, l);
+}
+
+gauge& registry::get_gauge(const std::string& name, const std::string& help, const labels& l) {
+  return get(gauges_, name, help, l);
+}
+
+std::shared_ptr<actor_stats> registry::actor(const std::string& actor) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = actors_[actor];
+  if (!slot)
+    slot = std::make_shared<actor_stats>();
+  return slot;
+}
+
+std::vector<std::string> registry::actor_names() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> names;
+  for (const auto& [name, stats] : actors_)
+    names.push_back(name);
+  return names;
+}
+
+std::string registry::prometheus_text() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string out;
+  for (const auto& [name, fam] : counters_) {
+    absl::StrAppend(&out, "# HELP ", name, " ", fam.help, "\n# TYPE ", name, " counter\n");
+    for (const auto& [l, c] : fam.series) {
+      absl::StrAppend(&out, series_name(name, l), " ", c->value(), "\n");
+    }
+  }
+  for (const auto& [name, fam] : gauges_) {
+    absl::StrAppend(&out, "# HELP ", name, " ", fam.help, "\n# TYPE ", name, " gauge\n");
+    for (const auto& [l, g] : fam.series) {
+      absl::StrAppend(&out, series_name(name, l), " ", number(g->value()), "\n");
+    }
+  }
+  if (actors_.empty())
+    return out;
+  absl::StrAppend(&out,
+                  "# HELP troupe_actor_messages_total Messages handled by the actor.\n"
+                  "# TYPE troupe_actor_messages_total counter\n");
+  for (const auto& [actor, s] : actors_) {
+    absl::StrAppend(&out, series_name("troupe_actor_messages_total", {{"actor", actor}}), " ",
+                    s->messages(), "\n");
+  }
+  absl::StrAppend(&out,
+                  "# HELP troupe_actor_mailbox_depth Messages waiting in the actor's mailbox "
+                  "(sampled).\n# TYPE troupe_actor_mailbox_depth gauge\n");
+  for (const auto& [actor, s] : actors_) {
+    absl::StrAppend(&out, series_name("troupe_actor_mailbox_depth", {{"actor", actor}}), " ",
+                    s->mailbox_depth(), "\n");
+  }
+  absl::StrAppend(&out,
+                  "# HELP troupe_actor_handle_seconds Time spent handling one message.\n"
+                  "# TYPE troupe_actor_handle_seconds histogram\n");
+  for (const auto& [actor, s] : actors_) {
+    uint64_t cumulative = 0;
+    for (int i = 0; i < actor_stats::bucket_count; ++i) {
+      cumulative += s->bucket(i);
+      const std::string le = i + 1 == actor_stats::bucket_count
+                                 ? "+Inf"
+                                 : number(actor_stats::bucket_bound_seconds(i));
+      absl::StrAppend(
+          &out, series_name("troupe_actor_handle_seconds_bucket", {{"actor", actor}, {"le", le}}),
+          " ", cumulative, "\n");
+    }
+    absl::StrAppend(&out, series_name("troupe_actor_handle_seconds_sum", {{"actor", actor}}), " ",
+                    number(s->busy_nanos() * 1e-9), "\n",
+                    series_name("troupe_actor_handle_seconds_count", {{"actor", actor}}), " ",
+                    cumulative, "\n");
+  }
+  return out;
+}
+
+nlohmann::json registry::to_json() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  nlohmann::json out = {{"counters", nlohmann::json::object()},
+                        {"gauges", nlohmann::json::object()},
+                        {"actors", nlohmann::json::object()}};
+  for (const auto& [name, fam] : counters_) {
+    for (const auto& [l, c] : fam.series)
+      out["counters"][series_name(name, l)] = c->value();
+  }
+  for (const auto& [name, fam] : gauges_) {
+    for (const auto& [l, g] : fam.series)
+      out["gauges"][series_name(name, l)] = g->value();
+  }
+  for (const auto& [actor, s] : actors_) {
+    out["actors"][actor] = {{"messages", s->messages()},
+                            {"busy_seconds", s->busy_nanos() * 1e-9},
+                            {"max_handle_seconds", s->max_nanos() * 1e-9},
+                            {"mailbox_depth", s->mailbox_depth()},
+                            {"mailbox_depth_max", s->mailbox_depth_max()}};
+  }
+  return out;
+}
+
+}  // namespace troupe::metrics

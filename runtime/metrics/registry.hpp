@@ -1,0 +1,81 @@
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "runtime/metrics/actor_stats.hpp"
+
+namespace troupe::metrics {
+
+/// Label pairs of one time series, e.g. {{"role", "trainer"}}.
+using labels = std::vector<std::pair<std::string, std::string>>;
+
+/// A monotonically increasing count; safe to bump from any thread.
+class counter {
+ public:
+  void inc(uint64_t n = 1) { value_.fetch_add(n, std::memory_order_relaxed); }
+  [[nodiscard]] uint64_t value() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> value_{0};
+};
+
+/// A value that goes up and down; safe to set from any thread.
+class gauge {
+ public:
+  void set(double v) { value_.store(v, std::memory_order_relaxed); }
+  [[nodiscard]] double value() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<double> value_{0};
+};
+
+/// The process's metrics: named families of labelled counters and gauges, plus the per-actor
+/// message statistics that every troupe actor keeps. Registration takes a lock; updating a
+/// metric never does. Exported as Prometheus text and as JSON.
+class registry {
+ public:
+  /// The counter `name{labels}`, created on first use. References stay valid for the registry's
+  /// lifetime.
+  counter& get_counter(const std::string& name, const std::string& help, const labels& l = {});
+
+  /// The gauge `name{labels}`, created on first use.
+  gauge& get_gauge(const std::string& name, const std::string& help, const labels& l = {});
+
+  /// The statistics of the actor named `actor` (e.g. "trainer/3"), created on first use. A
+  /// restarted actor gets the same object, so its counts continue.
+  std::shared_ptr<actor_stats> actor(const std::string& actor);
+
+  /// Names of all actors with statistics.
+  [[nodiscard]] std::vector<std::string> actor_names() const;
+
+  /// Prometheus text exposition format (version 0.0.4).
+  [[nodiscard]] std::string prometheus_text() const;
+
+  /// {"counters": {"name{k=v}": n}, "gauges": {...}, "actors": {"name": {...}}}.
+  [[nodiscard]] nlohmann::json to_json() const;
+
+ private:
+  template <class M>
+  struct family {
+    std::string help;
+    std::map<labels, std::unique_ptr<M>> series;
+  };
+
+  template <class M>
+  M& get(std::map<std::string, family<M>>& families, const std::string& name,
+         const std::string& help, const labels& l);
+
+  mutable std::mutex mu_;
+  std::map<std::string, family<counter>> counters_;
+  std::map<std::string, family<gauge>> gauges_;
+  std::map<std::string, std::shared_ptr<actor_stats>> actors_;
+};
+
+}  // namespace troupe::metrics

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every Debian package troupe needs. Idempotent: when everything is present it only checks
+# and exits within seconds. Runs apt through sudo when not root.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  cmake g++ make pkg-config ccache
+  # in-process actors, control plane, wire format (DESIGN.md "Dependencies")
+  libcaf-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
+  # status types, collectives, CPU GEMM
+  libabsl-dev libgloo-dev libopenblas-dev
+  # config, HTTP, CLI, logging, JSON
+  libyaml-cpp-dev libcpp-httplib-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # text for the example and pretraining apps
+  fortunes
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"
