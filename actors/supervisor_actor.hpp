@@ -1,0 +1,32 @@
+#pragma once
+
+#include "actors/health_monitor_actor.hpp"
+#include "runtime/actor/interfaces.hpp"
+#include "runtime/app/app_plan.hpp"
+#include "runtime/metrics/registry.hpp"
+#include "runtime/run/event_log.hpp"
+
+namespace troupe::actors {
+
+/// The job's supervisor. It spawns every role's actors and the app driver, monitors them, and
+/// applies each role's failure policy: a failed actor is restarted after a backoff (and the
+/// driver gets its new handle through `actor_update`), or the job fails. When the job ends it
+/// sends the `job_result` to `owner` and stops; its exit takes every child with it.
+///
+///   starting --all spawned--> running --driver answers run--> done (result to owner)
+///   running --fail_job / restarts exhausted / driver failed--> failed (result to owner)
+using supervisor_actor = caf::typed_actor<caf::reacts_to<actor::restart_atom, std::string>>;
+
+/// The supervisor's collaborators; all must outlive the actor system.
+struct supervisor_deps {
+  const app::app_plan& plan;
+  metrics::registry& metrics;
+  run::event_log& events;
+  health_actor health;
+  /// Receives the `job_result`.
+  caf::actor owner;
+};
+
+[[nodiscard]] supervisor_actor spawn_supervisor(caf::actor_system& system, supervisor_deps deps);
+
+}  // namespace troupe::actors

@@ -1,0 +1,15 @@
+#include "apps/builtin_apps.hpp"
+
+#include "actors/builtin_roles.hpp"
+#include "apps/pipeline/pipeline_app.hpp"
+#include "runtime/base/status.hpp"
+
+namespace troupe::apps {
+
+absl::Status register_builtins(actor::role_registry& registry) {
+  TROUPE_RETURN_IF_ERROR(actors::register_builtin_roles(registry));
+  TROUPE_RETURN_IF_ERROR(registry.add("app", "pipeline", pipeline_app_factory()));
+  return absl::OkStatus();
+}
+
+}  // namespace troupe::apps
