@@ -1,0 +1,98 @@
+// The troupe command line as a user meets it: check, plugins list, version, exit codes.
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/troupe_cli.hpp"
+
+namespace troupe::testing {
+namespace {
+
+const std::string quickstart = std::string(TROUPE_SOURCE_DIR) + "/configs/quickstart.yaml";
+
+TEST(Cli, CheckAcceptsAValidConfig) {
+  auto r = troupe({"check", quickstart});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ok (app pipeline, 4 roles, 6 actors)"), std::string::npos) << r.out;
+}
+
+TEST(Cli, CheckRejectsABrokenConfigWithExitTwo) {
+  temp_dir dir;
+  const std::string path = dir.write("broken.yaml",
+                                     "app: pipeline\n"
+                                     "roles:\n"
+                                     "  src: {kind: source, impl: text, cuont: 2}\n");
+  auto r = troupe({"check", path});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(path + ":3:35: roles.src.cuont: unknown key 'cuont'. Did you mean 'count'?"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("is not valid"), std::string::npos);
+}
+
+TEST(Cli, CheckAppliesSetOverrides) {
+  auto r = troupe({"check", quickstart, "--set", "roles.encrypt.count=5"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("9 actors"), std::string::npos) << r.out;
+  r = troupe({"check", quickstart, "--set", "roles.encrypt.options.shift=99"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--set roles.encrypt.options.shift=99: roles.encrypt.options.shift: must be "
+                       "between 1 and 25, got 99"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(Cli, MissingConfigFile) {
+  auto r = troupe({"check", "/no/such/config.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/no/such/config.yaml: cannot read the config file"), std::string::npos);
+}
+
+TEST(Cli, PluginsListShowsRolesAndWhereTheyCameFrom) {
+  auto r = troupe({"plugins", "list", "--json"});
+  // The test plugin directory holds two deliberately broken plugins: they are reported.
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  auto out = nlohmann::json::parse(r.out);
+  bool caesar = false, text = false;
+  for (const auto& role : out["roles"]) {
+    if (role["kind"] == "stage" && role["name"] == "caesar") {
+      caesar = true;
+      EXPECT_NE(role["origin"].get<std::string>().find("plugins/troupe_plugin_example.so"),
+                std::string::npos);
+      EXPECT_EQ(role["options"][0]["key"], "shift");
+    }
+    if (role["kind"] == "source" && role["name"] == "text") {
+      text = true;
+      EXPECT_EQ(role["origin"], "built-in");
+    }
+  }
+  EXPECT_TRUE(caesar && text) << r.out;
+  std::vector<std::string> loaded;
+  for (const auto& p : out["plugins"])
+    loaded.push_back(p["name"]);
+  EXPECT_EQ(loaded, (std::vector<std::string>{"example", "faulty"}));
+  ASSERT_EQ(out["errors"].size(), 2u);
+  EXPECT_NE(out["errors"][0].get<std::string>().find("plugin ABI mismatch"), std::string::npos);
+
+  auto text_listing = troupe({"plugins", "list"});
+  EXPECT_NE(text_listing.out.find("stage/caesar"), std::string::npos) << text_listing.out;
+}
+
+TEST(Cli, VersionReportsBuildAndDevices) {
+  auto r = troupe({"version", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto v = nlohmann::json::parse(r.out);
+  EXPECT_EQ(v["caf"], "0.17.6");
+  EXPECT_TRUE(v.contains("cuda_compiled"));
+  EXPECT_TRUE(v["cuda_devices"].is_array());
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  EXPECT_EQ(troupe({}).exit_code, 2);
+  EXPECT_EQ(troupe({"launch"}).exit_code, 2);
+  EXPECT_EQ(troupe({"frobnicate"}).exit_code, 2);
+  EXPECT_EQ(troupe({"head", "--listen", "tcp://127.0.0.1:5555"}).exit_code, 2);
+  EXPECT_EQ(troupe({"--help"}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace troupe::testing

@@ -1,0 +1,71 @@
+#pragma once
+
+// Runs the real troupe binary, as a user would, for the integration tests.
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/support/subprocess.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace troupe::testing {
+
+/// `troupe ARGS...` with the test plugins on TROUPE_PLUGIN_PATH.
+inline process_result troupe(std::vector<std::string> args,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  args.insert(args.begin(), TROUPE_BINARY);
+  return run(args, timeout, {std::string("TROUPE_PLUGIN_PATH=") + TROUPE_TEST_PLUGIN_DIR});
+}
+
+/// The JSON summary: the last line of stdout.
+inline nlohmann::json summary_of(const process_result& r) {
+  std::string out = r.out;
+  while (!out.empty() && out.back() == '\n')
+    out.pop_back();
+  const size_t nl = out.rfind('\n');
+  return nlohmann::json::parse(nl == std::string::npos ? out : out.substr(nl + 1), nullptr, false);
+}
+
+/// Lines of a JSONL file.
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+/// Events of `type` in a run directory's event log.
+inline std::vector<nlohmann::json> events_of(const std::string& run_dir, const std::string& type) {
+  std::vector<nlohmann::json> out;
+  for (auto& e : read_jsonl(run_dir + "/events.jsonl")) {
+    if (e["event"] == type)
+      out.push_back(e);
+  }
+  return out;
+}
+
+/// `n` numbered lines "line 0" .. "line n-1".
+inline std::string numbered_lines(int n) {
+  std::string text;
+  for (int i = 0; i < n; ++i)
+    text += "line " + std::to_string(i) + " of the Quick Brown Fox\n";
+  return text;
+}
+
+/// The digest the digest sink reports for these payloads in this order.
+inline std::string expected_digest(const std::vector<std::string>& payloads) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& p : payloads) {
+    for (unsigned char c : p)
+      h = (h ^ c) * 0x100000001b3ull;
+    h = (h ^ 0u) * 0x100000001b3ull;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+}  // namespace troupe::testing

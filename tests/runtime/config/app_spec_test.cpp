@@ -1,0 +1,85 @@
+#include "runtime/config/app_spec.hpp"
+
+#include <gtest/gtest.h>
+
+#include "runtime/config/document.hpp"
+
+namespace troupe::config {
+namespace {
+
+struct parsed {
+  app_spec spec;
+  std::string errors;
+};
+
+parsed parse(const std::string& yaml) {
+  auto doc = document::load_string(yaml, "a.yaml");
+  EXPECT_TRUE(doc.ok()) << doc.status();
+  diagnostics diag;
+  parsed p;
+  app_spec_schema().parse(doc->root(), parse_context(*doc, diag), p.spec);
+  p.errors = std::string(diag.status().message());
+  return p;
+}
+
+TEST(AppSpec, ParsesRolesInDocumentOrder) {
+  auto p = parse(
+      "app: pipeline\n"
+      "roles:\n"
+      "  zeta: {kind: source, impl: text, options: {path: x}}\n"
+      "  alpha: {impl: caesar, plugin: example, count: 2}\n"
+      "pipeline: {flow: [zeta, alpha]}\n");
+  ASSERT_EQ(p.errors, "");
+  ASSERT_EQ(p.spec.roles.size(), 2u);
+  EXPECT_EQ(p.spec.roles[0].name, "zeta");
+  EXPECT_EQ(p.spec.roles[1].name, "alpha");
+  EXPECT_EQ(p.spec.roles[1].count, 2);
+  EXPECT_EQ(p.spec.roles[1].kind, "");  // defaults to the name once resolved
+  EXPECT_TRUE(p.spec.roles[0].options.node["path"].IsDefined());
+  EXPECT_TRUE(p.spec.app_section.node["flow"].IsDefined());
+}
+
+TEST(AppSpec, FailurePolicies) {
+  auto p = parse(
+      "app: x\nroles:\n"
+      "  a: {impl: i, on_failure: fail_job}\n"
+      "  b: {impl: i, on_failure: {restart: {max: 5, backoff_ms: 20}}}\n"
+      "  c: {impl: i}\n");
+  ASSERT_EQ(p.errors, "");
+  EXPECT_EQ(p.spec.roles[0].on_failure->on_failure, failure_policy::action::fail_job);
+  EXPECT_EQ(p.spec.roles[1].on_failure->on_failure, failure_policy::action::restart);
+  EXPECT_EQ(p.spec.roles[1].on_failure->restart.max, 5);
+  EXPECT_EQ(p.spec.roles[1].on_failure->restart.backoff_ms, 20);
+  EXPECT_FALSE(p.spec.roles[2].on_failure.has_value());
+}
+
+TEST(AppSpec, BadFailurePolicies) {
+  EXPECT_EQ(parse("app: x\nroles:\n  a: {impl: i, on_failure: retry}\n").errors,
+            "a.yaml:3:28: roles.a.on_failure: expected fail_job or {restart: {max: N, "
+            "backoff_ms: M}}, got 'retry'");
+  EXPECT_EQ(parse("app: x\nroles:\n  a: {impl: i, on_failure: {restart: {max: -1}}}\n").errors,
+            "a.yaml:3:44: roles.a.on_failure.restart.max: must be between 0 and 1000, got -1");
+}
+
+TEST(AppSpec, TopLevelErrors) {
+  EXPECT_EQ(parse("roles: {}\n").errors, "a.yaml:1:1: missing required key 'app'");
+  EXPECT_EQ(parse("app: x\nruntme: {}\n").errors,
+            "a.yaml:2:1: runtme: unknown key 'runtme'. Did you mean 'runtime'? Valid keys here: "
+            "app, runtime, plugins, health, roles, x.");
+  EXPECT_EQ(parse("app: Bad-Name\n").errors,
+            "a.yaml:1:6: app: 'Bad-Name' is not a valid name: use lowercase letters, digits and "
+            "'_', starting with a letter");
+  EXPECT_EQ(parse("app: x\nruntime: {scheduler_policy: random}\n").errors,
+            "a.yaml:2:29: runtime.scheduler_policy: 'random' is not allowed. Valid values: "
+            "stealing, sharing.");
+}
+
+TEST(AppSpec, RoleCountAndImplChecked) {
+  EXPECT_EQ(parse("app: x\nroles:\n  a: {impl: i, count: 0}\n").errors,
+            "a.yaml:3:23: roles.a.count: must be between 1 and 4096, got 0");
+  EXPECT_EQ(parse("app: x\nroles:\n  a: {count: 2}\n").errors,
+            "a.yaml:3:6: roles.a: missing required key 'impl'");
+}
+
+}  // namespace
+}  // namespace troupe::config
