@@ -1,6 +1,5 @@
 #pragma once
 
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <type_traits>
@@ -8,6 +7,7 @@
 #include "caf/all.hpp"
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/metrics/actor_stats.hpp"
+#include "runtime/metrics/cycle_clock.hpp"
 
 namespace troupe::actor {
 
@@ -32,16 +32,18 @@ template <class Base>
 class instrumented : public Base {
  public:
   instrumented(caf::actor_config& cfg, std::shared_ptr<metrics::actor_stats> stats)
-      : Base(cfg), stats_(std::move(stats)) {
+      : Base(cfg),
+        stats_(std::move(stats)),
+        nanos_per_tick_(metrics::cycle_clock::nanos_per_tick()) {
     this->set_exception_handler(
         [](caf::scheduled_actor*, std::exception_ptr& e) { return exception_to_error(e); });
   }
 
   caf::invoke_message_result consume(caf::mailbox_element& x) override {
-    const auto start = std::chrono::steady_clock::now();
+    const uint64_t start = metrics::cycle_clock::now();
     auto result = Base::consume(x);
-    const auto elapsed = std::chrono::steady_clock::now() - start;
-    stats_->record(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+    const uint64_t ticks = metrics::cycle_clock::now() - start;
+    stats_->record(static_cast<uint64_t>(static_cast<double>(ticks) * nanos_per_tick_));
     // Reading the mailbox size walks its queues, so sample one message in 16.
     if ((stats_->messages() & 15) == 0)
       stats_->record_mailbox_depth(this->mailbox().size());
@@ -50,6 +52,7 @@ class instrumented : public Base {
 
  private:
   std::shared_ptr<metrics::actor_stats> stats_;
+  double nanos_per_tick_;
 };
 
 /// A troupe actor: a CAF event-based actor (typed when `Handle` is a `caf::typed_actor`) with
