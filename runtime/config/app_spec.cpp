@@ -16,6 +16,33 @@ object_schema<restart_spec> make_restart_schema() {
   return s;
 }
 
+object_schema<cluster_spec> make_cluster_schema() {
+  object_schema<cluster_spec> s;
+  s.add("local_workers", &cluster_spec::local_workers)
+      .check([](int n) -> std::optional<std::string> {
+        if (n == 0) return std::nullopt;
+        return "this build runs every app in one process (troupe head and troupe worker are not "
+               "available yet); use 0";
+      })
+      .help("worker processes started beside the head; 0 = everything in one process");
+  return s;
+}
+
+object_schema<model_spec> make_model_schema() {
+  object_schema<model_spec> s;
+  s.add("vocab", &model_spec::vocab).range(2, 1 << 20).help("vocabulary size");
+  s.add("ctx", &model_spec::ctx).range(1, 1 << 20).help("context length in tokens");
+  s.add("layers", &model_spec::layers).range(1, 1024).help("transformer blocks");
+  s.add("dim", &model_spec::dim).range(1, 1 << 16).help("model width");
+  s.add("heads", &model_spec::heads).range(1, 1024).help("attention heads; must divide dim");
+  s.check([](const model_spec& m) -> std::optional<std::string> {
+    if (m.dim % m.heads == 0) return std::nullopt;
+    return "dim " + std::to_string(m.dim) + " is not divisible by heads " +
+           std::to_string(m.heads);
+  });
+  return s;
+}
+
 object_schema<runtime_spec> make_runtime_schema() {
   object_schema<runtime_spec> s;
   s.add("scheduler_threads", &runtime_spec::scheduler_threads)
@@ -73,6 +100,8 @@ object_schema<role_spec> make_role_schema() {
 object_schema<app_spec> make_app_schema() {
   object_schema<app_spec> s;
   s.add("app", &app_spec::app).required().check(check_identifier).help("the app to run");
+  s.add("cluster", &app_spec::cluster, make_cluster_schema());
+  s.add("model", &app_spec::model, make_model_schema());
   s.add("runtime", &app_spec::runtime, make_runtime_schema());
   s.add("plugins", &app_spec::plugins, make_plugins_schema());
   s.add("health", &app_spec::health, make_health_schema());

@@ -3,6 +3,8 @@
 // The typed form of an app config (DESIGN.md "Apps and configs"):
 //
 //   app: pipeline            # which app driver runs the job
+//   cluster: {...}           # which processes run it
+//   model: {...}             # the transformer, for apps that have one
 //   runtime: {...}           # the in-process actor runtime (CAF scheduler)
 //   plugins: {...}           # where plugins are searched and which to load
 //   health: {...}            # the health monitor
@@ -31,6 +33,21 @@ struct runtime_spec {
   int max_throughput = 0;
   /// Whole-job time limit in seconds; 0 means none.
   int job_timeout_s = 0;
+};
+
+/// Where the job's processes come from. In this build every app runs in one process.
+struct cluster_spec {
+  /// Worker processes `troupe launch` starts beside the head; 0 runs everything in one process.
+  int local_workers = 0;
+};
+
+/// A GPT-style decoder, for the apps that train or serve one.
+struct model_spec {
+  int vocab = 256;
+  int ctx = 128;
+  int layers = 4;
+  int dim = 128;
+  int heads = 4;
 };
 
 /// Restart with exponential backoff: the first after `backoff_ms`, doubling up to 30 s.
@@ -76,6 +93,8 @@ struct health_spec {
 /// A whole app config.
 struct app_spec {
   std::string app;
+  cluster_spec cluster;
+  std::optional<model_spec> model;
   runtime_spec runtime;
   plugins_spec plugins;
   health_spec health;

@@ -176,6 +176,29 @@ class object_schema {
         [schema](const M& m) { return schema->to_node(m); }, "a map");
   }
 
+  /// An optional nested map: absent stays `nullopt` (and is left out of the resolved config).
+  template <class M>
+  field<T, std::optional<M>>& add(std::string key, std::optional<M> T::*member,
+                                  object_schema<M> nested) {
+    auto schema = std::make_shared<object_schema<M>>(std::move(nested));
+    return emplace<std::optional<M>>(
+        std::move(key), member,
+        [schema](const YAML::Node& n, const parse_context& c, std::optional<M>& m) {
+          M value{};
+          if (!schema->parse(n, c, value)) return false;
+          m = std::move(value);
+          return true;
+        },
+        [schema](const std::optional<M>& m) { return m ? schema->to_node(*m) : YAML::Node(); },
+        "a map");
+  }
+
+  /// A constraint across fields, checked after they parsed; reported at the map itself.
+  object_schema& check(std::function<std::optional<std::string>(const T&)> fn) {
+    checks_.push_back(std::move(fn));
+    return *this;
+  }
+
   /// A map of named entries (`roles: {name: {...}}`) kept in document order; each entry's key
   /// goes into `name_member`.
   template <class M>
@@ -237,6 +260,14 @@ class object_schema {
         continue;
       }
       ok = f->parse(value, ctx.child(f->key()), out) && ok;
+    }
+    if (ok) {
+      for (const auto& fn : checks_) {
+        if (auto message = fn(out)) {
+          ctx.error(node, *message);
+          ok = false;
+        }
+      }
     }
     std::vector<std::string> valid = keys();
     if (section_key_of_) {
@@ -316,6 +347,7 @@ class object_schema {
   }
 
   std::vector<std::shared_ptr<detail::field_base<T>>> fields_;
+  std::vector<std::function<std::optional<std::string>(const T&)>> checks_;
   std::function<std::string(const T&)> section_key_of_;
   raw_node T::*section_member_ = nullptr;
 };

@@ -1,6 +1,7 @@
 #include "runtime/app/app_plan.hpp"
 
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
@@ -183,6 +184,21 @@ TEST_F(AppPlanTest, PipelineFlowIsChecked) {
             "flow needs a stage");
   EXPECT_EQ(errors(roles + "pipeline: {}\n"),
             "app.yaml:9:11: pipeline: missing required key 'flow'");
+}
+
+// docs/config.md stays true to the schemas: every key they accept is documented.
+TEST_F(AppPlanTest, ConfigReferenceDocumentsEveryKey) {
+  std::ifstream in(std::string(TROUPE_SOURCE_DIR) + "/docs/config.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_FALSE(doc.empty());
+  std::vector<config::field_info> fields = config::app_spec_schema().describe();
+  for (const auto& f : config::role_spec_schema().describe()) fields.push_back(f);
+  for (const auto* entry : registry_.entries()) {
+    for (const auto& f : entry->factory.options->describe()) fields.push_back(f);
+  }
+  for (const auto& f : fields) {
+    EXPECT_NE(doc.find("| `" + f.key + "` |"), std::string::npos) << f.key << " is not documented";
+  }
 }
 
 }  // namespace

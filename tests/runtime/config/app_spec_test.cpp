@@ -65,13 +65,31 @@ TEST(AppSpec, TopLevelErrors) {
   EXPECT_EQ(parse("roles: {}\n").errors, "a.yaml:1:1: missing required key 'app'");
   EXPECT_EQ(parse("app: x\nruntme: {}\n").errors,
             "a.yaml:2:1: runtme: unknown key 'runtme'. Did you mean 'runtime'? Valid keys here: "
-            "app, runtime, plugins, health, roles, x.");
+            "app, cluster, model, runtime, plugins, health, roles, x.");
   EXPECT_EQ(parse("app: Bad-Name\n").errors,
             "a.yaml:1:6: app: 'Bad-Name' is not a valid name: use lowercase letters, digits and "
             "'_', starting with a letter");
   EXPECT_EQ(parse("app: x\nruntime: {scheduler_policy: random}\n").errors,
             "a.yaml:2:29: runtime.scheduler_policy: 'random' is not allowed. Valid values: "
             "stealing, sharing.");
+}
+
+TEST(AppSpec, ModelIsOptionalAndCheckedAcrossFields) {
+  auto p = parse("app: x\n");
+  ASSERT_EQ(p.errors, "");
+  EXPECT_FALSE(p.spec.model.has_value());
+  p = parse("app: x\nmodel: {layers: 2}\n");
+  ASSERT_EQ(p.errors, "");
+  EXPECT_EQ(p.spec.model->layers, 2);
+  EXPECT_EQ(p.spec.model->dim, 128);
+  EXPECT_EQ(parse("app: x\nmodel: {dim: 130, heads: 4}\n").errors,
+            "a.yaml:2:8: model: dim 130 is not divisible by heads 4");
+}
+
+TEST(AppSpec, ClusterIsOneProcessInThisBuild) {
+  EXPECT_EQ(parse("app: x\ncluster: {local_workers: 0}\n").errors, "");
+  EXPECT_NE(parse("app: x\ncluster: {local_workers: 2}\n").errors.find("cluster.local_workers: this build runs every app in one process"),
+            std::string::npos);
 }
 
 TEST(AppSpec, RoleCountAndImplChecked) {
