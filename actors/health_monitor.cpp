@@ -1,5 +1,7 @@
 #include "actors/health_monitor.hpp"
 
+#include "runtime/metrics/cycle_clock.hpp"
+
 namespace troupe::actors {
 
 const char* to_string(liveness l) {
@@ -15,8 +17,15 @@ const char* to_string(liveness l) {
 }
 
 void health_monitor::set(const std::string& actor, entry& e, liveness to) {
-  if (e.state != to)
-    changes_.push_back({actor, e.state, to, e.missed_in_a_row});
+  if (e.state != to) {
+    const auto stats = metrics_.actor(actor);
+    const uint64_t start = stats->handler_start();
+    const double in_handler = start == 0
+                                  ? 0
+                                  : static_cast<double>(metrics::cycle_clock::now() - start) *
+                                        metrics::cycle_clock::nanos_per_tick() * 1e-9;
+    changes_.push_back({actor, e.state, to, e.missed_in_a_row, stats->mailbox_depth(), in_handler});
+  }
   e.state = to;
   metrics_.get_gauge("troupe_actor_up", "1 if the actor answers pings, else 0", {{"actor", actor}})
       .set(to == liveness::alive ? 1 : 0);

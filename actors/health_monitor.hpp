@@ -24,12 +24,15 @@ enum class liveness { alive, unresponsive, dead };
 ///   alive / unresponsive --down--> dead --track (restarted)--> alive
 class health_monitor {
  public:
-  /// A liveness change, for the event log.
+  /// A liveness change, for the event log, with what the actor's own statistics say.
   struct change {
     std::string actor;
     liveness from;
     liveness to;
     int missed_in_a_row;
+    uint64_t mailbox_depth;
+    /// How long the actor has been inside its current handler; 0 when it is idle.
+    double in_handler_seconds;
   };
 
   health_monitor(const config::health_spec& spec, metrics::registry& metrics)

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "runtime/actor/status_bridge.hpp"
 
 namespace troupe::actors {
@@ -25,8 +26,16 @@ void report_changes(health_state& st) {
     if (c.to == liveness::unresponsive) {
       st.events->emit(
           run::severity::warning, "actor_unresponsive",
-          absl::StrCat(c.actor, " missed ", c.missed_in_a_row, " liveness pings in a row"),
-          {{"actor", c.actor}, {"missed", c.missed_in_a_row}});
+          absl::StrFormat("%s missed %d liveness pings in a row (%s, %d messages waiting)", c.actor,
+                          c.missed_in_a_row,
+                          c.in_handler_seconds > 0
+                              ? absl::StrFormat("in one handler for %.2f s", c.in_handler_seconds)
+                              : std::string("idle"),
+                          c.mailbox_depth),
+          {{"actor", c.actor},
+           {"missed", c.missed_in_a_row},
+           {"mailbox_depth", c.mailbox_depth},
+           {"in_handler_seconds", c.in_handler_seconds}});
     } else if (c.to == liveness::alive && c.from == liveness::unresponsive) {
       st.events->emit(run::severity::info, "actor_responsive",
                       absl::StrCat(c.actor, " answers again"), {{"actor", c.actor}});

@@ -12,7 +12,7 @@ namespace troupe::actors {
 namespace {
 
 // Where a supervised actor comes from, to spawn it again.
-constexpr absl::string_view driver_name = "app/0";
+constexpr absl::string_view driver_name = "app/0";  // role "app", index 0
 
 struct child_origin {
   const app::resolved_role* role;
@@ -52,18 +52,15 @@ void fail(self_ptr self, std::string cause) {
   finish(self, actor::job_result{false, {}, std::move(cause)});
 }
 
-// Spawns (or respawns) actor `index` of `role` and starts watching it.
-absl::Status spawn_child(self_ptr self, const app::resolved_role& role, int index) {
+// Spawns actor `index` of `role` with `factory` and starts watching it: monitored by the
+// supervisor, tracked by the health monitor, stopped with the supervisor.
+absl::StatusOr<caf::actor> spawn_watched(self_ptr self, const actor::role_factory& factory,
+                                         const void* options, const std::string& role, int index) {
   auto& st = self->state;
-  actor::role_context ctx{self->system(),
-                          st.deps->metrics,
-                          st.deps->events,
-                          st.deps->plan,
-                          role.spec.name,
-                          index,
-                          caf::actor_cast<caf::actor>(self)};
-  auto handle = role.entry->factory.spawn(ctx, role.options.get());
+  actor::role_context ctx{self->system(), st.deps->metrics, st.deps->events, st.deps->plan, role,
+                          index};
   const std::string name = ctx.actor_name();
+  auto handle = factory.spawn(ctx, options);
   if (!handle.ok()) {
     return absl::Status(handle.status().code(),
                         absl::StrCat("cannot start ", name, ": ", handle.status().message()));
@@ -71,8 +68,16 @@ absl::Status spawn_child(self_ptr self, const app::resolved_role& role, int inde
   self->monitor(*handle);
   st.names[handle->address()] = name;
   (*st.children)[name] = *handle;
-  st.origins[name] = {&role, index};
   self->send(st.deps->health, actor::track_atom_v, name, *handle);
+  return *handle;
+}
+
+// Spawns (or respawns) actor `index` of `role`.
+absl::Status spawn_child(self_ptr self, const app::resolved_role& role, int index) {
+  auto handle = spawn_watched(self, role.entry->factory, role.options.get(), role.spec.name, index);
+  if (!handle.ok())
+    return handle.status();
+  self->state.origins[absl::StrCat(role.spec.name, "/", index)] = {&role, index};
   return absl::OkStatus();
 }
 
@@ -110,25 +115,15 @@ void start(self_ptr self) {
   for (const auto& role : plan.roles) {
     for (int i = 0; i < role.spec.count; ++i) {
       st.policy.add(absl::StrCat(role.spec.name, "/", i), role.on_failure);
-      if (auto s = spawn_child(self, role, i); !s.ok())
+      if (auto s = spawn_child(self, role, i); !s.ok()) {
         return fail(self, std::string(s.message()));
+      }
     }
   }
-  actor::role_context ctx{self->system(),
-                          st.deps->metrics,
-                          st.deps->events,
-                          plan,
-                          "app",
-                          0,
-                          caf::actor_cast<caf::actor>(self)};
-  auto driver = plan.app_entry->factory.spawn(ctx, plan.app_options.get());
-  if (!driver.ok()) {
-    return fail(self, absl::StrCat("cannot start the app driver: ", driver.status().message()));
-  }
+  auto driver = spawn_watched(self, plan.app_entry->factory, plan.app_options.get(), "app", 0);
+  if (!driver.ok())
+    return fail(self, std::string(driver.status().message()));
   st.driver = caf::actor_cast<actor::app_actor>(*driver);
-  self->monitor(*driver);
-  st.names[driver->address()] = std::string(driver_name);
-  (*st.children)[std::string(driver_name)] = *driver;
   for (const auto& [name, handle] : *st.children) {
     if (name != driver_name)
       self->send(st.driver, actor::actor_update{name, handle});

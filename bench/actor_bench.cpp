@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
   metrics::registry metrics;
   run::event_log events;
   app::app_plan plan;
-  actor::role_context ctx{system, metrics, events, plan, "bench", 0, {}};
+  actor::role_context ctx{system, metrics, events, plan, "bench", 0};
   raw_caf raw(system);
   troupe_actors ours(system, ctx);
 

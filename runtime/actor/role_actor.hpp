@@ -41,6 +41,7 @@ class instrumented : public Base {
 
   caf::invoke_message_result consume(caf::mailbox_element& x) override {
     const uint64_t start = metrics::cycle_clock::now();
+    stats_->begin(start);
     auto result = Base::consume(x);
     const uint64_t ticks = metrics::cycle_clock::now() - start;
     stats_->record(static_cast<uint64_t>(static_cast<double>(ticks) * nanos_per_tick_));

@@ -26,8 +26,6 @@ struct role_context {
   std::string role;
   /// Which of the role's `count` actors this is.
   int index = 0;
-  /// The supervisor that owns the actor.
-  caf::actor supervisor;
 
   /// The job-unique actor name, "role/index".
   [[nodiscard]] std::string actor_name() const { return absl::StrCat(role, "/", index); }

@@ -120,7 +120,6 @@ absl::StatusOr<app_plan> load_app_plan(const load_request& request, actor::role_
   const parse_context ctx(doc, diag);
   const YAML::Node& root = doc.root();
   app_plan plan;
-  plan.config_path = request.config_path;
   if (!config::app_spec_schema().parse(root, ctx, plan.spec))
     return diag.status();
 

@@ -25,7 +25,6 @@ struct resolved_role {
 /// Everything needed to launch an app: the typed config, its app driver and its roles, each
 /// resolved against the registry (plugins loaded) and validated.
 struct app_plan {
-  std::string config_path;
   config::app_spec spec;
   const actor::role_entry* app_entry = nullptr;
   std::shared_ptr<const void> app_options;

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -70,6 +71,10 @@ bool is_valid_key(absl::string_view key) {
 }  // namespace
 
 absl::StatusOr<document> document::load_file(const std::string& path) {
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": is a directory; give the path of a YAML config file"));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(

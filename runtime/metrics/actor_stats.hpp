@@ -24,8 +24,12 @@ class actor_stats {
     return b;
   }
 
+  /// Marks the start of handling a message, at cycle_clock tick `start`.
+  void begin(uint64_t start) { handler_start_.store(start, std::memory_order_relaxed); }
+
   /// Records one handled message that took `nanos` to process.
   void record(uint64_t nanos) {
+    handler_start_.store(0, std::memory_order_relaxed);
     bump(messages_);
     add(busy_nanos_, nanos);
     bump(buckets_[bucket_of(nanos)]);
@@ -42,6 +46,10 @@ class actor_stats {
     }
   }
 
+  /// The cycle_clock tick at which the handler now running started; 0 when idle.
+  [[nodiscard]] uint64_t handler_start() const {
+    return handler_start_.load(std::memory_order_relaxed);
+  }
   [[nodiscard]] uint64_t messages() const { return messages_.load(std::memory_order_relaxed); }
   [[nodiscard]] uint64_t busy_nanos() const { return busy_nanos_.load(std::memory_order_relaxed); }
   [[nodiscard]] uint64_t max_nanos() const { return max_nanos_.load(std::memory_order_relaxed); }
@@ -67,6 +75,7 @@ class actor_stats {
     a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
 
+  std::atomic<uint64_t> handler_start_{0};
   std::atomic<uint64_t> messages_{0};
   std::atomic<uint64_t> busy_nanos_{0};
   std::atomic<uint64_t> max_nanos_{0};

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/metrics/cycle_clock.hpp"
+
 namespace troupe::actors {
 namespace {
 
@@ -16,6 +18,11 @@ class HealthMonitorTest : public ::testing::Test {
 
 TEST_F(HealthMonitorTest, MissedPingsMakeAnActorUnresponsiveUntilItAnswers) {
   monitor_.track("a/0");
+  metrics_.actor("a/0")->record_mailbox_depth(12);
+  // The actor entered a handler about 2 s ago and is still in it.
+  const double ticks_per_second = 1e9 / metrics::cycle_clock::nanos_per_tick();
+  metrics_.actor("a/0")->begin(metrics::cycle_clock::now() -
+                               static_cast<uint64_t>(2 * ticks_per_second));
   EXPECT_EQ(monitor_.status("a/0"), liveness::alive);
   EXPECT_EQ(gauge("troupe_actor_up", "a/0"), 1);
   EXPECT_TRUE(monitor_.take_changes().empty());
@@ -29,6 +36,8 @@ TEST_F(HealthMonitorTest, MissedPingsMakeAnActorUnresponsiveUntilItAnswers) {
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0].to, liveness::unresponsive);
   EXPECT_EQ(changes[0].missed_in_a_row, 2);
+  EXPECT_EQ(changes[0].mailbox_depth, 12u);  // the actor's own statistics explain why
+  EXPECT_NEAR(changes[0].in_handler_seconds, 2.0, 0.5);
   EXPECT_EQ(metrics_.get_counter("troupe_actor_missed_pings_total", "", {{"actor", "a/0"}}).value(),
             2u);
 

@@ -28,6 +28,13 @@ TEST(Document, MissingFileIsNotFound) {
   EXPECT_NE(doc.status().message().find("/nonexistent/troupe.yaml"), absl::string_view::npos);
 }
 
+TEST(Document, DirectoryIsNotAConfig) {
+  testing::temp_dir dir;
+  auto doc = document::load_file(dir.path().string());
+  ASSERT_FALSE(doc.ok());
+  EXPECT_NE(doc.status().message().find("is a directory"), absl::string_view::npos);
+}
+
 TEST(Document, LoadsFiles) {
   testing::temp_dir dir;
   auto doc = document::load_file(dir.write("a.yaml", "app: demo\n"));
