@@ -39,8 +39,7 @@ void health_monitor::track(const std::string& actor) {
 
 void health_monitor::pong(const std::string& actor, std::chrono::nanoseconds rtt) {
   auto it = actors_.find(actor);
-  if (it == actors_.end() || it->second.state == liveness::dead)
-    return;
+  if (it == actors_.end() || it->second.state == liveness::dead) return;
   it->second.missed_in_a_row = 0;
   metrics_
       .get_gauge("troupe_actor_ping_seconds", "Round trip of the last liveness ping",
@@ -51,8 +50,7 @@ void health_monitor::pong(const std::string& actor, std::chrono::nanoseconds rtt
 
 void health_monitor::missed(const std::string& actor) {
   auto it = actors_.find(actor);
-  if (it == actors_.end() || it->second.state == liveness::dead)
-    return;
+  if (it == actors_.end() || it->second.state == liveness::dead) return;
   metrics_
       .get_counter("troupe_actor_missed_pings_total", "Liveness pings not answered in time",
                    {{"actor", actor}})
@@ -64,16 +62,14 @@ void health_monitor::missed(const std::string& actor) {
 
 void health_monitor::down(const std::string& actor) {
   auto it = actors_.find(actor);
-  if (it == actors_.end())
-    return;
+  if (it == actors_.end()) return;
   set(actor, it->second, liveness::dead);
 }
 
 std::vector<std::string> health_monitor::pingable() const {
   std::vector<std::string> out;
   for (const auto& [name, e] : actors_) {
-    if (e.state != liveness::dead)
-      out.push_back(name);
+    if (e.state != liveness::dead) out.push_back(name);
   }
   return out;
 }

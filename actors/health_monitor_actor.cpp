@@ -46,8 +46,7 @@ void report_changes(health_state& st) {
 void ping_all(self_ptr self) {
   auto& st = self->state;
   for (const auto& name : st.logic->pingable()) {
-    if (st.outstanding.count(name) || !st.actors.count(name))
-      continue;
+    if (st.outstanding.count(name) || !st.actors.count(name)) continue;
     st.outstanding.insert(name);
     const auto start = std::chrono::steady_clock::now();
     const caf::actor target = st.actors[name];
@@ -57,17 +56,14 @@ void ping_all(self_ptr self) {
             [self, name, start, target](caf::ok_atom, std::string&, caf::strong_actor_ptr&,
                                         std::string&) {
               self->state.outstanding.erase(name);
-              if (self->state.actors[name] != target)
-                return;  // answered by an old incarnation
+              if (self->state.actors[name] != target) return;  // answered by an old incarnation
               self->state.logic->pong(name, std::chrono::steady_clock::now() - start);
               report_changes(self->state);
             },
             [self, name, target](caf::error& e) {
               self->state.outstanding.erase(name);
-              if (self->state.actors[name] != target)
-                return;
-              if (e == caf::sec::request_timeout)
-                self->state.logic->missed(name);
+              if (self->state.actors[name] != target) return;
+              if (e == caf::sec::request_timeout) self->state.logic->missed(name);
               report_changes(self->state);
             });
   }
@@ -86,12 +82,10 @@ health_actor spawn_health_monitor(caf::actor_system& system, const config::healt
         self->set_down_handler([self](caf::down_msg& msg) {
           auto& st = self->state;
           auto it = st.names.find(msg.source);
-          if (it == st.names.end())
-            return;
+          if (it == st.names.end()) return;
           const std::string name = it->second;
           st.names.erase(it);
-          if (st.actors[name].address() != msg.source)
-            return;  // an old incarnation
+          if (st.actors[name].address() != msg.source) return;  // an old incarnation
           st.logic->down(name);
           report_changes(st);
         });

@@ -12,11 +12,9 @@ void supervision::add(const std::string& actor, const config::failure_policy& po
 
 supervision::decision supervision::on_exit(absl::string_view actor, const absl::Status& reason) {
   auto it = children_.find(actor);
-  if (it == children_.end())
-    return {};
+  if (it == children_.end()) return {};
   child& c = it->second;
-  if (reason.ok())
-    return {};
+  if (reason.ok()) return {};
   using action = config::failure_policy::action;
   decision d;
   if (c.policy.on_failure == action::fail_job) {

@@ -35,8 +35,7 @@ using self_ptr = actor::role_pointer<supervisor_actor, supervisor_state>;
 
 void finish(self_ptr self, actor::job_result result) {
   auto& st = self->state;
-  if (st.finished)
-    return;
+  if (st.finished) return;
   st.finished = true;
   if (result.ok) {
     st.deps->events.emit(run::severity::info, "job_succeeded", "the app finished");
@@ -75,8 +74,7 @@ absl::StatusOr<caf::actor> spawn_watched(self_ptr self, const actor::role_factor
 // Spawns (or respawns) actor `index` of `role`.
 absl::Status spawn_child(self_ptr self, const app::resolved_role& role, int index) {
   auto handle = spawn_watched(self, role.entry->factory, role.options.get(), role.spec.name, index);
-  if (!handle.ok())
-    return handle.status();
+  if (!handle.ok()) return handle.status();
   self->state.origins[absl::StrCat(role.spec.name, "/", index)] = {&role, index};
   return absl::OkStatus();
 }
@@ -121,12 +119,10 @@ void start(self_ptr self) {
     }
   }
   auto driver = spawn_watched(self, plan.app_entry->factory, plan.app_options.get(), "app", 0);
-  if (!driver.ok())
-    return fail(self, std::string(driver.status().message()));
+  if (!driver.ok()) return fail(self, std::string(driver.status().message()));
   st.driver = caf::actor_cast<actor::app_actor>(*driver);
   for (const auto& [name, handle] : *st.children) {
-    if (name != driver_name)
-      self->send(st.driver, actor::actor_update{name, handle});
+    if (name != driver_name) self->send(st.driver, actor::actor_update{name, handle});
   }
   st.deps->events.emit(
       run::severity::info, "job_started",
@@ -156,8 +152,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& system, supervisor_deps dep
     self->set_down_handler([self](caf::down_msg& msg) {
       auto& s = self->state;
       auto it = s.names.find(msg.source);
-      if (it == s.names.end() || s.finished)
-        return;
+      if (it == s.names.end() || s.finished) return;
       const std::string name = it->second;
       s.names.erase(it);
       on_child_down(self, name, msg.reason);
@@ -166,8 +161,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& system, supervisor_deps dep
     return supervisor_actor::behavior_type{
         [self](actor::restart_atom, const std::string& name) {
           auto& s = self->state;
-          if (s.finished)
-            return;
+          if (s.finished) return;
           const child_origin origin = s.origins.at(name);
           if (auto status = spawn_child(self, *origin.role, origin.index); !status.ok()) {
             return fail(self, std::string(status.message()));

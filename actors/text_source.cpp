@@ -14,10 +14,8 @@ void split_records(absl::string_view text, absl::string_view delimiter,
                    std::vector<std::string>& out) {
   std::string record;
   auto flush = [&] {
-    if (!record.empty() && record.back() == '\n')
-      record.pop_back();
-    if (!record.empty())
-      out.push_back(std::move(record));
+    if (!record.empty() && record.back() == '\n') record.pop_back();
+    if (!record.empty()) out.push_back(std::move(record));
     record.clear();
   };
   size_t pos = 0;
@@ -45,10 +43,8 @@ absl::StatusOr<text_source> text_source::open(const text_source_options& options
   std::vector<fs::path> files;
   if (fs::is_directory(root, ec)) {
     for (const auto& entry : fs::directory_iterator(root, ec)) {
-      if (entry.is_symlink() || !entry.is_regular_file())
-        continue;
-      if (entry.path().extension() == ".dat")
-        continue;
+      if (entry.is_symlink() || !entry.is_regular_file()) continue;
+      if (entry.path().extension() == ".dat") continue;
       files.push_back(entry.path());
     }
     std::sort(files.begin(), files.end());
@@ -63,8 +59,7 @@ absl::StatusOr<text_source> text_source::open(const text_source_options& options
   std::vector<std::string> records;
   for (const auto& file : files) {
     std::ifstream in(file, std::ios::binary);
-    if (!in)
-      return absl::UnavailableError(absl::StrCat(file.string(), ": cannot read"));
+    if (!in) return absl::UnavailableError(absl::StrCat(file.string(), ": cannot read"));
     std::stringstream text;
     text << in.rdbuf();
     split_records(text.str(), options.delimiter, records);

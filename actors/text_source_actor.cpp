@@ -14,8 +14,7 @@ actor::role_factory text_source_factory() {
       .required()
       .check([](const std::string& path) -> std::optional<std::string> {
         std::error_code ec;
-        if (std::filesystem::exists(path, ec))
-          return std::nullopt;
+        if (std::filesystem::exists(path, ec)) return std::nullopt;
         std::string hint = path.starts_with("/usr/share/games/fortunes")
                                ? "; it comes with the Debian package 'fortunes' (scripts/setup.sh)"
                                : "";
@@ -32,8 +31,7 @@ actor::role_factory text_source_factory() {
       [](actor::role_context& ctx,
          const text_source_options& options) -> absl::StatusOr<caf::actor> {
         auto source = text_source::open(options);
-        if (!source.ok())
-          return source.status();
+        if (!source.ok()) return source.status();
         auto shared = std::make_shared<const text_source>(std::move(*source));
         auto handle =
             ctx.spawn<actor::source_actor>([shared](actor::role_pointer<actor::source_actor> self)

@@ -49,8 +49,7 @@ job_outcome job_runner::run(const std::atomic<bool>& stop) {
     while (!result) {
       owner->receive([&](actor::job_result& r) { result = std::move(r); },
                      caf::after(std::chrono::milliseconds(100)) >> [] {});
-      if (result)
-        break;
+      if (result) break;
       if (stop.load()) {
         events_.emit(run::severity::warning, "job_interrupted", "stopping on request");
         outcome.result = job_outcome::status::interrupted;
@@ -67,13 +66,11 @@ job_outcome job_runner::run(const std::atomic<bool>& stop) {
     }
   }
   caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
-  if (!result)
-    return outcome;
+  if (!result) return outcome;
   if (result->ok) {
     outcome.result = job_outcome::status::succeeded;
     outcome.summary = nlohmann::json::parse(result->summary_json, nullptr, false);
-    if (outcome.summary.is_discarded())
-      outcome.summary = nlohmann::json::object();
+    if (outcome.summary.is_discarded()) outcome.summary = nlohmann::json::object();
   } else {
     outcome.result = job_outcome::status::failed;
     outcome.error = result->error;

@@ -63,19 +63,12 @@ int main(int argc, char** argv) {
     return code == 0 ? exit_ok : exit_usage_error;
   }
 
-  if (*launch_cmd)
-    return launch_command(launch);
-  if (*check_cmd)
-    return check_command(check);
-  if (*list_cmd)
-    return plugins_list_command(plugin_dirs, plugins_json);
-  if (*version_cmd)
-    return version_command(version_json);
-  if (*head_cmd)
-    return reserved("head");
-  if (*worker_cmd)
-    return reserved("worker");
-  if (*status_cmd)
-    return reserved("status");
+  if (*launch_cmd) return launch_command(launch);
+  if (*check_cmd) return check_command(check);
+  if (*list_cmd) return plugins_list_command(plugin_dirs, plugins_json);
+  if (*version_cmd) return version_command(version_json);
+  if (*head_cmd) return reserved("head");
+  if (*worker_cmd) return reserved("worker");
+  if (*status_cmd) return reserved("status");
   return exit_usage_error;
 }

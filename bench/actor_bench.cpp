@@ -198,8 +198,7 @@ double one_way_per_s(spawner& s, int32_t n) {
 
 int arg(int argc, char** argv, const char* name, int fallback) {
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0)
-      return std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
   }
   return fallback;
 }

@@ -37,12 +37,9 @@ void install_stop_handlers() {
 }
 
 spdlog::level::level_enum log_level(const std::string& severity) {
-  if (severity == "debug")
-    return spdlog::level::debug;
-  if (severity == "warning")
-    return spdlog::level::warn;
-  if (severity == "error")
-    return spdlog::level::err;
+  if (severity == "debug") return spdlog::level::debug;
+  if (severity == "warning") return spdlog::level::warn;
+  if (severity == "error") return spdlog::level::err;
   return spdlog::level::info;
 }
 
@@ -139,11 +136,9 @@ int launch_command(const launch_args& args) {
                             {"status", apps::to_string(outcome.result)},
                             {"run_dir", dir->path().string()},
                             {"elapsed_s", (*events)->elapsed_seconds()}};
-  if (!outcome.error.empty())
-    summary["error"] = outcome.error;
+  if (!outcome.error.empty()) summary["error"] = outcome.error;
   for (const auto& [key, value] : outcome.summary.items()) {
-    if (!summary.contains(key))
-      summary[key] = value;
+    if (!summary.contains(key)) summary[key] = value;
   }
   const std::string line = summary.dump();
   (void)dir->write_file("summary.json", line + "\n");

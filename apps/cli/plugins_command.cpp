@@ -43,7 +43,7 @@ int plugins_list_command(const std::vector<std::string>& plugin_dirs, bool json)
     }
     out["roles"].push_back({{"kind", e->kind},
                             {"name", e->name},
-                            {"origin", e->origin},
+                            {"origin", e->origin.to_string()},
                             {"description", e->factory.description},
                             {"options", options}});
   }
@@ -54,20 +54,16 @@ int plugins_list_command(const std::vector<std::string>& plugin_dirs, bool json)
 
   std::printf("plugin directories: %s\n\n", absl::StrJoin(env.plugins.search_dirs(), ", ").c_str());
   std::printf("plugins:\n");
-  if (env.plugins.loaded().empty())
-    std::printf("  (none found)\n");
+  if (env.plugins.loaded().empty()) std::printf("  (none found)\n");
   for (const auto& p : env.plugins.loaded()) {
     std::printf("  %-12s %s\n  %-12s %s (ABI %u)\n", p.name.c_str(), p.description.c_str(), "",
                 p.path.c_str(), p.abi_version);
   }
   std::printf("\nroles (kind/name, origin):\n");
   for (const auto* e : env.registry.entries()) {
-    std::printf(
-        "  %-22s %-10s %s\n", absl::StrCat(e->kind, "/", e->name).c_str(),
-        e->origin.starts_with("plugin ")
-            ? absl::StrCat("plugin:", e->origin.substr(7, e->origin.find(' ', 7) - 7)).c_str()
-            : "built-in",
-        e->factory.description.c_str());
+    std::printf("  %-22s %-10s %s\n", absl::StrCat(e->kind, "/", e->name).c_str(),
+                e->origin.built_in() ? "built-in" : ("plugin:" + e->origin.plugin).c_str(),
+                e->factory.description.c_str());
     for (const auto& f : e->factory.options->describe()) {
       std::printf("      %-18s %s%s  %s\n", f.key.c_str(), f.type.c_str(),
                   f.required ? " (required)" : absl::StrCat(" = ", f.default_value).c_str(),

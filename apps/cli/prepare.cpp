@@ -13,8 +13,7 @@ namespace {
 std::filesystem::path executable_dir() {
   char buf[4096];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0)
-    return std::filesystem::current_path();
+  if (n <= 0) return std::filesystem::current_path();
   return std::filesystem::path(std::string(buf, n)).parent_path();
 }
 

@@ -7,10 +7,8 @@ namespace troupe::cli {
 namespace {
 
 std::string human(double v) {
-  if (v >= 1e6)
-    return absl::StrFormat("%.1fM", v / 1e6);
-  if (v >= 1e4)
-    return absl::StrFormat("%.1fk", v / 1e3);
+  if (v >= 1e6) return absl::StrFormat("%.1fM", v / 1e6);
+  if (v >= 1e4) return absl::StrFormat("%.1fk", v / 1e3);
   return absl::StrFormat("%.0f", v);
 }
 
@@ -29,14 +27,12 @@ std::string render_bar(double done, double total, absl::string_view unit, double
   } else {
     absl::StrAppend(&text, human(done), " ", unit);
   }
-  if (rate > 0)
-    absl::StrAppend(&text, "  ", human(rate), " ", unit, "/s");
+  if (rate > 0) absl::StrAppend(&text, "  ", human(rate), " ", unit, "/s");
   return text;
 }
 
 void progress_display::clear_bar() {
-  if (bar_visible_)
-    std::fputs("\r\033[K", out_);
+  if (bar_visible_) std::fputs("\r\033[K", out_);
   bar_visible_ = false;
 }
 
@@ -65,11 +61,9 @@ void progress_display::show_progress(const nlohmann::json& event) {
 
 void progress_display::on_event(const nlohmann::json& event) {
   const std::string type = event.value("event", std::string());
-  if (type == "progress")
-    return show_progress(event);
+  if (type == "progress") return show_progress(event);
   const std::string level = event.value("severity", std::string("info"));
-  if (level == "debug")
-    return;
+  if (level == "debug") return;
   clear_bar();
   std::fprintf(out_, "[%7.1fs] %s%s\n", event.value("t", 0.0),
                level == "info" ? "" : (level + ": ").c_str(),

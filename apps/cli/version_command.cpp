@@ -45,8 +45,7 @@ int version_command(bool json) {
       std::printf("  cuda:%d %s, %.1f GiB, sm_%d%d\n", d.index, d.name.c_str(),
                   d.memory_bytes / double(1 << 30), d.compute_major, d.compute_minor);
     }
-    if (devices->empty())
-      std::printf("  no CUDA devices\n");
+    if (devices->empty()) std::printf("  no CUDA devices\n");
   } else {
     std::printf("  no GPU available: %s\n", std::string(devices.status().message()).c_str());
   }

@@ -18,16 +18,14 @@ std::vector<pipeline_driver::command> pipeline_driver::start() {
 }
 
 void pipeline_driver::fail(absl::Status cause) {
-  if (failure_.ok())
-    failure_ = std::move(cause);
+  if (failure_.ok()) failure_ = std::move(cause);
 }
 
 std::vector<pipeline_driver::command> pipeline_driver::on_batch(actor::source_batch batch) {
   pull_outstanding_ = false;
   pull_attempts_ = 0;
   total_ = batch.total;
-  if (batch.items.empty())
-    source_done_ = true;
+  if (batch.items.empty()) source_done_ = true;
   for (auto& item : batch.items) {
     if (item.seq != next_pull_) {
       fail(absl::DataLossError(absl::StrCat("the source returned item ", item.seq, " where item ",
@@ -67,8 +65,7 @@ std::vector<pipeline_driver::command> pipeline_driver::on_processed(size_t stage
                                                                     actor::work_item item) {
   release(stage, instance, generation);
   auto it = items_.find(item.seq);
-  if (it == items_.end() || it->second.stage != stage)
-    return schedule();  // stale answer
+  if (it == items_.end() || it->second.stage != stage) return schedule();  // stale answer
   if (stage + 1 < stages_.size()) {
     it->second.item = std::move(item);
     it->second.stage = stage + 1;
@@ -88,13 +85,11 @@ std::vector<pipeline_driver::command> pipeline_driver::on_process_error(size_t s
                                                                         const absl::Status& error) {
   const bool current = release(stage, instance, generation);
   auto it = items_.find(seq);
-  if (it == items_.end() || it->second.stage != stage)
-    return schedule();
+  if (it == items_.end() || it->second.stage != stage) return schedule();
   item_state& st = it->second;
   if (absl::IsUnavailable(error)) {
     // The actor was already dead: not this item's fault. Wait for its restart.
-    if (current)
-      slots_[stage][instance].available = false;
+    if (current) slots_[stage][instance].available = false;
   } else {
     st.last_error = std::string(error.message());
     if (++st.attempts >= options_.max_attempts) {
@@ -136,8 +131,7 @@ std::vector<pipeline_driver::command> pipeline_driver::on_stage_replaced(size_t 
 
 bool pipeline_driver::release(size_t stage, int instance, uint64_t generation) {
   auto& slot = slots_[stage][instance];
-  if (slot.generation != generation)
-    return false;
+  if (slot.generation != generation) return false;
   slot.busy = false;
   return true;
 }
@@ -147,10 +141,8 @@ int pipeline_driver::pick_instance(size_t stage, int avoid) const {
   int fallback = -1;
   for (int i = 0; i < static_cast<int>(slots_[stage].size()); ++i) {
     const auto& inst = slots_[stage][i];
-    if (!inst.available || inst.busy)
-      continue;
-    if (i != avoid)
-      return i;
+    if (!inst.available || inst.busy) continue;
+    if (i != avoid) return i;
     fallback = i;
   }
   return fallback;
@@ -158,15 +150,13 @@ int pipeline_driver::pick_instance(size_t stage, int avoid) const {
 
 std::vector<pipeline_driver::command> pipeline_driver::schedule() {
   std::vector<command> out;
-  if (!failure_.ok())
-    return out;
+  if (!failure_.ok()) return out;
   for (size_t s = 0; s < stages_.size(); ++s) {
     while (!waiting_[s].empty()) {
       const uint64_t seq = waiting_[s].front();
       item_state& st = items_.at(seq);
       const int i = pick_instance(s, st.last_instance);
-      if (i < 0)
-        break;
+      if (i < 0) break;
       waiting_[s].pop_front();
       slots_[s][i].busy = true;
       out.push_back(dispatch{s, i, slots_[s][i].generation, st.item});

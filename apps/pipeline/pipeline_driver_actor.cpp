@@ -38,8 +38,7 @@ void execute(self_ptr self, std::vector<command> commands);
 void report_progress(self_ptr self, bool force) {
   auto& st = self->state;
   const auto now = clock::now();
-  if (!force && now - st.last_progress < std::chrono::milliseconds(200))
-    return;
+  if (!force && now - st.last_progress < std::chrono::milliseconds(200)) return;
   st.last_progress = now;
   const uint64_t done = st.logic->delivered();
   const int64_t total = st.logic->total();
@@ -51,8 +50,7 @@ void report_progress(self_ptr self, bool force) {
 
 void complete(self_ptr self, actor::job_result result) {
   auto& st = self->state;
-  if (!st.running)
-    return;
+  if (!st.running) return;
   st.running = false;
   report_progress(self, true);
   st.done.deliver(std::move(result));
@@ -110,8 +108,7 @@ void execute_one(self_ptr self, command& cmd) {
 
 void execute(self_ptr self, std::vector<command> commands) {
   auto& st = self->state;
-  if (!st.running)
-    return;
+  if (!st.running) return;
   if (!st.logic->failure().ok()) {
     complete(self, actor::job_result{false, {}, std::string(st.logic->failure().message())});
     return;
@@ -136,14 +133,12 @@ void on_update(self_ptr self, const actor::actor_update& update) {
   const auto [role, index] = split_actor_name(update.name);
   if (role == st.source_role) {
     st.source = caf::actor_cast<actor::source_actor>(update.handle);
-    if (st.running)
-      execute(self, st.logic->on_source_replaced());
+    if (st.running) execute(self, st.logic->on_source_replaced());
   } else if (role == st.sink_role) {
     st.sink = caf::actor_cast<actor::sink_actor>(update.handle);
   } else if (auto it = st.stage_of_role.find(role); it != st.stage_of_role.end()) {
     st.stages[it->second][index] = caf::actor_cast<actor::stage_actor>(update.handle);
-    if (st.running)
-      execute(self, st.logic->on_stage_replaced(it->second, index));
+    if (st.running) execute(self, st.logic->on_stage_replaced(it->second, index));
   }
 }
 

@@ -46,8 +46,7 @@ class instrumented : public Base {
     const uint64_t ticks = metrics::cycle_clock::now() - start;
     stats_->record(static_cast<uint64_t>(static_cast<double>(ticks) * nanos_per_tick_));
     // Reading the mailbox size walks its queues, so sample one message in 16.
-    if ((stats_->messages() & 15) == 0)
-      stats_->record_mailbox_depth(this->mailbox().size());
+    if ((stats_->messages() & 15) == 0) stats_->record_mailbox_depth(this->mailbox().size());
     return result;
   }
 

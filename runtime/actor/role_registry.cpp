@@ -5,16 +5,22 @@
 
 namespace troupe::actor {
 
+std::string role_origin::to_string() const {
+  return built_in() ? std::string("built-in") : absl::StrCat("plugin ", plugin, " (", path, ")");
+}
+
 absl::Status role_registry::add(std::string kind, std::string name, role_factory factory,
-                                std::string origin) {
+                                role_origin origin) {
   if (!factory.options || !factory.spawn) {
-    return absl::InvalidArgumentError(absl::StrCat("role ", kind, "/", name, " from ", origin,
+    return absl::InvalidArgumentError(absl::StrCat("role ", kind, "/", name, " from ",
+                                                   origin.to_string(),
                                                    " has no options schema or spawn function"));
   }
   auto key = std::make_pair(kind, name);
   if (auto it = entries_.find(key); it != entries_.end()) {
-    return absl::AlreadyExistsError(absl::StrCat("role ", kind, "/", name, " from ", origin,
-                                                 " is already registered by ", it->second->origin));
+    return absl::AlreadyExistsError(absl::StrCat("role ", kind, "/", name, " from ",
+                                                 origin.to_string(), " is already registered by ",
+                                                 it->second->origin.to_string()));
   }
   entries_[key] = std::make_unique<role_entry>(
       role_entry{std::move(kind), std::move(name), std::move(origin), std::move(factory)});
@@ -28,8 +34,7 @@ absl::StatusOr<const role_entry*> role_registry::find(absl::string_view kind,
   }
   std::vector<std::string> names;
   for (const auto& [key, entry] : entries_) {
-    if (key.first == kind)
-      names.push_back(key.second);
+    if (key.first == kind) names.push_back(key.second);
   }
   if (names.empty()) {
     return absl::NotFoundError(absl::StrCat("there is no role kind '", kind, "'. ",
@@ -51,8 +56,7 @@ std::vector<const role_entry*> role_registry::entries() const {
 std::vector<std::string> role_registry::kinds() const {
   std::vector<std::string> out;
   for (const auto& [key, entry] : entries_) {
-    if (out.empty() || out.back() != key.first)
-      out.push_back(key.first);
+    if (out.empty() || out.back() != key.first) out.push_back(key.first);
   }
   return out;
 }

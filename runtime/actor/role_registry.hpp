@@ -52,11 +52,21 @@ role_factory make_role_factory(
   return f;
 }
 
-/// A registered implementation and where it came from ("built-in" or the plugin).
+/// Where an implementation came from: built in (empty), or a plugin and its file.
+struct role_origin {
+  std::string plugin;
+  std::string path;
+
+  [[nodiscard]] bool built_in() const { return plugin.empty(); }
+  /// "built-in" or "plugin NAME (PATH)".
+  [[nodiscard]] std::string to_string() const;
+};
+
+/// A registered implementation.
 struct role_entry {
   std::string kind;
   std::string name;
-  std::string origin;
+  role_origin origin;
   role_factory factory;
 };
 
@@ -66,7 +76,7 @@ class role_registry {
  public:
   /// Adds an implementation; fails if (kind, name) is taken, naming both origins.
   [[nodiscard]] absl::Status add(std::string kind, std::string name, role_factory factory,
-                                 std::string origin = "built-in");
+                                 role_origin origin = {});
 
   /// The implementation (kind, name); the error lists the available ones.
   [[nodiscard]] absl::StatusOr<const role_entry*> find(absl::string_view kind,

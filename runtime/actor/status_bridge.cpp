@@ -15,8 +15,7 @@ constexpr caf::atom_value troupe_category = caf::atom("troupe");
 
 std::string context_text(const caf::error& error) {
   const caf::message& ctx = error.context();
-  if (ctx.match_elements<std::string>())
-    return ctx.get_as<std::string>(0);
+  if (ctx.match_elements<std::string>()) return ctx.get_as<std::string>(0);
   return ctx.empty() ? std::string() : caf::to_string(ctx);
 }
 
@@ -30,23 +29,20 @@ std::string type_name(const std::type_info& type) {
 }  // namespace
 
 caf::error to_error(const absl::Status& status) {
-  if (status.ok())
-    return caf::error{};
+  if (status.ok()) return caf::error{};
   return caf::error(static_cast<uint8_t>(status.code()), troupe_category,
                     caf::make_message(std::string(status.message())));
 }
 
 absl::Status to_status(const caf::error& error) {
-  if (!error)
-    return absl::OkStatus();
+  if (!error) return absl::OkStatus();
   if (error.category() == troupe_category) {
     return absl::Status(static_cast<absl::StatusCode>(error.code()), context_text(error));
   }
   if (error.category() == caf::atom("system")) {
     const auto code = static_cast<caf::sec>(error.code());
     std::string text = caf::to_string(code);
-    if (auto ctx = context_text(error); !ctx.empty())
-      absl::StrAppend(&text, ": ", ctx);
+    if (auto ctx = context_text(error); !ctx.empty()) absl::StrAppend(&text, ": ", ctx);
     switch (code) {
       case caf::sec::request_timeout:
         return absl::DeadlineExceededError(text);

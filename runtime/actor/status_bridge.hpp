@@ -26,8 +26,7 @@ void add_troupe_error_category(caf::actor_system_config& config);
 /// actor.
 template <class Self, class T>
 caf::result<T> to_result(Self* self, absl::StatusOr<T> value) {
-  if (value.ok())
-    return std::move(value).value();
+  if (value.ok()) return std::move(value).value();
   caf::error error = to_error(value.status());
   self->quit(error);
   return error;
@@ -36,8 +35,7 @@ caf::result<T> to_result(Self* self, absl::StatusOr<T> value) {
 /// `to_result` for handlers whose logic returns a plain Status and which reply `ok`.
 template <class Self>
 caf::result<caf::ok_atom> to_result(Self* self, const absl::Status& status) {
-  if (status.ok())
-    return caf::ok_atom::value;
+  if (status.ok()) return caf::ok_atom::value;
   caf::error error = to_error(status);
   self->quit(error);
   return error;

@@ -25,8 +25,7 @@ void load_plugins(const config::app_spec& spec, const YAML::Node& root, const pa
   }
   const parse_context roles_ctx = ctx.child("roles");
   for (const auto& role : spec.roles) {
-    if (role.plugin.empty())
-      continue;
+    if (role.plugin.empty()) continue;
     if (auto p = plugins.load(role.plugin, registry); !p.ok()) {
       roles_ctx.child(role.name).child("plugin").error(root["roles"][role.name]["plugin"],
                                                        p.status().message());
@@ -46,19 +45,17 @@ bool resolve_role(const config::role_spec& role, const YAML::Node& node, const p
     return false;
   }
   out.spec = role;
-  if (out.spec.kind.empty())
-    out.spec.kind = role.name;
+  if (out.spec.kind.empty()) out.spec.kind = role.name;
   auto entry = registry.find(out.spec.kind, role.impl);
   if (!entry.ok()) {
     ctx.child("impl").error(key_or(node, "impl"), entry.status().message());
     return false;
   }
   out.entry = *entry;
-  const std::string plugin_origin = absl::StrCat("plugin ", role.plugin, " (");
-  if (!role.plugin.empty() && !out.entry->origin.starts_with(plugin_origin)) {
+  if (!role.plugin.empty() && out.entry->origin.plugin != role.plugin) {
     ctx.child("plugin").error(
         key_or(node, "plugin"),
-        absl::StrCat(out.spec.kind, "/", role.impl, " comes from ", out.entry->origin,
+        absl::StrCat(out.spec.kind, "/", role.impl, " comes from ", out.entry->origin.to_string(),
                      ", not from plugin '", role.plugin, "'"));
     return false;
   }
@@ -79,8 +76,7 @@ bool resolve_role(const config::role_spec& role, const YAML::Node& node, const p
     out.on_failure.on_failure = config::failure_policy::action::fail_job;
   }
   out.options = factory.options->parse(role.options.node, ctx.child("options"));
-  if (out.options == nullptr)
-    return false;
+  if (out.options == nullptr) return false;
   out.spec.on_failure = out.on_failure;
   out.spec.options.node = factory.options->to_node(out.options.get());
   return true;
@@ -90,8 +86,7 @@ bool resolve_role(const config::role_spec& role, const YAML::Node& node, const p
 
 const resolved_role* app_plan::find_role(absl::string_view name) const {
   for (const auto& r : roles) {
-    if (r.spec.name == name)
-      return &r;
+    if (r.spec.name == name) return &r;
   }
   return nullptr;
 }
@@ -120,14 +115,12 @@ absl::StatusOr<app_plan> load_app_plan(const load_request& request, actor::role_
   const parse_context ctx(doc, diag);
   const YAML::Node& root = doc.root();
   app_plan plan;
-  if (!config::app_spec_schema().parse(root, ctx, plan.spec))
-    return diag.status();
+  if (!config::app_spec_schema().parse(root, ctx, plan.spec)) return diag.status();
 
   for (const auto& dir : plan.spec.plugins.dirs)
     plugins.add_search_dir(dir);
   load_plugins(plan.spec, root, ctx, registry, plugins);
-  if (!diag.empty())
-    return diag.status();
+  if (!diag.empty()) return diag.status();
 
   const parse_context roles_ctx = ctx.child("roles");
   for (const auto& role : plan.spec.roles) {

@@ -37,8 +37,7 @@ object_schema<model_spec> make_model_schema() {
   s.add("heads", &model_spec::heads).range(1, 1024).help("attention heads; must divide dim");
   s.check([](const model_spec& m) -> std::optional<std::string> {
     if (m.dim % m.heads == 0) return std::nullopt;
-    return "dim " + std::to_string(m.dim) + " is not divisible by heads " +
-           std::to_string(m.heads);
+    return "dim " + std::to_string(m.dim) + " is not divisible by heads " + std::to_string(m.heads);
   });
   return s;
 }
@@ -113,15 +112,13 @@ object_schema<app_spec> make_app_schema() {
 }  // namespace
 
 std::optional<std::string> check_identifier(const std::string& v) {
-  if (v.empty())
-    return std::nullopt;  // "not set"; required() catches missing keys
+  if (v.empty()) return std::nullopt;  // "not set"; required() catches missing keys
   bool ok = std::islower(static_cast<unsigned char>(v[0]));
   for (char c : v) {
     ok = ok && (std::islower(static_cast<unsigned char>(c)) ||
                 std::isdigit(static_cast<unsigned char>(c)) || c == '_');
   }
-  if (ok)
-    return std::nullopt;
+  if (ok) return std::nullopt;
   return "'" + v +
          "' is not a valid name: use lowercase letters, digits and '_', starting with a letter";
 }
@@ -152,8 +149,7 @@ bool codec<failure_policy>::parse(const YAML::Node& node, const parse_context& c
       return s;
     }();
     restart_only parsed;
-    if (!schema.parse(node, ctx, parsed))
-      return false;
+    if (!schema.parse(node, ctx, parsed)) return false;
     out = failure_policy{failure_policy::action::restart, parsed.restart};
     return true;
   }
@@ -163,8 +159,7 @@ bool codec<failure_policy>::parse(const YAML::Node& node, const parse_context& c
 }
 
 YAML::Node codec<failure_policy>::to_node(const failure_policy& v) {
-  if (v.on_failure == failure_policy::action::fail_job)
-    return YAML::Node("fail_job");
+  if (v.on_failure == failure_policy::action::fail_job) return YAML::Node("fail_job");
   YAML::Node restart(YAML::NodeType::Map);
   restart["max"] = v.restart.max;
   restart["backoff_ms"] = v.restart.backoff_ms;

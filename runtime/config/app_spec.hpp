@@ -125,8 +125,7 @@ struct codec<std::optional<failure_policy>> {
   static bool parse(const YAML::Node& node, const parse_context& ctx,
                     std::optional<failure_policy>& out) {
     failure_policy p;
-    if (!codec<failure_policy>::parse(node, ctx, p))
-      return false;
+    if (!codec<failure_policy>::parse(node, ctx, p)) return false;
     out = p;
     return true;
   }

@@ -31,10 +31,8 @@ struct codec<bool> {
   static bool parse(const YAML::Node& node, const parse_context& ctx, bool& out) {
     if (node.IsScalar()) {
       std::string s = absl::AsciiStrToLower(node.Scalar());
-      if (s == "true" || s == "yes" || s == "on")
-        return out = true, true;
-      if (s == "false" || s == "no" || s == "off")
-        return out = false, true;
+      if (s == "true" || s == "yes" || s == "on") return out = true, true;
+      if (s == "false" || s == "no" || s == "off") return out = false, true;
     }
     ctx.error(node, absl::StrCat("expected ", expected, ", got ", describe_node(node)));
     return false;
@@ -106,8 +104,7 @@ struct codec<std::vector<T>> {
     for (size_t i = 0; i < node.size(); ++i) {
       ok = codec<T>::parse(node[i], ctx.element(i), values[i]) && ok;
     }
-    if (ok)
-      out = std::move(values);
+    if (ok) out = std::move(values);
     return ok;
   }
   static YAML::Node to_node(const std::vector<T>& v) {

@@ -17,8 +17,7 @@ namespace troupe::config {
 namespace {
 
 std::string mark_text(const std::string& name, const YAML::Mark& mark) {
-  if (mark.is_null())
-    return name;
+  if (mark.is_null()) return name;
   return absl::StrCat(name, ":", mark.line + 1, ":", mark.column + 1);
 }
 
@@ -47,23 +46,19 @@ YAML::Mark nearest_marked(const YAML::Node& root, absl::string_view path) {
       }
       next = current[index];
     } else {
-      if (!current.IsMap() || !current[std::string(part)].IsDefined())
-        break;
+      if (!current.IsMap() || !current[std::string(part)].IsDefined()) break;
       next = current[std::string(part)];
     }
     node.reset(next);
-    if (!node.Mark().is_null())
-      mark = node.Mark();
+    if (!node.Mark().is_null()) mark = node.Mark();
   }
   return mark;
 }
 
 bool is_valid_key(absl::string_view key) {
-  if (key.empty())
-    return false;
+  if (key.empty()) return false;
   for (char c : key) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'))
-      return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
   }
   return true;
 }
@@ -87,8 +82,7 @@ absl::StatusOr<document> document::load_file(const std::string& path) {
 
 absl::StatusOr<document> document::load_string(absl::string_view text, std::string name) {
   TROUPE_ASSIGN_OR_RETURN(YAML::Node root, parse_yaml(text, name));
-  if (root.IsNull())
-    root = YAML::Node(YAML::NodeType::Map);
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) {
     return absl::InvalidArgumentError(
         absl::StrCat(mark_text(name, root.Mark()),
@@ -152,8 +146,7 @@ std::string document::where(absl::string_view path, const YAML::Node& node) cons
       }
     }
   }
-  if (node.Mark().is_null())
-    return mark_text(name_, nearest_marked(root_, path));
+  if (node.Mark().is_null()) return mark_text(name_, nearest_marked(root_, path));
   return mark_text(name_, node.Mark());
 }
 

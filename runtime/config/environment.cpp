@@ -8,8 +8,7 @@ namespace troupe::config {
 
 std::vector<std::string> plugin_path_from_environment() {
   const char* value = std::getenv("TROUPE_PLUGIN_PATH");
-  if (value == nullptr)
-    return {};
+  if (value == nullptr) return {};
   return absl::StrSplit(value, ':', absl::SkipEmpty());
 }
 

@@ -32,8 +32,7 @@ class typed_options_schema final : public options_schema {
   std::shared_ptr<const void> parse(const YAML::Node& node,
                                     const parse_context& ctx) const override {
     auto options = std::make_shared<T>();
-    if (!schema_.parse(node, ctx, *options))
-      return nullptr;
+    if (!schema_.parse(node, ctx, *options)) return nullptr;
     return options;
   }
 

@@ -15,8 +15,7 @@ void diagnostics::error(std::string where, absl::string_view path, absl::string_
 }
 
 absl::Status diagnostics::status() const {
-  if (errors_.empty())
-    return absl::OkStatus();
+  if (errors_.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrJoin(errors_, "\n"));
 }
 

@@ -87,8 +87,7 @@ class field : public detail::field_base<T> {
   /// Numbers must lie in [lo, hi].
   field& range(M lo, M hi) {
     return check([lo, hi](const M& v) -> std::optional<std::string> {
-      if (v >= lo && v <= hi)
-        return std::nullopt;
+      if (v >= lo && v <= hi) return std::nullopt;
       return absl::StrCat("must be between ", lo, " and ", hi, ", got ", v);
     });
   }
@@ -97,8 +96,7 @@ class field : public detail::field_base<T> {
   field& one_of(std::vector<std::string> choices) {
     return check([choices = std::move(choices)](const M& v) -> std::optional<std::string> {
       for (const auto& c : choices) {
-        if (v == c)
-          return std::nullopt;
+        if (v == c) return std::nullopt;
       }
       return absl::StrCat("'", v, "' is not allowed. ", suggestion_text(v, choices, "values"));
     });
@@ -107,8 +105,7 @@ class field : public detail::field_base<T> {
   /// Strings and lists must not be empty.
   field& non_empty() {
     return check([](const M& v) -> std::optional<std::string> {
-      if (!v.empty())
-        return std::nullopt;
+      if (!v.empty()) return std::nullopt;
       return std::string("must not be empty");
     });
   }
@@ -121,8 +118,7 @@ class field : public detail::field_base<T> {
 
   bool parse(const YAML::Node& node, const parse_context& ctx, T& out) const override {
     M value = out.*member_;
-    if (!parse_(node, ctx, value))
-      return false;
+    if (!parse_(node, ctx, value)) return false;
     for (const auto& fn : checks_) {
       if (auto message = fn(value)) {
         ctx.error(node, *message);
@@ -219,8 +215,7 @@ class object_schema {
         ok = schema->parse(kv.second, c.child(kv.first.Scalar()), entry) && ok;
         entries.push_back(std::move(entry));
       }
-      if (ok)
-        out = std::move(entries);
+      if (ok) out = std::move(entries);
       return ok;
     };
     auto to_node = [schema, name_member](const std::vector<M>& v) {
@@ -243,8 +238,7 @@ class object_schema {
 
   /// Parses `node` into `out`. Every problem is reported through `ctx`; returns false if any.
   bool parse(const YAML::Node& node, const parse_context& ctx, T& out) const {
-    if (node.IsNull() || !node.IsDefined())
-      return parse(YAML::Node(YAML::NodeType::Map), ctx, out);
+    if (node.IsNull() || !node.IsDefined()) return parse(YAML::Node(YAML::NodeType::Map), ctx, out);
     if (!node.IsMap()) {
       ctx.error(node, absl::StrCat("expected a map, got ", describe_node(node)));
       return false;
@@ -274,8 +268,7 @@ class object_schema {
       const std::string section = section_key_of_(out);
       if (!section.empty()) {
         valid.push_back(section);
-        if (node[section].IsDefined())
-          out.*section_member_ = {node[section]};
+        if (node[section].IsDefined()) out.*section_member_ = {node[section]};
       }
     }
     return check_keys(node, ctx, valid) && ok;
@@ -286,14 +279,12 @@ class object_schema {
     YAML::Node node(YAML::NodeType::Map);
     for (const auto& f : fields_) {
       YAML::Node v = f->to_node(value);
-      if (!v.IsNull())
-        node[f->key()] = v;  // unset optional parts stay out of the output
+      if (!v.IsNull()) node[f->key()] = v;  // unset optional parts stay out of the output
     }
     if (section_key_of_) {
       const std::string section = section_key_of_(value);
       const YAML::Node& raw = (value.*section_member_).node;
-      if (!section.empty() && raw.IsDefined())
-        node[section] = raw;
+      if (!section.empty() && raw.IsDefined()) node[section] = raw;
     }
     return node;
   }

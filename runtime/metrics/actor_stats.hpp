@@ -63,8 +63,7 @@ class actor_stats {
 
   /// The bucket index of a duration: 0 for <= 1 us, then one per factor of 4, capped at +Inf.
   static constexpr int bucket_of(uint64_t nanos) {
-    if (nanos <= 1000)
-      return 0;
+    if (nanos <= 1000) return 0;
     const int i = (std::bit_width((nanos - 1) / 1000) + 1) / 2;
     return i < bucket_count - 1 ? i : bucket_count - 1;
   }

@@ -9,8 +9,7 @@ namespace {
 std::string escape_label(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\' || c == '"')
-      out += '\\';
+    if (c == '\\' || c == '"') out += '\\';
     if (c == '\n') {
       out += "\\n";
       continue;
@@ -21,8 +20,7 @@ std::string escape_label(const std::string& v) {
 }
 
 std::string series_name(const std::string& name, const labels& l) {
-  if (l.empty())
-    return name;
+  if (l.empty()) return name;
   std::string out = name + "{";
   for (size_t i = 0; i < l.size(); ++i) {
     absl::StrAppend(&out, i ? "," : "", l[i].first, "=\"", escape_label(l[i].second), "\"");
@@ -41,11 +39,9 @@ M& registry::get(std::map<std::string, family<M>>& families, const std::string& 
                  const std::string& help, const labels& l) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& fam = families[name];
-  if (fam.help.empty())
-    fam.help = help;
+  if (fam.help.empty()) fam.help = help;
   auto& slot = fam.series[l];
-  if (!slot)
-    slot = std::make_unique<M>();
+  if (!slot) slot = std::make_unique<M>();
   return *slot;
 }
 
@@ -60,8 +56,7 @@ gauge& registry::get_gauge(const std::string& name, const std::string& help, con
 std::shared_ptr<actor_stats> registry::actor(const std::string& actor) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& slot = actors_[actor];
-  if (!slot)
-    slot = std::make_shared<actor_stats>();
+  if (!slot) slot = std::make_shared<actor_stats>();
   return slot;
 }
 
@@ -88,8 +83,7 @@ std::string registry::prometheus_text() const {
       absl::StrAppend(&out, series_name(name, l), " ", number(g->value()), "\n");
     }
   }
-  if (actors_.empty())
-    return out;
+  if (actors_.empty()) return out;
   absl::StrAppend(&out,
                   "# HELP troupe_actor_messages_total Messages handled by the actor.\n"
                   "# TYPE troupe_actor_messages_total counter\n");

@@ -18,8 +18,7 @@ constexpr absl::string_view file_prefix = "troupe_plugin_";
 constexpr absl::string_view file_suffix = ".so";
 
 bool is_plugin_name(absl::string_view name) {
-  if (name.empty() || !std::islower(static_cast<unsigned char>(name[0])))
-    return false;
+  if (name.empty() || !std::islower(static_cast<unsigned char>(name[0]))) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
     return std::islower(static_cast<unsigned char>(c)) ||
            std::isdigit(static_cast<unsigned char>(c)) || c == '_';
@@ -30,8 +29,7 @@ bool is_plugin_name(absl::string_view name) {
 struct library_guard {
   void* handle;
   ~library_guard() {
-    if (handle != nullptr)
-      dlclose(handle);
+    if (handle != nullptr) dlclose(handle);
   }
   void* release() { return std::exchange(handle, nullptr); }
 };
@@ -73,13 +71,11 @@ std::vector<std::string> plugin_loader::available() const {
 absl::StatusOr<const loaded_plugin*> plugin_loader::load(absl::string_view name,
                                                          actor::role_registry& registry) {
   for (const auto& p : loaded_) {
-    if (p.name == name)
-      return &p;
+    if (p.name == name) return &p;
   }
   for (const auto& dir : search_dirs_) {
     const auto path = std::filesystem::path(dir) / file_name(name);
-    if (std::filesystem::exists(path))
-      return load_file(path.string(), registry);
+    if (std::filesystem::exists(path)) return load_file(path.string(), registry);
   }
   return absl::NotFoundError(absl::StrCat(
       "no plugin '", name, "' (file ", file_name(name), ") in the plugin directories [",
@@ -141,7 +137,6 @@ absl::StatusOr<const loaded_plugin*> plugin_loader::load_file(const std::string&
     return absl::FailedPreconditionError(absl::StrCat(
         path, ": plugin '", name, "' failed to register: ", r.errors().front().message()));
   }
-  const std::string origin = absl::StrCat("plugin ", name, " (", path, ")");
   for (size_t i = 0; i < r.roles().size(); ++i) {
     const auto& role = r.roles()[i];
     const bool repeated = std::any_of(r.roles().begin(), r.roles().begin() + i, [&](const auto& o) {
@@ -160,7 +155,8 @@ absl::StatusOr<const loaded_plugin*> plugin_loader::load_file(const std::string&
                      {}};
   for (auto& role : r.roles()) {
     info.roles.push_back(absl::StrCat(role.kind, "/", role.name));
-    if (auto s = registry.add(role.kind, role.name, std::move(role.factory), origin); !s.ok()) {
+    if (auto s = registry.add(role.kind, role.name, std::move(role.factory), {name, path});
+        !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
     }
   }

@@ -24,8 +24,7 @@ const char* to_string(severity level) {
 event_log::event_log() : start_(std::chrono::steady_clock::now()) {}
 
 event_log::~event_log() {
-  if (file_ != nullptr)
-    std::fclose(file_);
+  if (file_ != nullptr) std::fclose(file_);
 }
 
 absl::StatusOr<std::unique_ptr<event_log>> event_log::open(const std::string& path) {

@@ -42,8 +42,7 @@ absl::Status run_dir::write_file(absl::string_view name, absl::string_view conte
   std::ofstream out(target, std::ios::binary | std::ios::trunc);
   out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
   out.close();
-  if (!out)
-    return absl::UnavailableError(absl::StrCat("cannot write ", target.string()));
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", target.string()));
   return absl::OkStatus();
 }
 

@@ -9,22 +9,19 @@ namespace troupe::tensor {
 namespace {
 
 absl::Status cuda_status(cudaError_t err, const char* what, const char* file, int line) {
-  if (err == cudaSuccess)
-    return absl::OkStatus();
+  if (err == cudaSuccess) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat(file, ":", line, ": ", what, ": ",
                                              cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
 }
 
-#define TROUPE_CUDA_RETURN_IF_ERROR(call)                                           \
-  do {                                                                              \
-    if (absl::Status s_ = cuda_status((call), #call, __FILE__, __LINE__); !s_.ok()) \
-      return s_;                                                                    \
+#define TROUPE_CUDA_RETURN_IF_ERROR(call)                                                      \
+  do {                                                                                         \
+    if (absl::Status s_ = cuda_status((call), #call, __FILE__, __LINE__); !s_.ok()) return s_; \
   } while (false)
 
 __global__ void iota_squared(int* out, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n)
-    out[i] = i * i;
+  if (i < n) out[i] = i * i;
 }
 
 }  // namespace
@@ -58,8 +55,7 @@ absl::Status cuda_self_test(int index) {
                          "cudaMemcpy", __FILE__, __LINE__);
   }
   cudaFree(device);
-  if (!status.ok())
-    return status;
+  if (!status.ok()) return status;
   for (int i = 0; i < n; ++i) {
     if (host[i] != i * i) {
       return absl::InternalError(

@@ -12,10 +12,8 @@ namespace {
 
 std::string caesar(std::string s, int shift) {
   for (char& c : s) {
-    if (c >= 'a' && c <= 'z')
-      c = static_cast<char>('a' + (c - 'a' + shift) % 26);
-    if (c >= 'A' && c <= 'Z')
-      c = static_cast<char>('A' + (c - 'A' + shift) % 26);
+    if (c >= 'a' && c <= 'z') c = static_cast<char>('a' + (c - 'a' + shift) % 26);
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>('A' + (c - 'A' + shift) % 26);
   }
   return s;
 }

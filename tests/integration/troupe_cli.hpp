@@ -41,8 +41,7 @@ inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
 inline std::vector<nlohmann::json> events_of(const std::string& run_dir, const std::string& type) {
   std::vector<nlohmann::json> out;
   for (auto& e : read_jsonl(run_dir + "/events.jsonl")) {
-    if (e["event"] == type)
-      out.push_back(e);
+    if (e["event"] == type) out.push_back(e);
   }
   return out;
 }

@@ -15,15 +15,13 @@ namespace troupe::testing {
 
 subprocess::subprocess(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   int out[2], err[2];
-  if (pipe(out) != 0 || pipe(err) != 0)
-    throw std::runtime_error("pipe failed");
+  if (pipe(out) != 0 || pipe(err) != 0) throw std::runtime_error("pipe failed");
   std::vector<std::string> envs;
   for (char** e = environ; *e != nullptr; ++e)
     envs.emplace_back(*e);
   envs.insert(envs.end(), env.begin(), env.end());
   pid_ = fork();
-  if (pid_ < 0)
-    throw std::runtime_error("fork failed");
+  if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
     setpgid(0, 0);  // its own process group, so a kill reaches its children too
     dup2(out[1], STDOUT_FILENO);
@@ -53,10 +51,8 @@ subprocess::~subprocess() {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
   }
-  if (out_fd_ >= 0)
-    close(out_fd_);
-  if (err_fd_ >= 0)
-    close(err_fd_);
+  if (out_fd_ >= 0) close(out_fd_);
+  if (err_fd_ >= 0) close(err_fd_);
 }
 
 void subprocess::signal(int sig) const {
@@ -67,15 +63,12 @@ void subprocess::signal(int sig) const {
 bool subprocess::pump(std::chrono::milliseconds slice) {
   pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
   const int n = (out_fd_ >= 0) + (err_fd_ >= 0);
-  if (n == 0)
-    return false;
+  if (n == 0) return false;
   pollfd* first = out_fd_ >= 0 ? &fds[0] : &fds[1];
-  if (poll(first, n, static_cast<int>(slice.count())) <= 0)
-    return true;
+  if (poll(first, n, static_cast<int>(slice.count())) <= 0) return true;
   char buf[65536];
   for (pollfd* p = first; p < first + n; ++p) {
-    if (!(p->revents & (POLLIN | POLLHUP)))
-      continue;
+    if (!(p->revents & (POLLIN | POLLHUP))) continue;
     const ssize_t got = read(p->fd, buf, sizeof buf);
     std::string& sink = p->fd == out_fd_ ? result_.out : result_.err;
     if (got > 0) {

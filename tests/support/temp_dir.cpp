@@ -9,8 +9,7 @@ namespace troupe::testing {
 
 temp_dir::temp_dir() {
   std::string pattern = (std::filesystem::temp_directory_path() / "troupe-test-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr)
-    throw std::runtime_error("mkdtemp failed");
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   path_ = pattern;
 }
 

@@ -11,8 +11,7 @@ template <class T>
 std::vector<T> only(const std::vector<driver::command>& cmds) {
   std::vector<T> out;
   for (const auto& c : cmds) {
-    if (auto* x = std::get_if<T>(&c))
-      out.push_back(*x);
+    if (auto* x = std::get_if<T>(&c)) out.push_back(*x);
   }
   return out;
 }

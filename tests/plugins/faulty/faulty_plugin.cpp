@@ -47,8 +47,7 @@ troupe::actor::role_factory faulty_factory() {
                           actor::work_item& item) -> caf::result<actor::work_item> {
                 if (seen->fetch_add(1) < options.fail_first) {
                   const std::string what = "injected failure on item " + std::to_string(item.seq);
-                  if (options.mode == "throw")
-                    throw std::runtime_error(what);
+                  if (options.mode == "throw") throw std::runtime_error(what);
                   if (options.mode == "error") {
                     return actor::to_result(
                         self, absl::StatusOr<actor::work_item>(absl::InternalError(what)));

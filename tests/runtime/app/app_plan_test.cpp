@@ -23,8 +23,7 @@ class AppPlanTest : public ::testing::Test {
   // The errors of loading `yaml`, with the temp path shortened to "app.yaml".
   std::string errors(const std::string& yaml, std::vector<std::string> sets = {}) {
     auto plan = load(yaml, std::move(sets));
-    if (plan.ok())
-      return "";
+    if (plan.ok()) return "";
     std::string msg(plan.status().message());
     const std::string path = dir_.file("app.yaml");
     for (size_t at; (at = msg.find(path)) != std::string::npos;)
@@ -46,8 +45,7 @@ TEST_F(AppPlanTest, EveryShippedConfigLoads) {
   int count = 0;
   for (const auto& entry :
        std::filesystem::directory_iterator(std::string(TROUPE_SOURCE_DIR) + "/configs")) {
-    if (entry.path().extension() != ".yaml")
-      continue;
+    if (entry.path().extension() != ".yaml") continue;
     ++count;
     actor::role_registry registry;
     ASSERT_TRUE(apps::register_builtins(registry).ok());
@@ -192,9 +190,11 @@ TEST_F(AppPlanTest, ConfigReferenceDocumentsEveryKey) {
   const std::string doc((std::istreambuf_iterator<char>(in)), {});
   ASSERT_FALSE(doc.empty());
   std::vector<config::field_info> fields = config::app_spec_schema().describe();
-  for (const auto& f : config::role_spec_schema().describe()) fields.push_back(f);
+  for (const auto& f : config::role_spec_schema().describe())
+    fields.push_back(f);
   for (const auto* entry : registry_.entries()) {
-    for (const auto& f : entry->factory.options->describe()) fields.push_back(f);
+    for (const auto& f : entry->factory.options->describe())
+      fields.push_back(f);
   }
   for (const auto& f : fields) {
     EXPECT_NE(doc.find("| `" + f.key + "` |"), std::string::npos) << f.key << " is not documented";

@@ -88,7 +88,8 @@ TEST(AppSpec, ModelIsOptionalAndCheckedAcrossFields) {
 
 TEST(AppSpec, ClusterIsOneProcessInThisBuild) {
   EXPECT_EQ(parse("app: x\ncluster: {local_workers: 0}\n").errors, "");
-  EXPECT_NE(parse("app: x\ncluster: {local_workers: 2}\n").errors.find("cluster.local_workers: this build runs every app in one process"),
+  EXPECT_NE(parse("app: x\ncluster: {local_workers: 2}\n")
+                .errors.find("cluster.local_workers: this build runs every app in one process"),
             std::string::npos);
 }
 

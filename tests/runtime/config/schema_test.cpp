@@ -42,8 +42,7 @@ std::string errors_of(const std::string& yaml, sample* out = nullptr) {
   diagnostics diag;
   sample value;
   sample_schema().parse(doc->root(), parse_context(*doc, diag), value);
-  if (out != nullptr)
-    *out = value;
+  if (out != nullptr) *out = value;
   return std::string(diag.status().message());
 }
 

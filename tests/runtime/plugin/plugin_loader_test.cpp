@@ -23,7 +23,8 @@ TEST(PluginLoader, LoadsTheExamplePluginByName) {
   EXPECT_EQ((*p)->roles, std::vector<std::string>{"stage/caesar"});
   auto entry = registry.find("stage", "caesar");
   ASSERT_TRUE(entry.ok());
-  EXPECT_TRUE(absl::StartsWith((*entry)->origin, "plugin example ("));
+  EXPECT_EQ((*entry)->origin.plugin, "example");
+  EXPECT_EQ((*entry)->origin.path, std::string(TROUPE_PLUGIN_DIR) + "/troupe_plugin_example.so");
   // Loading again is a no-op.
   auto again = loader.load("example", registry);
   ASSERT_TRUE(again.ok());

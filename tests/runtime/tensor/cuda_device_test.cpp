@@ -7,8 +7,7 @@ namespace {
 
 // Label `gpu`: skips cleanly on machines without a usable CUDA device.
 TEST(CudaDevice, KernelsLaunchOnEveryDevice) {
-  if (!cuda_compiled())
-    GTEST_SKIP() << "built without CUDA";
+  if (!cuda_compiled()) GTEST_SKIP() << "built without CUDA";
   auto devices = cuda_devices();
   if (!devices.ok() || devices->empty()) {
     GTEST_SKIP() << "no CUDA device: "
@@ -23,8 +22,7 @@ TEST(CudaDevice, KernelsLaunchOnEveryDevice) {
 
 TEST(CudaDevice, QueriesFailWithAReasonInsteadOfCrashing) {
   auto devices = cuda_devices();
-  if (devices.ok())
-    GTEST_SKIP() << "CUDA is available here";
+  if (devices.ok()) GTEST_SKIP() << "CUDA is available here";
   EXPECT_FALSE(devices.status().message().empty());
 }
 
