@@ -1,9 +1,9 @@
-// In-process actor messaging through troupe's actor API (instrumented role actors spawned with
-// role_context) against raw CAF actors doing exactly the same, in the same run:
+// In-process actor messaging through troupe's actor API (instrumented actors spawned with
+// role_context) against raw CAF actors running the same behaviors, in the same run:
 //
-//   ping_pong            two actors send (ping, int32) back and forth; us per round trip
-//   request_response     a client awaits each request's response before the next; us per call
-//   one_way              a sender fires messages at a receiver; messages per second
+//   ping_pong_latency         two actors send (ping, int32) back and forth; us per round trip
+//   request_response_latency  a client awaits each response before the next request; us
+//   one_way_throughput        a sender fires messages at a receiver; messages per second
 //
 // Usage: actor_bench [--repeats N] [--round-trips N] [--messages N]
 
@@ -25,41 +25,38 @@ using clock = std::chrono::steady_clock;
 using actor::ping_atom;
 using actor::ping_atom_v;
 
-// The peer of every test: answers a ping with the next number.
+// Answers a ping with the next number.
 using echo_actor = caf::typed_actor<caf::replies_to<ping_atom, int32_t>::with<int32_t>>;
 // Receives pings without answering.
 using sink_actor = caf::typed_actor<caf::reacts_to<ping_atom, int32_t>>;
-// Drives a test: started once, reports when done through a promise.
+// Drives a test once started with an int32.
 using driver_actor = caf::typed_actor<caf::reacts_to<int32_t>>;
 
-echo_actor::behavior_type echo_behavior() {
-  return {[](ping_atom, int32_t x) { return x + 1; }};
-}
-
-// Everything a benchmark spawns, in one of two flavours.
-class spawner {
- public:
-  virtual ~spawner() = default;
-  virtual echo_actor echo() = 0;
-  virtual sink_actor sink(int32_t expected, std::promise<void>* done) = 0;
-  virtual driver_actor ping_pong(echo_actor peer, int32_t n, std::promise<void>* done) = 0;
-  virtual driver_actor requester(echo_actor peer, int32_t n, std::promise<void>* done) = 0;
-  virtual driver_actor firehose(sink_actor peer, int32_t n) = 0;
+// The two flavours under test differ only in how an actor is spawned; `make_behavior` gets the
+// flavour's self pointer.
+struct raw_caf {
+  caf::actor_system& system;
+  template <class Handle, class F>
+  Handle spawn(F make_behavior) {
+    return system.spawn([make_behavior](typename Handle::pointer self) ->
+                        typename Handle::behavior_type { return make_behavior(self); });
+  }
 };
 
-// Behaviors shared by both flavours; `Self` is the CAF or the troupe self pointer.
-template <class Self>
-driver_actor::behavior_type ping_pong_behavior(Self self, echo_actor peer, int32_t n,
-                                               std::promise<void>* done) {
-  return {[=](int32_t x) {
-    if (x >= n) {
-      done->set_value();
-      self->quit();
-      return;
-    }
-    // Answers arrive as plain int32 messages: a send-based ping-pong, as in ANCHORS.md.
-    self->send(peer, ping_atom_v, x);
-  }};
+struct troupe_api {
+  actor::role_context& ctx;
+  template <class Handle, class F>
+  Handle spawn(F make_behavior) {
+    return ctx.spawn<Handle>([make_behavior](actor::role_pointer<Handle> self) ->
+                             typename Handle::behavior_type { return make_behavior(self); });
+  }
+};
+
+template <class Flavour>
+echo_actor spawn_echo(Flavour& flavour) {
+  return flavour.template spawn<echo_actor>([](auto) -> echo_actor::behavior_type {
+    return {[](ping_atom, int32_t x) { return x + 1; }};
+  });
 }
 
 template <class Self>
@@ -74,97 +71,26 @@ void request_loop(Self self, echo_actor peer, int32_t i, int32_t n, std::promise
   });
 }
 
-template <class Self>
-sink_actor::behavior_type sink_behavior(Self self, int32_t expected, std::promise<void>* done) {
-  auto count = std::make_shared<int32_t>(0);
-  return {[=](ping_atom, int32_t) {
-    if (++*count == expected) {
-      done->set_value();
-      self->quit();
-    }
-  }};
-}
-
-class raw_caf : public spawner {
- public:
-  explicit raw_caf(caf::actor_system& sys) : sys_(sys) {}
-  echo_actor echo() override {
-    return sys_.spawn([](echo_actor::pointer) { return echo_behavior(); });
-  }
-  sink_actor sink(int32_t expected, std::promise<void>* done) override {
-    return sys_.spawn(
-        [=](sink_actor::pointer self) { return sink_behavior(self, expected, done); });
-  }
-  driver_actor ping_pong(echo_actor peer, int32_t n, std::promise<void>* done) override {
-    return sys_.spawn(
-        [=](driver_actor::pointer self) { return ping_pong_behavior(self, peer, n, done); });
-  }
-  driver_actor requester(echo_actor peer, int32_t n, std::promise<void>* done) override {
-    return sys_.spawn([=](driver_actor::pointer self) -> driver_actor::behavior_type {
-      return {[=](int32_t start) { request_loop(self, peer, start, n, done); }};
-    });
-  }
-  driver_actor firehose(sink_actor peer, int32_t n) override {
-    return sys_.spawn([=](driver_actor::pointer self) -> driver_actor::behavior_type {
-      return {[=](int32_t) {
-        for (int32_t i = 0; i < n; ++i)
-          self->send(peer, ping_atom_v, i);
-        self->quit();
-      }};
-    });
-  }
-
- private:
-  caf::actor_system& sys_;
-};
-
-class troupe_actors : public spawner {
- public:
-  troupe_actors(caf::actor_system& sys, actor::role_context& ctx) : sys_(sys), ctx_(ctx) {}
-  echo_actor echo() override {
-    return ctx_.spawn<echo_actor>([](actor::role_pointer<echo_actor>) { return echo_behavior(); });
-  }
-  sink_actor sink(int32_t expected, std::promise<void>* done) override {
-    return ctx_.spawn<sink_actor>(
-        [=](actor::role_pointer<sink_actor> self) { return sink_behavior(self, expected, done); });
-  }
-  driver_actor ping_pong(echo_actor peer, int32_t n, std::promise<void>* done) override {
-    return ctx_.spawn<driver_actor>([=](actor::role_pointer<driver_actor> self) {
-      return ping_pong_behavior(self, peer, n, done);
-    });
-  }
-  driver_actor requester(echo_actor peer, int32_t n, std::promise<void>* done) override {
-    return ctx_.spawn<driver_actor>(
-        [=](actor::role_pointer<driver_actor> self) -> driver_actor::behavior_type {
-          return {[=](int32_t start) { request_loop(self, peer, start, n, done); }};
-        });
-  }
-  driver_actor firehose(sink_actor peer, int32_t n) override {
-    return ctx_.spawn<driver_actor>(
-        [=](actor::role_pointer<driver_actor> self) -> driver_actor::behavior_type {
-          return {[=](int32_t) {
-            for (int32_t i = 0; i < n; ++i)
-              self->send(peer, ping_atom_v, i);
-            self->quit();
-          }};
-        });
-  }
-
- private:
-  caf::actor_system& sys_;
-  actor::role_context& ctx_;
-};
-
 double seconds_since(clock::time_point t0) {
   return std::chrono::duration<double>(clock::now() - t0).count();
 }
 
-// Microseconds per round trip of a send-based ping-pong.
-double ping_pong_us(spawner& s, int32_t n) {
+// Microseconds per round trip of a send-based ping-pong (as in ANCHORS.md).
+template <class Flavour>
+double ping_pong_us(Flavour flavour, int32_t n) {
   std::promise<void> done;
-  auto peer = s.echo();
-  auto t0 = clock::now();
-  auto driver = s.ping_pong(peer, n, &done);
+  auto peer = spawn_echo(flavour);
+  auto driver = flavour.template spawn<driver_actor>([&](auto self) -> driver_actor::behavior_type {
+    return {[self, peer, n, d = &done](int32_t x) {
+      if (x >= n) {
+        d->set_value();
+        self->quit();
+        return;
+      }
+      self->send(peer, ping_atom_v, x);  // the answer comes back as a plain int32
+    }};
+  });
+  const auto t0 = clock::now();
   caf::anon_send(driver, int32_t{0});
   done.get_future().wait();
   const double us = seconds_since(t0) * 1e6 / n;
@@ -173,11 +99,14 @@ double ping_pong_us(spawner& s, int32_t n) {
 }
 
 // Microseconds per request/response with one request outstanding.
-double request_response_us(spawner& s, int32_t n) {
+template <class Flavour>
+double request_response_us(Flavour flavour, int32_t n) {
   std::promise<void> done;
-  auto peer = s.echo();
-  auto driver = s.requester(peer, n, &done);
-  auto t0 = clock::now();
+  auto peer = spawn_echo(flavour);
+  auto driver = flavour.template spawn<driver_actor>([&](auto self) -> driver_actor::behavior_type {
+    return {[self, peer, n, d = &done](int32_t start) { request_loop(self, peer, start, n, d); }};
+  });
+  const auto t0 = clock::now();
   caf::anon_send(driver, int32_t{0});
   done.get_future().wait();
   const double us = seconds_since(t0) * 1e6 / n;
@@ -186,11 +115,25 @@ double request_response_us(spawner& s, int32_t n) {
 }
 
 // One-way messages per second from one sender to one receiver.
-double one_way_per_s(spawner& s, int32_t n) {
+template <class Flavour>
+double one_way_per_s(Flavour flavour, int32_t n) {
   std::promise<void> done;
-  auto sink = s.sink(n, &done);
-  auto driver = s.firehose(sink, n);
-  auto t0 = clock::now();
+  auto sink = flavour.template spawn<sink_actor>([&](auto self) -> sink_actor::behavior_type {
+    return {[self, n, d = &done, count = int32_t{0}](ping_atom, int32_t) mutable {
+      if (++count == n) {
+        d->set_value();
+        self->quit();
+      }
+    }};
+  });
+  auto driver = flavour.template spawn<driver_actor>([&](auto self) -> driver_actor::behavior_type {
+    return {[self, sink, n](int32_t) {
+      for (int32_t i = 0; i < n; ++i)
+        self->send(sink, ping_atom_v, i);
+      self->quit();
+    }};
+  });
+  const auto t0 = clock::now();
   caf::anon_send(driver, int32_t{0});
   done.get_future().wait();
   return n / seconds_since(t0);
@@ -219,29 +162,33 @@ int main(int argc, char** argv) {
   run::event_log events;
   app::app_plan plan;
   actor::role_context ctx{system, metrics, events, plan, "bench", 0};
-  raw_caf raw(system);
-  troupe_actors ours(system, ctx);
+  const raw_caf raw{system};
+  const troupe_api ours{ctx};
 
   struct series {
     const char* metric;
     const char* unit;
     better direction;
-    double (*run)(spawner&, int32_t);
+    double (*run_raw)(raw_caf, int32_t);
+    double (*run_ours)(troupe_api, int32_t);
     int32_t n;
     std::vector<double> raw, troupe;
   };
   std::vector<series> all = {
-      {"ping_pong_latency", "us", better::lower, ping_pong_us, round_trips, {}, {}},
-      {"request_response_latency", "us", better::lower, request_response_us, round_trips, {}, {}},
-      {"one_way_throughput", "msg/s", better::higher, one_way_per_s, messages, {}, {}},
+      {"ping_pong_latency", "us", better::lower, ping_pong_us<raw_caf>, ping_pong_us<troupe_api>,
+       round_trips},
+      {"request_response_latency", "us", better::lower, request_response_us<raw_caf>,
+       request_response_us<troupe_api>, round_trips},
+      {"one_way_throughput", "msg/s", better::higher, one_way_per_s<raw_caf>,
+       one_way_per_s<troupe_api>, messages},
   };
   for (auto& s : all)
-    (void)s.run(ours, s.n / 10);  // warm up
+    (void)s.run_ours(ours, s.n / 10);  // warm up
   // Interleave the two flavours so that machine noise hits both alike.
   for (int r = 0; r < repeats; ++r) {
     for (auto& s : all) {
-      s.raw.push_back(s.run(raw, s.n));
-      s.troupe.push_back(s.run(ours, s.n));
+      s.raw.push_back(s.run_raw(raw, s.n));
+      s.troupe.push_back(s.run_ours(ours, s.n));
     }
   }
   for (auto& s : all) {

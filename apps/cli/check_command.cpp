@@ -1,17 +1,12 @@
 #include <cstdio>
 
 #include "apps/cli/commands.hpp"
-#include "runtime/app/app_plan.hpp"
 
 namespace troupe::cli {
 
 int check_command(const config_args& args) {
-  roles_and_plugins env;
-  if (auto s = prepare(env, args.plugin_dirs); !s.ok()) {
-    std::fprintf(stderr, "troupe: %s\n", std::string(s.message()).c_str());
-    return exit_runtime_failure;
-  }
-  auto plan = app::load_app_plan({args.config, args.overrides}, env.registry, env.plugins);
+  roles_and_plugins env(args.plugin_dirs);
+  auto plan = env.load(args);
   if (!plan.ok()) {
     std::fprintf(stderr, "%s\n", std::string(plan.status().message()).c_str());
     std::fprintf(stderr, "troupe check: %s is not valid\n", args.config.c_str());

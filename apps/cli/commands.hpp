@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/actor/role_registry.hpp"
+#include "runtime/app/app_plan.hpp"
 #include "runtime/plugin/plugin_loader.hpp"
 
 namespace troupe::cli {
@@ -44,10 +45,13 @@ struct launch_args : config_args {
 /// The role registry with troupe's built-ins and a plugin loader searching the default
 /// directories (`plugins/` next to the binary, then TROUPE_PLUGIN_PATH), then `extra_dirs`.
 struct roles_and_plugins {
+  explicit roles_and_plugins(const std::vector<std::string>& extra_dirs);
+
+  /// Loads and validates `args.config` with its overrides; errors are config errors (exit 2).
+  [[nodiscard]] absl::StatusOr<app::app_plan> load(const config_args& args);
+
   actor::role_registry registry;
   plugin::plugin_loader plugins;
 };
-[[nodiscard]] absl::Status prepare(roles_and_plugins& out,
-                                   const std::vector<std::string>& extra_dirs);
 
 }  // namespace troupe::cli

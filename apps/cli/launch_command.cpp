@@ -83,12 +83,8 @@ void shut_down(std::unique_ptr<apps::job_runner> runner, int code) {
 }  // namespace
 
 int launch_command(const launch_args& args) {
-  roles_and_plugins env;
-  if (auto s = prepare(env, args.plugin_dirs); !s.ok()) {
-    std::fprintf(stderr, "troupe: %s\n", std::string(s.message()).c_str());
-    return exit_runtime_failure;
-  }
-  auto plan = app::load_app_plan({args.config, args.overrides}, env.registry, env.plugins);
+  roles_and_plugins env(args.plugin_dirs);
+  auto plan = env.load(args);
   if (!plan.ok()) {
     std::fprintf(stderr, "%s\n", std::string(plan.status().message()).c_str());
     return exit_usage_error;

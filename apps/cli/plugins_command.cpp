@@ -8,11 +8,7 @@
 namespace troupe::cli {
 
 int plugins_list_command(const std::vector<std::string>& plugin_dirs, bool json) {
-  roles_and_plugins env;
-  if (auto s = prepare(env, plugin_dirs); !s.ok()) {
-    std::fprintf(stderr, "troupe: %s\n", std::string(s.message()).c_str());
-    return exit_runtime_failure;
-  }
+  roles_and_plugins env(plugin_dirs);
   // Load everything found, so that the listing shows every role one could name.
   std::vector<std::string> failures;
   for (const auto& name : env.plugins.available()) {

@@ -19,14 +19,18 @@ std::filesystem::path executable_dir() {
 
 }  // namespace
 
-absl::Status prepare(roles_and_plugins& out, const std::vector<std::string>& extra_dirs) {
-  TROUPE_RETURN_IF_ERROR(apps::register_builtins(out.registry));
-  out.plugins.add_search_dir((executable_dir() / "plugins").string());
+roles_and_plugins::roles_and_plugins(const std::vector<std::string>& extra_dirs) {
+  // Built-ins cannot clash unless troupe itself is broken.
+  TROUPE_CHECK(apps::register_builtins(registry).ok());
+  plugins.add_search_dir((executable_dir() / "plugins").string());
   for (const auto& dir : config::plugin_path_from_environment())
-    out.plugins.add_search_dir(dir);
+    plugins.add_search_dir(dir);
   for (const auto& dir : extra_dirs)
-    out.plugins.add_search_dir(dir);
-  return absl::OkStatus();
+    plugins.add_search_dir(dir);
+}
+
+absl::StatusOr<app::app_plan> roles_and_plugins::load(const config_args& args) {
+  return app::load_app_plan({args.config, args.overrides}, registry, plugins);
 }
 
 }  // namespace troupe::cli
