@@ -14,17 +14,19 @@ supervision::decision supervision::on_exit(absl::string_view actor, const absl::
   auto it = children_.find(actor);
   if (it == children_.end()) return {};
   child& c = it->second;
-  if (reason.ok()) return {};
+  // Role actors live as long as the job: stopping early, even without an error, is a failure.
+  const absl::Status cause =
+      reason.ok() ? absl::AbortedError("stopped on its own while the job was running") : reason;
   using action = config::failure_policy::action;
   decision d;
   if (c.policy.on_failure == action::fail_job) {
     d.what = decision::action::fail_job;
-    d.cause = absl::StrCat(actor, " failed: ", reason.message(), " (on_failure: fail_job)");
+    d.cause = absl::StrCat(actor, " failed: ", cause.message(), " (on_failure: fail_job)");
     return d;
   }
   if (c.restarts >= c.policy.restart.max) {
     d.what = decision::action::fail_job;
-    d.cause = absl::StrCat(actor, " failed: ", reason.message(), " (after ", c.restarts,
+    d.cause = absl::StrCat(actor, " failed: ", cause.message(), " (after ", c.restarts,
                            " restarts; on_failure.restart.max is ", c.policy.restart.max, ")");
     return d;
   }

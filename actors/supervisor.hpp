@@ -15,7 +15,9 @@ namespace troupe::actors {
 ///
 ///   running --failure, restarts left--> (restart after backoff) --> running
 ///   running --failure, fail_job or no restarts left--> (job fails)
-///   running --normal exit--> (left alone)
+///
+/// Role actors live as long as the job, so an actor that stops on its own, even without an
+/// error, has failed.
 class supervision {
  public:
   struct decision {
@@ -35,7 +37,8 @@ class supervision {
   /// Starts supervising `actor` ("rot13/0") under `policy`.
   void add(const std::string& actor, const config::failure_policy& policy);
 
-  /// Decides what to do now that `actor` exited with `reason` (OK for a normal exit).
+  /// Decides what to do now that `actor` exited with `reason` (OK for a normal exit). Unknown
+  /// actors are ignored.
   [[nodiscard]] decision on_exit(absl::string_view actor, const absl::Status& reason);
 
   /// Restarts so far of `actor`.

@@ -71,7 +71,11 @@ void request_loop(Self self, echo_actor peer, int32_t i, int32_t n, std::promise
   });
 }
 
-double seconds_since(clock::time_point t0) {
+// Starts `driver` and returns the seconds until it reports `done`.
+double run_driver(const driver_actor& driver, std::promise<void>& done) {
+  const auto t0 = clock::now();
+  caf::anon_send(driver, int32_t{0});
+  done.get_future().wait();
   return std::chrono::duration<double>(clock::now() - t0).count();
 }
 
@@ -90,10 +94,7 @@ double ping_pong_us(Flavour flavour, int32_t n) {
       self->send(peer, ping_atom_v, x);  // the answer comes back as a plain int32
     }};
   });
-  const auto t0 = clock::now();
-  caf::anon_send(driver, int32_t{0});
-  done.get_future().wait();
-  const double us = seconds_since(t0) * 1e6 / n;
+  const double us = run_driver(driver, done) * 1e6 / n;
   caf::anon_send_exit(peer, caf::exit_reason::user_shutdown);
   return us;
 }
@@ -106,10 +107,7 @@ double request_response_us(Flavour flavour, int32_t n) {
   auto driver = flavour.template spawn<driver_actor>([&](auto self) -> driver_actor::behavior_type {
     return {[self, peer, n, d = &done](int32_t start) { request_loop(self, peer, start, n, d); }};
   });
-  const auto t0 = clock::now();
-  caf::anon_send(driver, int32_t{0});
-  done.get_future().wait();
-  const double us = seconds_since(t0) * 1e6 / n;
+  const double us = run_driver(driver, done) * 1e6 / n;
   caf::anon_send_exit(peer, caf::exit_reason::user_shutdown);
   return us;
 }
@@ -133,10 +131,7 @@ double one_way_per_s(Flavour flavour, int32_t n) {
       self->quit();
     }};
   });
-  const auto t0 = clock::now();
-  caf::anon_send(driver, int32_t{0});
-  done.get_future().wait();
-  return n / seconds_since(t0);
+  return n / run_driver(driver, done);
 }
 
 int arg(int argc, char** argv, const char* name, int fallback) {

@@ -43,12 +43,16 @@ TEST(Supervision, FailJobPolicyFailsAtOnce) {
   EXPECT_EQ(d.cause, "sink/0 failed: lost (on_failure: fail_job)");
 }
 
-TEST(Supervision, NormalExitsAndStrangersAreIgnored) {
+TEST(Supervision, StoppingEarlyIsAFailureAndStrangersAreIgnored) {
   supervision s;
-  s.add("w/0", restart(0, 0));
-  EXPECT_EQ(s.on_exit("w/0", absl::OkStatus()).what, action::ignore);
+  s.add("w/0", restart(1, 0));
   EXPECT_EQ(s.on_exit("nobody/0", absl::InternalError("x")).what, action::ignore);
-  EXPECT_EQ(s.on_exit("w/0", absl::InternalError("x")).what, action::fail_job);  // max 0
+  EXPECT_EQ(s.on_exit("w/0", absl::OkStatus()).what, action::restart);
+  auto d = s.on_exit("w/0", absl::OkStatus());
+  EXPECT_EQ(d.what, action::fail_job);  // max 1
+  EXPECT_EQ(d.cause,
+            "w/0 failed: stopped on its own while the job was running (after 1 restarts; "
+            "on_failure.restart.max is 1)");
 }
 
 }  // namespace
