@@ -14,6 +14,7 @@ bundle=.device-bundle
 case "${1:-}" in
   bundle)
     scripts/build.sh
+    cmake --build build -j "$(nproc)" --target gpu_test
     rm -rf "$bundle"
     ../shared/tools/bundle-binaries.sh "$bundle" build/troupe build/tests/gpu_test
     ;;
