@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package troupe needs. Idempotent: when everything is present it only checks
 # and exits within seconds. Runs apt through sudo when not root.
+#   scripts/setup.sh           install what is missing
+#   scripts/setup.sh --check   only report; exit 1 if something is missing
 set -euo pipefail
 
 packages=(
@@ -28,6 +30,10 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
   exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+  echo "setup: missing ${missing[*]}; run scripts/setup.sh to install them" >&2
+  exit 1
 fi
 
 sudo=()

@@ -86,6 +86,15 @@ TEST(Cli, VersionReportsBuildAndDevices) {
   EXPECT_TRUE(v["cuda_devices"].is_array());
 }
 
+TEST(SetupScript, FindsEverythingInstalledWithinSeconds) {
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run({"/bin/bash", std::string(TROUPE_SOURCE_DIR) + "/scripts/setup.sh", "--check"},
+               std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("packages present"), std::string::npos) << r.out;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
 TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(troupe({}).exit_code, 2);
   EXPECT_EQ(troupe({"launch"}).exit_code, 2);
