@@ -9,6 +9,8 @@ set_target_properties(caf::core PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES ${CAF_INCLUDE_DIR})
 
 find_package(absl REQUIRED)
+find_package(msgpack REQUIRED)  # target msgpackc-cxx
+find_package(cppzmq REQUIRED)   # target cppzmq (links libzmq)
 find_package(yaml-cpp REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)

@@ -35,6 +35,22 @@ struct custom_message {
   std::vector<uint8_t> bytes;
 };
 
+/// Tells the job's supervisor that actor `name`, hosted on another node, stopped: `code` and
+/// `message` are its exit reason as an absl::Status (code 0: it stopped without an error).
+struct actor_down {
+  std::string name;
+  int32_t code = 0;
+  std::string message;
+};
+
+/// A change of cluster membership, sent to subscribers of a node agent: `kind` is "joined",
+/// "left" or "dead"; `epoch` the membership epoch after the change.
+struct member_event {
+  std::string kind;
+  std::string node;
+  uint64_t epoch = 0;
+};
+
 /// How a job ended: the app's JSON summary on success, the cause on failure.
 struct job_result {
   bool ok = false;

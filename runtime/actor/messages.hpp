@@ -45,6 +45,16 @@ typename Inspector::result_type inspect(Inspector& f, actor_update& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, actor_down& x) {
+  return f(caf::meta::type_name("actor_down"), x.name, x.code, x.message);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, member_event& x) {
+  return f(caf::meta::type_name("member_event"), x.kind, x.node, x.epoch);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_result& x) {
   return f(caf::meta::type_name("job_result"), x.ok, x.summary_json, x.error);
 }
@@ -60,6 +70,8 @@ CAF_ADD_TYPE_ID(troupe, (troupe::actor::sink_report))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::custom_message))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::actor_update))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::job_result))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::actor_down))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::member_event))
 
 // Pipeline roles.
 CAF_ADD_ATOM(troupe, troupe::actor, next_atom, "next")
@@ -72,6 +84,7 @@ CAF_ADD_ATOM(troupe, troupe::actor, run_atom, "run")
 CAF_ADD_ATOM(troupe, troupe::actor, restart_atom, "restart")
 CAF_ADD_ATOM(troupe, troupe::actor, track_atom, "track")
 CAF_ADD_ATOM(troupe, troupe::actor, tick_atom, "tick")
+CAF_ADD_ATOM(troupe, troupe::actor, spawn_atom, "spawn")
 
 // Benchmarks and liveness tests.
 CAF_ADD_ATOM(troupe, troupe::actor, ping_atom, "ping")

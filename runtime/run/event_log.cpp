@@ -46,14 +46,23 @@ void event_log::emit(severity level, absl::string_view type, absl::string_view m
                           {"message", message}};
   event.update(fields);
   std::lock_guard<std::mutex> lock(mu_);
+  write(event);
+}
+
+void event_log::write(const nlohmann::json& event) {
   if (file_ != nullptr) {
     const std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     std::fwrite(line.data(), 1, line.size(), file_);
     std::fputc('\n', file_);
     std::fflush(file_);
   }
-  for (const auto& fn : listeners_)
-    fn(event);
+  for (const auto& fn : listeners_) fn(event);
+}
+
+void event_log::forward(nlohmann::json event) {
+  event["t"] = elapsed_seconds();
+  std::lock_guard<std::mutex> lock(mu_);
+  write(event);
 }
 
 void event_log::add_listener(listener fn) {

@@ -38,6 +38,10 @@ class event_log {
   void emit(severity level, absl::string_view type, absl::string_view message,
             nlohmann::json fields = nlohmann::json::object());
 
+  /// Records an event that another process emitted (already a JSON object with "event",
+  /// "severity" and "message"); its time is replaced by this log's.
+  void forward(nlohmann::json event);
+
   /// Adds a listener, called under the log's lock for every later event.
   void add_listener(listener fn);
 
@@ -45,6 +49,9 @@ class event_log {
   [[nodiscard]] double elapsed_seconds() const;
 
  private:
+  // Writes and notifies; mu_ held.
+  void write(const nlohmann::json& event);
+
   std::mutex mu_;
   std::FILE* file_ = nullptr;
   std::chrono::steady_clock::time_point start_;

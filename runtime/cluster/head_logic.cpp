@@ -1,0 +1,485 @@
+#include "runtime/cluster/head_logic.hpp"
+
+#include "absl/strings/str_cat.h"
+#include "runtime/cluster/msgpack_view.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+// Compares secrets in time independent of where they differ.
+bool same_secret(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+int64_t millis(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+}  // namespace
+
+head_logic::head_logic(head_options options, clock::time_point now)
+    : options_(std::move(options)),
+      members_(options_.heartbeat_interval, options_.heartbeat_misses),
+      now_(now) {
+  members_.add_head(options_.endpoint, "", 0, {}, now);
+}
+
+head_logic::outgoing head_logic::reply(const std::string& identity, const envelope& request,
+                                       std::string type,
+                                       const std::function<void(packer&)>& payload) const {
+  envelope h;
+  h.type = std::move(type);
+  h.src = "head";
+  h.dst = request.src;
+  h.corr = request.corr;
+  h.epoch = members_.epoch();
+  return {identity, encode(h, payload)};
+}
+
+head_logic::outgoing head_logic::value_reply(const std::string& identity, const envelope& request,
+                                             const std::string& value) const {
+  return reply(identity, request, "kv.value", [&](packer& pk) {
+    pk.pack_map(1);
+    pk.pack("value");
+    pk.pack_bin(static_cast<uint32_t>(value.size()));
+    pk.pack_bin_body(value.data(), static_cast<uint32_t>(value.size()));
+  });
+}
+
+head_logic::outgoing head_logic::error(const std::string& identity, const envelope& request,
+                                       const absl::Status& status) const {
+  return reply(identity, request, "error", [&](packer& pk) {
+    pk.pack_map(2);
+    pk.pack("code");
+    pk.pack(absl::StatusCodeToString(status.code()));
+    pk.pack("message");
+    pk.pack(std::string(status.message()));
+  });
+}
+
+std::string head_logic::member_of(const std::string& identity) const {
+  auto it = member_by_identity_.find(identity);
+  return it == member_by_identity_.end() ? std::string() : it->second;
+}
+
+std::vector<head_logic::outgoing> head_logic::on_request(const std::string& identity,
+                                                         const received_envelope& request,
+                                                         clock::time_point now) {
+  now_ = now;
+  static const std::map<std::string, std::pair<handler, bool /*members only*/>> handlers = {
+      {"hello", {&head_logic::on_hello, false}},
+      {"join", {&head_logic::on_join, false}},
+      {"heartbeat", {&head_logic::on_heartbeat, true}},
+      {"leave", {&head_logic::on_leave, true}},
+      {"actors", {&head_logic::on_actors, true}},
+      {"event", {&head_logic::on_event, true}},
+      {"resolve", {&head_logic::on_resolve, false}},
+      {"status", {&head_logic::on_status, false}},
+      {"kv.set", {&head_logic::on_kv_set, false}},
+      {"kv.get", {&head_logic::on_kv_get, false}},
+      {"kv.add", {&head_logic::on_kv_add, false}},
+      {"kv.wait", {&head_logic::on_kv_wait, false}},
+  };
+  const envelope& h = request.header;
+  auto it = handlers.find(h.type);
+  if (it == handlers.end()) {
+    rejections_.push_back("unknown_type");
+    return {error(identity, h,
+                  absl::UnimplementedError(absl::StrCat("unknown message type '", h.type,
+                                                        "'; docs/protocol.md lists the types")))};
+  }
+  const auto [fn, members_only] = it->second;
+  if (h.type != "hello" && h.type != "join" && member_of(identity).empty()) {
+    // Clients that have not joined prove themselves with the token on every request.
+    std::string token;
+    if (auto map = map_view::of(request.payload, h.type); map.ok()) {
+      token = map->get_string("token", "").value_or("");
+    }
+    if (members_only || !same_secret(token, options_.token)) {
+      rejections_.push_back("unauthenticated");
+      return {error(identity, h,
+                    absl::PermissionDeniedError(
+                        members_only ? absl::StrCat("'", h.type, "' is for members; join first")
+                                     : "missing or wrong cluster token"))};
+    }
+  }
+  return (this->*fn)(identity, request, now);
+}
+
+std::vector<head_logic::outgoing> head_logic::on_hello(const std::string& identity,
+                                                       const received_envelope& r,
+                                                       clock::time_point) {
+  return {reply(identity, r.header, "hello", [&](packer& pk) {
+    pk.pack_map(2);
+    pk.pack("version");
+    pk.pack(protocol_version);
+    pk.pack("epoch");
+    pk.pack(members_.epoch());
+  })};
+}
+
+std::vector<head_logic::outgoing> head_logic::on_join(const std::string& identity,
+                                                      const received_envelope& r,
+                                                      clock::time_point now) {
+  auto map = map_view::of(r.payload, "join payload");
+  if (!map.ok()) return {error(identity, r.header, map.status())};
+  const std::string token = map->get_string("token", "").value_or("");
+  if (!same_secret(token, options_.token)) {
+    notices_.push_back(
+        {"join_refused",
+         absl::StrCat("refused a join from ", r.header.src.empty() ? "a client" : r.header.src,
+                      ": ", token.empty() ? "no cluster token" : "wrong cluster token"),
+         ""});
+    return {error(
+        identity, r.header,
+        absl::PermissionDeniedError("join refused: missing or wrong cluster token (set --token, "
+                                    "TROUPE_CLUSTER_TOKEN or cluster.token)"))};
+  }
+  if (!member_of(identity).empty()) {
+    return {error(identity, r.header,
+                  absl::AlreadyExistsError(
+                      absl::StrCat("this connection already joined as ", member_of(identity))))};
+  }
+  auto endpoint = map->get_string("endpoint");
+  if (!endpoint.ok()) return {error(identity, r.header, endpoint.status())};
+  resources res;
+  if (const msgpack::object* o = map->find("resources")) {
+    auto rmap = map_view::of(*o, "join resources");
+    if (!rmap.ok()) return {error(identity, r.header, rmap.status())};
+    res.cores = static_cast<uint32_t>(rmap->get_uint("cores", 0).value_or(0));
+    res.memory_bytes = rmap->get_uint("memory_bytes", 0).value_or(0);
+    res.gpus = static_cast<uint32_t>(rmap->get_uint("gpus", 0).value_or(0));
+  }
+  const std::string host = map->get_string("host", "").value_or("");
+  const int64_t pid = map->get_int("pid", 0).value_or(0);
+  const bool as_head = map->find("head") != nullptr;
+  const member* m = nullptr;
+  if (as_head) {
+    // The head process's own node agent takes the "head" member's identity.
+    if (identity_by_member_.count("head")) {
+      return {
+          error(identity, r.header, absl::AlreadyExistsError("the head's node already joined"))};
+    }
+    m = &members_.update_head(*endpoint, host, pid, res);
+  } else {
+    m = &members_.join(*endpoint, host, pid, res, now);
+    notices_.push_back({"member_joined",
+                        absl::StrCat(m->id, " joined from ", host.empty() ? *endpoint : host,
+                                     " (pid ", pid, ", epoch ", members_.epoch(), ")"),
+                        m->id});
+  }
+  member_by_identity_[identity] = m->id;
+  identity_by_member_[m->id] = identity;
+  std::vector<outgoing> out = {reply(identity, r.header, "joined", [&](packer& pk) {
+    pk.pack_map(6);
+    pk.pack("node");
+    pk.pack(m->id);
+    pk.pack("epoch");
+    pk.pack(members_.epoch());
+    pk.pack("heartbeat_interval_ms");
+    pk.pack(static_cast<uint64_t>(options_.heartbeat_interval.count()));
+    pk.pack("heartbeat_misses");
+    pk.pack(options_.heartbeat_misses);
+    pk.pack("config");
+    pk.pack(options_.app_config);
+    pk.pack("members");
+    pack_members(pk, now);
+  })};
+  auto pushes = broadcast_members(m->id);
+  out.insert(out.end(), pushes.begin(), pushes.end());
+  return out;
+}
+
+std::vector<head_logic::outgoing> head_logic::on_heartbeat(const std::string& identity,
+                                                           const received_envelope& r,
+                                                           clock::time_point now) {
+  const std::string node = member_of(identity);
+  if (auto s = members_.heartbeat(node, now); !s.ok()) return {error(identity, r.header, s)};
+  return {reply(identity, r.header, "heartbeat.ok", [&](packer& pk) {
+    pk.pack_map(1);
+    pk.pack("epoch");
+    pk.pack(members_.epoch());
+  })};
+}
+
+std::vector<head_logic::outgoing> head_logic::on_leave(const std::string& identity,
+                                                       const received_envelope& r,
+                                                       clock::time_point) {
+  const std::string node = member_of(identity);
+  if (auto s = members_.leave(node); !s.ok()) return {error(identity, r.header, s)};
+  notices_.push_back(
+      {"member_left", absl::StrCat(node, " left (epoch ", members_.epoch(), ")"), node});
+  std::vector<outgoing> out = {
+      reply(identity, r.header, "left", [](packer& pk) { pk.pack_map(0); })};
+  auto pushes = broadcast_members(node);
+  out.insert(out.end(), pushes.begin(), pushes.end());
+  return out;
+}
+
+std::vector<head_logic::outgoing> head_logic::on_actors(const std::string& identity,
+                                                        const received_envelope& r,
+                                                        clock::time_point) {
+  auto map = map_view::of(r.payload, "actors payload");
+  if (!map.ok()) return {error(identity, r.header, map.status())};
+  auto names = map->get_strings("actors");
+  if (!names.ok()) return {error(identity, r.header, names.status())};
+  if (auto s = members_.set_actors(member_of(identity), std::move(*names)); !s.ok()) {
+    return {error(identity, r.header, s)};
+  }
+  return {reply(identity, r.header, "actors.ok", [](packer& pk) { pk.pack_map(0); })};
+}
+
+std::vector<head_logic::outgoing> head_logic::on_event(const std::string& identity,
+                                                       const received_envelope& r,
+                                                       clock::time_point) {
+  auto map = map_view::of(r.payload, "event payload");
+  if (!map.ok()) return {error(identity, r.header, map.status())};
+  auto event = map->get_bytes("event");
+  if (!event.ok()) return {error(identity, r.header, event.status())};
+  forwarded_events_.push_back(std::move(*event));
+  return {};
+}
+
+std::vector<head_logic::outgoing> head_logic::on_resolve(const std::string& identity,
+                                                         const received_envelope& r,
+                                                         clock::time_point) {
+  auto map = map_view::of(r.payload, "resolve payload");
+  if (!map.ok()) return {error(identity, r.header, map.status())};
+  auto name = map->get_string("name");
+  if (!name.ok()) return {error(identity, r.header, name.status())};
+  const member* m = members_.locate(*name);
+  if (m == nullptr) {
+    return {error(
+        identity, r.header,
+        absl::NotFoundError(absl::StrCat("no live member hosts an actor named '", *name, "'")))};
+  }
+  return {reply(identity, r.header, "resolved", [&](packer& pk) {
+    pk.pack_map(3);
+    pk.pack("name");
+    pk.pack(*name);
+    pk.pack("node");
+    pk.pack(m->id);
+    pk.pack("endpoint");
+    pk.pack(m->endpoint);
+  })};
+}
+
+void head_logic::pack_members(packer& pk, clock::time_point now) const {
+  const auto all = members_.all();
+  pk.pack_array(static_cast<uint32_t>(all.size()));
+  for (const member* m : all) {
+    pk.pack_map(10);
+    pk.pack("node");
+    pk.pack(m->id);
+    pk.pack("endpoint");
+    pk.pack(m->endpoint);
+    pk.pack("state");
+    pk.pack(to_string(m->state));
+    pk.pack("head");
+    pk.pack(m->head);
+    pk.pack("host");
+    pk.pack(m->host);
+    pk.pack("pid");
+    pk.pack(m->pid);
+    pk.pack("joined_epoch");
+    pk.pack(m->joined_epoch);
+    pk.pack("heartbeat_age_ms");
+    pk.pack(m->head ? int64_t{0} : millis(now - m->last_heartbeat));
+    pk.pack("resources");
+    pk.pack_map(3);
+    pk.pack("cores");
+    pk.pack(m->res.cores);
+    pk.pack("memory_bytes");
+    pk.pack(m->res.memory_bytes);
+    pk.pack("gpus");
+    pk.pack(m->res.gpus);
+    pk.pack("actors");
+    pk.pack(m->actors);
+  }
+}
+
+std::vector<head_logic::outgoing> head_logic::on_status(const std::string& identity,
+                                                        const received_envelope& r,
+                                                        clock::time_point now) {
+  return {reply(identity, r.header, "status", [&](packer& pk) {
+    pk.pack_map(4);
+    pk.pack("epoch");
+    pk.pack(members_.epoch());
+    pk.pack("kv_keys");
+    pk.pack(static_cast<uint64_t>(kv_.size()));
+    pk.pack("failure_timeout_ms");
+    pk.pack(static_cast<int64_t>(members_.failure_timeout().count()));
+    pk.pack("members");
+    pack_members(pk, now);
+  })};
+}
+
+std::vector<head_logic::outgoing> head_logic::on_kv_set(const std::string& identity,
+                                                        const received_envelope& r,
+                                                        clock::time_point) {
+  auto map = map_view::of(r.payload, "kv.set payload");
+  if (!map.ok()) return {error(identity, r.header, map.status())};
+  auto key = map->get_string("key");
+  auto value = map->get_bytes("value");
+  if (!key.ok()) return {error(identity, r.header, key.status())};
+  if (!value.ok()) return {error(identity, r.header, value.status())};
+  auto woken = kv_.set(*key, *value);
+  if (!woken.ok()) return {error(identity, r.header, woken.status())};
+  auto out = release_waiters(*woken, *value);
+  out.push_back(reply(identity, r.header, "kv.ok", [](packer& pk) { pk.pack_map(0); }));
+  return out;
+}
+
+std::vector<head_logic::outgoing> head_logic::on_kv_get(const std::string& identity,
+                                                        const received_envelope& r,
+                                                        clock::time_point) {
+  auto map = map_view::of(r.payload, "kv.get payload");
+  if (!map.ok()) return {error(identity, r.header, map.status())};
+  auto key = map->get_string("key");
+  if (!key.ok()) return {error(identity, r.header, key.status())};
+  auto value = kv_.get(*key);
+  if (!value) {
+    return {
+        error(identity, r.header, absl::NotFoundError(absl::StrCat("kv: no key '", *key, "'")))};
+  }
+  return {value_reply(identity, r.header, *value)};
+}
+
+std::vector<head_logic::outgoing> head_logic::on_kv_add(const std::string& identity,
+                                                        const received_envelope& r,
+                                                        clock::time_point) {
+  auto map = map_view::of(r.payload, "kv.add payload");
+  if (!map.ok()) return {error(identity, r.header, map.status())};
+  auto key = map->get_string("key");
+  auto delta = map->get_int("delta", 1);
+  if (!key.ok()) return {error(identity, r.header, key.status())};
+  if (!delta.ok()) return {error(identity, r.header, delta.status())};
+  auto result = kv_.add(*key, *delta);
+  if (!result.ok()) return {error(identity, r.header, result.status())};
+  auto out = release_waiters(result->woken, absl::StrCat(result->value));
+  out.push_back(reply(identity, r.header, "kv.count", [&](packer& pk) {
+    pk.pack_map(1);
+    pk.pack("value");
+    pk.pack(result->value);
+  }));
+  return out;
+}
+
+std::vector<head_logic::outgoing> head_logic::on_kv_wait(const std::string& identity,
+                                                         const received_envelope& r,
+                                                         clock::time_point now) {
+  auto map = map_view::of(r.payload, "kv.wait payload");
+  if (!map.ok()) return {error(identity, r.header, map.status())};
+  auto key = map->get_string("key");
+  auto timeout = map->get_uint("timeout_ms", 30000);
+  if (!key.ok()) return {error(identity, r.header, key.status())};
+  if (!timeout.ok()) return {error(identity, r.header, timeout.status())};
+  const kv_store::waiter_id id = next_waiter_++;
+  auto value = kv_.wait(*key, id, now + std::chrono::milliseconds(*timeout));
+  if (!value.ok()) return {error(identity, r.header, value.status())};
+  if (value->has_value()) return {value_reply(identity, r.header, **value)};
+  waiters_[id] = {identity, r.header.corr, *key};
+  return {};
+}
+
+std::vector<head_logic::outgoing> head_logic::release_waiters(
+    const std::vector<kv_store::waiter_id>& woken, const std::string& value) {
+  std::vector<outgoing> out;
+  for (auto id : woken) {
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) continue;
+    envelope request;
+    request.corr = it->second.corr;
+    out.push_back(value_reply(it->second.identity, request, value));
+    waiters_.erase(it);
+  }
+  return out;
+}
+
+std::vector<head_logic::outgoing> head_logic::broadcast_members(absl::string_view except) const {
+  std::vector<outgoing> out;
+  envelope h;
+  h.type = "members";
+  h.src = "head";
+  h.epoch = members_.epoch();
+  const std::string frame = encode(h, [&](packer& pk) {
+    pk.pack_map(2);
+    pk.pack("epoch");
+    pk.pack(members_.epoch());
+    pk.pack("members");
+    pack_members(pk, now_);
+  });
+  for (const member* m : members_.alive()) {
+    if (m->id == except) continue;
+    if (auto it = identity_by_member_.find(m->id); it != identity_by_member_.end()) {
+      out.push_back({it->second, frame});
+    }
+  }
+  return out;
+}
+
+std::vector<head_logic::outgoing> head_logic::on_tick(clock::time_point now) {
+  now_ = now;
+  std::vector<outgoing> out;
+  for (auto id : kv_.expire(now)) {
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) continue;
+    envelope request;
+    request.corr = it->second.corr;
+    out.push_back(error(it->second.identity, request,
+                        absl::DeadlineExceededError(
+                            absl::StrCat("kv: timed out waiting for key '", it->second.key, "'"))));
+    waiters_.erase(it);
+  }
+  const auto dead = members_.detect_failures(now);
+  for (const auto& node : dead) {
+    notices_.push_back(
+        {"member_dead",
+         absl::StrCat(node, " declared dead: no heartbeat for ", members_.failure_timeout().count(),
+                      " ms (epoch ", members_.find(node)->removed_epoch, ")"),
+         node});
+  }
+  if (!dead.empty()) {
+    auto pushes = broadcast_members();
+    out.insert(out.end(), pushes.begin(), pushes.end());
+  }
+  return out;
+}
+
+std::vector<head_logic::outgoing> head_logic::shutdown(absl::string_view reason) {
+  std::vector<outgoing> out;
+  envelope h;
+  h.type = "shutdown";
+  h.src = "head";
+  h.epoch = members_.epoch();
+  const std::string frame = encode(h, [&](packer& pk) {
+    pk.pack_map(1);
+    pk.pack("reason");
+    pk.pack(std::string(reason));
+  });
+  for (const member* m : members_.alive()) {
+    if (m->head) continue;
+    if (auto it = identity_by_member_.find(m->id); it != identity_by_member_.end()) {
+      out.push_back({it->second, frame});
+    }
+  }
+  return out;
+}
+
+std::vector<head_logic::notice> head_logic::take_notices() {
+  return std::exchange(notices_, {});
+}
+
+std::vector<std::string> head_logic::take_rejections() {
+  return std::exchange(rejections_, {});
+}
+
+std::vector<std::string> head_logic::take_forwarded_events() {
+  return std::exchange(forwarded_events_, {});
+}
+
+}  // namespace troupe::cluster

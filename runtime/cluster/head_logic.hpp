@@ -1,0 +1,124 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/cluster/envelope.hpp"
+#include "runtime/cluster/kv_store.hpp"
+#include "runtime/cluster/membership.hpp"
+
+namespace troupe::cluster {
+
+/// What the head is configured with.
+struct head_options {
+  /// The shared secret a join (or a request from a client that has not joined) must present.
+  std::string token;
+  std::chrono::milliseconds heartbeat_interval{500};
+  int heartbeat_misses = 4;
+  /// The resolved app config handed to every joining worker (empty: no app yet).
+  std::string app_config;
+  /// The head's own listen endpoint, advertised as the head member's.
+  std::string endpoint;
+};
+
+/// The head's request handling, without sockets: membership, the key-value store, actor
+/// locations and status. Each call returns the frames to send, each to a client identity
+/// (the ZeroMQ routing id of its connection). See docs/protocol.md for every message.
+class head_logic {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  /// A frame for the client connection `identity`.
+  struct outgoing {
+    std::string identity;
+    std::string frame;
+  };
+
+  /// Something worth an event-log line: joins, refusals, deaths, departures.
+  struct notice {
+    std::string type;     // "member_joined", "join_refused", "member_dead", "member_left"
+    std::string message;  // for people
+    std::string node;
+  };
+
+  head_logic(head_options options, clock::time_point now);
+
+  /// Handles one request from `identity`.
+  [[nodiscard]] std::vector<outgoing> on_request(const std::string& identity,
+                                                 const received_envelope& request,
+                                                 clock::time_point now);
+
+  /// Periodic work: declares silent members dead, times out key waits.
+  [[nodiscard]] std::vector<outgoing> on_tick(clock::time_point now);
+
+  /// Tells every live worker to shut down.
+  [[nodiscard]] std::vector<outgoing> shutdown(absl::string_view reason);
+
+  /// Notices since the last call.
+  [[nodiscard]] std::vector<notice> take_notices();
+
+  /// Requests refused since the last call, by reason ("unknown_type", "unauthenticated").
+  [[nodiscard]] std::vector<std::string> take_rejections();
+
+  /// Events that workers forwarded (msgpack-encoded JSON objects), since the last call.
+  [[nodiscard]] std::vector<std::string> take_forwarded_events();
+
+  [[nodiscard]] const membership& members() const { return members_; }
+
+ private:
+  struct waiting_client {
+    std::string identity;
+    uint64_t corr;
+    std::string key;
+  };
+
+  using handler = std::vector<outgoing> (head_logic::*)(const std::string&,
+                                                        const received_envelope&,
+                                                        clock::time_point);
+  std::vector<outgoing> on_hello(const std::string&, const received_envelope&, clock::time_point);
+  std::vector<outgoing> on_join(const std::string&, const received_envelope&, clock::time_point);
+  std::vector<outgoing> on_heartbeat(const std::string&, const received_envelope&,
+                                     clock::time_point);
+  std::vector<outgoing> on_leave(const std::string&, const received_envelope&, clock::time_point);
+  std::vector<outgoing> on_actors(const std::string&, const received_envelope&, clock::time_point);
+  std::vector<outgoing> on_resolve(const std::string&, const received_envelope&, clock::time_point);
+  std::vector<outgoing> on_status(const std::string&, const received_envelope&, clock::time_point);
+  std::vector<outgoing> on_event(const std::string&, const received_envelope&, clock::time_point);
+  std::vector<outgoing> on_kv_set(const std::string&, const received_envelope&, clock::time_point);
+  std::vector<outgoing> on_kv_get(const std::string&, const received_envelope&, clock::time_point);
+  std::vector<outgoing> on_kv_add(const std::string&, const received_envelope&, clock::time_point);
+  std::vector<outgoing> on_kv_wait(const std::string&, const received_envelope&, clock::time_point);
+
+  // Replies to `request` on `identity` with `type` and a payload.
+  outgoing reply(const std::string& identity, const envelope& request, std::string type,
+                 const std::function<void(packer&)>& payload) const;
+  outgoing error(const std::string& identity, const envelope& request,
+                 const absl::Status& status) const;
+  // A "kv.value" reply.
+  outgoing value_reply(const std::string& identity, const envelope& request,
+                       const std::string& value) const;
+  // The "members" push, for every live worker except `except`.
+  std::vector<outgoing> broadcast_members(absl::string_view except = {}) const;
+  void pack_members(packer& pk, clock::time_point now) const;
+  std::vector<outgoing> release_waiters(const std::vector<kv_store::waiter_id>& woken,
+                                        const std::string& value);
+  // The member id of a joined connection, or empty.
+  std::string member_of(const std::string& identity) const;
+
+  head_options options_;
+  membership members_;
+  kv_store kv_;
+  std::map<std::string, std::string> member_by_identity_;
+  std::map<std::string, std::string> identity_by_member_;
+  std::map<kv_store::waiter_id, waiting_client> waiters_;
+  kv_store::waiter_id next_waiter_ = 1;
+  std::vector<notice> notices_;
+  std::vector<std::string> rejections_;
+  std::vector<std::string> forwarded_events_;
+  clock::time_point now_;
+};
+
+}  // namespace troupe::cluster

@@ -1,0 +1,135 @@
+#include "runtime/cluster/head_server.hpp"
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "runtime/cluster/zmq_util.hpp"
+
+namespace troupe::cluster {
+
+absl::StatusOr<std::unique_ptr<head_server>> head_server::start(
+    zmq::context_t& context, std::string listen, head_options options, size_t max_frame_bytes,
+    metrics::registry& metrics, run::event_log& events) {
+  zmq::socket_t socket(context, zmq::socket_type::router);
+  configure_socket(socket, 4 * max_frame_bytes);
+  socket.set(zmq::sockopt::router_mandatory, 1);
+  auto endpoint = bind_socket(socket, listen);
+  if (!endpoint.ok()) return endpoint.status();
+  options.endpoint = *endpoint;
+  return std::unique_ptr<head_server>(new head_server(
+      std::move(socket), *endpoint, std::move(options), max_frame_bytes, metrics, events));
+}
+
+head_server::head_server(zmq::socket_t socket, std::string endpoint, head_options options,
+                         size_t max_frame_bytes, metrics::registry& metrics, run::event_log& events)
+    : socket_(std::move(socket)),
+      endpoint_(std::move(endpoint)),
+      logic_(std::move(options), std::chrono::steady_clock::now()),
+      max_frame_bytes_(max_frame_bytes),
+      metrics_(metrics),
+      events_(events) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+head_server::~head_server() {
+  stop();
+}
+
+void head_server::stop(absl::string_view reason) {
+  if (!thread_.joinable()) return;
+  stop_reason_ = std::string(reason);
+  stopping_.store(true);
+  thread_.join();
+}
+
+void head_server::reject(const std::string& identity, const absl::Status& why) {
+  metrics_
+      .get_counter("troupe_rejected_frames_total", "Frames refused by the control plane",
+                   {{"where", "head"}, {"reason", rejection_reason(why)}})
+      .inc();
+  events_.emit(run::severity::debug, "frame_rejected", std::string(why.message()),
+               {{"reason", rejection_reason(why)}});
+  envelope h;
+  h.type = "error";
+  h.src = "head";
+  const std::string frame = encode(h, map_builder()
+                                          .add("code", absl::StatusCodeToString(why.code()))
+                                          .add("message", std::string(why.message()))
+                                          .bytes());
+  (void)send(socket_, {identity, frame});
+}
+
+void head_server::serve(const std::vector<zmq::message_t>& frames) {
+  // A DEALER's message arrives as [identity, envelope].
+  const std::string identity = frames[0].to_string();
+  if (frames.size() != 2) {
+    reject(identity, absl::InvalidArgumentError(
+                         absl::StrCat("expected one frame per message, got ", frames.size() - 1)));
+    return;
+  }
+  auto request =
+      decode(static_cast<const char*>(frames[1].data()), frames[1].size(), max_frame_bytes_);
+  if (!request.ok()) {
+    reject(identity, request.status());
+    return;
+  }
+  deliver(logic_.on_request(identity, *request, std::chrono::steady_clock::now()));
+}
+
+void head_server::deliver(const std::vector<head_logic::outgoing>& out) {
+  for (const auto& o : out) {
+    if (auto s = send(socket_, {o.identity, o.frame}); !s.ok()) {
+      metrics_.get_counter("troupe_undeliverable_frames_total", "Frames the head could not send")
+          .inc();
+    }
+  }
+}
+
+void head_server::report() {
+  for (const auto& n : logic_.take_notices()) {
+    const auto level = n.type == "member_joined" || n.type == "member_left"
+                           ? run::severity::info
+                           : run::severity::warning;
+    events_.emit(level, n.type, n.message, {{"node", n.node}, {"epoch", logic_.members().epoch()}});
+    if (n.type == "join_refused") {
+      metrics_.get_counter("troupe_rejected_joins_total", "Joins refused for bad credentials")
+          .inc();
+    }
+  }
+  for (const auto& reason : logic_.take_rejections()) {
+    metrics_
+        .get_counter("troupe_rejected_frames_total", "Frames refused by the control plane",
+                     {{"where", "head"}, {"reason", reason}})
+        .inc();
+  }
+  for (const auto& bytes : logic_.take_forwarded_events()) {
+    auto event = nlohmann::json::from_msgpack(bytes, true, false);
+    if (event.is_object()) events_.forward(std::move(event));
+  }
+}
+
+void head_server::loop() {
+  using clock = std::chrono::steady_clock;
+  zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
+  auto next_tick = clock::now();
+  while (!stopping_.load()) {
+    try {
+      zmq::poll(items, 1, std::chrono::milliseconds(20));
+    } catch (const zmq::error_t&) {
+      continue;  // EINTR
+    }
+    for (int n = 0; n < 1000; ++n) {  // drain, but let ticks happen under a flood
+      auto frames = try_recv(socket_);
+      if (!frames.ok() || frames->empty()) break;
+      serve(*frames);
+    }
+    if (clock::now() >= next_tick) {
+      deliver(logic_.on_tick(clock::now()));
+      next_tick = clock::now() + std::chrono::milliseconds(50);
+    }
+    report();
+  }
+  deliver(logic_.shutdown(stop_reason_));
+  report();
+}
+
+}  // namespace troupe::cluster

@@ -1,0 +1,56 @@
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "runtime/cluster/head_logic.hpp"
+#include "runtime/metrics/registry.hpp"
+#include "runtime/run/event_log.hpp"
+#include "zmq.hpp"
+
+namespace troupe::cluster {
+
+/// The head: one thread serving `head_logic` on a ZeroMQ ROUTER. Frames that are oversized,
+/// malformed, of an unknown type or another protocol version are answered with an error and
+/// counted in `troupe_rejected_frames_total{reason}`; the connection that sent them keeps
+/// working. Joins, refusals and deaths go to the event log.
+class head_server {
+ public:
+  /// Binds `listen` ("tcp://HOST:PORT", port 0 picks one) and starts serving.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<head_server>> start(
+      zmq::context_t& context, std::string listen, head_options options, size_t max_frame_bytes,
+      metrics::registry& metrics, run::event_log& events);
+
+  /// Stops serving (see `stop`).
+  ~head_server();
+
+  /// The bound endpoint, e.g. "tcp://127.0.0.1:43121".
+  [[nodiscard]] const std::string& endpoint() const { return endpoint_; }
+
+  /// Tells every worker to shut down with `reason`, then stops the thread. Idempotent.
+  void stop(absl::string_view reason = "the job ended");
+
+ private:
+  head_server(zmq::socket_t socket, std::string endpoint, head_options options,
+              size_t max_frame_bytes, metrics::registry& metrics, run::event_log& events);
+  void loop();
+  void serve(const std::vector<zmq::message_t>& frames);
+  void deliver(const std::vector<head_logic::outgoing>& out);
+  void report();
+  void reject(const std::string& identity, const absl::Status& why);
+
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  head_logic logic_;
+  size_t max_frame_bytes_;
+  metrics::registry& metrics_;
+  run::event_log& events_;
+  std::atomic<bool> stopping_{false};
+  std::string stop_reason_;
+  std::thread thread_;
+};
+
+}  // namespace troupe::cluster

@@ -1,0 +1,331 @@
+#include "runtime/cluster/message_codec.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/actor/messages.hpp"
+#include "runtime/actor/status_bridge.hpp"
+#include "runtime/cluster/msgpack_view.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+using actor::work_item;
+
+// -- structs as msgpack maps ---------------------------------------------------------------
+
+void pack_bin(packer& pk, absl::string_view bytes) {
+  pk.pack_bin(static_cast<uint32_t>(bytes.size()));
+  pk.pack_bin_body(bytes.data(), static_cast<uint32_t>(bytes.size()));
+}
+
+void pack_item(packer& pk, const work_item& x) {
+  pk.pack_map(2);
+  pk.pack("seq");
+  pk.pack(x.seq);
+  pk.pack("payload");
+  pack_bin(pk, x.payload);
+}
+
+absl::StatusOr<work_item> unpack_item(const msgpack::object& o) {
+  auto m = map_view::of(o, "work_item");
+  if (!m.ok()) return m.status();
+  auto seq = m->get_uint("seq");
+  auto payload = m->get_bytes("payload");
+  if (!seq.ok()) return seq.status();
+  if (!payload.ok()) return payload.status();
+  return work_item{*seq, std::move(*payload)};
+}
+
+void pack_items(packer& pk, const std::vector<work_item>& xs) {
+  pk.pack_array(static_cast<uint32_t>(xs.size()));
+  for (const auto& x : xs)
+    pack_item(pk, x);
+}
+
+absl::StatusOr<std::vector<work_item>> unpack_items(const msgpack::object& o) {
+  if (o.type != msgpack::type::ARRAY) return absl::InvalidArgumentError("items: expected a list");
+  std::vector<work_item> out;
+  for (uint32_t i = 0; i < o.via.array.size; ++i) {
+    auto item = unpack_item(o.via.array.ptr[i]);
+    if (!item.ok()) return item.status();
+    out.push_back(std::move(*item));
+  }
+  return out;
+}
+
+// caf::error: troupe errors keep their Status code and message; CAF's own ("system", "exit")
+// keep category and code.
+void pack_error(packer& pk, const caf::error& e) {
+  const absl::Status s = actor::to_status(e);
+  pk.pack_map(4);
+  pk.pack("category");
+  pk.pack(caf::to_string(e.category()));
+  pk.pack("code");
+  pk.pack(static_cast<uint32_t>(e.code()));
+  pk.pack("status");
+  pk.pack(static_cast<uint32_t>(s.code()));
+  pk.pack("message");
+  pk.pack(std::string(s.message()));
+}
+
+absl::StatusOr<caf::error> unpack_error(const msgpack::object& o) {
+  auto m = map_view::of(o, "error");
+  if (!m.ok()) return m.status();
+  auto category = m->get_string("category");
+  auto code = m->get_uint("code");
+  auto status = m->get_uint("status", 13);
+  auto message = m->get_string("message", "");
+  if (!category.ok()) return category.status();
+  if (!code.ok() || *code > 255) return absl::InvalidArgumentError("error: bad 'code'");
+  if (!status.ok() || *status > 16) return absl::InvalidArgumentError("error: bad 'status'");
+  if (*category == "system") return caf::make_error(static_cast<caf::sec>(*code), *message);
+  if (*category == "exit") return caf::make_error(static_cast<caf::exit_reason>(*code));
+  return actor::to_error(absl::Status(static_cast<absl::StatusCode>(*status), *message));
+}
+
+// -- the element table ------------------------------------------------------------------------
+
+struct element_codec {
+  const char* tag;
+  // Whether element `i` of `t` has this codec's type.
+  bool (*matches)(const caf::type_erased_tuple& t, size_t i);
+  std::function<void(const caf::type_erased_tuple& t, size_t i, packer& pk)> pack;
+  std::function<absl::Status(const msgpack::object& value, caf::message_builder& out)> unpack;
+};
+
+template <class T>
+bool holds(const caf::type_erased_tuple& t, size_t i) {
+  return t.match_element<T>(i);
+}
+
+// A scalar that msgpack-c converts itself.
+template <class T>
+element_codec scalar(const char* tag) {
+  return {tag, holds<T>,
+          [](const caf::type_erased_tuple& t, size_t i, packer& pk) { pk.pack(t.get_as<T>(i)); },
+          [tag](const msgpack::object& v, caf::message_builder& out) -> absl::Status {
+            try {
+              out.append(v.as<T>());
+              return absl::OkStatus();
+            } catch (const std::exception&) {
+              return absl::InvalidArgumentError(absl::StrCat("element '", tag, "': wrong type"));
+            }
+          }};
+}
+
+// A struct with pack/unpack functions.
+template <class T>
+element_codec structured(const char* tag, void (*pack)(packer&, const T&),
+                         absl::StatusOr<T> (*unpack)(const msgpack::object&)) {
+  return {
+      tag, holds<T>,
+      [pack](const caf::type_erased_tuple& t, size_t i, packer& pk) { pack(pk, t.get_as<T>(i)); },
+      [unpack](const msgpack::object& v, caf::message_builder& out) -> absl::Status {
+        auto x = unpack(v);
+        if (!x.ok()) return x.status();
+        out.append(std::move(*x));
+        return absl::OkStatus();
+      }};
+}
+
+void pack_batch(packer& pk, const actor::source_batch& x) {
+  pk.pack_map(2);
+  pk.pack("items");
+  pack_items(pk, x.items);
+  pk.pack("total");
+  pk.pack(x.total);
+}
+absl::StatusOr<actor::source_batch> unpack_batch(const msgpack::object& o) {
+  auto m = map_view::of(o, "source_batch");
+  if (!m.ok()) return m.status();
+  const msgpack::object* items = m->find("items");
+  if (items == nullptr) return absl::InvalidArgumentError("source_batch: missing 'items'");
+  auto xs = unpack_items(*items);
+  auto total = m->get_int("total", -1);
+  if (!xs.ok()) return xs.status();
+  if (!total.ok()) return total.status();
+  return actor::source_batch{std::move(*xs), *total};
+}
+
+void pack_report(packer& pk, const actor::sink_report& x) {
+  pk.pack_map(3);
+  pk.pack("items");
+  pk.pack(x.items);
+  pk.pack("bytes");
+  pk.pack(x.bytes);
+  pk.pack("digest");
+  pk.pack(x.digest);
+}
+absl::StatusOr<actor::sink_report> unpack_report(const msgpack::object& o) {
+  auto m = map_view::of(o, "sink_report");
+  if (!m.ok()) return m.status();
+  auto items = m->get_uint("items");
+  auto bytes = m->get_uint("bytes");
+  auto digest = m->get_string("digest");
+  if (!items.ok()) return items.status();
+  if (!bytes.ok()) return bytes.status();
+  if (!digest.ok()) return digest.status();
+  return actor::sink_report{*items, *bytes, std::move(*digest)};
+}
+
+void pack_custom(packer& pk, const actor::custom_message& x) {
+  pk.pack_map(2);
+  pk.pack("type");
+  pk.pack(x.type);
+  pk.pack("bytes");
+  pack_bin(pk, absl::string_view(reinterpret_cast<const char*>(x.bytes.data()), x.bytes.size()));
+}
+absl::StatusOr<actor::custom_message> unpack_custom(const msgpack::object& o) {
+  auto m = map_view::of(o, "custom_message");
+  if (!m.ok()) return m.status();
+  auto type = m->get_string("type");
+  auto bytes = m->get_bytes("bytes");
+  if (!type.ok()) return type.status();
+  if (!bytes.ok()) return bytes.status();
+  return actor::custom_message{std::move(*type),
+                               std::vector<uint8_t>(bytes->begin(), bytes->end())};
+}
+
+void pack_down(packer& pk, const actor::actor_down& x) {
+  pk.pack_map(3);
+  pk.pack("name");
+  pk.pack(x.name);
+  pk.pack("code");
+  pk.pack(x.code);
+  pk.pack("message");
+  pk.pack(x.message);
+}
+absl::StatusOr<actor::actor_down> unpack_down(const msgpack::object& o) {
+  auto m = map_view::of(o, "actor_down");
+  if (!m.ok()) return m.status();
+  auto name = m->get_string("name");
+  auto code = m->get_int("code", 0);
+  auto message = m->get_string("message", "");
+  if (!name.ok()) return name.status();
+  if (!code.ok()) return code.status();
+  return actor::actor_down{std::move(*name), static_cast<int32_t>(*code), std::move(*message)};
+}
+
+void pack_result(packer& pk, const actor::job_result& x) {
+  pk.pack_map(3);
+  pk.pack("ok");
+  pk.pack(x.ok);
+  pk.pack("summary");
+  pk.pack(x.summary_json);
+  pk.pack("error");
+  pk.pack(x.error);
+}
+absl::StatusOr<actor::job_result> unpack_result(const msgpack::object& o) {
+  auto m = map_view::of(o, "job_result");
+  if (!m.ok()) return m.status();
+  const msgpack::object* ok = m->find("ok");
+  if (ok == nullptr || ok->type != msgpack::type::BOOLEAN) {
+    return absl::InvalidArgumentError("job_result: 'ok' must be a boolean");
+  }
+  auto summary = m->get_string("summary", "");
+  auto error = m->get_string("error", "");
+  if (!summary.ok()) return summary.status();
+  if (!error.ok()) return error.status();
+  return actor::job_result{ok->via.boolean, std::move(*summary), std::move(*error)};
+}
+
+const std::vector<element_codec>& codecs() {
+  static const std::vector<element_codec> table = [] {
+    std::vector<element_codec> t;
+    // Atoms travel by name.
+    t.push_back({"atom", holds<caf::atom_value>,
+                 [](const caf::type_erased_tuple& m, size_t i, packer& pk) {
+                   pk.pack(caf::to_string(m.get_as<caf::atom_value>(i)));
+                 },
+                 [](const msgpack::object& v, caf::message_builder& out) -> absl::Status {
+                   if (v.type != msgpack::type::STR || v.via.str.size > 10) {
+                     return absl::InvalidArgumentError("element 'atom': expected a short string");
+                   }
+                   out.append(
+                       caf::atom_from_string(caf::string_view(v.via.str.ptr, v.via.str.size)));
+                   return absl::OkStatus();
+                 }});
+    t.push_back(scalar<bool>("bool"));
+    t.push_back(scalar<int32_t>("i32"));
+    t.push_back(scalar<uint32_t>("u32"));
+    t.push_back(scalar<int64_t>("i64"));
+    t.push_back(scalar<uint64_t>("u64"));
+    t.push_back(scalar<double>("f64"));
+    t.push_back(scalar<std::string>("str"));
+    t.push_back(scalar<std::vector<std::string>>("strs"));
+    t.push_back(structured<caf::error>("error", pack_error, unpack_error));
+    t.push_back(structured<work_item>("work_item", pack_item, unpack_item));
+    t.push_back(structured<std::vector<work_item>>("work_items", pack_items, unpack_items));
+    t.push_back(structured<actor::source_batch>("source_batch", pack_batch, unpack_batch));
+    t.push_back(structured<actor::sink_report>("sink_report", pack_report, unpack_report));
+    t.push_back(structured<actor::custom_message>("custom_message", pack_custom, unpack_custom));
+    t.push_back(structured<actor::actor_down>("actor_down", pack_down, unpack_down));
+    t.push_back(structured<actor::job_result>("job_result", pack_result, unpack_result));
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+absl::Status encode_message(const caf::type_erased_tuple& content, packer& pk) {
+  const size_t n = content.size();
+  pk.pack_array(static_cast<uint32_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    const auto& table = codecs();
+    auto c = std::find_if(table.begin(), table.end(),
+                          [&](const element_codec& x) { return x.matches(content, i); });
+    if (c != table.end()) {
+      pk.pack_array(2);
+      pk.pack(c->tag);
+      c->pack(content, i, pk);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("element ", i, " of ", caf::to_string(content),
+                                                     " has no wire form, so the message "
+                                                     "cannot be sent to another process"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> encode_message(const caf::type_erased_tuple& content) {
+  msgpack::sbuffer buf;
+  packer pk(buf);
+  if (auto s = encode_message(content, pk); !s.ok()) return s;
+  return std::string(buf.data(), buf.size());
+}
+
+absl::StatusOr<caf::message> decode_message(const msgpack::object& elements) {
+  if (elements.type != msgpack::type::ARRAY) {
+    return absl::InvalidArgumentError("message: expected a list of [tag, value] elements");
+  }
+  static const auto by_tag = [] {
+    std::map<std::string, const element_codec*, std::less<>> m;
+    for (const auto& c : codecs())
+      m[c.tag] = &c;
+    return m;
+  }();
+  caf::message_builder out;
+  for (uint32_t i = 0; i < elements.via.array.size; ++i) {
+    const msgpack::object& e = elements.via.array.ptr[i];
+    if (e.type != msgpack::type::ARRAY || e.via.array.size != 2 ||
+        e.via.array.ptr[0].type != msgpack::type::STR) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("message element ", i, ": expected [tag, value]"));
+    }
+    const msgpack::object& tag = e.via.array.ptr[0];
+    auto it = by_tag.find(absl::string_view(tag.via.str.ptr, tag.via.str.size));
+    if (it == by_tag.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("message element ", i, ": unknown tag '",
+                       absl::string_view(tag.via.str.ptr, tag.via.str.size), "'"));
+    }
+    if (auto s = it->second->unpack(e.via.array.ptr[1], out); !s.ok()) return s;
+  }
+  return out.move_to_message();
+}
+
+}  // namespace troupe::cluster

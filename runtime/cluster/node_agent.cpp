@@ -1,0 +1,476 @@
+#include "runtime/cluster/node_agent.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/actor/messages.hpp"
+#include "runtime/cluster/msgpack_view.hpp"
+#include "runtime/cluster/zmq_util.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+absl::StatusCode code_from_name(absl::string_view name) {
+  for (int c = 0; c <= 16; ++c) {
+    if (absl::StatusCodeToString(static_cast<absl::StatusCode>(c)) == name) {
+      return static_cast<absl::StatusCode>(c);
+    }
+  }
+  return absl::StatusCode::kUnknown;
+}
+
+// The Status an "error" reply carries.
+absl::Status error_of(const received_envelope& env) {
+  auto map = map_view::of(env.payload, "error");
+  if (!map.ok()) return absl::UnknownError("malformed error reply");
+  return absl::Status(code_from_name(map->get_string("code", "UNKNOWN").value_or("UNKNOWN")),
+                      map->get_string("message", "").value_or(""));
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+}  // namespace
+
+node_agent::node_agent(zmq::context_t& context, caf::actor_system& system, node_options options,
+                       metrics::registry& metrics)
+    : context_(context),
+      system_(system),
+      options_(std::move(options)),
+      metrics_(metrics),
+      head_(context, zmq::socket_type::dealer),
+      router_(context, zmq::socket_type::router) {
+  configure_socket(head_, 4 * options_.max_frame_bytes);
+  configure_socket(router_, 4 * options_.max_frame_bytes);
+  head_.set(zmq::sockopt::routing_id, random_identity());
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+absl::StatusOr<std::unique_ptr<node_agent>> node_agent::start(zmq::context_t& context,
+                                                              caf::actor_system& system,
+                                                              node_options options,
+                                                              metrics::registry& metrics) {
+  std::unique_ptr<node_agent> agent(new node_agent(context, system, std::move(options), metrics));
+  if (auto s = agent->join(); !s.ok()) return s;
+  agent->thread_ = std::thread([a = agent.get()] { a->loop(); });
+  return agent;
+}
+
+absl::Status node_agent::join() {
+  auto bound = bind_socket(router_, absl::StrCat("tcp://", options_.bind_host, ":0"));
+  if (!bound.ok()) return bound.status();
+  endpoint_ = *bound;
+  try {
+    head_.connect(options_.head);
+  } catch (const zmq::error_t& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot connect to the head at ", options_.head, ": ", e.what()));
+  }
+  map_builder payload;
+  payload.add("token", options_.token)
+      .add("endpoint", endpoint_)
+      .add("host", hostname())
+      .add("pid", static_cast<int64_t>(getpid()))
+      .add("resources", std::map<std::string, uint64_t>{{"cores", options_.res.cores},
+                                                        {"memory_bytes", options_.res.memory_bytes},
+                                                        {"gpus", options_.res.gpus}});
+  if (options_.as_head) payload.add("head", true);
+  envelope h;
+  h.type = "join";
+  h.corr = next_corr_++;
+  const std::string frame = encode(h, payload.bytes());
+  if (auto s = send(head_, {frame}); !s.ok()) return s;
+  const auto deadline = clock::now() + options_.join_timeout;
+  zmq::pollitem_t item{head_.handle(), 0, ZMQ_POLLIN, 0};
+  while (clock::now() < deadline) {
+    try {
+      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+    } catch (const zmq::error_t&) {
+      continue;
+    }
+    auto frames = try_recv(head_);
+    if (!frames.ok()) return frames.status();
+    if (frames->empty()) continue;
+    auto reply = decode(static_cast<const char*>((*frames)[0].data()), (*frames)[0].size(),
+                        options_.max_frame_bytes);
+    if (!reply.ok())
+      return absl::Status(reply.status().code(),
+                          absl::StrCat("bad reply from the head: ", reply.status().message()));
+    if (reply->header.type == "error") {
+      const absl::Status s = error_of(*reply);
+      return absl::Status(s.code(), absl::StrCat("the head refused the join: ", s.message()));
+    }
+    if (reply->header.type != "joined") continue;
+    auto map = map_view::of(reply->payload, "joined payload");
+    if (!map.ok()) return map.status();
+    auto node = map->get_string("node");
+    if (!node.ok()) return node.status();
+    id_ = *node;
+    app_config_ = map->get_string("config", "").value_or("");
+    heartbeat_interval_ =
+        std::chrono::milliseconds(map->get_uint("heartbeat_interval_ms", 500).value_or(500));
+    heartbeat_misses_ = static_cast<int>(map->get_uint("heartbeat_misses", 4).value_or(4));
+    messaging_ = std::make_unique<remote_messaging>(
+        system_, id_,
+        [this](const std::string& to, const std::string& f) { return send_to_peer(to, f); },
+        options_.request_timeout, metrics_);
+    if (const msgpack::object* members = map->find("members")) {
+      apply_members(*members, map->get_uint("epoch", 0).value_or(0));
+    }
+    return absl::OkStatus();
+  }
+  return absl::DeadlineExceededError(absl::StrCat("no answer from the head at ", options_.head,
+                                                  " within ", options_.join_timeout.count(),
+                                                  " ms; is `troupe head` running there?"));
+}
+
+node_agent::~node_agent() {
+  stop();
+  messaging_.reset();  // fails whatever is still pending, before the sockets go
+  std::lock_guard<std::mutex> lock(mu_);
+  links_.clear();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+std::vector<peer> node_agent::peers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<peer> out;
+  for (const auto& [id, p] : peers_)
+    out.push_back(p);
+  return out;
+}
+
+void node_agent::to_head(std::string frame) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    head_queue_.push_back(std::move(frame));
+  }
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+}
+
+void node_agent::publish(const std::string& name, caf::actor handle) {
+  messaging_->publish(name, std::move(handle));
+  envelope h{.type = "actors", .src = id_};
+  to_head(encode(h, map_builder().add("actors", messaging_->published()).bytes()));
+}
+
+void node_agent::unpublish(const std::string& name) {
+  messaging_->unpublish(name);
+  envelope h{.type = "actors", .src = id_};
+  to_head(encode(h, map_builder().add("actors", messaging_->published()).bytes()));
+}
+
+caf::actor node_agent::remote(const std::string& name, const std::string& node) {
+  return messaging_->proxy(name, node);
+}
+
+void node_agent::forget(const std::string& name, const absl::Status& reason) {
+  messaging_->forget(name, reason);
+}
+
+absl::StatusOr<caf::actor> node_agent::resolve(const std::string& name,
+                                               std::chrono::milliseconds timeout) {
+  const uint64_t corr = next_corr_++;
+  std::future<absl::StatusOr<std::string>> reply;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reply = head_calls_[corr].get_future();
+  }
+  envelope h{.type = "resolve", .src = id_, .corr = corr};
+  to_head(encode(h, map_builder().add("name", name).bytes()));
+  if (reply.wait_for(timeout) != std::future_status::ready) {
+    std::lock_guard<std::mutex> lock(mu_);
+    head_calls_.erase(corr);
+    return absl::DeadlineExceededError(
+        absl::StrCat("the head did not resolve '", name, "' within ", timeout.count(), " ms"));
+  }
+  auto frame = reply.get();
+  if (!frame.ok()) return frame.status();
+  auto env = decode(frame->data(), frame->size(), options_.max_frame_bytes);
+  if (!env.ok()) return env.status();
+  auto map = map_view::of(env->payload, "resolved payload");
+  if (!map.ok()) return map.status();
+  auto node = map->get_string("node");
+  if (!node.ok()) return node.status();
+  return remote(name, *node);
+}
+
+void node_agent::subscribe(caf::actor listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  listeners_.push_back(std::move(listener));
+}
+
+void node_agent::forward_event(const nlohmann::json& event) {
+  nlohmann::json tagged = event;
+  tagged["node"] = id_;
+  const auto bytes = nlohmann::json::to_msgpack(tagged);
+  envelope h{.type = "event", .src = id_};
+  to_head(encode(
+      h, map_builder()
+             .add_bin("event",
+                      absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()))
+             .bytes()));
+}
+
+absl::Status node_agent::send_to_peer(const std::string& node, const std::string& frame) {
+  std::shared_ptr<peer_link> link;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto p = peers_.find(node);
+    if (p == peers_.end() || p->second.state != member_state::alive) {
+      return absl::UnavailableError(absl::StrCat("node ", node, " is not a live member"));
+    }
+    auto& slot = links_[node];
+    if (!slot) {
+      auto fresh = std::make_shared<peer_link>();
+      fresh->socket = zmq::socket_t(context_, zmq::socket_type::dealer);
+      configure_socket(fresh->socket, 4 * options_.max_frame_bytes);
+      try {
+        fresh->socket.connect(p->second.endpoint);
+      } catch (const zmq::error_t& e) {
+        return absl::UnavailableError(absl::StrCat("cannot connect to node ", node, " at ",
+                                                   p->second.endpoint, ": ", e.what()));
+      }
+      slot = std::move(fresh);
+    }
+    link = slot;
+  }
+  std::lock_guard<std::mutex> lock(link->mu);
+  return send(link->socket, {frame});
+}
+
+void node_agent::reject(const absl::Status& why) {
+  metrics_
+      .get_counter("troupe_rejected_frames_total", "Frames refused by the control plane",
+                   {{"where", "node"}, {"reason", rejection_reason(why)}})
+      .inc();
+}
+
+void node_agent::apply_members(const msgpack::object& list, uint64_t epoch) {
+  if (list.type != msgpack::type::ARRAY) return;
+  std::map<std::string, peer> fresh;
+  for (uint32_t i = 0; i < list.via.array.size; ++i) {
+    auto m = map_view::of(list.via.array.ptr[i], "member");
+    if (!m.ok()) continue;
+    peer p;
+    p.node = m->get_string("node", "").value_or("");
+    p.endpoint = m->get_string("endpoint", "").value_or("");
+    const std::string state = m->get_string("state", "alive").value_or("alive");
+    p.state = state == "alive"  ? member_state::alive
+              : state == "left" ? member_state::left
+                                : member_state::dead;
+    if (const msgpack::object* h = m->find("head"); h && h->type == msgpack::type::BOOLEAN) {
+      p.head = h->via.boolean;
+    }
+    if (!p.node.empty()) fresh[p.node] = p;
+  }
+  std::vector<actor::member_event> changes;
+  std::vector<caf::actor> listeners;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, p] : fresh) {
+      auto old = peers_.find(id);
+      const bool was_alive = old != peers_.end() && old->second.state == member_state::alive;
+      if (p.state == member_state::alive && !was_alive && old == peers_.end()) {
+        changes.push_back({"joined", id, epoch});
+      } else if (p.state != member_state::alive && was_alive) {
+        changes.push_back({to_string(p.state), id, epoch});
+        links_.erase(id);
+      }
+    }
+    peers_ = std::move(fresh);
+    listeners = listeners_;
+  }
+  epoch_.store(epoch);
+  if (messaging_) messaging_->set_epoch(epoch);
+  for (const auto& c : changes) {
+    if (c.kind != "joined") {
+      if (c.node == id_) {
+        finish(absl::FailedPreconditionError(
+            absl::StrCat("the head declared this node (", id_, ") ", c.kind)));
+        continue;
+      }
+      messaging_->on_node_lost(c.node, absl::UnavailableError(absl::StrCat(
+                                           "node ", c.node, " ", c.kind == "dead" ? "died" : "left",
+                                           " (epoch ", epoch, ")")));
+    }
+    for (const auto& l : listeners)
+      caf::anon_send(l, c);
+  }
+}
+
+void node_agent::on_head_frame(const received_envelope& env) {
+  const envelope& h = env.header;
+  if (h.type == "members") {
+    if (auto map = map_view::of(env.payload, "members payload"); map.ok()) {
+      if (const msgpack::object* list = map->find("members")) apply_members(*list, h.epoch);
+    }
+    return;
+  }
+  if (h.type == "shutdown") {
+    std::string reason = "the head shut the cluster down";
+    if (auto map = map_view::of(env.payload, "shutdown payload"); map.ok()) {
+      reason = map->get_string("reason", reason).value_or(reason);
+    }
+    finish(absl::CancelledError(reason));
+    return;
+  }
+  std::promise<absl::StatusOr<std::string>> call;
+  bool awaited = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = head_calls_.find(h.corr); it != head_calls_.end()) {
+      call = std::move(it->second);
+      head_calls_.erase(it);
+      awaited = true;
+    }
+  }
+  if (awaited) {
+    if (h.type == "error") {
+      call.set_value(error_of(env));
+    } else {
+      call.set_value(encode(h, [&](packer& pk) { pk.pack(env.payload); }));
+    }
+    return;
+  }
+  if (h.type == "error") {
+    // A refused heartbeat: this node was declared dead and must not carry on as if alive.
+    const absl::Status s = error_of(env);
+    if (s.code() == absl::StatusCode::kFailedPrecondition ||
+        s.code() == absl::StatusCode::kNotFound) {
+      finish(
+          absl::FailedPreconditionError(absl::StrCat("the head refused this node: ", s.message())));
+    }
+  }
+}
+
+void node_agent::on_peer_frame(const std::vector<zmq::message_t>& frames) {
+  if (frames.size() != 2) {
+    reject(absl::InvalidArgumentError("expected one frame per message"));
+    return;
+  }
+  auto env = decode(static_cast<const char*>(frames[1].data()), frames[1].size(),
+                    options_.max_frame_bytes);
+  if (!env.ok()) {
+    reject(env.status());
+    return;
+  }
+  const envelope& h = env->header;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto p = peers_.find(h.src);
+    if (p == peers_.end() || p->second.state != member_state::alive) {
+      metrics_
+          .get_counter("troupe_rejected_frames_total", "Frames refused by the control plane",
+                       {{"where", "node"}, {"reason", "not_a_member"}})
+          .inc();
+      return;
+    }
+  }
+  if (h.type == "actor.req" || h.type == "actor.send" || h.type == "actor.resp") {
+    messaging_->on_envelope(*env);
+  } else {
+    metrics_
+        .get_counter("troupe_rejected_frames_total", "Frames refused by the control plane",
+                     {{"where", "node"}, {"reason", "unknown_type"}})
+        .inc();
+  }
+}
+
+void node_agent::finish(absl::Status reason) {
+  {
+    std::lock_guard<std::mutex> lock(done_mu_);
+    if (done_) return;
+    done_ = true;
+    done_reason_ = std::move(reason);
+  }
+  stopping_.store(true);
+  done_cv_.notify_all();
+}
+
+absl::Status node_agent::wait() {
+  std::unique_lock<std::mutex> lock(done_mu_);
+  done_cv_.wait(lock, [this] { return done_; });
+  return done_reason_.code() == absl::StatusCode::kCancelled ? absl::OkStatus() : done_reason_;
+}
+
+void node_agent::stop() {
+  if (!thread_.joinable()) return;
+  stopping_.store(true);
+  thread_.join();
+  finish(absl::CancelledError("stopped"));
+}
+
+void node_agent::loop() {
+  zmq::pollitem_t items[] = {{head_.handle(), 0, ZMQ_POLLIN, 0},
+                             {router_.handle(), 0, ZMQ_POLLIN, 0},
+                             {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+  auto last_ack = clock::now();
+  auto next_heartbeat = clock::now();
+  auto next_sweep = clock::now();
+  bool head_said_bye = false;
+  while (!stopping_.load()) {
+    try {
+      zmq::poll(items, 3, std::chrono::milliseconds(20));
+    } catch (const zmq::error_t&) {
+      continue;
+    }
+    for (int n = 0; n < 1000; ++n) {
+      auto frames = try_recv(router_);
+      if (!frames.ok() || frames->empty()) break;
+      on_peer_frame(*frames);
+    }
+    for (int n = 0; n < 100; ++n) {
+      auto frames = try_recv(head_);
+      if (!frames.ok() || frames->empty()) break;
+      auto env = decode(static_cast<const char*>((*frames)[0].data()), (*frames)[0].size(),
+                        options_.max_frame_bytes);
+      if (!env.ok()) {
+        reject(env.status());
+        continue;
+      }
+      if (env->header.type == "heartbeat.ok") last_ack = clock::now();
+      if (env->header.type == "shutdown") head_said_bye = true;
+      on_head_frame(*env);
+    }
+    if (items[2].revents & ZMQ_POLLIN) {
+      uint64_t count;
+      (void)!read(wake_fd_, &count, sizeof count);
+    }
+    std::deque<std::string> queued;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queued.swap(head_queue_);
+    }
+    for (const auto& frame : queued)
+      (void)send(head_, {frame});
+    const auto now = clock::now();
+    if (now >= next_heartbeat && !options_.as_head) {
+      envelope h{.type = "heartbeat", .src = id_, .corr = next_corr_++, .epoch = epoch_.load()};
+      (void)send(head_, {encode(h)});
+      next_heartbeat = now + heartbeat_interval_;
+    }
+    if (!options_.as_head && now - last_ack > heartbeat_interval_ * heartbeat_misses_) {
+      finish(absl::UnavailableError(absl::StrCat(
+          "lost the head at ", options_.head, ": no heartbeat acknowledged for ",
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - last_ack).count(), " ms")));
+    }
+    if (now >= next_sweep) {
+      messaging_->sweep(now);
+      next_sweep = now + std::chrono::milliseconds(100);
+    }
+  }
+  if (!head_said_bye) {
+    envelope h{.type = "leave", .src = id_, .corr = next_corr_++};
+    (void)send(head_, {encode(h)});
+  }
+}
+
+}  // namespace troupe::cluster

@@ -1,0 +1,150 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "caf/all.hpp"
+#include "nlohmann/json.hpp"
+#include "runtime/cluster/envelope.hpp"
+#include "runtime/cluster/membership.hpp"
+#include "runtime/cluster/remote_messaging.hpp"
+#include "runtime/metrics/registry.hpp"
+#include "zmq.hpp"
+
+namespace troupe::cluster {
+
+/// How a node agent joins.
+struct node_options {
+  /// The head's endpoint, "tcp://HOST:PORT".
+  std::string head;
+  std::string token;
+  /// Where this node's ROUTER listens for its peers (a free port on this host).
+  std::string bind_host = "127.0.0.1";
+  /// True for the head process's own node (it takes the member id "head").
+  bool as_head = false;
+  resources res;
+  size_t max_frame_bytes = 64 << 20;
+  std::chrono::milliseconds join_timeout{10000};
+  std::chrono::milliseconds request_timeout{30000};
+};
+
+/// A member of the cluster as a node sees it.
+struct peer {
+  std::string node;
+  std::string endpoint;
+  member_state state = member_state::alive;
+  bool head = false;
+};
+
+/// One process's membership in a cluster: joins the head, sends heartbeats, keeps the member
+/// list the head pushes, and carries actor messages to and from its peers (remote_messaging).
+/// Each node binds one ROUTER for incoming frames and keeps one send-only DEALER per peer.
+///
+///   joining --joined--> member --shutdown from the head, head lost, or refused--> stopped
+///
+/// The head is lost when it has not acknowledged a heartbeat for `interval * misses`.
+class node_agent {
+ public:
+  /// Connects to the head and joins (bounded by `join_timeout`).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<node_agent>> start(
+      zmq::context_t& context, caf::actor_system& system, node_options options,
+      metrics::registry& metrics);
+
+  /// Leaves the cluster (if still a member) and stops.
+  ~node_agent();
+
+  [[nodiscard]] const std::string& id() const { return id_; }
+  [[nodiscard]] const std::string& endpoint() const { return endpoint_; }
+  /// The app config the head handed out at the join (empty without an app).
+  [[nodiscard]] const std::string& app_config() const { return app_config_; }
+  [[nodiscard]] uint64_t epoch() const { return epoch_.load(); }
+  [[nodiscard]] std::vector<peer> peers() const;
+
+  /// Makes `handle` reachable from other nodes as `name`, and tells the head.
+  void publish(const std::string& name, caf::actor handle);
+  void unpublish(const std::string& name);
+
+  /// The local stand-in for actor `name` on node `node`.
+  [[nodiscard]] caf::actor remote(const std::string& name, const std::string& node);
+
+  /// Terminates the stand-in for `name` with `reason` (its actor is gone).
+  void forget(const std::string& name, const absl::Status& reason);
+
+  /// Asks the head where `name` lives and returns its stand-in.
+  [[nodiscard]] absl::StatusOr<caf::actor> resolve(const std::string& name,
+                                                   std::chrono::milliseconds timeout);
+
+  /// `listener` receives a `member_event` for every join, departure and death.
+  void subscribe(caf::actor listener);
+
+  /// Sends `event` (an event-log object) to the head's event log.
+  void forward_event(const nlohmann::json& event);
+
+  /// Blocks until the node stops: the head shut it down (OK), the head was lost or refused it
+  /// (an error), or `stop` was called.
+  [[nodiscard]] absl::Status wait();
+
+  /// Leaves the cluster and stops the I/O thread. Idempotent.
+  void stop();
+
+ private:
+  node_agent(zmq::context_t& context, caf::actor_system& system, node_options options,
+             metrics::registry& metrics);
+  absl::Status join();
+  void loop();
+  void on_head_frame(const received_envelope& env);
+  void on_peer_frame(const std::vector<zmq::message_t>& frames);
+  void apply_members(const msgpack::object& list, uint64_t epoch);
+  void finish(absl::Status reason);
+  // Queues a frame for the head; the I/O thread sends it.
+  void to_head(std::string frame);
+  absl::Status send_to_peer(const std::string& node, const std::string& frame);
+  void reject(const absl::Status& why);
+
+  struct peer_link {
+    std::mutex mu;
+    zmq::socket_t socket;
+  };
+
+  zmq::context_t& context_;
+  caf::actor_system& system_;
+  node_options options_;
+  metrics::registry& metrics_;
+  zmq::socket_t head_;
+  zmq::socket_t router_;
+  int wake_fd_ = -1;
+  std::string id_;
+  std::string endpoint_;
+  std::string app_config_;
+  std::chrono::milliseconds heartbeat_interval_{500};
+  int heartbeat_misses_ = 4;
+  std::atomic<uint64_t> epoch_{0};
+  std::atomic<uint64_t> next_corr_{1};
+  std::unique_ptr<remote_messaging> messaging_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, peer> peers_;
+  std::map<std::string, std::shared_ptr<peer_link>> links_;
+  std::deque<std::string> head_queue_;
+  std::map<uint64_t, std::promise<absl::StatusOr<std::string>>> head_calls_;
+  std::vector<caf::actor> listeners_;
+
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  bool done_ = false;
+  absl::Status done_reason_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace troupe::cluster

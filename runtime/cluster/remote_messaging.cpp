@@ -1,0 +1,356 @@
+#include "runtime/cluster/remote_messaging.hpp"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/actor/status_bridge.hpp"
+#include "runtime/cluster/message_codec.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+// The message id a remote request gets here: its correlation id, as a normal-priority request.
+caf::message_id remote_request_id(uint64_t corr) {
+  return caf::message_id{
+      (corr & caf::message_id::request_id_mask) |
+      (caf::message_id::normal_message_category << caf::message_id::category_offset)};
+}
+
+caf::actor_companion* companion_of(const caf::actor& handle) {
+  return caf::actor_cast<caf::actor_companion*>(handle);
+}
+
+}  // namespace
+
+remote_messaging::remote_messaging(caf::actor_system& system, std::string self_node, send_fn send,
+                                   std::chrono::milliseconds request_timeout,
+                                   metrics::registry& metrics)
+    : system_(system),
+      self_(std::move(self_node)),
+      send_(std::move(send)),
+      request_timeout_(request_timeout),
+      metrics_(metrics) {}
+
+remote_messaging::~remote_messaging() {
+  // Nothing may call back into this object once it is gone: every proxy and companion stops.
+  const absl::Status reason = absl::UnavailableError(absl::StrCat("node ", self_, " stopped"));
+  std::vector<std::string> nodes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, p] : proxies_)
+      nodes.push_back(p.node);
+    for (const auto& [key, c] : companions_)
+      nodes.push_back(key.substr(0, key.find('#')));
+    for (const auto& [corr, p] : pending_)
+      nodes.push_back(p.node);
+  }
+  for (const auto& node : nodes)
+    on_node_lost(node, reason);
+}
+
+envelope remote_messaging::header(std::string type, std::string dst, uint64_t corr,
+                                  uint64_t from) const {
+  envelope h;
+  h.type = std::move(type);
+  h.src = self_;
+  h.dst = std::move(dst);
+  h.corr = corr;
+  h.epoch = epoch_.load();
+  h.from = from;
+  return h;
+}
+
+void remote_messaging::count(const char* what, absl::string_view reason) {
+  metrics_
+      .get_counter("troupe_remote_undeliverable_total",
+                   "Actor messages between nodes that could not be delivered",
+                   {{"what", what}, {"reason", std::string(reason)}})
+      .inc();
+}
+
+void remote_messaging::publish(const std::string& name, caf::actor handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  published_[name] = std::move(handle);
+}
+
+void remote_messaging::unpublish(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  published_.erase(name);
+}
+
+std::vector<std::string> remote_messaging::published() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> names;
+  for (const auto& [name, handle] : published_)
+    names.push_back(name);
+  return names;
+}
+
+caf::actor remote_messaging::proxy(const std::string& name, const std::string& node) {
+  caf::actor stale;
+  caf::actor handle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = proxies_.find(name); it != proxies_.end()) {
+      if (it->second.node == node) return it->second.handle;
+      stale = it->second.handle;
+    }
+    handle = system_.spawn<caf::actor_companion>();
+    // A weak reference: a strong one in its own handler would keep the proxy alive forever.
+    caf::actor_addr self_addr = handle.address();
+    companion_of(handle)->on_enqueue([this, name, node, self_addr](caf::mailbox_element_ptr e) {
+      forward(name, node, caf::actor_cast<caf::strong_actor_ptr>(self_addr), std::move(e));
+    });
+    proxies_[name] = {handle, node};
+  }
+  if (stale) {
+    auto* c = companion_of(stale);
+    c->on_enqueue(nullptr);
+    c->cleanup(actor::to_error(absl::UnavailableError(absl::StrCat(name, " moved to node ", node))),
+               nullptr);
+  }
+  return handle;
+}
+
+void remote_messaging::forget(const std::string& name, const absl::Status& reason) {
+  caf::actor handle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = proxies_.find(name);
+    if (it == proxies_.end()) return;
+    handle = it->second.handle;
+    proxies_.erase(it);
+  }
+  auto* c = companion_of(handle);
+  caf::actor_addr addr = handle.address();
+  c->on_enqueue([reason, addr](caf::mailbox_element_ptr e) {
+    fail(e->sender, e->mid, caf::actor_cast<caf::strong_actor_ptr>(addr), reason);
+  });
+  c->cleanup(actor::to_error(reason), nullptr);
+}
+
+void remote_messaging::fail(const caf::strong_actor_ptr& sender, caf::message_id mid,
+                            const caf::strong_actor_ptr& responder, const absl::Status& error) {
+  if (!sender || !mid.is_request()) return;
+  sender->enqueue(caf::make_mailbox_element(responder, mid.response_id(), {},
+                                            caf::make_message(actor::to_error(error))),
+                  nullptr);
+}
+
+void remote_messaging::forward(const std::string& dst, const std::string& node,
+                               caf::strong_actor_ptr proxy, caf::mailbox_element_ptr e) {
+  const bool request = e->mid.is_request();
+  if (e->mid.is_response()) {
+    count("outgoing", "response_to_proxy");
+    return;
+  }
+  auto payload = encode_message(e->content());
+  if (!payload.ok()) {
+    if (request) {
+      fail(e->sender, e->mid, proxy, payload.status());
+    } else {
+      count("outgoing", "no_wire_form");
+    }
+    return;
+  }
+  const uint64_t from = e->sender ? e->sender->id() : 0;
+  uint64_t corr = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (e->sender) exported_[from] = caf::actor_cast<caf::weak_actor_ptr>(e->sender);
+    if (request) {
+      corr = next_corr_++;
+      pending_[corr] = {e->sender, e->mid, proxy, node, dst, clock::now() + request_timeout_};
+    }
+  }
+  const std::string frame =
+      encode(header(request ? "actor.req" : "actor.send", dst, corr, from), *payload);
+  if (auto s = send_(node, frame); !s.ok()) {
+    if (!request) {
+      count("outgoing", "unreachable");
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.erase(corr);
+    }
+    fail(e->sender, e->mid, proxy,
+         absl::UnavailableError(
+             absl::StrCat("cannot reach ", dst, " on node ", node, ": ", s.message())));
+  }
+}
+
+caf::strong_actor_ptr remote_messaging::companion_for(const std::string& node, uint64_t from) {
+  const std::string key = absl::StrCat(node, "#", from);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = companions_.find(key); it != companions_.end()) {
+    return caf::actor_cast<caf::strong_actor_ptr>(it->second);
+  }
+  caf::actor handle = system_.spawn<caf::actor_companion>();
+  companion_of(handle)->on_enqueue(
+      [this, node, from](caf::mailbox_element_ptr e) { reply(node, from, std::move(e)); });
+  companions_[key] = handle;
+  return caf::actor_cast<caf::strong_actor_ptr>(handle);
+}
+
+void remote_messaging::send_error_response(const std::string& node, uint64_t corr,
+                                           const absl::Status& error) {
+  auto payload = encode_message(caf::make_message(actor::to_error(error)));
+  if (!payload.ok() || !send_(node, encode(header("actor.resp", "", corr, 0), *payload)).ok()) {
+    count("outgoing", "unreachable");
+  }
+}
+
+void remote_messaging::reply(const std::string& node, uint64_t from, caf::mailbox_element_ptr e) {
+  const bool response = e->mid.is_response();
+  const uint64_t corr = e->mid.request_id().integer_value() & caf::message_id::request_id_mask;
+  auto payload = encode_message(e->content());
+  if (!payload.ok()) {
+    if (response) {
+      send_error_response(node, corr, payload.status());
+    } else {
+      count("reply", "no_wire_form");
+    }
+    return;
+  }
+  std::string frame;
+  if (response) {
+    frame = encode(header("actor.resp", "", corr, 0), *payload);
+  } else if (from != 0) {
+    frame = encode(header("actor.send", absl::StrCat("#", from), 0, 0), *payload);
+  } else {
+    count("reply", "anonymous_sender");
+    return;
+  }
+  if (!send_(node, frame).ok()) count("reply", "unreachable");
+}
+
+void remote_messaging::on_envelope(const received_envelope& env) {
+  const envelope& h = env.header;
+  if (h.type == "actor.resp") {
+    pending_request p;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = pending_.find(h.corr);
+      if (it == pending_.end()) {
+        count("incoming", "late_response");
+        return;
+      }
+      p = std::move(it->second);
+      pending_.erase(it);
+    }
+    auto msg = decode_message(env.payload);
+    if (!msg.ok()) {
+      fail(p.sender, p.mid, p.proxy,
+           absl::InvalidArgumentError(
+               absl::StrCat("malformed response from node ", h.src, ": ", msg.status().message())));
+      return;
+    }
+    if (p.sender) {
+      p.sender->enqueue(
+          caf::make_mailbox_element(p.proxy, p.mid.response_id(), {}, std::move(*msg)), nullptr);
+    }
+    return;
+  }
+  const bool request = h.type == "actor.req";
+  caf::strong_actor_ptr target;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t aid = 0;
+    if (!h.dst.empty() && h.dst[0] == '#' && absl::SimpleAtoi(h.dst.substr(1), &aid)) {
+      if (auto it = exported_.find(aid); it != exported_.end()) {
+        target = caf::actor_cast<caf::strong_actor_ptr>(it->second);
+      }
+    } else if (auto it = published_.find(h.dst); it != published_.end()) {
+      target = caf::actor_cast<caf::strong_actor_ptr>(it->second);
+    }
+  }
+  if (!target) {
+    if (request) {
+      send_error_response(
+          h.src, h.corr,
+          absl::UnavailableError(absl::StrCat("no actor '", h.dst, "' on node ", self_)));
+    } else {
+      count("incoming", "no_such_actor");
+    }
+    return;
+  }
+  auto msg = decode_message(env.payload);
+  if (!msg.ok()) {
+    if (request) {
+      send_error_response(h.src, h.corr, msg.status());
+    } else {
+      count("incoming", "malformed");
+    }
+    return;
+  }
+  target->enqueue(caf::make_mailbox_element(companion_for(h.src, h.from),
+                                            request ? remote_request_id(h.corr) : caf::message_id{},
+                                            {}, std::move(*msg)),
+                  nullptr);
+}
+
+void remote_messaging::on_node_lost(const std::string& node, const absl::Status& reason) {
+  std::vector<pending_request> failed;
+  std::vector<caf::actor> dead;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.node == node) {
+        failed.push_back(std::move(it->second));
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = proxies_.begin(); it != proxies_.end();) {
+      if (it->second.node == node) {
+        dead.push_back(it->second.handle);
+        it = proxies_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    const std::string prefix = node + "#";
+    for (auto it = companions_.begin(); it != companions_.end();) {
+      if (it->first.compare(0, prefix.size(), prefix) == 0) {
+        dead.push_back(it->second);
+        it = companions_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const auto& p : failed)
+    fail(p.sender, p.mid, p.proxy, reason);
+  for (const auto& handle : dead) {
+    auto* c = companion_of(handle);
+    caf::actor_addr addr = handle.address();
+    c->on_enqueue([reason, addr](caf::mailbox_element_ptr e) {
+      fail(e->sender, e->mid, caf::actor_cast<caf::strong_actor_ptr>(addr), reason);
+    });
+    c->cleanup(actor::to_error(reason), nullptr);
+  }
+}
+
+void remote_messaging::sweep(clock::time_point now) {
+  std::vector<pending_request> expired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::erase_if(exported_, [](const auto& kv) { return !kv.second.lock(); });
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.deadline <= now) {
+        expired.push_back(std::move(it->second));
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const auto& p : expired) {
+    fail(p.sender, p.mid, p.proxy,
+         absl::DeadlineExceededError(absl::StrCat("no response from ", p.dst, " on node ", p.node,
+                                                  " within ", request_timeout_.count(), " ms")));
+  }
+}
+
+}  // namespace troupe::cluster

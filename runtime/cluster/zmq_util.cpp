@@ -1,0 +1,77 @@
+#include "runtime/cluster/zmq_util.hpp"
+
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace troupe::cluster {
+
+void configure_socket(zmq::socket_t& socket, size_t max_bytes) {
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(max_bytes));
+  socket.set(zmq::sockopt::sndhwm, 100000);
+  socket.set(zmq::sockopt::rcvhwm, 100000);
+}
+
+absl::StatusOr<std::string> bind_socket(zmq::socket_t& socket, absl::string_view endpoint) {
+  std::string ep(endpoint);
+  if (absl::EndsWith(ep, ":0")) ep = ep.substr(0, ep.size() - 1) + "*";
+  try {
+    socket.bind(ep);
+    return socket.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", endpoint, ": ", e.what()));
+  }
+}
+
+absl::StatusOr<std::vector<zmq::message_t>> try_recv(zmq::socket_t& socket) {
+  std::vector<zmq::message_t> frames;
+  try {
+    while (true) {
+      zmq::message_t msg;
+      auto got =
+          socket.recv(msg, frames.empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
+      if (!got) return frames;
+      const bool more = msg.more();
+      frames.push_back(std::move(msg));
+      if (!more) return frames;
+    }
+  } catch (const zmq::error_t& e) {
+    return absl::UnavailableError(absl::StrCat("receive failed: ", e.what()));
+  }
+}
+
+absl::Status send(zmq::socket_t& socket, const std::vector<absl::string_view>& frames) {
+  try {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const auto flags =
+          (i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none) |
+          zmq::send_flags::dontwait;
+      if (!socket.send(zmq::const_buffer(frames[i].data(), frames[i].size()), flags)) {
+        return absl::ResourceExhaustedError("send queue full");
+      }
+    }
+    return absl::OkStatus();
+  } catch (const zmq::error_t& e) {
+    return absl::UnavailableError(absl::StrCat("send failed: ", e.what()));
+  }
+}
+
+std::string random_identity() {
+  std::random_device rd;
+  std::string id = "c-";
+  for (int i = 0; i < 12; ++i)
+    id += "0123456789abcdef"[rd() % 16];
+  return id;
+}
+
+std::string random_token() {
+  std::random_device rd;
+  std::string token;
+  for (int i = 0; i < 32; ++i)
+    token += "0123456789abcdef"[rd() % 16];
+  return token;
+}
+
+}  // namespace troupe::cluster

@@ -1,0 +1,72 @@
+#include "runtime/cluster/envelope.hpp"
+
+#include <gtest/gtest.h>
+
+#include "runtime/cluster/msgpack_view.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+TEST(Envelope, RoundTrips) {
+  envelope h;
+  h.type = "kv.get";
+  h.src = "w1";
+  h.dst = "trainer/3";
+  h.corr = 42;
+  h.epoch = 7;
+  h.from = 99;
+  const std::string frame = encode(h, map_builder().add("key", std::string("k")).bytes());
+  auto r = decode(frame.data(), frame.size(), 1 << 20);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->header.type, "kv.get");
+  EXPECT_EQ(r->header.src, "w1");
+  EXPECT_EQ(r->header.dst, "trainer/3");
+  EXPECT_EQ(r->header.corr, 42u);
+  EXPECT_EQ(r->header.epoch, 7u);
+  EXPECT_EQ(r->header.from, 99u);
+  auto payload = map_view::of(r->payload, "payload");
+  ASSERT_TRUE(payload.ok());
+  EXPECT_EQ(payload->get_string("key").value(), "k");
+}
+
+TEST(Envelope, RefusesOversizedFrames) {
+  const std::string frame = encode(envelope{.type = "x"});
+  auto r = decode(frame.data(), frame.size(), frame.size() - 1);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_STREQ(rejection_reason(r.status()), "oversized");
+}
+
+TEST(Envelope, RefusesGarbageAndTruncatedFrames) {
+  const std::string frame = encode(envelope{.type = "status"});
+  for (size_t n = 0; n < frame.size(); ++n) {
+    auto r = decode(frame.data(), n, 1 << 20);
+    EXPECT_FALSE(r.ok()) << "a truncated frame of " << n << " bytes was accepted";
+    EXPECT_STREQ(rejection_reason(r.status()), "malformed");
+  }
+  for (const std::string garbage : {std::string("\xff\xfe\xfd"), std::string("hello"),
+                                    std::string("\x93\x01\x02\x03"),      // an array, not a map
+                                    std::string("\xdd\xff\xff\xff\xff"),  // array of 4G elements
+                                    frame + "x"}) {
+    auto r = decode(garbage.data(), garbage.size(), 1 << 20);
+    EXPECT_FALSE(r.ok());
+    EXPECT_STREQ(rejection_reason(r.status()), "malformed") << r.status();
+  }
+}
+
+TEST(Envelope, RefusesMissingFieldsAndOtherVersions) {
+  msgpack::sbuffer buf;
+  packer pk(buf);
+  pk.pack_map(1);
+  pk.pack("v");
+  pk.pack(1);
+  auto missing = decode(buf.data(), buf.size(), 1 << 20);
+  EXPECT_EQ(missing.status().message(), "envelope: missing key 'type'");
+
+  const std::string v2 = encode(envelope{.v = 2, .type = "hello"});
+  auto wrong = decode(v2.data(), v2.size(), 1 << 20);
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_STREQ(rejection_reason(wrong.status()), "bad_version");
+}
+
+}  // namespace
+}  // namespace troupe::cluster

@@ -1,0 +1,182 @@
+#include "runtime/cluster/head_logic.hpp"
+
+#include <gtest/gtest.h>
+
+#include "runtime/cluster/msgpack_view.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+using namespace std::chrono_literals;
+using clock = head_logic::clock;
+
+// A decoded frame the head sent, with its destination.
+struct sent {
+  std::string identity;
+  received_envelope env;
+  map_view payload() const { return map_view::of(env.payload, "payload").value(); }
+};
+
+class HeadLogicTest : public ::testing::Test {
+ protected:
+  HeadLogicTest()
+      : t0_(clock::now()),
+        head_({.token = "s3cret",
+               .heartbeat_interval = 100ms,
+               .heartbeat_misses = 3,
+               .app_config = "app: pipeline\n",
+               .endpoint = "tcp://127.0.0.1:1"},
+              t0_) {}
+
+  std::vector<sent> request(const std::string& identity, const std::string& type,
+                            map_builder payload = {}, clock::duration at = 0ms) {
+    envelope h;
+    h.type = type;
+    h.src = identity;
+    h.corr = ++corr_;
+    const std::string frame = encode(h, payload.bytes());
+    auto env = decode(frame.data(), frame.size(), 1 << 20).value();
+    return decoded(head_.on_request(identity, env, t0_ + at));
+  }
+
+  static std::vector<sent> decoded(const std::vector<head_logic::outgoing>& out) {
+    std::vector<sent> result;
+    for (const auto& o : out) {
+      result.push_back({o.identity, decode(o.frame.data(), o.frame.size(), 1 << 20).value()});
+    }
+    return result;
+  }
+
+  std::string join(const std::string& identity, const std::string& endpoint) {
+    auto out = request(
+        identity, "join",
+        std::move(map_builder().add("token", std::string("s3cret")).add("endpoint", endpoint)));
+    EXPECT_EQ(out.at(0).env.header.type, "joined");
+    return out.at(0).payload().get_string("node").value();
+  }
+
+  clock::time_point t0_;
+  head_logic head_;
+  uint64_t corr_ = 0;
+};
+
+TEST_F(HeadLogicTest, HelloNeedsNoToken) {
+  auto out = request("c1", "hello");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].env.header.type, "hello");
+  EXPECT_EQ(out[0].env.header.corr, corr_);
+  EXPECT_EQ(out[0].payload().get_uint("version").value(), protocol_version);
+}
+
+TEST_F(HeadLogicTest, JoinWithoutTheTokenIsRefusedAndNoticed) {
+  auto out =
+      request("c1", "join", std::move(map_builder().add("endpoint", std::string("tcp://x"))));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].env.header.type, "error");
+  EXPECT_EQ(out[0].payload().get_string("code").value(), "PERMISSION_DENIED");
+  auto notices = head_.take_notices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].type, "join_refused");
+  EXPECT_EQ(head_.members().alive().size(), 1u);  // the head only
+}
+
+TEST_F(HeadLogicTest, JoinsHandOutIdsAndConfigAndTellTheOthers) {
+  auto out = request("c1", "join",
+                     std::move(map_builder()
+                                   .add("token", std::string("s3cret"))
+                                   .add("endpoint", std::string("tcp://w1"))));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].payload().get_string("node").value(), "w1");
+  EXPECT_EQ(out[0].payload().get_string("config").value(), "app: pipeline\n");
+  out = request("c2", "join",
+                std::move(map_builder()
+                              .add("token", std::string("s3cret"))
+                              .add("endpoint", std::string("tcp://w2"))));
+  ASSERT_EQ(out.size(), 2u);  // the reply, and a "members" push to w1
+  EXPECT_EQ(out[1].identity, "c1");
+  EXPECT_EQ(out[1].env.header.type, "members");
+  EXPECT_EQ(out[1].env.header.epoch, 3u);
+}
+
+TEST_F(HeadLogicTest, ClientsThatDidNotJoinNeedTheTokenForEverything) {
+  EXPECT_EQ(request("c1", "status")[0].payload().get_string("code").value(), "PERMISSION_DENIED");
+  EXPECT_EQ(request("c1", "heartbeat")[0].payload().get_string("code").value(),
+            "PERMISSION_DENIED");
+  auto out = request("c1", "status", std::move(map_builder().add("token", std::string("s3cret"))));
+  EXPECT_EQ(out[0].env.header.type, "status");
+  EXPECT_EQ(head_.take_rejections(),
+            (std::vector<std::string>{"unauthenticated", "unauthenticated"}));
+}
+
+TEST_F(HeadLogicTest, UnknownTypesAreRefusedAndCounted) {
+  auto out = request("c1", "frobnicate");
+  EXPECT_EQ(out[0].payload().get_string("code").value(), "UNIMPLEMENTED");
+  EXPECT_EQ(head_.take_rejections(), std::vector<std::string>{"unknown_type"});
+}
+
+TEST_F(HeadLogicTest, SilentMembersAreDeclaredDeadAndRefusedAfterwards) {
+  join("c1", "tcp://w1");
+  join("c2", "tcp://w2");
+  EXPECT_EQ(request("c2", "heartbeat", {}, 250ms)[0].env.header.type, "heartbeat.ok");
+  auto out = decoded(head_.on_tick(t0_ + 350ms));
+  ASSERT_EQ(out.size(), 1u);  // members push to w2 only
+  EXPECT_EQ(out[0].identity, "c2");
+  auto notices = head_.take_notices();
+  ASSERT_EQ(notices.back().type, "member_dead");
+  EXPECT_EQ(notices.back().node, "w1");
+  auto refused = request("c1", "heartbeat", {}, 400ms);
+  EXPECT_EQ(refused[0].payload().get_string("code").value(), "FAILED_PRECONDITION");
+}
+
+TEST_F(HeadLogicTest, KeyValueStoreWithWaiters) {
+  join("c1", "tcp://w1");
+  auto waiting =
+      request("c1", "kv.wait", std::move(map_builder().add("key", std::string("nccl/id"))));
+  EXPECT_TRUE(waiting.empty());  // answered when the key appears
+  const uint64_t wait_corr = corr_;
+  auto out = request("c2", "kv.set",
+                     std::move(map_builder()
+                                   .add("token", std::string("s3cret"))
+                                   .add("key", std::string("nccl/id"))
+                                   .add_bin("value", "\x01\x02")));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].identity, "c1");
+  EXPECT_EQ(out[0].env.header.corr, wait_corr);
+  EXPECT_EQ(out[0].payload().get_bytes("value").value(), "\x01\x02");
+  EXPECT_EQ(out[1].env.header.type, "kv.ok");
+
+  out = request("c1", "kv.add",
+                std::move(map_builder().add("key", std::string("n")).add("delta", 3)));
+  EXPECT_EQ(out[0].payload().get_int("value", 0).value(), 3);
+  out = request("c1", "kv.get", std::move(map_builder().add("key", std::string("missing"))));
+  EXPECT_EQ(out[0].payload().get_string("code").value(), "NOT_FOUND");
+
+  (void)request("c1", "kv.wait",
+                std::move(map_builder().add("key", std::string("late")).add("timeout_ms", 50)));
+  auto expired = decoded(head_.on_tick(t0_ + 60ms));
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].payload().get_string("code").value(), "DEADLINE_EXCEEDED");
+}
+
+TEST_F(HeadLogicTest, ActorsAreLocatedOnTheirMember) {
+  join("c1", "tcp://w1");
+  (void)request("c1", "actors",
+                std::move(map_builder().add("actors", std::vector<std::string>{"rot/0"})));
+  auto out = request("c1", "resolve", std::move(map_builder().add("name", std::string("rot/0"))));
+  EXPECT_EQ(out[0].payload().get_string("node").value(), "w1");
+  EXPECT_EQ(out[0].payload().get_string("endpoint").value(), "tcp://w1");
+  out = request("c1", "resolve", std::move(map_builder().add("name", std::string("rot/9"))));
+  EXPECT_EQ(out[0].payload().get_string("code").value(), "NOT_FOUND");
+}
+
+TEST_F(HeadLogicTest, ShutdownReachesEveryWorker) {
+  join("c1", "tcp://w1");
+  join("c2", "tcp://w2");
+  auto out = decoded(head_.shutdown("done"));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].env.header.type, "shutdown");
+  EXPECT_EQ(out[0].payload().get_string("reason").value(), "done");
+}
+
+}  // namespace
+}  // namespace troupe::cluster

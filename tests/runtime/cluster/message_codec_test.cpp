@@ -1,0 +1,69 @@
+#include "runtime/cluster/message_codec.hpp"
+
+#include <gtest/gtest.h>
+
+#include "runtime/actor/messages.hpp"
+#include "runtime/actor/status_bridge.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+caf::message round_trip(const caf::message& m) {
+  auto bytes = encode_message(m);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  auto handle = msgpack::unpack(bytes->data(), bytes->size());
+  auto back = decode_message(handle.get());
+  EXPECT_TRUE(back.ok()) << back.status();
+  return *back;
+}
+
+TEST(MessageCodec, RoundTripsTroupeMessages) {
+  auto m = round_trip(
+      caf::make_message(actor::process_atom_v, actor::work_item{3, std::string("a\0b", 3)}));
+  ASSERT_TRUE((m.match_elements<caf::atom_value, actor::work_item>()));
+  EXPECT_EQ(m.get_as<caf::atom_value>(0), actor::process_atom::value);
+  EXPECT_EQ(m.get_as<actor::work_item>(1).payload, std::string("a\0b", 3));
+
+  m = round_trip(caf::make_message(actor::next_atom_v, uint64_t{7}, uint32_t{64}));
+  ASSERT_TRUE((m.match_elements<caf::atom_value, uint64_t, uint32_t>()));
+  EXPECT_EQ(m.get_as<uint32_t>(2), 64u);
+
+  actor::source_batch batch{{{1, "x"}, {2, "y"}}, 10};
+  m = round_trip(caf::make_message(batch));
+  EXPECT_EQ(m.get_as<actor::source_batch>(0).items[1].payload, "y");
+  m = round_trip(caf::make_message(actor::sink_report{2, 5, "fnv1a64:00"}, std::string("s"),
+                                   int32_t{-4}, true, 1.5, int64_t{-9}));
+  EXPECT_EQ(m.get_as<actor::sink_report>(0).digest, "fnv1a64:00");
+  EXPECT_EQ(m.get_as<int32_t>(2), -4);
+  EXPECT_EQ(m.get_as<double>(4), 1.5);
+  m = round_trip(caf::make_message(actor::actor_down{"rot/0", 13, "boom"}, caf::ok_atom::value));
+  EXPECT_EQ(m.get_as<actor::actor_down>(0).message, "boom");
+}
+
+TEST(MessageCodec, RoundTripsErrors) {
+  auto m = round_trip(caf::make_message(actor::to_error(absl::UnavailableError("node w2 died"))));
+  EXPECT_EQ(actor::to_status(m.get_as<caf::error>(0)), absl::UnavailableError("node w2 died"));
+  m = round_trip(caf::make_message(caf::make_error(caf::sec::request_timeout)));
+  EXPECT_EQ(m.get_as<caf::error>(0), caf::sec::request_timeout);
+}
+
+TEST(MessageCodec, RefusesWhatCannotTravel) {
+  auto bytes = encode_message(caf::make_message(actor::actor_update{"x", {}}));
+  EXPECT_EQ(bytes.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bytes.status().message().find("has no wire form"), absl::string_view::npos);
+}
+
+TEST(MessageCodec, RefusesMalformedElements) {
+  for (const char* bad : {"\x91\x01",  // [1]
+                          "\x91\x92\xa3"
+                          "bad\x01",               // [["bad", 1]]
+                          "\x91\x92\xa3i32\xa1x",  // [["i32", "x"]]
+                          "\x91\x92\xa9work_item\x01", "\x01"}) {
+    auto handle = msgpack::unpack(bad, std::strlen(bad));
+    auto m = decode_message(handle.get());
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace troupe::cluster

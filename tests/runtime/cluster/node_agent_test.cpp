@@ -1,0 +1,173 @@
+#include "runtime/cluster/node_agent.hpp"
+
+#include <gtest/gtest.h>
+
+#include "runtime/actor/messages.hpp"
+#include "runtime/actor/status_bridge.hpp"
+#include "runtime/actor/system_config.hpp"
+#include "runtime/cluster/head_server.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+using namespace std::chrono_literals;
+using echo_actor = caf::typed_actor<caf::replies_to<actor::ping_atom, int32_t>::with<int32_t>>;
+
+// A head and two nodes, each node with its own actor system, all in this process on loopback.
+class NodeAgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto head =
+        head_server::start(context_, "tcp://127.0.0.1:0",
+                           {.token = "t", .heartbeat_interval = 100ms, .heartbeat_misses = 5},
+                           1 << 20, metrics_, events_);
+    ASSERT_TRUE(head.ok()) << head.status();
+    head_ = std::move(*head);
+    a_ = start(*system_a_);
+    b_ = start(*system_b_);
+    ASSERT_TRUE(a_ && b_);
+    wait_until([&] { return b_->peers().size() == 3 && a_->peers().size() == 3; });
+  }
+
+  void TearDown() override {
+    a_.reset();
+    b_.reset();
+    head_.reset();
+  }
+
+  std::unique_ptr<node_agent> start(caf::actor_system& system, std::string token = "t") {
+    auto agent = node_agent::start(context_, system,
+                                   {.head = head_->endpoint(),
+                                    .token = std::move(token),
+                                    .join_timeout = 5s,
+                                    .request_timeout = 5s},
+                                   metrics_);
+    EXPECT_TRUE(agent.ok()) << agent.status();
+    return agent.ok() ? std::move(*agent) : nullptr;
+  }
+
+  template <class F>
+  static bool wait_until(F done) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!done() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);
+    return done();
+  }
+
+  zmq::context_t context_;
+  metrics::registry metrics_;
+  run::event_log events_;
+  std::unique_ptr<caf::actor_system_config> cfg_a_ =
+      actor::make_system_config({.scheduler_threads = 2});
+  std::unique_ptr<caf::actor_system_config> cfg_b_ =
+      actor::make_system_config({.scheduler_threads = 2});
+  std::unique_ptr<caf::actor_system> system_a_ = std::make_unique<caf::actor_system>(*cfg_a_);
+  std::unique_ptr<caf::actor_system> system_b_ = std::make_unique<caf::actor_system>(*cfg_b_);
+  std::unique_ptr<head_server> head_;
+  std::unique_ptr<node_agent> a_;
+  std::unique_ptr<node_agent> b_;
+};
+
+TEST_F(NodeAgentTest, RemoteRequestResponseLooksLocal) {
+  auto echo = system_a_->spawn([]() -> echo_actor::behavior_type {
+    return {[](actor::ping_atom, int32_t x) { return x + 1; }};
+  });
+  a_->publish("echo/0", caf::actor_cast<caf::actor>(echo));
+  auto remote = caf::actor_cast<echo_actor>(b_->remote("echo/0", a_->id()));
+  caf::scoped_actor self{*system_b_};
+  for (int32_t i = 0; i < 100; ++i) {
+    self->request(remote, 5s, actor::ping_atom_v, i)
+        .receive([i](int32_t y) { EXPECT_EQ(y, i + 1); },
+                 [](caf::error& e) { FAIL() << caf::to_string(e); });
+  }
+  // The head knows where the actor lives.
+  ASSERT_TRUE(wait_until([&] { return b_->resolve("echo/0", 1s).ok(); }));
+  caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(NodeAgentTest, OrderIsKeptPerSenderAndReceiver) {
+  auto received = std::make_shared<std::vector<int32_t>>();
+  auto count = std::make_shared<std::atomic<int>>(0);
+  auto collector = system_a_->spawn([received, count](caf::event_based_actor*) -> caf::behavior {
+    return {[received, count](actor::ping_atom, int32_t x) {
+      received->push_back(x);
+      count->fetch_add(1, std::memory_order_release);
+    }};
+  });
+  a_->publish("collector/0", collector);
+  auto remote = b_->remote("collector/0", a_->id());
+  auto sender = system_b_->spawn([remote](caf::event_based_actor* self) -> caf::behavior {
+    for (int32_t i = 0; i < 2000; ++i)
+      self->send(remote, actor::ping_atom_v, i);
+    return {};
+  });
+  ASSERT_TRUE(wait_until([&] { return count->load(std::memory_order_acquire) == 2000; }));
+  for (int32_t i = 0; i < 2000; ++i)
+    ASSERT_EQ((*received)[i], i);
+  caf::anon_send_exit(collector, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(NodeAgentTest, UnknownActorsAnswerWithAnError) {
+  auto remote = caf::actor_cast<echo_actor>(b_->remote("nobody/0", a_->id()));
+  caf::scoped_actor self{*system_b_};
+  self->request(remote, 5s, actor::ping_atom_v, 1)
+      .receive([](int32_t) { FAIL() << "expected an error"; },
+               [&](caf::error& e) {
+                 EXPECT_EQ(actor::to_status(e).message(),
+                           "no actor 'nobody/0' on node " + a_->id());
+               });
+}
+
+TEST_F(NodeAgentTest, MessagesThatCannotTravelFailAtTheSender) {
+  auto remote = b_->remote("x/0", a_->id());
+  caf::scoped_actor self{*system_b_};
+  self->request(remote, 5s, actor::actor_update{"y", {}})
+      .receive([]() { FAIL() << "expected an error"; },
+               [](caf::error& e) {
+                 EXPECT_NE(actor::to_status(e).message().find("no wire form"),
+                           absl::string_view::npos);
+               });
+}
+
+TEST_F(NodeAgentTest, ANodeThatLeavesFailsItsPendingRequestsAndProxies) {
+  // An actor that never answers, so the request is pending when its node goes.
+  auto silent = system_a_->spawn([]() -> echo_actor::behavior_type {
+    return {[](actor::ping_atom, int32_t) -> caf::result<int32_t> {
+      return caf::delegated<int32_t>();
+    }};
+  });
+  a_->publish("silent/0", caf::actor_cast<caf::actor>(silent));
+  auto remote = caf::actor_cast<echo_actor>(b_->remote("silent/0", a_->id()));
+  caf::scoped_actor self{*system_b_};
+  self->monitor(remote);
+  const std::string gone = a_->id();
+  std::thread leaver([&] {
+    std::this_thread::sleep_for(200ms);
+    a_->stop();
+  });
+  self->request(remote, 10s, actor::ping_atom_v, 1)
+      .receive([](int32_t) { FAIL() << "expected an error"; },
+               [&](caf::error& e) {
+                 const absl::Status s = actor::to_status(e);
+                 EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+                 EXPECT_NE(s.message().find("node " + gone + " left"), absl::string_view::npos)
+                     << s;
+               });
+  self->receive([&](caf::down_msg& down) {
+    EXPECT_NE(actor::to_status(down.reason).message().find(gone), absl::string_view::npos);
+  });
+  leaver.join();
+  caf::anon_send_exit(silent, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(NodeAgentTest, AJoinWithoutTheTokenIsRefused) {
+  auto bad = node_agent::start(context_, *system_b_,
+                               {.head = head_->endpoint(), .token = "wrong", .join_timeout = 5s},
+                               metrics_);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(bad.status().message().find("missing or wrong cluster token"), absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace troupe::cluster
