@@ -3,7 +3,10 @@
 #include <map>
 #include <memory>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "actors/placement.hpp"
+#include "actors/role_host_actor.hpp"
 #include "actors/supervisor.hpp"
 #include "runtime/actor/role_context.hpp"
 #include "runtime/actor/status_bridge.hpp"
@@ -11,27 +14,33 @@
 namespace troupe::actors {
 namespace {
 
-// Where a supervised actor comes from, to spawn it again.
 constexpr absl::string_view driver_name = "app/0";  // role "app", index 0
-
-struct child_origin {
-  const app::resolved_role* role;
-  int index;
-};
 
 struct supervisor_state {
   std::shared_ptr<const supervisor_deps> deps;
   supervision policy;
-  std::map<std::string, child_origin> origins;
+  placement nodes;
+  // Each supervised actor's role, by actor name.
+  std::map<std::string, const app::resolved_role*> role_of;
+  // Actors of each role that run or are being started (elastic roles grow and shrink).
+  std::map<std::string, int> live;
+  // The next index of each elastic role.
+  std::map<std::string, int> next_index;
   std::map<caf::actor_addr, std::string> names;
   // Shared with the exit hook that stops every child when the supervisor terminates.
   std::shared_ptr<std::map<std::string, caf::actor>> children =
       std::make_shared<std::map<std::string, caf::actor>>();
   actor::app_actor driver;
+  // Spawns still under way before the driver may start.
+  int starting = 0;
+  bool running = false;
   bool finished = false;
 };
 
 using self_ptr = actor::role_pointer<supervisor_actor, supervisor_state>;
+
+void spawn_instance(self_ptr self, const app::resolved_role& role, int index, bool initial);
+void apply_policy(self_ptr self, const std::string& name, const absl::Status& status);
 
 void finish(self_ptr self, actor::job_result result) {
   auto& st = self->state;
@@ -51,42 +60,124 @@ void fail(self_ptr self, std::string cause) {
   finish(self, actor::job_result{false, {}, std::move(cause)});
 }
 
-// Spawns actor `index` of `role` with `factory` and starts watching it: monitored by the
-// supervisor, tracked by the health monitor, stopped with the supervisor.
-absl::StatusOr<caf::actor> spawn_watched(self_ptr self, const actor::role_factory& factory,
-                                         const void* options, const std::string& role, int index) {
+// Starts watching `handle` as `name`: monitored, stopped with the supervisor.
+void watch(self_ptr self, const std::string& name, const caf::actor& handle) {
+  auto& st = self->state;
+  self->monitor(handle);
+  st.names[handle.address()] = name;
+  (*st.children)[name] = handle;
+}
+
+// The driver learns of a new or replaced actor.
+void announce(self_ptr self, const std::string& name) {
+  auto& st = self->state;
+  if (st.running) self->send(st.driver, actor::actor_update{name, st.children->at(name)});
+}
+
+// After the initial spawns: hand the driver every actor, then run it.
+void maybe_run(self_ptr self) {
+  auto& st = self->state;
+  if (st.running || st.finished || st.starting > 0 || !st.driver) return;
+  st.running = true;
+  for (const auto& [name, handle] : *st.children) {
+    if (name != driver_name) self->send(st.driver, actor::actor_update{name, handle});
+  }
+  const auto& plan = st.deps->plan;
+  st.deps->events.emit(
+      run::severity::info, "job_started",
+      absl::StrCat("started ", st.children->size() - 1, " actors for app ", plan.spec.app,
+                   st.deps->node ? absl::StrCat(" on ", st.nodes.worker_count(), " workers") : ""),
+      {{"actors", st.children->size() - 1}});
+  self->request(st.driver, caf::infinite, actor::run_atom_v)
+      .then([self](actor::job_result& result) { finish(self, std::move(result)); },
+            [self](caf::error& e) {
+              fail(self, absl::StrCat("the app driver failed: ", actor::to_status(e).message()));
+            });
+}
+
+// Spawns actor `index` of `role` in this process.
+absl::StatusOr<caf::actor> spawn_here(self_ptr self, const actor::role_factory& factory,
+                                      const void* options, const std::string& role, int index) {
   auto& st = self->state;
   actor::role_context ctx{self->system(), st.deps->metrics, st.deps->events, st.deps->plan, role,
                           index};
-  const std::string name = ctx.actor_name();
   auto handle = factory.spawn(ctx, options);
   if (!handle.ok()) {
-    return absl::Status(handle.status().code(),
-                        absl::StrCat("cannot start ", name, ": ", handle.status().message()));
+    return absl::Status(handle.status().code(), absl::StrCat("cannot start ", ctx.actor_name(),
+                                                             ": ", handle.status().message()));
   }
-  self->monitor(*handle);
-  st.names[handle->address()] = name;
-  (*st.children)[name] = *handle;
-  self->send(st.deps->health, actor::track_atom_v, name, *handle);
-  return *handle;
+  self->send(st.deps->health, actor::track_atom_v, ctx.actor_name(), *handle);
+  return handle;
 }
 
-// Spawns (or respawns) actor `index` of `role`.
-absl::Status spawn_child(self_ptr self, const app::resolved_role& role, int index) {
-  auto handle = spawn_watched(self, role.entry->factory, role.options.get(), role.spec.name, index);
-  if (!handle.ok()) return handle.status();
-  self->state.origins[absl::StrCat(role.spec.name, "/", index)] = {&role, index};
-  return absl::OkStatus();
-}
-
-void on_child_down(self_ptr self, const std::string& name, const caf::error& reason) {
+// A spawn that did not happen: for the first start the job cannot run; a failed restart counts
+// as one more failure of the actor.
+void spawn_failed(self_ptr self, const std::string& name, bool initial, const absl::Status& why) {
   auto& st = self->state;
-  if (name == driver_name) {
-    if (reason)
-      fail(self, absl::StrCat("the app driver failed: ", actor::to_status(reason).message()));
+  --st.live[st.role_of.at(name)->spec.name];
+  if (initial) return fail(self, std::string(why.message()));
+  apply_policy(self, name, why);
+}
+
+void spawn_instance(self_ptr self, const app::resolved_role& role, int index, bool initial) {
+  auto& st = self->state;
+  const std::string name = absl::StrCat(role.spec.name, "/", index);
+  st.role_of[name] = &role;
+  ++st.live[role.spec.name];
+  if (st.deps->node == nullptr || role.spec.placement == "head") {
+    auto handle = spawn_here(self, role.entry->factory, role.options.get(), role.spec.name, index);
+    if (!handle.ok()) return spawn_failed(self, name, initial, handle.status());
+    if (st.deps->node != nullptr) st.deps->node->publish(name, *handle);
+    watch(self, name, *handle);
+    return announce(self, name);
+  }
+  const auto node = st.nodes.choose();
+  if (!node) {
+    return spawn_failed(
+        self, name, initial,
+        absl::UnavailableError(absl::StrCat("no live worker to run ", name, " on")));
+  }
+  st.nodes.assign(name, *node);
+  if (initial) ++st.starting;
+  auto host = caf::actor_cast<role_host_actor>(st.deps->node->remote(role_host_name(*node), *node));
+  const auto timeout = std::chrono::milliseconds(st.deps->plan.spec.cluster.request_timeout_ms);
+  self->request(host, timeout, actor::spawn_atom_v, role.spec.name, int32_t{index})
+      .then(
+          [self, name, node = *node, initial](caf::ok_atom) {
+            auto& st = self->state;
+            if (initial) --st.starting;
+            watch(self, name, st.deps->node->remote(name, node));
+            announce(self, name);
+            maybe_run(self);
+          },
+          [self, name, node = *node, initial](caf::error& e) {
+            auto& st = self->state;
+            if (initial) --st.starting;
+            st.nodes.release(name);
+            spawn_failed(self, name, initial,
+                         absl::UnavailableError(absl::StrCat("cannot start ", name, " on ", node,
+                                                             ": ", actor::to_status(e).message())));
+          });
+}
+
+// "rot13/2" -> index 2.
+int index_of(const std::string& name) {
+  int index = 0;
+  (void)absl::SimpleAtoi(name.substr(name.rfind('/') + 1), &index);
+  return index;
+}
+
+void apply_policy(self_ptr self, const std::string& name, const absl::Status& status) {
+  auto& st = self->state;
+  const app::resolved_role& role = *st.role_of.at(name);
+  // An elastic role shrinks with its workers, down to its min.
+  if (role.spec.elastic && st.live[role.spec.name] >= role.spec.elastic->min) {
+    st.deps->events.emit(run::severity::warning, "role_shrunk",
+                         absl::StrCat(name, " stopped (", status.message(), "); ", role.spec.name,
+                                      " continues with ", st.live[role.spec.name], " actors"),
+                         {{"actor", name}, {"error", std::string(status.message())}});
     return;
   }
-  const absl::Status status = actor::to_status(reason);
   const auto d = st.policy.on_exit(name, status);
   switch (d.what) {
     case supervision::decision::action::ignore:
@@ -107,41 +198,69 @@ void on_child_down(self_ptr self, const std::string& name, const caf::error& rea
   }
 }
 
+void on_child_down(self_ptr self, const std::string& name, const caf::error& reason) {
+  auto& st = self->state;
+  if (name == driver_name) {
+    if (reason) {
+      fail(self, absl::StrCat("the app driver failed: ", actor::to_status(reason).message()));
+    }
+    return;
+  }
+  st.nodes.release(name);
+  st.children->erase(name);
+  --st.live[st.role_of.at(name)->spec.name];
+  apply_policy(self, name, actor::to_status(reason));
+}
+
+// Elastic roles get an actor on each worker that joined, up to their max.
+void grow(self_ptr self) {
+  auto& st = self->state;
+  for (const auto& role : st.deps->plan.roles) {
+    if (!role.spec.elastic) continue;
+    while (st.live[role.spec.name] < st.nodes.elastic_target(*role.spec.elastic)) {
+      const int index = st.next_index[role.spec.name]++;
+      st.policy.add(absl::StrCat(role.spec.name, "/", index), role.on_failure);
+      st.deps->events.emit(
+          run::severity::info, "role_grown",
+          absl::StrCat(role.spec.name, " grows to ", st.live[role.spec.name] + 1, " actors"),
+          {{"role", role.spec.name}, {"actor", absl::StrCat(role.spec.name, "/", index)}});
+      spawn_instance(self, role, index, false);
+    }
+  }
+}
+
 void start(self_ptr self) {
   auto& st = self->state;
   const auto& plan = st.deps->plan;
-  for (const auto& role : plan.roles) {
-    for (int i = 0; i < role.spec.count; ++i) {
-      st.policy.add(absl::StrCat(role.spec.name, "/", i), role.on_failure);
-      if (auto s = spawn_child(self, role, i); !s.ok()) {
-        return fail(self, std::string(s.message()));
-      }
+  if (st.deps->node != nullptr) {
+    for (const auto& p : st.deps->node->peers()) {
+      if (!p.head && p.state == cluster::member_state::alive) st.nodes.add_worker(p.node);
     }
   }
-  auto driver = spawn_watched(self, plan.app_entry->factory, plan.app_options.get(), "app", 0);
+  for (const auto& role : plan.roles) {
+    const int count =
+        role.spec.elastic ? st.nodes.elastic_target(*role.spec.elastic) : role.spec.count;
+    for (int i = 0; i < count; ++i) {
+      st.policy.add(absl::StrCat(role.spec.name, "/", i), role.on_failure);
+      spawn_instance(self, role, i, true);
+      if (st.finished) return;
+    }
+    st.next_index[role.spec.name] = count;
+  }
+  auto driver = spawn_here(self, plan.app_entry->factory, plan.app_options.get(), "app", 0);
   if (!driver.ok()) return fail(self, std::string(driver.status().message()));
   st.driver = caf::actor_cast<actor::app_actor>(*driver);
-  for (const auto& [name, handle] : *st.children) {
-    if (name != driver_name) self->send(st.driver, actor::actor_update{name, handle});
-  }
-  st.deps->events.emit(
-      run::severity::info, "job_started",
-      absl::StrCat("started ", plan.actor_count(), " actors for app ", plan.spec.app),
-      {{"actors", plan.actor_count()}});
-  self->request(st.driver, caf::infinite, actor::run_atom_v)
-      .then([self](actor::job_result& result) { finish(self, std::move(result)); },
-            [self](caf::error& e) {
-              fail(self, absl::StrCat("the app driver failed: ", actor::to_status(e).message()));
-            });
+  watch(self, std::string(driver_name), *driver);
+  maybe_run(self);
 }
 
 }  // namespace
 
 supervisor_actor spawn_supervisor(caf::actor_system& system, supervisor_deps deps) {
   using role = actor::role_actor<supervisor_actor, supervisor_state>;
-  auto stats = deps.metrics.actor("supervisor");
+  auto stats = deps.metrics.actor(std::string(supervisor_name));
   auto shared_deps = std::make_shared<supervisor_deps>(std::move(deps));
-  return system.spawn<role>(std::move(stats), [shared_deps](self_ptr self) {
+  auto handle = system.spawn<role>(std::move(stats), [shared_deps](self_ptr self) {
     auto& st = self->state;
     st.deps = shared_deps;
     self->attach_functor([children = st.children](const caf::error&) {
@@ -155,6 +274,11 @@ supervisor_actor spawn_supervisor(caf::actor_system& system, supervisor_deps dep
       if (it == s.names.end() || s.finished) return;
       const std::string name = it->second;
       s.names.erase(it);
+      // A restarted actor's predecessor may report late; only the current one counts.
+      if (auto c = s.children->find(name);
+          c != s.children->end() && c->second.address() != msg.source) {
+        return;
+      }
       on_child_down(self, name, msg.reason);
     });
     start(self);
@@ -162,19 +286,35 @@ supervisor_actor spawn_supervisor(caf::actor_system& system, supervisor_deps dep
         [self](actor::restart_atom, const std::string& name) {
           auto& s = self->state;
           if (s.finished) return;
-          const child_origin origin = s.origins.at(name);
-          if (auto status = spawn_child(self, *origin.role, origin.index); !status.ok()) {
-            return fail(self, std::string(status.message()));
-          }
-          const caf::actor& handle = s.children->at(name);
-          self->send(s.driver, actor::actor_update{name, handle});
+          const app::resolved_role& role = *s.role_of.at(name);
+          spawn_instance(self, role, index_of(name), false);
           s.deps->events.emit(run::severity::info, "actor_restarted",
                               absl::StrCat(name, " restarted (", s.policy.restarts(name), " of ",
-                                           origin.role->on_failure.restart.max, ")"),
+                                           role.on_failure.restart.max, ")"),
                               {{"actor", name}, {"restarts", s.policy.restarts(name)}});
+        },
+        [self](const actor::actor_down& down) {
+          // A worker's role host reports an actor it hosted: end its stand-in, whose monitor
+          // then reports the failure here like a local actor's.
+          auto& s = self->state;
+          if (s.finished || s.deps->node == nullptr) return;
+          s.deps->node->forget(
+              down.name, absl::Status(static_cast<absl::StatusCode>(down.code),
+                                      down.message.empty() ? "stopped on its own" : down.message));
+        },
+        [self](const actor::member_event& event) {
+          auto& s = self->state;
+          if (s.finished) return;
+          if (event.kind == "joined") {
+            s.nodes.add_worker(event.node);
+            if (s.running) grow(self);
+          } else {
+            s.nodes.remove_worker(event.node);
+          }
         },
     };
   });
+  return handle;
 }
 
 }  // namespace troupe::actors

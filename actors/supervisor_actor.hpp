@@ -3,6 +3,7 @@
 #include "actors/health_monitor_actor.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/app/app_plan.hpp"
+#include "runtime/cluster/node_agent.hpp"
 #include "runtime/metrics/registry.hpp"
 #include "runtime/run/event_log.hpp"
 
@@ -13,9 +14,16 @@ namespace troupe::actors {
 /// driver gets its new handle through `actor_update`), or the job fails. When the job ends it
 /// sends the `job_result` to `owner` and stops; its exit takes every child with it.
 ///
+/// In a cluster (a node agent is given), roles are spread over the live workers: each worker's
+/// role host spawns them, the supervisor holds stand-ins (proxies) for them, and a worker's
+/// death is the death of its actors, handled by the same policy. Elastic roles get one actor per
+/// worker, up to their max, also for workers that join later.
+///
 ///   starting --all spawned--> running --driver answers run--> done (result to owner)
 ///   running --fail_job / restarts exhausted / driver failed--> failed (result to owner)
-using supervisor_actor = caf::typed_actor<caf::reacts_to<actor::restart_atom, std::string>>;
+using supervisor_actor =
+    caf::typed_actor<caf::reacts_to<actor::restart_atom, std::string>,
+                     caf::reacts_to<actor::actor_down>, caf::reacts_to<actor::member_event>>;
 
 /// The supervisor's collaborators; all must outlive the actor system.
 struct supervisor_deps {
@@ -25,6 +33,8 @@ struct supervisor_deps {
   health_actor health;
   /// Receives the `job_result`.
   caf::actor owner;
+  /// This process's node in a cluster; null when the whole job runs in this process.
+  cluster::node_agent* node = nullptr;
 };
 
 [[nodiscard]] supervisor_actor spawn_supervisor(caf::actor_system& system, supervisor_deps deps);

@@ -2,12 +2,17 @@
 
 #include <chrono>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "actors/health_monitor_actor.hpp"
+#include "actors/role_host_actor.hpp"
 #include "actors/supervisor_actor.hpp"
+#include "apps/worker_processes.hpp"
 #include "runtime/actor/messages.hpp"
 #include "runtime/actor/system_config.hpp"
+#include "runtime/cluster/head_server.hpp"
+#include "runtime/cluster/node_agent.hpp"
 
 namespace troupe::apps {
 
@@ -24,26 +29,101 @@ const char* to_string(job_outcome::status s) {
 }
 
 job_runner::job_runner(const app::app_plan& plan, metrics::registry& metrics,
-                       run::event_log& events)
+                       run::event_log& events, std::optional<cluster_options> cluster)
     : plan_(plan),
       metrics_(metrics),
       events_(events),
+      cluster_(std::move(cluster)),
       config_(actor::make_system_config(plan.spec.runtime)),
       system_(std::make_unique<caf::actor_system>(*config_)) {}
 
 job_runner::~job_runner() {
+  // Workers go first (the head tells them to shut down), then this process's actors.
+  if (head_) head_->stop("the job ended");
+  if (workers_) workers_->reap(std::chrono::seconds(10));
+  node_.reset();
+  head_.reset();
   system_.reset();
+}
+
+absl::Status job_runner::form_cluster(const std::atomic<bool>& stop) {
+  const auto& spec = plan_.spec.cluster;
+  zmq_ = std::make_unique<zmq::context_t>();
+  auto head = cluster::head_server::start(
+      *zmq_, cluster_->listen,
+      {.token = cluster_->token,
+       .heartbeat_interval = std::chrono::milliseconds(spec.heartbeat_interval_ms),
+       .heartbeat_misses = spec.heartbeat_misses,
+       .app_config = plan_.resolved_yaml()},
+      static_cast<size_t>(spec.max_frame_bytes), metrics_, events_);
+  if (!head.ok()) return head.status();
+  head_ = std::move(*head);
+  if (cluster_->on_listening) cluster_->on_listening(head_->endpoint());
+  auto node = cluster::node_agent::start(
+      *zmq_, *system_,
+      {.head = head_->endpoint(),
+       .token = cluster_->token,
+       .as_head = true,
+       .max_frame_bytes = static_cast<size_t>(spec.max_frame_bytes),
+       .request_timeout = std::chrono::milliseconds(spec.request_timeout_ms)},
+      metrics_);
+  if (!node.ok()) return node.status();
+  node_ = std::move(*node);
+  if (cluster_->local_workers > 0) {
+    workers_ = std::make_unique<worker_processes>();
+    if (auto s = workers_->start(cluster_->local_workers, head_->endpoint(), cluster_->token,
+                                 cluster_->log_dir, cluster_->plugin_dirs);
+        !s.ok()) {
+      return s;
+    }
+  }
+  const auto workers = [&] {
+    int n = 0;
+    for (const auto& p : node_->peers())
+      n += !p.head && p.state == cluster::member_state::alive;
+    return n;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(spec.worker_wait_s);
+  while (workers() < cluster_->min_workers) {
+    if (stop.load()) return absl::CancelledError("interrupted while waiting for workers");
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "only ", workers(), " of ", cluster_->min_workers, " workers joined within ",
+          spec.worker_wait_s, " s (cluster.worker_wait_s)",
+          cluster_->local_workers > 0 ? absl::StrCat("; see ", cluster_->log_dir, "/worker-*.log")
+                                      : std::string()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  events_.emit(run::severity::info, "cluster_ready",
+               absl::StrCat(workers(), " workers joined the head at ", head_->endpoint()),
+               {{"workers", workers()}, {"head", head_->endpoint()}});
+  return absl::OkStatus();
 }
 
 job_outcome job_runner::run(const std::atomic<bool>& stop) {
   using clock = std::chrono::steady_clock;
+  job_outcome outcome;
+  if (cluster_) {
+    if (auto s = form_cluster(stop); !s.ok()) {
+      outcome.result = s.code() == absl::StatusCode::kCancelled ? job_outcome::status::interrupted
+                                                                : job_outcome::status::failed;
+      outcome.error = std::string(s.message());
+      events_.emit(run::severity::error, "job_failed", outcome.error, {{"error", outcome.error}});
+      return outcome;
+    }
+  }
   auto health = actors::spawn_health_monitor(*system_, plan_.spec.health, metrics_, events_);
   std::optional<actor::job_result> result;
-  job_outcome outcome;
   {
     caf::scoped_actor owner{*system_};
     auto supervisor = actors::spawn_supervisor(
-        *system_, {plan_, metrics_, events_, health, caf::actor_cast<caf::actor>(owner)});
+        *system_,
+        {plan_, metrics_, events_, health, caf::actor_cast<caf::actor>(owner), node_.get()});
+    if (node_) {
+      node_->publish(std::string(actors::supervisor_name), caf::actor_cast<caf::actor>(supervisor));
+      node_->subscribe(caf::actor_cast<caf::actor>(supervisor));
+    }
     const int timeout_s = plan_.spec.runtime.job_timeout_s;
     const auto deadline = clock::now() + std::chrono::seconds(timeout_s);
     while (!result) {

@@ -5,19 +5,6 @@
 #include "CLI/CLI.hpp"
 #include "apps/cli/commands.hpp"
 
-namespace {
-
-// Commands that arrive with the Cluster issue; reserved so their names keep their meaning.
-int reserved(const char* command) {
-  std::fprintf(stderr,
-               "troupe %s: multi-process clusters (head, worker, status) are not part of this "
-               "build yet; run apps in one process with `troupe launch CONFIG`\n",
-               command);
-  return troupe::cli::exit_usage_error;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace troupe::cli;
   CLI::App app{"troupe: an actor runtime for pretraining, RLHF and serving"};
@@ -50,11 +37,35 @@ int main(int argc, char** argv) {
   auto* version_cmd = app.add_subcommand("version", "Show versions and CUDA devices");
   version_cmd->add_flag("--json", version_json, "Print JSON");
 
-  auto* head_cmd = app.add_subcommand("head", "Start a cluster head (reserved)");
-  auto* worker_cmd = app.add_subcommand("worker", "Start a worker (reserved)");
-  auto* status_cmd = app.add_subcommand("status", "Show a cluster's state (reserved)");
-  for (auto* cmd : {head_cmd, worker_cmd, status_cmd})
-    cmd->allow_extras();
+  head_args head;
+  config_args head_app;
+  auto* head_cmd = app.add_subcommand("head", "Serve a cluster that workers join");
+  head_cmd->add_option("--listen", head.listen, "Endpoint to listen on")->capture_default_str();
+  head_cmd->add_option("--token", head.token,
+                       "Secret workers need (default: TROUPE_CLUSTER_TOKEN or a random one)");
+  head_cmd->add_option("--config", head_app.config, "Run this app on the workers that join");
+  head_cmd->add_option("--set", head_app.overrides, "With --config: override a config value");
+  head_cmd->add_option("--run-dir", head.run_dir, "With --config: the run directory");
+  head_cmd->add_option("--plugin-dir", head_app.plugin_dirs, "Extra plugin directory");
+
+  worker_args worker;
+  auto* worker_cmd = app.add_subcommand("worker", "Join a cluster and host actors");
+  worker_cmd->add_option("--join", worker.join, "The head's endpoint")->capture_default_str();
+  worker_cmd->add_option("--token", worker.token,
+                         "The cluster's secret (default: TROUPE_CLUSTER_TOKEN, or the one a head "
+                         "on this machine recorded)");
+  worker_cmd->add_option("--bind", worker.bind_host, "Address peers reach this worker at")
+      ->capture_default_str();
+  worker_cmd->add_option("--resources", worker.resources,
+                         "What this worker offers, e.g. cores=8,memory=32G,gpus=1 "
+                         "(default: this machine's cores and memory, no GPUs)");
+  worker_cmd->add_option("--plugin-dir", worker.plugin_dirs, "Extra plugin directory");
+
+  status_args status;
+  auto* status_cmd = app.add_subcommand("status", "Show a cluster's members and actors");
+  status_cmd->add_option("--head", status.head, "The head's endpoint")->capture_default_str();
+  status_cmd->add_option("--token", status.token, "The cluster's secret");
+  status_cmd->add_flag("--json", status.json, "Print JSON");
 
   try {
     app.parse(argc, argv);
@@ -67,8 +78,11 @@ int main(int argc, char** argv) {
   if (*check_cmd) return check_command(check);
   if (*list_cmd) return plugins_list_command(plugin_dirs, plugins_json);
   if (*version_cmd) return version_command(version_json);
-  if (*head_cmd) return reserved("head");
-  if (*worker_cmd) return reserved("worker");
-  if (*status_cmd) return reserved("status");
+  if (*head_cmd) {
+    if (!head_app.config.empty()) head.app = head_app;
+    return head_command(head);
+  }
+  if (*worker_cmd) return worker_command(worker);
+  if (*status_cmd) return status_command(status);
   return exit_usage_error;
 }

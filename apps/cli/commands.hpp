@@ -1,13 +1,16 @@
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "apps/job_runner.hpp"
 #include "runtime/actor/role_registry.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/plugin/plugin_loader.hpp"
+#include "runtime/run/run_dir.hpp"
 
 namespace troupe::cli {
 
@@ -33,6 +36,14 @@ struct launch_args : config_args {
 /// `troupe launch`: validate, run the app, print one JSON summary line on stdout.
 [[nodiscard]] int launch_command(const launch_args& args);
 
+/// Chooses the cluster a job runs on once its run directory exists (nullopt: one process).
+using cluster_setup = std::function<std::optional<apps::cluster_options>(const run::run_dir&)>;
+
+/// Runs a validated plan: run directory, event log, progress on stderr, the JSON summary line on
+/// stdout. Returns the exit code.
+[[nodiscard]] int run_job(const app::app_plan& plan, const std::string& config_name,
+                          const std::optional<std::string>& run_dir, const cluster_setup& cluster);
+
 /// `troupe check`: validate only.
 [[nodiscard]] int check_command(const config_args& args);
 
@@ -41,6 +52,44 @@ struct launch_args : config_args {
 
 /// `troupe version`.
 [[nodiscard]] int version_command(bool json);
+
+struct head_args {
+  std::string listen = "tcp://127.0.0.1:7070";
+  std::string token;
+  /// With a config, the head runs that app on the workers that join.
+  std::optional<config_args> app;
+  std::optional<std::string> run_dir;
+};
+
+/// `troupe head`: serve a cluster (and run an app on it, with --config).
+[[nodiscard]] int head_command(const head_args& args);
+
+struct worker_args {
+  std::string join = "tcp://127.0.0.1:7070";
+  std::string token;
+  std::string bind_host = "127.0.0.1";
+  std::string resources;
+  std::vector<std::string> plugin_dirs;
+};
+
+/// `troupe worker`: join a cluster and host the actors the head places here.
+[[nodiscard]] int worker_command(const worker_args& args);
+
+struct status_args {
+  std::string head = "tcp://127.0.0.1:7070";
+  std::string token;
+  bool json = false;
+};
+
+/// `troupe status`: the members of a cluster, their actors and heartbeats.
+[[nodiscard]] int status_command(const status_args& args);
+
+/// The token a cluster uses: the config's, else TROUPE_CLUSTER_TOKEN, else a fresh random one.
+[[nodiscard]] std::string cluster_token(const config::cluster_spec& spec);
+
+/// The token to present to the head at `endpoint`: `given`, else TROUPE_CLUSTER_TOKEN, else the
+/// one a head on this machine recorded.
+[[nodiscard]] std::string token_for(const std::string& endpoint, const std::string& given);
 
 /// The role registry with troupe's built-ins and a plugin loader searching the default
 /// directories (`plugins/` next to the binary, then TROUPE_PLUGIN_PATH), then `extra_dirs`.

@@ -82,14 +82,9 @@ void shut_down(std::unique_ptr<apps::job_runner> runner, int code) {
 
 }  // namespace
 
-int launch_command(const launch_args& args) {
-  roles_and_plugins env(args.plugin_dirs);
-  auto plan = env.load(args);
-  if (!plan.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(plan.status().message()).c_str());
-    return exit_usage_error;
-  }
-  auto dir = run::run_dir::create(args.run_dir, plan->spec.app);
+int run_job(const app::app_plan& plan, const std::string& config_name,
+            const std::optional<std::string>& requested_dir, const cluster_setup& cluster_for) {
+  auto dir = run::run_dir::create(requested_dir, plan.spec.app);
   if (!dir.ok()) {
     std::fprintf(stderr, "troupe: %s\n", std::string(dir.status().message()).c_str());
     return exit_usage_error;
@@ -99,7 +94,7 @@ int launch_command(const launch_args& args) {
     std::fprintf(stderr, "troupe: %s\n", std::string(events.status().message()).c_str());
     return exit_runtime_failure;
   }
-  if (auto s = dir->write_file("config.yaml", plan->resolved_yaml()); !s.ok()) {
+  if (auto s = dir->write_file("config.yaml", plan.resolved_yaml()); !s.ok()) {
     std::fprintf(stderr, "troupe: %s\n", std::string(s.message()).c_str());
     return exit_runtime_failure;
   }
@@ -118,17 +113,17 @@ int launch_command(const launch_args& args) {
     display.on_event(e);
   });
   (*events)->emit(run::severity::info, "launch",
-                  absl::StrCat("launching ", plan->spec.app, " from ", args.config, " in ",
+                  absl::StrCat("launching ", plan.spec.app, " from ", config_name, " in ",
                                dir->path().string()),
-                  {{"config", args.config}, {"run_dir", dir->path().string()}});
+                  {{"config", config_name}, {"run_dir", dir->path().string()}});
 
   metrics::registry metrics;
   install_stop_handlers();
-  auto runner = std::make_unique<apps::job_runner>(*plan, metrics, **events);
+  auto runner = std::make_unique<apps::job_runner>(plan, metrics, **events, cluster_for(*dir));
   const apps::job_outcome outcome = runner->run(stop_requested);
   display.finish();
 
-  nlohmann::json summary = {{"app", plan->spec.app},
+  nlohmann::json summary = {{"app", plan.spec.app},
                             {"status", apps::to_string(outcome.result)},
                             {"run_dir", dir->path().string()},
                             {"elapsed_s", (*events)->elapsed_seconds()}};
@@ -146,6 +141,27 @@ int launch_command(const launch_args& args) {
   const int code = exit_code_of(outcome.result);
   shut_down(std::move(runner), code);
   return code;
+}
+
+int launch_command(const launch_args& args) {
+  roles_and_plugins env(args.plugin_dirs);
+  auto plan = env.load(args);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(plan.status().message()).c_str());
+    return exit_usage_error;
+  }
+  const auto& spec = plan->spec.cluster;
+  return run_job(*plan, args.config, args.run_dir,
+                 [&](const run::run_dir& dir) -> std::optional<apps::cluster_options> {
+                   if (spec.local_workers == 0) return std::nullopt;
+                   return apps::cluster_options{
+                       .listen = spec.listen,
+                       .token = cluster_token(spec),
+                       .local_workers = spec.local_workers,
+                       .min_workers = std::max(spec.min_workers, spec.local_workers),
+                       .log_dir = dir.path().string(),
+                       .plugin_dirs = args.plugin_dirs};
+                 });
 }
 
 }  // namespace troupe::cli

@@ -44,8 +44,15 @@ bool resolve_role(const config::role_spec& role, const YAML::Node& node, const p
     ctx.error(node, "the role name 'app' is reserved for the app driver; pick another name");
     return false;
   }
+  if (role.elastic && role.count != 1) {
+    ctx.child("elastic").error(key_or(node, "elastic"),
+                               "set either count or elastic, not both: an elastic role has one "
+                               "actor per worker");
+    return false;
+  }
   out.spec = role;
   if (out.spec.kind.empty()) out.spec.kind = role.name;
+  if (role.elastic) out.spec.count = role.elastic->min;  // grown as workers join
   auto entry = registry.find(out.spec.kind, role.impl);
   if (!entry.ok()) {
     ctx.child("impl").error(key_or(node, "impl"), entry.status().message());
@@ -106,7 +113,11 @@ std::string app_plan::resolved_yaml() const {
 
 absl::StatusOr<app_plan> load_app_plan(const load_request& request, actor::role_registry& registry,
                                        plugin::plugin_loader& plugins) {
-  TROUPE_ASSIGN_OR_RETURN(config::document doc, config::document::load_file(request.config_path));
+  TROUPE_ASSIGN_OR_RETURN(
+      config::document doc,
+      request.config_text.empty()
+          ? config::document::load_file(request.config_path)
+          : config::document::load_string(request.config_text, request.config_path));
   for (const auto& assignment : request.overrides) {
     TROUPE_RETURN_IF_ERROR(doc.apply_override(assignment));
   }

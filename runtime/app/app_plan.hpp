@@ -40,10 +40,12 @@ struct app_plan {
   [[nodiscard]] std::string resolved_yaml() const;
 };
 
-/// What to load: a config file and `--set` overrides.
+/// What to load: a config file (or, when `config_text` is set, that text under the name
+/// `config_path`) and `--set` overrides.
 struct load_request {
   std::string config_path;
   std::vector<std::string> overrides;
+  std::string config_text;
 };
 
 /// Reads and validates a config completely: YAML syntax, overrides, the top-level schema, the

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/actor/messages.hpp"
+#include "runtime/cluster/head_client.hpp"
 #include "runtime/cluster/msgpack_view.hpp"
 #include "runtime/cluster/zmq_util.hpp"
 
@@ -12,23 +13,6 @@ namespace troupe::cluster {
 namespace {
 
 using clock = std::chrono::steady_clock;
-
-absl::StatusCode code_from_name(absl::string_view name) {
-  for (int c = 0; c <= 16; ++c) {
-    if (absl::StatusCodeToString(static_cast<absl::StatusCode>(c)) == name) {
-      return static_cast<absl::StatusCode>(c);
-    }
-  }
-  return absl::StatusCode::kUnknown;
-}
-
-// The Status an "error" reply carries.
-absl::Status error_of(const received_envelope& env) {
-  auto map = map_view::of(env.payload, "error");
-  if (!map.ok()) return absl::UnknownError("malformed error reply");
-  return absl::Status(code_from_name(map->get_string("code", "UNKNOWN").value_or("UNKNOWN")),
-                      map->get_string("message", "").value_or(""));
-}
 
 std::string hostname() {
   char buf[256] = {};
@@ -103,7 +87,7 @@ absl::Status node_agent::join() {
       return absl::Status(reply.status().code(),
                           absl::StrCat("bad reply from the head: ", reply.status().message()));
     if (reply->header.type == "error") {
-      const absl::Status s = error_of(*reply);
+      const absl::Status s = status_of_error(*reply);
       return absl::Status(s.code(), absl::StrCat("the head refused the join: ", s.message()));
     }
     if (reply->header.type != "joined") continue;
@@ -334,7 +318,7 @@ void node_agent::on_head_frame(const received_envelope& env) {
   }
   if (awaited) {
     if (h.type == "error") {
-      call.set_value(error_of(env));
+      call.set_value(status_of_error(env));
     } else {
       call.set_value(encode(h, [&](packer& pk) { pk.pack(env.payload); }));
     }
@@ -342,7 +326,7 @@ void node_agent::on_head_frame(const received_envelope& env) {
   }
   if (h.type == "error") {
     // A refused heartbeat: this node was declared dead and must not carry on as if alive.
-    const absl::Status s = error_of(env);
+    const absl::Status s = status_of_error(env);
     if (s.code() == absl::StatusCode::kFailedPrecondition ||
         s.code() == absl::StatusCode::kNotFound) {
       finish(
@@ -398,6 +382,12 @@ void node_agent::finish(absl::Status reason) {
 absl::Status node_agent::wait() {
   std::unique_lock<std::mutex> lock(done_mu_);
   done_cv_.wait(lock, [this] { return done_; });
+  return done_reason_.code() == absl::StatusCode::kCancelled ? absl::OkStatus() : done_reason_;
+}
+
+std::optional<absl::Status> node_agent::wait_for(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(done_mu_);
+  if (!done_cv_.wait_for(lock, timeout, [this] { return done_; })) return std::nullopt;
   return done_reason_.code() == absl::StatusCode::kCancelled ? absl::OkStatus() : done_reason_;
 }
 

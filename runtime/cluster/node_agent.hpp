@@ -94,6 +94,9 @@ class node_agent {
   /// (an error), or `stop` was called.
   [[nodiscard]] absl::Status wait();
 
+  /// `wait` for at most `timeout`; nullopt while the node still runs.
+  [[nodiscard]] std::optional<absl::Status> wait_for(std::chrono::milliseconds timeout);
+
   /// Leaves the cluster and stops the I/O thread. Idempotent.
   void stop();
 

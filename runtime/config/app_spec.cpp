@@ -19,12 +19,45 @@ object_schema<restart_spec> make_restart_schema() {
 object_schema<cluster_spec> make_cluster_schema() {
   object_schema<cluster_spec> s;
   s.add("local_workers", &cluster_spec::local_workers)
-      .check([](int n) -> std::optional<std::string> {
-        if (n == 0) return std::nullopt;
-        return "this build runs every app in one process (troupe head and troupe worker are not "
-               "available yet); use 0";
-      })
+      .range(0, 256)
       .help("worker processes started beside the head; 0 = everything in one process");
+  s.add("min_workers", &cluster_spec::min_workers)
+      .range(0, 4096)
+      .help("workers to wait for before placing roles; 0 = local_workers (1 for troupe head)");
+  s.add("worker_wait_s", &cluster_spec::worker_wait_s)
+      .range(1, 3600)
+      .help("how long to wait for them");
+  s.add("listen", &cluster_spec::listen)
+      .check([](const std::string& v) -> std::optional<std::string> {
+        if (v.starts_with("tcp://") && v.rfind(':') > 6) return std::nullopt;
+        return "'" + v + "' is not a tcp://HOST:PORT endpoint";
+      })
+      .help("the head's endpoint; port 0 picks a free one");
+  s.add("token", &cluster_spec::token)
+      .help("secret needed to join; empty = TROUPE_CLUSTER_TOKEN or a random one");
+  s.add("heartbeat_interval_ms", &cluster_spec::heartbeat_interval_ms)
+      .range(10, 60000)
+      .help("how often workers send heartbeats");
+  s.add("heartbeat_misses", &cluster_spec::heartbeat_misses)
+      .range(1, 100)
+      .help("missed heartbeats before a worker is declared dead");
+  s.add("request_timeout_ms", &cluster_spec::request_timeout_ms)
+      .range(1, 3600000)
+      .help("how long a request to an actor on another node may wait");
+  s.add("max_frame_bytes", &cluster_spec::max_frame_bytes)
+      .range(1024, int64_t{1} << 32)
+      .help("frames larger than this are refused");
+  return s;
+}
+
+object_schema<elastic_spec> make_elastic_schema() {
+  object_schema<elastic_spec> s;
+  s.add("min", &elastic_spec::min).range(1, 4096).help("fewest actors");
+  s.add("max", &elastic_spec::max).range(1, 4096).help("most actors");
+  s.check([](const elastic_spec& e) -> std::optional<std::string> {
+    if (e.min <= e.max) return std::nullopt;
+    return "min " + std::to_string(e.min) + " is larger than max " + std::to_string(e.max);
+  });
   return s;
 }
 
@@ -90,6 +123,11 @@ object_schema<role_spec> make_role_schema() {
       .check(check_identifier)
       .help("the plugin providing the implementation; empty for built-ins");
   s.add("count", &role_spec::count).range(1, 4096).help("number of actors");
+  s.add("elastic", &role_spec::elastic, make_elastic_schema())
+      .help("{min, max}: one actor per worker, grown when workers join (instead of count)");
+  s.add("placement", &role_spec::placement)
+      .one_of({"spread", "head"})
+      .help("spread over the workers, or on the head with the app driver");
   s.add("on_failure", &role_spec::on_failure)
       .help("fail_job, or {restart: {max, backoff_ms}}; default: restart (max 3, 100 ms)");
   s.add("options", &role_spec::options).help("the implementation's own options");

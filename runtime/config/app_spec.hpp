@@ -39,6 +39,28 @@ struct runtime_spec {
 struct cluster_spec {
   /// Worker processes `troupe launch` starts beside the head; 0 runs everything in one process.
   int local_workers = 0;
+  /// Workers that must have joined before roles are placed (default: `local_workers`, at least
+  /// 1 for `troupe head --config`).
+  int min_workers = 0;
+  /// How long to wait for them.
+  int worker_wait_s = 30;
+  /// Where the head listens; port 0 picks a free one.
+  std::string listen = "tcp://127.0.0.1:0";
+  /// The secret a worker needs to join; empty: TROUPE_CLUSTER_TOKEN, else a random one.
+  std::string token;
+  int heartbeat_interval_ms = 500;
+  /// Missed heartbeats before a worker is declared dead (interval * misses: 2 s by default).
+  int heartbeat_misses = 4;
+  /// How long a request to an actor on another node may wait for its answer.
+  int request_timeout_ms = 30000;
+  /// Frames larger than this are refused.
+  int64_t max_frame_bytes = 64ll << 20;
+};
+
+/// How many actors an elastic role has: one per worker, between `min` and `max`.
+struct elastic_spec {
+  int min = 1;
+  int max = 1;
 };
 
 /// A GPT-style decoder, for the apps that train or serve one.
@@ -72,6 +94,11 @@ struct role_spec {
   std::string impl;
   std::string plugin;
   int count = 1;
+  /// One actor per worker, grown when workers join (instead of `count`).
+  std::optional<elastic_spec> elastic;
+  /// Where the actors run in a cluster: "spread" over the workers, or "head", the process that
+  /// runs the app driver (for roles whose state must not be lost with a worker).
+  std::string placement = "spread";
   std::optional<failure_policy> on_failure;
   raw_node options;
 };

@@ -99,7 +99,7 @@ TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(troupe({}).exit_code, 2);
   EXPECT_EQ(troupe({"launch"}).exit_code, 2);
   EXPECT_EQ(troupe({"frobnicate"}).exit_code, 2);
-  EXPECT_EQ(troupe({"head", "--listen", "tcp://127.0.0.1:5555"}).exit_code, 2);
+  EXPECT_EQ(troupe({"worker", "--resources", "bogus=1"}).exit_code, 2);
   EXPECT_EQ(troupe({"--help"}).exit_code, 0);
 }
 

@@ -1,0 +1,265 @@
+// troupe head, troupe worker and troupe status.
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "actors/health_monitor_actor.hpp"
+#include "actors/role_host_actor.hpp"
+#include "apps/cli/commands.hpp"
+#include "runtime/actor/system_config.hpp"
+#include "runtime/cluster/cluster_file.hpp"
+#include "runtime/cluster/head_client.hpp"
+#include "runtime/cluster/head_server.hpp"
+#include "runtime/cluster/msgpack_view.hpp"
+#include "runtime/cluster/node_agent.hpp"
+#include "runtime/cluster/zmq_util.hpp"
+#include "runtime/config/environment.hpp"
+
+namespace troupe::cli {
+namespace {
+
+std::atomic<bool> interrupted{false};
+
+extern "C" void on_interrupt(int) {
+  interrupted.store(true);
+}
+
+void install_interrupt_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// "cores=4,memory=16G,gpus=1" -> resources; missing values come from this machine.
+absl::StatusOr<cluster::resources> parse_resources(const std::string& text) {
+  cluster::resources res;
+  res.cores = std::thread::hardware_concurrency();
+  res.memory_bytes = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    uint64_t scale = 1;
+    std::string value = kv.second;
+    if (!value.empty() && (value.back() == 'G' || value.back() == 'M')) {
+      scale = value.back() == 'G' ? (1ull << 30) : (1ull << 20);
+      value.pop_back();
+    }
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(value, &n)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--resources: '", item, "' is not NAME=NUMBER"));
+    }
+    if (kv.first == "cores") {
+      res.cores = static_cast<uint32_t>(n);
+    } else if (kv.first == "memory") {
+      res.memory_bytes = n * scale;
+    } else if (kv.first == "gpus") {
+      res.gpus = static_cast<uint32_t>(n);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("--resources: unknown resource '", kv.first,
+                                                     "'; use cores, memory or gpus"));
+    }
+  }
+  return res;
+}
+
+}  // namespace
+
+std::string cluster_token(const config::cluster_spec& spec) {
+  if (!spec.token.empty()) return spec.token;
+  if (auto env = config::cluster_token_from_environment(); !env.empty()) return env;
+  return cluster::random_token();
+}
+
+std::string token_for(const std::string& endpoint, const std::string& given) {
+  if (!given.empty()) return given;
+  if (auto env = config::cluster_token_from_environment(); !env.empty()) return env;
+  return cluster::read_cluster_token(endpoint).value_or("");
+}
+
+int head_command(const head_args& args) {
+  const std::string token = [&] {
+    config::cluster_spec spec;
+    spec.token = args.token;
+    return cluster_token(spec);
+  }();
+  const auto announce = [&token](const std::string& endpoint) {
+    (void)cluster::write_cluster_file(endpoint, token);
+    std::fprintf(stderr,
+                 "troupe head listening on %s\n"
+                 "join it with:   troupe worker --join %s\n"
+                 "  (other machines: TROUPE_CLUSTER_TOKEN=%s troupe worker --join %s)\n",
+                 endpoint.c_str(), endpoint.c_str(), token.c_str(), endpoint.c_str());
+  };
+  if (args.app) {
+    roles_and_plugins env(args.app->plugin_dirs);
+    auto plan = env.load(*args.app);
+    if (!plan.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(plan.status().message()).c_str());
+      return exit_usage_error;
+    }
+    const auto& spec = plan->spec.cluster;
+    return run_job(*plan, args.app->config, args.run_dir,
+                   [&](const run::run_dir& dir) -> std::optional<apps::cluster_options> {
+                     return apps::cluster_options{
+                         .listen = args.listen,
+                         .token = token,
+                         .local_workers = spec.local_workers,
+                         .min_workers = std::max({spec.min_workers, spec.local_workers, 1}),
+                         .log_dir = dir.path().string(),
+                         .plugin_dirs = args.app->plugin_dirs,
+                         .on_listening = announce};
+                   });
+  }
+  zmq::context_t context;
+  metrics::registry metrics;
+  run::event_log events;
+  events.add_listener([](const nlohmann::json& e) {
+    if (e.value("severity", std::string()) == "debug") return;
+    std::fprintf(stderr, "%s\n", e.value("message", std::string()).c_str());
+  });
+  config::cluster_spec defaults;
+  auto head = cluster::head_server::start(
+      context, args.listen,
+      {.token = token,
+       .heartbeat_interval = std::chrono::milliseconds(defaults.heartbeat_interval_ms),
+       .heartbeat_misses = defaults.heartbeat_misses},
+      static_cast<size_t>(defaults.max_frame_bytes), metrics, events);
+  if (!head.ok()) {
+    std::fprintf(stderr, "troupe head: %s\n", std::string(head.status().message()).c_str());
+    return exit_runtime_failure;
+  }
+  announce((*head)->endpoint());
+  install_interrupt_handlers();
+  while (!interrupted.load())
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::fprintf(stderr, "troupe head: shutting the cluster down\n");
+  (*head)->stop("the head was stopped");
+  cluster::remove_cluster_file((*head)->endpoint());
+  return exit_ok;
+}
+
+int worker_command(const worker_args& args) {
+  auto res = parse_resources(args.resources);
+  if (!res.ok()) {
+    std::fprintf(stderr, "troupe worker: %s\n", std::string(res.status().message()).c_str());
+    return exit_usage_error;
+  }
+  zmq::context_t context;
+  auto cfg = actor::make_system_config({});
+  caf::actor_system system{*cfg};
+  metrics::registry metrics;
+  run::event_log events;
+  auto node = cluster::node_agent::start(context, system,
+                                         {.head = args.join,
+                                          .token = token_for(args.join, args.token),
+                                          .bind_host = args.bind_host,
+                                          .res = *res},
+                                         metrics);
+  if (!node.ok()) {
+    std::fprintf(stderr, "troupe worker: %s\n", std::string(node.status().message()).c_str());
+    return exit_runtime_failure;
+  }
+  std::fprintf(stderr, "troupe worker %s joined %s (epoch %llu)\n", (*node)->id().c_str(),
+               args.join.c_str(), static_cast<unsigned long long>((*node)->epoch()));
+  // Worker events go to the head's event log, and to this process's stderr.
+  events.add_listener([agent = node->get()](const nlohmann::json& e) {
+    if (e.value("event", std::string()) == "progress") return;
+    agent->forward_event(e);
+    if (e.value("severity", std::string()) != "debug") {
+      std::fprintf(stderr, "%s\n", e.value("message", std::string()).c_str());
+    }
+  });
+
+  roles_and_plugins env(args.plugin_dirs);
+  std::optional<app::app_plan> plan;
+  actors::health_actor health;
+  actors::role_host_actor host;
+  if (!(*node)->app_config().empty()) {
+    auto loaded = app::load_app_plan({"<config from the head>", {}, (*node)->app_config()},
+                                     env.registry, env.plugins);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "troupe worker: cannot use the head's app config: %s\n",
+                   std::string(loaded.status().message()).c_str());
+      return exit_runtime_failure;
+    }
+    plan = std::move(*loaded);
+    health = actors::spawn_health_monitor(system, plan->spec.health, metrics, events);
+    host = actors::spawn_role_host(system, {*plan, metrics, events, health, **node});
+    (*node)->publish(actors::role_host_name((*node)->id()), caf::actor_cast<caf::actor>(host));
+  }
+  install_interrupt_handlers();
+  absl::Status ended;
+  while (true) {
+    if (auto s = (*node)->wait_for(std::chrono::milliseconds(100))) {
+      ended = *s;
+      break;
+    }
+    if (interrupted.load()) {
+      (*node)->stop();
+      break;
+    }
+  }
+  if (host) caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+  if (health) caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
+  (*node)->stop();
+  if (!ended.ok()) {
+    std::fprintf(stderr, "troupe worker %s: %s\n", (*node)->id().c_str(),
+                 std::string(ended.message()).c_str());
+    return exit_runtime_failure;
+  }
+  std::fprintf(stderr, "troupe worker %s: done\n", (*node)->id().c_str());
+  return exit_ok;
+}
+
+int status_command(const status_args& args) {
+  zmq::context_t context;
+  auto client = cluster::head_client::connect(context, args.head, token_for(args.head, args.token));
+  if (!client.ok()) {
+    std::fprintf(stderr, "troupe status: %s\n", std::string(client.status().message()).c_str());
+    return exit_usage_error;
+  }
+  auto reply = (*client)->call("status", {}, std::chrono::seconds(5));
+  if (!reply.ok()) {
+    std::fprintf(stderr, "troupe status: %s\n", std::string(reply.status().message()).c_str());
+    return exit_runtime_failure;
+  }
+  // msgpack -> JSON through nlohmann, which reads msgpack itself.
+  msgpack::sbuffer buf;
+  msgpack::pack(buf, reply->payload);
+  const auto status =
+      nlohmann::json::from_msgpack(std::string(buf.data(), buf.size()), true, false);
+  if (args.json) {
+    std::printf("%s\n", status.dump(2).c_str());
+    return exit_ok;
+  }
+  std::printf("epoch %llu, %zu members\n\n", status.value("epoch", 0ull),
+              status.value("members", nlohmann::json::array()).size());
+  std::printf("%-6s %-6s %-26s %-10s %-9s %s\n", "NODE", "STATE", "ENDPOINT", "HEARTBEAT",
+              "RESOURCES", "ACTORS");
+  for (const auto& m : status.value("members", nlohmann::json::array())) {
+    const auto res = m.value("resources", nlohmann::json::object());
+    std::string actors;
+    for (const auto& a : m.value("actors", nlohmann::json::array())) {
+      absl::StrAppend(&actors, actors.empty() ? "" : " ", a.get<std::string>());
+    }
+    const std::string heartbeat =
+        m.value("head", false) ? "-" : absl::StrCat(m.value("heartbeat_age_ms", 0), " ms ago");
+    std::printf("%-6s %-6s %-26s %-10s %-9s %s\n", m.value("node", "").c_str(),
+                m.value("state", "").c_str(), m.value("endpoint", "").c_str(), heartbeat.c_str(),
+                absl::StrCat(res.value("cores", 0), "c/", res.value("gpus", 0), "g").c_str(),
+                actors.empty() ? "-" : actors.c_str());
+  }
+  return exit_ok;
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,95 @@
+#include "apps/worker_processes.hpp"
+
+#include <cstring>
+#include <thread>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+
+extern char** environ;
+
+namespace troupe::apps {
+
+std::string self_executable() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, n) : std::string("troupe");
+}
+
+absl::Status worker_processes::start(int count, const std::string& head, const std::string& token,
+                                     const std::string& log_dir,
+                                     const std::vector<std::string>& plugin_dirs) {
+  const std::string exe = self_executable();
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "TROUPE_CLUSTER_TOKEN=", 21) != 0) env.emplace_back(*e);
+  }
+  env.push_back("TROUPE_CLUSTER_TOKEN=" + token);
+  const pid_t parent = getpid();
+  for (int i = 0; i < count; ++i) {
+    std::vector<std::string> args = {exe, "worker", "--join", head};
+    for (const auto& d : plugin_dirs) {
+      args.push_back("--plugin-dir");
+      args.push_back(d);
+    }
+    const std::string log = absl::StrCat(log_dir, "/worker-", i + 1, ".log");
+    const pid_t pid = fork();
+    if (pid < 0) return absl::UnavailableError(absl::StrCat("fork failed: ", std::strerror(errno)));
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);  // the parent died before prctl took effect
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+      }
+      std::vector<char*> argv, envp;
+      for (auto& a : args)
+        argv.push_back(a.data());
+      argv.push_back(nullptr);
+      for (auto& v : env)
+        envp.push_back(v.data());
+      envp.push_back(nullptr);
+      execve(exe.c_str(), argv.data(), envp.data());
+      std::fprintf(stderr, "cannot start %s: %s\n", exe.c_str(), std::strerror(errno));
+      _exit(127);
+    }
+    pids_.push_back(pid);
+  }
+  return absl::OkStatus();
+}
+
+void worker_processes::reap(std::chrono::milliseconds grace) {
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  bool terminated = false;
+  while (!pids_.empty()) {
+    std::erase_if(pids_, [](pid_t pid) { return waitpid(pid, nullptr, WNOHANG) == pid; });
+    if (pids_.empty()) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      if (terminated) {
+        for (pid_t pid : pids_)
+          kill(pid, SIGKILL);
+        for (pid_t pid : pids_)
+          waitpid(pid, nullptr, 0);
+        pids_.clear();
+        break;
+      }
+      for (pid_t pid : pids_)
+        kill(pid, SIGTERM);
+      terminated = true;
+      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+worker_processes::~worker_processes() {
+  reap(std::chrono::milliseconds(0));
+}
+
+}  // namespace troupe::apps
