@@ -99,7 +99,7 @@ TEST_F(AppPlanTest, SetOverridesAreAppliedAndValidated) {
             "got 30");
   EXPECT_EQ(errors(yaml, {"roles.rot.cuont=2"}),
             "--set roles.rot.cuont=2: roles.rot.cuont: unknown key 'cuont'. Did you mean 'count'? "
-            "Valid keys here: kind, impl, plugin, count, on_failure, options.");
+            "Valid keys here: kind, impl, plugin, count, elastic, placement, on_failure, options.");
   EXPECT_EQ(errors(yaml, {"roles.rot"}),
             "--set roles.rot: expected key.path=value, for example --set roles.sink.count=2");
 }

@@ -86,10 +86,18 @@ TEST(AppSpec, ModelIsOptionalAndCheckedAcrossFields) {
             "a.yaml:2:8: model: dim 130 is not divisible by heads 4");
 }
 
-TEST(AppSpec, ClusterIsOneProcessInThisBuild) {
-  EXPECT_EQ(parse("app: x\ncluster: {local_workers: 0}\n").errors, "");
-  EXPECT_NE(parse("app: x\ncluster: {local_workers: 2}\n")
-                .errors.find("cluster.local_workers: this build runs every app in one process"),
+TEST(AppSpec, ClusterAndElasticRoles) {
+  auto p = parse("app: x\ncluster: {local_workers: 2, heartbeat_misses: 3}\nroles:\n"
+                 "  w: {impl: i, elastic: {min: 1, max: 8}, placement: spread}\n");
+  ASSERT_EQ(p.errors, "");
+  EXPECT_EQ(p.spec.cluster.local_workers, 2);
+  EXPECT_EQ(p.spec.cluster.heartbeat_interval_ms, 500);
+  EXPECT_EQ(p.spec.roles[0].elastic->max, 8);
+  EXPECT_EQ(parse("app: x\nroles:\n  w: {impl: i, elastic: {min: 4, max: 2}}\n").errors,
+            "a.yaml:3:25: roles.w.elastic: min 4 is larger than max 2");
+  EXPECT_EQ(parse("app: x\ncluster: {listen: 'localhost'}\n").errors,
+            "a.yaml:2:19: cluster.listen: 'localhost' is not a tcp://HOST:PORT endpoint");
+  EXPECT_NE(parse("app: x\nroles:\n  w: {impl: i, placement: moon}\n").errors.find("Valid values: spread, head."),
             std::string::npos);
 }
 
