@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include <signal.h>
@@ -71,6 +72,23 @@ absl::StatusOr<cluster::resources> parse_resources(const std::string& text) {
   }
   return res;
 }
+
+// Sends a worker's events to the head's event log while its node agent lives.
+class event_forwarder {
+ public:
+  void attach(cluster::node_agent* agent) {
+    std::lock_guard<std::mutex> lock(mu_);
+    agent_ = agent;
+  }
+  void forward(const nlohmann::json& event) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (agent_ != nullptr) agent_->forward_event(event);
+  }
+
+ private:
+  std::mutex mu_;
+  cluster::node_agent* agent_ = nullptr;
+};
 
 }  // namespace
 
@@ -158,45 +176,48 @@ int worker_command(const worker_args& args) {
   auto cfg = actor::make_system_config({});
   caf::actor_system system{*cfg};
   metrics::registry metrics;
+  event_forwarder forwarder;  // outlives `events`, whose listener uses it
   run::event_log events;
+  events.add_listener([&forwarder](const nlohmann::json& e) {
+    if (e.value("event", std::string()) == "progress") return;
+    forwarder.forward(e);
+    if (e.value("severity", std::string()) != "debug") {
+      std::fprintf(stderr, "%s\n", e.value("message", std::string()).c_str());
+    }
+  });
+  roles_and_plugins env(args.plugin_dirs);
+  std::optional<app::app_plan> plan;
+  actors::health_actor health;
+  actors::role_host_actor host;
+  // The role host is published before the node serves, so that the head's first spawn request
+  // finds it.
+  const auto host_roles = [&](cluster::node_agent& node) -> absl::Status {
+    forwarder.attach(&node);
+    if (node.app_config().empty()) return absl::OkStatus();  // a cluster without an app yet
+    auto loaded = app::load_app_plan({"<config from the head>", {}, node.app_config()},
+                                     env.registry, env.plugins);
+    if (!loaded.ok()) {
+      return absl::Status(loaded.status().code(), absl::StrCat("cannot use the head's app config: ",
+                                                               loaded.status().message()));
+    }
+    plan = std::move(*loaded);
+    health = actors::spawn_health_monitor(system, plan->spec.health, metrics, events);
+    host = actors::spawn_role_host(system, {*plan, metrics, events, health, node});
+    node.publish(actors::role_host_name(node.id()), caf::actor_cast<caf::actor>(host));
+    return absl::OkStatus();
+  };
   auto node = cluster::node_agent::start(context, system,
                                          {.head = args.join,
                                           .token = token_for(args.join, args.token),
                                           .bind_host = args.bind_host,
                                           .res = *res},
-                                         metrics);
+                                         metrics, host_roles);
   if (!node.ok()) {
     std::fprintf(stderr, "troupe worker: %s\n", std::string(node.status().message()).c_str());
     return exit_runtime_failure;
   }
   std::fprintf(stderr, "troupe worker %s joined %s (epoch %llu)\n", (*node)->id().c_str(),
                args.join.c_str(), static_cast<unsigned long long>((*node)->epoch()));
-  // Worker events go to the head's event log, and to this process's stderr.
-  events.add_listener([agent = node->get()](const nlohmann::json& e) {
-    if (e.value("event", std::string()) == "progress") return;
-    agent->forward_event(e);
-    if (e.value("severity", std::string()) != "debug") {
-      std::fprintf(stderr, "%s\n", e.value("message", std::string()).c_str());
-    }
-  });
-
-  roles_and_plugins env(args.plugin_dirs);
-  std::optional<app::app_plan> plan;
-  actors::health_actor health;
-  actors::role_host_actor host;
-  if (!(*node)->app_config().empty()) {
-    auto loaded = app::load_app_plan({"<config from the head>", {}, (*node)->app_config()},
-                                     env.registry, env.plugins);
-    if (!loaded.ok()) {
-      std::fprintf(stderr, "troupe worker: cannot use the head's app config: %s\n",
-                   std::string(loaded.status().message()).c_str());
-      return exit_runtime_failure;
-    }
-    plan = std::move(*loaded);
-    health = actors::spawn_health_monitor(system, plan->spec.health, metrics, events);
-    host = actors::spawn_role_host(system, {*plan, metrics, events, health, **node});
-    (*node)->publish(actors::role_host_name((*node)->id()), caf::actor_cast<caf::actor>(host));
-  }
   install_interrupt_handlers();
   absl::Status ended;
   while (true) {
@@ -211,13 +232,16 @@ int worker_command(const worker_args& args) {
   }
   if (host) caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
   if (health) caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
-  (*node)->stop();
+  forwarder.attach(nullptr);
+  const std::string id = (*node)->id();
+  node->reset();  // ends the stand-ins for remote actors, then the actors may all finish
+  system.await_all_actors_done();
   if (!ended.ok()) {
-    std::fprintf(stderr, "troupe worker %s: %s\n", (*node)->id().c_str(),
+    std::fprintf(stderr, "troupe worker %s: %s\n", id.c_str(),
                  std::string(ended.message()).c_str());
     return exit_runtime_failure;
   }
-  std::fprintf(stderr, "troupe worker %s: done\n", (*node)->id().c_str());
+  std::fprintf(stderr, "troupe worker %s: done\n", id.c_str());
   return exit_ok;
 }
 

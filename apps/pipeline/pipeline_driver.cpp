@@ -8,12 +8,12 @@ namespace troupe::apps {
 
 pipeline_driver::pipeline_driver(const pipeline_options& options, std::vector<stage> stages)
     : options_(options), stages_(std::move(stages)) {
-  for (const auto& s : stages_)
-    slots_.emplace_back(s.count);
+  slots_.resize(stages_.size());
   waiting_.resize(stages_.size());
 }
 
 std::vector<pipeline_driver::command> pipeline_driver::start() {
+  started_ = true;
   return schedule();
 }
 
@@ -63,7 +63,7 @@ std::vector<pipeline_driver::command> pipeline_driver::on_pull_error(const absl:
 std::vector<pipeline_driver::command> pipeline_driver::on_processed(size_t stage, int instance,
                                                                     uint64_t generation,
                                                                     actor::work_item item) {
-  release(stage, instance, generation);
+  if (release(stage, instance, generation)) ++slots_[stage][instance].processed;
   auto it = items_.find(item.seq);
   if (it == items_.end() || it->second.stage != stage) return schedule();  // stale answer
   if (stage + 1 < stages_.size()) {
@@ -122,11 +122,22 @@ std::vector<pipeline_driver::command> pipeline_driver::on_source_replaced() {
   return schedule();
 }
 
-std::vector<pipeline_driver::command> pipeline_driver::on_stage_replaced(size_t stage,
-                                                                         int instance) {
-  auto& slot = slots_[stage][instance];
-  slot = actor_slot{slot.generation + 1, true, false};
+std::vector<pipeline_driver::command> pipeline_driver::on_stage_actor(size_t stage, int instance) {
+  auto& slots = slots_[stage];
+  if (static_cast<size_t>(instance) >= slots.size()) slots.resize(instance + 1);
+  auto& slot = slots[instance];
+  slot = actor_slot{slot.generation + 1, true, false, slot.processed};
   return schedule();
+}
+
+std::map<std::string, uint64_t> pipeline_driver::processed_by() const {
+  std::map<std::string, uint64_t> out;
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    for (size_t i = 0; i < slots_[s].size(); ++i) {
+      out[absl::StrCat(stages_[s].role, "/", i)] = slots_[s][i].processed;
+    }
+  }
+  return out;
 }
 
 bool pipeline_driver::release(size_t stage, int instance, uint64_t generation) {
@@ -150,7 +161,7 @@ int pipeline_driver::pick_instance(size_t stage, int avoid) const {
 
 std::vector<pipeline_driver::command> pipeline_driver::schedule() {
   std::vector<command> out;
-  if (!failure_.ok()) return out;
+  if (!started_ || !failure_.ok()) return out;
   for (size_t s = 0; s < stages_.size(); ++s) {
     while (!waiting_[s].empty()) {
       const uint64_t seq = waiting_[s].front();

@@ -39,10 +39,9 @@ struct pipeline_options {
 ///   any --an item fails max_attempts times, or the source or sink fails--> failed
 class pipeline_driver {
  public:
-  /// A stage between source and sink: its role and number of actors.
+  /// A stage between source and sink: its role. Its actors are added with `on_stage_actor`.
   struct stage {
     std::string role;
-    int count = 1;
   };
 
   /// Ask the source for items [first, first + max).
@@ -80,8 +79,8 @@ class pipeline_driver {
   [[nodiscard]] std::vector<command> on_delivery_error(const absl::Status& error);
   /// The source actor was restarted.
   [[nodiscard]] std::vector<command> on_source_replaced();
-  /// Actor `instance` of `stage` was restarted.
-  [[nodiscard]] std::vector<command> on_stage_replaced(size_t stage, int instance);
+  /// Actor `instance` of `stage` started, anew or after a restart (elastic stages gain actors).
+  [[nodiscard]] std::vector<command> on_stage_actor(size_t stage, int instance);
 
   /// OK while the pipeline can still finish; the cause once it cannot.
   [[nodiscard]] const absl::Status& failure() const { return failure_; }
@@ -91,14 +90,17 @@ class pipeline_driver {
   [[nodiscard]] int64_t total() const { return total_; }
   /// Failed attempts that were retried.
   [[nodiscard]] uint64_t retries() const { return retries_; }
+  /// Items each stage actor ("role/index") processed.
+  [[nodiscard]] std::map<std::string, uint64_t> processed_by() const;
 
  private:
   // One stage actor. `generation` grows with every restart, so that an answer from an actor's
-  // previous life cannot free its successor.
+  // previous life cannot free its successor. A slot is unavailable until its actor started.
   struct actor_slot {
     uint64_t generation = 0;
-    bool available = true;
+    bool available = false;
     bool busy = false;
+    uint64_t processed = 0;
   };
   struct item_state {
     actor::work_item item;
@@ -131,6 +133,7 @@ class pipeline_driver {
   bool source_available_ = true;
   bool source_done_ = false;
   bool finish_sent_ = false;
+  bool started_ = false;  // no commands before start(), however many actors are announced
   absl::Status failure_;
 };
 

@@ -61,7 +61,8 @@ void on_report(self_ptr self, const actor::sink_report& report) {
   nlohmann::json summary = {{"items", report.items},
                             {"bytes", report.bytes},
                             {"digest", report.digest},
-                            {"retries", self->state.logic->retries()}};
+                            {"retries", self->state.logic->retries()},
+                            {"processed_by", self->state.logic->processed_by()}};
   complete(self, actor::job_result{true, summary.dump(), {}});
 }
 
@@ -137,8 +138,11 @@ void on_update(self_ptr self, const actor::actor_update& update) {
   } else if (role == st.sink_role) {
     st.sink = caf::actor_cast<actor::sink_actor>(update.handle);
   } else if (auto it = st.stage_of_role.find(role); it != st.stage_of_role.end()) {
-    st.stages[it->second][index] = caf::actor_cast<actor::stage_actor>(update.handle);
-    if (st.running) execute(self, st.logic->on_stage_replaced(it->second, index));
+    auto& actors = st.stages[it->second];
+    if (static_cast<size_t>(index) >= actors.size()) actors.resize(index + 1);
+    actors[index] = caf::actor_cast<actor::stage_actor>(update.handle);
+    auto commands = st.logic->on_stage_actor(it->second, index);
+    if (st.running) execute(self, std::move(commands));
   }
 }
 
@@ -149,7 +153,7 @@ absl::StatusOr<caf::actor> spawn_pipeline_driver(actor::role_context& ctx,
   std::vector<pipeline_driver::stage> stages;
   for (size_t i = 1; i + 1 < options.flow.size(); ++i) {
     const auto* role = ctx.plan.find_role(options.flow[i]);
-    stages.push_back({role->spec.name, role->spec.count});
+    stages.push_back({role->spec.name});
   }
   run::event_log* events = &ctx.events;
   auto handle = ctx.spawn<actor::app_actor, driver_state>(
@@ -162,7 +166,7 @@ absl::StatusOr<caf::actor> spawn_pipeline_driver(actor::role_context& ctx,
         st.sink_role = options.flow.back();
         for (size_t s = 0; s < stages.size(); ++s) {
           st.stage_of_role[stages[s].role] = s;
-          st.stages.emplace_back(stages[s].count);
+          st.stages.emplace_back();
         }
         return {
             [self](const actor::actor_update& update) { on_update(self, update); },

@@ -71,17 +71,12 @@ std::vector<head_logic::outgoing> head_logic::on_request(const std::string& iden
                                                          clock::time_point now) {
   now_ = now;
   static const std::map<std::string, std::pair<handler, bool /*members only*/>> handlers = {
-      {"hello", {&head_logic::on_hello, false}},
-      {"join", {&head_logic::on_join, false}},
-      {"heartbeat", {&head_logic::on_heartbeat, true}},
-      {"leave", {&head_logic::on_leave, true}},
-      {"actors", {&head_logic::on_actors, true}},
-      {"event", {&head_logic::on_event, true}},
-      {"resolve", {&head_logic::on_resolve, false}},
-      {"status", {&head_logic::on_status, false}},
-      {"kv.set", {&head_logic::on_kv_set, false}},
-      {"kv.get", {&head_logic::on_kv_get, false}},
-      {"kv.add", {&head_logic::on_kv_add, false}},
+      {"hello", {&head_logic::on_hello, false}},        {"join", {&head_logic::on_join, false}},
+      {"heartbeat", {&head_logic::on_heartbeat, true}}, {"leave", {&head_logic::on_leave, true}},
+      {"actors", {&head_logic::on_actors, true}},       {"event", {&head_logic::on_event, true}},
+      {"resolve", {&head_logic::on_resolve, false}},    {"status", {&head_logic::on_status, false}},
+      {"metrics", {&head_logic::on_metrics, false}},    {"kv.set", {&head_logic::on_kv_set, false}},
+      {"kv.get", {&head_logic::on_kv_get, false}},      {"kv.add", {&head_logic::on_kv_add, false}},
       {"kv.wait", {&head_logic::on_kv_wait, false}},
   };
   const envelope& h = request.header;
@@ -315,6 +310,17 @@ std::vector<head_logic::outgoing> head_logic::on_status(const std::string& ident
     pk.pack(static_cast<int64_t>(members_.failure_timeout().count()));
     pk.pack("members");
     pack_members(pk, now);
+  })};
+}
+
+std::vector<head_logic::outgoing> head_logic::on_metrics(const std::string& identity,
+                                                         const received_envelope& r,
+                                                         clock::time_point) {
+  const std::string text = options_.metrics_text ? options_.metrics_text() : std::string();
+  return {reply(identity, r.header, "metrics", [&](packer& pk) {
+    pk.pack_map(1);
+    pk.pack("text");
+    pk.pack(text);
   })};
 }
 

@@ -22,6 +22,8 @@ struct head_options {
   std::string app_config;
   /// The head's own listen endpoint, advertised as the head member's.
   std::string endpoint;
+  /// The head process's metrics in Prometheus text format, for "metrics" requests.
+  std::function<std::string()> metrics_text;
 };
 
 /// The head's request handling, without sockets: membership, the key-value store, actor
@@ -86,6 +88,7 @@ class head_logic {
   std::vector<outgoing> on_actors(const std::string&, const received_envelope&, clock::time_point);
   std::vector<outgoing> on_resolve(const std::string&, const received_envelope&, clock::time_point);
   std::vector<outgoing> on_status(const std::string&, const received_envelope&, clock::time_point);
+  std::vector<outgoing> on_metrics(const std::string&, const received_envelope&, clock::time_point);
   std::vector<outgoing> on_event(const std::string&, const received_envelope&, clock::time_point);
   std::vector<outgoing> on_kv_set(const std::string&, const received_envelope&, clock::time_point);
   std::vector<outgoing> on_kv_get(const std::string&, const received_envelope&, clock::time_point);

@@ -15,6 +15,7 @@ absl::StatusOr<std::unique_ptr<head_server>> head_server::start(
   auto endpoint = bind_socket(socket, listen);
   if (!endpoint.ok()) return endpoint.status();
   options.endpoint = *endpoint;
+  options.metrics_text = [&metrics] { return metrics.prometheus_text(); };
   return std::unique_ptr<head_server>(new head_server(
       std::move(socket), *endpoint, std::move(options), max_frame_bytes, metrics, events));
 }

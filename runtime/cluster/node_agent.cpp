@@ -39,9 +39,13 @@ node_agent::node_agent(zmq::context_t& context, caf::actor_system& system, node_
 absl::StatusOr<std::unique_ptr<node_agent>> node_agent::start(zmq::context_t& context,
                                                               caf::actor_system& system,
                                                               node_options options,
-                                                              metrics::registry& metrics) {
+                                                              metrics::registry& metrics,
+                                                              const on_joined_fn& on_joined) {
   std::unique_ptr<node_agent> agent(new node_agent(context, system, std::move(options), metrics));
   if (auto s = agent->join(); !s.ok()) return s;
+  if (on_joined) {
+    if (auto s = on_joined(*agent); !s.ok()) return s;
+  }
   agent->thread_ = std::thread([a = agent.get()] { a->loop(); });
   return agent;
 }
@@ -403,6 +407,7 @@ void node_agent::loop() {
                              {router_.handle(), 0, ZMQ_POLLIN, 0},
                              {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
   auto last_ack = clock::now();
+  auto last_turn = clock::now();
   auto next_heartbeat = clock::now();
   auto next_sweep = clock::now();
   bool head_said_bye = false;
@@ -442,6 +447,11 @@ void node_agent::loop() {
     for (const auto& frame : queued)
       (void)send(head_, {frame});
     const auto now = clock::now();
+    // A long gap between turns means this process was frozen (SIGSTOP, swapping): the silence
+    // was ours, so ask the head before concluding it is gone. If it declared us dead meanwhile,
+    // its answer to the next heartbeat says so.
+    if (now - last_turn > heartbeat_interval_) last_ack = now;
+    last_turn = now;
     if (now >= next_heartbeat && !options_.as_head) {
       envelope h{.type = "heartbeat", .src = id_, .corr = next_corr_++, .epoch = epoch_.load()};
       (void)send(head_, {encode(h)});

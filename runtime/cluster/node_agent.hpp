@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -55,10 +56,14 @@ struct peer {
 /// The head is lost when it has not acknowledged a heartbeat for `interval * misses`.
 class node_agent {
  public:
-  /// Connects to the head and joins (bounded by `join_timeout`).
+  /// Called once the node joined and before it serves its peers: whatever it publishes here is
+  /// there before any peer can ask for it (frames that arrive meanwhile wait in the socket).
+  using on_joined_fn = std::function<absl::Status(node_agent&)>;
+
+  /// Connects to the head and joins (bounded by `join_timeout`), then starts serving.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<node_agent>> start(
       zmq::context_t& context, caf::actor_system& system, node_options options,
-      metrics::registry& metrics);
+      metrics::registry& metrics, const on_joined_fn& on_joined = nullptr);
 
   /// Leaves the cluster (if still a member) and stops.
   ~node_agent();

@@ -48,6 +48,9 @@ class subprocess {
   process_result result_;
 };
 
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
+
 /// Runs `argv` to completion (bounded by `timeout`).
 process_result run(const std::vector<std::string>& argv,
                    std::chrono::milliseconds timeout = std::chrono::seconds(60),

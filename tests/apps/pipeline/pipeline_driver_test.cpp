@@ -24,6 +24,14 @@ actor::source_batch items(uint64_t first, int n, int64_t total) {
   return b;
 }
 
+// A driver whose one stage "st" has `actors` actors, all started.
+driver with_actors(const pipeline_options& o, int actors) {
+  driver d(o, {{"st"}});
+  for (int i = 0; i < actors; ++i)
+    (void)d.on_stage_actor(0, i);
+  return d;
+}
+
 pipeline_options options(int max_in_flight = 8, int batch = 4, int max_attempts = 3) {
   pipeline_options o;
   o.flow = {"src", "st", "sink"};
@@ -53,7 +61,7 @@ TEST(PipelineDriver, DirectSourceToSinkDeliversInOrderAndFinishes) {
 }
 
 TEST(PipelineDriver, OneItemPerStageActorAndOrderedDelivery) {
-  driver d(options(8, 8), {{"st", 2}});
+  driver d = with_actors(options(8, 8), 2);
   (void)d.start();
   auto cmds = d.on_batch(items(0, 3, 3));
   auto sent = only<driver::dispatch>(cmds);
@@ -73,7 +81,7 @@ TEST(PipelineDriver, OneItemPerStageActorAndOrderedDelivery) {
 }
 
 TEST(PipelineDriver, BoundsItemsInFlight) {
-  driver d(options(4, 4), {{"st", 1}});
+  driver d = with_actors(options(4, 4), 1);
   (void)d.start();
   auto cmds = d.on_batch(items(0, 4, 100));
   EXPECT_TRUE(only<driver::pull>(cmds).empty());  // 4 in flight: no more pulls
@@ -88,7 +96,7 @@ TEST(PipelineDriver, BoundsItemsInFlight) {
 }
 
 TEST(PipelineDriver, RetriesAFailedItemOnAnotherActor) {
-  driver d(options(), {{"st", 2}});
+  driver d = with_actors(options(), 2);
   (void)d.start();
   auto sent = only<driver::dispatch>(d.on_batch(items(0, 1, 1)));
   ASSERT_EQ(sent.size(), 1u);
@@ -101,7 +109,7 @@ TEST(PipelineDriver, RetriesAFailedItemOnAnotherActor) {
 }
 
 TEST(PipelineDriver, FailsAfterMaxAttempts) {
-  driver d(options(8, 4, 2), {{"st", 1}});
+  driver d = with_actors(options(8, 4, 2), 1);
   (void)d.start();
   auto sent = only<driver::dispatch>(d.on_batch(items(0, 1, 1)));
   sent = only<driver::dispatch>(
@@ -114,26 +122,26 @@ TEST(PipelineDriver, FailsAfterMaxAttempts) {
 }
 
 TEST(PipelineDriver, ADeadActorIsNotTheItemsFaultAndIsUsedAgainAfterRestart) {
-  driver d(options(8, 4, 1), {{"st", 1}});
+  driver d = with_actors(options(8, 4, 1), 1);
   (void)d.start();
   auto sent = only<driver::dispatch>(d.on_batch(items(0, 1, 1)));
   // Unavailable: the actor was already dead. No attempt is charged, nothing is sent.
   auto cmds = d.on_process_error(0, 0, sent[0].generation, 0, absl::UnavailableError("down"));
   EXPECT_TRUE(d.failure().ok());
   EXPECT_TRUE(only<driver::dispatch>(cmds).empty());
-  auto resent = only<driver::dispatch>(d.on_stage_replaced(0, 0));
+  auto resent = only<driver::dispatch>(d.on_stage_actor(0, 0));
   ASSERT_EQ(resent.size(), 1u);
   EXPECT_EQ(resent[0].item.seq, 0u);
   EXPECT_EQ(resent[0].generation, sent[0].generation + 1);
 }
 
 TEST(PipelineDriver, AnswersFromAReplacedActorDoNotFreeItsSuccessor) {
-  driver d(options(8, 8), {{"st", 1}});
+  driver d = with_actors(options(8, 8), 1);
   (void)d.start();
   auto first = only<driver::dispatch>(d.on_batch(items(0, 2, 2)));
   ASSERT_EQ(first.size(), 1u);
   // The actor is replaced while item 0 is out: its successor takes item 1 at once.
-  auto second = only<driver::dispatch>(d.on_stage_replaced(0, 0));
+  auto second = only<driver::dispatch>(d.on_stage_actor(0, 0));
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0].item.seq, 1u);
   EXPECT_EQ(second[0].generation, first[0].generation + 1);
@@ -144,6 +152,29 @@ TEST(PipelineDriver, AnswersFromAReplacedActorDoNotFreeItsSuccessor) {
   auto retry = only<driver::dispatch>(d.on_processed(0, 0, second[0].generation, {1, "P1"}));
   ASSERT_EQ(retry.size(), 1u);
   EXPECT_EQ(retry[0].item.seq, 0u);
+}
+
+TEST(PipelineDriver, NothingHappensBeforeStart) {
+  driver d(options(), {{"st"}});
+  EXPECT_TRUE(d.on_stage_actor(0, 0).empty());
+  EXPECT_TRUE(d.on_source_replaced().empty());
+  EXPECT_EQ(only<driver::pull>(d.start()).size(), 1u);
+}
+
+TEST(PipelineDriver, StagesWaitForTheirActorsAndGrow) {
+  driver d(options(8, 8), {{"st"}});
+  (void)d.start();
+  auto cmds = d.on_batch(items(0, 3, 3));
+  EXPECT_TRUE(only<driver::dispatch>(cmds).empty());  // no stage actor yet
+  auto first = only<driver::dispatch>(d.on_stage_actor(0, 0));
+  ASSERT_EQ(first.size(), 1u);
+  // An elastic stage gains actor 1: it takes work at once.
+  auto second = only<driver::dispatch>(d.on_stage_actor(0, 1));
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].instance, 1);
+  (void)d.on_processed(0, 1, second[0].generation, {second[0].item.seq, "x"});
+  (void)d.on_processed(0, 0, first[0].generation, {first[0].item.seq, "y"});
+  EXPECT_EQ(d.processed_by(), (std::map<std::string, uint64_t>{{"st/0", 1}, {"st/1", 1}}));
 }
 
 TEST(PipelineDriver, SourceErrorsAreRetriedAndUnavailableSourcesAwaited) {

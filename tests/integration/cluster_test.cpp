@@ -1,0 +1,311 @@
+// Real clusters on loopback: a head and worker processes, as a user starts them.
+
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "runtime/cluster/head_client.hpp"
+#include "runtime/cluster/msgpack_view.hpp"
+#include "tests/integration/troupe_cli.hpp"
+
+namespace troupe::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using clock = std::chrono::steady_clock;
+
+const std::string token = "integration-token";
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  ClusterTest() : endpoint_("tcp://127.0.0.1:" + std::to_string(free_port())) {}
+
+  std::vector<std::string> env() const {
+    return {std::string("TROUPE_PLUGIN_PATH=") + TROUPE_TEST_PLUGIN_DIR};
+  }
+
+  // `troupe head` serving the cluster, running `config` when given.
+  void start_head(const std::string& config = "", std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {TROUPE_BINARY, "head",    "--listen",
+                                     endpoint_,     "--token", token};
+    if (!config.empty()) {
+      args.insert(args.end(), {"--config", config, "--run-dir", run_dir()});
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    head_ = std::make_unique<subprocess>(args, env());
+    ASSERT_TRUE(head_->wait_for_stderr("troupe head listening on", 20s)) << head_->wait(1s).err;
+  }
+
+  subprocess& start_worker(const std::string& worker_token = token) {
+    workers_.push_back(
+        std::make_unique<subprocess>(std::vector<std::string>{TROUPE_BINARY, "worker", "--join",
+                                                              endpoint_, "--token", worker_token},
+                                     env()));
+    return *workers_.back();
+  }
+
+  // `troupe status --json`; an empty object once the head is gone.
+  nlohmann::json status() const {
+    auto r = run({TROUPE_BINARY, "status", "--head", endpoint_, "--token", token, "--json"}, 10s);
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    return j.is_object() ? j : nlohmann::json::object();
+  }
+
+  // The member record of `node`, or null.
+  nlohmann::json member(const std::string& node) const {
+    for (const auto& m : status().value("members", nlohmann::json::array())) {
+      if (m["node"] == node) return m;
+    }
+    return nullptr;
+  }
+
+  // Waits (bounded) until the cluster has `n` live workers; returns their records.
+  std::vector<nlohmann::json> live_workers(size_t n) const {
+    std::vector<nlohmann::json> out;
+    const auto deadline = clock::now() + 20s;
+    while (clock::now() < deadline) {
+      out.clear();
+      for (const auto& m : status().value("members", nlohmann::json::array())) {
+        if (!m["head"].get<bool>() && m["state"] == "alive") out.push_back(m);
+      }
+      if (out.size() >= n) return out;
+      std::this_thread::sleep_for(50ms);
+    }
+    return out;
+  }
+
+  // A pipeline: lines -> stage -> digest (on the head), with `stage` the stage role's YAML.
+  std::string pipeline(int lines, const std::string& stage, const std::string& cluster = "") {
+    std::string text;
+    for (int i = 0; i < lines; ++i) {
+      payloads_.push_back("line " + std::to_string(i) + " of the Quick Brown Fox");
+      text += payloads_.back() + "\n";
+    }
+    return dir_.write("app.yaml",
+                      "app: pipeline\n"
+                      "cluster: {" +
+                          cluster +
+                          "}\n"
+                          "roles:\n"
+                          "  lines: {kind: source, impl: text, options: {path: " +
+                          dir_.write("input.txt", text) +
+                          ", delimiter: ''}}\n"
+                          "  work: {kind: stage, " +
+                          stage +
+                          "}\n"
+                          "  digest: {kind: sink, impl: digest, placement: head}\n"
+                          "pipeline: {flow: [lines, work, digest], item_timeout_ms: 5000}\n");
+  }
+
+  std::string run_dir() const { return dir_.file("run"); }
+
+  // Waits up to `limit` for `node` to be reported dead; returns how long that took.
+  clock::duration time_until_dead(const std::string& node, clock::duration limit) const {
+    const auto start = clock::now();
+    while (clock::now() - start < limit) {
+      auto m = member(node);
+      if (m.is_object() && m["state"] == "dead") return clock::now() - start;
+      std::this_thread::sleep_for(50ms);
+    }
+    return clock::duration::max();
+  }
+
+  temp_dir dir_;
+  std::string endpoint_;
+  std::unique_ptr<subprocess> head_;
+  std::vector<std::unique_ptr<subprocess>> workers_;
+  std::vector<std::string> payloads_;
+};
+
+TEST_F(ClusterTest, StatusShowsTheHeadAndItsWorkers) {
+  start_head();
+  start_worker();
+  start_worker();
+  ASSERT_EQ(live_workers(2).size(), 2u);
+  auto s = status();
+  EXPECT_EQ(s["members"].size(), 3u);
+  EXPECT_EQ(s["epoch"], 3);
+  auto table = run({TROUPE_BINARY, "status", "--head", endpoint_, "--token", token}, 10s);
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("3 members"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("w2     alive"), std::string::npos) << table.out;
+  // Stopping the head shuts its workers down cleanly.
+  head_->signal(SIGINT);
+  EXPECT_EQ(head_->wait(10s).exit_code, 0);
+  for (auto& w : workers_)
+    EXPECT_EQ(w->wait(10s).exit_code, 0);
+}
+
+TEST_F(ClusterTest, AJobRunsAcrossThreeWorkers) {
+  start_head(pipeline(300, "impl: caesar, plugin: example, count: 6, options: {shift: 13}"),
+             {"--set", "cluster.min_workers=3"});
+  for (int i = 0; i < 3; ++i)
+    start_worker();
+  auto r = head_->wait(60s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto summary = summary_of(r);
+  std::vector<std::string> expected;
+  for (const auto& p : payloads_) {
+    std::string s = p;
+    for (char& c : s) {
+      if (c >= 'a' && c <= 'z') c = static_cast<char>('a' + (c - 'a' + 13) % 26);
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>('A' + (c - 'A' + 13) % 26);
+    }
+    expected.push_back(s);
+  }
+  EXPECT_EQ(summary["digest"], expected_digest(expected));  // every item once, in order
+  uint64_t processed = 0;
+  for (const auto& [name, n] : summary["processed_by"].items())
+    processed += n.get<uint64_t>();
+  EXPECT_EQ(processed, 300u);
+  EXPECT_EQ(summary["processed_by"].size(), 6u);
+  auto ready = events_of(run_dir(), "cluster_ready");
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0]["workers"], 3);
+  for (auto& w : workers_)
+    EXPECT_EQ(w->wait(10s).exit_code, 0) << "a worker outlived its head";
+}
+
+TEST_F(ClusterTest, AKilledWorkerIsDeclaredDeadWithinThreeSecondsAndTheJobCompletes) {
+  start_head(pipeline(600,
+                      "impl: faulty, plugin: faulty, count: 3, "
+                      "options: {fail_first: 1000000, mode: sleep, sleep_ms: 20}"),
+             {"--set", "cluster.min_workers=3"});
+  for (int i = 0; i < 3; ++i)
+    start_worker();
+  auto workers = live_workers(3);
+  ASSERT_EQ(workers.size(), 3u);
+  ASSERT_TRUE(head_->wait_for_stderr("started", 20s));
+  const std::string victim = workers[1]["node"];
+  ASSERT_EQ(kill(workers[1]["pid"].get<pid_t>(), SIGKILL), 0);
+  const auto detection = time_until_dead(victim, 10s);
+  EXPECT_LE(detection, 3s)
+      << "declared dead after "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(detection).count() << " ms";
+  auto r = head_->wait(60s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(summary_of(r)["digest"], expected_digest(payloads_));
+  // Requests pending on the dead worker failed at once, naming it; its actors were restarted.
+  bool named = false;
+  for (const auto& e : events_of(run_dir(), "actor_failed")) {
+    named = named ||
+            e["error"].get<std::string>().find("node " + victim + " died") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << "no actor_failed event names " << victim;
+  EXPECT_FALSE(events_of(run_dir(), "actor_restarted").empty());
+}
+
+TEST_F(ClusterTest, AFrozenWorkerIsDeclaredDeadAndRefusedWhenItWakes) {
+  start_head(pipeline(600,
+                      "impl: faulty, plugin: faulty, count: 3, "
+                      "options: {fail_first: 1000000, mode: sleep, sleep_ms: 20}"),
+             {"--set", "cluster.min_workers=2"});
+  start_worker();
+  subprocess& frozen = start_worker();
+  auto workers = live_workers(2);
+  ASSERT_EQ(workers.size(), 2u);
+  ASSERT_TRUE(head_->wait_for_stderr("started", 20s));
+  std::string node;
+  for (const auto& w : workers) {
+    if (w["pid"].get<pid_t>() == frozen.pid()) node = w["node"];
+  }
+  ASSERT_FALSE(node.empty());
+  frozen.signal(SIGSTOP);
+  const auto detection = time_until_dead(node, 10s);
+  EXPECT_LE(detection, 3s);
+  frozen.signal(SIGCONT);
+  // Back from the dead, it is refused instead of resuming as `node`.
+  auto woke = frozen.wait(20s);
+  EXPECT_EQ(woke.exit_code, 1) << woke.err;
+  EXPECT_NE(woke.err.find("declared"), std::string::npos) << woke.err;
+  auto r = head_->wait(60s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(summary_of(r)["digest"], expected_digest(payloads_));
+}
+
+TEST_F(ClusterTest, AnElasticRoleGrowsWhenWorkersJoinMidRun) {
+  start_head(pipeline(400,
+                      "impl: faulty, plugin: faulty, elastic: {min: 1, max: 8}, "
+                      "options: {fail_first: 1000000, mode: sleep, sleep_ms: 10}"),
+             {"--set", "cluster.min_workers=1"});
+  start_worker();
+  ASSERT_TRUE(head_->wait_for_stderr("started", 20s));
+  start_worker();
+  start_worker();
+  auto r = head_->wait(60s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto summary = summary_of(r);
+  EXPECT_EQ(summary["digest"], expected_digest(payloads_));
+  EXPECT_EQ(events_of(run_dir(), "role_grown").size(), 2u);
+  ASSERT_EQ(summary["processed_by"].size(), 3u) << summary.dump();
+  for (const auto& [name, n] : summary["processed_by"].items()) {
+    EXPECT_GT(n.get<uint64_t>(), 0u) << name << " received no work";
+  }
+}
+
+TEST_F(ClusterTest, AJoinWithoutTheTokenIsRefusedAndLogged) {
+  start_head();
+  auto r = start_worker("not-the-token").wait(20s);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("the head refused the join: join refused: missing or wrong cluster token"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(head_->wait_for_stderr("refused a join", 10s));
+  EXPECT_TRUE(live_workers(0).empty());
+}
+
+// Random bytes, truncated and oversized envelopes, other versions and unknown types: each is
+// refused and counted, the connection that sent them keeps working, and so does the job.
+TEST_F(ClusterTest, GarbageFramesAreRefusedWithoutHarm) {
+  start_head(pipeline(200,
+                      "impl: faulty, plugin: faulty, count: 2, "
+                      "options: {fail_first: 1000000, mode: sleep, sleep_ms: 10}",
+                      "max_frame_bytes: 65536"),
+             {"--set", "cluster.min_workers=1"});
+  start_worker();
+  auto workers = live_workers(1);
+  ASSERT_EQ(workers.size(), 1u);
+  ASSERT_TRUE(head_->wait_for_stderr("started", 20s));
+  zmq::context_t context;
+  for (const std::string target : {endpoint_, workers[0]["endpoint"].get<std::string>()}) {
+    auto client = cluster::head_client::connect(context, target, token);
+    ASSERT_TRUE(client.ok());
+    std::mt19937 rng(7);
+    for (int i = 0; i < 200; ++i) {
+      std::string junk(1 + rng() % 64, '\0');
+      for (char& c : junk)
+        c = static_cast<char>(rng());
+      ASSERT_TRUE((*client)->send_raw(junk).ok());
+    }
+    const std::string valid = cluster::encode(cluster::envelope{.type = "status"});
+    ASSERT_TRUE((*client)->send_raw(valid.substr(0, valid.size() / 2)).ok());  // truncated
+    ASSERT_TRUE((*client)->send_raw(std::string(100000, 'x')).ok());           // oversized
+    ASSERT_TRUE(
+        (*client)->send_raw(cluster::encode(cluster::envelope{.v = 9, .type = "status"})).ok());
+    ASSERT_TRUE((*client)->send_raw(cluster::encode(cluster::envelope{.type = "teleport"})).ok());
+    if (target == endpoint_) {
+      // The same connection still gets answers.
+      auto reply = (*client)->call("status", {}, 5s);
+      ASSERT_TRUE(reply.ok()) << reply.status();
+      auto metrics = (*client)->call("metrics", {}, 5s);
+      ASSERT_TRUE(metrics.ok()) << metrics.status();
+      const std::string text =
+          cluster::map_view::of(metrics->payload, "metrics").value().get_string("text").value();
+      for (const char* reason : {"malformed", "oversized", "bad_version", "unknown_type"}) {
+        EXPECT_NE(text.find(std::string("troupe_rejected_frames_total{where=\"head\",reason=\"") +
+                            reason + "\"}"),
+                  std::string::npos)
+            << reason << " not counted:\n"
+            << text;
+      }
+    }
+  }
+  auto r = head_->wait(60s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(summary_of(r)["digest"], expected_digest(payloads_));
+}
+
+}  // namespace
+}  // namespace troupe::testing
