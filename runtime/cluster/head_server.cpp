@@ -1,5 +1,7 @@
 #include "runtime/cluster/head_server.hpp"
 
+#include <pthread.h>
+
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "runtime/cluster/zmq_util.hpp"
@@ -109,6 +111,7 @@ void head_server::report() {
 }
 
 void head_server::loop() {
+  pthread_setname_np(pthread_self(), "troupe.head");
   using clock = std::chrono::steady_clock;
   zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
   auto next_tick = clock::now();

@@ -1,5 +1,6 @@
 #include "runtime/cluster/node_agent.hpp"
 
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -403,6 +404,7 @@ void node_agent::stop() {
 }
 
 void node_agent::loop() {
+  pthread_setname_np(pthread_self(), "troupe.node");
   zmq::pollitem_t items[] = {{head_.handle(), 0, ZMQ_POLLIN, 0},
                              {router_.handle(), 0, ZMQ_POLLIN, 0},
                              {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
