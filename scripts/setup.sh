@@ -14,8 +14,8 @@ packages=(
   libabsl-dev libgloo-dev libopenblas-dev
   # config, HTTP, CLI, logging, JSON
   libyaml-cpp-dev libcpp-httplib-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev
+  # tests and benchmarks (python3-zmq and python3-msgpack: the foreign-client protocol test)
+  libgtest-dev libgmock-dev libbenchmark-dev python3-zmq python3-msgpack
   # text for the example and pretraining apps
   fortunes
 )

@@ -245,6 +245,20 @@ TEST_F(ClusterTest, AnElasticRoleGrowsWhenWorkersJoinMidRun) {
   }
 }
 
+// docs/protocol.md is enough to talk to a head: a Python client written from it alone, with
+// plain ZeroMQ and msgpack, queries the head and uses its key-value store.
+TEST_F(ClusterTest, AForeignClientSpeaksTheDocumentedProtocol) {
+  start_head();
+  start_worker();
+  ASSERT_EQ(live_workers(1).size(), 1u);
+  auto r = run(
+      {"/usr/bin/python3", std::string(TROUPE_SOURCE_DIR) + "/tests/integration/foreign_client.py",
+       endpoint_, token},
+      30s);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("ok: 2 members"), std::string::npos) << r.out << r.err;
+}
+
 TEST_F(ClusterTest, AJoinWithoutTheTokenIsRefusedAndLogged) {
   start_head();
   auto r = start_worker("not-the-token").wait(20s);
@@ -305,6 +319,64 @@ TEST_F(ClusterTest, GarbageFramesAreRefusedWithoutHarm) {
   auto r = head_->wait(60s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(summary_of(r)["digest"], expected_digest(payloads_));
+}
+
+// `troupe launch` with local workers: every process stops at the end, also on failure and on
+// Ctrl-C.
+class LocalWorkersTest : public ClusterTest {
+ protected:
+  // Launches `stage` on two local workers; returns the worker pids once the job started.
+  std::vector<pid_t> launch(const std::string& stage) {
+    const std::string config =
+        pipeline(400, stage, "local_workers: 2, listen: '" + endpoint_ + "', token: " + token);
+    launcher_ = std::make_unique<subprocess>(
+        std::vector<std::string>{TROUPE_BINARY, "launch", config, "--run-dir", run_dir()}, env());
+    EXPECT_TRUE(launcher_->wait_for_stderr("started", 30s)) << launcher_->wait(1s).err;
+    std::vector<pid_t> pids;
+    for (const auto& w : live_workers(2))
+      pids.push_back(w["pid"].get<pid_t>());
+    return pids;
+  }
+
+  static bool gone(const std::vector<pid_t>& pids, clock::duration within) {
+    const auto deadline = clock::now() + within;
+    while (clock::now() < deadline) {
+      bool any = false;
+      for (pid_t pid : pids)
+        any = any || kill(pid, 0) == 0;
+      if (!any) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  std::unique_ptr<subprocess> launcher_;
+};
+
+TEST_F(LocalWorkersTest, CtrlCStopsEveryProcess) {
+  auto pids = launch(
+      "impl: faulty, plugin: faulty, count: 2, "
+      "options: {fail_first: 1000000, mode: sleep, sleep_ms: 50}");
+  ASSERT_EQ(pids.size(), 2u);
+  launcher_->signal(SIGINT);
+  auto r = launcher_->wait(30s);
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_EQ(summary_of(r)["status"], "interrupted");
+  EXPECT_TRUE(gone(pids, 10s)) << "a worker outlived the launch";
+}
+
+TEST_F(LocalWorkersTest, AFailedJobStopsEveryProcess) {
+  auto pids = launch(
+      "impl: faulty, plugin: faulty, count: 2, on_failure: fail_job, "
+      "options: {fail_first: 1000000, mode: sleep, sleep_ms: 300}");
+  ASSERT_EQ(pids.size(), 2u);
+  // Kill a worker: its actors fail, and their policy ends the job.
+  kill(pids[0], SIGKILL);
+  auto r = launcher_->wait(30s);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(summary_of(r)["error"].get<std::string>().find("on_failure: fail_job"),
+            std::string::npos);
+  EXPECT_TRUE(gone(pids, 10s)) << "a worker outlived the launch";
 }
 
 }  // namespace
