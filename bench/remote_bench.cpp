@@ -8,7 +8,8 @@
 // The benchmark forks: the parent runs the head and the calling side, the child joins as a
 // worker and answers (a published echo actor, and a raw ROUTER echo thread).
 //
-// Usage: remote_bench [--repeats N] [--calls N]
+// Usage: remote_bench [--repeats N] [--calls N] [--window N]
+//   --window N runs only that window (for profiling one mode).
 
 #include <chrono>
 #include <cstring>
@@ -77,7 +78,7 @@ int serve(int endpoint_fd, int report_fd) {
   const std::string head = read_line(endpoint_fd);
   if (head.empty()) return 1;
   zmq::context_t context;
-  auto cfg = actor::make_system_config({.scheduler_threads = 1});
+  auto cfg = actor::make_system_config({.scheduler_threads = 2});
   caf::actor_system system{*cfg};
   metrics::registry metrics;
   auto echo = system.spawn([]() -> echo_actor::behavior_type {
@@ -198,7 +199,7 @@ int main(int argc, char** argv) {
   (void)!write(to_child[1], line.data(), line.size());
   const std::string raw_endpoint = read_line(from_child[0]);
 
-  auto cfg = actor::make_system_config({.scheduler_threads = 1});
+  auto cfg = actor::make_system_config({.scheduler_threads = 2});
   caf::actor_system system{*cfg};
   auto node = cluster::node_agent::start(
       context, system, {.head = endpoint, .token = token, .as_head = true}, metrics);
@@ -221,6 +222,9 @@ int main(int argc, char** argv) {
   };
   std::vector<series> all = {{"one_outstanding", 1, calls / 4, {}, {}},
                              {"64_in_flight", 64, calls * 4, {}, {}}};
+  if (const int only = arg(argc, argv, "--window", 0); only > 0) {
+    std::erase_if(all, [only](const series& s) { return s.window != only; });
+  }
   for (auto& s : all) {  // warm up
     (void)troupe_calls(system, remote, s.calls / 10, s.window);
     (void)raw_calls(dealer, s.calls / 10, s.window);
