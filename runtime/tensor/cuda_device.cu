@@ -4,20 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/tensor/cuda_device.hpp"
+#include "runtime/tensor/cuda_status.hpp"
 
 namespace troupe::tensor {
 namespace {
-
-absl::Status cuda_status(cudaError_t err, const char* what, const char* file, int line) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat(file, ":", line, ": ", what, ": ",
-                                             cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
-}
-
-#define TROUPE_CUDA_RETURN_IF_ERROR(call)                                                      \
-  do {                                                                                         \
-    if (absl::Status s_ = cuda_status((call), #call, __FILE__, __LINE__); !s_.ok()) return s_; \
-  } while (false)
 
 __global__ void iota_squared(int* out, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -51,8 +41,9 @@ absl::Status cuda_self_test(int index) {
   std::vector<int> host(n);
   absl::Status status = cuda_status(cudaGetLastError(), "iota_squared launch", __FILE__, __LINE__);
   if (status.ok()) {
-    status = cuda_status(cudaMemcpy(host.data(), device, n * sizeof(int), cudaMemcpyDeviceToHost),
-                         "cudaMemcpy", __FILE__, __LINE__);
+    status.Update(cuda_status(cudaMemcpy(host.data(), device, n * sizeof(int),
+                                         cudaMemcpyDeviceToHost),
+                              "cudaMemcpy", __FILE__, __LINE__));
   }
   cudaFree(device);
   if (!status.ok()) return status;

@@ -1,0 +1,35 @@
+#pragma once
+
+// Causal multi-head self-attention. qkv is [batch, seq, 3 * dim] (q, k and v side by side, each
+// split into heads of dim / heads), out is [batch, seq, dim].
+
+#include <cstdint>
+
+namespace troupe::kernels {
+
+/// Sizes of one attention call.
+struct attention_shape {
+  int batch = 0, seq = 0, dim = 0, heads = 0;
+  [[nodiscard]] int head_dim() const { return dim / heads; }
+};
+
+namespace cpu {
+class thread_pool;
+
+/// Saves the attention probabilities, probs [batch, heads, seq, seq], for backward. Blocked by
+/// query rows so the masked upper triangle is mostly skipped; (batch, head) pairs run on `pool`.
+void attention_forward(float* out, float* probs, const float* qkv, const attention_shape& s,
+                       thread_pool* pool);
+/// dqkv = d/dqkv (overwrites).
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                        const attention_shape& s, thread_pool* pool);
+
+/// Attention of `queries` new rows against a cache: q [queries, dim] at positions
+/// first_position.. attends to k and v [first_position + queries, dim] (row stride kv_stride).
+/// The incremental decoding step.
+void cached_attention_forward(float* out, const float* q, const float* k, const float* v,
+                              int64_t kv_stride, int queries, int first_position, int dim,
+                              int heads);
+}  // namespace cpu
+
+}  // namespace troupe::kernels

@@ -1,0 +1,66 @@
+#include "kernels/sampling.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace troupe::kernels {
+
+float seeded_uniform(uint64_t seed, uint64_t counter) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (counter + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);  // 24 random bits
+}
+
+namespace cpu {
+
+int sample_token(const float* logits, int vocab, const sampling_params& p, uint64_t seed,
+                 uint64_t counter) {
+  if (p.temperature <= 0.0f) {
+    return static_cast<int>(std::max_element(logits, logits + vocab) - logits);
+  }
+  // Candidates in descending logit order (ties by id, so the order is deterministic).
+  std::vector<int> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  auto by_logit = [&](int a, int b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  int keep = vocab;
+  if (p.top_k > 0 && p.top_k < vocab) {
+    keep = p.top_k;
+    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), by_logit);
+  } else {
+    std::sort(ids.begin(), ids.end(), by_logit);
+  }
+  std::vector<double> probs(keep);
+  const double max = logits[ids[0]];
+  double sum = 0.0;
+  for (int i = 0; i < keep; ++i) {
+    probs[i] = std::exp((logits[ids[i]] - max) / p.temperature);
+    sum += probs[i];
+  }
+  if (p.top_p < 1.0f) {  // the smallest prefix whose mass reaches top_p
+    double mass = 0.0;
+    for (int i = 0; i < keep; ++i) {
+      mass += probs[i] / sum;
+      if (mass >= p.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    sum = std::accumulate(probs.begin(), probs.begin() + keep, 0.0);
+  }
+  const double target = seeded_uniform(seed, counter) * sum;
+  double acc = 0.0;
+  for (int i = 0; i < keep; ++i) {
+    acc += probs[i];
+    if (target < acc) return ids[i];
+  }
+  return ids[keep - 1];
+}
+
+}  // namespace cpu
+}  // namespace troupe::kernels

@@ -1,0 +1,64 @@
+#include "kernels/cpu/thread_pool.hpp"
+
+namespace troupe::kernels::cpu {
+
+thread_pool::thread_pool(int threads) {
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+}
+
+thread_pool::~thread_pool() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void thread_pool::run(int64_t tasks, const std::function<void(int64_t)>& fn) {
+  {
+    std::lock_guard lock(mutex_);
+    fn_ = &fn;
+    tasks_ = tasks;
+    next_ = 0;
+    busy_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  wake_.notify_all();
+  drain();
+  std::unique_lock lock(mutex_);
+  done_.wait(lock, [this] { return busy_ == 0; });
+  fn_ = nullptr;
+}
+
+void thread_pool::drain() {
+  for (;;) {
+    int64_t task;
+    {
+      std::lock_guard lock(mutex_);
+      if (next_ >= tasks_) return;
+      task = next_++;
+    }
+    (*fn_)(task);
+  }
+}
+
+void thread_pool::work(int) {
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    drain();
+    {
+      std::lock_guard lock(mutex_);
+      --busy_;
+    }
+    done_.notify_one();
+  }
+}
+
+}  // namespace troupe::kernels::cpu

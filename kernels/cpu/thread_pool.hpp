@@ -1,0 +1,52 @@
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace troupe::kernels::cpu {
+
+/// A fixed set of threads that split index ranges. Kernels take a pool pointer; nullptr runs
+/// serially on the caller (what a caller that already runs one kernel per core passes).
+class thread_pool {
+ public:
+  /// `threads` workers including the caller, at least 1.
+  explicit thread_pool(int threads);
+  ~thread_pool();
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+
+  [[nodiscard]] int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  /// Calls fn(task) for every task in [0, tasks), spread over the threads; returns when all are
+  /// done. Task t always runs whole on one thread, so results do not depend on the thread count.
+  void run(int64_t tasks, const std::function<void(int64_t)>& fn);
+
+ private:
+  void work(int index);
+  void drain();
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int64_t)>* fn_ = nullptr;
+  int64_t tasks_ = 0;
+  int64_t next_ = 0;
+  int busy_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+/// Runs fn(task) for every task on `pool`, or serially when pool is nullptr.
+inline void parallel_for(thread_pool* pool, int64_t tasks, const std::function<void(int64_t)>& fn) {
+  if (pool == nullptr || pool->size() == 1 || tasks <= 1) {
+    for (int64_t t = 0; t < tasks; ++t) fn(t);
+  } else {
+    pool->run(tasks, fn);
+  }
+}
+
+}  // namespace troupe::kernels::cpu

@@ -1,0 +1,25 @@
+#pragma once
+
+// The paged KV cache: a pool of fixed-size blocks [blocks, block_size, width]; each sequence maps
+// its logical block i to a physical block through its block table.
+
+#include <cstdint>
+
+namespace troupe::kernels {
+
+/// Geometry of one cache pool (one layer's keys or values).
+struct kv_layout {
+  int block_size = 16;
+  int width = 0;  ///< floats per position (dim)
+};
+
+namespace cpu {
+/// Writes rows [0, n) of values (row stride value_stride) at positions first_position.. .
+void kv_append(float* cache, const int32_t* block_table, const kv_layout& l,
+               int64_t first_position, const float* values, int64_t value_stride, int n);
+/// Copies positions [0, n) into out [n, width], contiguous.
+void kv_gather(float* out, const float* cache, const int32_t* block_table, const kv_layout& l,
+               int64_t n);
+}  // namespace cpu
+
+}  // namespace troupe::kernels

@@ -1,0 +1,25 @@
+#pragma once
+
+// Matrix multiply with optional bias and transposes: the GEMMs of every linear layer.
+// Row-major. op(a) is [m, k], op(b) is [k, n], out is [m, n].
+
+#include <cstdint>
+
+namespace troupe::kernels {
+
+/// Shape and options of one GEMM.
+struct gemm {
+  int m = 0, n = 0, k = 0;
+  bool trans_a = false;     ///< a is stored [k, m]
+  bool trans_b = false;     ///< b is stored [n, k]
+  bool accumulate = false;  ///< out += product (gradient accumulation) instead of out = product
+};
+
+namespace cpu {
+/// out = op(a) @ op(b) (+ bias[n] broadcast over rows), through OpenBLAS sgemm.
+void matmul(float* out, const float* a, const float* b, const float* bias, const gemm& g);
+/// dbias[n] += the column sums of dout[m, n].
+void bias_backward(float* dbias, const float* dout, int m, int n);
+}  // namespace cpu
+
+}  // namespace troupe::kernels

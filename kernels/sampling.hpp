@@ -1,0 +1,26 @@
+#pragma once
+
+// Next-token sampling: temperature, top-k and top-p, seeded. The random draw depends only on
+// (seed, counter), so replaying a request with the same seed reproduces it token for token.
+
+#include <cstdint>
+
+namespace troupe::kernels {
+
+/// Per-request sampling options; temperature 0 is greedy.
+struct sampling_params {
+  float temperature = 1.0f;
+  int top_k = 0;       ///< 0: all tokens
+  float top_p = 1.0f;  ///< 1: no nucleus cut
+};
+
+/// A uniform float in [0, 1) from (seed, counter); a counter-based generator (splitmix64).
+float seeded_uniform(uint64_t seed, uint64_t counter);
+
+namespace cpu {
+/// Draws a token id from logits [vocab].
+int sample_token(const float* logits, int vocab, const sampling_params& p, uint64_t seed,
+                 uint64_t counter);
+}  // namespace cpu
+
+}  // namespace troupe::kernels

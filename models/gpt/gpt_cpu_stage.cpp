@@ -1,0 +1,157 @@
+#include "models/gpt/gpt_cpu_stage.hpp"
+
+#include <cstring>
+
+#include "kernels/cross_entropy.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/gelu.hpp"
+#include "kernels/layernorm.hpp"
+#include "kernels/matmul.hpp"
+#include "kernels/residual.hpp"
+
+namespace troupe::models {
+
+namespace k = kernels::cpu;
+using kernels::gemm;
+
+gpt_cpu_stage::gpt_cpu_stage(const gpt_layout& layout, int max_batch,
+                             kernels::cpu::thread_pool* pool)
+    : layout_(layout), pool_(pool) {
+  const gpt_config& c = layout.config();
+  const int64_t N = int64_t{max_batch} * c.ctx, C = c.dim;
+  const int blocks = layout.range().last - layout.range().first;
+  x_.assign(blocks + 1, std::vector<float>(N * C));
+  blocks_.resize(blocks);
+  for (auto& b : blocks_) {
+    b.ln1.resize(N * C), b.ln1_mean.resize(N), b.ln1_rstd.resize(N), b.qkv.resize(N * 3 * C);
+    b.probs.resize(int64_t{max_batch} * c.heads * c.ctx * c.ctx), b.atty.resize(N * C);
+    b.mid.resize(N * C), b.ln2.resize(N * C), b.ln2_mean.resize(N), b.ln2_rstd.resize(N);
+    b.fc.resize(N * 4 * C), b.fc_gelu.resize(N * 4 * C);
+  }
+  if (layout.range().has_head(c)) {
+    lnf_.resize(N * C), lnf_mean_.resize(N), lnf_rstd_.resize(N);
+    probs_.resize(N * c.vocab), losses_.resize(N), targets_.resize(N);
+  }
+  tokens_.resize(N), positions_.resize(N);
+  dx_.resize(N * C), dtmp_.resize(N * C), dqkv_.resize(N * 3 * C), dfc_.resize(N * 4 * C);
+}
+
+loss_sum gpt_cpu_stage::forward(const float* params, int batch, int seq, const int32_t* tokens,
+                                const float* hidden, const int32_t* targets) {
+  const gpt_config& c = layout_.config();
+  batch_ = batch;
+  seq_ = seq;
+  const int N = batch * seq, C = c.dim;
+  if (layout_.range().has_embedding()) {
+    std::memcpy(tokens_.data(), tokens, N * sizeof(int32_t));
+    for (int i = 0; i < N; ++i) positions_[i] = i % seq;
+    k::embedding_forward(x_[0].data(), tokens, positions_.data(), N, params + layout_.wte(),
+                         params + layout_.wpe(), C);
+  } else {
+    std::memcpy(x_[0].data(), hidden, int64_t{N} * C * sizeof(float));
+  }
+  for (int l = layout_.range().first; l < layout_.range().last; ++l) {
+    const int i = l - layout_.range().first;
+    block_forward(params, l, x_[i].data(), x_[i + 1].data());
+  }
+  loss_sum loss;
+  if (!layout_.range().has_head(c)) return loss;
+  k::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x_.back().data(),
+                       params + layout_.lnf_w(), params + layout_.lnf_b(), N, C);
+  k::matmul(probs_.data(), lnf_.data(), params + layout_.wte(), nullptr,
+            gemm{N, c.vocab, C, false, true, false});
+  std::memcpy(targets_.data(), targets, N * sizeof(int32_t));
+  k::cross_entropy_forward(losses_.data(), probs_.data(), probs_.data(), targets, N, c.vocab);
+  for (int i = 0; i < N; ++i) {
+    if (targets[i] < 0) continue;
+    loss.sum += losses_[i];
+    ++loss.tokens;
+  }
+  return loss;
+}
+
+void gpt_cpu_stage::block_forward(const float* params, int layer, const float* in, float* out) {
+  const gpt_config& c = layout_.config();
+  const auto& o = layout_.block(layer);
+  auto& a = blocks_[layer - layout_.range().first];
+  const int N = batch_ * seq_, C = c.dim;
+  float* tmp = dtmp_.data();
+  k::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), in, params + o.ln1_w,
+                       params + o.ln1_b, N, C);
+  k::matmul(a.qkv.data(), a.ln1.data(), params + o.attn_w, params + o.attn_b, gemm{N, 3 * C, C});
+  k::attention_forward(a.atty.data(), a.probs.data(), a.qkv.data(), {batch_, seq_, C, c.heads},
+                       pool_);
+  k::matmul(tmp, a.atty.data(), params + o.proj_w, params + o.proj_b, gemm{N, C, C});
+  k::residual_forward(a.mid.data(), in, tmp, int64_t{N} * C);
+  k::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.mid.data(),
+                       params + o.ln2_w, params + o.ln2_b, N, C);
+  k::matmul(a.fc.data(), a.ln2.data(), params + o.fc_w, params + o.fc_b, gemm{N, 4 * C, C});
+  k::gelu_forward(a.fc_gelu.data(), a.fc.data(), int64_t{N} * 4 * C);
+  k::matmul(tmp, a.fc_gelu.data(), params + o.fc2_w, params + o.fc2_b, gemm{N, C, 4 * C});
+  k::residual_forward(out, a.mid.data(), tmp, int64_t{N} * C);
+}
+
+void gpt_cpu_stage::backward(const float* params, float* grads, const float* dhidden,
+                             float loss_scale) {
+  const gpt_config& c = layout_.config();
+  const int N = batch_ * seq_, C = c.dim;
+  if (layout_.range().has_head(c)) {
+    k::cross_entropy_backward(probs_.data(), probs_.data(), targets_.data(), loss_scale, N,
+                              c.vocab);
+    k::matmul(dtmp_.data(), probs_.data(), params + layout_.wte(), nullptr,
+              gemm{N, C, c.vocab});
+    k::matmul(grads + layout_.wte(), probs_.data(), lnf_.data(), nullptr,
+              gemm{c.vocab, C, N, true, false, true});
+    std::memset(dx_.data(), 0, int64_t{N} * C * sizeof(float));
+    k::layernorm_backward(dx_.data(), grads + layout_.lnf_w(), grads + layout_.lnf_b(),
+                          dtmp_.data(), x_.back().data(), params + layout_.lnf_w(),
+                          lnf_mean_.data(), lnf_rstd_.data(), N, C);
+  } else {
+    std::memcpy(dx_.data(), dhidden, int64_t{N} * C * sizeof(float));
+  }
+  for (int l = layout_.range().last - 1; l >= layout_.range().first; --l) {
+    block_backward(params, grads, l);
+  }
+  if (layout_.range().has_embedding()) {
+    k::embedding_backward(grads + layout_.wte(), grads + layout_.wpe(), dx_.data(),
+                          tokens_.data(), positions_.data(), N, C);
+  }
+}
+
+// dx_ holds d(block output) on entry and d(block input) on return.
+void gpt_cpu_stage::block_backward(const float* params, float* grads, int layer) {
+  const gpt_config& c = layout_.config();
+  const auto& o = layout_.block(layer);
+  const int i = layer - layout_.range().first;
+  auto& a = blocks_[i];
+  const int N = batch_ * seq_, C = c.dim;
+  float* dx = dx_.data();
+  float* dtmp = dtmp_.data();
+  float* dfc = dfc_.data();
+  float* dqkv = dqkv_.data();
+
+  // MLP: out = mid + fc_gelu @ fc2_w + fc2_b.
+  k::matmul(dfc, dx, params + o.fc2_w, nullptr, gemm{N, 4 * C, C, false, true});
+  k::matmul(grads + o.fc2_w, a.fc_gelu.data(), dx, nullptr, gemm{4 * C, C, N, true, false, true});
+  k::bias_backward(grads + o.fc2_b, dx, N, C);
+  k::gelu_backward(dfc, a.fc.data(), dfc, int64_t{N} * 4 * C);
+  k::matmul(dtmp, dfc, params + o.fc_w, nullptr, gemm{N, C, 4 * C, false, true});
+  k::matmul(grads + o.fc_w, a.ln2.data(), dfc, nullptr, gemm{C, 4 * C, N, true, false, true});
+  k::bias_backward(grads + o.fc_b, dfc, N, 4 * C);
+  k::layernorm_backward(dx, grads + o.ln2_w, grads + o.ln2_b, dtmp, a.mid.data(),
+                        params + o.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+
+  // Attention: mid = in + attention(ln1 @ attn_w + attn_b) @ proj_w + proj_b.
+  k::matmul(dtmp, dx, params + o.proj_w, nullptr, gemm{N, C, C, false, true});
+  k::matmul(grads + o.proj_w, a.atty.data(), dx, nullptr, gemm{C, C, N, true, false, true});
+  k::bias_backward(grads + o.proj_b, dx, N, C);
+  k::attention_backward(dqkv, dtmp, a.qkv.data(), a.probs.data(), {batch_, seq_, C, c.heads},
+                        pool_);
+  k::matmul(dtmp, dqkv, params + o.attn_w, nullptr, gemm{N, C, 3 * C, false, true});
+  k::matmul(grads + o.attn_w, a.ln1.data(), dqkv, nullptr, gemm{C, 3 * C, N, true, false, true});
+  k::bias_backward(grads + o.attn_b, dqkv, N, 3 * C);
+  k::layernorm_backward(dx, grads + o.ln1_w, grads + o.ln1_b, dtmp, x_[i].data(),
+                        params + o.ln1_w, a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+}
+
+}  // namespace troupe::models

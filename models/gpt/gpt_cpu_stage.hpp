@@ -1,0 +1,65 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention.hpp"
+#include "models/gpt/gpt_layout.hpp"
+
+namespace troupe::kernels::cpu {
+class thread_pool;
+}
+
+namespace troupe::models {
+
+/// Sum and count of the token losses of one forward pass.
+struct loss_sum {
+  double sum = 0.0;
+  int64_t tokens = 0;
+};
+
+/// Forward and backward of a GPT stage (blocks [first, last)) on the CPU, for one batch of
+/// sequences at a time. It owns the activations the backward pass needs; parameters and
+/// gradients are flat buffers laid out by gpt_layout, owned by the caller.
+///
+/// The first stage reads token ids, a middle stage reads the hidden state of the stage before;
+/// the last stage ends in the loss, a middle one hands its hidden state on.
+class gpt_cpu_stage {
+ public:
+  /// Room for batches of up to `max_batch` sequences of up to ctx tokens. `pool` runs attention
+  /// heads in parallel; nullptr runs everything on the calling thread.
+  gpt_cpu_stage(const gpt_layout& layout, int max_batch, kernels::cpu::thread_pool* pool);
+
+  /// Runs the stage on [batch, seq] inputs: `tokens` on the first stage, `hidden` [batch * seq,
+  /// dim] otherwise. The last stage takes `targets` (-1 ignores a position) and returns the loss.
+  loss_sum forward(const float* params, int batch, int seq, const int32_t* tokens,
+                   const float* hidden, const int32_t* targets);
+  /// The hidden state the last forward produced (not on the last stage).
+  [[nodiscard]] const float* hidden_out() const { return x_.back().data(); }
+
+  /// Adds this batch's gradients to `grads`. The last stage seeds each token's loss gradient
+  /// with `loss_scale` (1 / tokens for a mean); other stages take d(hidden_out) in dhidden.
+  void backward(const float* params, float* grads, const float* dhidden, float loss_scale);
+  /// d(hidden input) of the last backward (not on the first stage).
+  [[nodiscard]] const float* dhidden_in() const { return dx_.data(); }
+
+ private:
+  struct block_activations {
+    std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, probs, atty, mid, ln2, ln2_mean, ln2_rstd,
+        fc, fc_gelu;
+  };
+
+  void block_forward(const float* params, int layer, const float* in, float* out);
+  void block_backward(const float* params, float* grads, int layer);
+
+  const gpt_layout& layout_;
+  kernels::cpu::thread_pool* pool_;
+  int batch_ = 0, seq_ = 0;
+  std::vector<std::vector<float>> x_;  // residual stream: input of each block, then the output
+  std::vector<block_activations> blocks_;
+  std::vector<float> lnf_, lnf_mean_, lnf_rstd_, probs_, losses_;
+  std::vector<int32_t> tokens_, positions_, targets_;
+  std::vector<float> dx_, dtmp_, dqkv_, dfc_;
+};
+
+}  // namespace troupe::models

@@ -1,0 +1,102 @@
+#include "models/gpt/gpt_layout.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/sampling.hpp"
+
+namespace troupe::models {
+
+gpt_layout::gpt_layout(const gpt_config& config, layer_range range)
+    : config_(config), range_(range) {
+  const int64_t C = config.dim;
+  if (range.has_embedding() || range.has_head(config)) wte_ = add("wte.weight", {config.vocab, C}, true);
+  if (range.has_embedding()) wpe_ = add("wpe.weight", {config.ctx, C}, true);
+  for (int l = range.first; l < range.last; ++l) {
+    const std::string p = absl::StrCat("h.", l, ".");
+    block_offsets b;
+    b.ln1_w = add(p + "ln_1.weight", {C}, false);
+    b.ln1_b = add(p + "ln_1.bias", {C}, false);
+    b.attn_w = add(p + "attn.c_attn.weight", {C, 3 * C}, true);
+    b.attn_b = add(p + "attn.c_attn.bias", {3 * C}, false);
+    b.proj_w = add(p + "attn.c_proj.weight", {C, C}, true);
+    b.proj_b = add(p + "attn.c_proj.bias", {C}, false);
+    b.ln2_w = add(p + "ln_2.weight", {C}, false);
+    b.ln2_b = add(p + "ln_2.bias", {C}, false);
+    b.fc_w = add(p + "mlp.c_fc.weight", {C, 4 * C}, true);
+    b.fc_b = add(p + "mlp.c_fc.bias", {4 * C}, false);
+    b.fc2_w = add(p + "mlp.c_proj.weight", {4 * C, C}, true);
+    b.fc2_b = add(p + "mlp.c_proj.bias", {C}, false);
+    blocks_.push_back(b);
+  }
+  if (range.has_head(config)) {
+    lnf_w_ = add("ln_f.weight", {C}, false);
+    lnf_b_ = add("ln_f.bias", {C}, false);
+  }
+}
+
+int64_t gpt_layout::add(const std::string& name, tensor::shape_t shape, bool decay) {
+  parameter_slot s{name, shape, total_, tensor::shape_numel(shape), decay};
+  total_ += (s.numel + 15) / 16 * 16;  // 64-byte aligned starts for vector loads
+  slots_.push_back(std::move(s));
+  return slots_.back().offset;
+}
+
+absl::StatusOr<const parameter_slot*> gpt_layout::find(const std::string& name) const {
+  for (const auto& s : slots_) {
+    if (s.name == name) return &s;
+  }
+  return absl::NotFoundError(absl::StrCat("parameter '", name, "' is not in layers [",
+                                          range_.first, ", ", range_.last, ")"));
+}
+
+void gpt_layout::initialize(float* params, uint64_t seed) const {
+  std::memset(params, 0, total_ * sizeof(float));
+  const float residual_std = 0.02f / std::sqrt(2.0f * config_.layers);
+  uint64_t stream = 0;
+  for (const auto& s : slots_) {
+    float* p = params + s.offset;
+    ++stream;
+    if (s.shape.size() == 1) {  // norms start at 1, biases at 0
+      if (s.name.ends_with("ln_1.weight") || s.name.ends_with("ln_2.weight") ||
+          s.name == "ln_f.weight") {
+        for (int64_t i = 0; i < s.numel; ++i) p[i] = 1.0f;
+      }
+      continue;
+    }
+    const float std = s.name.ends_with("c_proj.weight") ? residual_std : 0.02f;
+    const uint64_t tensor_seed = seed * 0x100000001b3ull + stream;
+    for (int64_t i = 0; i < s.numel; ++i) {  // Box-Muller on counter-based uniforms
+      const float u1 = 1.0f - kernels::seeded_uniform(tensor_seed, 2 * i);
+      const float u2 = kernels::seeded_uniform(tensor_seed, 2 * i + 1);
+      p[i] = std * std::sqrt(-2.0f * std::log(u1)) * std::cos(6.28318530718f * u2);
+    }
+  }
+}
+
+tensor::named_tensors gpt_layout::to_named(const float* params) const {
+  tensor::named_tensors out;
+  for (const auto& s : slots_) {
+    tensor::tensor t = tensor::tensor::host(s.shape);
+    std::memcpy(t.data<float>(), params + s.offset, s.numel * sizeof(float));
+    out.tensors.emplace_back(s.name, std::move(t));
+  }
+  return out;
+}
+
+absl::Status gpt_layout::from_named(const tensor::named_tensors& in, float* params) const {
+  for (const auto& s : slots_) {
+    TROUPE_ASSIGN_OR_RETURN(tensor::tensor t, in.get(s.name));
+    if (t.shape() != s.shape || t.type() != tensor::dtype::f32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter '", s.name, "' is ", t.description(), " but the model needs f32",
+                       tensor::shape_string(s.shape)));
+    }
+    TROUPE_ASSIGN_OR_RETURN(tensor::tensor host, t.to(tensor::device::cpu()));
+    std::memcpy(params + s.offset, host.data<float>(), s.numel * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace troupe::models

@@ -1,0 +1,89 @@
+#include "kernels/attention.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/cpu/thread_pool.hpp"
+#include "tests/kernels/gradient_check.hpp"
+
+namespace troupe::kernels {
+namespace {
+
+using testing::random_values;
+
+// Naive causal attention in double.
+std::vector<float> reference(const std::vector<float>& qkv, const attention_shape& s) {
+  const int T = s.seq, C = s.dim, hd = s.head_dim();
+  std::vector<float> out(int64_t{s.batch} * T * C);
+  for (int b = 0; b < s.batch; ++b) {
+    for (int h = 0; h < s.heads; ++h) {
+      for (int t = 0; t < T; ++t) {
+        const float* q = &qkv[(b * T + t) * 3 * C + h * hd];
+        std::vector<double> w(t + 1);
+        double max = -1e300, sum = 0;
+        for (int u = 0; u <= t; ++u) {
+          const float* k = &qkv[(b * T + u) * 3 * C + C + h * hd];
+          double d = 0;
+          for (int i = 0; i < hd; ++i) d += double{q[i]} * k[i];
+          w[u] = d / std::sqrt(double(hd));
+          max = std::max(max, w[u]);
+        }
+        for (auto& x : w) sum += (x = std::exp(x - max));
+        for (int i = 0; i < hd; ++i) {
+          double o = 0;
+          for (int u = 0; u <= t; ++u) o += w[u] / sum * qkv[(b * T + u) * 3 * C + 2 * C + h * hd + i];
+          out[(b * T + t) * C + h * hd + i] = static_cast<float>(o);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(Attention, ForwardMatchesNaiveCausalAttention) {
+  cpu::thread_pool pool(2);
+  for (int seq : {1, 5, 45, 70}) {  // odd lengths cross the 32-row blocks unevenly
+    const attention_shape s{2, seq, 24, 3};
+    auto qkv = random_values(int64_t{s.batch} * seq * 3 * s.dim, seq, -2, 2);
+    std::vector<float> out(int64_t{s.batch} * seq * s.dim), probs(int64_t{s.batch} * s.heads * seq * seq);
+    cpu::attention_forward(out.data(), probs.data(), qkv.data(), s, &pool);
+    auto want = reference(qkv, s);
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want[i], 2e-5) << seq << " " << i;
+  }
+}
+
+TEST(Attention, BackwardMatchesFiniteDifferences) {
+  const attention_shape s{2, 37, 16, 2};
+  auto qkv = random_values(int64_t{s.batch} * s.seq * 3 * s.dim, 7);
+  auto probe = random_values(int64_t{s.batch} * s.seq * s.dim, 8);
+  std::vector<float> out(probe.size()), probs(int64_t{s.batch} * s.heads * s.seq * s.seq);
+  auto loss = [&] {
+    cpu::attention_forward(out.data(), probs.data(), qkv.data(), s, nullptr);
+    return testing::project(out, probe);
+  };
+  loss();
+  std::vector<float> dqkv(qkv.size(), 123.0f);
+  cpu::attention_backward(dqkv.data(), probe.data(), qkv.data(), probs.data(), s, nullptr);
+  testing::expect_gradient("dqkv", qkv, dqkv, loss, 1e-2f, 2e-3, 2e-2, 400);
+}
+
+TEST(Attention, CachedAttentionEqualsTheMatchingFullRows) {
+  const attention_shape s{1, 29, 16, 4};
+  auto qkv = random_values(int64_t{s.seq} * 3 * s.dim, 9);
+  std::vector<float> full(s.seq * s.dim), probs(s.heads * s.seq * s.seq);
+  cpu::attention_forward(full.data(), probs.data(), qkv.data(), s, nullptr);
+  const int first = 20, queries = s.seq - first;
+  std::vector<float> q(queries * s.dim), out(queries * s.dim);
+  for (int i = 0; i < queries; ++i) {
+    std::copy_n(&qkv[(first + i) * 3 * s.dim], s.dim, &q[i * s.dim]);
+  }
+  cpu::cached_attention_forward(out.data(), q.data(), qkv.data() + s.dim, qkv.data() + 2 * s.dim,
+                                3 * s.dim, queries, first, s.dim, s.heads);
+  for (int i = 0; i < queries * s.dim; ++i) {
+    EXPECT_NEAR(out[i], full[first * s.dim + i], 1e-5) << i;
+  }
+}
+
+}  // namespace
+}  // namespace troupe::kernels

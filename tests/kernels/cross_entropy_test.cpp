@@ -1,0 +1,40 @@
+#include "kernels/cross_entropy.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/kernels/gradient_check.hpp"
+
+namespace troupe::kernels {
+namespace {
+
+using testing::random_values;
+
+TEST(CrossEntropy, ForwardAndBackward) {
+  const int rows = 6, vocab = 19;
+  auto logits = random_values(rows * vocab, 1, -5, 5);
+  std::vector<int32_t> targets = {0, 18, 5, -1, 7, 7};
+  std::vector<float> probs(logits.size()), losses(rows);
+  auto loss = [&] {
+    cpu::cross_entropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), rows,
+                               vocab);
+    double s = 0;
+    for (float l : losses) s += l;
+    return s / 5;  // mean over the five real targets
+  };
+  loss();
+  for (int r = 0; r < rows; ++r) {
+    double max = -1e30, sum = 0;
+    for (int j = 0; j < vocab; ++j) max = std::max<double>(max, logits[r * vocab + j]);
+    for (int j = 0; j < vocab; ++j) sum += std::exp(logits[r * vocab + j] - max);
+    const double want = targets[r] < 0 ? 0 : std::log(sum) - (logits[r * vocab + targets[r]] - max);
+    EXPECT_NEAR(losses[r], want, 1e-5) << r;
+  }
+  std::vector<float> dlogits(logits.size());
+  cpu::cross_entropy_backward(dlogits.data(), probs.data(), targets.data(), 1.0f / 5, rows, vocab);
+  testing::expect_gradient("dlogits", logits, dlogits, loss, 1e-2f, 1e-4, 1e-2, logits.size());
+}
+
+}  // namespace
+}  // namespace troupe::kernels

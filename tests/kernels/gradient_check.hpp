@@ -1,0 +1,56 @@
+#pragma once
+
+// Finite-difference checks for the backward kernels: the loss is a fixed random projection of
+// a kernel's output, and each analytic gradient is compared with a central difference.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+namespace troupe::testing {
+
+/// n values uniform in [lo, hi), the same for a given seed.
+inline std::vector<float> random_values(size_t n, uint32_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+/// sum(out * probe) in double: the scalar loss whose gradient wrt out is probe.
+inline double project(const std::vector<float>& out, const std::vector<float>& probe) {
+  double s = 0.0;
+  for (size_t i = 0; i < out.size(); ++i) s += double{out[i]} * probe[i];
+  return s;
+}
+
+/// Checks analytic[i] against (loss(x + eps e_i) - loss(x - eps e_i)) / 2 eps for up to
+/// `samples` indices spread over x. `loss` reads x.
+inline void expect_gradient(const char* what, std::vector<float>& x,
+                            const std::vector<float>& analytic, const std::function<double()>& loss,
+                            float eps = 1e-2f, double atol = 2e-3, double rtol = 2e-2,
+                            size_t samples = 64) {
+  ASSERT_EQ(x.size(), analytic.size()) << what;
+  const size_t step = std::max<size_t>(1, x.size() / samples);
+  int failures = 0;
+  for (size_t i = 0; i < x.size(); i += step) {
+    const float saved = x[i];
+    x[i] = saved + eps;
+    const double up = loss();
+    x[i] = saved - eps;
+    const double down = loss();
+    x[i] = saved;
+    const double numeric = (up - down) / (2.0 * eps);
+    if (std::abs(numeric - analytic[i]) > atol + rtol * std::abs(numeric) && ++failures <= 5) {
+      ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << ", numeric "
+                    << numeric;
+    }
+  }
+}
+
+}  // namespace troupe::testing

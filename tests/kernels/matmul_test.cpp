@@ -1,0 +1,64 @@
+#include "kernels/matmul.hpp"
+
+#include <gtest/gtest.h>
+
+#include "tests/kernels/gradient_check.hpp"
+
+namespace troupe::kernels {
+namespace {
+
+using testing::random_values;
+
+// out[i][j] = sum_k op(a)[i][k] op(b)[k][j] in double.
+std::vector<float> reference(const std::vector<float>& a, const std::vector<float>& b,
+                             const gemm& g) {
+  std::vector<float> out(g.m * g.n);
+  for (int i = 0; i < g.m; ++i) {
+    for (int j = 0; j < g.n; ++j) {
+      double s = 0;
+      for (int k = 0; k < g.k; ++k) {
+        const float x = g.trans_a ? a[k * g.m + i] : a[i * g.k + k];
+        const float y = g.trans_b ? b[j * g.k + k] : b[k * g.n + j];
+        s += double{x} * y;
+      }
+      out[i * g.n + j] = static_cast<float>(s);
+    }
+  }
+  return out;
+}
+
+TEST(Matmul, EveryTransposeWithBiasAndAccumulate) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const gemm g{7, 13, 5, ta, tb, false};
+      auto a = random_values(g.m * g.k, 1), b = random_values(g.k * g.n, 2);
+      auto bias = random_values(g.n, 3);
+      std::vector<float> out(g.m * g.n, 99.0f);
+      cpu::matmul(out.data(), a.data(), b.data(), bias.data(), g);
+      auto want = reference(a, b, g);
+      for (int i = 0; i < g.m * g.n; ++i) {
+        EXPECT_NEAR(out[i], want[i] + bias[i % g.n], 1e-5) << ta << tb << " at " << i;
+      }
+      gemm acc = g;
+      acc.accumulate = true;
+      cpu::matmul(out.data(), a.data(), b.data(), nullptr, acc);
+      for (int i = 0; i < g.m * g.n; ++i) {
+        EXPECT_NEAR(out[i], 2 * want[i] + bias[i % g.n], 1e-5) << ta << tb << " at " << i;
+      }
+    }
+  }
+}
+
+TEST(Matmul, BiasBackwardAddsColumnSums) {
+  auto dout = random_values(6 * 4, 4);
+  std::vector<float> dbias(4, 1.0f);
+  cpu::bias_backward(dbias.data(), dout.data(), 6, 4);
+  for (int j = 0; j < 4; ++j) {
+    float s = 1.0f;
+    for (int i = 0; i < 6; ++i) s += dout[i * 4 + j];
+    EXPECT_NEAR(dbias[j], s, 1e-6);
+  }
+}
+
+}  // namespace
+}  // namespace troupe::kernels
