@@ -10,11 +10,11 @@ namespace troupe::kernels {
 namespace cpu {
 /// probs[i] = softmax(logits[i]); losses[i] = -log probs[i][targets[i]]. A target of -1 is
 /// ignored (loss 0). probs may alias logits.
-void cross_entropy_forward(float* losses, float* probs, const float* logits,
-                           const int32_t* targets, int rows, int vocab);
+void cross_entropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets,
+                           int rows, int vocab);
 /// dlogits[i] = (probs[i] - onehot(targets[i])) * dloss, 0 for ignored rows. May alias probs.
-void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* targets,
-                            float dloss, int rows, int vocab);
+void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss,
+                            int rows, int vocab);
 }  // namespace cpu
 
 }  // namespace troupe::kernels

@@ -15,8 +15,8 @@ struct kv_layout {
 
 namespace cpu {
 /// Writes rows [0, n) of values (row stride value_stride) at positions first_position.. .
-void kv_append(float* cache, const int32_t* block_table, const kv_layout& l,
-               int64_t first_position, const float* values, int64_t value_stride, int n);
+void kv_append(float* cache, const int32_t* block_table, const kv_layout& l, int64_t first_position,
+               const float* values, int64_t value_stride, int n);
 /// Copies positions [0, n) into out [n, width], contiguous.
 void kv_gather(float* out, const float* cache, const int32_t* block_table, const kv_layout& l,
                int64_t n);

@@ -10,8 +10,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* in, co
                        const float* bias, int rows, int dim);
 /// din += d/din, dweight += d/dweight, dbias += d/dbias.
 void layernorm_backward(float* din, float* dweight, float* dbias, const float* dout,
-                        const float* in, const float* weight, const float* mean,
-                        const float* rstd, int rows, int dim);
+                        const float* in, const float* weight, const float* mean, const float* rstd,
+                        int rows, int dim);
 }  // namespace cpu
 
 }  // namespace troupe::kernels

@@ -20,6 +20,8 @@ namespace cpu {
 void matmul(float* out, const float* a, const float* b, const float* bias, const gemm& g);
 /// dbias[n] += the column sums of dout[m, n].
 void bias_backward(float* dbias, const float* dout, int m, int n);
+/// Threads OpenBLAS may use per call. Callers that already run one replica per core set 1.
+void set_blas_threads(int threads);
 }  // namespace cpu
 
 }  // namespace troupe::kernels

@@ -25,7 +25,8 @@ double sum_of_squares(const float* x, int64_t n) {
     const int64_t end = start + chunk < n ? start + chunk : n;
     float partial = 0.0f;
 #pragma omp simd reduction(+ : partial)
-    for (int64_t i = start; i < end; ++i) partial += x[i] * x[i];
+    for (int64_t i = start; i < end; ++i)
+      partial += x[i] * x[i];
     total += partial;
   }
   return total;

@@ -1,10 +1,10 @@
 #include "kernels/attention.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include <cblas.h>
 
 #include "kernels/cpu/fast_math.hpp"
 #include "kernels/cpu/thread_pool.hpp"
@@ -19,7 +19,8 @@ constexpr int row_block = 32;
 // Softmax of row t over keys [0, t], scaled logits in place; keys after t become 0.
 void causal_softmax_row(float* row, int t, int width) {
   float max = row[0];
-  for (int s = 1; s <= t; ++s) max = std::fmax(max, row[s]);
+  for (int s = 1; s <= t; ++s)
+    max = row[s] > max ? row[s] : max;
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int s = 0; s <= t; ++s) {
@@ -27,8 +28,10 @@ void causal_softmax_row(float* row, int t, int width) {
     sum += row[s];
   }
   const float inv = 1.0f / sum;
-  for (int s = 0; s <= t; ++s) row[s] *= inv;
-  for (int s = t + 1; s < width; ++s) row[s] = 0.0f;
+  for (int s = 0; s <= t; ++s)
+    row[s] *= inv;
+  for (int s = t + 1; s < width; ++s)
+    row[s] = 0.0f;
 }
 
 void head_forward(float* out, float* probs, const float* qkv, const attention_shape& sh, int b,
@@ -46,9 +49,10 @@ void head_forward(float* out, float* probs, const float* qkv, const attention_sh
     float* pb = p + int64_t{r0} * T;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hd, scale,
                 q + int64_t{r0} * ld, ld, k, ld, 0.0f, pb, T);
-    for (int i = 0; i < rows; ++i) causal_softmax_row(pb + int64_t{i} * T, r0 + i, T);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, keys, 1.0f, pb, T, v, ld,
-                0.0f, o + int64_t{r0} * C, C);
+    for (int i = 0; i < rows; ++i)
+      causal_softmax_row(pb + int64_t{i} * T, r0 + i, T);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, keys, 1.0f, pb, T, v, ld, 0.0f,
+                o + int64_t{r0} * C, C);
   }
 }
 
@@ -84,17 +88,19 @@ void head_backward(float* dqkv, const float* dout, const float* qkv, const float
       float* dr = dsb + int64_t{i} * T;
       float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-      for (int s = 0; s <= t; ++s) dot += pr[s] * dr[s];
-      for (int s = 0; s <= t; ++s) dr[s] = pr[s] * (dr[s] - dot) * scale;
-      for (int s = t + 1; s < T; ++s) dr[s] = 0.0f;
+      for (int s = 0; s <= t; ++s)
+        dot += pr[s] * dr[s];
+      for (int s = 0; s <= t; ++s)
+        dr[s] = pr[s] * (dr[s] - dot) * scale;
+      for (int s = t + 1; s < T; ++s)
+        dr[s] = 0.0f;
     }
     // dQ rows = dS K.
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, keys, 1.0f, dsb, T, k, ld,
                 0.0f, dq + int64_t{r0} * ld, ld);
   }
   // dK = dS^T Q.
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, ds, T, q, ld, 0.0f, dk,
-              ld);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, ds, T, q, ld, 0.0f, dk, ld);
 }
 
 }  // namespace
@@ -125,13 +131,13 @@ void cached_attention_forward(float* out, const float* q, const float* k, const 
   thread_local std::vector<float> scores;
   scores.resize(int64_t{queries} * keys);
   for (int h = 0; h < heads; ++h) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, queries, keys, hd, scale, q + h * hd,
-                dim, k + h * hd, kv_stride, 0.0f, scores.data(), keys);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, queries, keys, hd, scale, q + h * hd, dim,
+                k + h * hd, kv_stride, 0.0f, scores.data(), keys);
     for (int i = 0; i < queries; ++i) {
       causal_softmax_row(scores.data() + int64_t{i} * keys, first_position + i, keys);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, queries, hd, keys, 1.0f,
-                scores.data(), keys, v + h * hd, kv_stride, 0.0f, out + h * hd, dim);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, queries, hd, keys, 1.0f, scores.data(),
+                keys, v + h * hd, kv_stride, 0.0f, out + h * hd, dim);
   }
 }
 

@@ -6,13 +6,16 @@
 
 namespace troupe::kernels::cpu {
 
-void cross_entropy_forward(float* losses, float* probs, const float* logits,
-                           const int32_t* targets, int rows, int vocab) {
+void cross_entropy_forward(float* losses, float* probs, const float* logits, const int32_t* targets,
+                           int rows, int vocab) {
   for (int r = 0; r < rows; ++r) {
     const float* z = logits + int64_t{r} * vocab;
     float* p = probs + int64_t{r} * vocab;
+    const int32_t t = targets[r];
+    const float target_logit = t < 0 ? 0.0f : z[t];  // read before probs overwrites an alias
     float max = z[0];
-    for (int j = 1; j < vocab; ++j) max = std::fmax(max, z[j]);
+    for (int j = 1; j < vocab; ++j)
+      max = z[j] > max ? z[j] : max;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < vocab; ++j) {
@@ -20,21 +23,22 @@ void cross_entropy_forward(float* losses, float* probs, const float* logits,
       sum += p[j];
     }
     const float inv = 1.0f / sum;
-    for (int j = 0; j < vocab; ++j) p[j] *= inv;
-    const int32_t t = targets[r];
+    for (int j = 0; j < vocab; ++j)
+      p[j] *= inv;
     // -log p[t] from the logits rather than the rounded probability.
-    losses[r] = t < 0 ? 0.0f : std::log(sum) - (z[t] - max);
+    losses[r] = t < 0 ? 0.0f : std::log(sum) - (target_logit - max);
   }
 }
 
-void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* targets,
-                            float dloss, int rows, int vocab) {
+void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss,
+                            int rows, int vocab) {
   for (int r = 0; r < rows; ++r) {
     const float* p = probs + int64_t{r} * vocab;
     float* d = dlogits + int64_t{r} * vocab;
     const int32_t t = targets[r];
     const float scale = t < 0 ? 0.0f : dloss;
-    for (int j = 0; j < vocab; ++j) d[j] = p[j] * scale;
+    for (int j = 0; j < vocab; ++j)
+      d[j] = p[j] * scale;
     if (t >= 0) d[t] -= scale;
   }
 }

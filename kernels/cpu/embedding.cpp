@@ -8,7 +8,8 @@ void embedding_forward(float* out, const int32_t* tokens, const int32_t* positio
     const float* t = wte + int64_t{tokens[i]} * dim;
     const float* p = wpe + int64_t{positions[i]} * dim;
     float* y = out + int64_t{i} * dim;
-    for (int c = 0; c < dim; ++c) y[c] = t[c] + p[c];
+    for (int c = 0; c < dim; ++c)
+      y[c] = t[c] + p[c];
   }
 }
 

@@ -10,8 +10,11 @@
 namespace troupe::kernels::cpu {
 
 inline float fast_exp(float x) {
-  x = std::fmin(std::fmax(x, -87.0f), 88.0f);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  x = x < -87.0f ? -87.0f : x;  // ternaries, not fmin/fmax: those stay library calls
+  x = x > 88.0f ? 88.0f : x;
+  // Round to nearest by adding and removing 1.5 * 2^23 (floorf would stay a library call).
+  constexpr float magic = 12582912.0f;
+  const float n = (x * 1.44269504088896341f + magic) - magic;
   const float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // x - n*ln2 in two parts
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;

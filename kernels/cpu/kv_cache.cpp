@@ -10,8 +10,8 @@ float* slot(float* cache, const int32_t* block_table, const kv_layout& l, int64_
 }
 }  // namespace
 
-void kv_append(float* cache, const int32_t* block_table, const kv_layout& l,
-               int64_t first_position, const float* values, int64_t value_stride, int n) {
+void kv_append(float* cache, const int32_t* block_table, const kv_layout& l, int64_t first_position,
+               const float* values, int64_t value_stride, int n) {
   for (int i = 0; i < n; ++i) {
     std::memcpy(slot(cache, block_table, l, first_position + i), values + i * value_stride,
                 l.width * sizeof(float));

@@ -13,21 +13,24 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* in, co
     float* y = out + int64_t{r} * dim;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int i = 0; i < dim; ++i) sum += x[i];
+    for (int i = 0; i < dim; ++i)
+      sum += x[i];
     const float m = sum / dim;
     float var = 0.0f;
 #pragma omp simd reduction(+ : var)
-    for (int i = 0; i < dim; ++i) var += (x[i] - m) * (x[i] - m);
+    for (int i = 0; i < dim; ++i)
+      var += (x[i] - m) * (x[i] - m);
     const float s = 1.0f / std::sqrt(var / dim + eps);
-    for (int i = 0; i < dim; ++i) y[i] = (x[i] - m) * s * weight[i] + bias[i];
+    for (int i = 0; i < dim; ++i)
+      y[i] = (x[i] - m) * s * weight[i] + bias[i];
     mean[r] = m;
     rstd[r] = s;
   }
 }
 
 void layernorm_backward(float* din, float* dweight, float* dbias, const float* dout,
-                        const float* in, const float* weight, const float* mean,
-                        const float* rstd, int rows, int dim) {
+                        const float* in, const float* weight, const float* mean, const float* rstd,
+                        int rows, int dim) {
   for (int r = 0; r < rows; ++r) {
     const float* x = in + int64_t{r} * dim;
     const float* dy = dout + int64_t{r} * dim;

@@ -3,7 +3,8 @@
 namespace troupe::kernels::cpu {
 
 thread_pool::thread_pool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+  for (int i = 1; i < threads; ++i)
+    workers_.emplace_back([this, i] { work(i); });
 }
 
 thread_pool::~thread_pool() {
@@ -12,7 +13,8 @@ thread_pool::~thread_pool() {
     stop_ = true;
   }
   wake_.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto& t : workers_)
+    t.join();
 }
 
 void thread_pool::run(int64_t tasks, const std::function<void(int64_t)>& fn) {

@@ -43,7 +43,8 @@ class thread_pool {
 /// Runs fn(task) for every task on `pool`, or serially when pool is nullptr.
 inline void parallel_for(thread_pool* pool, int64_t tasks, const std::function<void(int64_t)>& fn) {
   if (pool == nullptr || pool->size() == 1 || tasks <= 1) {
-    for (int64_t t = 0; t < tasks; ++t) fn(t);
+    for (int64_t t = 0; t < tasks; ++t)
+      fn(t);
   } else {
     pool->run(tasks, fn);
   }

@@ -44,7 +44,8 @@ loss_sum gpt_cpu_stage::forward(const float* params, int batch, int seq, const i
   const int N = batch * seq, C = c.dim;
   if (layout_.range().has_embedding()) {
     std::memcpy(tokens_.data(), tokens, N * sizeof(int32_t));
-    for (int i = 0; i < N; ++i) positions_[i] = i % seq;
+    for (int i = 0; i < N; ++i)
+      positions_[i] = i % seq;
     k::embedding_forward(x_[0].data(), tokens, positions_.data(), N, params + layout_.wte(),
                          params + layout_.wpe(), C);
   } else {
@@ -98,8 +99,7 @@ void gpt_cpu_stage::backward(const float* params, float* grads, const float* dhi
   if (layout_.range().has_head(c)) {
     k::cross_entropy_backward(probs_.data(), probs_.data(), targets_.data(), loss_scale, N,
                               c.vocab);
-    k::matmul(dtmp_.data(), probs_.data(), params + layout_.wte(), nullptr,
-              gemm{N, C, c.vocab});
+    k::matmul(dtmp_.data(), probs_.data(), params + layout_.wte(), nullptr, gemm{N, C, c.vocab});
     k::matmul(grads + layout_.wte(), probs_.data(), lnf_.data(), nullptr,
               gemm{c.vocab, C, N, true, false, true});
     std::memset(dx_.data(), 0, int64_t{N} * C * sizeof(float));
@@ -113,8 +113,8 @@ void gpt_cpu_stage::backward(const float* params, float* grads, const float* dhi
     block_backward(params, grads, l);
   }
   if (layout_.range().has_embedding()) {
-    k::embedding_backward(grads + layout_.wte(), grads + layout_.wpe(), dx_.data(),
-                          tokens_.data(), positions_.data(), N, C);
+    k::embedding_backward(grads + layout_.wte(), grads + layout_.wpe(), dx_.data(), tokens_.data(),
+                          positions_.data(), N, C);
   }
 }
 
@@ -138,8 +138,8 @@ void gpt_cpu_stage::block_backward(const float* params, float* grads, int layer)
   k::matmul(dtmp, dfc, params + o.fc_w, nullptr, gemm{N, C, 4 * C, false, true});
   k::matmul(grads + o.fc_w, a.ln2.data(), dfc, nullptr, gemm{C, 4 * C, N, true, false, true});
   k::bias_backward(grads + o.fc_b, dfc, N, 4 * C);
-  k::layernorm_backward(dx, grads + o.ln2_w, grads + o.ln2_b, dtmp, a.mid.data(),
-                        params + o.ln2_w, a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+  k::layernorm_backward(dx, grads + o.ln2_w, grads + o.ln2_b, dtmp, a.mid.data(), params + o.ln2_w,
+                        a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
 
   // Attention: mid = in + attention(ln1 @ attn_w + attn_b) @ proj_w + proj_b.
   k::matmul(dtmp, dx, params + o.proj_w, nullptr, gemm{N, C, C, false, true});
@@ -150,8 +150,8 @@ void gpt_cpu_stage::block_backward(const float* params, float* grads, int layer)
   k::matmul(dtmp, dqkv, params + o.attn_w, nullptr, gemm{N, C, 3 * C, false, true});
   k::matmul(grads + o.attn_w, a.ln1.data(), dqkv, nullptr, gemm{C, 3 * C, N, true, false, true});
   k::bias_backward(grads + o.attn_b, dqkv, N, 3 * C);
-  k::layernorm_backward(dx, grads + o.ln1_w, grads + o.ln1_b, dtmp, x_[i].data(),
-                        params + o.ln1_w, a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+  k::layernorm_backward(dx, grads + o.ln1_w, grads + o.ln1_b, dtmp, x_[i].data(), params + o.ln1_w,
+                        a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
 }
 
 }  // namespace troupe::models

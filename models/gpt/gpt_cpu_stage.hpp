@@ -45,8 +45,8 @@ class gpt_cpu_stage {
 
  private:
   struct block_activations {
-    std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, probs, atty, mid, ln2, ln2_mean, ln2_rstd,
-        fc, fc_gelu;
+    std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, probs, atty, mid, ln2, ln2_mean, ln2_rstd, fc,
+        fc_gelu;
   };
 
   void block_forward(const float* params, int layer, const float* in, float* out);

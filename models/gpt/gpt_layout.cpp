@@ -11,7 +11,8 @@ namespace troupe::models {
 gpt_layout::gpt_layout(const gpt_config& config, layer_range range)
     : config_(config), range_(range) {
   const int64_t C = config.dim;
-  if (range.has_embedding() || range.has_head(config)) wte_ = add("wte.weight", {config.vocab, C}, true);
+  if (range.has_embedding() || range.has_head(config))
+    wte_ = add("wte.weight", {config.vocab, C}, true);
   if (range.has_embedding()) wpe_ = add("wpe.weight", {config.ctx, C}, true);
   for (int l = range.first; l < range.last; ++l) {
     const std::string p = absl::StrCat("h.", l, ".");
@@ -47,8 +48,8 @@ absl::StatusOr<const parameter_slot*> gpt_layout::find(const std::string& name) 
   for (const auto& s : slots_) {
     if (s.name == name) return &s;
   }
-  return absl::NotFoundError(absl::StrCat("parameter '", name, "' is not in layers [",
-                                          range_.first, ", ", range_.last, ")"));
+  return absl::NotFoundError(absl::StrCat("parameter '", name, "' is not in layers [", range_.first,
+                                          ", ", range_.last, ")"));
 }
 
 void gpt_layout::initialize(float* params, uint64_t seed) const {
@@ -61,7 +62,8 @@ void gpt_layout::initialize(float* params, uint64_t seed) const {
     if (s.shape.size() == 1) {  // norms start at 1, biases at 0
       if (s.name.ends_with("ln_1.weight") || s.name.ends_with("ln_2.weight") ||
           s.name == "ln_f.weight") {
-        for (int64_t i = 0; i < s.numel; ++i) p[i] = 1.0f;
+        for (int64_t i = 0; i < s.numel; ++i)
+          p[i] = 1.0f;
       }
       continue;
     }
@@ -89,9 +91,9 @@ absl::Status gpt_layout::from_named(const tensor::named_tensors& in, float* para
   for (const auto& s : slots_) {
     TROUPE_ASSIGN_OR_RETURN(tensor::tensor t, in.get(s.name));
     if (t.shape() != s.shape || t.type() != tensor::dtype::f32) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter '", s.name, "' is ", t.description(), " but the model needs f32",
-                       tensor::shape_string(s.shape)));
+      return absl::InvalidArgumentError(absl::StrCat("parameter '", s.name, "' is ",
+                                                     t.description(), " but the model needs f32",
+                                                     tensor::shape_string(s.shape)));
     }
     TROUPE_ASSIGN_OR_RETURN(tensor::tensor host, t.to(tensor::device::cpu()));
     std::memcpy(params + s.offset, host.data<float>(), s.numel * sizeof(float));

@@ -41,9 +41,9 @@ absl::Status cuda_self_test(int index) {
   std::vector<int> host(n);
   absl::Status status = cuda_status(cudaGetLastError(), "iota_squared launch", __FILE__, __LINE__);
   if (status.ok()) {
-    status.Update(cuda_status(cudaMemcpy(host.data(), device, n * sizeof(int),
-                                         cudaMemcpyDeviceToHost),
-                              "cudaMemcpy", __FILE__, __LINE__));
+    status.Update(
+        cuda_status(cudaMemcpy(host.data(), device, n * sizeof(int), cudaMemcpyDeviceToHost),
+                    "cudaMemcpy", __FILE__, __LINE__));
   }
   cudaFree(device);
   if (!status.ok()) return status;

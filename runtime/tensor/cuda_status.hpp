@@ -19,9 +19,9 @@ inline absl::Status cuda_status(cudaError_t err, const char* what, const char* f
 }  // namespace troupe::tensor
 
 /// Returns a Status naming the call, file and line when a CUDA runtime call fails.
-#define TROUPE_CUDA_RETURN_IF_ERROR(call)                                                      \
-  do {                                                                                         \
-    if (absl::Status s_ = ::troupe::tensor::cuda_status((call), #call, __FILE__, __LINE__);    \
-        !s_.ok())                                                                              \
-      return s_;                                                                               \
+#define TROUPE_CUDA_RETURN_IF_ERROR(call)                                                   \
+  do {                                                                                      \
+    if (absl::Status s_ = ::troupe::tensor::cuda_status((call), #call, __FILE__, __LINE__); \
+        !s_.ok())                                                                           \
+      return s_;                                                                            \
   } while (false)

@@ -94,7 +94,8 @@ absl::Status write_safetensors(const std::string& path, const named_tensors& fil
   json.resize((json.size() + 7) / 8 * 8, ' ');
   const uint64_t length = json.size();
   unsigned char prefix[8];
-  for (int i = 0; i < 8; ++i) prefix[i] = static_cast<unsigned char>(length >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    prefix[i] = static_cast<unsigned char>(length >> (8 * i));
 
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return absl::PermissionDeniedError(absl::StrCat(path, ": cannot open for writing"));
@@ -114,13 +115,15 @@ absl::StatusOr<named_tensors> read_safetensors(const std::string& path) {
   const uint64_t size = static_cast<uint64_t>(in.tellg());
   in.seekg(0);
   if (size < 8) {
-    return file_error(path, absl::StrCat("is ", size, " bytes, shorter than the 8-byte header "
+    return file_error(path, absl::StrCat("is ", size,
+                                         " bytes, shorter than the 8-byte header "
                                          "length (not a safetensors file, or truncated)"));
   }
   unsigned char prefix[8];
   in.read(reinterpret_cast<char*>(prefix), 8);
   uint64_t length = 0;
-  for (int i = 7; i >= 0; --i) length = (length << 8) | prefix[i];
+  for (int i = 7; i >= 0; --i)
+    length = (length << 8) | prefix[i];
   if (length > max_header_bytes || 8 + length > size) {
     return file_error(path, absl::StrCat("header length ", length, " does not fit the ", size,
                                          "-byte file (not a safetensors file, or truncated)"));
@@ -154,15 +157,17 @@ absl::StatusOr<named_tensors> read_safetensors(const std::string& path) {
   uint64_t covered = 0;
   for (const entry& e : entries) {
     if (e.begin != covered) {
-      return file_error(path, absl::StrCat("tensor '", e.name, "' starts at data byte ", e.begin,
-                                           " but the previous tensor ends at ", covered,
-                                           " (overlap or hole)"));
+      return file_error(
+          path, absl::StrCat("tensor '", e.name, "' starts at data byte ", e.begin,
+                             " but the previous tensor ends at ", covered, " (overlap or hole)"));
     }
     covered = e.end;
   }
   if (covered != data_bytes) {
-    return file_error(path, absl::StrCat("the tensors cover ", covered, " data bytes but the file "
-                                         "holds ", data_bytes));
+    return file_error(path, absl::StrCat("the tensors cover ", covered,
+                                         " data bytes but the file "
+                                         "holds ",
+                                         data_bytes));
   }
   for (const entry& e : entries) {
     TROUPE_ASSIGN_OR_RETURN(tensor t, tensor::empty(e.shape, e.type));

@@ -53,7 +53,8 @@ std::string shape_string(const shape_t& shape) {
 
 int64_t shape_numel(const shape_t& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape)
+    n *= s;
   return n;
 }
 
@@ -155,9 +156,9 @@ std::string tensor::description() const {
 
 absl::Status copy(const tensor& dst, const tensor& src) {
   if (dst.shape() != src.shape() || dst.type() != src.type()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("copy from ", src.description(), " into ", dst.description(),
-                     ": shape and dtype must match"));
+    return absl::InvalidArgumentError(absl::StrCat("copy from ", src.description(), " into ",
+                                                   dst.description(),
+                                                   ": shape and dtype must match"));
   }
   if (src.numel() == 0) return absl::OkStatus();
   if (dst.where().is_cpu() && src.where().is_cpu()) {

@@ -1,8 +1,8 @@
 #include "kernels/adamw.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "tests/kernels/gradient_check.hpp"
 
@@ -30,13 +30,15 @@ TEST(AdamW, MatchesTheTorchFormulaOverSteps) {
       want[i] = want[i] * (1 - 3e-3 * 0.1) - 3e-3 * mhat / denom;
     }
   }
-  for (int i = 0; i < n; ++i) EXPECT_NEAR(params[i], want[i], 1e-6) << i;
+  for (int i = 0; i < n; ++i)
+    EXPECT_NEAR(params[i], want[i], 1e-6) << i;
 }
 
 TEST(AdamW, SumOfSquares) {
   auto x = random_values(5000, 3);
   double want = 0;
-  for (float f : x) want += double{f} * f;
+  for (float f : x)
+    want += double{f} * f;
   EXPECT_NEAR(cpu::sum_of_squares(x.data(), x.size()), want, want * 1e-6);
 }
 

@@ -1,8 +1,8 @@
 #include "kernels/attention.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "kernels/cpu/thread_pool.hpp"
 #include "tests/kernels/gradient_check.hpp"
@@ -25,14 +25,17 @@ std::vector<float> reference(const std::vector<float>& qkv, const attention_shap
         for (int u = 0; u <= t; ++u) {
           const float* k = &qkv[(b * T + u) * 3 * C + C + h * hd];
           double d = 0;
-          for (int i = 0; i < hd; ++i) d += double{q[i]} * k[i];
+          for (int i = 0; i < hd; ++i)
+            d += double{q[i]} * k[i];
           w[u] = d / std::sqrt(double(hd));
           max = std::max(max, w[u]);
         }
-        for (auto& x : w) sum += (x = std::exp(x - max));
+        for (auto& x : w)
+          sum += (x = std::exp(x - max));
         for (int i = 0; i < hd; ++i) {
           double o = 0;
-          for (int u = 0; u <= t; ++u) o += w[u] / sum * qkv[(b * T + u) * 3 * C + 2 * C + h * hd + i];
+          for (int u = 0; u <= t; ++u)
+            o += w[u] / sum * qkv[(b * T + u) * 3 * C + 2 * C + h * hd + i];
           out[(b * T + t) * C + h * hd + i] = static_cast<float>(o);
         }
       }
@@ -46,10 +49,12 @@ TEST(Attention, ForwardMatchesNaiveCausalAttention) {
   for (int seq : {1, 5, 45, 70}) {  // odd lengths cross the 32-row blocks unevenly
     const attention_shape s{2, seq, 24, 3};
     auto qkv = random_values(int64_t{s.batch} * seq * 3 * s.dim, seq, -2, 2);
-    std::vector<float> out(int64_t{s.batch} * seq * s.dim), probs(int64_t{s.batch} * s.heads * seq * seq);
+    std::vector<float> out(int64_t{s.batch} * seq * s.dim),
+        probs(int64_t{s.batch} * s.heads * seq * seq);
     cpu::attention_forward(out.data(), probs.data(), qkv.data(), s, &pool);
     auto want = reference(qkv, s);
-    for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want[i], 2e-5) << seq << " " << i;
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_NEAR(out[i], want[i], 2e-5) << seq << " " << i;
   }
 }
 

@@ -1,8 +1,8 @@
 #include "kernels/cross_entropy.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "tests/kernels/gradient_check.hpp"
 
@@ -20,20 +20,36 @@ TEST(CrossEntropy, ForwardAndBackward) {
     cpu::cross_entropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), rows,
                                vocab);
     double s = 0;
-    for (float l : losses) s += l;
+    for (float l : losses)
+      s += l;
     return s / 5;  // mean over the five real targets
   };
   loss();
   for (int r = 0; r < rows; ++r) {
     double max = -1e30, sum = 0;
-    for (int j = 0; j < vocab; ++j) max = std::max<double>(max, logits[r * vocab + j]);
-    for (int j = 0; j < vocab; ++j) sum += std::exp(logits[r * vocab + j] - max);
+    for (int j = 0; j < vocab; ++j)
+      max = std::max<double>(max, logits[r * vocab + j]);
+    for (int j = 0; j < vocab; ++j)
+      sum += std::exp(logits[r * vocab + j] - max);
     const double want = targets[r] < 0 ? 0 : std::log(sum) - (logits[r * vocab + targets[r]] - max);
     EXPECT_NEAR(losses[r], want, 1e-5) << r;
   }
   std::vector<float> dlogits(logits.size());
   cpu::cross_entropy_backward(dlogits.data(), probs.data(), targets.data(), 1.0f / 5, rows, vocab);
   testing::expect_gradient("dlogits", logits, dlogits, loss, 1e-2f, 1e-4, 1e-2, logits.size());
+}
+
+TEST(CrossEntropy, ProbabilitiesMayOverwriteTheLogits) {
+  const int rows = 3, vocab = 7;
+  auto logits = random_values(rows * vocab, 2, -3, 3);
+  std::vector<int32_t> targets = {1, 6, 0};
+  std::vector<float> probs(logits.size()), losses(rows), aliased = logits, aliased_losses(rows);
+  cpu::cross_entropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), rows,
+                             vocab);
+  cpu::cross_entropy_forward(aliased_losses.data(), aliased.data(), aliased.data(), targets.data(),
+                             rows, vocab);
+  EXPECT_EQ(aliased_losses, losses);
+  EXPECT_EQ(aliased, probs);
 }
 
 }  // namespace

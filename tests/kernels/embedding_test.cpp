@@ -12,7 +12,8 @@ using testing::random_values;
 TEST(Embedding, ForwardAddsTokenAndPosition) {
   const int vocab = 11, ctx = 6, dim = 8, n = 9;
   auto wte = random_values(vocab * dim, 1), wpe = random_values(ctx * dim, 2);
-  std::vector<int32_t> tokens = {3, 3, 0, 10, 7, 1, 3, 9, 2}, positions = {0, 1, 2, 3, 4, 5, 0, 1, 2};
+  std::vector<int32_t> tokens = {3, 3, 0, 10, 7, 1, 3, 9, 2},
+                       positions = {0, 1, 2, 3, 4, 5, 0, 1, 2};
   std::vector<float> out(n * dim);
   cpu::embedding_forward(out.data(), tokens.data(), positions.data(), n, wte.data(), wpe.data(),
                          dim);

@@ -1,8 +1,8 @@
 #include "kernels/gelu.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "kernels/cpu/fast_math.hpp"
 #include "tests/kernels/gradient_check.hpp"

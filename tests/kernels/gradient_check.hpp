@@ -3,12 +3,12 @@
 // Finite-difference checks for the backward kernels: the loss is a fixed random projection of
 // a kernel's output, and each analytic gradient is compared with a central difference.
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <functional>
 #include <random>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace troupe::testing {
 
@@ -18,14 +18,16 @@ inline std::vector<float> random_values(size_t n, uint32_t seed, float lo = -1.0
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
+  for (auto& x : v)
+    x = dist(rng);
   return v;
 }
 
 /// sum(out * probe) in double: the scalar loss whose gradient wrt out is probe.
 inline double project(const std::vector<float>& out, const std::vector<float>& probe) {
   double s = 0.0;
-  for (size_t i = 0; i < out.size(); ++i) s += double{out[i]} * probe[i];
+  for (size_t i = 0; i < out.size(); ++i)
+    s += double{out[i]} * probe[i];
   return s;
 }
 
@@ -47,8 +49,7 @@ inline void expect_gradient(const char* what, std::vector<float>& x,
     x[i] = saved;
     const double numeric = (up - down) / (2.0 * eps);
     if (std::abs(numeric - analytic[i]) > atol + rtol * std::abs(numeric) && ++failures <= 5) {
-      ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << ", numeric "
-                    << numeric;
+      ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << ", numeric " << numeric;
     }
   }
 }

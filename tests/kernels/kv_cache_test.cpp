@@ -19,7 +19,8 @@ TEST(KvCache, AppendThenGatherThroughAScrambledBlockTable) {
   std::vector<float> out(n * l.width);
   cpu::kv_gather(out.data(), cache.data(), table.data(), l, n);
   for (int i = 0; i < n; ++i) {
-    for (int c = 0; c < l.width; ++c) EXPECT_EQ(out[i * l.width + c], values[i * 2 * l.width + c]);
+    for (int c = 0; c < l.width; ++c)
+      EXPECT_EQ(out[i * l.width + c], values[i * 2 * l.width + c]);
   }
   // Position 0 lives in physical block 6; blocks outside the table stay untouched.
   EXPECT_EQ(cache[6 * l.block_size * l.width], values[0]);

@@ -20,8 +20,10 @@ TEST(Layernorm, ForwardNormalisesEachRow) {
                          dim);
   for (int r = 0; r < rows; ++r) {
     double m = 0, v = 0;
-    for (int i = 0; i < dim; ++i) m += out[r * dim + i];
-    for (int i = 0; i < dim; ++i) v += out[r * dim + i] * out[r * dim + i];
+    for (int i = 0; i < dim; ++i)
+      m += out[r * dim + i];
+    for (int i = 0; i < dim; ++i)
+      v += out[r * dim + i] * out[r * dim + i];
     EXPECT_NEAR(m / dim, 0.0, 1e-5);
     EXPECT_NEAR(v / dim, 1.0, 1e-3);  // eps 1e-5 shrinks it a little
   }

@@ -55,7 +55,8 @@ TEST(Matmul, BiasBackwardAddsColumnSums) {
   cpu::bias_backward(dbias.data(), dout.data(), 6, 4);
   for (int j = 0; j < 4; ++j) {
     float s = 1.0f;
-    for (int i = 0; i < 6; ++i) s += dout[i * 4 + j];
+    for (int i = 0; i < 6; ++i)
+      s += dout[i * 4 + j];
     EXPECT_NEAR(dbias[j], s, 1e-6);
   }
 }

@@ -1,9 +1,9 @@
 #include "kernels/sampling.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
 #include <set>
+
+#include <gtest/gtest.h>
 
 namespace troupe::kernels {
 namespace {
@@ -33,9 +33,11 @@ TEST(Sampling, SameSeedAndCounterGiveTheSameToken) {
 TEST(Sampling, FrequenciesFollowTheSoftmax) {
   const int draws = 40000;
   std::vector<int> counts(8, 0);
-  for (int c = 0; c < draws; ++c) ++counts[cpu::sample_token(logits.data(), 8, {}, 5, c)];
+  for (int c = 0; c < draws; ++c)
+    ++counts[cpu::sample_token(logits.data(), 8, {}, 5, c)];
   double sum = 0;
-  for (float l : logits) sum += std::exp(l);
+  for (float l : logits)
+    sum += std::exp(l);
   for (int i = 0; i < 8; ++i) {
     const double p = std::exp(logits[i]) / sum;
     EXPECT_NEAR(counts[i] / double(draws), p, 4 * std::sqrt(p * (1 - p) / draws) + 1e-3) << i;

@@ -1,9 +1,9 @@
 #include "runtime/tensor/safetensors.hpp"
 
-#include <gtest/gtest.h>
-
 #include <filesystem>
 #include <fstream>
+
+#include <gtest/gtest.h>
 
 #include "tests/support/temp_dir.hpp"
 
@@ -13,9 +13,11 @@ namespace {
 named_tensors sample() {
   named_tensors f;
   tensor a = tensor::host({2, 3});
-  for (int i = 0; i < 6; ++i) a.data<float>()[i] = i * 0.5f;
+  for (int i = 0; i < 6; ++i)
+    a.data<float>()[i] = i * 0.5f;
   tensor b = tensor::host({4}, dtype::i32);
-  for (int i = 0; i < 4; ++i) b.data<int32_t>()[i] = -i;
+  for (int i = 0; i < 4; ++i)
+    b.data<int32_t>()[i] = -i;
   tensor c = tensor::host({3}, dtype::bf16);
   c.data<bf16>()[1] = bf16(2.5f);
   f.tensors = {{"a.weight", a}, {"b", b}, {"c", c}};

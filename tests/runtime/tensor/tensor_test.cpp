@@ -9,7 +9,8 @@ namespace {
 
 tensor iota(const shape_t& shape) {
   tensor t = tensor::host(shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(i);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = static_cast<float>(i);
   return t;
 }
 
@@ -38,7 +39,8 @@ TEST(Tensor, ViewNarrowAndTransposeShareStorage) {
   tensor packed = *tr.clone();  // strided host copy
   EXPECT_TRUE(packed.is_contiguous());
   for (int i = 0; i < 6; ++i) {
-    for (int j = 0; j < 4; ++j) EXPECT_EQ(packed.data<float>()[i * 4 + j], float(j * 6 + i));
+    for (int j = 0; j < 4; ++j)
+      EXPECT_EQ(packed.data<float>()[i * 4 + j], float(j * 6 + i));
   }
   t.data<float>()[7] = -1.0f;
   EXPECT_EQ(v.data<float>()[7], -1.0f);  // a view, not a copy
@@ -50,8 +52,7 @@ TEST(Tensor, BadViewsAreErrorsNamingTheShapes) {
             std::string::npos);
   EXPECT_EQ(t.narrow(1, 4, 3).status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ(t.transpose(0, 2).status().code(), absl::StatusCode::kOutOfRange);
-  EXPECT_EQ((*t.transpose(0, 1)).view({24}).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*t.transpose(0, 1)).view({24}).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(tensor::empty({-1}, dtype::f32).ok());
   tensor other = tensor::host({4, 6}, dtype::i32);
   EXPECT_EQ(copy(other, t).code(), absl::StatusCode::kInvalidArgument);

@@ -1,0 +1,134 @@
+#include "models/gpt/gpt_cpu_stage.hpp"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "kernels/cpu/thread_pool.hpp"
+#include "nlohmann/json.hpp"
+#include "runtime/tensor/safetensors.hpp"
+#include "tests/kernels/gradient_check.hpp"
+
+namespace troupe::models {
+namespace {
+
+// The fixture make_gpt_fixture.py wrote with PyTorch: weights, a batch, the loss, the gradients.
+struct torch_fixture {
+  gpt_config config;
+  tensor::named_tensors file;
+  int batch = 0, seq = 0;
+};
+
+torch_fixture load_fixture() {
+  torch_fixture f;
+  absl::StatusOr<tensor::named_tensors> file = tensor::read_safetensors(
+      TROUPE_SOURCE_DIR "/tests/models/gpt/fixtures/gpt_small.safetensors");
+  EXPECT_TRUE(file.ok()) << file.status();
+  f.file = *file;
+  auto c = nlohmann::json::parse(f.file.metadata.at("config"));
+  f.config = {c["vocab"], c["ctx"], c["layers"], c["dim"], c["heads"]};
+  tensor::tensor tokens = *f.file.get("tokens");
+  f.batch = static_cast<int>(tokens.size(0));
+  f.seq = static_cast<int>(tokens.size(1));
+  return f;
+}
+
+tensor::named_tensors with_prefix(const tensor::named_tensors& in, const std::string& prefix) {
+  tensor::named_tensors out;
+  for (const auto& [name, t] : in.tensors) {
+    if (name.starts_with(prefix)) out.tensors.emplace_back(name.substr(prefix.size()), t);
+  }
+  return out;
+}
+
+TEST(GptCpuStage, LossAndEveryGradientMatchPyTorch) {
+  torch_fixture f = load_fixture();
+  gpt_layout layout(f.config, layer_range::all(f.config));
+  std::vector<float> params(layout.total()), grads(layout.total(), 0.0f), want(layout.total());
+  ASSERT_TRUE(layout.from_named(with_prefix(f.file, "param."), params.data()).ok());
+  ASSERT_TRUE(layout.from_named(with_prefix(f.file, "grad."), want.data()).ok());
+
+  kernels::cpu::thread_pool pool(2);
+  gpt_cpu_stage stage(layout, f.batch, &pool);
+  const loss_sum loss =
+      stage.forward(params.data(), f.batch, f.seq, (*f.file.get("tokens")).data<int32_t>(), nullptr,
+                    (*f.file.get("targets")).data<int32_t>());
+  EXPECT_EQ(loss.tokens, f.batch * f.seq - 1);  // one target is -1
+  EXPECT_NEAR(loss.sum / loss.tokens, (*f.file.get("loss")).data<float>()[0], 2e-5);
+  stage.backward(params.data(), grads.data(), nullptr, 1.0f / loss.tokens);
+  for (const auto& slot : layout.slots()) {
+    double max_err = 0, max_ref = 0;
+    for (int64_t i = 0; i < slot.numel; ++i) {
+      max_err = std::max<double>(max_err, std::abs(grads[slot.offset + i] - want[slot.offset + i]));
+      max_ref = std::max<double>(max_ref, std::abs(want[slot.offset + i]));
+    }
+    EXPECT_LT(max_err, 1e-6 + 1e-3 * max_ref)
+        << slot.name << " (largest gradient " << max_ref << ")";
+    EXPECT_GT(max_ref, 0.0) << slot.name;
+  }
+}
+
+TEST(GptCpuStage, TwoStagesChainedEqualTheWholeModel) {
+  const gpt_config config{50, 12, 3, 16, 2};
+  const int batch = 2, seq = 9;
+  gpt_layout whole(config, layer_range::all(config)), front(config, {0, 1}), back(config, {1, 3});
+  std::vector<float> params(whole.total());
+  whole.initialize(params.data(), 7);
+  tensor::named_tensors named = whole.to_named(params.data());
+  std::vector<float> p_front(front.total()), p_back(back.total());
+  ASSERT_TRUE(front.from_named(named, p_front.data()).ok());
+  ASSERT_TRUE(back.from_named(named, p_back.data()).ok());
+  EXPECT_FALSE(front.find("ln_f.weight").ok());
+  EXPECT_TRUE(back.find("wte.weight").ok());  // the head is tied to the embedding
+
+  std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
+  for (int i = 0; i < batch * seq; ++i)
+    tokens[i] = (i * 7) % 50, targets[i] = (i * 11 + 3) % 50;
+  gpt_cpu_stage s_whole(whole, batch, nullptr), s_front(front, batch, nullptr),
+      s_back(back, batch, nullptr);
+  const loss_sum l_whole =
+      s_whole.forward(params.data(), batch, seq, tokens.data(), nullptr, targets.data());
+  s_front.forward(p_front.data(), batch, seq, tokens.data(), nullptr, nullptr);
+  const loss_sum l_split =
+      s_back.forward(p_back.data(), batch, seq, nullptr, s_front.hidden_out(), targets.data());
+  EXPECT_DOUBLE_EQ(l_whole.sum, l_split.sum);
+
+  std::vector<float> g_whole(whole.total(), 0), g_front(front.total(), 0), g_back(back.total(), 0);
+  s_whole.backward(params.data(), g_whole.data(), nullptr, 1.0f / l_whole.tokens);
+  s_back.backward(p_back.data(), g_back.data(), nullptr, 1.0f / l_split.tokens);
+  s_front.backward(p_front.data(), g_front.data(), s_back.dhidden_in(), 0.0f);
+  for (const auto& slot : whole.slots()) {
+    const bool in_front = front.find(slot.name).ok(), in_back = back.find(slot.name).ok();
+    for (int64_t i = 0; i < slot.numel; ++i) {
+      float split = 0;
+      if (in_front) split += g_front[(*front.find(slot.name))->offset + i];
+      if (in_back) split += g_back[(*back.find(slot.name))->offset + i];
+      ASSERT_NEAR(g_whole[slot.offset + i], split, 1e-6) << slot.name << "[" << i << "]";
+    }
+  }
+}
+
+TEST(GptCpuStage, WholeModelGradientsMatchFiniteDifferences) {
+  const gpt_config config{20, 8, 2, 8, 2};
+  const int batch = 2, seq = 7;
+  gpt_layout layout(config, layer_range::all(config));
+  std::vector<float> params(layout.total()), grads(layout.total(), 0.0f);
+  layout.initialize(params.data(), 3);
+  for (auto& p : params)
+    p *= 3;  // larger weights: gradients well above float noise
+  std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
+  for (int i = 0; i < batch * seq; ++i)
+    tokens[i] = (i * 3) % 20, targets[i] = (i * 5 + 1) % 20;
+  gpt_cpu_stage stage(layout, batch, nullptr);
+  auto loss = [&] {
+    const loss_sum l =
+        stage.forward(params.data(), batch, seq, tokens.data(), nullptr, targets.data());
+    return l.sum / l.tokens;
+  };
+  loss();
+  stage.backward(params.data(), grads.data(), nullptr, 1.0f / (batch * seq));
+  testing::expect_gradient("gpt", params, grads, loss, 3e-3f, 1e-3, 3e-2, 300);
+}
+
+}  // namespace
+}  // namespace troupe::models
