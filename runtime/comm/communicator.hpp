@@ -1,0 +1,59 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "runtime/tensor/tensor.hpp"
+
+namespace troupe::comm {
+
+/// How allreduce and reduce_scatter combine the ranks' values.
+enum class reduce_op { sum, avg };
+
+/// Who a process is in a group and how long an operation may wait.
+struct group_options {
+  std::string name = "world";  ///< groups with different names rendezvous separately
+  int rank = 0;
+  int size = 1;
+  uint64_t epoch = 0;  ///< the membership epoch the group was formed at; part of its keys
+  std::chrono::milliseconds timeout{30000};  ///< rendezvous and every operation
+  std::string host = "127.0.0.1";            ///< the address peers connect to
+};
+
+/// Collectives and point-to-point transfers over a fixed set of ranks (DESIGN.md plane 3).
+/// Every call blocks until done, fails after the group's timeout with DEADLINE_EXCEEDED, and
+/// after abort() or any failure the group refuses further work: it is rebuilt at a new epoch,
+/// never left hanging. Calls must be made in the same order on every rank.
+class communicator {
+ public:
+  virtual ~communicator() = default;
+
+  [[nodiscard]] virtual int rank() const = 0;
+  [[nodiscard]] virtual int size() const = 0;
+  [[nodiscard]] virtual uint64_t epoch() const = 0;
+
+  /// data = op over every rank's data, in place.
+  [[nodiscard]] virtual absl::Status allreduce(const tensor::tensor& data, reduce_op op) = 0;
+  /// out (n elements) = op over the ranks of in[rank * n, (rank + 1) * n).
+  [[nodiscard]] virtual absl::Status reduce_scatter(const tensor::tensor& in,
+                                                    const tensor::tensor& out, reduce_op op) = 0;
+  /// out (size * n elements) = every rank's in (n elements), in rank order.
+  [[nodiscard]] virtual absl::Status allgather(const tensor::tensor& in,
+                                               const tensor::tensor& out) = 0;
+  /// data = root's data on every rank.
+  [[nodiscard]] virtual absl::Status broadcast(const tensor::tensor& data, int root) = 0;
+  /// Sends data to `peer`; matched by a recv with the same tag.
+  [[nodiscard]] virtual absl::Status send(const tensor::tensor& data, int peer,
+                                          uint32_t tag = 0) = 0;
+  [[nodiscard]] virtual absl::Status recv(const tensor::tensor& data, int peer,
+                                          uint32_t tag = 0) = 0;
+  /// Returns once every rank has called barrier.
+  [[nodiscard]] virtual absl::Status barrier() = 0;
+
+  /// Makes operations in progress on other threads fail soon and every later one fail at once.
+  virtual void abort(const std::string& reason) = 0;
+};
+
+}  // namespace troupe::comm

@@ -1,0 +1,397 @@
+#include "runtime/comm/gloo_communicator.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace troupe::comm {
+namespace {
+
+using tensor::dtype;
+
+// Slot prefixes of the transfers troupe drives itself (Gloo's own collectives use 0x01-0x08).
+constexpr uint8_t reduce_scatter_slot = 0x70;
+constexpr uint8_t point_to_point_slot = 0x71;
+// Ring reduce-scatter moves a rank's chunk in segments, so reducing one overlaps receiving the
+// next.
+constexpr size_t segment_bytes = size_t{1} << 20;
+
+// Gloo's Store interface over ours. Gloo expects exceptions from a store; they are caught in
+// make_gloo_communicator, so none leaves this file.
+class store_adapter final : public gloo::rendezvous::Store {
+ public:
+  store_adapter(rendezvous_store& store, std::string prefix, std::chrono::milliseconds timeout)
+      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    absl::Status s = store_.set(prefix_ + key, std::string(data.begin(), data.end()));
+    if (!s.ok()) throw gloo::IoException(std::string(s.message()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    absl::StatusOr<std::string> v = store_.wait(prefix_ + key, timeout_);
+    if (!v.ok()) throw gloo::IoException(std::string(v.status().message()));
+    return {v->begin(), v->end()};
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& t) override {
+    for (const auto& key : keys) {
+      absl::StatusOr<std::string> v = store_.wait(prefix_ + key, t);
+      if (!v.ok()) throw gloo::IoException(std::string(v.status().message()));
+    }
+  }
+
+ private:
+  rendezvous_store& store_;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_;
+};
+
+absl::Status check_host(const tensor::tensor& t, const char* what) {
+  if (!t.where().is_cpu() || !t.is_contiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gloo ", what, ": needs a contiguous host tensor, got ", t.description(),
+                     " (CUDA tensors go through the NCCL communicator)"));
+  }
+  return absl::OkStatus();
+}
+
+template <class T>
+void add_into(void* out, const void* a, const void* b, size_t n) {
+  T* o = static_cast<T*>(out);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i)
+    o[i] = x[i] + y[i];
+}
+
+absl::StatusOr<gloo::AllreduceOptions::Func> sum_function(dtype type, const char* what) {
+  switch (type) {
+    case dtype::f32:
+      return gloo::AllreduceOptions::Func(&add_into<float>);
+    case dtype::i32:
+      return gloo::AllreduceOptions::Func(&add_into<int32_t>);
+    case dtype::bf16:
+      break;
+  }
+  return absl::UnimplementedError(
+      absl::StrCat("gloo ", what, ": reduces f32 and i32 host tensors, not bf16"));
+}
+
+void scale(const tensor::tensor& t, float factor) {
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] *= factor;
+}
+
+class gloo_communicator final : public communicator {
+ public:
+  gloo_communicator(std::shared_ptr<gloo::rendezvous::Context> context,
+                    std::shared_ptr<gloo::transport::Device> device, group_options options)
+      : context_(std::move(context)), device_(std::move(device)), options_(std::move(options)) {}
+
+  ~gloo_communicator() override = default;
+
+  int rank() const override { return options_.rank; }
+  int size() const override { return options_.size; }
+  uint64_t epoch() const override { return options_.epoch; }
+
+  absl::Status allreduce(const tensor::tensor& data, reduce_op op) override {
+    TROUPE_RETURN_IF_ERROR(check_host(data, "allreduce"));
+    TROUPE_ASSIGN_OR_RETURN(auto fn, sum_function(data.type(), "allreduce"));
+    if (op == reduce_op::avg && data.type() != dtype::f32) {
+      return absl::InvalidArgumentError("gloo allreduce: avg needs an f32 tensor");
+    }
+    TROUPE_RETURN_IF_ERROR(guarded("allreduce", [&] {
+      gloo::AllreduceOptions opts(context_);
+      set_output(opts, data);
+      opts.setReduceFunction(fn);
+      opts.setTimeout(options_.timeout);
+      opts.setTag(next_tag());
+      gloo::allreduce(opts);
+    }));
+    if (op == reduce_op::avg) scale(data, 1.0f / options_.size);
+    return absl::OkStatus();
+  }
+
+  absl::Status reduce_scatter(const tensor::tensor& in, const tensor::tensor& out,
+                              reduce_op op) override {
+    TROUPE_RETURN_IF_ERROR(check_host(in, "reduce_scatter"));
+    TROUPE_RETURN_IF_ERROR(check_host(out, "reduce_scatter"));
+    TROUPE_ASSIGN_OR_RETURN(auto fn, sum_function(in.type(), "reduce_scatter"));
+    if (in.type() != out.type() || in.numel() != out.numel() * options_.size) {
+      return absl::InvalidArgumentError(absl::StrCat("gloo reduce_scatter: in ", in.description(),
+                                                     " must hold ", options_.size, " x out ",
+                                                     out.description(), " of the same dtype"));
+    }
+    if (op == reduce_op::avg && in.type() != dtype::f32) {
+      return absl::InvalidArgumentError("gloo reduce_scatter: avg needs an f32 tensor");
+    }
+    TROUPE_RETURN_IF_ERROR(guarded("reduce_scatter", [&] { ring_reduce_scatter(in, out, fn); }));
+    if (op == reduce_op::avg) scale(out, 1.0f / options_.size);
+    return absl::OkStatus();
+  }
+
+  absl::Status allgather(const tensor::tensor& in, const tensor::tensor& out) override {
+    TROUPE_RETURN_IF_ERROR(check_host(in, "allgather"));
+    TROUPE_RETURN_IF_ERROR(check_host(out, "allgather"));
+    if (in.type() != out.type() || out.numel() != in.numel() * options_.size) {
+      return absl::InvalidArgumentError(absl::StrCat("gloo allgather: out ", out.description(),
+                                                     " must hold ", options_.size, " x in ",
+                                                     in.description(), " of the same dtype"));
+    }
+    return guarded("allgather", [&] {
+      gloo::AllgatherOptions opts(context_);
+      opts.setInput(static_cast<char*>(in.raw()), in.nbytes());
+      opts.setOutput(static_cast<char*>(out.raw()), out.nbytes());
+      opts.setTimeout(options_.timeout);
+      opts.setTag(next_tag());
+      gloo::allgather(opts);
+    });
+  }
+
+  absl::Status broadcast(const tensor::tensor& data, int root) override {
+    TROUPE_RETURN_IF_ERROR(check_host(data, "broadcast"));
+    TROUPE_RETURN_IF_ERROR(check_rank(root, "broadcast root"));
+    return guarded("broadcast", [&] {
+      gloo::BroadcastOptions opts(context_);
+      opts.setOutput(static_cast<char*>(data.raw()), data.nbytes());
+      opts.setRoot(root);
+      opts.setTimeout(options_.timeout);
+      opts.setTag(next_tag());
+      gloo::broadcast(opts);
+    });
+  }
+
+  absl::Status send(const tensor::tensor& data, int peer, uint32_t tag) override {
+    TROUPE_RETURN_IF_ERROR(check_host(data, "send"));
+    TROUPE_RETURN_IF_ERROR(check_peer(peer, "send peer"));
+    return guarded("send", [&] {
+      auto buf = context_->createUnboundBuffer(data.raw(), data.nbytes());
+      buf->send(peer, gloo::Slot::build(point_to_point_slot, tag));
+      wait_send(*buf, "send");
+    });
+  }
+
+  absl::Status recv(const tensor::tensor& data, int peer, uint32_t tag) override {
+    TROUPE_RETURN_IF_ERROR(check_host(data, "recv"));
+    TROUPE_RETURN_IF_ERROR(check_peer(peer, "recv peer"));
+    return guarded("recv", [&] {
+      auto buf = context_->createUnboundBuffer(data.raw(), data.nbytes());
+      buf->recv(peer, gloo::Slot::build(point_to_point_slot, tag));
+      wait_recv(*buf, "recv");
+    });
+  }
+
+  absl::Status barrier() override {
+    return guarded("barrier", [&] {
+      gloo::BarrierOptions opts(context_);
+      opts.setTimeout(options_.timeout);
+      opts.setTag(next_tag());
+      gloo::barrier(opts);
+    });
+  }
+
+  void abort(const std::string& reason) override {
+    {
+      std::lock_guard lock(state_mutex_);
+      if (!failure_.ok()) return;
+      failure_ = absl::AbortedError(absl::StrCat(group_name(), " was aborted: ", reason));
+    }
+    aborted_.store(true);
+    std::lock_guard lock(buffer_mutex_);
+    for (auto* buf : waiting_) {  // wake the transfers troupe waits on itself
+      buf->abortWaitRecv();
+      buf->abortWaitSend();
+    }
+  }
+
+ private:
+  // Gloo takes the element size from the pointer type; the reduction function needs it right.
+  static void set_output(gloo::AllreduceOptions& opts, const tensor::tensor& data) {
+    if (data.type() == dtype::f32) {
+      opts.setOutput<float>(data.data<float>(), data.numel());
+    } else {
+      opts.setOutput<int32_t>(data.data<int32_t>(), data.numel());
+    }
+  }
+
+  std::string group_name() const {
+    return absl::StrCat("group '", options_.name, "' (epoch ", options_.epoch, ", rank ",
+                        options_.rank, " of ", options_.size, ")");
+  }
+
+  absl::Status check_rank(int rank, const char* what) const {
+    if (rank < 0 || rank >= options_.size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gloo ", what, " ", rank, " is not a rank of ", group_name()));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status check_peer(int peer, const char* what) const {
+    if (peer == options_.rank) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gloo ", what, " ", peer, " is this rank itself in ", group_name()));
+    }
+    return check_rank(peer, what);
+  }
+
+  uint32_t next_tag() { return tag_++; }
+
+  // Runs one operation: refused once the group has failed; a Gloo exception (timeout, a peer
+  // gone) becomes a Status and fails the group, since its connections are then unusable.
+  absl::Status guarded(const char* what, const std::function<void()>& op) {
+    std::lock_guard op_lock(op_mutex_);
+    {
+      std::lock_guard lock(state_mutex_);
+      if (!failure_.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat("gloo ", what, ": ", failure_.message(),
+                                                          "; form a new group at the next epoch"));
+      }
+    }
+    try {
+      op();
+      return absl::OkStatus();
+    } catch (const std::exception& e) {
+      std::lock_guard lock(state_mutex_);
+      const bool timed_out = std::strstr(e.what(), "imed out") != nullptr;
+      absl::Status s =
+          aborted_.load() ? failure_
+          : timed_out
+              ? absl::DeadlineExceededError(absl::StrCat(
+                    "gloo ", what, " in ", group_name(), " did not finish within ",
+                    options_.timeout.count(), " ms (a rank is missing or stuck): ", e.what()))
+              : absl::UnavailableError(
+                    absl::StrCat("gloo ", what, " in ", group_name(), " failed: ", e.what()));
+      if (failure_.ok()) failure_ = s;
+      return s;
+    }
+  }
+
+  void wait_send(gloo::transport::UnboundBuffer& buf, const char* what) { wait(buf, what, true); }
+  void wait_recv(gloo::transport::UnboundBuffer& buf, const char* what) { wait(buf, what, false); }
+  void wait(gloo::transport::UnboundBuffer& buf, const char* what, bool sending) {
+    {
+      std::lock_guard lock(buffer_mutex_);
+      waiting_.push_back(&buf);
+    }
+    const bool done = aborted_.load() ? false
+                      : sending       ? buf.waitSend(options_.timeout)
+                                      : buf.waitRecv(options_.timeout);
+    {
+      std::lock_guard lock(buffer_mutex_);
+      std::erase(waiting_, &buf);
+    }
+    if (!done) {
+      throw gloo::IoException(absl::StrCat(what, " aborted or timed out"));
+    }
+  }
+
+  // Ring reduce-scatter: at step s each rank sends the partial sum of chunk r - s - 1 to its
+  // right neighbour and receives chunk r - s - 2 from its left, adding its own values; after
+  // size - 1 steps it holds the full sum of chunk r. Step 0 sends straight from the input, then
+  // two receive buffers alternate, so nothing is copied; segments let the addition of one
+  // overlap the arrival of the next.
+  void ring_reduce_scatter(const tensor::tensor& in, const tensor::tensor& out,
+                           const gloo::AllreduceOptions::Func& add) {
+    const int P = options_.size, r = options_.rank;
+    const size_t chunk = out.nbytes(), elem = tensor::dtype_size(in.type());
+    char* input = static_cast<char*>(in.raw());
+    if (P == 1 || chunk == 0) {
+      std::memcpy(out.raw(), input, chunk);
+      return;
+    }
+    if (P > 2) scratch_.resize(2 * chunk);
+    auto input_buf = context_->createUnboundBuffer(input, in.nbytes());
+    std::unique_ptr<gloo::transport::UnboundBuffer> partial[2];
+    for (int i = 0; i < 2 && P > 2; ++i) {
+      partial[i] = context_->createUnboundBuffer(scratch_.data() + i * chunk, chunk);
+    }
+    auto out_buf = context_->createUnboundBuffer(out.raw(), chunk);
+    const int right = (r + 1) % P, left = (r + P - 1) % P;
+    const uint32_t tag = next_tag();
+    gloo::transport::UnboundBuffer* sending = input_buf.get();
+    size_t send_offset = chunk * ((r + P - 1) % P);
+    for (int s = 0; s < P - 1; ++s) {
+      const bool last = s == P - 2;
+      gloo::transport::UnboundBuffer* receiving = last ? out_buf.get() : partial[s % 2].get();
+      char* received = static_cast<char*>(receiving->ptr);
+      const char* mine = input + chunk * ((r + 2 * P - s - 2) % P);
+      const uint64_t slot = gloo::Slot::build(reduce_scatter_slot, tag) + static_cast<uint8_t>(s);
+      size_t segments = 0;
+      for (size_t off = 0; off < chunk; off += segment_bytes, ++segments) {
+        const size_t n = std::min(segment_bytes, chunk - off);
+        receiving->recv(left, slot, off, n);
+        sending->send(right, slot, send_offset + off, n);
+      }
+      for (size_t off = 0; off < chunk; off += segment_bytes) {  // segments land in order
+        const size_t n = std::min(segment_bytes, chunk - off);
+        wait_recv(*receiving, "reduce_scatter");
+        add(received + off, received + off, mine + off, n / elem);
+      }
+      for (size_t i = 0; i < segments; ++i)
+        wait_send(*sending, "reduce_scatter");
+      sending = receiving;
+      send_offset = 0;
+    }
+  }
+
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  group_options options_;
+  uint32_t tag_ = 1;
+  std::vector<char> scratch_;
+  std::mutex op_mutex_;     // one operation at a time, in call order
+  std::mutex state_mutex_;  // failure_
+  absl::Status failure_;
+  std::atomic<bool> aborted_{false};
+  std::mutex buffer_mutex_;  // waiting_
+  std::vector<gloo::transport::UnboundBuffer*> waiting_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<communicator>> make_gloo_communicator(rendezvous_store& store,
+                                                                     const group_options& options) {
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size) {
+    return absl::InvalidArgumentError(absl::StrCat("group '", options.name, "': rank ",
+                                                   options.rank, " of size ", options.size,
+                                                   " is not a rank of the group"));
+  }
+  const std::string prefix = absl::StrCat("comm/", options.name, "/", options.epoch, "/");
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.host;
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    context->setTimeout(options.timeout);
+    store_adapter adapter(store, prefix, options.timeout);
+    context->connectFullMesh(adapter, device);
+    return std::unique_ptr<communicator>(
+        new gloo_communicator(std::move(context), std::move(device), options));
+  } catch (const std::exception& e) {
+    const std::string what =
+        absl::StrCat("group '", options.name, "' (epoch ", options.epoch, "): rank ", options.rank,
+                     " of ", options.size, " could not connect to every other rank");
+    if (std::strstr(e.what(), "not set within") != nullptr ||
+        std::strstr(e.what(), "imed out") != nullptr) {
+      return absl::DeadlineExceededError(absl::StrCat(what, " within ", options.timeout.count(),
+                                                      " ms (a rank did not arrive): ", e.what()));
+    }
+    return absl::UnavailableError(absl::StrCat(what, ": ", e.what()));
+  }
+}
+
+}  // namespace troupe::comm

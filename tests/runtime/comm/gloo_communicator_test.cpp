@@ -1,0 +1,133 @@
+#include "runtime/comm/gloo_communicator.hpp"
+
+#include <memory>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "nlohmann/json.hpp"
+#include "runtime/cluster/head_server.hpp"
+#include "tests/support/subprocess.hpp"
+
+namespace troupe::comm {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A head in this process, whose key-value store the rank processes rendezvous through.
+class GlooCommunicatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto head = cluster::head_server::start(
+        context_, "tcp://127.0.0.1:0",
+        {.token = "secret", .app_config = {}, .endpoint = {}, .metrics_text = {}}, 1 << 20,
+        metrics_, events_);
+    ASSERT_TRUE(head.ok()) << head.status();
+    head_ = std::move(*head);
+  }
+
+  std::unique_ptr<testing::subprocess> start_rank(int rank, int size, const std::string& scenario,
+                                                  int timeout_ms, int epoch = 0) {
+    return std::make_unique<testing::subprocess>(std::vector<std::string>{
+        TROUPE_GLOO_RANK, "--head", head_->endpoint(), "--token", "secret", "--rank",
+        std::to_string(rank), "--size", std::to_string(size), "--timeout-ms",
+        std::to_string(timeout_ms), "--epoch", std::to_string(epoch), "--scenario", scenario});
+  }
+
+  static nlohmann::json report_of(const testing::process_result& r) {
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    EXPECT_TRUE(j.is_object()) << "stdout: " << r.out << "\nstderr: " << r.err;
+    return j.is_object() ? j : nlohmann::json::object();
+  }
+
+  zmq::context_t context_{1};
+  metrics::registry metrics_;
+  run::event_log events_;
+  std::unique_ptr<cluster::head_server> head_;
+};
+
+TEST_F(GlooCommunicatorTest, EveryOperationOnTwoThreeAndFourProcesses) {
+  for (int size : {2, 3, 4}) {
+    std::vector<std::unique_ptr<testing::subprocess>> ranks;
+    // Each size forms the group at its own epoch, as a job does after membership changes.
+    for (int r = 0; r < size; ++r)
+      ranks.push_back(start_rank(r, size, "every_op", 20000, size));
+    for (int r = 0; r < size; ++r) {
+      const testing::process_result result = ranks[r]->wait(60s);
+      ASSERT_FALSE(result.timed_out) << "size " << size << " rank " << r;
+      EXPECT_EQ(result.exit_code, 0)
+          << "size " << size << " rank " << r << ": " << result.out << result.err;
+    }
+  }
+}
+
+TEST_F(GlooCommunicatorTest, AMissingRankFailsTheRendezvousWithinTheTimeout) {
+  auto r0 = start_rank(0, 3, "every_op", 1500);
+  auto r1 = start_rank(1, 3, "every_op", 1500);  // rank 2 never starts
+  for (auto* p : {r0.get(), r1.get()}) {
+    const testing::process_result result = p->wait(20s);
+    ASSERT_FALSE(result.timed_out);
+    const nlohmann::json report = report_of(result);
+    EXPECT_EQ(report.value("ok", true), false);
+    EXPECT_EQ(report["error"].value("code", ""), "DEADLINE_EXCEEDED") << result.out;
+    EXPECT_LT(report.value("elapsed_ms", 1e9), 6000) << result.out;
+  }
+}
+
+TEST_F(GlooCommunicatorTest, ARankThatNeverCallsTimesTheOperationOut) {
+  auto r0 = start_rank(0, 2, "stall", 1500);
+  auto r1 = start_rank(1, 2, "stall", 1500);
+  const testing::process_result result = r0->wait(20s);
+  ASSERT_FALSE(result.timed_out);
+  const nlohmann::json report = report_of(result);
+  EXPECT_EQ(report.value("ok", true), false);
+  EXPECT_EQ(report["error"].value("code", ""), "DEADLINE_EXCEEDED") << result.out;
+  EXPECT_GE(report.value("elapsed_ms", 0), 1400);
+  EXPECT_LT(report.value("elapsed_ms", 1e9), 4000);
+  EXPECT_EQ(report.value("then", ""), "FAILED_PRECONDITION");  // a failed group refuses work
+}
+
+TEST(GlooCommunicator, AbortWakesAWaitingReceive) {
+  memory_store store;
+  std::unique_ptr<communicator> a, b;
+  std::thread other([&] {
+    auto g = make_gloo_communicator(store, {.name = "pair", .rank = 1, .size = 2});
+    ASSERT_TRUE(g.ok()) << g.status();
+    b = std::move(*g);
+  });
+  auto g = make_gloo_communicator(store, {.name = "pair", .rank = 0, .size = 2});
+  other.join();
+  ASSERT_TRUE(g.ok()) << g.status();
+  a = std::move(*g);
+
+  tensor::tensor t = tensor::tensor::host({16});
+  const auto start = std::chrono::steady_clock::now();
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(200ms);
+    a->abort("membership changed");
+  });
+  const absl::Status s = a->recv(t, 1);  // rank 1 never sends
+  aborter.join();
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_NE(s.message().find("membership changed"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_EQ(a->barrier().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(GlooCommunicator, BadArgumentsAreErrorsBeforeAnyTraffic) {
+  memory_store store;
+  EXPECT_EQ(make_gloo_communicator(store, {.rank = 2, .size = 2}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto g = make_gloo_communicator(store, {.name = "solo", .rank = 0, .size = 1});
+  ASSERT_TRUE(g.ok()) << g.status();
+  tensor::tensor t = tensor::tensor::host({4}), wrong = tensor::tensor::host({3});
+  EXPECT_EQ((*g)->send(t, 0).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*g)->broadcast(t, 5).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*g)->allgather(t, wrong).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*g)->reduce_scatter(t, wrong, reduce_op::sum).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*g)->allreduce(t, reduce_op::sum).ok());
+}
+
+}  // namespace
+}  // namespace troupe::comm

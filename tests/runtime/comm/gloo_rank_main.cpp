@@ -1,0 +1,167 @@
+// One rank of a Gloo group for gloo_communicator_test: joins through the head's key-value store,
+// runs a scenario and prints one JSON line with what happened. Exit 0 when every check held.
+//
+//   gloo_rank --head tcp://127.0.0.1:PORT --token T --rank R --size N --timeout-ms MS
+//             --epoch E --scenario every_op|stall
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "runtime/comm/gloo_communicator.hpp"
+
+namespace {
+
+using namespace troupe;
+using host_tensor = tensor::tensor;
+
+// Rank r's value at index i: distinct per rank and index, exact in f32.
+float value(int r, int64_t i) {
+  return static_cast<float>((r + 1) * 1000 + i % 997);
+}
+
+absl::Status expect(bool ok, const std::string& what) {
+  return ok ? absl::OkStatus() : absl::InternalError(what);
+}
+
+// Every operation at odd sizes, checked against the values each rank must end up with.
+absl::Status every_op(comm::communicator& c) {
+  const int P = c.size(), r = c.rank();
+  for (int64_t n : {1, 7, 1000, 33333, 300001}) {
+    host_tensor t = host_tensor::host({n});
+    for (int64_t i = 0; i < n; ++i)
+      t.data<float>()[i] = value(r, i);
+    TROUPE_RETURN_IF_ERROR(c.allreduce(t, comm::reduce_op::sum));
+    for (int64_t i = 0; i < n; ++i) {
+      float want = 0;
+      for (int q = 0; q < P; ++q)
+        want += value(q, i);
+      TROUPE_RETURN_IF_ERROR(
+          expect(t.data<float>()[i] == want, absl::StrCat("allreduce n=", n, " i=", i)));
+    }
+    for (int64_t i = 0; i < n; ++i)
+      t.data<float>()[i] = value(r, i);
+    TROUPE_RETURN_IF_ERROR(c.allreduce(t, comm::reduce_op::avg));
+    float want0 = 0;
+    for (int q = 0; q < P; ++q)
+      want0 += value(q, 0);
+    TROUPE_RETURN_IF_ERROR(
+        expect(std::abs(t.data<float>()[0] - want0 / P) < 1e-3, "allreduce avg"));
+
+    host_tensor in = host_tensor::host({n * P}), out = host_tensor::host({n});
+    for (int64_t i = 0; i < n * P; ++i)
+      in.data<float>()[i] = value(r, i);
+    TROUPE_RETURN_IF_ERROR(c.reduce_scatter(in, out, comm::reduce_op::sum));
+    for (int64_t i = 0; i < n; ++i) {
+      float want = 0;
+      for (int q = 0; q < P; ++q)
+        want += value(q, r * n + i);
+      TROUPE_RETURN_IF_ERROR(
+          expect(out.data<float>()[i] == want, absl::StrCat("reduce_scatter n=", n, " i=", i)));
+    }
+
+    host_tensor mine = host_tensor::host({n}), all = host_tensor::host({n * P});
+    for (int64_t i = 0; i < n; ++i)
+      mine.data<float>()[i] = value(r, i);
+    TROUPE_RETURN_IF_ERROR(c.allgather(mine, all));
+    for (int q = 0; q < P; ++q) {
+      for (int64_t i = 0; i < n; i += 13) {
+        TROUPE_RETURN_IF_ERROR(
+            expect(all.data<float>()[q * n + i] == value(q, i), absl::StrCat("allgather n=", n)));
+      }
+    }
+
+    const int root = static_cast<int>(n % P);
+    for (int64_t i = 0; i < n; ++i)
+      t.data<float>()[i] = value(r, i);
+    TROUPE_RETURN_IF_ERROR(c.broadcast(t, root));
+    TROUPE_RETURN_IF_ERROR(expect(t.data<float>()[n - 1] == value(root, n - 1), "broadcast"));
+
+    // A ring of send/recv: each rank passes its values to the right.
+    host_tensor got = host_tensor::host({n});
+    for (int64_t i = 0; i < n; ++i)
+      t.data<float>()[i] = value(r, i);
+    const int right = (r + 1) % P, left = (r + P - 1) % P;
+    if (r % 2 == 0) {
+      TROUPE_RETURN_IF_ERROR(c.send(t, right, 5));
+      TROUPE_RETURN_IF_ERROR(c.recv(got, left, 5));
+    } else {
+      TROUPE_RETURN_IF_ERROR(c.recv(got, left, 5));
+      TROUPE_RETURN_IF_ERROR(c.send(t, right, 5));
+    }
+    TROUPE_RETURN_IF_ERROR(expect(got.data<float>()[n / 2] == value(left, n / 2), "send/recv"));
+  }
+  host_tensor ints = host_tensor::host({5}, tensor::dtype::i32);
+  for (int i = 0; i < 5; ++i)
+    ints.data<int32_t>()[i] = r * i;
+  TROUPE_RETURN_IF_ERROR(c.allreduce(ints, comm::reduce_op::sum));
+  TROUPE_RETURN_IF_ERROR(expect(ints.data<int32_t>()[4] == 4 * P * (P - 1) / 2, "i32 allreduce"));
+  host_tensor bf = host_tensor::host({4}, tensor::dtype::bf16);
+  TROUPE_RETURN_IF_ERROR(
+      expect(c.allreduce(bf, comm::reduce_op::sum).code() == absl::StatusCode::kUnimplemented,
+             "bf16 refused"));
+  return c.barrier();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string head, token, scenario = "every_op";
+  comm::group_options options;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--head")
+      head = v;
+    else if (k == "--token")
+      token = v;
+    else if (k == "--rank")
+      options.rank = std::stoi(v);
+    else if (k == "--size")
+      options.size = std::stoi(v);
+    else if (k == "--timeout-ms")
+      options.timeout = std::chrono::milliseconds(std::stoi(v));
+    else if (k == "--scenario")
+      scenario = v;
+    else if (k == "--epoch")
+      options.epoch = std::stoull(v);
+  }
+  nlohmann::json report = {{"rank", options.rank}, {"scenario", scenario}};
+  auto finish = [&](const absl::Status& s) {
+    report["ok"] = s.ok();
+    if (!s.ok())
+      report["error"] = {{"code", absl::StatusCodeToString(s.code())}, {"message", s.message()}};
+    std::printf("%s\n", report.dump().c_str());
+    return s.ok() ? 0 : 1;
+  };
+  auto store = comm::head_store::connect(head, token);
+  if (!store.ok()) return finish(store.status());
+  const auto start = std::chrono::steady_clock::now();
+  auto group = comm::make_gloo_communicator(**store, options);
+  auto elapsed_ms = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start)
+        .count();
+  };
+  if (!group.ok()) {
+    report["elapsed_ms"] = elapsed_ms();
+    return finish(group.status());
+  }
+  if (scenario == "stall") {  // rank 1 joins but never calls: rank 0's allreduce must time out
+    if (options.rank == 1) {
+      std::this_thread::sleep_for(options.timeout * 3);
+      return finish(absl::OkStatus());
+    }
+    host_tensor t = host_tensor::host({1024});
+    const auto op_start = std::chrono::steady_clock::now();
+    absl::Status s = (*group)->allreduce(t, comm::reduce_op::sum);
+    report["elapsed_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now() - op_start)
+                               .count();
+    report["then"] = absl::StatusCodeToString((*group)->barrier().code());  // the group is failed
+    return finish(s);
+  }
+  return finish(every_op(**group));
+}
