@@ -24,12 +24,12 @@ void attention_forward(float* out, float* probs, const float* qkv, const attenti
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         const attention_shape& s, thread_pool* pool);
 
-/// Attention of `queries` new rows against a cache: q [queries, dim] at positions
-/// first_position.. attends to k and v [first_position + queries, dim] (row stride kv_stride).
-/// The incremental decoding step.
-void cached_attention_forward(float* out, const float* q, const float* k, const float* v,
-                              int64_t kv_stride, int queries, int first_position, int dim,
-                              int heads);
+/// Attention of `queries` new rows against a cache: q [queries, dim] (row stride q_stride) at
+/// positions first_position.. attends to k and v [first_position + queries, dim] (row stride
+/// kv_stride); out is [queries, dim]. The incremental decoding step.
+void cached_attention_forward(float* out, const float* q, int64_t q_stride, const float* k,
+                              const float* v, int64_t kv_stride, int queries, int first_position,
+                              int dim, int heads);
 }  // namespace cpu
 
 }  // namespace troupe::kernels

@@ -122,17 +122,17 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   });
 }
 
-void cached_attention_forward(float* out, const float* q, const float* k, const float* v,
-                              int64_t kv_stride, int queries, int first_position, int dim,
-                              int heads) {
+void cached_attention_forward(float* out, const float* q, int64_t q_stride, const float* k,
+                              const float* v, int64_t kv_stride, int queries, int first_position,
+                              int dim, int heads) {
   const int hd = dim / heads;
   const int keys = first_position + queries;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   thread_local std::vector<float> scores;
   scores.resize(int64_t{queries} * keys);
   for (int h = 0; h < heads; ++h) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, queries, keys, hd, scale, q + h * hd, dim,
-                k + h * hd, kv_stride, 0.0f, scores.data(), keys);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, queries, keys, hd, scale, q + h * hd,
+                q_stride, k + h * hd, kv_stride, 0.0f, scores.data(), keys);
     for (int i = 0; i < queries; ++i) {
       causal_softmax_row(scores.data() + int64_t{i} * keys, first_position + i, keys);
     }

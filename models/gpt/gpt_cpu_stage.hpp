@@ -34,6 +34,9 @@ class gpt_cpu_stage {
   /// dim] otherwise. The last stage takes `targets` (-1 ignores a position) and returns the loss.
   loss_sum forward(const float* params, int batch, int seq, const int32_t* tokens,
                    const float* hidden, const int32_t* targets);
+  /// softmax(logits) [batch * seq, vocab] of the last forward, until backward reuses the memory
+  /// (last stage only).
+  [[nodiscard]] const float* probabilities() const { return probs_.data(); }
   /// The hidden state the last forward produced (not on the last stage).
   [[nodiscard]] const float* hidden_out() const { return x_.back().data(); }
 

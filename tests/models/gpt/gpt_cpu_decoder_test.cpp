@@ -1,0 +1,104 @@
+#include "models/gpt/gpt_cpu_decoder.hpp"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "models/gpt/gpt_cpu_stage.hpp"
+
+namespace troupe::models {
+namespace {
+
+const gpt_config config{40, 24, 2, 16, 4};
+
+class GptCpuDecoderTest : public ::testing::Test {
+ protected:
+  GptCpuDecoderTest() : layout_(config, layer_range::all(config)), params_(layout_.total()) {
+    layout_.initialize(params_.data(), 11);
+    for (auto& p : params_)
+      p *= 5;  // sharper distributions than the 0.02 init
+  }
+
+  // Softmax of the training forward's logits at every position of `tokens`.
+  std::vector<float> training_probabilities(const std::vector<int32_t>& tokens) {
+    gpt_cpu_stage stage(layout_, 1, nullptr);
+    std::vector<int32_t> targets(tokens.size(), 0);
+    stage.forward(params_.data(), 1, static_cast<int>(tokens.size()), tokens.data(), nullptr,
+                  targets.data());
+    return {stage.probabilities(), stage.probabilities() + tokens.size() * config.vocab};
+  }
+
+  static std::vector<float> softmax(const float* logits) {
+    std::vector<float> p(logits, logits + config.vocab);
+    float max = *std::max_element(p.begin(), p.end()), sum = 0;
+    for (auto& x : p)
+      sum += (x = std::exp(x - max));
+    for (auto& x : p)
+      x /= sum;
+    return p;
+  }
+
+  gpt_layout layout_;
+  std::vector<float> params_;
+};
+
+TEST_F(GptCpuDecoderTest, IncrementalDecodingMatchesTheFullForward) {
+  const std::vector<int32_t> a = {3, 17, 5, 22, 9, 1, 30, 12, 8, 39, 0, 4, 6};
+  const std::vector<int32_t> b = {7, 7, 2, 35, 11, 19, 26, 13, 33};
+  const auto want_a = training_probabilities(a), want_b = training_probabilities(b);
+
+  gpt_kv_cache cache(config, 8, 4);
+  gpt_cpu_decoder decoder(layout_, 16);
+  const std::vector<int32_t> table_a = {5, 0, 7, 2}, table_b = {1, 6, 3};  // scrambled blocks
+  std::vector<float> logits(2 * config.vocab);
+  // Prefill chunks of different lengths in one batch, then one token at a time for both.
+  int pos_a = 5, pos_b = 3;
+  std::vector<decode_request> batch = {{a.data(), pos_a, 0, table_a.data(), 4},
+                                       {b.data(), pos_b, 0, table_b.data(), 3}};
+  for (;;) {
+    ASSERT_TRUE(decoder.forward(params_.data(), cache, batch, logits.data()).ok());
+    for (size_t r = 0; r < batch.size(); ++r) {
+      const bool is_a = batch[r].tokens >= a.data() && batch[r].tokens < a.data() + a.size();
+      const int last = batch[r].first_position + batch[r].count - 1;
+      const auto& want = is_a ? want_a : want_b;
+      const auto got = softmax(logits.data() + r * config.vocab);
+      for (int v = 0; v < config.vocab; ++v) {
+        ASSERT_NEAR(got[v], want[last * config.vocab + v], 2e-5)
+            << (is_a ? "a" : "b") << " position " << last << " token " << v;
+      }
+    }
+    batch.clear();
+    if (pos_a < static_cast<int>(a.size()))
+      batch.push_back({a.data() + pos_a, 1, pos_a, table_a.data(), 4}), ++pos_a;
+    if (pos_b < static_cast<int>(b.size()))
+      batch.push_back({b.data() + pos_b, 1, pos_b, table_b.data(), 3}), ++pos_b;
+    if (batch.empty()) break;
+  }
+}
+
+TEST_F(GptCpuDecoderTest, BadRequestsAreRefusedBeforeTheCacheChanges) {
+  gpt_kv_cache cache(config, 4, 4);
+  gpt_cpu_decoder decoder(layout_, 8);
+  const std::vector<int32_t> tokens(10, 1), table = {0, 1, 9}, good = {0, 1, 2};
+  std::vector<float> logits(config.vocab);
+  auto error = [&](decode_request r) {
+    std::vector<decode_request> batch = {r};
+    return std::string(decoder.forward(params_.data(), cache, batch, logits.data()).message());
+  };
+  EXPECT_NE(error({tokens.data(), 5, 22, table.data(), 3}).find("context of 24"),
+            std::string::npos);
+  EXPECT_NE(error({tokens.data(), 5, 0, table.data(), 1}).find("need 2 cache blocks"),
+            std::string::npos);
+  EXPECT_NE(error({tokens.data(), 4, 6, table.data(), 3}).find("block 9 is outside"),
+            std::string::npos);
+  EXPECT_NE(error({tokens.data(), 10, 0, good.data(), 3}).find("exceeds"), std::string::npos);
+  const std::vector<int32_t> bad = {1, 99};
+  EXPECT_NE(error({bad.data(), 2, 0, table.data(), 3}).find("token 99"), std::string::npos);
+  for (int l = 0; l < config.layers; ++l) {
+    for (int i = 0; i < 4 * 4 * config.dim; ++i)
+      ASSERT_EQ(cache.keys(l)[i], 0.0f);
+  }
+}
+
+}  // namespace
+}  // namespace troupe::models
