@@ -36,7 +36,9 @@ class communicator {
 
   /// data = op over every rank's data, in place.
   [[nodiscard]] virtual absl::Status allreduce(const tensor::tensor& data, reduce_op op) = 0;
-  /// out (n elements) = op over the ranks of in[rank * n, (rank + 1) * n).
+  /// out (n elements) = op over the ranks of in[rank * n, (rank + 1) * n). `in` is working
+  /// memory: its values afterwards are unspecified. out may be the first n elements of `in`,
+  /// which saves a copy.
   [[nodiscard]] virtual absl::Status reduce_scatter(const tensor::tensor& in,
                                                     const tensor::tensor& out, reduce_op op) = 0;
   /// out (size * n elements) = every rank's in (n elements), in rank order.

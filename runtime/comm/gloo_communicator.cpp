@@ -2,13 +2,16 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <vector>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/reduce_scatter.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
@@ -22,12 +25,10 @@ namespace {
 
 using tensor::dtype;
 
-// Slot prefixes of the transfers troupe drives itself (Gloo's own collectives use 0x01-0x08).
-constexpr uint8_t reduce_scatter_slot = 0x70;
+// Slot prefix of troupe's own send/recv (Gloo's collectives use 0x01-0x08).
 constexpr uint8_t point_to_point_slot = 0x71;
-// Ring reduce-scatter moves a rank's chunk in segments, so reducing one overlaps receiving the
-// next.
-constexpr size_t segment_bytes = size_t{1} << 20;
+// Reduce-scatter algorithm instances kept per buffer before the cache is dropped.
+constexpr size_t max_cached_reduce_scatters = 64;
 
 // Gloo's Store interface over ours. Gloo expects exceptions from a store; they are caught in
 // make_gloo_communicator, so none leaves this file.
@@ -99,8 +100,12 @@ void scale(const tensor::tensor& t, float factor) {
 class gloo_communicator final : public communicator {
  public:
   gloo_communicator(std::shared_ptr<gloo::rendezvous::Context> context,
+                    std::shared_ptr<gloo::rendezvous::Context> reduce_scatter_context,
                     std::shared_ptr<gloo::transport::Device> device, group_options options)
-      : context_(std::move(context)), device_(std::move(device)), options_(std::move(options)) {}
+      : context_(std::move(context)),
+        reduce_scatter_context_(std::move(reduce_scatter_context)),
+        device_(std::move(device)),
+        options_(std::move(options)) {}
 
   ~gloo_communicator() override = default;
 
@@ -130,7 +135,7 @@ class gloo_communicator final : public communicator {
                               reduce_op op) override {
     TROUPE_RETURN_IF_ERROR(check_host(in, "reduce_scatter"));
     TROUPE_RETURN_IF_ERROR(check_host(out, "reduce_scatter"));
-    TROUPE_ASSIGN_OR_RETURN(auto fn, sum_function(in.type(), "reduce_scatter"));
+    TROUPE_RETURN_IF_ERROR(sum_function(in.type(), "reduce_scatter").status());
     if (in.type() != out.type() || in.numel() != out.numel() * options_.size) {
       return absl::InvalidArgumentError(absl::StrCat("gloo reduce_scatter: in ", in.description(),
                                                      " must hold ", options_.size, " x out ",
@@ -139,7 +144,15 @@ class gloo_communicator final : public communicator {
     if (op == reduce_op::avg && in.type() != dtype::f32) {
       return absl::InvalidArgumentError("gloo reduce_scatter: avg needs an f32 tensor");
     }
-    TROUPE_RETURN_IF_ERROR(guarded("reduce_scatter", [&] { ring_reduce_scatter(in, out, fn); }));
+    TROUPE_RETURN_IF_ERROR(guarded("reduce_scatter", [&] {
+      if (in.type() == dtype::f32) {
+        halving_doubling<float>(in);
+      } else {
+        halving_doubling<int32_t>(in);
+      }
+    }));
+    // Halving-doubling leaves this rank's reduced chunk at the start of `in`.
+    if (out.raw() != in.raw()) std::memcpy(out.raw(), in.raw(), out.nbytes());
     if (op == reduce_op::avg) scale(out, 1.0f / options_.size);
     return absl::OkStatus();
   }
@@ -299,60 +312,31 @@ class gloo_communicator final : public communicator {
     }
   }
 
-  // Ring reduce-scatter: at step s each rank sends the partial sum of chunk r - s - 1 to its
-  // right neighbour and receives chunk r - s - 2 from its left, adding its own values; after
-  // size - 1 steps it holds the full sum of chunk r. Step 0 sends straight from the input, then
-  // two receive buffers alternate, so nothing is copied; segments let the addition of one
-  // overlap the arrival of the next.
-  void ring_reduce_scatter(const tensor::tensor& in, const tensor::tensor& out,
-                           const gloo::AllreduceOptions::Func& add) {
-    const int P = options_.size, r = options_.rank;
-    const size_t chunk = out.nbytes(), elem = tensor::dtype_size(in.type());
-    char* input = static_cast<char*>(in.raw());
-    if (P == 1 || chunk == 0) {
-      std::memcpy(out.raw(), input, chunk);
-      return;
+  // Gloo's halving-doubling reduce-scatter binds its buffers to the pairs when it is built, and
+  // bound buffers slow the pairs' other traffic, so it runs on a context of its own. Building
+  // binds (a handshake), so instances are kept per (buffer, size): a training loop reuses the
+  // same gradient buckets every step.
+  template <class T>
+  void halving_doubling(const tensor::tensor& in) {
+    const auto key = std::make_tuple(in.raw(), in.numel(), in.type());
+    auto it = reduce_scatters_.find(key);
+    if (it == reduce_scatters_.end()) {
+      if (reduce_scatters_.size() >= max_cached_reduce_scatters) reduce_scatters_.clear();
+      const int chunk = static_cast<int>(in.numel() / options_.size);
+      auto algorithm = std::make_unique<gloo::ReduceScatterHalvingDoubling<T>>(
+          reduce_scatter_context_, std::vector<T*>{in.data<T>()}, static_cast<int>(in.numel()),
+          std::vector<int>(options_.size, chunk));
+      it = reduce_scatters_.emplace(key, std::move(algorithm)).first;
     }
-    if (P > 2) scratch_.resize(2 * chunk);
-    auto input_buf = context_->createUnboundBuffer(input, in.nbytes());
-    std::unique_ptr<gloo::transport::UnboundBuffer> partial[2];
-    for (int i = 0; i < 2 && P > 2; ++i) {
-      partial[i] = context_->createUnboundBuffer(scratch_.data() + i * chunk, chunk);
-    }
-    auto out_buf = context_->createUnboundBuffer(out.raw(), chunk);
-    const int right = (r + 1) % P, left = (r + P - 1) % P;
-    const uint32_t tag = next_tag();
-    gloo::transport::UnboundBuffer* sending = input_buf.get();
-    size_t send_offset = chunk * ((r + P - 1) % P);
-    for (int s = 0; s < P - 1; ++s) {
-      const bool last = s == P - 2;
-      gloo::transport::UnboundBuffer* receiving = last ? out_buf.get() : partial[s % 2].get();
-      char* received = static_cast<char*>(receiving->ptr);
-      const char* mine = input + chunk * ((r + 2 * P - s - 2) % P);
-      const uint64_t slot = gloo::Slot::build(reduce_scatter_slot, tag) + static_cast<uint8_t>(s);
-      size_t segments = 0;
-      for (size_t off = 0; off < chunk; off += segment_bytes, ++segments) {
-        const size_t n = std::min(segment_bytes, chunk - off);
-        receiving->recv(left, slot, off, n);
-        sending->send(right, slot, send_offset + off, n);
-      }
-      for (size_t off = 0; off < chunk; off += segment_bytes) {  // segments land in order
-        const size_t n = std::min(segment_bytes, chunk - off);
-        wait_recv(*receiving, "reduce_scatter");
-        add(received + off, received + off, mine + off, n / elem);
-      }
-      for (size_t i = 0; i < segments; ++i)
-        wait_send(*sending, "reduce_scatter");
-      sending = receiving;
-      send_offset = 0;
-    }
+    it->second->run();
   }
 
   std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::shared_ptr<gloo::rendezvous::Context> reduce_scatter_context_;
   std::shared_ptr<gloo::transport::Device> device_;
   group_options options_;
   uint32_t tag_ = 1;
-  std::vector<char> scratch_;
+  std::map<std::tuple<void*, int64_t, dtype>, std::unique_ptr<gloo::Algorithm>> reduce_scatters_;
   std::mutex op_mutex_;     // one operation at a time, in call order
   std::mutex state_mutex_;  // failure_
   absl::Status failure_;
@@ -375,12 +359,17 @@ absl::StatusOr<std::unique_ptr<communicator>> make_gloo_communicator(rendezvous_
     gloo::transport::tcp::attr attr;
     attr.hostname = options.host;
     auto device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
-    context->setTimeout(options.timeout);
-    store_adapter adapter(store, prefix, options.timeout);
-    context->connectFullMesh(adapter, device);
-    return std::unique_ptr<communicator>(
-        new gloo_communicator(std::move(context), std::move(device), options));
+    auto connect = [&](const std::string& key_prefix) {
+      auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+      context->setTimeout(options.timeout);
+      store_adapter adapter(store, key_prefix, options.timeout);
+      context->connectFullMesh(adapter, device);
+      return context;
+    };
+    auto context = connect(prefix);
+    auto reduce_scatter_context = connect(prefix + "reduce_scatter/");
+    return std::unique_ptr<communicator>(new gloo_communicator(
+        std::move(context), std::move(reduce_scatter_context), std::move(device), options));
   } catch (const std::exception& e) {
     const std::string what =
         absl::StrCat("group '", options.name, "' (epoch ", options.epoch, "): rank ", options.rank,
