@@ -5,6 +5,9 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
+#include "runtime/tensor/dtype.hpp"
+
 namespace troupe::kernels {
 
 /// Sizes of one attention call.
@@ -12,6 +15,20 @@ struct attention_shape {
   int batch = 0, seq = 0, dim = 0, heads = 0;
   [[nodiscard]] int head_dim() const { return dim / heads; }
 };
+
+namespace cuda {
+/// Fused (flash-style) causal attention: one warp per query row with an online softmax, so no
+/// [seq, seq] matrix is stored; saves the log-sum-exp per row, lse [batch, heads, seq].
+/// head_dim must be a multiple of 32, at most 256.
+[[nodiscard]] absl::Status attention_forward(tensor::bf16* out, float* lse, const tensor::bf16* qkv,
+                                             const attention_shape& s, void* stream);
+/// dqkv (overwritten) from dout, recomputing the probabilities from lse: one pass per query row
+/// for dq and one per key row for dk and dv, so no atomics and a fixed summation order.
+[[nodiscard]] absl::Status attention_backward(tensor::bf16* dqkv, const tensor::bf16* dout,
+                                              const tensor::bf16* qkv, const tensor::bf16* out,
+                                              const float* lse, const attention_shape& s,
+                                              void* stream);
+}  // namespace cuda
 
 namespace cpu {
 class thread_pool;

@@ -5,7 +5,18 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
+#include "runtime/tensor/dtype.hpp"
+
 namespace troupe::kernels {
+
+namespace cuda {
+/// One block per row: losses[i], and the logits overwritten with their gradient
+/// (softmax - onehot) * dloss (the fused classifier: no probability tensor is stored).
+[[nodiscard]] absl::Status cross_entropy_fused(float* losses, tensor::bf16* logits,
+                                               const int32_t* targets, float dloss, int rows,
+                                               int vocab, void* stream);
+}  // namespace cuda
 
 namespace cpu {
 /// probs[i] = softmax(logits[i]); losses[i] = -log probs[i][targets[i]]. A target of -1 is

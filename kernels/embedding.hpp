@@ -4,7 +4,21 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
+#include "runtime/tensor/dtype.hpp"
+
 namespace troupe::kernels {
+
+namespace cuda {
+[[nodiscard]] absl::Status embedding_forward(tensor::bf16* out, const int32_t* tokens,
+                                             const int32_t* positions, int n,
+                                             const tensor::bf16* wte, const tensor::bf16* wpe,
+                                             int dim, void* stream);
+/// f32 gradients; rows are added with atomics, so the order (and last bits) may vary.
+[[nodiscard]] absl::Status embedding_backward(float* dwte, float* dwpe, const tensor::bf16* dout,
+                                              const int32_t* tokens, const int32_t* positions,
+                                              int n, int dim, void* stream);
+}  // namespace cuda
 
 namespace cpu {
 void embedding_forward(float* out, const int32_t* tokens, const int32_t* positions, int n,

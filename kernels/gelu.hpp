@@ -4,7 +4,17 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
+#include "runtime/tensor/dtype.hpp"
+
 namespace troupe::kernels {
+
+namespace cuda {
+[[nodiscard]] absl::Status gelu_forward(tensor::bf16* out, const tensor::bf16* in, int64_t n,
+                                        void* stream);
+[[nodiscard]] absl::Status gelu_backward(tensor::bf16* din, const tensor::bf16* in,
+                                         const tensor::bf16* dout, int64_t n, void* stream);
+}  // namespace cuda
 
 namespace cpu {
 void gelu_forward(float* out, const float* in, int64_t n);

@@ -5,6 +5,9 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
+#include "runtime/tensor/dtype.hpp"
+
 namespace troupe::kernels {
 
 /// Geometry of one cache pool (one layer's keys or values).
@@ -12,6 +15,16 @@ struct kv_layout {
   int block_size = 16;
   int width = 0;  ///< floats per position (dim)
 };
+
+namespace cuda {
+[[nodiscard]] absl::Status kv_append(tensor::bf16* cache, const int32_t* block_table,
+                                     const kv_layout& l, int64_t first_position,
+                                     const tensor::bf16* values, int64_t value_stride, int n,
+                                     void* stream);
+[[nodiscard]] absl::Status kv_gather(tensor::bf16* out, const tensor::bf16* cache,
+                                     const int32_t* block_table, const kv_layout& l, int64_t n,
+                                     void* stream);
+}  // namespace cuda
 
 namespace cpu {
 /// Writes rows [0, n) of values (row stride value_stride) at positions first_position.. .

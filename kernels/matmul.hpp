@@ -5,6 +5,9 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
+#include "runtime/tensor/dtype.hpp"
+
 namespace troupe::kernels {
 
 /// Shape and options of one GEMM.
@@ -14,6 +17,17 @@ struct gemm {
   bool trans_b = false;     ///< b is stored [n, k]
   bool accumulate = false;  ///< out += product (gradient accumulation) instead of out = product
 };
+
+namespace cuda {
+/// out = op(a) @ op(b) (+ bias[n]) through cuBLASLt: bf16 inputs, fp32 accumulation, out in
+/// `out_type` (bf16 activations, or f32 for gradients that accumulate).
+[[nodiscard]] absl::Status matmul(void* out, tensor::dtype out_type, const tensor::bf16* a,
+                                  const tensor::bf16* b, const tensor::bf16* bias, const gemm& g,
+                                  void* stream);
+/// dbias[n] += the column sums of dout[m, n].
+[[nodiscard]] absl::Status bias_backward(float* dbias, const tensor::bf16* dout, int m, int n,
+                                         void* stream);
+}  // namespace cuda
 
 namespace cpu {
 /// out = op(a) @ op(b) (+ bias[n] broadcast over rows), through OpenBLAS sgemm.

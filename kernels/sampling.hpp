@@ -5,6 +5,9 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
+#include "runtime/tensor/dtype.hpp"
+
 namespace troupe::kernels {
 
 /// Per-request sampling options; temperature 0 is greedy.
@@ -16,6 +19,16 @@ struct sampling_params {
 
 /// A uniform float in [0, 1) from (seed, counter); a counter-based generator (splitmix64).
 float seeded_uniform(uint64_t seed, uint64_t counter);
+
+namespace cuda {
+/// Draws a token from device logits [vocab]: the same candidates as the CPU (temperature,
+/// top-k, top-p; greedy at temperature 0) with the same probabilities; the token a given
+/// (seed, counter) picks among them follows token order, not rank order, so only greedy draws
+/// equal the CPU's. Waits for the stream.
+[[nodiscard]] absl::StatusOr<int> sample_token(const float* logits, int vocab,
+                                               const sampling_params& p, uint64_t seed,
+                                               uint64_t counter, void* stream);
+}  // namespace cuda
 
 namespace cpu {
 /// Draws a token id from logits [vocab].

@@ -1,0 +1,65 @@
+#pragma once
+
+// Helpers shared by the CUDA kernels: bf16 views of troupe's bf16, launch checks, warp and
+// block reductions.
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "absl/status/status.h"
+#include "runtime/base/status.hpp"
+#include "runtime/tensor/cuda_status.hpp"
+#include "runtime/tensor/dtype.hpp"
+
+namespace troupe::kernels::cuda {
+
+using tensor::bf16;
+
+inline __nv_bfloat16* dev(bf16* p) {
+  return reinterpret_cast<__nv_bfloat16*>(p);
+}
+inline const __nv_bfloat16* dev(const bf16* p) {
+  return reinterpret_cast<const __nv_bfloat16*>(p);
+}
+inline cudaStream_t to_stream(void* stream) {
+  return static_cast<cudaStream_t>(stream);
+}
+
+/// The launch's own error (bad configuration), with file and line.
+#define TROUPE_CUDA_LAUNCH_STATUS() \
+  ::troupe::tensor::cuda_status(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+inline int blocks_for(int64_t n, int threads) {
+  return static_cast<int>((n + threads - 1) / threads);
+}
+
+__device__ inline float warp_sum(float x) {
+  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffff, x, o);
+  return x;
+}
+__device__ inline float warp_max(float x) {
+  for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, o));
+  return x;
+}
+
+/// Sum over a block of up to 1024 threads; every thread gets the result. `shared` holds 32.
+__device__ inline float block_sum(float x, float* shared) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = (blockDim.x + 31) / 32;
+  x = warp_sum(x);
+  __syncthreads();
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  x = lane < warps ? shared[lane] : 0.0f;
+  return warp_sum(x);
+}
+__device__ inline float block_max(float x, float* shared) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = (blockDim.x + 31) / 32;
+  x = warp_max(x);
+  __syncthreads();
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  x = lane < warps ? shared[lane] : -INFINITY;
+  return warp_max(x);
+}
+
+}  // namespace troupe::kernels::cuda

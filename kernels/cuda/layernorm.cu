@@ -1,0 +1,92 @@
+#include "kernels/cuda/common.cuh"
+#include "kernels/layernorm.hpp"
+
+namespace troupe::kernels::cuda {
+namespace {
+
+// One warp per row.
+__global__ void layernorm_forward_kernel(__nv_bfloat16* out, float* mean, float* rstd,
+                                         const __nv_bfloat16* in, const __nv_bfloat16* weight,
+                                         const __nv_bfloat16* bias, int rows, int dim) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const __nv_bfloat16* x = in + static_cast<int64_t>(row) * dim;
+  float sum = 0.0f;
+  for (int i = lane; i < dim; i += 32) sum += __bfloat162float(x[i]);
+  const float m = warp_sum(sum) / dim;
+  float var = 0.0f;
+  for (int i = lane; i < dim; i += 32) {
+    const float d = __bfloat162float(x[i]) - m;
+    var += d * d;
+  }
+  const float s = rsqrtf(warp_sum(var) / dim + 1e-5f);
+  __nv_bfloat16* y = out + static_cast<int64_t>(row) * dim;
+  for (int i = lane; i < dim; i += 32) {
+    y[i] = __float2bfloat16((__bfloat162float(x[i]) - m) * s * __bfloat162float(weight[i]) +
+                            __bfloat162float(bias[i]));
+  }
+  if (lane == 0) mean[row] = m, rstd[row] = s;
+}
+
+__global__ void layernorm_input_grad(__nv_bfloat16* din, const __nv_bfloat16* dout,
+                                     const __nv_bfloat16* in, const __nv_bfloat16* weight,
+                                     const float* mean, const float* rstd, int rows, int dim) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const int64_t base = static_cast<int64_t>(row) * dim;
+  const float m = mean[row], s = rstd[row];
+  float a = 0.0f, b = 0.0f;
+  for (int i = lane; i < dim; i += 32) {
+    const float norm = (__bfloat162float(in[base + i]) - m) * s;
+    const float dnorm = __bfloat162float(weight[i]) * __bfloat162float(dout[base + i]);
+    a += dnorm;
+    b += dnorm * norm;
+  }
+  a = warp_sum(a) / dim;
+  b = warp_sum(b) / dim;
+  for (int i = lane; i < dim; i += 32) {
+    const float norm = (__bfloat162float(in[base + i]) - m) * s;
+    const float dnorm = __bfloat162float(weight[i]) * __bfloat162float(dout[base + i]);
+    din[base + i] = __float2bfloat16(__bfloat162float(din[base + i]) + (dnorm - a - norm * b) * s);
+  }
+}
+
+// One thread per column, rows in order: a deterministic sum.
+__global__ void layernorm_param_grads(float* dweight, float* dbias, const __nv_bfloat16* dout,
+                                      const __nv_bfloat16* in, const float* mean,
+                                      const float* rstd, int rows, int dim) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= dim) return;
+  float dw = 0.0f, db = 0.0f;
+  for (int r = 0; r < rows; ++r) {
+    const int64_t i = static_cast<int64_t>(r) * dim + c;
+    const float g = __bfloat162float(dout[i]);
+    db += g;
+    dw += g * (__bfloat162float(in[i]) - mean[r]) * rstd[r];
+  }
+  dweight[c] += dw;
+  dbias[c] += db;
+}
+
+}  // namespace
+
+absl::Status layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* in,
+                               const bf16* weight, const bf16* bias, int rows, int dim,
+                               void* stream) {
+  layernorm_forward_kernel<<<blocks_for(rows, 8), 256, 0, to_stream(stream)>>>(
+      dev(out), mean, rstd, dev(in), dev(weight), dev(bias), rows, dim);
+  return TROUPE_CUDA_LAUNCH_STATUS();
+}
+
+absl::Status layernorm_backward(bf16* din, float* dweight, float* dbias, const bf16* dout,
+                                const bf16* in, const bf16* weight, const float* mean,
+                                const float* rstd, int rows, int dim, void* stream) {
+  layernorm_input_grad<<<blocks_for(rows, 8), 256, 0, to_stream(stream)>>>(
+      dev(din), dev(dout), dev(in), dev(weight), mean, rstd, rows, dim);
+  TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
+  layernorm_param_grads<<<blocks_for(dim, 128), 128, 0, to_stream(stream)>>>(
+      dweight, dbias, dev(dout), dev(in), mean, rstd, rows, dim);
+  return TROUPE_CUDA_LAUNCH_STATUS();
+}
+
+}  // namespace troupe::kernels::cuda
