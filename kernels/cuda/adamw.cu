@@ -14,7 +14,8 @@ __global__ void adamw_kernel(float* params, __nv_bfloat16* params_bf16, const fl
   const float vi = p.beta2 * v[i] + (1.0f - p.beta2) * g * g;
   m[i] = mi;
   v[i] = vi;
-  const float w = params[i] - p.lr * ((mi * c1) / (sqrtf(vi * c2) + p.eps) + p.weight_decay * params[i]);
+  const float w =
+      params[i] - p.lr * ((mi * c1) / (sqrtf(vi * c2) + p.eps) + p.weight_decay * params[i]);
   params[i] = w;
   if (params_bf16 != nullptr) params_bf16[i] = __float2bfloat16(w);
 }
@@ -40,7 +41,8 @@ __global__ void squares_partial(double* partial, const float* x, int64_t n) {
 
 __global__ void squares_total(double* total, const double* partial) {
   double s = 0.0;
-  for (int i = 0; i < reduce_blocks; ++i) s += partial[i];
+  for (int i = 0; i < reduce_blocks; ++i)
+    s += partial[i];
   *total = s;
 }
 
@@ -51,8 +53,7 @@ absl::Status adamw_update(float* params, bf16* params_bf16, const float* grads, 
   const float c1 = 1.0f / (1.0f - powf(p.beta1, static_cast<float>(p.step)));
   const float c2 = 1.0f / (1.0f - powf(p.beta2, static_cast<float>(p.step)));
   adamw_kernel<<<blocks_for(n, 256), 256, 0, to_stream(stream)>>>(
-      params, reinterpret_cast<__nv_bfloat16*>(params_bf16), grads, m, v, n, p, c1, c2,
-      grad_scale);
+      params, reinterpret_cast<__nv_bfloat16*>(params_bf16), grads, m, v, n, p, c1, c2, grad_scale);
   return TROUPE_CUDA_LAUNCH_STATUS();
 }
 
@@ -65,14 +66,14 @@ absl::StatusOr<double> sum_of_squares(const float* x, int64_t n, void* stream) {
   double total = 0.0;
   absl::Status status = TROUPE_CUDA_LAUNCH_STATUS();
   if (status.ok()) {
-    status = tensor::cuda_status(cudaMemcpyAsync(&total, scratch + reduce_blocks, sizeof total,
-                                                 cudaMemcpyDeviceToHost, st),
-                                 "cudaMemcpyAsync", __FILE__, __LINE__);
+    status = tensor::cuda_status(
+        cudaMemcpyAsync(&total, scratch + reduce_blocks, sizeof total, cudaMemcpyDeviceToHost, st),
+        "cudaMemcpyAsync", __FILE__, __LINE__);
   }
   cudaFreeAsync(scratch, st);
   if (status.ok()) {
-    status = tensor::cuda_status(cudaStreamSynchronize(st), "cudaStreamSynchronize", __FILE__,
-                                 __LINE__);
+    status =
+        tensor::cuda_status(cudaStreamSynchronize(st), "cudaStreamSynchronize", __FILE__, __LINE__);
   }
   if (!status.ok()) return status;
   return total;

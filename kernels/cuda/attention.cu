@@ -9,13 +9,15 @@ namespace {
 template <int PER_LANE>
 __device__ void load(float (&dst)[PER_LANE], const __nv_bfloat16* src, int lane) {
 #pragma unroll
-  for (int i = 0; i < PER_LANE; ++i) dst[i] = __bfloat162float(src[lane + 32 * i]);
+  for (int i = 0; i < PER_LANE; ++i)
+    dst[i] = __bfloat162float(src[lane + 32 * i]);
 }
 template <int PER_LANE>
 __device__ float dot(const float (&a)[PER_LANE], const __nv_bfloat16* b, int lane) {
   float s = 0.0f;
 #pragma unroll
-  for (int i = 0; i < PER_LANE; ++i) s += a[i] * __bfloat162float(b[lane + 32 * i]);
+  for (int i = 0; i < PER_LANE; ++i)
+    s += a[i] * __bfloat162float(b[lane + 32 * i]);
   return warp_sum(s);
 }
 
@@ -42,12 +44,14 @@ __global__ void forward_kernel(__nv_bfloat16* out, float* lse, const __nv_bfloat
     sum = sum * correction + w;
     const __nv_bfloat16* v = base + s * row_stride + 2 * C;
 #pragma unroll
-    for (int i = 0; i < PER_LANE; ++i) acc[i] = acc[i] * correction + w * __bfloat162float(v[lane + 32 * i]);
+    for (int i = 0; i < PER_LANE; ++i)
+      acc[i] = acc[i] * correction + w * __bfloat162float(v[lane + 32 * i]);
     max = new_max;
   }
   __nv_bfloat16* o = out + (static_cast<int64_t>(b) * T + t) * C + h * hd;
 #pragma unroll
-  for (int i = 0; i < PER_LANE; ++i) o[lane + 32 * i] = __float2bfloat16(acc[i] / sum);
+  for (int i = 0; i < PER_LANE; ++i)
+    o[lane + 32 * i] = __float2bfloat16(acc[i] / sum);
   if (lane == 0) lse[warp] = max + logf(sum);
 }
 
@@ -90,18 +94,19 @@ __global__ void dq_kernel(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const 
     const float ds = p * (dot(d_o, base + s * rs + 2 * C, lane) - delta[warp]) * scale;
     const __nv_bfloat16* k = base + s * rs + C;
 #pragma unroll
-    for (int i = 0; i < PER_LANE; ++i) dq[i] += ds * __bfloat162float(k[lane + 32 * i]);
+    for (int i = 0; i < PER_LANE; ++i)
+      dq[i] += ds * __bfloat162float(k[lane + 32 * i]);
   }
   __nv_bfloat16* out = dqkv + static_cast<int64_t>(b) * T * rs + t * rs + h * hd;
 #pragma unroll
-  for (int i = 0; i < PER_LANE; ++i) out[lane + 32 * i] = __float2bfloat16(dq[i]);
+  for (int i = 0; i < PER_LANE; ++i)
+    out[lane + 32 * i] = __float2bfloat16(dq[i]);
 }
 
 // dk_s and dv_s over queries t >= s, one warp per key row.
 template <int PER_LANE>
-__global__ void dkv_kernel(__nv_bfloat16* dqkv, const __nv_bfloat16* dout,
-                           const __nv_bfloat16* qkv, const float* lse, const float* delta, int B,
-                           int T, int C, int H) {
+__global__ void dkv_kernel(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
+                           const float* lse, const float* delta, int B, int T, int C, int H) {
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= static_cast<int64_t>(B) * H * T) return;
@@ -137,25 +142,41 @@ __global__ void dkv_kernel(__nv_bfloat16* dqkv, const __nv_bfloat16* dout,
 absl::Status check_shape(const attention_shape& s) {
   const int hd = s.head_dim();
   if (s.dim % s.heads != 0 || hd % 32 != 0 || hd > 256) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda attention: head_dim ", hd, " (dim ", s.dim, " / heads ", s.heads,
-        ") must be a multiple of 32 up to 256"));
+    return absl::InvalidArgumentError(absl::StrCat("cuda attention: head_dim ", hd, " (dim ", s.dim,
+                                                   " / heads ", s.heads,
+                                                   ") must be a multiple of 32 up to 256"));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-#define TROUPE_ATTENTION_DISPATCH(hd, KERNEL, ...)                     \
-  switch ((hd) / 32) {                                                 \
-    case 1: KERNEL<1><<<grid, 256, 0, st>>>(__VA_ARGS__); break;       \
-    case 2: KERNEL<2><<<grid, 256, 0, st>>>(__VA_ARGS__); break;       \
-    case 3: KERNEL<3><<<grid, 256, 0, st>>>(__VA_ARGS__); break;       \
-    case 4: KERNEL<4><<<grid, 256, 0, st>>>(__VA_ARGS__); break;       \
-    case 5: KERNEL<5><<<grid, 256, 0, st>>>(__VA_ARGS__); break;       \
-    case 6: KERNEL<6><<<grid, 256, 0, st>>>(__VA_ARGS__); break;       \
-    case 7: KERNEL<7><<<grid, 256, 0, st>>>(__VA_ARGS__); break;       \
-    default: KERNEL<8><<<grid, 256, 0, st>>>(__VA_ARGS__); break;      \
+#define TROUPE_ATTENTION_DISPATCH(hd, KERNEL, ...)  \
+  switch ((hd) / 32) {                              \
+    case 1:                                         \
+      KERNEL<1><<<grid, 256, 0, st>>>(__VA_ARGS__); \
+      break;                                        \
+    case 2:                                         \
+      KERNEL<2><<<grid, 256, 0, st>>>(__VA_ARGS__); \
+      break;                                        \
+    case 3:                                         \
+      KERNEL<3><<<grid, 256, 0, st>>>(__VA_ARGS__); \
+      break;                                        \
+    case 4:                                         \
+      KERNEL<4><<<grid, 256, 0, st>>>(__VA_ARGS__); \
+      break;                                        \
+    case 5:                                         \
+      KERNEL<5><<<grid, 256, 0, st>>>(__VA_ARGS__); \
+      break;                                        \
+    case 6:                                         \
+      KERNEL<6><<<grid, 256, 0, st>>>(__VA_ARGS__); \
+      break;                                        \
+    case 7:                                         \
+      KERNEL<7><<<grid, 256, 0, st>>>(__VA_ARGS__); \
+      break;                                        \
+    default:                                        \
+      KERNEL<8><<<grid, 256, 0, st>>>(__VA_ARGS__); \
+      break;                                        \
   }
 
 absl::Status attention_forward(bf16* out, float* lse, const bf16* qkv, const attention_shape& s,
@@ -185,8 +206,8 @@ absl::Status attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, c
     status = TROUPE_CUDA_LAUNCH_STATUS();
   }
   if (status.ok()) {
-    TROUPE_ATTENTION_DISPATCH(s.head_dim(), dkv_kernel, dev(dqkv), dev(dout), dev(qkv), lse,
-                              delta, s.batch, s.seq, s.dim, s.heads);
+    TROUPE_ATTENTION_DISPATCH(s.head_dim(), dkv_kernel, dev(dqkv), dev(dout), dev(qkv), lse, delta,
+                              s.batch, s.seq, s.dim, s.heads);
     status = TROUPE_CUDA_LAUNCH_STATUS();
   }
   cudaFreeAsync(delta, st);

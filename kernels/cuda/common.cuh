@@ -34,11 +34,13 @@ inline int blocks_for(int64_t n, int threads) {
 }
 
 __device__ inline float warp_sum(float x) {
-  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffff, x, o);
+  for (int o = 16; o > 0; o /= 2)
+    x += __shfl_xor_sync(0xffffffff, x, o);
   return x;
 }
 __device__ inline float warp_max(float x) {
-  for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, o));
+  for (int o = 16; o > 0; o /= 2)
+    x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, o));
   return x;
 }
 

@@ -11,10 +11,12 @@ __global__ void cross_entropy_fused_kernel(float* losses, __nv_bfloat16* logits,
   const int row = blockIdx.x;
   __nv_bfloat16* z = logits + static_cast<int64_t>(row) * vocab;
   float max = -INFINITY;
-  for (int j = threadIdx.x; j < vocab; j += blockDim.x) max = fmaxf(max, __bfloat162float(z[j]));
+  for (int j = threadIdx.x; j < vocab; j += blockDim.x)
+    max = fmaxf(max, __bfloat162float(z[j]));
   max = block_max(max, shared);
   float sum = 0.0f;
-  for (int j = threadIdx.x; j < vocab; j += blockDim.x) sum += expf(__bfloat162float(z[j]) - max);
+  for (int j = threadIdx.x; j < vocab; j += blockDim.x)
+    sum += expf(__bfloat162float(z[j]) - max);
   sum = block_sum(sum, shared);
   const int t = targets[row];
   if (threadIdx.x == 0) {

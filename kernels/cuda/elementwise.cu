@@ -36,9 +36,8 @@ __global__ void add_kernel(__nv_bfloat16* out, const __nv_bfloat16* a, const __n
 }
 
 __global__ void embedding_forward_kernel(__nv_bfloat16* out, const int32_t* tokens,
-                                         const int32_t* positions, int n,
-                                         const __nv_bfloat16* wte, const __nv_bfloat16* wpe,
-                                         int dim) {
+                                         const int32_t* positions, int n, const __nv_bfloat16* wte,
+                                         const __nv_bfloat16* wpe, int dim) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(n) * dim) return;
   const int row = static_cast<int>(i / dim), c = static_cast<int>(i % dim);
@@ -66,7 +65,7 @@ absl::Status gelu_forward(bf16* out, const bf16* in, int64_t n, void* stream) {
 
 absl::Status gelu_backward(bf16* din, const bf16* in, const bf16* dout, int64_t n, void* stream) {
   gelu_backward_kernel<<<blocks_for(n, 256), 256, 0, to_stream(stream)>>>(dev(din), dev(in),
-                                                                            dev(dout), n);
+                                                                          dev(dout), n);
   return TROUPE_CUDA_LAUNCH_STATUS();
 }
 

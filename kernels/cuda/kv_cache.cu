@@ -11,8 +11,8 @@ __device__ int64_t slot(const int32_t* block_table, int block_size, int width, i
 }
 
 __global__ void append_kernel(__nv_bfloat16* cache, const int32_t* block_table, int block_size,
-                              int width, int64_t first, const __nv_bfloat16* values,
-                              int64_t stride, int n) {
+                              int width, int64_t first, const __nv_bfloat16* values, int64_t stride,
+                              int n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(n) * width) return;
   const int64_t row = i / width, c = i % width;

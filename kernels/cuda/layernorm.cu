@@ -12,7 +12,8 @@ __global__ void layernorm_forward_kernel(__nv_bfloat16* out, float* mean, float*
   if (row >= rows) return;
   const __nv_bfloat16* x = in + static_cast<int64_t>(row) * dim;
   float sum = 0.0f;
-  for (int i = lane; i < dim; i += 32) sum += __bfloat162float(x[i]);
+  for (int i = lane; i < dim; i += 32)
+    sum += __bfloat162float(x[i]);
   const float m = warp_sum(sum) / dim;
   float var = 0.0f;
   for (int i = lane; i < dim; i += 32) {
@@ -53,8 +54,8 @@ __global__ void layernorm_input_grad(__nv_bfloat16* din, const __nv_bfloat16* do
 
 // One thread per column, rows in order: a deterministic sum.
 __global__ void layernorm_param_grads(float* dweight, float* dbias, const __nv_bfloat16* dout,
-                                      const __nv_bfloat16* in, const float* mean,
-                                      const float* rstd, int rows, int dim) {
+                                      const __nv_bfloat16* in, const float* mean, const float* rstd,
+                                      int rows, int dim) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= dim) return;
   float dw = 0.0f, db = 0.0f;

@@ -1,7 +1,7 @@
-#include <cublasLt.h>
-
 #include <mutex>
 #include <vector>
+
+#include <cublasLt.h>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/common.cuh"
@@ -12,14 +12,14 @@ namespace {
 
 absl::Status cublas_status(cublasStatus_t s, const char* what, const char* file, int line) {
   if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(file, ":", line, ": ", what, ": cuBLAS status ",
-                                          static_cast<int>(s)));
+  return absl::InternalError(
+      absl::StrCat(file, ":", line, ": ", what, ": cuBLAS status ", static_cast<int>(s)));
 }
-#define TROUPE_CUBLAS_RETURN_IF_ERROR(call)                                            \
-  do {                                                                                 \
+#define TROUPE_CUBLAS_RETURN_IF_ERROR(call)                                             \
+  do {                                                                                  \
     if (absl::Status s_ = cublas_status((call), #call, __FILE__, __LINE__); !s_.ok()) { \
-      return s_;                                                                       \
-    }                                                                                  \
+      return s_;                                                                        \
+    }                                                                                   \
   } while (false)
 
 constexpr size_t workspace_bytes = size_t{32} << 20;
@@ -49,7 +49,8 @@ __global__ void column_sums(float* dbias, const __nv_bfloat16* dout, int m, int 
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= n) return;
   float s = 0.0f;
-  for (int i = 0; i < m; ++i) s += __bfloat162float(dout[static_cast<int64_t>(i) * n + j]);
+  for (int i = 0; i < m; ++i)
+    s += __bfloat162float(dout[static_cast<int64_t>(i) * n + j]);
   dbias[j] += s;
 }
 
@@ -67,10 +68,10 @@ absl::Status matmul(void* out, tensor::dtype out_type, const bf16* a, const bf16
     TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
-    TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+    TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                                 &op_first, sizeof op_first));
+    TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                                 &op_second, sizeof op_second));
     if (bias != nullptr) {
       const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
       const cudaDataType_t bias_type = CUDA_R_16BF;
@@ -84,8 +85,10 @@ absl::Status matmul(void* out, tensor::dtype out_type, const bf16* a, const bf16
     // Column-major shapes: first operand b^T is [n, k] (stored as b: rows of length ldb).
     const uint64_t b_rows = g.trans_b ? g.k : g.n, b_cols = g.trans_b ? g.n : g.k;
     const uint64_t a_rows = g.trans_a ? g.m : g.k, a_cols = g.trans_a ? g.k : g.m;
-    TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, b_rows, b_cols, b_rows));
-    TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, a_rows, a_cols, a_rows));
+    TROUPE_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, b_rows, b_cols, b_rows));
+    TROUPE_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, a_rows, a_cols, a_rows));
     TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&lc, out_cuda, g.n, g.m, g.n));
     TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
     TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
@@ -95,12 +98,12 @@ absl::Status matmul(void* out, tensor::dtype out_type, const bf16* a, const bf16
     TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(lt->handle, desc, lb, la, lc, lc,
                                                                  pref, 1, &heuristic, &found));
     if (found == 0) {
-      return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for a ", g.m, "x",
-                                                   g.n, "x", g.k, " bf16 GEMM"));
+      return absl::UnimplementedError(
+          absl::StrCat("cuBLASLt has no algorithm for a ", g.m, "x", g.n, "x", g.k, " bf16 GEMM"));
     }
     const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
-    TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(lt->handle, desc, &alpha, b, lb, a, la, &beta,
-                                                 out, lc, out, lc, &heuristic.algo, lt->workspace,
+    TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(lt->handle, desc, &alpha, b, lb, a, la, &beta, out,
+                                                 lc, out, lc, &heuristic.algo, lt->workspace,
                                                  workspace_bytes, to_stream(stream)));
     return absl::OkStatus();
   }();

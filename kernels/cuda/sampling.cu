@@ -36,7 +36,8 @@ __global__ void sample_kernel(int* token, const float* logits, int vocab, float 
   }
   auto weight = [&](int j) { return expf((logits[j] - block_best) / temperature); };
   float sum = 0.0f;
-  for (int j = threadIdx.x; j < vocab; j += blockDim.x) sum += weight(j);
+  for (int j = threadIdx.x; j < vocab; j += blockDim.x)
+    sum += weight(j);
   sum = block_sum(sum, shared);
   // Bisect on the unnormalised weight w in (0, 1]; candidates are w >= lo.
   float lo = 0.0f, hi = 1.0f;
@@ -50,13 +51,17 @@ __global__ void sample_kernel(int* token, const float* logits, int vocab, float 
     count = block_sum(count, shared);
     mass = block_sum(mass, shared);
     const bool keeps = (top_k <= 0 || count >= top_k) && mass >= top_p * sum;
-    if (keeps) lo = mid; else hi = mid;
+    if (keeps)
+      lo = mid;
+    else
+      hi = mid;
   }
   if (threadIdx.x == 0) s_lo = lo;
   __syncthreads();
   if (threadIdx.x != 0) return;
   float mass = 0.0f;
-  for (int j = 0; j < vocab; ++j) mass += weight(j) >= s_lo ? weight(j) : 0.0f;
+  for (int j = 0; j < vocab; ++j)
+    mass += weight(j) >= s_lo ? weight(j) : 0.0f;
   const float target = uniform(seed, counter) * mass;
   float acc = 0.0f;
   int last = 0;
@@ -87,8 +92,8 @@ absl::StatusOr<int> sample_token(const float* logits, int vocab, const sampling_
   }
   cudaFreeAsync(device_token, st);
   if (status.ok()) {
-    status = tensor::cuda_status(cudaStreamSynchronize(st), "cudaStreamSynchronize", __FILE__,
-                                 __LINE__);
+    status =
+        tensor::cuda_status(cudaStreamSynchronize(st), "cudaStreamSynchronize", __FILE__, __LINE__);
   }
   if (!status.ok()) return status;
   return token;

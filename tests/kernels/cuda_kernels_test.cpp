@@ -1,9 +1,9 @@
 // Every CUDA kernel against its CPU twin with an absolute plus relative tolerance (bf16 inputs,
 // fp32 accumulation). CTest label `gpu`; skips without a CUDA device.
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "kernels/adamw.hpp"
 #include "kernels/attention.hpp"
@@ -36,18 +36,21 @@ class CudaKernels : public ::testing::Test {
 
   // Values rounded to bf16, so CPU and GPU start from the same numbers.
   static std::vector<float> rounded(std::vector<float> v) {
-    for (auto& x : v) x = static_cast<float>(bf16(x));
+    for (auto& x : v)
+      x = static_cast<float>(bf16(x));
     return v;
   }
   template <class T>
   static tensor::tensor upload(const std::vector<T>& v) {
-    tensor::tensor host = tensor::tensor::host({static_cast<int64_t>(v.size())}, tensor::dtype_of<T>());
+    tensor::tensor host =
+        tensor::tensor::host({static_cast<int64_t>(v.size())}, tensor::dtype_of<T>());
     std::memcpy(host.raw(), v.data(), v.size() * sizeof(T));
     return *host.to(device::cuda(0));
   }
   static tensor::tensor upload_bf16(const std::vector<float>& v) {
     std::vector<bf16> b(v.size());
-    for (size_t i = 0; i < v.size(); ++i) b[i] = bf16(v[i]);
+    for (size_t i = 0; i < v.size(); ++i)
+      b[i] = bf16(v[i]);
     return upload(b);
   }
   static tensor::tensor zeros(int64_t n, dtype t) {
@@ -86,11 +89,13 @@ TEST_F(CudaKernels, MatmulEveryTransposeWithBias) {
       auto da = upload_bf16(a), db = upload_bf16(b), dbias = upload_bf16(bias);
       auto out = zeros(g.m * g.n, dtype::f32);
       ASSERT_TRUE(cuda::matmul(out.raw(), dtype::f32, da.data<bf16>(), db.data<bf16>(),
-                               dbias.data<bf16>(), g, stream_).ok());
+                               dbias.data<bf16>(), g, stream_)
+                      .ok());
       expect_close(download(out), want, 1e-3, 1e-3, "matmul f32 out");
       auto out16 = zeros(g.m * g.n, dtype::bf16);
       ASSERT_TRUE(cuda::matmul(out16.raw(), dtype::bf16, da.data<bf16>(), db.data<bf16>(),
-                               dbias.data<bf16>(), g, stream_).ok());
+                               dbias.data<bf16>(), g, stream_)
+                      .ok());
       expect_close(download(out16), want, 1e-2, 1e-2, "matmul bf16 out");
     }
   }
@@ -98,23 +103,29 @@ TEST_F(CudaKernels, MatmulEveryTransposeWithBias) {
 
 TEST_F(CudaKernels, LayernormForwardAndBackward) {
   const int rows = 37, dim = 96;
-  auto in = rounded(random_values(rows * dim, 1, -2, 2)), w = rounded(random_values(dim, 2, 0.5, 1.5));
+  auto in = rounded(random_values(rows * dim, 1, -2, 2)),
+       w = rounded(random_values(dim, 2, 0.5, 1.5));
   auto b = rounded(random_values(dim, 3)), dout = rounded(random_values(rows * dim, 4));
-  std::vector<float> out(rows * dim), mean(rows), rstd(rows), din(rows * dim, 0), dw(dim, 0), db(dim, 0);
-  cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), in.data(), w.data(), b.data(), rows, dim);
+  std::vector<float> out(rows * dim), mean(rows), rstd(rows), din(rows * dim, 0), dw(dim, 0),
+      db(dim, 0);
+  cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), in.data(), w.data(), b.data(), rows,
+                         dim);
   cpu::layernorm_backward(din.data(), dw.data(), db.data(), dout.data(), in.data(), w.data(),
                           mean.data(), rstd.data(), rows, dim);
-  auto d_in = upload_bf16(in), d_w = upload_bf16(w), d_b = upload_bf16(b), d_dout = upload_bf16(dout);
+  auto d_in = upload_bf16(in), d_w = upload_bf16(w), d_b = upload_bf16(b),
+       d_dout = upload_bf16(dout);
   auto d_out = zeros(rows * dim, dtype::bf16), d_mean = zeros(rows, dtype::f32),
        d_rstd = zeros(rows, dtype::f32), d_din = zeros(rows * dim, dtype::bf16),
        d_dw = zeros(dim, dtype::f32), d_db = zeros(dim, dtype::f32);
-  ASSERT_TRUE(cuda::layernorm_forward(d_out.data<bf16>(), d_mean.data<float>(), d_rstd.data<float>(),
-                                      d_in.data<bf16>(), d_w.data<bf16>(), d_b.data<bf16>(), rows,
-                                      dim, stream_).ok());
+  ASSERT_TRUE(cuda::layernorm_forward(d_out.data<bf16>(), d_mean.data<float>(),
+                                      d_rstd.data<float>(), d_in.data<bf16>(), d_w.data<bf16>(),
+                                      d_b.data<bf16>(), rows, dim, stream_)
+                  .ok());
   ASSERT_TRUE(cuda::layernorm_backward(d_din.data<bf16>(), d_dw.data<float>(), d_db.data<float>(),
                                        d_dout.data<bf16>(), d_in.data<bf16>(), d_w.data<bf16>(),
                                        d_mean.data<float>(), d_rstd.data<float>(), rows, dim,
-                                       stream_).ok());
+                                       stream_)
+                  .ok());
   expect_close(download(d_out), out, 2e-2, 1e-2, "layernorm out");
   expect_close(download(d_din), din, 2e-2, 2e-2, "layernorm din");
   expect_close(download(d_dw), dw, 1e-3, 1e-3, "layernorm dweight");
@@ -131,27 +142,35 @@ TEST_F(CudaKernels, GeluResidualAndEmbedding) {
   auto dx = upload_bf16(x), dy = upload_bf16(y), out = zeros(n, dtype::bf16);
   ASSERT_TRUE(cuda::gelu_forward(out.data<bf16>(), dx.data<bf16>(), n, stream_).ok());
   expect_close(download(out), g, 1e-2, 1e-2, "gelu");
-  ASSERT_TRUE(cuda::gelu_backward(out.data<bf16>(), dx.data<bf16>(), dy.data<bf16>(), n, stream_).ok());
+  ASSERT_TRUE(
+      cuda::gelu_backward(out.data<bf16>(), dx.data<bf16>(), dy.data<bf16>(), n, stream_).ok());
   expect_close(download(out), dg, 1e-2, 1e-2, "gelu backward");
-  ASSERT_TRUE(cuda::residual_forward(out.data<bf16>(), dx.data<bf16>(), dy.data<bf16>(), n, stream_).ok());
+  ASSERT_TRUE(
+      cuda::residual_forward(out.data<bf16>(), dx.data<bf16>(), dy.data<bf16>(), n, stream_).ok());
   expect_close(download(out), sum, 1e-2, 1e-2, "residual");
 
   const int vocab = 50, ctx = 8, dim = 64, rows = 12;
   auto wte = rounded(random_values(vocab * dim, 3)), wpe = rounded(random_values(ctx * dim, 4));
   std::vector<int32_t> tokens(rows), positions(rows);
-  for (int i = 0; i < rows; ++i) tokens[i] = (i * 7) % vocab, positions[i] = i % ctx;
+  for (int i = 0; i < rows; ++i)
+    tokens[i] = (i * 7) % vocab, positions[i] = i % ctx;
   auto dout = rounded(random_values(rows * dim, 5));
   std::vector<float> emb(rows * dim), dwte(vocab * dim, 0), dwpe(ctx * dim, 0);
-  cpu::embedding_forward(emb.data(), tokens.data(), positions.data(), rows, wte.data(), wpe.data(), dim);
-  cpu::embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), positions.data(), rows, dim);
+  cpu::embedding_forward(emb.data(), tokens.data(), positions.data(), rows, wte.data(), wpe.data(),
+                         dim);
+  cpu::embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), positions.data(),
+                          rows, dim);
   auto d_tokens = upload(tokens), d_pos = upload(positions), d_wte = upload_bf16(wte),
        d_wpe = upload_bf16(wpe), d_dout = upload_bf16(dout), d_emb = zeros(rows * dim, dtype::bf16),
        d_dwte = zeros(vocab * dim, dtype::f32), d_dwpe = zeros(ctx * dim, dtype::f32);
-  ASSERT_TRUE(cuda::embedding_forward(d_emb.data<bf16>(), d_tokens.data<int32_t>(), d_pos.data<int32_t>(),
-                                      rows, d_wte.data<bf16>(), d_wpe.data<bf16>(), dim, stream_).ok());
-  ASSERT_TRUE(cuda::embedding_backward(d_dwte.data<float>(), d_dwpe.data<float>(), d_dout.data<bf16>(),
-                                       d_tokens.data<int32_t>(), d_pos.data<int32_t>(), rows, dim,
-                                       stream_).ok());
+  ASSERT_TRUE(cuda::embedding_forward(d_emb.data<bf16>(), d_tokens.data<int32_t>(),
+                                      d_pos.data<int32_t>(), rows, d_wte.data<bf16>(),
+                                      d_wpe.data<bf16>(), dim, stream_)
+                  .ok());
+  ASSERT_TRUE(cuda::embedding_backward(d_dwte.data<float>(), d_dwpe.data<float>(),
+                                       d_dout.data<bf16>(), d_tokens.data<int32_t>(),
+                                       d_pos.data<int32_t>(), rows, dim, stream_)
+                  .ok());
   expect_close(download(d_emb), emb, 1e-2, 1e-2, "embedding");
   expect_close(download(d_dwte), dwte, 1e-5, 1e-5, "embedding dwte");
   expect_close(download(d_dwpe), dwpe, 1e-5, 1e-5, "embedding dwpe");
@@ -159,18 +178,22 @@ TEST_F(CudaKernels, GeluResidualAndEmbedding) {
 
 TEST_F(CudaKernels, FusedAttentionForwardAndBackward) {
   const attention_shape s{2, 45, 128, 2};  // head_dim 64
-  const int64_t n_qkv = int64_t{s.batch} * s.seq * 3 * s.dim, n_out = int64_t{s.batch} * s.seq * s.dim;
+  const int64_t n_qkv = int64_t{s.batch} * s.seq * 3 * s.dim,
+                n_out = int64_t{s.batch} * s.seq * s.dim;
   auto qkv = rounded(random_values(n_qkv, 1, -1, 1)), dout = rounded(random_values(n_out, 2));
   std::vector<float> out(n_out), probs(int64_t{s.batch} * s.heads * s.seq * s.seq), dqkv(n_qkv);
   cpu::attention_forward(out.data(), probs.data(), qkv.data(), s, nullptr);
   cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), probs.data(), s, nullptr);
   auto d_qkv = upload_bf16(qkv), d_dout = upload_bf16(dout), d_out = zeros(n_out, dtype::bf16),
-       d_lse = zeros(int64_t{s.batch} * s.heads * s.seq, dtype::f32), d_dqkv = zeros(n_qkv, dtype::bf16);
-  ASSERT_TRUE(cuda::attention_forward(d_out.data<bf16>(), d_lse.data<float>(), d_qkv.data<bf16>(), s,
-                                      stream_).ok());
+       d_lse = zeros(int64_t{s.batch} * s.heads * s.seq, dtype::f32),
+       d_dqkv = zeros(n_qkv, dtype::bf16);
+  ASSERT_TRUE(cuda::attention_forward(d_out.data<bf16>(), d_lse.data<float>(), d_qkv.data<bf16>(),
+                                      s, stream_)
+                  .ok());
   expect_close(download(d_out), out, 1e-2, 2e-2, "attention out");
   ASSERT_TRUE(cuda::attention_backward(d_dqkv.data<bf16>(), d_dout.data<bf16>(), d_qkv.data<bf16>(),
-                                       d_out.data<bf16>(), d_lse.data<float>(), s, stream_).ok());
+                                       d_out.data<bf16>(), d_lse.data<float>(), s, stream_)
+                  .ok());
   expect_close(download(d_dqkv), dqkv, 2e-2, 3e-2, "attention dqkv");
 }
 
@@ -179,11 +202,14 @@ TEST_F(CudaKernels, FusedCrossEntropy) {
   auto logits = rounded(random_values(rows * vocab, 1, -4, 4));
   std::vector<int32_t> targets = {0, 999, 5, -1, 7, 500, 3, 3, 12};
   std::vector<float> losses(rows), probs(logits.size());
-  cpu::cross_entropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), rows, vocab);
+  cpu::cross_entropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), rows,
+                             vocab);
   cpu::cross_entropy_backward(probs.data(), probs.data(), targets.data(), 0.125f, rows, vocab);
-  auto d_logits = upload_bf16(logits), d_targets = upload(targets), d_losses = zeros(rows, dtype::f32);
+  auto d_logits = upload_bf16(logits), d_targets = upload(targets),
+       d_losses = zeros(rows, dtype::f32);
   ASSERT_TRUE(cuda::cross_entropy_fused(d_losses.data<float>(), d_logits.data<bf16>(),
-                                        d_targets.data<int32_t>(), 0.125f, rows, vocab, stream_).ok());
+                                        d_targets.data<int32_t>(), 0.125f, rows, vocab, stream_)
+                  .ok());
   expect_close(download(d_losses), losses, 1e-3, 1e-3, "losses");
   expect_close(download(d_logits), probs, 1e-4, 2e-2, "dlogits");
 }
@@ -197,7 +223,8 @@ TEST_F(CudaKernels, AdamWAndGradientNorm) {
   auto d_params = upload(params), d_grads = upload(grads), d_m = zeros(n, dtype::f32),
        d_v = zeros(n, dtype::f32), d_bf = zeros(n, dtype::bf16);
   ASSERT_TRUE(cuda::adamw_update(d_params.data<float>(), d_bf.data<bf16>(), d_grads.data<float>(),
-                                 d_m.data<float>(), d_v.data<float>(), n, p, 0.5f, stream_).ok());
+                                 d_m.data<float>(), d_v.data<float>(), n, p, 0.5f, stream_)
+                  .ok());
   expect_close(download(d_params), want, 1e-6, 1e-5, "adamw params");
   expect_close(download(d_bf), want, 1e-2, 1e-2, "adamw bf16 copy");
   absl::StatusOr<double> norm = cuda::sum_of_squares(d_grads.data<float>(), n, stream_);
@@ -212,7 +239,8 @@ TEST_F(CudaKernels, SamplingAndPagedCache) {
   for (uint64_t c = 0; c < 200; ++c) {
     const int top3 = *cuda::sample_token(d_logits.data<float>(), 8, {1.0f, 3, 1.0f}, 9, c, stream_);
     EXPECT_TRUE(top3 == 5 || top3 == 1 || top3 == 7) << top3;
-    const int nucleus = *cuda::sample_token(d_logits.data<float>(), 8, {1.0f, 0, 0.7f}, 9, c, stream_);
+    const int nucleus =
+        *cuda::sample_token(d_logits.data<float>(), 8, {1.0f, 0, 0.7f}, 9, c, stream_);
     EXPECT_TRUE(nucleus == 5 || nucleus == 1) << nucleus;
   }
 
@@ -222,10 +250,12 @@ TEST_F(CudaKernels, SamplingAndPagedCache) {
   auto values = rounded(random_values(n * l.width, 3));
   auto d_cache = zeros(8 * l.block_size * l.width, dtype::bf16), d_table = upload(table),
        d_values = upload_bf16(values), d_out = zeros(n * l.width, dtype::bf16);
-  ASSERT_TRUE(cuda::kv_append(d_cache.data<bf16>(), d_table.data<int32_t>(), l, 0, d_values.data<bf16>(),
-                              l.width, n, stream_).ok());
-  ASSERT_TRUE(cuda::kv_gather(d_out.data<bf16>(), d_cache.data<bf16>(), d_table.data<int32_t>(), l, n,
-                              stream_).ok());
+  ASSERT_TRUE(cuda::kv_append(d_cache.data<bf16>(), d_table.data<int32_t>(), l, 0,
+                              d_values.data<bf16>(), l.width, n, stream_)
+                  .ok());
+  ASSERT_TRUE(cuda::kv_gather(d_out.data<bf16>(), d_cache.data<bf16>(), d_table.data<int32_t>(), l,
+                              n, stream_)
+                  .ok());
   expect_close(download(d_out), values, 0, 0, "kv cache round trip");
 }
 
