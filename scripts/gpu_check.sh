@@ -4,19 +4,23 @@
 #   scripts/gpu_check.sh bundle    here: build, then pack the GPU test and benchmark binaries
 #                                  with their libraries into .device-bundle/ (git-ignored)
 #   scripts/gpu_check.sh run       there (device tool, carry [".device-bundle"]): run the `gpu`
-#                                  tests and the GPU benchmarks, writing JSON results to $OUT
+#                                  tests, the PyTorch reference and gpu_bench (GEMM at 8192^3
+#                                  against cuBLAS, HBM bandwidth, GPT-2 124M training tokens/s),
+#                                  writing JSON results to $OUT
 #
 # Record what comes back in docs/benchmarks.md with the date and the device.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bundle=.device-bundle
+gpu_tests=(gpu_test cuda_kernels_test nccl_test cuda_models_test)
 
 case "${1:-}" in
   bundle)
     scripts/build.sh
-    cmake --build build -j "$(nproc)" --target gpu_test
+    cmake --build build -j "$(nproc)" --target "${gpu_tests[@]}" gpu_bench
     rm -rf "$bundle"
-    ../shared/tools/bundle-binaries.sh "$bundle" build/troupe build/tests/gpu_test
+    ../shared/tools/bundle-binaries.sh "$bundle" build/troupe build/bench/gpu_bench \
+      "${gpu_tests[@]/#/build/tests/}"
     ;;
   run)
     out=${OUT:?run on the device machine, where OUT is set}
@@ -24,7 +28,14 @@ case "${1:-}" in
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/device.csv"
     "$bundle/bin/troupe" version --json | tee "$out/version.json"
     status=0
-    "$bundle/bin/gpu_test" --gtest_output="json:$out/gpu_test.json" || status=$?
+    for t in "${gpu_tests[@]}"; do
+      timeout 300 "$bundle/bin/$t" --gtest_output="json:$out/$t.json" 2>&1 | tail -20 || status=1
+    done
+    # The training row's baseline: the same model in PyTorch on this GPU.
+    torch_rate=$(timeout 300 python3 bench/ref_gpt_cuda_torch.py | tee "$out/torch_reference.json" \
+                 | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens_per_s"])' || echo 0)
+    timeout 300 "$bundle/bin/gpu_bench" --torch-tokens-per-s "$torch_rate" \
+      | tee "$out/gpu_bench.jsonl" || status=1
     exit $status
     ;;
   *)
