@@ -1,5 +1,6 @@
 #include "runtime/comm/gloo_communicator.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -27,8 +28,9 @@ using tensor::dtype;
 
 // Slot prefix of troupe's own send/recv (Gloo's collectives use 0x01-0x08).
 constexpr uint8_t point_to_point_slot = 0x71;
-// Reduce-scatter algorithm instances kept per buffer before the cache is dropped.
-constexpr size_t max_cached_reduce_scatters = 64;
+// Reduce-scatter algorithm instances kept, least recently used dropped first: enough for a few
+// gradient buckets; every live instance's bound buffers cost the shared device loop time.
+constexpr size_t max_cached_reduce_scatters = 4;
 
 // Gloo's Store interface over ours. Gloo expects exceptions from a store; they are caught in
 // make_gloo_communicator, so none leaves this file.
@@ -321,14 +323,19 @@ class gloo_communicator final : public communicator {
     const auto key = std::make_tuple(in.raw(), in.numel(), in.type());
     auto it = reduce_scatters_.find(key);
     if (it == reduce_scatters_.end()) {
-      if (reduce_scatters_.size() >= max_cached_reduce_scatters) reduce_scatters_.clear();
+      if (reduce_scatters_.size() >= max_cached_reduce_scatters) {
+        reduce_scatters_.erase(std::min_element(
+            reduce_scatters_.begin(), reduce_scatters_.end(),
+            [](const auto& a, const auto& b) { return a.second.last_used < b.second.last_used; }));
+      }
       const int chunk = static_cast<int>(in.numel() / options_.size);
       auto algorithm = std::make_unique<gloo::ReduceScatterHalvingDoubling<T>>(
           reduce_scatter_context_, std::vector<T*>{in.data<T>()}, static_cast<int>(in.numel()),
           std::vector<int>(options_.size, chunk));
-      it = reduce_scatters_.emplace(key, std::move(algorithm)).first;
+      it = reduce_scatters_.emplace(key, cached_algorithm{std::move(algorithm), 0}).first;
     }
-    it->second->run();
+    it->second.last_used = ++uses_;
+    it->second.algorithm->run();
   }
 
   std::shared_ptr<gloo::rendezvous::Context> context_;
@@ -336,7 +343,12 @@ class gloo_communicator final : public communicator {
   std::shared_ptr<gloo::transport::Device> device_;
   group_options options_;
   uint32_t tag_ = 1;
-  std::map<std::tuple<void*, int64_t, dtype>, std::unique_ptr<gloo::Algorithm>> reduce_scatters_;
+  struct cached_algorithm {
+    std::unique_ptr<gloo::Algorithm> algorithm;
+    uint64_t last_used;
+  };
+  std::map<std::tuple<void*, int64_t, dtype>, cached_algorithm> reduce_scatters_;
+  uint64_t uses_ = 0;
   std::mutex op_mutex_;     // one operation at a time, in call order
   std::mutex state_mutex_;  // failure_
   absl::Status failure_;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/tensor/allocator.hpp"
+#include "runtime/tensor/tensor.hpp"
+
 namespace troupe::tensor {
 namespace {
 
@@ -18,6 +21,32 @@ TEST(CudaDevice, KernelsLaunchOnEveryDevice) {
     EXPECT_GT(d.memory_bytes, 0u);
     EXPECT_TRUE(cuda_self_test(d.index).ok()) << d.name;
   }
+}
+
+TEST(CudaDevice, CachingAllocatorReusesFreedBlocksAndCopiesRoundTrip) {
+  auto devices = cuda_devices();
+  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
+  absl::StatusOr<allocator*> cuda = cuda_allocator(0);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  const allocator_stats before = (*cuda)->stats();
+  {
+    tensor t = *tensor::empty({1 << 20}, dtype::f32, device::cuda(0));
+    EXPECT_GE((*cuda)->stats().allocated_bytes, before.allocated_bytes + (4u << 20));
+  }
+  const allocator_stats freed = (*cuda)->stats();
+  {
+    tensor again = *tensor::empty({1 << 20}, dtype::f32, device::cuda(0));  // from the cache
+    tensor host = tensor::host({1 << 20});
+    for (int i = 0; i < (1 << 20); i += 4099) host.data<float>()[i] = float(i);
+    ASSERT_TRUE(copy(again, host).ok());
+    tensor back = *again.to(device::cpu());
+    for (int i = 0; i < (1 << 20); i += 4099) ASSERT_EQ(back.data<float>()[i], float(i));
+  }
+  const allocator_stats after = (*cuda)->stats();
+  EXPECT_EQ(after.cache_hits, freed.cache_hits + 1);
+  EXPECT_EQ(after.reserved_bytes, freed.reserved_bytes);
+  EXPECT_GE(after.peak_bytes, 4u << 20);
+  EXPECT_EQ(cuda_allocator(99).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CudaDevice, QueriesFailWithAReasonInsteadOfCrashing) {
