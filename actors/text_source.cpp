@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status.hpp"
 
 namespace troupe::actors {
 namespace fs = std::filesystem;
@@ -37,29 +38,34 @@ void split_records(absl::string_view text, absl::string_view delimiter,
   flush();
 }
 
-absl::StatusOr<text_source> text_source::open(const text_source_options& options) {
+absl::StatusOr<std::vector<std::string>> text_files(const std::string& path) {
   std::error_code ec;
-  const fs::path root(options.path);
-  std::vector<fs::path> files;
+  const fs::path root(path);
+  std::vector<std::string> files;
   if (fs::is_directory(root, ec)) {
     for (const auto& entry : fs::directory_iterator(root, ec)) {
       if (entry.is_symlink() || !entry.is_regular_file()) continue;
       if (entry.path().extension() == ".dat") continue;
-      files.push_back(entry.path());
+      files.push_back(entry.path().string());
     }
     std::sort(files.begin(), files.end());
     if (files.empty()) {
-      return absl::NotFoundError(absl::StrCat(options.path, ": the directory holds no text files"));
+      return absl::NotFoundError(absl::StrCat(path, ": the directory holds no text files"));
     }
   } else if (fs::is_regular_file(root, ec)) {
-    files.push_back(root);
+    files.push_back(path);
   } else {
-    return absl::NotFoundError(absl::StrCat(options.path, ": no such file or directory"));
+    return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
   }
+  return files;
+}
+
+absl::StatusOr<text_source> text_source::open(const text_source_options& options) {
+  TROUPE_ASSIGN_OR_RETURN(std::vector<std::string> files, text_files(options.path));
   std::vector<std::string> records;
   for (const auto& file : files) {
     std::ifstream in(file, std::ios::binary);
-    if (!in) return absl::UnavailableError(absl::StrCat(file.string(), ": cannot read"));
+    if (!in) return absl::UnavailableError(absl::StrCat(file, ": cannot read"));
     std::stringstream text;
     text << in.rdbuf();
     split_records(text.str(), options.delimiter, records);

@@ -38,6 +38,10 @@ class text_source {
   std::vector<std::string> records_;
 };
 
+/// The text files under `path`: the file itself, or a directory's regular files in name order
+/// (symlinks and `*.dat` index files skipped, as in the fortunes package).
+[[nodiscard]] absl::StatusOr<std::vector<std::string>> text_files(const std::string& path);
+
 /// Splits `text` into records separated by lines equal to `delimiter` (or into lines when
 /// `delimiter` is empty), dropping empty records and each record's final newline.
 void split_records(absl::string_view text, absl::string_view delimiter,

@@ -55,4 +55,26 @@ loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int se
   return loss;
 }
 
+loss_sum gpt_cpu_batch::evaluate(const float* params, int batch, int seq, const int32_t* tokens,
+                                 const int32_t* targets) {
+  const int n = std::min<int>(threads(), batch);
+  std::vector<loss_sum> losses(n);
+  auto slice = [&](int64_t r) {
+    const int first = static_cast<int>(int64_t{batch} * r / n);
+    const int count = static_cast<int>(int64_t{batch} * (r + 1) / n) - first;
+    const int64_t offset = int64_t{first} * seq;
+    losses[r] =
+        replicas_[r]->forward(params, count, seq, tokens + offset, nullptr, targets + offset);
+  };
+  if (n == 1) {
+    slice(0);
+  } else {
+    pool_->run(n, slice);
+  }
+  loss_sum loss;
+  for (const auto& l : losses)
+    loss.sum += l.sum, loss.tokens += l.tokens;
+  return loss;
+}
+
 }  // namespace troupe::models

@@ -21,6 +21,10 @@ class gpt_cpu_batch {
   loss_sum run(const float* params, float* grads, int batch, int seq, const int32_t* tokens,
                const int32_t* targets, float loss_scale);
 
+  /// The loss of a batch without gradients (evaluation), split over the replicas like run().
+  loss_sum evaluate(const float* params, int batch, int seq, const int32_t* tokens,
+                    const int32_t* targets);
+
   [[nodiscard]] int threads() const { return static_cast<int>(replicas_.size()); }
 
  private:

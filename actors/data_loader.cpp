@@ -1,0 +1,112 @@
+#include "actors/data_loader.hpp"
+
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "actors/text_source.hpp"
+#include "kernels/sampling.hpp"
+#include "runtime/base/status.hpp"
+
+namespace troupe::actors {
+
+absl::StatusOr<text_corpus> text_corpus::load(const std::string& path, double val_fraction,
+                                              int ctx) {
+  if (val_fraction <= 0.0 || val_fraction >= 1.0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.val_fraction ", val_fraction, " must be inside (0, 1)"));
+  }
+  TROUPE_ASSIGN_OR_RETURN(std::vector<std::string> files, text_files(path));
+  std::string text;
+  for (const auto& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return absl::UnavailableError(absl::StrCat(file, ": cannot read"));
+    std::stringstream s;
+    s << in.rdbuf();
+    text += s.str();
+  }
+  const size_t val_bytes = static_cast<size_t>(text.size() * val_fraction);
+  const size_t train_bytes = text.size() - val_bytes;
+  if (train_bytes < static_cast<size_t>(ctx) + 1 || val_bytes < static_cast<size_t>(ctx) + 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": ", text.size(),
+        " bytes of text cannot hold a training and a validation window "
+        "of ",
+        ctx + 1, " bytes with val_fraction ", val_fraction, "; name more text in data.path"));
+  }
+  return text_corpus(text.substr(0, train_bytes), text.substr(train_bytes));
+}
+
+absl::StatusOr<data_loader> data_loader::create(const text_corpus& corpus, int ctx,
+                                                int global_batch, int dp_rank, int dp_size,
+                                                uint64_t seed) {
+  if (dp_size < 1 || dp_rank < 0 || dp_rank >= dp_size || global_batch % dp_size != 0 ||
+      global_batch < dp_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "train.batch ", global_batch, " must be a positive multiple of parallel.dp ", dp_size));
+  }
+  return data_loader(corpus, ctx, global_batch, dp_rank, dp_size, seed);
+}
+
+data_loader::data_loader(const text_corpus& corpus, int ctx, int global_batch, int dp_rank,
+                         int dp_size, uint64_t seed)
+    : corpus_(&corpus),
+      ctx_(ctx),
+      global_batch_(global_batch),
+      dp_rank_(dp_rank),
+      dp_size_(dp_size),
+      seed_(seed),
+      samples_((static_cast<int64_t>(corpus.train().size()) - 1) / ctx) {}
+
+int64_t data_loader::sample_at(int64_t global_index) {
+  const int64_t epoch = global_index / samples_;
+  if (epoch != perm_epoch_) {  // Fisher-Yates on counter-based draws: the same order anywhere
+    perm_.resize(samples_);
+    std::iota(perm_.begin(), perm_.end(), 0);
+    const uint64_t epoch_seed = seed_ * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(epoch);
+    for (int64_t i = samples_ - 1; i > 0; --i) {
+      const auto j = static_cast<int64_t>(kernels::seeded_uniform(epoch_seed, i) * (i + 1));
+      std::swap(perm_[i], perm_[std::min(j, i)]);
+    }
+    perm_epoch_ = epoch;
+  }
+  return perm_[global_index % samples_];
+}
+
+void data_loader::fill(token_batch& out, int row, const std::string& text, int64_t offset) const {
+  for (int t = 0; t < ctx_; ++t) {
+    out.tokens[static_cast<size_t>(row) * ctx_ + t] = static_cast<uint8_t>(text[offset + t]);
+    out.targets[static_cast<size_t>(row) * ctx_ + t] = static_cast<uint8_t>(text[offset + t + 1]);
+  }
+}
+
+token_batch data_loader::next() {
+  const int local = local_batch();
+  token_batch out{local, ctx_, std::vector<int32_t>(static_cast<size_t>(local) * ctx_),
+                  std::vector<int32_t>(static_cast<size_t>(local) * ctx_), 0};
+  out.first_sample = cursor_ + static_cast<int64_t>(dp_rank_) * local;
+  for (int row = 0; row < local; ++row) {
+    fill(out, row, corpus_->train(), sample_at(out.first_sample + row) * ctx_);
+  }
+  cursor_ += global_batch_;
+  return out;
+}
+
+std::vector<token_batch> data_loader::validation(int batch, int max_windows) const {
+  const std::string& val = corpus_->val();
+  const int64_t windows =
+      std::min<int64_t>(max_windows, (static_cast<int64_t>(val.size()) - 1) / ctx_);
+  std::vector<token_batch> out;
+  for (int64_t first = 0; first < windows; first += batch) {
+    const int rows = static_cast<int>(std::min<int64_t>(batch, windows - first));
+    token_batch b{rows, ctx_, std::vector<int32_t>(static_cast<size_t>(rows) * ctx_),
+                  std::vector<int32_t>(static_cast<size_t>(rows) * ctx_), first};
+    for (int row = 0; row < rows; ++row)
+      fill(b, row, val, (first + row) * ctx_);
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,80 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace troupe::actors {
+
+/// Byte-level text for pretraining: every text file under a path, concatenated in name order,
+/// with the last `val_fraction` held out for evaluation.
+class text_corpus {
+ public:
+  /// Reads `path` (a file, or a directory as text_files() lists it). Errors name the path and
+  /// say when the text is too short to hold one training and one validation window.
+  [[nodiscard]] static absl::StatusOr<text_corpus> load(const std::string& path,
+                                                        double val_fraction, int ctx);
+
+  [[nodiscard]] const std::string& train() const { return train_; }
+  [[nodiscard]] const std::string& val() const { return val_; }
+
+ private:
+  text_corpus(std::string train, std::string val)
+      : train_(std::move(train)), val_(std::move(val)) {}
+  std::string train_, val_;
+};
+
+/// One rank's batch: tokens and next-token targets, [batch, ctx] each, row-major.
+struct token_batch {
+  int batch = 0;
+  int ctx = 0;
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> targets;
+  int64_t first_sample = 0;  ///< the global stream index of the batch's first sample
+};
+
+/// The sample stream of one data-parallel rank. Samples are the windows of ctx + 1 bytes at
+/// stride ctx over the training text. Epoch e visits them in an order shuffled by (seed, e);
+/// the stream is epochs end to end, so a global sample index g is sample perm_e[g mod S] of
+/// epoch e = g / S. Global batch b is stream indices [b * global, (b + 1) * global); rank r
+/// takes the r-th of dp equal slices. Every sample is used exactly once per epoch at any dp, and
+/// the whole state is one number, the next global index: resuming at it replays nothing and
+/// skips nothing.
+class data_loader {
+ public:
+  /// global_batch must be a multiple of dp_size.
+  [[nodiscard]] static absl::StatusOr<data_loader> create(const text_corpus& corpus, int ctx,
+                                                          int global_batch, int dp_rank,
+                                                          int dp_size, uint64_t seed);
+
+  /// This rank's share of the next global batch; advances the cursor by one global batch.
+  token_batch next();
+
+  /// The next global sample index (what a checkpoint saves).
+  [[nodiscard]] int64_t cursor() const { return cursor_; }
+  void seek(int64_t cursor) { cursor_ = cursor; }
+  [[nodiscard]] int64_t samples_per_epoch() const { return samples_; }
+  [[nodiscard]] int local_batch() const { return global_batch_ / dp_size_; }
+
+  /// Up to `max_windows` held-out windows, in text order, as batches of `batch` rows (the last
+  /// one may be shorter).
+  [[nodiscard]] std::vector<token_batch> validation(int batch, int max_windows) const;
+
+ private:
+  data_loader(const text_corpus& corpus, int ctx, int global_batch, int dp_rank, int dp_size,
+              uint64_t seed);
+  int64_t sample_at(int64_t global_index);
+  void fill(token_batch& out, int row, const std::string& text, int64_t offset) const;
+
+  const text_corpus* corpus_;
+  int ctx_, global_batch_, dp_rank_, dp_size_;
+  uint64_t seed_;
+  int64_t samples_ = 0;
+  int64_t cursor_ = 0;
+  int64_t perm_epoch_ = -1;
+  std::vector<int64_t> perm_;
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,202 @@
+#include "actors/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/adamw.hpp"
+#include "runtime/base/status.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double seconds_since(clock::time_point start) {
+  return std::chrono::duration<double>(clock::now() - start).count();
+}
+
+}  // namespace
+
+float lr_schedule::at(int64_t step) const {
+  if (step < warmup) return peak * static_cast<float>(step + 1) / static_cast<float>(warmup);
+  const double span = std::max(1, total - warmup);
+  const double progress = std::min(1.0, static_cast<double>(step - warmup) / span);
+  const double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
+  return static_cast<float>(peak * (min_ratio + (1.0 - min_ratio) * cosine));
+}
+
+absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layout& layout,
+                                                         const trainer_options& options,
+                                                         comm::communicator* group) {
+  const int ranks = group ? group->size() : 1;
+  if (options.global_batch % ranks != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("train.batch ", options.global_batch,
+                                                   " must be a multiple of parallel.dp ", ranks));
+  }
+  std::unique_ptr<trainer> t(new trainer(layout, options, group));
+  layout.initialize(t->params_.data<float>(), options.seed);
+  return t;
+}
+
+trainer::trainer(const models::gpt_layout& layout, const trainer_options& options,
+                 comm::communicator* group)
+    : layout_(layout), options_(options), group_(group) {
+  if (group_ != nullptr) {
+    rank_ = group_->rank();
+    ranks_ = group_->size();
+  }
+  shard_ = (layout.total() + ranks_ - 1) / ranks_;
+  params_ = tensor::tensor::host({shard_ * ranks_});
+  grads_ = tensor::tensor::host({shard_ * ranks_});
+  model_ = std::make_unique<models::gpt_cpu_batch>(layout, options.global_batch / ranks_,
+                                                   options.threads);
+  const bool sharded = options.zero != zero_stage::none;
+  const int64_t begin = sharded ? rank_ * shard_ : 0;
+  const int64_t end = sharded ? begin + shard_ : shard_ * ranks_;
+  optimizer_ = std::make_unique<models::adamw_optimizer>(layout, begin, end, options.adamw);
+}
+
+absl::StatusOr<step_report> trainer::step(const token_batch& local) {
+  step_report report;
+  const auto compute_start = clock::now();
+  float* params = params_.data<float>();
+  float* grads = grads_.data<float>();
+  TROUPE_RETURN_IF_ERROR(tensor::zero(grads_));
+  const float loss_scale = 1.0f / (static_cast<float>(options_.global_batch) * local.ctx);
+  const models::loss_sum loss = model_->run(params, grads, local.batch, local.ctx,
+                                            local.tokens.data(), local.targets.data(), loss_scale);
+  report.compute_s += seconds_since(compute_start);
+
+  // Sum the gradients (and the loss) over the ranks.
+  auto comm_start = clock::now();
+  tensor::tensor totals = tensor::tensor::host({2});
+  totals.data<float>()[0] = static_cast<float>(loss.sum);
+  totals.data<float>()[1] = static_cast<float>(loss.tokens);
+  const bool zero2 = options_.zero == zero_stage::two && ranks_ > 1;
+  if (ranks_ > 1) {
+    TROUPE_RETURN_IF_ERROR(group_->allreduce(totals, comm::reduce_op::sum));
+    if (zero2) {
+      // This rank's summed shard lands at the start of the buffer; move it to its place.
+      TROUPE_ASSIGN_OR_RETURN(tensor::tensor first, grads_.narrow(0, 0, shard_));
+      TROUPE_RETURN_IF_ERROR(group_->reduce_scatter(grads_, first, comm::reduce_op::sum));
+      std::memmove(grads + rank_ * shard_, grads, shard_ * sizeof(float));
+    } else {
+      TROUPE_RETURN_IF_ERROR(group_->allreduce(grads_, comm::reduce_op::sum));
+    }
+  }
+  report.loss = totals.data<float>()[0] / totals.data<float>()[1];
+
+  // The global gradient norm: with ZeRO-2 each rank holds one shard, so partial sums are added.
+  double squares = 0;
+  if (zero2) {
+    tensor::tensor partial = tensor::tensor::host({1});
+    partial.data<float>()[0] =
+        static_cast<float>(kernels::cpu::sum_of_squares(grads + rank_ * shard_, shard_));
+    TROUPE_RETURN_IF_ERROR(group_->allreduce(partial, comm::reduce_op::sum));
+    squares = partial.data<float>()[0];
+  } else {
+    squares = kernels::cpu::sum_of_squares(grads, shard_ * ranks_);
+  }
+  report.comm_s += seconds_since(comm_start);
+  report.grad_norm = std::sqrt(squares);
+  const float clip = options_.grad_clip > 0 && report.grad_norm > options_.grad_clip
+                         ? static_cast<float>(options_.grad_clip / report.grad_norm)
+                         : 1.0f;
+
+  const auto update_start = clock::now();
+  report.lr = options_.lr.at(optimizer_->steps());
+  optimizer_->step(params, grads, report.lr, clip);
+  report.compute_s += seconds_since(update_start);
+
+  if (options_.zero != zero_stage::none && ranks_ > 1) {
+    comm_start = clock::now();
+    tensor::tensor mine = tensor::tensor::host({shard_});
+    std::memcpy(mine.data<float>(), params + rank_ * shard_, shard_ * sizeof(float));
+    TROUPE_RETURN_IF_ERROR(group_->allgather(mine, params_));
+    report.comm_s += seconds_since(comm_start);
+  }
+  report.step = optimizer_->steps();
+  return report;
+}
+
+absl::StatusOr<double> trainer::evaluate(const std::vector<token_batch>& batches) {
+  tensor::tensor totals = tensor::tensor::host({2});
+  double sum = 0;
+  int64_t tokens = 0;
+  for (size_t i = rank_; i < batches.size(); i += ranks_) {
+    const token_batch& b = batches[i];
+    const models::loss_sum l =
+        model_->evaluate(params_.data<float>(), b.batch, b.ctx, b.tokens.data(), b.targets.data());
+    sum += l.sum;
+    tokens += l.tokens;
+  }
+  totals.data<float>()[0] = static_cast<float>(sum);
+  totals.data<float>()[1] = static_cast<float>(tokens);
+  if (ranks_ > 1) TROUPE_RETURN_IF_ERROR(group_->allreduce(totals, comm::reduce_op::sum));
+  if (totals.data<float>()[1] == 0) {
+    return absl::FailedPreconditionError("evaluation: no held-out tokens");
+  }
+  return totals.data<float>()[0] / totals.data<float>()[1];
+}
+
+tensor::named_tensors trainer::optimizer_state() const {
+  tensor::named_tensors out;
+  const int64_t n = optimizer_->end() - optimizer_->begin();
+  tensor::tensor m = tensor::tensor::host({n}), v = tensor::tensor::host({n});
+  std::memcpy(m.data<float>(), optimizer_->first_moment().data(), n * sizeof(float));
+  std::memcpy(v.data<float>(), optimizer_->second_moment().data(), n * sizeof(float));
+  out.tensors = {{"m", m}, {"v", v}};
+  out.metadata = {{"begin", std::to_string(optimizer_->begin())},
+                  {"end", std::to_string(optimizer_->end())},
+                  {"steps", std::to_string(optimizer_->steps())}};
+  return out;
+}
+
+absl::Status trainer::restore(const tensor::named_tensors& weights,
+                              const std::vector<tensor::named_tensors>& optimizer_states) {
+  TROUPE_RETURN_IF_ERROR(tensor::zero(params_));
+  TROUPE_RETURN_IF_ERROR(layout_.from_named(weights, params_.data<float>()));
+  // Reassemble the moments over the whole buffer from the saved ranges, then take this rank's.
+  const int64_t padded = shard_ * ranks_;
+  std::vector<float> m(std::max<int64_t>(padded, layout_.total()), 0.0f), v(m.size(), 0.0f);
+  int64_t steps = -1;
+  for (const auto& state : optimizer_states) {
+    auto field = [&](const char* key) -> absl::StatusOr<int64_t> {
+      auto it = state.metadata.find(key);
+      int64_t value = 0;
+      if (it == state.metadata.end() || !absl::SimpleAtoi(it->second, &value)) {
+        return absl::DataLossError(
+            absl::StrCat("optimizer state: metadata '", key, "' is missing or not a number"));
+      }
+      return value;
+    };
+    TROUPE_ASSIGN_OR_RETURN(int64_t begin, field("begin"));
+    TROUPE_ASSIGN_OR_RETURN(int64_t end, field("end"));
+    TROUPE_ASSIGN_OR_RETURN(int64_t saved_steps, field("steps"));
+    TROUPE_ASSIGN_OR_RETURN(tensor::tensor sm, state.get("m"));
+    TROUPE_ASSIGN_OR_RETURN(tensor::tensor sv, state.get("v"));
+    if (begin < 0 || end < begin || sm.numel() != end - begin || sv.numel() != end - begin) {
+      return absl::DataLossError(absl::StrCat("optimizer state: range [", begin, ", ", end,
+                                              ") does not match its moments"));
+    }
+    if (steps >= 0 && saved_steps != steps) {
+      return absl::DataLossError("optimizer states of different steps in one checkpoint");
+    }
+    steps = saved_steps;
+    // Saved ranges past this run's buffer are padding (a run with more ranks pads more).
+    const int64_t keep = std::max<int64_t>(0, std::min<int64_t>(end, m.size()) - begin);
+    std::memcpy(m.data() + begin, sm.data<float>(), keep * sizeof(float));
+    std::memcpy(v.data() + begin, sv.data<float>(), keep * sizeof(float));
+  }
+  if (steps < 0) return absl::DataLossError("checkpoint holds no optimizer state");
+  const int64_t begin = optimizer_->begin(), n = optimizer_->end() - begin;
+  std::memcpy(optimizer_->first_moment().data(), m.data() + begin, n * sizeof(float));
+  std::memcpy(optimizer_->second_moment().data(), v.data() + begin, n * sizeof(float));
+  optimizer_->set_steps(steps);
+  return absl::OkStatus();
+}
+
+}  // namespace troupe::actors

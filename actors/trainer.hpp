@@ -1,0 +1,97 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "actors/data_loader.hpp"
+#include "models/gpt/adamw_optimizer.hpp"
+#include "models/gpt/gpt_cpu_batch.hpp"
+#include "runtime/comm/communicator.hpp"
+#include "runtime/tensor/safetensors.hpp"
+
+namespace troupe::actors {
+
+/// Linear warmup over `warmup` steps, then cosine decay to peak * min_ratio at `total` steps.
+struct lr_schedule {
+  float peak = 1e-3f;
+  int warmup = 0;
+  int total = 1;
+  float min_ratio = 0.1f;
+
+  /// The learning rate of 0-based step `step`.
+  [[nodiscard]] float at(int64_t step) const;
+};
+
+/// How the optimizer state and gradients are split over the data-parallel ranks.
+enum class zero_stage {
+  none = 0,  ///< gradients all-reduced, every rank holds the whole optimizer state
+  one = 1,   ///< gradients all-reduced, each rank updates its shard, parameters all-gathered
+  two = 2,   ///< gradients reduce-scattered, each rank keeps only its shard's gradients
+};
+
+/// What a trainer is built with.
+struct trainer_options {
+  int global_batch = 16;  ///< sequences per optimizer step, over every rank
+  int threads = 1;        ///< cores this rank computes on
+  lr_schedule lr;
+  models::adamw_options adamw;
+  float grad_clip = 1.0f;  ///< global gradient norm limit; 0 disables clipping
+  zero_stage zero = zero_stage::none;
+  uint64_t seed = 1;
+};
+
+/// What one optimizer step did.
+struct step_report {
+  int64_t step = 0;  ///< 1-based: the number of steps done
+  double loss = 0;   ///< mean token loss over the global batch
+  double grad_norm = 0;
+  float lr = 0;
+  double compute_s = 0;  ///< forward, backward and optimizer on this rank
+  double comm_s = 0;     ///< collectives
+};
+
+/// One data-parallel rank of the training loop, without CAF: its model replica, its share of the
+/// optimizer, and the group it synchronises with (nullptr when it trains alone).
+///
+/// A step: forward and backward of this rank's share of the global batch, each token's loss
+/// weighted 1 / (global tokens); the gradients summed over the ranks (all-reduce, or
+/// reduce-scatter with ZeRO-2); the global norm clipped; AdamW on this rank's shard; the updated
+/// parameters all-gathered (ZeRO-1/2). Every rank ends the step with the same parameters.
+class trainer {
+ public:
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<trainer>> create(
+      const models::gpt_layout& layout, const trainer_options& options, comm::communicator* group);
+
+  [[nodiscard]] absl::StatusOr<step_report> step(const token_batch& local);
+  /// The mean token loss over `batches`, split over the ranks and summed in the group.
+  [[nodiscard]] absl::StatusOr<double> evaluate(const std::vector<token_batch>& batches);
+
+  [[nodiscard]] int64_t steps() const { return optimizer_->steps(); }
+  [[nodiscard]] const float* params() const { return params_.data<float>(); }
+  [[nodiscard]] const models::gpt_layout& layout() const { return layout_; }
+
+  /// This rank's optimizer moments and step count, for a checkpoint ("m", "v"; metadata
+  /// begin, end, steps). With ZeRO none, only rank 0's is needed.
+  [[nodiscard]] tensor::named_tensors optimizer_state() const;
+  /// Restores parameters and the step count, and this rank's moments from the optimizer states
+  /// every rank of the saving run wrote, whatever that run's dp was (resharding).
+  [[nodiscard]] absl::Status restore(const tensor::named_tensors& weights,
+                                     const std::vector<tensor::named_tensors>& optimizer_states);
+
+ private:
+  trainer(const models::gpt_layout& layout, const trainer_options& options,
+          comm::communicator* group);
+
+  const models::gpt_layout& layout_;
+  trainer_options options_;
+  comm::communicator* group_;
+  int rank_ = 0, ranks_ = 1;
+  int64_t shard_ = 0;  // parameters per rank; the buffers are padded to ranks * shard
+  tensor::tensor params_, grads_;
+  std::unique_ptr<models::gpt_cpu_batch> model_;
+  std::unique_ptr<models::adamw_optimizer> optimizer_;
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,93 @@
+#include "actors/data_loader.hpp"
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/temp_dir.hpp"
+
+namespace troupe::actors {
+namespace {
+
+std::string sample_text(size_t bytes) {
+  std::string text;
+  for (size_t i = 0; text.size() < bytes; ++i)
+    text += "line " + std::to_string(i * 7919 % 1000) + "\n";
+  return text.substr(0, bytes);
+}
+
+TEST(TextCorpus, HoldsOutTheLastFraction) {
+  testing::temp_dir dir;
+  dir.write("b.txt", std::string(900, 'b'));
+  dir.write("a.txt", std::string(100, 'a'));
+  dir.write("a.dat", "index");  // skipped like the fortunes package's index files
+  auto corpus = text_corpus::load(dir.path().string(), 0.1, 16);
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  EXPECT_EQ(corpus->train().size(), 900u);
+  EXPECT_EQ(corpus->train().substr(0, 100), std::string(100, 'a'));  // name order
+  EXPECT_EQ(corpus->val(), std::string(100, 'b'));
+  EXPECT_NE(text_corpus::load(dir.path().string(), 0.1, 200).status().message().find("cannot hold"),
+            std::string::npos);
+  EXPECT_EQ(text_corpus::load(dir.file("missing"), 0.1, 16).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(text_corpus::load(dir.path().string(), 1.5, 16).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DataLoader, EverySampleOnceAnEpochAcrossRanksAndEpochBoundaries) {
+  testing::temp_dir dir;
+  auto corpus = *text_corpus::load(dir.write("t.txt", sample_text(20000)), 0.05, 32);
+  auto r0 = *data_loader::create(corpus, 32, 6, 0, 2, 7);
+  auto r1 = *data_loader::create(corpus, 32, 6, 1, 2, 7);
+  auto whole = *data_loader::create(corpus, 32, 6, 0, 1, 7);
+  const int64_t S = whole.samples_per_epoch();
+  ASSERT_GT(S, 100);
+  // Two epochs' worth of batches: every window appears exactly twice, and the two ranks
+  // together see exactly what one rank sees at dp 1.
+  std::multiset<std::string> seen;
+  const int batches = static_cast<int>(2 * S / 6);
+  for (int b = 0; b < batches; ++b) {
+    token_batch a = r0.next(), c = r1.next(), w = whole.next();
+    std::vector<int32_t> joined = a.tokens;
+    joined.insert(joined.end(), c.tokens.begin(), c.tokens.end());
+    ASSERT_EQ(joined, w.tokens) << "batch " << b;
+    for (int row = 0; row < w.batch; ++row) {
+      seen.insert(std::string(w.tokens.begin() + row * 32, w.tokens.begin() + (row + 1) * 32));
+      EXPECT_EQ(w.targets[row * 32], w.tokens[row * 32 + 1]);  // targets are the next bytes
+    }
+  }
+  std::set<std::string> distinct(seen.begin(), seen.end());
+  for (const auto& window : distinct)
+    EXPECT_LE(seen.count(window), 2u);
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), batches * 6);
+}
+
+TEST(DataLoader, ResumingAtTheCursorContinuesTheSameStream) {
+  testing::temp_dir dir;
+  auto corpus = *text_corpus::load(dir.write("t.txt", sample_text(8000)), 0.05, 16);
+  auto straight = *data_loader::create(corpus, 16, 4, 0, 1, 3);
+  for (int i = 0; i < 50; ++i)
+    straight.next();
+  const int64_t cursor = straight.cursor();
+  auto resumed = *data_loader::create(corpus, 16, 4, 0, 1, 3);
+  resumed.seek(cursor);
+  for (int i = 0; i < 200; ++i)
+    ASSERT_EQ(straight.next().tokens, resumed.next().tokens) << i;
+  auto other_seed = *data_loader::create(corpus, 16, 4, 0, 1, 4);
+  EXPECT_NE(other_seed.next().tokens, (*data_loader::create(corpus, 16, 4, 0, 1, 3)).next().tokens);
+  EXPECT_FALSE(data_loader::create(corpus, 16, 5, 0, 2, 3).ok());  // 5 sequences over 2 ranks
+}
+
+TEST(DataLoader, ValidationWindowsInTextOrder) {
+  testing::temp_dir dir;
+  auto corpus = *text_corpus::load(dir.write("t.txt", sample_text(8000)), 0.25, 16);
+  auto loader = *data_loader::create(corpus, 16, 4, 0, 1, 3);
+  const auto val = loader.validation(3, 10);
+  ASSERT_EQ(val.size(), 4u);  // 3 + 3 + 3 + 1
+  EXPECT_EQ(val.back().batch, 1);
+  EXPECT_EQ(val[0].tokens[0], static_cast<uint8_t>(corpus.val()[0]));
+  EXPECT_EQ(val[1].tokens[0], static_cast<uint8_t>(corpus.val()[3 * 16]));
+}
+
+}  // namespace
+}  // namespace troupe::actors

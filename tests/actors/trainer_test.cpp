@@ -1,0 +1,156 @@
+#include "actors/trainer.hpp"
+
+#include <cmath>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "runtime/comm/gloo_communicator.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace troupe::actors {
+namespace {
+
+const models::gpt_config config{256, 32, 2, 32, 2};
+
+std::string sample_text() {
+  std::string text;
+  for (int i = 0; text.size() < 30000; ++i) {
+    text += "the quick brown fox " + std::to_string(i % 97) + " jumps over the lazy dog\n";
+  }
+  return text;
+}
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  TrainerTest()
+      : corpus_(*text_corpus::load(dir_.write("t.txt", sample_text()), 0.05, config.ctx)),
+        layout_(config, models::layer_range::all(config)) {}
+
+  trainer_options options(zero_stage zero) const {
+    trainer_options o;
+    o.global_batch = 8;
+    o.threads = 1;
+    o.lr = {3e-3f, 2, 10, 0.1f};
+    o.zero = zero;
+    o.seed = 11;
+    return o;
+  }
+
+  // Losses of `steps` steps on `dp` ranks (threads, one Gloo group), and rank 0's parameters.
+  std::pair<std::vector<double>, std::vector<float>> run(int dp, zero_stage zero, int steps) {
+    comm::memory_store store;
+    std::vector<std::vector<double>> losses(dp);
+    std::vector<float> params;
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < dp; ++r) {
+      ranks.emplace_back([&, r] {
+        std::unique_ptr<comm::communicator> group;
+        if (dp > 1) {
+          auto g = comm::make_gloo_communicator(store, {.name = "dp", .rank = r, .size = dp});
+          ASSERT_TRUE(g.ok()) << g.status();
+          group = std::move(*g);
+        }
+        auto t = trainer::create(layout_, options(zero), group.get());
+        ASSERT_TRUE(t.ok()) << t.status();
+        auto loader = *data_loader::create(corpus_, config.ctx, 8, r, dp, 5);
+        for (int s = 0; s < steps; ++s) {
+          auto report = (*t)->step(loader.next());
+          ASSERT_TRUE(report.ok()) << report.status();
+          losses[r].push_back(report->loss);
+        }
+        if (r == 0) params.assign((*t)->params(), (*t)->params() + layout_.total());
+      });
+    }
+    for (auto& t : ranks)
+      t.join();
+    for (int r = 1; r < dp; ++r)
+      EXPECT_EQ(losses[r], losses[0]) << "ranks disagree";
+    return {losses[0], params};
+  }
+
+  testing::temp_dir dir_;
+  text_corpus corpus_;
+  models::gpt_layout layout_;
+};
+
+TEST(LrSchedule, WarmupThenCosineToTheFloor) {
+  const lr_schedule lr{1e-3f, 10, 110, 0.1f};
+  EXPECT_FLOAT_EQ(lr.at(0), 1e-4f);
+  EXPECT_FLOAT_EQ(lr.at(9), 1e-3f);
+  EXPECT_FLOAT_EQ(lr.at(10), 1e-3f);
+  EXPECT_NEAR(lr.at(60), 0.55e-3f, 1e-9);
+  EXPECT_NEAR(lr.at(110), 1e-4f, 1e-9);
+  EXPECT_NEAR(lr.at(500), 1e-4f, 1e-9);
+}
+
+TEST_F(TrainerTest, TwoRanksMatchOneAtTheSameGlobalBatchForEveryZeroStage) {
+  const auto [single, single_params] = run(1, zero_stage::none, 6);
+  EXPECT_LT(single.back(), single.front());  // it learns
+  for (zero_stage zero : {zero_stage::none, zero_stage::one, zero_stage::two}) {
+    const auto [pair, pair_params] = run(2, zero, 6);
+    for (size_t i = 0; i < single.size(); ++i) {
+      EXPECT_NEAR(pair[i], single[i], 1e-4) << "zero " << int(zero) << " step " << i;
+    }
+    double max_diff = 0;
+    for (size_t i = 0; i < single_params.size(); ++i) {
+      max_diff = std::max<double>(max_diff, std::abs(pair_params[i] - single_params[i]));
+    }
+    EXPECT_LT(max_diff, 1e-4) << "zero " << int(zero);
+  }
+}
+
+TEST_F(TrainerTest, RestoringAStateContinuesBitExactly) {
+  auto straight = *trainer::create(layout_, options(zero_stage::none), nullptr);
+  auto loader = *data_loader::create(corpus_, config.ctx, 8, 0, 1, 5);
+  for (int s = 0; s < 4; ++s)
+    ASSERT_TRUE(straight->step(loader.next()).ok());
+  const tensor::named_tensors weights = layout_.to_named(straight->params());
+  const tensor::named_tensors state = straight->optimizer_state();
+  const int64_t cursor = loader.cursor();
+  std::vector<double> after;
+  for (int s = 0; s < 4; ++s)
+    after.push_back(straight->step(loader.next())->loss);
+
+  auto resumed = *trainer::create(layout_, options(zero_stage::none), nullptr);
+  ASSERT_TRUE(resumed->restore(weights, {state}).ok());
+  EXPECT_EQ(resumed->steps(), 4);
+  auto loader2 = *data_loader::create(corpus_, config.ctx, 8, 0, 1, 5);
+  loader2.seek(cursor);
+  for (int s = 0; s < 4; ++s)
+    EXPECT_EQ(resumed->step(loader2.next())->loss, after[s]) << s;
+  EXPECT_EQ(0, std::memcmp(resumed->params(), straight->params(), layout_.total() * sizeof(float)));
+}
+
+TEST_F(TrainerTest, ShardedOptimizerStatesReassembleAtAnotherWorldSize) {
+  // Two ZeRO-2 ranks save their shards; one rank restores from both.
+  comm::memory_store store;
+  std::vector<tensor::named_tensors> states(2);
+  tensor::named_tensors weights;
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto g = *comm::make_gloo_communicator(store, {.name = "save", .rank = r, .size = 2});
+      auto t = *trainer::create(layout_, options(zero_stage::two), g.get());
+      auto loader = *data_loader::create(corpus_, config.ctx, 8, r, 2, 5);
+      for (int s = 0; s < 3; ++s)
+        ASSERT_TRUE(t->step(loader.next()).ok());
+      states[r] = t->optimizer_state();
+      if (r == 0) weights = layout_.to_named(t->params());
+    });
+  }
+  for (auto& t : ranks)
+    t.join();
+  auto single = *trainer::create(layout_, options(zero_stage::none), nullptr);
+  ASSERT_TRUE(single->restore(weights, states).ok());
+  EXPECT_EQ(single->steps(), 3);
+  auto loader = *data_loader::create(corpus_, config.ctx, 8, 0, 1, 5);
+  loader.seek(3 * 8);
+  auto report = single->step(loader.next());
+  ASSERT_TRUE(report.ok());
+  EXPECT_LT(report->loss, 5.6);  // still the trained model (a fresh one is at log 256 = 5.55+)
+  EXPECT_FALSE(single->restore(weights, {}).ok());
+}
+
+}  // namespace
+}  // namespace troupe::actors
