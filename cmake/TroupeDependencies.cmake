@@ -17,6 +17,7 @@ find_package(CLI11 REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(Threads REQUIRED)
 find_package(Gloo REQUIRED)  # target gloo
+find_package(OpenSSL REQUIRED)  # sha256 of checkpoint files (OpenSSL::Crypto)
 # OpenBLAS ships a pkg-config file (target PkgConfig::OPENBLAS), for the CPU GEMMs.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET GLOBAL openblas)

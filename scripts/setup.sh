@@ -12,6 +12,8 @@ packages=(
   libcaf-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
   # status types, collectives, CPU GEMM
   libabsl-dev libgloo-dev libopenblas-dev
+  # checkpoint digests (sha256)
+  libssl-dev
   # config, HTTP, CLI, logging, JSON
   libyaml-cpp-dev libcpp-httplib-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
   # tests and benchmarks (python3-zmq and python3-msgpack: the foreign-client protocol test)

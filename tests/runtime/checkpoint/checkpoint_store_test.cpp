@@ -1,0 +1,92 @@
+#include "runtime/checkpoint/checkpoint_store.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/temp_dir.hpp"
+
+namespace troupe::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+tensor::named_tensors weights(float value) {
+  tensor::named_tensors n;
+  tensor::tensor w = tensor::tensor::host({64});
+  for (int i = 0; i < 64; ++i)
+    w.data<float>()[i] = value + i;
+  n.tensors = {{"w", w}};
+  return n;
+}
+
+absl::Status save(const checkpoint_store& store, int64_t step, int keep = 3) {
+  auto a = store.stage(step, "model.safetensors", weights(step));
+  auto b = store.stage(step, "optimizer-rank0.safetensors", weights(-step));
+  if (!a.ok()) return a.status();
+  if (!b.ok()) return b.status();
+  return store.commit(step, {*a, *b}, {{"dp", 1}, {"cursor", step * 16}}, keep);
+}
+
+TEST(ChecksumOfAFile, MatchesTheKnownDigest) {
+  testing::temp_dir dir;
+  EXPECT_EQ(*sha256_file(dir.write("abc", "abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(CheckpointStore, CommitsAtomicallyAndKeepsTheNewest) {
+  testing::temp_dir dir;
+  checkpoint_store store(dir.path().string());
+  for (int64_t step : {10, 20, 30, 40})
+    ASSERT_TRUE(save(store, step).ok());
+  EXPECT_EQ(store.steps(), (std::vector<int64_t>{20, 30, 40}));
+  // A staged but uncommitted step is invisible.
+  ASSERT_TRUE(store.stage(50, "model.safetensors", weights(50)).ok());
+  EXPECT_EQ(store.steps().back(), 40);
+  std::vector<std::string> warnings;
+  auto latest = store.read_latest(&warnings);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(latest->step, 40);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(latest->meta["cursor"], 640);
+  EXPECT_EQ((*latest->files.at("model.safetensors").get("w")).data<float>()[1], 41.0f);
+}
+
+TEST(CheckpointStore, DamageIsDetectedNamedAndSkipped) {
+  testing::temp_dir dir;
+  checkpoint_store store(dir.path().string());
+  for (int64_t step : {1, 2, 3})
+    ASSERT_TRUE(save(store, step).ok());
+
+  // Step 3: one byte of a tensor flipped. Step 2: a file truncated.
+  const std::string corrupt = (fs::path(store.step_dir(3)) / "model.safetensors").string();
+  {
+    std::fstream f(corrupt, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-3, std::ios::end);
+    f.put('\x7f');
+  }
+  const std::string truncated =
+      (fs::path(store.step_dir(2)) / "optimizer-rank0.safetensors").string();
+  fs::resize_file(truncated, fs::file_size(truncated) - 10);
+
+  auto three = checkpoint_store::read(store.step_dir(3));
+  EXPECT_EQ(three.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(three.status().message().find(corrupt), std::string::npos) << three.status();
+  EXPECT_NE(three.status().message().find("sha256"), std::string::npos);
+  auto two = checkpoint_store::read(store.step_dir(2));
+  EXPECT_NE(two.status().message().find("truncated"), std::string::npos) << two.status();
+
+  std::vector<std::string> warnings;
+  auto latest = store.read_latest(&warnings);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->step, 1);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("step 3"), std::string::npos);
+
+  fs::remove(fs::path(store.step_dir(1)) / "manifest.json");
+  EXPECT_EQ(store.read_latest(nullptr).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace troupe::checkpoint
