@@ -33,6 +33,16 @@ int main(int argc, char** argv) {
   list_cmd->add_option("--plugin-dir", plugin_dirs, "Extra plugin directory");
   list_cmd->add_flag("--json", plugins_json, "Print JSON");
 
+  export_args export_run;
+  auto* export_cmd =
+      app.add_subcommand("export", "Write a run's checkpoint as GPT-2 Hugging Face weights");
+  export_cmd->add_option("run_dir", export_run.run_dir, "Run directory of a pretraining job")
+      ->required();
+  export_cmd->add_option("--format", export_run.format, "Output format")->capture_default_str();
+  export_cmd->add_option("--out", export_run.out, "Output directory")->required();
+  export_cmd->add_option("--step", export_run.step,
+                         "Checkpoint step (default: the newest that reads cleanly)");
+
   bool version_json = false;
   auto* version_cmd = app.add_subcommand("version", "Show versions and CUDA devices");
   version_cmd->add_flag("--json", version_json, "Print JSON");
@@ -78,6 +88,7 @@ int main(int argc, char** argv) {
   if (*check_cmd) return check_command(check);
   if (*list_cmd) return plugins_list_command(plugin_dirs, plugins_json);
   if (*version_cmd) return version_command(version_json);
+  if (*export_cmd) return export_command(export_run);
   if (*head_cmd) {
     if (!head_app.config.empty()) head.app = head_app;
     return head_command(head);

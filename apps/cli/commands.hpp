@@ -84,6 +84,18 @@ struct status_args {
 /// `troupe status`: the members of a cluster, their actors and heartbeats.
 [[nodiscard]] int status_command(const status_args& args);
 
+struct export_args {
+  std::string run_dir;
+  std::string format = "safetensors";
+  std::string out;
+  /// A committed step; by default the newest checkpoint that reads cleanly.
+  std::optional<int64_t> step;
+};
+
+/// `troupe export`: a run's checkpoint as GPT-2 Hugging Face weights (model.safetensors +
+/// config.json) in `out`.
+[[nodiscard]] int export_command(const export_args& args);
+
 /// The token a cluster uses: the config's, else TROUPE_CLUSTER_TOKEN, else a fresh random one.
 [[nodiscard]] std::string cluster_token(const config::cluster_spec& spec);
 

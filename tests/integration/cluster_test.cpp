@@ -283,7 +283,7 @@ TEST_F(ClusterTest, GarbageFramesAreRefusedWithoutHarm) {
   ASSERT_EQ(workers.size(), 1u);
   ASSERT_TRUE(head_->wait_for_stderr("started", 20s));
   zmq::context_t context;
-  for (const std::string target : {endpoint_, workers[0]["endpoint"].get<std::string>()}) {
+  for (const std::string& target : {endpoint_, workers[0]["endpoint"].get<std::string>()}) {
     auto client = cluster::head_client::connect(context, target, token);
     ASSERT_TRUE(client.ok());
     std::mt19937 rng(7);
