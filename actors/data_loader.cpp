@@ -85,6 +85,7 @@ token_batch data_loader::next() {
   const int local = local_batch();
   token_batch out{local, ctx_, std::vector<int32_t>(static_cast<size_t>(local) * ctx_),
                   std::vector<int32_t>(static_cast<size_t>(local) * ctx_), 0};
+  out.cursor = cursor_;
   out.first_sample = cursor_ + static_cast<int64_t>(dp_rank_) * local;
   for (int row = 0; row < local; ++row) {
     fill(out, row, corpus_->train(), sample_at(out.first_sample + row) * ctx_);
@@ -107,6 +108,29 @@ std::vector<token_batch> data_loader::validation(int batch, int max_windows) con
     out.push_back(std::move(b));
   }
   return out;
+}
+
+void prefetch_queue::produce() {
+  if (credits_ <= 0) return;
+  --credits_;
+  ready_.push_back(loader_.next());
+}
+
+token_batch prefetch_queue::take() {
+  if (ready_.empty()) return loader_.next();
+  token_batch b = std::move(ready_.front());
+  ready_.erase(ready_.begin());
+  return b;
+}
+
+int64_t prefetch_queue::cursor() const {
+  return ready_.empty() ? loader_.cursor() : ready_.front().cursor;
+}
+
+void prefetch_queue::seek(int64_t cursor) {
+  credits_ += static_cast<int>(ready_.size());  // the dropped batches' credits come back
+  ready_.clear();
+  loader_.seek(cursor);
 }
 
 }  // namespace troupe::actors

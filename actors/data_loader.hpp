@@ -33,6 +33,7 @@ struct token_batch {
   std::vector<int32_t> tokens;
   std::vector<int32_t> targets;
   int64_t first_sample = 0;  ///< the global stream index of the batch's first sample
+  int64_t cursor = 0;        ///< the global stream index where its global batch starts
 };
 
 /// The sample stream of one data-parallel rank. Samples are the windows of ctx + 1 bytes at
@@ -75,6 +76,35 @@ class data_loader {
   int64_t cursor_ = 0;
   int64_t perm_epoch_ = -1;
   std::vector<int64_t> perm_;
+};
+
+/// Credit-based prefetch in front of a data_loader: the consumer grants credits, the producer
+/// prepares at most that many batches ahead, and every batch handed over uses one up, so the
+/// queue is bounded by the credits outstanding (back-pressure without a fixed buffer size).
+class prefetch_queue {
+ public:
+  explicit prefetch_queue(data_loader loader) : loader_(std::move(loader)) {}
+
+  /// Allows `n` more batches to be prepared ahead.
+  void grant(int n) { credits_ += n; }
+  /// Whether a batch may be prepared now.
+  [[nodiscard]] bool can_produce() const { return credits_ > 0; }
+  /// Prepares one batch ahead, using one credit.
+  void produce();
+  /// The next batch: a prepared one, or (when none is ready) one made now.
+  token_batch take();
+
+  [[nodiscard]] size_t ready() const { return ready_.size(); }
+  [[nodiscard]] int credits() const { return credits_; }
+  /// Where the next batch the consumer has not received starts: what a checkpoint saves.
+  [[nodiscard]] int64_t cursor() const;
+  /// Drops prepared batches and continues from `cursor` (a resume).
+  void seek(int64_t cursor);
+
+ private:
+  data_loader loader_;
+  std::vector<token_batch> ready_;  // oldest first
+  int credits_ = 0;
 };
 
 }  // namespace troupe::actors

@@ -91,3 +91,41 @@ TEST(DataLoader, ValidationWindowsInTextOrder) {
 
 }  // namespace
 }  // namespace troupe::actors
+
+namespace troupe::actors {
+namespace {
+
+TEST(PrefetchQueue, CreditsBoundWhatIsPreparedAndTheCursorCountsOnlyWhatWasTaken) {
+  testing::temp_dir dir;
+  auto corpus = *text_corpus::load(dir.write("t.txt", sample_text(8000)), 0.05, 16);
+  auto reference = *data_loader::create(corpus, 16, 4, 0, 1, 3);
+  prefetch_queue q(*data_loader::create(corpus, 16, 4, 0, 1, 3));
+  EXPECT_FALSE(q.can_produce());  // nothing is prepared without credit
+  q.grant(2);
+  while (q.can_produce())
+    q.produce();
+  EXPECT_EQ(q.ready(), 2u);
+  EXPECT_EQ(q.cursor(), 0);  // prepared, not taken
+  EXPECT_EQ(q.take().tokens, reference.next().tokens);
+  EXPECT_EQ(q.cursor(), 4);
+  q.grant(1);  // the consumer returns a credit per batch taken
+  q.produce();
+  EXPECT_EQ(q.ready(), 2u);
+  EXPECT_EQ(q.take().tokens, reference.next().tokens);
+  EXPECT_EQ(q.take().tokens, reference.next().tokens);
+  EXPECT_EQ(q.take().tokens, reference.next().tokens);  // none ready: made on demand
+  EXPECT_EQ(q.cursor(), 16);
+
+  // A resume drops what was prepared and gives the credits back.
+  q.grant(2);
+  q.produce();
+  q.produce();
+  q.seek(4);
+  EXPECT_EQ(q.ready(), 0u);
+  EXPECT_EQ(q.credits(), 2);
+  reference.seek(4);
+  EXPECT_EQ(q.take().tokens, reference.next().tokens);
+}
+
+}  // namespace
+}  // namespace troupe::actors

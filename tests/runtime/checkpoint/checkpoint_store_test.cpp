@@ -90,3 +90,63 @@ TEST(CheckpointStore, DamageIsDetectedNamedAndSkipped) {
 
 }  // namespace
 }  // namespace troupe::checkpoint
+
+#include "runtime/checkpoint/async_writer.hpp"
+
+namespace troupe::checkpoint {
+namespace {
+
+TEST(AsyncWriter, WritesInOrderOffTheCallersThreadAndFinishesOnDestruction) {
+  testing::temp_dir dir;
+  checkpoint_store store(dir.path().string());
+  tensor::named_tensors live = weights(1);
+  std::vector<std::future<absl::StatusOr<file_record>>> records;
+  {
+    async_writer writer(store);
+    for (int rank = 0; rank < 3; ++rank) {
+      auto snap = snapshot(live);
+      ASSERT_TRUE(snap.ok());
+      records.push_back(writer.stage(7, "rank" + std::to_string(rank) + ".safetensors", *snap));
+      // The caller keeps training: changing its live state must not change what is written.
+      (*live.get("w")).data<float>()[0] += 100.0f;
+    }
+  }  // the destructor waits for the queued writes
+  std::vector<file_record> files;
+  for (auto& r : records) {
+    absl::StatusOr<file_record> record = r.get();
+    ASSERT_TRUE(record.ok()) << record.status();
+    files.push_back(*record);
+  }
+  ASSERT_TRUE(store.commit(7, files, {}, 2).ok());
+  auto c = checkpoint_store::read(store.step_dir(7));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c->files.at("rank0.safetensors").get("w")).data<float>()[0], 1.0f);
+  EXPECT_EQ((*c->files.at("rank2.safetensors").get("w")).data<float>()[0], 201.0f);
+}
+
+TEST(Snapshot, RecyclesTheMemoryOfAMatchingSnapshot) {
+  tensor::named_tensors live = weights(1);
+  auto first = snapshot(live);
+  ASSERT_TRUE(first.ok());
+  void* memory = (*first->get("w")).raw();
+  (*live.get("w")).data<float>()[3] = -5.0f;
+  auto second = snapshot(live, *std::move(first));
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ((*second->get("w")).raw(), memory);
+  EXPECT_EQ((*second->get("w")).data<float>()[3], -5.0f);
+  EXPECT_NE((*second->get("w")).raw(), (*live.get("w")).raw());
+  auto other = snapshot(weights(2), tensor::named_tensors{});  // nothing to recycle: fresh memory
+  EXPECT_NE((*other->get("w")).raw(), memory);
+}
+
+TEST(AsyncWriter, AFailedWriteComesBackAsItsError) {
+  testing::temp_dir dir;
+  const std::string blocker = dir.write("not-a-dir", "x");
+  async_writer writer{checkpoint_store(blocker)};  // the root is a file: staging must fail
+  auto record = writer.stage(1, "m.safetensors", weights(1)).get();
+  EXPECT_FALSE(record.ok());
+  EXPECT_NE(record.status().message().find("not-a-dir"), std::string::npos) << record.status();
+}
+
+}  // namespace
+}  // namespace troupe::checkpoint
