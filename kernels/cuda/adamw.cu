@@ -63,20 +63,7 @@ absl::StatusOr<double> sum_of_squares(const float* x, int64_t n, void* stream) {
   TROUPE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&scratch, (reduce_blocks + 1) * sizeof(double), st));
   squares_partial<<<reduce_blocks, reduce_threads, 0, st>>>(scratch, x, n);
   squares_total<<<1, 1, 0, st>>>(scratch + reduce_blocks, scratch);
-  double total = 0.0;
-  absl::Status status = TROUPE_CUDA_LAUNCH_STATUS();
-  if (status.ok()) {
-    status = tensor::cuda_status(
-        cudaMemcpyAsync(&total, scratch + reduce_blocks, sizeof total, cudaMemcpyDeviceToHost, st),
-        "cudaMemcpyAsync", __FILE__, __LINE__);
-  }
-  cudaFreeAsync(scratch, st);
-  if (status.ok()) {
-    status =
-        tensor::cuda_status(cudaStreamSynchronize(st), "cudaStreamSynchronize", __FILE__, __LINE__);
-  }
-  if (!status.ok()) return status;
-  return total;
+  return take_scalar(scratch + reduce_blocks, scratch, st);
 }
 
 }  // namespace troupe::kernels::cuda

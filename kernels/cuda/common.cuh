@@ -6,7 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "runtime/base/status.hpp"
 #include "runtime/tensor/cuda_status.hpp"
 #include "runtime/tensor/dtype.hpp"
@@ -31,6 +31,26 @@ inline cudaStream_t to_stream(void* stream) {
 
 inline int blocks_for(int64_t n, int threads) {
   return static_cast<int>((n + threads - 1) / threads);
+}
+
+/// After the kernels that wrote `*value` (device scratch from cudaMallocAsync) were launched on
+/// `stream`: checks the launch, copies the value to the host, frees the scratch and waits.
+template <class T>
+absl::StatusOr<T> take_scalar(T* value, void* scratch, cudaStream_t stream) {
+  T host{};
+  absl::Status status = TROUPE_CUDA_LAUNCH_STATUS();
+  if (status.ok()) {
+    status = tensor::cuda_status(
+        cudaMemcpyAsync(&host, value, sizeof host, cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync", __FILE__, __LINE__);
+  }
+  cudaFreeAsync(scratch, stream);
+  if (status.ok()) {
+    status = tensor::cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize", __FILE__,
+                                 __LINE__);
+  }
+  if (!status.ok()) return status;
+  return host;
 }
 
 __device__ inline float warp_sum(float x) {

@@ -83,20 +83,7 @@ absl::StatusOr<int> sample_token(const float* logits, int vocab, const sampling_
   TROUPE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&device_token, sizeof(int), st));
   sample_kernel<<<1, 1024, 0, st>>>(device_token, logits, vocab, p.temperature, p.top_k, p.top_p,
                                     seed, counter);
-  int token = -1;
-  absl::Status status = TROUPE_CUDA_LAUNCH_STATUS();
-  if (status.ok()) {
-    status = tensor::cuda_status(
-        cudaMemcpyAsync(&token, device_token, sizeof token, cudaMemcpyDeviceToHost, st),
-        "cudaMemcpyAsync", __FILE__, __LINE__);
-  }
-  cudaFreeAsync(device_token, st);
-  if (status.ok()) {
-    status =
-        tensor::cuda_status(cudaStreamSynchronize(st), "cudaStreamSynchronize", __FILE__, __LINE__);
-  }
-  if (!status.ok()) return status;
-  return token;
+  return take_scalar(device_token, device_token, st);
 }
 
 }  // namespace troupe::kernels::cuda
