@@ -52,18 +52,37 @@ __global__ void layernorm_input_grad(__nv_bfloat16* din, const __nv_bfloat16* do
   }
 }
 
-// One thread per column, rows in order: a deterministic sum.
-__global__ void layernorm_param_grads(float* dweight, float* dbias, const __nv_bfloat16* dout,
-                                      const __nv_bfloat16* in, const float* mean, const float* rstd,
-                                      int rows, int dim) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+// Weight and bias gradients in two deterministic stages: block (chunk, column tile) sums its
+// chunk of rows per column into partial[chunk]; then one thread per column adds the chunks in
+// order. Enough blocks to fill the GPU, and the same sums in the same order every run.
+constexpr int grad_chunks = 64;
+
+__global__ void layernorm_param_partials(float* partial_w, float* partial_b,
+                                         const __nv_bfloat16* dout, const __nv_bfloat16* in,
+                                         const float* mean, const float* rstd, int rows, int dim) {
+  const int c = blockIdx.y * blockDim.x + threadIdx.x, chunk = blockIdx.x;
   if (c >= dim) return;
+  const int per_chunk = (rows + grad_chunks - 1) / grad_chunks;
+  const int first = chunk * per_chunk, last = min(rows, first + per_chunk);
   float dw = 0.0f, db = 0.0f;
-  for (int r = 0; r < rows; ++r) {
+  for (int r = first; r < last; ++r) {
     const int64_t i = static_cast<int64_t>(r) * dim + c;
     const float g = __bfloat162float(dout[i]);
     db += g;
     dw += g * (__bfloat162float(in[i]) - mean[r]) * rstd[r];
+  }
+  partial_w[static_cast<int64_t>(chunk) * dim + c] = dw;
+  partial_b[static_cast<int64_t>(chunk) * dim + c] = db;
+}
+
+__global__ void layernorm_param_totals(float* dweight, float* dbias, const float* partial_w,
+                                       const float* partial_b, int dim) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= dim) return;
+  float dw = 0.0f, db = 0.0f;
+  for (int chunk = 0; chunk < grad_chunks; ++chunk) {
+    dw += partial_w[static_cast<int64_t>(chunk) * dim + c];
+    db += partial_b[static_cast<int64_t>(chunk) * dim + c];
   }
   dweight[c] += dw;
   dbias[c] += db;
@@ -85,9 +104,20 @@ absl::Status layernorm_backward(bf16* din, float* dweight, float* dbias, const b
   layernorm_input_grad<<<blocks_for(rows, 8), 256, 0, to_stream(stream)>>>(
       dev(din), dev(dout), dev(in), dev(weight), mean, rstd, rows, dim);
   TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
-  layernorm_param_grads<<<blocks_for(dim, 128), 128, 0, to_stream(stream)>>>(
-      dweight, dbias, dev(dout), dev(in), mean, rstd, rows, dim);
-  return TROUPE_CUDA_LAUNCH_STATUS();
+  cudaStream_t st = to_stream(stream);
+  float* partial = nullptr;
+  TROUPE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&partial, 2 * sizeof(float) * grad_chunks * dim, st));
+  float* partial_b = partial + static_cast<int64_t>(grad_chunks) * dim;
+  layernorm_param_partials<<<dim3(grad_chunks, blocks_for(dim, 128)), 128, 0, st>>>(
+      partial, partial_b, dev(dout), dev(in), mean, rstd, rows, dim);
+  absl::Status status = TROUPE_CUDA_LAUNCH_STATUS();
+  if (status.ok()) {
+    layernorm_param_totals<<<blocks_for(dim, 128), 128, 0, st>>>(dweight, dbias, partial, partial_b,
+                                                                 dim);
+    status = TROUPE_CUDA_LAUNCH_STATUS();
+  }
+  cudaFreeAsync(partial, st);
+  return status;
 }
 
 }  // namespace troupe::kernels::cuda

@@ -45,6 +45,12 @@ absl::StatusOr<lt_state*> state_for_current_device() {
   return &s;
 }
 
+// out[i][j] += bias[j], for f32 outputs (cuBLASLt's bias epilogue wants the bias in D's type).
+__global__ void add_bias_rows(float* out, const __nv_bfloat16* bias, int m, int n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < static_cast<int64_t>(m) * n) out[i] += __bfloat162float(bias[i % n]);
+}
+
 __global__ void column_sums(float* dbias, const __nv_bfloat16* dout, int m, int n) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= n) return;
@@ -72,7 +78,8 @@ absl::Status matmul(void* out, tensor::dtype out_type, const bf16* a, const bf16
                                                                  &op_first, sizeof op_first));
     TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB,
                                                                  &op_second, sizeof op_second));
-    if (bias != nullptr) {
+    const bool bias_epilogue = bias != nullptr && out_type == tensor::dtype::bf16;
+    if (bias_epilogue) {
       const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
       const cudaDataType_t bias_type = CUDA_R_16BF;
       TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
@@ -105,6 +112,11 @@ absl::Status matmul(void* out, tensor::dtype out_type, const bf16* a, const bf16
     TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(lt->handle, desc, &alpha, b, lb, a, la, &beta, out,
                                                  lc, out, lc, &heuristic.algo, lt->workspace,
                                                  workspace_bytes, to_stream(stream)));
+    if (bias != nullptr && !bias_epilogue) {
+      add_bias_rows<<<blocks_for(int64_t{g.m} * g.n, 256), 256, 0, to_stream(stream)>>>(
+          static_cast<float*>(out), dev(bias), g.m, g.n);
+      return TROUPE_CUDA_LAUNCH_STATUS();
+    }
     return absl::OkStatus();
   }();
   if (pref) cublasLtMatmulPreferenceDestroy(pref);

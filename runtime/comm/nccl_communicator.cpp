@@ -179,16 +179,20 @@ class nccl_communicator final : public communicator {
     absl::Status s = nccl_status(enqueue(), what);
     const auto deadline = clock::now() + options_.timeout;
     while (s.ok()) {
-      const cudaError_t q = cudaStreamQuery(stream_);
-      if (q == cudaSuccess) return absl::OkStatus();
-      if (q != cudaErrorNotReady) {
-        s = tensor::cuda_status(q, what, __FILE__, __LINE__);
-        break;
-      }
+      // A non-blocking communicator may still be enqueueing (ncclInProgress); only then does the
+      // stream hold the operation.
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm_, &async);
       s = nccl_status(async, what);
       if (!s.ok()) break;
+      if (async == ncclSuccess) {
+        const cudaError_t q = cudaStreamQuery(stream_);
+        if (q == cudaSuccess) return absl::OkStatus();
+        if (q != cudaErrorNotReady) {
+          s = tensor::cuda_status(q, what, __FILE__, __LINE__);
+          break;
+        }
+      }
       if (abort_requested_.load()) {
         std::lock_guard lock(state_mutex_);
         s = failure_;
