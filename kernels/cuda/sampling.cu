@@ -35,34 +35,50 @@ __global__ void sample_kernel(int* token, const float* logits, int vocab, float 
     return;
   }
   auto weight = [&](int j) { return expf((logits[j] - block_best) / temperature); };
-  float sum = 0.0f;
-  for (int j = threadIdx.x; j < vocab; j += blockDim.x)
-    sum += weight(j);
-  sum = block_sum(sum, shared);
-  // Bisect on the unnormalised weight w in (0, 1]; candidates are w >= lo.
-  float lo = 0.0f, hi = 1.0f;
-  for (int iter = 0; iter < 40; ++iter) {
-    const float mid = 0.5f * (lo + hi);
-    float count = 0.0f, mass = 0.0f;
+  // Candidates are the tokens with weight w >= a threshold in (0, 1], found by bisection: the
+  // largest keeping top_k tokens, then, as on the CPU, the largest of those keeping top_p of the
+  // top-k mass.
+  auto count_and_mass = [&](float threshold, float& count, float& mass) {
+    count = 0.0f;
+    mass = 0.0f;
     for (int j = threadIdx.x; j < vocab; j += blockDim.x) {
       const float w = weight(j);
-      if (w >= mid) count += 1.0f, mass += w;
+      if (w >= threshold) count += 1.0f, mass += w;
     }
     count = block_sum(count, shared);
     mass = block_sum(mass, shared);
-    const bool keeps = (top_k <= 0 || count >= top_k) && mass >= top_p * sum;
-    if (keeps)
-      lo = mid;
-    else
-      hi = mid;
+  };
+  float lo = 0.0f, hi = 1.0f, count = 0.0f, mass = 0.0f;
+  if (top_k > 0) {
+    for (int iter = 0; iter < 40; ++iter) {
+      const float mid = 0.5f * (lo + hi);
+      count_and_mass(mid, count, mass);
+      if (count >= top_k)
+        lo = mid;
+      else
+        hi = mid;
+    }
+  }
+  count_and_mass(lo, count, mass);
+  const float kept_mass = mass;
+  if (top_p < 1.0f) {
+    hi = 1.0f;
+    for (int iter = 0; iter < 40; ++iter) {
+      const float mid = 0.5f * (lo + hi);
+      count_and_mass(mid, count, mass);
+      if (mass >= top_p * kept_mass)
+        lo = mid;
+      else
+        hi = mid;
+    }
   }
   if (threadIdx.x == 0) s_lo = lo;
   __syncthreads();
   if (threadIdx.x != 0) return;
-  float mass = 0.0f;
+  float candidates = 0.0f;
   for (int j = 0; j < vocab; ++j)
-    mass += weight(j) >= s_lo ? weight(j) : 0.0f;
-  const float target = uniform(seed, counter) * mass;
+    candidates += weight(j) >= s_lo ? weight(j) : 0.0f;
+  const float target = uniform(seed, counter) * candidates;
   float acc = 0.0f;
   int last = 0;
   for (int j = 0; j < vocab; ++j) {
