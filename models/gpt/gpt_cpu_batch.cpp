@@ -10,6 +10,7 @@ namespace troupe::models {
 
 gpt_cpu_batch::gpt_cpu_batch(const gpt_layout& layout, int max_batch, int threads)
     : layout_(layout) {
+  const int requested = std::max(1, threads);
   threads = std::max(1, std::min(threads, max_batch));
   pool_ = std::make_unique<kernels::cpu::thread_pool>(threads);
   const int per_replica = (max_batch + threads - 1) / threads;
@@ -19,7 +20,9 @@ gpt_cpu_batch::gpt_cpu_batch(const gpt_layout& layout, int max_batch, int thread
         std::make_unique<gpt_cpu_stage>(layout, per_replica, threads == 1 ? pool_.get() : nullptr));
   }
   replica_grads_.assign(threads > 1 ? threads : 0, std::vector<float>(layout.total()));
-  if (threads > 1) kernels::cpu::set_blas_threads(1);
+  // OpenBLAS threads are process-wide: one per replica's core, or every core for a lone replica
+  // (which also spreads its attention heads over the pool).
+  kernels::cpu::set_blas_threads(threads > 1 ? 1 : requested);
 }
 
 loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int seq,
