@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/actor/message_types.hpp"
 
 namespace troupe::actors {
 
@@ -26,15 +27,7 @@ class text_corpus {
   std::string train_, val_;
 };
 
-/// One rank's batch: tokens and next-token targets, [batch, ctx] each, row-major.
-struct token_batch {
-  int batch = 0;
-  int ctx = 0;
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> targets;
-  int64_t first_sample = 0;  ///< the global stream index of the batch's first sample
-  int64_t cursor = 0;        ///< the global stream index where its global batch starts
-};
+using actor::token_batch;
 
 /// The sample stream of one data-parallel rank. Samples are the windows of ctx + 1 bytes at
 /// stride ctx over the training text. Epoch e visits them in an order shuffled by (seed, e);

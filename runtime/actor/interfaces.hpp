@@ -19,6 +19,15 @@ using stage_actor = caf::typed_actor<caf::replies_to<process_atom, work_item>::w
 using sink_actor = caf::typed_actor<caf::replies_to<consume_atom, work_item>::with<caf::ok_atom>,
                                     caf::replies_to<finish_atom>::with<sink_report>>;
 
+/// One data-parallel rank's training batches, prepared ahead under credit-based back-pressure:
+/// `(credit, n)` allows n more batches ahead, `(next)` hands one over, `(cursor)` says where the
+/// next batch not yet handed over starts (what a checkpoint saves), `(seek, cursor)` continues
+/// from there. `(produce)` is the loader's own prompt to prepare one batch.
+using data_loader_actor = caf::typed_actor<
+    caf::reacts_to<credit_atom, int32_t>, caf::replies_to<next_atom>::with<token_batch>,
+    caf::replies_to<cursor_atom>::with<int64_t>,
+    caf::replies_to<seek_atom, int64_t>::with<caf::ok_atom>, caf::reacts_to<produce_atom>>;
+
 /// An app driver. The supervisor hands it the role actors (`actor_update`) and then `run`; the
 /// driver answers `run` with the job's result when the app is done.
 using app_actor =

@@ -51,6 +51,17 @@ struct member_event {
   uint64_t epoch = 0;
 };
 
+/// One data-parallel rank's training batch: token ids and next-token targets, [batch, ctx] each,
+/// row-major, and where in the sample stream it comes from.
+struct token_batch {
+  int32_t batch = 0;
+  int32_t ctx = 0;
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> targets;
+  int64_t first_sample = 0;  ///< the global stream index of the batch's first sample
+  int64_t cursor = 0;        ///< the global stream index where its global batch starts
+};
+
 /// How a job ended: the app's JSON summary on success, the cause on failure.
 struct job_result {
   bool ok = false;

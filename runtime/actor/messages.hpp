@@ -55,6 +55,12 @@ typename Inspector::result_type inspect(Inspector& f, member_event& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_batch& x) {
+  return f(caf::meta::type_name("token_batch"), x.batch, x.ctx, x.tokens, x.targets, x.first_sample,
+           x.cursor);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_result& x) {
   return f(caf::meta::type_name("job_result"), x.ok, x.summary_json, x.error);
 }
@@ -72,6 +78,7 @@ CAF_ADD_TYPE_ID(troupe, (troupe::actor::actor_update))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::job_result))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::actor_down))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::member_event))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::token_batch))
 
 // Pipeline roles.
 CAF_ADD_ATOM(troupe, troupe::actor, next_atom, "next")
@@ -79,6 +86,11 @@ CAF_ADD_ATOM(troupe, troupe::actor, process_atom, "process")
 CAF_ADD_ATOM(troupe, troupe::actor, consume_atom, "consume")
 CAF_ADD_ATOM(troupe, troupe::actor, finish_atom, "finish")
 
+// Training data.
+CAF_ADD_ATOM(troupe, troupe::actor, credit_atom, "credit")
+CAF_ADD_ATOM(troupe, troupe::actor, cursor_atom, "cursor")
+CAF_ADD_ATOM(troupe, troupe::actor, seek_atom, "seek")
+CAF_ADD_ATOM(troupe, troupe::actor, produce_atom, "produce")
 // Jobs and supervision.
 CAF_ADD_ATOM(troupe, troupe::actor, run_atom, "run")
 CAF_ADD_ATOM(troupe, troupe::actor, restart_atom, "restart")

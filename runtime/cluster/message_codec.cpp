@@ -232,6 +232,56 @@ absl::StatusOr<actor::job_result> unpack_result(const msgpack::object& o) {
   return actor::job_result{ok->via.boolean, std::move(*summary), std::move(*error)};
 }
 
+void pack_tokens(packer& pk, const actor::token_batch& x) {
+  pk.pack_map(6);
+  pk.pack("batch");
+  pk.pack(x.batch);
+  pk.pack("ctx");
+  pk.pack(x.ctx);
+  pk.pack("tokens");
+  pk.pack(x.tokens);
+  pk.pack("targets");
+  pk.pack(x.targets);
+  pk.pack("first_sample");
+  pk.pack(x.first_sample);
+  pk.pack("cursor");
+  pk.pack(x.cursor);
+}
+absl::StatusOr<actor::token_batch> unpack_tokens(const msgpack::object& o) {
+  auto m = map_view::of(o, "token_batch");
+  if (!m.ok()) return m.status();
+  actor::token_batch x;
+  auto batch = m->get_int("batch", -1), ctx = m->get_int("ctx", -1);
+  auto first = m->get_int("first_sample", 0), cursor = m->get_int("cursor", 0);
+  for (const auto* s : {&batch, &ctx, &first, &cursor}) {
+    if (!s->ok()) return s->status();
+  }
+  x.batch = static_cast<int32_t>(*batch);
+  x.ctx = static_cast<int32_t>(*ctx);
+  x.first_sample = *first;
+  x.cursor = *cursor;
+  for (auto [key, out] : {std::pair{"tokens", &x.tokens}, {"targets", &x.targets}}) {
+    const msgpack::object* v = m->find(key);
+    if (v == nullptr || v->type != msgpack::type::ARRAY) {
+      return absl::InvalidArgumentError(absl::StrCat("token_batch: '", key, "' is not an array"));
+    }
+    for (uint32_t i = 0; i < v->via.array.size; ++i) {
+      const msgpack::object& e = v->via.array.ptr[i];
+      if (e.type != msgpack::type::POSITIVE_INTEGER && e.type != msgpack::type::NEGATIVE_INTEGER) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("token_batch: '", key, "' holds a non-integer"));
+      }
+      out->push_back(static_cast<int32_t>(e.via.i64));
+    }
+  }
+  if (x.batch < 0 || x.ctx < 0 ||
+      static_cast<int64_t>(x.tokens.size()) != int64_t{x.batch} * x.ctx ||
+      x.targets.size() != x.tokens.size()) {
+    return absl::InvalidArgumentError("token_batch: tokens and targets must hold batch x ctx ids");
+  }
+  return x;
+}
+
 const std::vector<element_codec>& codecs() {
   static const std::vector<element_codec> table = [] {
     std::vector<element_codec> t;
@@ -264,6 +314,7 @@ const std::vector<element_codec>& codecs() {
     t.push_back(structured<actor::custom_message>("custom_message", pack_custom, unpack_custom));
     t.push_back(structured<actor::actor_down>("actor_down", pack_down, unpack_down));
     t.push_back(structured<actor::job_result>("job_result", pack_result, unpack_result));
+    t.push_back(structured<actor::token_batch>("token_batch", pack_tokens, unpack_tokens));
     return t;
   }();
   return table;

@@ -40,6 +40,22 @@ TEST(MessageCodec, RoundTripsTroupeMessages) {
   EXPECT_EQ(m.get_as<actor::actor_down>(0).message, "boom");
 }
 
+TEST(MessageCodec, RoundTripsTokenBatchesAndRefusesInconsistentOnes) {
+  actor::token_batch b{2, 3, {1, 2, 3, 250, 0, 7}, {2, 3, 4, 0, 7, 9}, 40, 36};
+  caf::message m = round_trip(caf::make_message(b));
+  const auto& back = m.get_as<actor::token_batch>(0);
+  EXPECT_EQ(back.tokens, b.tokens);
+  EXPECT_EQ(back.targets, b.targets);
+  EXPECT_EQ(back.cursor, 36);
+  b.targets.pop_back();  // 5 targets for 2 x 3 tokens
+  auto bytes = encode_message(caf::make_message(b));
+  ASSERT_TRUE(bytes.ok());
+  auto handle = msgpack::unpack(bytes->data(), bytes->size());
+  auto refused = decode_message(handle.get());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("batch x ctx"), std::string::npos);
+}
+
 TEST(MessageCodec, RoundTripsErrors) {
   auto m = round_trip(caf::make_message(actor::to_error(absl::UnavailableError("node w2 died"))));
   EXPECT_EQ(actor::to_status(m.get_as<caf::error>(0)), absl::UnavailableError("node w2 died"));
