@@ -9,8 +9,9 @@
 namespace troupe::comm {
 
 /// Forms a Gloo group over TCP for host tensors: every rank publishes its address under
-/// "comm/<name>/<epoch>/" in `store` and connects to all others. Fails with DEADLINE_EXCEEDED,
-/// naming the ranks that did not arrive, when the group is not complete within the timeout.
+/// "comm/<name>/<epoch>/" in `store` and connects to all others. When the group is not complete
+/// within the timeout the result is DEADLINE_EXCEEDED, naming the group, its epoch and the store
+/// key that never appeared (Gloo's key carries the missing rank).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<communicator>> make_gloo_communicator(
     rendezvous_store& store, const group_options& options);
 
