@@ -8,13 +8,13 @@
 // The training row's baseline is PyTorch on the same GPU (bench/ref_gpt_cuda_torch.py), run just
 // before by scripts/gpu_check.sh and passed in with --torch-tokens-per-s.
 
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
 
 #include "bench/bench_report.hpp"
 #include "kernels/matmul.hpp"
@@ -36,7 +36,8 @@ double seconds(const std::function<void()>& fn, int iters) {
   fn();
   cudaDeviceSynchronize();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) fn();
+  for (int i = 0; i < iters; ++i)
+    fn();
   cudaDeviceSynchronize();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
 }
@@ -57,17 +58,24 @@ void gemm(int repeats) {
   const double flops = 2.0 * n * n * n;
   std::vector<double> ours, theirs;
   for (int r = 0; r < repeats; ++r) {
-    ours.push_back(flops / 1e12 / seconds([&] {
-      check(kernels::cuda::matmul(c.raw(), tensor::dtype::bf16, a.data<tensor::bf16>(),
-                                  b.data<tensor::bf16>(), nullptr, {n, n, n}, nullptr),
-            "matmul");
-    }, 20));
-    theirs.push_back(flops / 1e12 / seconds([&] {
-      const float alpha = 1.0f, beta = 0.0f;
-      cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, b.raw(), CUDA_R_16BF, n,
-                   a.raw(), CUDA_R_16BF, n, &beta, c.raw(), CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                   CUBLAS_GEMM_DEFAULT);
-    }, 20));
+    ours.push_back(flops / 1e12 /
+                   seconds(
+                       [&] {
+                         check(kernels::cuda::matmul(c.raw(), tensor::dtype::bf16,
+                                                     a.data<tensor::bf16>(), b.data<tensor::bf16>(),
+                                                     nullptr, {n, n, n}, nullptr),
+                               "matmul");
+                       },
+                       20));
+    theirs.push_back(flops / 1e12 /
+                     seconds(
+                         [&] {
+                           const float alpha = 1.0f, beta = 0.0f;
+                           cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, b.raw(),
+                                        CUDA_R_16BF, n, a.raw(), CUDA_R_16BF, n, &beta, c.raw(),
+                                        CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                         },
+                         20));
   }
   cublasDestroy(handle);
   bench::report("gpu_bench", "gemm_bf16_8192", ours, "TFLOP/s", "cublasGemmEx", theirs,
@@ -80,17 +88,21 @@ void hbm(int repeats) {
        z = device_tensor(n, tensor::dtype::bf16);
   std::vector<double> ours, theirs;
   for (int r = 0; r < repeats; ++r) {
-    ours.push_back(3.0 * n * 2 / 1e9 / seconds([&] {
-      check(kernels::cuda::residual_forward(z.data<tensor::bf16>(), x.data<tensor::bf16>(),
-                                            y.data<tensor::bf16>(), n, nullptr),
-            "residual");
-    }, 10));
-    theirs.push_back(2.0 * n * 2 / 1e9 / seconds([&] {
-      cudaMemcpy(z.raw(), x.raw(), n * 2, cudaMemcpyDeviceToDevice);
-    }, 10));
+    ours.push_back(3.0 * n * 2 / 1e9 /
+                   seconds(
+                       [&] {
+                         check(kernels::cuda::residual_forward(z.data<tensor::bf16>(),
+                                                               x.data<tensor::bf16>(),
+                                                               y.data<tensor::bf16>(), n, nullptr),
+                               "residual");
+                       },
+                       10));
+    theirs.push_back(
+        2.0 * n * 2 / 1e9 /
+        seconds([&] { cudaMemcpy(z.raw(), x.raw(), n * 2, cudaMemcpyDeviceToDevice); }, 10));
   }
-  bench::report("gpu_bench", "hbm_bandwidth", ours, "GB/s", "cudaMemcpy device to device",
-                theirs, bench::better::higher, {{"bytes_per_buffer", n * 2}});
+  bench::report("gpu_bench", "hbm_bandwidth", ours, "GB/s", "cudaMemcpy device to device", theirs,
+                bench::better::higher, {{"bytes_per_buffer", n * 2}});
 }
 
 void train(int repeats, int batch, double torch_tokens_per_s) {
@@ -109,11 +121,13 @@ void train(int repeats, int batch, double torch_tokens_per_s) {
   auto d_targets = *targets.to(tensor::device::cuda(0));
   std::vector<double> rates, steps;
   for (int r = 0; r < repeats; ++r) {
-    const double s = seconds([&] {
-      check((*model)->train_step(d_tokens, d_targets, batch, config.ctx, 1.0f / N).status(),
-            "train_step");
-      check((*model)->optimizer_step({6e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1}, 0.1f), "adamw");
-    }, 5);
+    const double s = seconds(
+        [&] {
+          check((*model)->train_step(d_tokens, d_targets, batch, config.ctx, 1.0f / N).status(),
+                "train_step");
+          check((*model)->optimizer_step({6e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1}, 0.1f), "adamw");
+        },
+        5);
     rates.push_back(N / s);
   }
   // For scale, llm.c publishes about 471k tokens/s per H100 at this shape.
@@ -137,9 +151,12 @@ int main(int argc, char** argv) {
   double torch_tokens_per_s = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
-    if (k == "--repeats") repeats = std::atoi(argv[i + 1]);
-    else if (k == "--batch") batch = std::atoi(argv[i + 1]);
-    else if (k == "--torch-tokens-per-s") torch_tokens_per_s = std::atof(argv[i + 1]);
+    if (k == "--repeats")
+      repeats = std::atoi(argv[i + 1]);
+    else if (k == "--batch")
+      batch = std::atoi(argv[i + 1]);
+    else if (k == "--torch-tokens-per-s")
+      torch_tokens_per_s = std::atof(argv[i + 1]);
   }
   gemm(repeats);
   hbm(repeats);

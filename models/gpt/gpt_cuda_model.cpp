@@ -27,8 +27,9 @@ absl::StatusOr<std::unique_ptr<gpt_cuda_model>> gpt_cuda_model::create(const gpt
                                                                        int max_batch, int device,
                                                                        uint64_t seed) {
   if (!layout.range().has_embedding() || !layout.range().has_head(layout.config())) {
-    return absl::UnimplementedError("gpt_cuda_model holds a whole model; pipeline stages on CUDA "
-                                    "are not built yet");
+    return absl::UnimplementedError(
+        "gpt_cuda_model holds a whole model; pipeline stages on CUDA "
+        "are not built yet");
   }
   std::unique_ptr<gpt_cuda_model> m(new gpt_cuda_model(layout, device));
   TROUPE_RETURN_IF_ERROR(m->allocate(max_batch));
@@ -38,7 +39,8 @@ absl::StatusOr<std::unique_ptr<gpt_cuda_model>> gpt_cuda_model::create(const gpt
   std::memcpy(h.data<float>(), host.data(), host.size() * sizeof(float));
   TROUPE_RETURN_IF_ERROR(tensor::copy(m->master_, h));
   tensor::tensor h16 = tensor::tensor::host({layout.total()}, dtype::bf16);
-  for (int64_t i = 0; i < layout.total(); ++i) h16.data<bf16>()[i] = bf16(host[i]);
+  for (int64_t i = 0; i < layout.total(); ++i)
+    h16.data<bf16>()[i] = bf16(host[i]);
   TROUPE_RETURN_IF_ERROR(tensor::copy(m->weights_, h16));
   return m;
 }
@@ -57,7 +59,8 @@ absl::Status gpt_cuda_model::allocate(int max_batch) {
   TROUPE_RETURN_IF_ERROR(make(m_, P, dtype::f32));
   TROUPE_RETURN_IF_ERROR(make(v_, P, dtype::f32));
   x_.resize(c.layers + 1);
-  for (auto& x : x_) TROUPE_RETURN_IF_ERROR(make(x, N * C, dtype::bf16));
+  for (auto& x : x_)
+    TROUPE_RETURN_IF_ERROR(make(x, N * C, dtype::bf16));
   blocks_.resize(c.layers);
   for (auto& b : blocks_) {
     TROUPE_RETURN_IF_ERROR(make(b.ln1, N * C, dtype::bf16));
@@ -93,7 +96,8 @@ absl::StatusOr<loss_sum> gpt_cuda_model::train_step(const tensor::tensor& tokens
   const bf16* w = weights_.data<bf16>();
   float* g = grads_.data<float>();
   tensor::tensor host_positions = tensor::tensor::host({N}, dtype::i32);
-  for (int i = 0; i < N; ++i) host_positions.data<int32_t>()[i] = i % seq;
+  for (int i = 0; i < N; ++i)
+    host_positions.data<int32_t>()[i] = i % seq;
   TROUPE_ASSIGN_OR_RETURN(tensor::tensor positions, positions_.narrow(0, 0, N));
   TROUPE_RETURN_IF_ERROR(tensor::copy(positions, host_positions));
   const int32_t* tok = tokens.data<int32_t>();
@@ -102,15 +106,14 @@ absl::StatusOr<loss_sum> gpt_cuda_model::train_step(const tensor::tensor& tokens
   TROUPE_RETURN_IF_ERROR(k::embedding_forward(x_[0].data<bf16>(), tok, pos, N, w + layout_.wte(),
                                               w + layout_.wpe(), C, stream));
   for (int l = 0; l < c.layers; ++l) {
-    TROUPE_RETURN_IF_ERROR(block_forward(l, batch, seq, x_[l].data<bf16>(), x_[l + 1].data<bf16>()));
+    TROUPE_RETURN_IF_ERROR(
+        block_forward(l, batch, seq, x_[l].data<bf16>(), x_[l + 1].data<bf16>()));
   }
-  TROUPE_RETURN_IF_ERROR(k::layernorm_forward(lnf_.data<bf16>(), lnf_mean_.data<float>(),
-                                              lnf_rstd_.data<float>(), x_.back().data<bf16>(),
-                                              w + layout_.lnf_w(), w + layout_.lnf_b(), N, C,
-                                              stream));
-  TROUPE_RETURN_IF_ERROR(k::matmul(logits_.raw(), dtype::bf16, lnf_.data<bf16>(),
-                                   w + layout_.wte(), nullptr, gemm{N, c.vocab, C, false, true},
-                                   stream));
+  TROUPE_RETURN_IF_ERROR(k::layernorm_forward(
+      lnf_.data<bf16>(), lnf_mean_.data<float>(), lnf_rstd_.data<float>(), x_.back().data<bf16>(),
+      w + layout_.lnf_w(), w + layout_.lnf_b(), N, C, stream));
+  TROUPE_RETURN_IF_ERROR(k::matmul(logits_.raw(), dtype::bf16, lnf_.data<bf16>(), w + layout_.wte(),
+                                   nullptr, gemm{N, c.vocab, C, false, true}, stream));
   TROUPE_RETURN_IF_ERROR(k::cross_entropy_fused(losses_.data<float>(), logits_.data<bf16>(),
                                                 targets.data<int32_t>(), loss_scale, N, c.vocab,
                                                 stream));
@@ -122,15 +125,14 @@ absl::StatusOr<loss_sum> gpt_cuda_model::train_step(const tensor::tensor& tokens
                                    lnf_.data<bf16>(), nullptr,
                                    gemm{c.vocab, C, N, true, false, true}, stream));
   TROUPE_RETURN_IF_ERROR(tensor::cuda_zero(dx, int64_t{N} * C * sizeof(bf16)));
-  TROUPE_RETURN_IF_ERROR(k::layernorm_backward(dx, g + layout_.lnf_w(), g + layout_.lnf_b(),
-                                               dtmp_.data<bf16>(), x_.back().data<bf16>(),
-                                               w + layout_.lnf_w(), lnf_mean_.data<float>(),
-                                               lnf_rstd_.data<float>(), N, C, stream));
+  TROUPE_RETURN_IF_ERROR(k::layernorm_backward(
+      dx, g + layout_.lnf_w(), g + layout_.lnf_b(), dtmp_.data<bf16>(), x_.back().data<bf16>(),
+      w + layout_.lnf_w(), lnf_mean_.data<float>(), lnf_rstd_.data<float>(), N, C, stream));
   for (int l = c.layers - 1; l >= 0; --l) {
     TROUPE_RETURN_IF_ERROR(block_backward(l, batch, seq, x_[l].data<bf16>()));
   }
-  TROUPE_RETURN_IF_ERROR(k::embedding_backward(g + layout_.wte(), g + layout_.wpe(), dx, tok, pos,
-                                               N, C, stream));
+  TROUPE_RETURN_IF_ERROR(
+      k::embedding_backward(g + layout_.wte(), g + layout_.wpe(), dx, tok, pos, N, C, stream));
   TROUPE_ASSIGN_OR_RETURN(tensor::tensor losses, losses_.narrow(0, 0, N));
   TROUPE_ASSIGN_OR_RETURN(tensor::tensor host_losses, losses.to(tensor::device::cpu()));
   TROUPE_ASSIGN_OR_RETURN(tensor::tensor host_targets, targets.to(tensor::device::cpu()));
@@ -157,7 +159,8 @@ absl::Status gpt_cuda_model::block_forward(int layer, int batch, int seq, const 
   TROUPE_RETURN_IF_ERROR(k::matmul(a.qkv.raw(), dtype::bf16, a.ln1.data<bf16>(), w + o.attn_w,
                                    w + o.attn_b, gemm{N, 3 * C, C}, stream));
   TROUPE_RETURN_IF_ERROR(k::attention_forward(a.atty.data<bf16>(), a.lse.data<float>(),
-                                              a.qkv.data<bf16>(), {batch, seq, C, c.heads}, stream));
+                                              a.qkv.data<bf16>(), {batch, seq, C, c.heads},
+                                              stream));
   TROUPE_RETURN_IF_ERROR(k::matmul(tmp, dtype::bf16, a.atty.data<bf16>(), w + o.proj_w,
                                    w + o.proj_b, gemm{N, C, C}, stream));
   TROUPE_RETURN_IF_ERROR(k::residual_forward(a.mid.data<bf16>(), in, tmp, int64_t{N} * C, stream));
@@ -166,8 +169,8 @@ absl::Status gpt_cuda_model::block_forward(int layer, int batch, int seq, const 
                                               w + o.ln2_w, w + o.ln2_b, N, C, stream));
   TROUPE_RETURN_IF_ERROR(k::matmul(a.fc.raw(), dtype::bf16, a.ln2.data<bf16>(), w + o.fc_w,
                                    w + o.fc_b, gemm{N, 4 * C, C}, stream));
-  TROUPE_RETURN_IF_ERROR(k::gelu_forward(a.fc_gelu.data<bf16>(), a.fc.data<bf16>(),
-                                         int64_t{N} * 4 * C, stream));
+  TROUPE_RETURN_IF_ERROR(
+      k::gelu_forward(a.fc_gelu.data<bf16>(), a.fc.data<bf16>(), int64_t{N} * 4 * C, stream));
   TROUPE_RETURN_IF_ERROR(k::matmul(tmp, dtype::bf16, a.fc_gelu.data<bf16>(), w + o.fc2_w,
                                    w + o.fc2_b, gemm{N, C, 4 * C}, stream));
   return k::residual_forward(out, a.mid.data<bf16>(), tmp, int64_t{N} * C, stream);
@@ -195,12 +198,11 @@ absl::Status gpt_cuda_model::block_backward(int layer, int batch, int seq, const
   TROUPE_RETURN_IF_ERROR(k::matmul(g + o.fc_w, dtype::f32, a.ln2.data<bf16>(), dfc, nullptr,
                                    gemm{C, 4 * C, N, true, false, true}, stream));
   TROUPE_RETURN_IF_ERROR(k::bias_backward(g + o.fc_b, dfc, N, 4 * C, stream));
-  TROUPE_RETURN_IF_ERROR(k::layernorm_backward(dx, g + o.ln2_w, g + o.ln2_b, dtmp,
-                                               a.mid.data<bf16>(), w + o.ln2_w,
-                                               a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(),
-                                               N, C, stream));
-  TROUPE_RETURN_IF_ERROR(k::matmul(dtmp, dtype::bf16, dx, w + o.proj_w, nullptr,
-                                   gemm{N, C, C, false, true}, stream));
+  TROUPE_RETURN_IF_ERROR(
+      k::layernorm_backward(dx, g + o.ln2_w, g + o.ln2_b, dtmp, a.mid.data<bf16>(), w + o.ln2_w,
+                            a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(), N, C, stream));
+  TROUPE_RETURN_IF_ERROR(
+      k::matmul(dtmp, dtype::bf16, dx, w + o.proj_w, nullptr, gemm{N, C, C, false, true}, stream));
   TROUPE_RETURN_IF_ERROR(k::matmul(g + o.proj_w, dtype::f32, a.atty.data<bf16>(), dx, nullptr,
                                    gemm{C, C, N, true, false, true}, stream));
   TROUPE_RETURN_IF_ERROR(k::bias_backward(g + o.proj_b, dx, N, C, stream));
@@ -222,10 +224,10 @@ absl::Status gpt_cuda_model::optimizer_step(const kernels::adamw_params& p, floa
     kernels::adamw_params q = p;
     q.step = steps_;
     q.weight_decay = slot.decay ? weight_decay : 0.0f;
-    TROUPE_RETURN_IF_ERROR(k::adamw_update(
-        master_.data<float>() + slot.offset, weights_.data<bf16>() + slot.offset,
-        grads_.data<float>() + slot.offset, m_.data<float>() + slot.offset,
-        v_.data<float>() + slot.offset, slot.numel, q, 1.0f, stream));
+    TROUPE_RETURN_IF_ERROR(
+        k::adamw_update(master_.data<float>() + slot.offset, weights_.data<bf16>() + slot.offset,
+                        grads_.data<float>() + slot.offset, m_.data<float>() + slot.offset,
+                        v_.data<float>() + slot.offset, slot.numel, q, 1.0f, stream));
   }
   return tensor::zero(grads_);
 }

@@ -56,7 +56,8 @@ void event_log::write(const nlohmann::json& event) {
     std::fputc('\n', file_);
     std::fflush(file_);
   }
-  for (const auto& fn : listeners_) fn(event);
+  for (const auto& fn : listeners_)
+    fn(event);
 }
 
 void event_log::forward(nlohmann::json event) {

@@ -3,9 +3,9 @@
 
 #include "models/gpt/gpt_cuda_model.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cmath>
+
+#include <gtest/gtest.h>
 
 #include "runtime/tensor/cuda_device.hpp"
 
@@ -38,16 +38,17 @@ TEST(GptCudaModel, LossAndGradientsFollowTheCpuModel) {
                                     targets.data<int32_t>());
   cpu.backward(params.data(), grads.data(), nullptr, 1.0f / want.tokens);
 
-  auto got = (*model)->train_step(*tokens.to(tensor::device::cuda(0)),
-                                  *targets.to(tensor::device::cuda(0)), batch, seq,
-                                  1.0f / (batch * seq));
+  auto got =
+      (*model)->train_step(*tokens.to(tensor::device::cuda(0)),
+                           *targets.to(tensor::device::cuda(0)), batch, seq, 1.0f / (batch * seq));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_NEAR(got->sum / got->tokens, want.sum / want.tokens, 2e-2 * want.sum / want.tokens);
   tensor::tensor g = *(*model)->grads().to(tensor::device::cpu());
   for (const auto& slot : layout.slots()) {
     double err = 0, ref = 0;
     for (int64_t i = 0; i < slot.numel; ++i) {
-      err = std::max<double>(err, std::abs(g.data<float>()[slot.offset + i] - grads[slot.offset + i]));
+      err = std::max<double>(err,
+                             std::abs(g.data<float>()[slot.offset + i] - grads[slot.offset + i]));
       ref = std::max<double>(ref, std::abs(grads[slot.offset + i]));
     }
     EXPECT_LT(err, 1e-5 + 5e-2 * ref) << slot.name;

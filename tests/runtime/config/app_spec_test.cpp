@@ -87,8 +87,9 @@ TEST(AppSpec, ModelIsOptionalAndCheckedAcrossFields) {
 }
 
 TEST(AppSpec, ClusterAndElasticRoles) {
-  auto p = parse("app: x\ncluster: {local_workers: 2, heartbeat_misses: 3}\nroles:\n"
-                 "  w: {impl: i, elastic: {min: 1, max: 8}, placement: spread}\n");
+  auto p = parse(
+      "app: x\ncluster: {local_workers: 2, heartbeat_misses: 3}\nroles:\n"
+      "  w: {impl: i, elastic: {min: 1, max: 8}, placement: spread}\n");
   ASSERT_EQ(p.errors, "");
   EXPECT_EQ(p.spec.cluster.local_workers, 2);
   EXPECT_EQ(p.spec.cluster.heartbeat_interval_ms, 500);
@@ -97,7 +98,8 @@ TEST(AppSpec, ClusterAndElasticRoles) {
             "a.yaml:3:25: roles.w.elastic: min 4 is larger than max 2");
   EXPECT_EQ(parse("app: x\ncluster: {listen: 'localhost'}\n").errors,
             "a.yaml:2:19: cluster.listen: 'localhost' is not a tcp://HOST:PORT endpoint");
-  EXPECT_NE(parse("app: x\nroles:\n  w: {impl: i, placement: moon}\n").errors.find("Valid values: spread, head."),
+  EXPECT_NE(parse("app: x\nroles:\n  w: {impl: i, placement: moon}\n")
+                .errors.find("Valid values: spread, head."),
             std::string::npos);
 }
 

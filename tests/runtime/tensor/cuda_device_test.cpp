@@ -37,10 +37,12 @@ TEST(CudaDevice, CachingAllocatorReusesFreedBlocksAndCopiesRoundTrip) {
   {
     tensor again = *tensor::empty({1 << 20}, dtype::f32, device::cuda(0));  // from the cache
     tensor host = tensor::host({1 << 20});
-    for (int i = 0; i < (1 << 20); i += 4099) host.data<float>()[i] = float(i);
+    for (int i = 0; i < (1 << 20); i += 4099)
+      host.data<float>()[i] = float(i);
     ASSERT_TRUE(copy(again, host).ok());
     tensor back = *again.to(device::cpu());
-    for (int i = 0; i < (1 << 20); i += 4099) ASSERT_EQ(back.data<float>()[i], float(i));
+    for (int i = 0; i < (1 << 20); i += 4099)
+      ASSERT_EQ(back.data<float>()[i], float(i));
   }
   const allocator_stats after = (*cuda)->stats();
   EXPECT_EQ(after.cache_hits, freed.cache_hits + 1);
