@@ -34,6 +34,8 @@ namespace cpu {
 void matmul(float* out, const float* a, const float* b, const float* bias, const gemm& g);
 /// dbias[n] += the column sums of dout[m, n].
 void bias_backward(float* dbias, const float* dout, int m, int n);
+/// The BLAS library's build description, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ... Zen".
+[[nodiscard]] const char* blas_config();
 /// Threads OpenBLAS may use per call. Callers that already run one replica per core set 1.
 void set_blas_threads(int threads);
 }  // namespace cpu

@@ -3,7 +3,9 @@
 #include "absl/strings/str_cat.h"
 #include "apps/cli/commands.hpp"
 #include "caf/config.hpp"
+#include "kernels/matmul.hpp"
 #include "nlohmann/json.hpp"
+#include "runtime/comm/nccl_communicator.hpp"
 #include "runtime/plugin/plugin_abi.h"
 #include "runtime/tensor/cuda_device.hpp"
 
@@ -18,7 +20,10 @@ int version_command(bool json) {
       {"troupe", TROUPE_VERSION},
       {"caf", absl::StrCat(CAF_MAJOR_VERSION, ".", CAF_MINOR_VERSION, ".", CAF_PATCH_VERSION)},
       {"plugin_abi", TROUPE_PLUGIN_ABI_VERSION},
-      {"cuda_compiled", tensor::cuda_compiled()}};
+      {"cuda_compiled", tensor::cuda_compiled()},
+      {"blas", kernels::cpu::blas_config()}};
+  const absl::StatusOr<std::string> nccl = comm::nccl_version();
+  out["nccl"] = nccl.ok() ? *nccl : std::string("none");
   auto devices = tensor::cuda_devices();
   if (devices.ok()) {
     out["cuda_devices"] = nlohmann::json::array();
@@ -39,6 +44,8 @@ int version_command(bool json) {
   }
   std::printf("troupe %s (CAF %s, plugin ABI %u)\n", TROUPE_VERSION,
               out["caf"].get<std::string>().c_str(), TROUPE_PLUGIN_ABI_VERSION);
+  std::printf("BLAS: %s\n", kernels::cpu::blas_config());
+  std::printf("NCCL: %s\n", out["nccl"].get<std::string>().c_str());
   std::printf("CUDA: %s\n", tensor::cuda_compiled() ? "compiled" : "not compiled");
   if (devices.ok()) {
     for (const auto& d : *devices) {

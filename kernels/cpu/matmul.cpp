@@ -35,6 +35,10 @@ void bias_backward(float* dbias, const float* dout, int m, int n) {
   }
 }
 
+const char* blas_config() {
+  return openblas_get_config();
+}
+
 void set_blas_threads(int threads) {
   openblas_set_num_threads(threads);
 }

@@ -227,6 +227,12 @@ class nccl_communicator final : public communicator {
 
 }  // namespace
 
+absl::StatusOr<std::string> nccl_version() {
+  int v = 0;
+  TROUPE_RETURN_IF_ERROR(nccl_status(ncclGetVersion(&v), "ncclGetVersion"));
+  return absl::StrCat(v / 10000, ".", (v % 10000) / 100, ".", v % 100);
+}
+
 absl::StatusOr<std::unique_ptr<communicator>> make_nccl_communicator(rendezvous_store& store,
                                                                      const group_options& options,
                                                                      int cuda_device) {

@@ -16,4 +16,7 @@ namespace troupe::comm {
 [[nodiscard]] absl::StatusOr<std::unique_ptr<communicator>> make_nccl_communicator(
     rendezvous_store& store, const group_options& options, int cuda_device);
 
+/// The NCCL library's version ("2.28.3"), or why there is none.
+[[nodiscard]] absl::StatusOr<std::string> nccl_version();
+
 }  // namespace troupe::comm

@@ -11,4 +11,8 @@ absl::StatusOr<std::unique_ptr<communicator>> make_nccl_communicator(rendezvous_
       "tensors or rebuild where nvcc exists");
 }
 
+absl::StatusOr<std::string> nccl_version() {
+  return absl::FailedPreconditionError("troupe was built without CUDA, so without NCCL");
+}
+
 }  // namespace troupe::comm

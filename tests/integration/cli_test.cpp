@@ -84,6 +84,9 @@ TEST(Cli, VersionReportsBuildAndDevices) {
   EXPECT_EQ(v["caf"], "0.17.6");
   EXPECT_TRUE(v.contains("cuda_compiled"));
   EXPECT_TRUE(v["cuda_devices"].is_array());
+  EXPECT_EQ(v["blas"].get<std::string>().rfind("OpenBLAS", 0), 0u) << v["blas"];
+  // NCCL's version where CUDA is compiled in, "none" otherwise.
+  EXPECT_EQ(v["nccl"] == "none", !v["cuda_compiled"].get<bool>()) << v["nccl"];
 }
 
 TEST(SetupScript, FindsEverythingInstalledWithinSeconds) {
