@@ -37,6 +37,10 @@ absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layou
                                                    " must be a multiple of parallel.dp ", ranks));
   }
   std::unique_ptr<trainer> t(new trainer(layout, options, group));
+  const int64_t padded = t->shard_ * t->ranks_;
+  TROUPE_ASSIGN_OR_RETURN(t->params_, tensor::tensor::zeros({padded}, tensor::dtype::f32));
+  TROUPE_ASSIGN_OR_RETURN(t->grads_, tensor::tensor::zeros({padded}, tensor::dtype::f32));
+  TROUPE_ASSIGN_OR_RETURN(t->shard_buffer_, tensor::tensor::zeros({t->shard_}, tensor::dtype::f32));
   layout.initialize(t->params_.data<float>(), options.seed);
   return t;
 }
@@ -49,8 +53,6 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
     ranks_ = group_->size();
   }
   shard_ = (layout.total() + ranks_ - 1) / ranks_;
-  params_ = tensor::tensor::host({shard_ * ranks_});
-  grads_ = tensor::tensor::host({shard_ * ranks_});
   model_ = std::make_unique<models::gpt_cpu_batch>(layout, options.global_batch / ranks_,
                                                    options.threads);
   const bool sharded = options.zero != zero_stage::none;
@@ -113,9 +115,8 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
 
   if (options_.zero != zero_stage::none && ranks_ > 1) {
     comm_start = clock::now();
-    tensor::tensor mine = tensor::tensor::host({shard_});
-    std::memcpy(mine.data<float>(), params + rank_ * shard_, shard_ * sizeof(float));
-    TROUPE_RETURN_IF_ERROR(group_->allgather(mine, params_));
+    std::memcpy(shard_buffer_.data<float>(), params + rank_ * shard_, shard_ * sizeof(float));
+    TROUPE_RETURN_IF_ERROR(group_->allgather(shard_buffer_, params_));
     report.comm_s += seconds_since(comm_start);
   }
   report.step = optimizer_->steps();

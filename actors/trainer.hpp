@@ -90,6 +90,7 @@ class trainer {
   int rank_ = 0, ranks_ = 1;
   int64_t shard_ = 0;  // parameters per rank; the buffers are padded to ranks * shard
   tensor::tensor params_, grads_;
+  tensor::tensor shard_buffer_;  // this rank's updated shard, all-gathered into params_
   std::unique_ptr<models::gpt_cpu_batch> model_;
   std::unique_ptr<models::adamw_optimizer> optimizer_;
 };
