@@ -110,7 +110,7 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
 
   const auto update_start = clock::now();
   report.lr = options_.lr.at(optimizer_->steps());
-  optimizer_->step(params, grads, report.lr, clip);
+  optimizer_->step(params, grads, static_cast<float>(report.lr), clip);
   report.compute_s += seconds_since(update_start);
 
   if (options_.zero != zero_stage::none && ranks_ > 1) {

@@ -42,15 +42,7 @@ struct trainer_options {
   uint64_t seed = 1;
 };
 
-/// What one optimizer step did.
-struct step_report {
-  int64_t step = 0;  ///< 1-based: the number of steps done
-  double loss = 0;   ///< mean token loss over the global batch
-  double grad_norm = 0;
-  float lr = 0;
-  double compute_s = 0;  ///< forward, backward and optimizer on this rank
-  double comm_s = 0;     ///< collectives
-};
+using actor::step_report;
 
 /// One data-parallel rank of the training loop, without CAF: its model replica, its share of the
 /// optimizer, and the group it synchronises with (nullptr when it trains alone).

@@ -28,6 +28,11 @@ using data_loader_actor = caf::typed_actor<
     caf::replies_to<cursor_atom>::with<int64_t>,
     caf::replies_to<seek_atom, int64_t>::with<caf::ok_atom>, caf::reacts_to<produce_atom>>;
 
+/// One data-parallel rank of a pretraining job: `(step)` runs one optimizer step on the rank's
+/// next batch and reports it; `(eval)` returns the held-out loss, summed over the group.
+using trainer_actor = caf::typed_actor<caf::replies_to<step_atom>::with<step_report>,
+                                       caf::replies_to<eval_atom>::with<double>>;
+
 /// An app driver. The supervisor hands it the role actors (`actor_update`) and then `run`; the
 /// driver answers `run` with the job's result when the app is done.
 using app_actor =

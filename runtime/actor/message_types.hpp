@@ -62,6 +62,17 @@ struct token_batch {
   int64_t cursor = 0;        ///< the global stream index where its global batch starts
 };
 
+/// What one optimizer step of a data-parallel rank did.
+struct step_report {
+  int64_t step = 0;  ///< 1-based: the number of steps done
+  double loss = 0;   ///< mean token loss over the global batch
+  double grad_norm = 0;
+  double lr = 0;
+  double data_s = 0;     ///< waiting for the batch
+  double compute_s = 0;  ///< forward, backward and optimizer on this rank
+  double comm_s = 0;     ///< collectives
+};
+
 /// How a job ended: the app's JSON summary on success, the cause on failure.
 struct job_result {
   bool ok = false;

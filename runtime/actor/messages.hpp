@@ -61,6 +61,12 @@ typename Inspector::result_type inspect(Inspector& f, token_batch& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_report& x) {
+  return f(caf::meta::type_name("step_report"), x.step, x.loss, x.grad_norm, x.lr, x.data_s,
+           x.compute_s, x.comm_s);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_result& x) {
   return f(caf::meta::type_name("job_result"), x.ok, x.summary_json, x.error);
 }
@@ -79,6 +85,7 @@ CAF_ADD_TYPE_ID(troupe, (troupe::actor::job_result))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::actor_down))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::member_event))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::token_batch))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::step_report))
 
 // Pipeline roles.
 CAF_ADD_ATOM(troupe, troupe::actor, next_atom, "next")
@@ -91,6 +98,8 @@ CAF_ADD_ATOM(troupe, troupe::actor, credit_atom, "credit")
 CAF_ADD_ATOM(troupe, troupe::actor, cursor_atom, "cursor")
 CAF_ADD_ATOM(troupe, troupe::actor, seek_atom, "seek")
 CAF_ADD_ATOM(troupe, troupe::actor, produce_atom, "produce")
+CAF_ADD_ATOM(troupe, troupe::actor, step_atom, "step")
+CAF_ADD_ATOM(troupe, troupe::actor, eval_atom, "eval")
 // Jobs and supervision.
 CAF_ADD_ATOM(troupe, troupe::actor, run_atom, "run")
 CAF_ADD_ATOM(troupe, troupe::actor, restart_atom, "restart")

@@ -282,6 +282,45 @@ absl::StatusOr<actor::token_batch> unpack_tokens(const msgpack::object& o) {
   return x;
 }
 
+void pack_step(packer& pk, const actor::step_report& x) {
+  pk.pack_map(7);
+  for (auto [key, value] : {std::pair{"loss", x.loss},
+                            {"grad_norm", x.grad_norm},
+                            {"lr", x.lr},
+                            {"data_s", x.data_s},
+                            {"compute_s", x.compute_s},
+                            {"comm_s", x.comm_s}}) {
+    pk.pack(key);
+    pk.pack(value);
+  }
+  pk.pack("step");
+  pk.pack(x.step);
+}
+absl::StatusOr<actor::step_report> unpack_step(const msgpack::object& o) {
+  auto m = map_view::of(o, "step_report");
+  if (!m.ok()) return m.status();
+  actor::step_report x;
+  auto step = m->get_int("step", 0);
+  if (!step.ok()) return step.status();
+  x.step = *step;
+  for (auto [key, out] : {std::pair{"loss", &x.loss},
+                          {"grad_norm", &x.grad_norm},
+                          {"lr", &x.lr},
+                          {"data_s", &x.data_s},
+                          {"compute_s", &x.compute_s},
+                          {"comm_s", &x.comm_s}}) {
+    const msgpack::object* v = m->find(key);
+    if (v == nullptr) continue;  // absent figures are zero
+    if (v->type != msgpack::type::FLOAT64 && v->type != msgpack::type::FLOAT32 &&
+        v->type != msgpack::type::POSITIVE_INTEGER) {
+      return absl::InvalidArgumentError(absl::StrCat("step_report: '", key, "' is not a number"));
+    }
+    *out =
+        v->type == msgpack::type::POSITIVE_INTEGER ? static_cast<double>(v->via.u64) : v->via.f64;
+  }
+  return x;
+}
+
 const std::vector<element_codec>& codecs() {
   static const std::vector<element_codec> table = [] {
     std::vector<element_codec> t;
@@ -315,6 +354,7 @@ const std::vector<element_codec>& codecs() {
     t.push_back(structured<actor::actor_down>("actor_down", pack_down, unpack_down));
     t.push_back(structured<actor::job_result>("job_result", pack_result, unpack_result));
     t.push_back(structured<actor::token_batch>("token_batch", pack_tokens, unpack_tokens));
+    t.push_back(structured<actor::step_report>("step_report", pack_step, unpack_step));
     return t;
   }();
   return table;

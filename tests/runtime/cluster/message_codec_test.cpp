@@ -56,6 +56,16 @@ TEST(MessageCodec, RoundTripsTokenBatchesAndRefusesInconsistentOnes) {
   EXPECT_NE(refused.status().message().find("batch x ctx"), std::string::npos);
 }
 
+TEST(MessageCodec, RoundTripsStepReports) {
+  caf::message m =
+      round_trip(caf::make_message(actor::step_report{12, 2.5, 0.75, 1e-3, 0.01, 0.2, 0.03}));
+  const auto& r = m.get_as<actor::step_report>(0);
+  EXPECT_EQ(r.step, 12);
+  EXPECT_EQ(r.loss, 2.5);
+  EXPECT_EQ(r.lr, 1e-3);
+  EXPECT_EQ(r.comm_s, 0.03);
+}
+
 TEST(MessageCodec, RoundTripsErrors) {
   auto m = round_trip(caf::make_message(actor::to_error(absl::UnavailableError("node w2 died"))));
   EXPECT_EQ(actor::to_status(m.get_as<caf::error>(0)), absl::UnavailableError("node w2 died"));

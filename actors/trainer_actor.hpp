@@ -1,0 +1,36 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "actors/data_loader_actor.hpp"
+#include "actors/trainer.hpp"
+#include "runtime/comm/rendezvous_store.hpp"
+
+namespace troupe::actors {
+
+/// What a trainer actor is made of: the model, the training options, its place in the group and
+/// the data it reads.
+struct trainer_actor_spec {
+  models::gpt_config model;
+  trainer_options options;
+  int rank = 0;
+  int ranks = 1;
+  comm::group_options group;  ///< name, epoch and timeout of the data-parallel group
+  std::shared_ptr<const text_corpus> corpus;
+  uint64_t data_seed = 1;
+  int prefetch = 2;            ///< batches the data loader may prepare ahead
+  int eval_windows = 1 << 20;  ///< held-out windows per evaluation
+};
+
+/// Spawns a trainer on its own thread (collectives block it; they must not block CAF's
+/// scheduler): it forms the group through `store` (when ranks > 1), builds its trainer, and
+/// spawns its data loader, to which it grants `prefetch` credits and one more per batch taken.
+/// A failure to form the group or build the model stops the actor with that error.
+[[nodiscard]] actor::trainer_actor spawn_trainer(caf::actor_system& system,
+                                                 metrics::registry& metrics,
+                                                 const std::string& name,
+                                                 std::shared_ptr<comm::rendezvous_store> store,
+                                                 trainer_actor_spec spec);
+
+}  // namespace troupe::actors
