@@ -1,0 +1,129 @@
+#include "apps/pretrain/pretrain_driver.hpp"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace troupe::apps {
+namespace {
+
+double seconds(pretrain_driver::clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
+pretrain_driver::pretrain_driver(pretrain_schedule schedule, std::function<clock::time_point()> now)
+    : schedule_(schedule), now_(std::move(now)), step_(schedule.first_step) {}
+
+bool pretrain_driver::all_answered() {
+  return ++answers_ == schedule_.ranks;
+}
+
+std::vector<pretrain_driver::command> pretrain_driver::start() {
+  started_ = now_();
+  return next_or_finish();
+}
+
+std::vector<pretrain_driver::command> pretrain_driver::on_step(int rank,
+                                                               const actor::step_report& r) {
+  if (phase_ != phase::stepping) return {};
+  if (rank == 0) last_ = r;
+  // The slowest rank sets the step's pace: keep the largest time of each kind.
+  step_data_s_ = std::max(step_data_s_, r.data_s);
+  step_compute_s_ = std::max(step_compute_s_, r.compute_s);
+  step_comm_s_ = std::max(step_comm_s_, r.comm_s);
+  if (!all_answered()) return {};
+  return after_step();
+}
+
+std::vector<pretrain_driver::command> pretrain_driver::after_step() {
+  step_ = last_.step;
+  const double step_s = seconds(now_() - step_started_);
+  std::vector<command> out;
+  out.push_back(
+      metrics_row{{{"step", step_},
+                   {"loss", last_.loss},
+                   {"lr", last_.lr},
+                   {"grad_norm", last_.grad_norm},
+                   {"tokens_per_s", step_s > 0 ? schedule_.tokens_per_step / step_s : 0.0},
+                   {"time_s",
+                    {{"step", step_s},
+                     {"data", step_data_s_},
+                     {"compute", step_compute_s_},
+                     {"comm", step_comm_s_}}}}});
+  const bool last_step = step_ >= schedule_.steps;
+  const bool eval_due =
+      last_step || (schedule_.eval_every > 0 && step_ % schedule_.eval_every == 0);
+  if (eval_due) {
+    phase_ = phase::evaluating;
+    answers_ = 0;
+    out.push_back(eval_all{});
+    return out;
+  }
+  auto rest = after_eval();
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+std::vector<pretrain_driver::command> pretrain_driver::on_eval(int rank, double loss) {
+  if (phase_ != phase::evaluating) return {};
+  if (rank == 0) val_loss_ = loss;
+  if (!all_answered()) return {};
+  std::vector<command> out = {metrics_row{{{"step", step_}, {"val_loss", val_loss_}}}};
+  auto rest = after_eval();
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+std::vector<pretrain_driver::command> pretrain_driver::after_eval() {
+  const bool last_step = step_ >= schedule_.steps;
+  const bool checkpoint_due =
+      schedule_.checkpoint_every > 0 && (step_ % schedule_.checkpoint_every == 0 || last_step);
+  if (checkpoint_due) {
+    phase_ = phase::checkpointing;
+    answers_ = 0;
+    return {checkpoint_all{step_}};
+  }
+  return next_or_finish();
+}
+
+std::vector<pretrain_driver::command> pretrain_driver::on_checkpointed(int) {
+  if (phase_ != phase::checkpointing) return {};
+  if (!all_answered()) return {};
+  std::vector<command> out = {commit{step_}};
+  auto rest = next_or_finish();
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+std::vector<pretrain_driver::command> pretrain_driver::next_or_finish() {
+  if (step_ >= schedule_.steps) {
+    phase_ = phase::finished;
+    done_ = true;
+    const double elapsed = seconds(now_() - started_);
+    const int64_t trained = schedule_.steps - schedule_.first_step;
+    return {
+        finish{{{"steps", step_},
+                {"train_loss", last_.loss},
+                {"val_loss", val_loss_},
+                {"tokens_per_s", elapsed > 0 ? trained * schedule_.tokens_per_step / elapsed : 0.0},
+                {"elapsed_s", elapsed}}}};
+  }
+  phase_ = phase::stepping;
+  answers_ = 0;
+  step_data_s_ = step_compute_s_ = step_comm_s_ = 0;
+  step_started_ = now_();
+  return {step_all{}};
+}
+
+std::vector<pretrain_driver::command> pretrain_driver::on_error(int rank,
+                                                                const absl::Status& error) {
+  if (done_) return {};
+  done_ = true;
+  phase_ = phase::finished;
+  return {fail{absl::Status(error.code(), absl::StrCat("trainer rank ", rank, " failed at step ",
+                                                       step_ + 1, ": ", error.message()))}};
+}
+
+}  // namespace troupe::apps
