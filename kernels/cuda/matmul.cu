@@ -105,8 +105,10 @@ absl::Status matmul(void* out, tensor::dtype out_type, const bf16* a, const bf16
     TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(lt->handle, desc, lb, la, lc, lc,
                                                                  pref, 1, &heuristic, &found));
     if (found == 0) {
-      return absl::UnimplementedError(
-          absl::StrCat("cuBLASLt has no algorithm for a ", g.m, "x", g.n, "x", g.k, " bf16 GEMM"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cuBLASLt offers no algorithm for a ", g.m, "x", g.n, "x", g.k,
+          " bf16 GEMM on this device; pad the dimensions to multiples of 8 (as GPT-2's vocabulary "
+          "is padded to 50304)"));
     }
     const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
     TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(lt->handle, desc, &alpha, b, lb, a, la, &beta, out,

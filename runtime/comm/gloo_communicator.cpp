@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <gloo/allgather.h>
@@ -71,29 +72,67 @@ absl::Status check_host(const tensor::tensor& t, const char* what) {
   return absl::OkStatus();
 }
 
+// Element types the communicator reduces; bf16 is summed in f32 and rounded once per addition.
+template <class F>
+void with_element_type(dtype type, F&& f) {
+  switch (type) {
+    case dtype::f32:
+      return f(float{});
+    case dtype::i32:
+      return f(int32_t{});
+    case dtype::bf16:
+      return f(tensor::bf16{});
+  }
+}
+
+template <class T>
+T add(T a, T b) {
+  if constexpr (std::is_same_v<T, tensor::bf16>) {
+    return T(static_cast<float>(a) + static_cast<float>(b));
+  } else {
+    return a + b;
+  }
+}
+
+// out = a + b, Gloo's allreduce signature.
 template <class T>
 void add_into(void* out, const void* a, const void* b, size_t n) {
   T* o = static_cast<T*>(out);
   const T* x = static_cast<const T*>(a);
   const T* y = static_cast<const T*>(b);
   for (size_t i = 0; i < n; ++i)
-    o[i] = x[i] + y[i];
+    o[i] = add(x[i], y[i]);
 }
 
-absl::StatusOr<gloo::AllreduceOptions::Func> sum_function(dtype type, const char* what) {
-  switch (type) {
-    case dtype::f32:
-      return gloo::AllreduceOptions::Func(&add_into<float>);
-    case dtype::i32:
-      return gloo::AllreduceOptions::Func(&add_into<int32_t>);
-    case dtype::bf16:
-      break;
+// x += y, Gloo's reduce-scatter signature.
+template <class T>
+void add_in_place(T* x, const T* y, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    x[i] = add(x[i], y[i]);
+}
+
+template <class T>
+const gloo::ReductionFunction<T>* sum_reduction() {
+  static const gloo::ReductionFunction<T> sum(gloo::ReductionType::CUSTOM, &add_in_place<T>);
+  return &sum;
+}
+
+// avg = sum / ranks; integers have no average.
+absl::Status check_average(reduce_op op, dtype type, const char* what) {
+  if (op == reduce_op::avg && type == dtype::i32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gloo ", what, ": avg needs an f32 or bf16 tensor; sum i32 values instead"));
   }
-  return absl::UnimplementedError(
-      absl::StrCat("gloo ", what, ": reduces f32 and i32 host tensors, not bf16"));
+  return absl::OkStatus();
 }
 
 void scale(const tensor::tensor& t, float factor) {
+  if (t.type() == dtype::bf16) {
+    tensor::bf16* p = t.data<tensor::bf16>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      p[i] = tensor::bf16(static_cast<float>(p[i]) * factor);
+    return;
+  }
   float* p = t.data<float>();
   for (int64_t i = 0; i < t.numel(); ++i)
     p[i] *= factor;
@@ -117,14 +156,15 @@ class gloo_communicator final : public communicator {
 
   absl::Status allreduce(const tensor::tensor& data, reduce_op op) override {
     TROUPE_RETURN_IF_ERROR(check_host(data, "allreduce"));
-    TROUPE_ASSIGN_OR_RETURN(auto fn, sum_function(data.type(), "allreduce"));
-    if (op == reduce_op::avg && data.type() != dtype::f32) {
-      return absl::InvalidArgumentError("gloo allreduce: avg needs an f32 tensor");
-    }
+    TROUPE_RETURN_IF_ERROR(check_average(op, data.type(), "allreduce"));
     TROUPE_RETURN_IF_ERROR(guarded("allreduce", [&] {
       gloo::AllreduceOptions opts(context_);
-      set_output(opts, data);
-      opts.setReduceFunction(fn);
+      // Gloo takes the element size from the pointer type.
+      with_element_type(data.type(), [&](auto element) {
+        using T = decltype(element);
+        opts.setOutput<T>(data.data<T>(), data.numel());
+        opts.setReduceFunction(&add_into<T>);
+      });
       opts.setTimeout(options_.timeout);
       opts.setTag(next_tag());
       gloo::allreduce(opts);
@@ -137,21 +177,14 @@ class gloo_communicator final : public communicator {
                               reduce_op op) override {
     TROUPE_RETURN_IF_ERROR(check_host(in, "reduce_scatter"));
     TROUPE_RETURN_IF_ERROR(check_host(out, "reduce_scatter"));
-    TROUPE_RETURN_IF_ERROR(sum_function(in.type(), "reduce_scatter").status());
     if (in.type() != out.type() || in.numel() != out.numel() * options_.size) {
       return absl::InvalidArgumentError(absl::StrCat("gloo reduce_scatter: in ", in.description(),
                                                      " must hold ", options_.size, " x out ",
                                                      out.description(), " of the same dtype"));
     }
-    if (op == reduce_op::avg && in.type() != dtype::f32) {
-      return absl::InvalidArgumentError("gloo reduce_scatter: avg needs an f32 tensor");
-    }
+    TROUPE_RETURN_IF_ERROR(check_average(op, in.type(), "reduce_scatter"));
     TROUPE_RETURN_IF_ERROR(guarded("reduce_scatter", [&] {
-      if (in.type() == dtype::f32) {
-        halving_doubling<float>(in);
-      } else {
-        halving_doubling<int32_t>(in);
-      }
+      with_element_type(in.type(), [&](auto element) { halving_doubling<decltype(element)>(in); });
     }));
     // Halving-doubling leaves this rank's reduced chunk at the start of `in`.
     if (out.raw() != in.raw()) std::memcpy(out.raw(), in.raw(), out.nbytes());
@@ -234,15 +267,6 @@ class gloo_communicator final : public communicator {
   }
 
  private:
-  // Gloo takes the element size from the pointer type; the reduction function needs it right.
-  static void set_output(gloo::AllreduceOptions& opts, const tensor::tensor& data) {
-    if (data.type() == dtype::f32) {
-      opts.setOutput<float>(data.data<float>(), data.numel());
-    } else {
-      opts.setOutput<int32_t>(data.data<int32_t>(), data.numel());
-    }
-  }
-
   std::string group_name() const {
     return absl::StrCat("group '", options_.name, "' (epoch ", options_.epoch, ", rank ",
                         options_.rank, " of ", options_.size, ")");
@@ -331,7 +355,7 @@ class gloo_communicator final : public communicator {
       const int chunk = static_cast<int>(in.numel() / options_.size);
       auto algorithm = std::make_unique<gloo::ReduceScatterHalvingDoubling<T>>(
           reduce_scatter_context_, std::vector<T*>{in.data<T>()}, static_cast<int>(in.numel()),
-          std::vector<int>(options_.size, chunk));
+          std::vector<int>(options_.size, chunk), sum_reduction<T>());
       it = reduce_scatters_.emplace(key, cached_algorithm{std::move(algorithm), 0}).first;
     }
     it->second.last_used = ++uses_;

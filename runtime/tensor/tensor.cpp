@@ -1,6 +1,7 @@
 #include "runtime/tensor/tensor.hpp"
 
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -43,6 +44,14 @@ void strided_host_copy(char* dst, const shape_t& dst_strides, const char* src,
       index[k] = 0;
     }
   }
+}
+
+// Bytes from a view's first element to just past its last, in storage order.
+size_t span_bytes(const shape_t& shape, const shape_t& strides, size_t elem) {
+  int64_t last = 0;
+  for (size_t i = 0; i < shape.size(); ++i)
+    last += (shape[i] - 1) * strides[i];
+  return static_cast<size_t>(last + 1) * elem;
 }
 
 }  // namespace
@@ -171,21 +180,41 @@ absl::Status copy(const tensor& dst, const tensor& src) {
     }
     return absl::OkStatus();
   }
-  if (!dst.is_contiguous() || !src.is_contiguous()) {
-    return absl::UnimplementedError(
-        absl::StrCat("copy between ", src.description(), " and ", dst.description(),
-                     " needs contiguous tensors; clone() on the strided side first"));
-  }
   const copy_kind kind = src.where().is_cpu()   ? copy_kind::host_to_device
                          : dst.where().is_cpu() ? copy_kind::device_to_host
                                                 : copy_kind::device_to_device;
-  return cuda_copy(dst.raw(), src.raw(), src.nbytes(), kind);
+  if (dst.is_contiguous() && src.is_contiguous()) {
+    return cuda_copy(dst.raw(), src.raw(), src.nbytes(), kind);
+  }
+  // A strided view on a device: stage the bytes it spans through the host, rearrange them there,
+  // and write the destination's span back whole (its gaps keep their values).
+  const size_t elem = dtype_size(src.type());
+  std::vector<char> src_host, dst_host;
+  const char* from = static_cast<const char*>(src.raw());
+  char* to = static_cast<char*>(dst.raw());
+  if (src.where().is_cuda()) {
+    src_host.resize(span_bytes(src.shape(), src.strides_, elem));
+    TROUPE_RETURN_IF_ERROR(
+        cuda_copy(src_host.data(), src.raw(), src_host.size(), copy_kind::device_to_host));
+    from = src_host.data();
+  }
+  if (dst.where().is_cuda()) {
+    dst_host.resize(span_bytes(dst.shape(), dst.strides_, elem));
+    if (!dst.is_contiguous()) {
+      TROUPE_RETURN_IF_ERROR(
+          cuda_copy(dst_host.data(), dst.raw(), dst_host.size(), copy_kind::device_to_host));
+    }
+    to = dst_host.data();
+  }
+  strided_host_copy(to, dst.strides_, from, src.strides_, src.shape(), elem);
+  if (dst.where().is_cuda()) {
+    return cuda_copy(dst.raw(), dst_host.data(), dst_host.size(), copy_kind::host_to_device);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status zero(const tensor& t) {
-  if (!t.is_contiguous()) {
-    return absl::UnimplementedError(absl::StrCat("zero() of non-contiguous ", t.description()));
-  }
+  if (!t.is_contiguous()) return copy(t, tensor::host(t.shape(), t.type()));
   if (t.where().is_cpu()) {
     std::memset(t.raw(), 0, t.nbytes());
     return absl::OkStatus();

@@ -100,11 +100,11 @@ class tensor {
   dtype dtype_ = dtype::f32;
 };
 
-/// Copies `src` into `dst` (same shape and dtype). Host tensors may have any strides; copies that
-/// involve a CUDA device need both sides contiguous.
+/// Copies `src` into `dst` (same shape and dtype), on the host, to or from a CUDA device, with any
+/// strides on either side (strided device views are staged through host memory).
 [[nodiscard]] absl::Status copy(const tensor& dst, const tensor& src);
 
-/// Fills a tensor with zeros.
+/// Fills a tensor (or a strided view) with zeros.
 [[nodiscard]] absl::Status zero(const tensor& t);
 
 }  // namespace troupe::tensor

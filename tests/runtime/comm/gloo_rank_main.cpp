@@ -99,10 +99,24 @@ absl::Status every_op(comm::communicator& c) {
     ints.data<int32_t>()[i] = r * i;
   TROUPE_RETURN_IF_ERROR(c.allreduce(ints, comm::reduce_op::sum));
   TROUPE_RETURN_IF_ERROR(expect(ints.data<int32_t>()[4] == 4 * P * (P - 1) / 2, "i32 allreduce"));
-  host_tensor bf = host_tensor::host({4}, tensor::dtype::bf16);
+  // bf16: small integers are exact, so sums and averages compare exactly.
+  host_tensor bf = host_tensor::host({4 * P}, tensor::dtype::bf16);
+  for (int i = 0; i < 4 * P; ++i)
+    bf.data<tensor::bf16>()[i] = tensor::bf16(float(r + i));
+  TROUPE_RETURN_IF_ERROR(c.allreduce(bf, comm::reduce_op::avg));
+  const float mean_rank = (P - 1) / 2.0f;
+  TROUPE_RETURN_IF_ERROR(expect(static_cast<float>(bf.data<tensor::bf16>()[3]) == 3 + mean_rank,
+                                "bf16 allreduce avg"));
+  for (int i = 0; i < 4 * P; ++i)
+    bf.data<tensor::bf16>()[i] = tensor::bf16(float(r + i));
+  host_tensor bf_out = host_tensor::host({4}, tensor::dtype::bf16);
+  TROUPE_RETURN_IF_ERROR(c.reduce_scatter(bf, bf_out, comm::reduce_op::sum));
+  TROUPE_RETURN_IF_ERROR(expect(
+      static_cast<float>(bf_out.data<tensor::bf16>()[1]) == P * (4 * r + 1) + P * (P - 1) / 2,
+      "bf16 reduce_scatter"));
   TROUPE_RETURN_IF_ERROR(
-      expect(c.allreduce(bf, comm::reduce_op::sum).code() == absl::StatusCode::kUnimplemented,
-             "bf16 refused"));
+      expect(c.allreduce(ints, comm::reduce_op::avg).code() == absl::StatusCode::kInvalidArgument,
+             "i32 avg refused"));
   return c.barrier();
 }
 

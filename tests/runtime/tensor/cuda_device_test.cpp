@@ -51,6 +51,22 @@ TEST(CudaDevice, CachingAllocatorReusesFreedBlocksAndCopiesRoundTrip) {
   EXPECT_EQ(cuda_allocator(99).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(CudaDevice, StridedViewsCopyToAndFromTheDevice) {
+  auto devices = cuda_devices();
+  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
+  tensor host = tensor::host({4, 6});
+  for (int i = 0; i < 24; ++i)
+    host.data<float>()[i] = float(i);
+  tensor dev = *host.to(device::cuda(0));
+  tensor transposed = *(*dev.transpose(0, 1)).to(device::cpu());  // strided device source
+  EXPECT_EQ(transposed.data<float>()[1], 6.0f);
+  tensor cols = *dev.narrow(1, 2, 3);  // strided device destination
+  ASSERT_TRUE(zero(cols).ok());
+  tensor back = *dev.to(device::cpu());
+  EXPECT_EQ(back.data<float>()[2], 0.0f);
+  EXPECT_EQ(back.data<float>()[5], 5.0f);  // outside the view: kept
+}
+
 TEST(CudaDevice, QueriesFailWithAReasonInsteadOfCrashing) {
   auto devices = cuda_devices();
   if (devices.ok()) GTEST_SKIP() << "CUDA is available here";

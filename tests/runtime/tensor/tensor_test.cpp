@@ -58,6 +58,18 @@ TEST(Tensor, BadViewsAreErrorsNamingTheShapes) {
   EXPECT_EQ(copy(other, t).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(Tensor, ZeroClearsAStridedViewAndNothingElse) {
+  tensor t = iota({4, 6});
+  tensor cols = *t.narrow(1, 2, 3);  // columns 2..4 of every row
+  ASSERT_TRUE(zero(cols).ok());
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 6; ++c) {
+      const float want = (c >= 2 && c < 5) ? 0.0f : float(r * 6 + c);
+      EXPECT_EQ(t.data<float>()[r * 6 + c], want) << r << "," << c;
+    }
+  }
+}
+
 TEST(Tensor, Bf16RoundsToNearestEven) {
   EXPECT_EQ(static_cast<float>(bf16(1.0f)), 1.0f);
   EXPECT_EQ(static_cast<float>(bf16(3.14159f)), 3.140625f);
