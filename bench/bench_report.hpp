@@ -19,6 +19,13 @@ inline double median(std::vector<double> xs) {
   return n == 0 ? 0 : n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
 }
 
+/// Says that `arg` is not an option of `bench`; returns the usage exit code, 2.
+inline int unknown_argument(const char* bench, const std::string& arg) {
+  std::fprintf(stderr, "%s: unknown argument '%s'; see the comment at the top of bench/%s.cpp\n",
+               bench, arg.c_str(), bench);
+  return 2;
+}
+
 /// Whether a larger value is better (throughput) or a smaller one (latency).
 enum class better { higher, lower };
 

@@ -33,8 +33,12 @@ int main(int argc, char** argv) {
           .string();
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
-    if (k == "--repeats") repeats = std::atoi(argv[i + 1]);
-    if (k == "--dir") root = argv[i + 1];
+    if (k == "--repeats")
+      repeats = std::atoi(argv[i + 1]);
+    else if (k == "--dir")
+      root = argv[i + 1];
+    else
+      return bench::unknown_argument("checkpoint_bench", k);
   }
   const models::gpt_config tiny{256, 128, 4, 128, 4};
   const models::gpt_layout layout(tiny, models::layer_range::all(tiny));

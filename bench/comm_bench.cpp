@@ -153,10 +153,8 @@ int main(int argc, char** argv) {
       repeats = std::stoi(v);
     else if (k == "--max-mib")
       max_mib = std::stoi(v);
-    else {
-      std::fprintf(stderr, "comm_bench: unknown argument '%s'\n", k.c_str());
-      return 2;
-    }
+    else
+      return bench::unknown_argument("comm_bench", k);
   }
   if (rank >= 0) return run_rank(rank, head, dir, repeats, max_mib);
 

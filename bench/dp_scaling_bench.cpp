@@ -78,6 +78,8 @@ int main(int argc, char** argv) {
       text_path = v;
     else if (k == "--epoch")
       epoch = std::stoi(v);
+    else
+      return bench::unknown_argument("dp_scaling_bench", k);
   }
   if (rank >= 0) {  // one rank of the dp=2 group
     auto corpus = *actors::text_corpus::load(text_path, 0.05, tiny.ctx);

@@ -157,6 +157,8 @@ int main(int argc, char** argv) {
       batch = std::atoi(argv[i + 1]);
     else if (k == "--torch-tokens-per-s")
       torch_tokens_per_s = std::atof(argv[i + 1]);
+    else
+      return bench::unknown_argument("gpu_bench", k);
   }
   gemm(repeats);
   hbm(repeats);

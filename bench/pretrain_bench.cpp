@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
       data = argv[i + 1];
     else if (k == "--threads")
       threads = std::atoi(argv[i + 1]);
+    else
+      return bench::unknown_argument("pretrain_bench", k);
   }
   const models::gpt_config tiny{256, 128, 4, 128, 4};
   auto corpus = actors::text_corpus::load(data, 0.05, tiny.ctx);
