@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/actor/role_context.hpp"
 #include "runtime/actor/status_bridge.hpp"
+#include "runtime/comm/rendezvous_store.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -25,8 +26,9 @@ absl::Status spawn_role(self_ptr self, const std::string& role, int32_t index) {
   if (resolved == nullptr) {
     return absl::NotFoundError(absl::StrCat("this worker's app has no role '", role, "'"));
   }
+  const auto& node = st.deps->node.options();
   actor::role_context ctx{self->system(), st.deps->metrics, st.deps->events, st.deps->plan, role,
-                          index};
+                          index, "", comm::head_store_opener(node.head, node.token)};
   const std::string name = ctx.actor_name();
   auto handle = resolved->entry->factory.spawn(ctx, resolved->options.get());
   if (!handle.ok()) {

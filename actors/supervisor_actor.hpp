@@ -4,6 +4,7 @@
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/cluster/node_agent.hpp"
+#include "runtime/comm/rendezvous_store.hpp"
 #include "runtime/metrics/registry.hpp"
 #include "runtime/run/event_log.hpp"
 
@@ -35,6 +36,9 @@ struct supervisor_deps {
   caf::actor owner;
   /// This process's node in a cluster; null when the whole job runs in this process.
   cluster::node_agent* node = nullptr;
+  /// The run directory and the rendezvous for the actors spawned here (role_context).
+  std::string run_dir;
+  comm::store_opener rendezvous;
 };
 
 [[nodiscard]] supervisor_actor spawn_supervisor(caf::actor_system& system, supervisor_deps deps);

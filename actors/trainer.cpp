@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/adamw.hpp"
 #include "runtime/base/status.hpp"
@@ -53,8 +54,10 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
     ranks_ = group_->size();
   }
   shard_ = (layout.total() + ranks_ - 1) / ranks_;
-  model_ = std::make_unique<models::gpt_cpu_batch>(layout, options.global_batch / ranks_,
-                                                   options.threads);
+  const int local_batch = options.global_batch / ranks_;
+  model_ = std::make_unique<models::gpt_cpu_batch>(
+      layout, options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch,
+      options.threads);
   const bool sharded = options.zero != zero_stage::none;
   const int64_t begin = sharded ? rank_ * shard_ : 0;
   const int64_t end = sharded ? begin + shard_ : shard_ * ranks_;
@@ -68,8 +71,17 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
   float* grads = grads_.data<float>();
   TROUPE_RETURN_IF_ERROR(tensor::zero(grads_));
   const float loss_scale = 1.0f / (static_cast<float>(options_.global_batch) * local.ctx);
-  const models::loss_sum loss = model_->run(params, grads, local.batch, local.ctx,
-                                            local.tokens.data(), local.targets.data(), loss_scale);
+  const int micro = options_.micro_batch > 0 ? options_.micro_batch : local.batch;
+  models::loss_sum loss;
+  for (int row = 0; row < local.batch; row += micro) {
+    const int rows = std::min(micro, local.batch - row);
+    const size_t offset = static_cast<size_t>(row) * local.ctx;
+    const models::loss_sum part =
+        model_->run(params, grads, rows, local.ctx, local.tokens.data() + offset,
+                    local.targets.data() + offset, loss_scale);
+    loss.sum += part.sum;
+    loss.tokens += part.tokens;
+  }
   report.compute_s += seconds_since(compute_start);
 
   // Sum the gradients (and the loss) over the ranks.
@@ -197,6 +209,30 @@ absl::Status trainer::restore(const tensor::named_tensors& weights,
   std::memcpy(optimizer_->first_moment().data(), m.data() + begin, n * sizeof(float));
   std::memcpy(optimizer_->second_moment().data(), v.data() + begin, n * sizeof(float));
   optimizer_->set_steps(steps);
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, tensor::named_tensors>> trainer::checkpoint_files() const {
+  std::vector<std::pair<std::string, tensor::named_tensors>> files;
+  if (rank_ == 0) files.emplace_back("model.safetensors", layout_.to_named(params_.data<float>()));
+  if (rank_ == 0 || options_.zero != zero_stage::none) {
+    files.emplace_back(absl::StrCat("optimizer-", rank_, ".safetensors"), optimizer_state());
+  }
+  return files;
+}
+
+absl::Status trainer::restore(const checkpoint::checkpoint& saved) {
+  auto weights = saved.files.find("model.safetensors");
+  if (weights == saved.files.end()) {
+    return absl::DataLossError(absl::StrCat(saved.dir, ": no model.safetensors"));
+  }
+  std::vector<tensor::named_tensors> states;
+  for (const auto& [name, contents] : saved.files) {
+    if (absl::StartsWith(name, "optimizer-")) states.push_back(contents);
+  }
+  if (absl::Status s = restore(weights->second, states); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(saved.dir, ": ", s.message()));
+  }
   return absl::OkStatus();
 }
 

@@ -8,6 +8,7 @@
 #include "actors/data_loader.hpp"
 #include "models/gpt/adamw_optimizer.hpp"
 #include "models/gpt/gpt_cpu_batch.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/tensor/safetensors.hpp"
 
@@ -34,6 +35,9 @@ enum class zero_stage {
 /// What a trainer is built with.
 struct trainer_options {
   int global_batch = 16;  ///< sequences per optimizer step, over every rank
+  /// Sequences per forward/backward pass on one rank; the rank's share of the global batch is
+  /// run in passes of this size whose gradients accumulate. 0: the whole share in one pass.
+  int micro_batch = 0;
   int threads = 1;        ///< cores this rank computes on
   lr_schedule lr;
   models::adamw_options adamw;
@@ -71,6 +75,13 @@ class trainer {
   /// every rank of the saving run wrote, whatever that run's dp was (resharding).
   [[nodiscard]] absl::Status restore(const tensor::named_tensors& weights,
                                      const std::vector<tensor::named_tensors>& optimizer_states);
+
+  /// This rank's files of a checkpoint, copied to fresh host memory (a snapshot the next step
+  /// does not touch): rank 0 writes "model.safetensors"; every rank that holds a distinct
+  /// optimizer shard (rank 0 alone without ZeRO) writes "optimizer-<rank>.safetensors".
+  [[nodiscard]] std::vector<std::pair<std::string, tensor::named_tensors>> checkpoint_files() const;
+  /// Restores from a checkpoint that checkpoint_files() of every saving rank made.
+  [[nodiscard]] absl::Status restore(const checkpoint::checkpoint& saved);
 
  private:
   trainer(const models::gpt_layout& layout, const trainer_options& options,

@@ -1,15 +1,30 @@
 #include "actors/trainer_actor.hpp"
 
 #include <chrono>
+#include <deque>
+#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/actor/status_bridge.hpp"
+#include "runtime/checkpoint/async_writer.hpp"
 #include "runtime/comm/gloo_communicator.hpp"
 
 namespace troupe::actors {
 namespace {
 
 using clock = std::chrono::steady_clock;
+
+double seconds_since(clock::time_point start) {
+  return std::chrono::duration<double>(clock::now() - start).count();
+}
+
+// A checkpoint whose files the writer is still making durable.
+struct pending_checkpoint {
+  caf::typed_response_promise<actor::checkpoint_shard> promise;
+  actor::checkpoint_shard shard;
+  std::vector<std::future<absl::StatusOr<checkpoint::file_record>>> files;
+  clock::time_point started;
+};
 
 struct trainer_state {
   trainer_actor_spec spec;
@@ -19,6 +34,9 @@ struct trainer_state {
   actor::data_loader_actor loader;
   std::shared_ptr<comm::rendezvous_store> store;
   std::vector<token_batch> validation;
+  int64_t cursor = 0;  // the global sample index the next step's batch starts at
+  std::unique_ptr<checkpoint::async_writer> writer;
+  std::deque<pending_checkpoint> pending;  // oldest first
 };
 
 using self_ptr = actor::role_pointer<actor::trainer_actor, trainer_state>;
@@ -38,12 +56,119 @@ absl::Status build(self_ptr self, metrics::registry& metrics, const std::string&
       data_loader loader,
       data_loader::create(*st.spec.corpus, st.spec.model.ctx, st.spec.options.global_batch,
                           st.spec.rank, st.spec.ranks, st.spec.data_seed));
-  st.validation = loader.validation(loader.local_batch(), st.spec.eval_windows);
+  const int micro = st.spec.options.micro_batch;
+  const int eval_batch = micro > 0 ? std::min(micro, loader.local_batch()) : loader.local_batch();
+  st.validation = loader.validation(eval_batch, st.spec.eval_windows);
   st.loader = spawn_data_loader(self->system(), metrics, absl::StrCat(name, "/data"),
                                 st.spec.corpus, prefetch_queue(std::move(loader)));
   self->link_to(st.loader);  // the loader lives and dies with its trainer
   self->send(st.loader, actor::credit_atom_v, static_cast<int32_t>(st.spec.prefetch));
   return absl::OkStatus();
+}
+
+caf::result<actor::step_report> step(self_ptr self) {
+  auto promise = self->make_response_promise<actor::step_report>();
+  const auto asked = clock::now();
+  self->request(self->state.loader, caf::infinite, actor::next_atom_v)
+      .then(
+          [self, promise, asked](actor::token_batch& batch) mutable {
+            auto& st = self->state;
+            const double data_s = seconds_since(asked);
+            self->send(st.loader, actor::credit_atom_v, int32_t{1});
+            absl::StatusOr<actor::step_report> report = st.logic->step(batch);
+            if (!report.ok()) {
+              promise.deliver(actor::to_error(report.status()));
+              self->quit(actor::to_error(report.status()));
+              return;
+            }
+            st.cursor = batch.cursor + st.spec.options.global_batch;
+            report->data_s = data_s;
+            promise.deliver(*report);
+          },
+          [self, promise](caf::error& e) mutable {
+            promise.deliver(e);
+            self->quit(e);
+          });
+  return promise;
+}
+
+// Snapshots this rank's state and queues its files; the answer waits for the writer.
+caf::result<actor::checkpoint_shard> start_checkpoint(self_ptr self, int64_t step,
+                                                      const std::string& root) {
+  auto& st = self->state;
+  if (step != st.logic->steps()) {
+    return actor::to_error(absl::FailedPreconditionError(
+        absl::StrCat("checkpoint of step ", step, " asked, but this rank is at step ",
+                     st.logic->steps())));
+  }
+  const auto started = clock::now();
+  if (!st.writer || st.writer->store().root() != root) {
+    st.writer = std::make_unique<checkpoint::async_writer>(checkpoint::checkpoint_store(root));
+  }
+  pending_checkpoint p{self->make_response_promise<actor::checkpoint_shard>(),
+                       {step, st.spec.rank, st.cursor, {}, 0, 0},
+                       {},
+                       started};
+  const auto wake = [addr = self->address()] {
+    if (auto handle = caf::actor_cast<caf::actor>(addr)) caf::anon_send(handle, actor::written_atom_v);
+  };
+  for (auto& [name, contents] : st.logic->checkpoint_files()) {
+    p.files.push_back(st.writer->stage(step, name, std::move(contents), wake));
+  }
+  p.shard.stall_s = seconds_since(started);
+  auto promise = p.promise;
+  st.pending.push_back(std::move(p));
+  if (st.pending.back().files.empty()) self->send(self, actor::written_atom_v);
+  return promise;
+}
+
+// Answers every checkpoint, oldest first, whose files are all written.
+void deliver_written(self_ptr self) {
+  auto& st = self->state;
+  while (!st.pending.empty()) {
+    auto& p = st.pending.front();
+    for (auto& f : p.files) {
+      if (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+    }
+    p.shard.write_s = seconds_since(p.started);
+    absl::Status failed;
+    for (auto& f : p.files) {
+      absl::StatusOr<checkpoint::file_record> record = f.get();
+      if (!record.ok()) {
+        failed = record.status();
+        break;
+      }
+      p.shard.files.push_back({record->name, record->bytes, record->sha256});
+    }
+    if (failed.ok()) {
+      p.promise.deliver(std::move(p.shard));
+    } else {
+      p.promise.deliver(actor::to_error(failed));
+    }
+    st.pending.pop_front();
+  }
+}
+
+caf::result<int64_t> restore(self_ptr self, const std::string& dir) {
+  auto& st = self->state;
+  if (st.logic->steps() != 0) {
+    return actor::to_error(absl::FailedPreconditionError(
+        absl::StrCat("restore asked after ", st.logic->steps(), " steps; it must come first")));
+  }
+  absl::StatusOr<checkpoint::checkpoint> saved = checkpoint::checkpoint_store::read(dir);
+  if (!saved.ok()) return actor::to_error(saved.status());
+  const nlohmann::json& cursor = saved->meta["cursor"];
+  if (!cursor.is_number_integer() || cursor.get<int64_t>() < 0) {
+    return actor::to_error(absl::DataLossError(
+        absl::StrCat(dir, "/manifest.json: meta.cursor is missing or not a sample index")));
+  }
+  if (absl::Status s = st.logic->restore(*saved); !s.ok()) return actor::to_error(s);
+  st.cursor = cursor.get<int64_t>();
+  auto promise = self->make_response_promise<int64_t>();
+  self->request(st.loader, caf::infinite, actor::seek_atom_v, st.cursor)
+      .then([self, promise](caf::ok_atom) mutable { promise.deliver(self->state.logic->steps()); },
+            [promise](caf::error& e) mutable { promise.deliver(e); });
+  return promise;
 }
 
 }  // namespace
@@ -61,35 +186,17 @@ actor::trainer_actor spawn_trainer(caf::actor_system& system, metrics::registry&
         // A failed build stops the actor; its handlers never run then.
         if (absl::Status s = build(self, metrics, name); !s.ok()) self->quit(actor::to_error(s));
         return {
-            [self](actor::step_atom) -> caf::result<actor::step_report> {
-              auto promise = self->make_response_promise<actor::step_report>();
-              const auto asked = clock::now();
-              self->request(self->state.loader, caf::infinite, actor::next_atom_v)
-                  .then(
-                      [self, promise, asked](actor::token_batch& batch) mutable {
-                        const double data_s =
-                            std::chrono::duration<double>(clock::now() - asked).count();
-                        self->send(self->state.loader, actor::credit_atom_v, int32_t{1});
-                        absl::StatusOr<actor::step_report> report = self->state.logic->step(batch);
-                        if (!report.ok()) {
-                          promise.deliver(actor::to_error(report.status()));
-                          self->quit(actor::to_error(report.status()));
-                          return;
-                        }
-                        report->data_s = data_s;
-                        promise.deliver(*report);
-                      },
-                      [self, promise](caf::error& e) mutable {
-                        promise.deliver(e);
-                        self->quit(e);
-                      });
-              return promise;
-            },
+            [self](actor::step_atom) { return step(self); },
             [self](actor::eval_atom) -> caf::result<double> {
               absl::StatusOr<double> loss = self->state.logic->evaluate(self->state.validation);
               if (!loss.ok()) return actor::to_error(loss.status());
               return *loss;
             },
+            [self](actor::checkpoint_atom, int64_t step, const std::string& root) {
+              return start_checkpoint(self, step, root);
+            },
+            [self](actor::written_atom) { deliver_written(self); },
+            [self](actor::restore_atom, const std::string& dir) { return restore(self, dir); },
         };
       });
 }

@@ -2,6 +2,7 @@
 
 #include "actors/builtin_roles.hpp"
 #include "apps/pipeline/pipeline_app.hpp"
+#include "apps/pretrain/pretrain_app.hpp"
 #include "runtime/base/status.hpp"
 
 namespace troupe::apps {
@@ -9,6 +10,8 @@ namespace troupe::apps {
 absl::Status register_builtins(actor::role_registry& registry) {
   TROUPE_RETURN_IF_ERROR(actors::register_builtin_roles(registry));
   TROUPE_RETURN_IF_ERROR(registry.add("app", "pipeline", pipeline_app_factory()));
+  TROUPE_RETURN_IF_ERROR(registry.add("app", "pretrain", pretrain_app_factory()));
+  TROUPE_RETURN_IF_ERROR(registry.add("trainer", "gpt", gpt_trainer_factory()));
   return absl::OkStatus();
 }
 

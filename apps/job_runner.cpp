@@ -13,6 +13,7 @@
 #include "runtime/actor/system_config.hpp"
 #include "runtime/cluster/head_server.hpp"
 #include "runtime/cluster/node_agent.hpp"
+#include "runtime/comm/rendezvous_store.hpp"
 
 namespace troupe::apps {
 
@@ -29,10 +30,12 @@ const char* to_string(job_outcome::status s) {
 }
 
 job_runner::job_runner(const app::app_plan& plan, metrics::registry& metrics,
-                       run::event_log& events, std::optional<cluster_options> cluster)
+                       run::event_log& events, std::string run_dir,
+                       std::optional<cluster_options> cluster)
     : plan_(plan),
       metrics_(metrics),
       events_(events),
+      run_dir_(std::move(run_dir)),
       cluster_(std::move(cluster)),
       config_(actor::make_system_config(plan.spec.runtime)),
       system_(std::make_unique<caf::actor_system>(*config_)) {}
@@ -119,7 +122,10 @@ job_outcome job_runner::run(const std::atomic<bool>& stop) {
     caf::scoped_actor owner{*system_};
     auto supervisor = actors::spawn_supervisor(
         *system_,
-        {plan_, metrics_, events_, health, caf::actor_cast<caf::actor>(owner), node_.get()});
+        {plan_, metrics_, events_, health, caf::actor_cast<caf::actor>(owner), node_.get(),
+         run_dir_,
+         node_ ? comm::head_store_opener(head_->endpoint(), cluster_->token)
+               : comm::shared_memory_store_opener()});
     if (node_) {
       node_->publish(std::string(actors::supervisor_name), caf::actor_cast<caf::actor>(supervisor));
       node_->subscribe(caf::actor_cast<caf::actor>(supervisor));

@@ -65,8 +65,9 @@ struct cluster_options {
 /// are then spread over the workers.
 class job_runner {
  public:
+  /// `run_dir` is where the app driver writes its outputs (empty: none).
   job_runner(const app::app_plan& plan, metrics::registry& metrics, run::event_log& events,
-             std::optional<cluster_options> cluster = std::nullopt);
+             std::string run_dir = "", std::optional<cluster_options> cluster = std::nullopt);
 
   /// Stops whatever still runs (workers included) and waits for every actor to terminate. An
   /// actor stuck inside a handler blocks this; `troupe launch` guards it with a watchdog.
@@ -83,6 +84,7 @@ class job_runner {
   const app::app_plan& plan_;
   metrics::registry& metrics_;
   run::event_log& events_;
+  std::string run_dir_;
   std::optional<cluster_options> cluster_;
   std::unique_ptr<caf::actor_system_config> config_;
   std::unique_ptr<caf::actor_system> system_;

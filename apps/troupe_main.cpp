@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   launch_cmd->add_option("--run-dir", launch.run_dir,
                          "Run directory (default: runs/<app>-<date>-<time>)");
   launch_cmd->add_option("--plugin-dir", launch.plugin_dirs, "Extra plugin directory");
+  launch_cmd->add_option("--resume", launch.resume,
+                         "Continue from a run directory's newest good checkpoint (pretrain)");
 
   config_args check;
   auto* check_cmd = app.add_subcommand("check", "Validate a config without running it");

@@ -31,6 +31,8 @@ struct config_args {
 
 struct launch_args : config_args {
   std::optional<std::string> run_dir;
+  /// A run directory to continue from: sets the app's `resume` option.
+  std::optional<std::string> resume;
 };
 
 /// `troupe launch`: validate, run the app, print one JSON summary line on stdout.

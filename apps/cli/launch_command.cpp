@@ -1,4 +1,5 @@
 #include <atomic>
+#include <filesystem>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "apps/cli/progress_display.hpp"
 #include "apps/job_runner.hpp"
 #include "runtime/app/app_plan.hpp"
+#include "runtime/base/status.hpp"
 #include "runtime/run/run_dir.hpp"
 #include "spdlog/sinks/basic_file_sink.h"
 #include "spdlog/spdlog.h"
@@ -119,7 +121,8 @@ int run_job(const app::app_plan& plan, const std::string& config_name,
 
   metrics::registry metrics;
   install_stop_handlers();
-  auto runner = std::make_unique<apps::job_runner>(plan, metrics, **events, cluster_for(*dir));
+  auto runner = std::make_unique<apps::job_runner>(plan, metrics, **events,
+                                                   dir->path().string(), cluster_for(*dir));
   const apps::job_outcome outcome = runner->run(stop_requested);
   display.finish();
 
@@ -143,9 +146,36 @@ int run_job(const app::app_plan& plan, const std::string& config_name,
   return code;
 }
 
+namespace {
+
+// The plan with `--resume DIR` as the app's `resume` option, for apps that have one.
+absl::StatusOr<app::app_plan> load_resumed(roles_and_plugins& env, const launch_args& args) {
+  TROUPE_ASSIGN_OR_RETURN(app::app_plan plan, env.load(args));
+  if (!args.resume) return plan;
+  bool resumable = false;
+  for (const auto& f : plan.app_entry->factory.options->describe())
+    resumable = resumable || f.key == "resume";
+  if (!resumable) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--resume: app '", plan.spec.app, "' cannot resume; apps that checkpoint "
+                                                       "(such as pretrain) can"));
+  }
+  if (!std::filesystem::is_directory(*args.resume)) {
+    return absl::NotFoundError(absl::StrCat("--resume ", *args.resume, ": no such directory"));
+  }
+  config_args resumed = args;
+  resumed.overrides.push_back(absl::StrCat(plan.spec.app, ".resume=",
+                                           nlohmann::json(std::filesystem::absolute(*args.resume)
+                                                              .string())
+                                               .dump()));
+  return env.load(resumed);
+}
+
+}  // namespace
+
 int launch_command(const launch_args& args) {
   roles_and_plugins env(args.plugin_dirs);
-  auto plan = env.load(args);
+  auto plan = load_resumed(env, args);
   if (!plan.ok()) {
     std::fprintf(stderr, "%s\n", std::string(plan.status().message()).c_str());
     return exit_usage_error;

@@ -14,6 +14,13 @@ std::string human(double v) {
 
 }  // namespace
 
+std::string eta(double seconds) {
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, s / 60 % 60);
+  if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  return absl::StrFormat("%ds", s);
+}
+
 std::string render_bar(double done, double total, absl::string_view unit, double rate, int width) {
   std::string text;
   if (total > 0) {
@@ -28,6 +35,7 @@ std::string render_bar(double done, double total, absl::string_view unit, double
     absl::StrAppend(&text, human(done), " ", unit);
   }
   if (rate > 0) absl::StrAppend(&text, "  ", human(rate), " ", unit, "/s");
+  if (rate > 0 && total > done) absl::StrAppend(&text, "  ETA ", eta((total - done) / rate));
   return text;
 }
 
@@ -46,15 +54,18 @@ void progress_display::show_progress(const nlohmann::json& event) {
     rate_done0_ = done;
   }
   const double rate = t > rate_t0_ ? (done - rate_done0_) / (t - rate_t0_) : 0;
+  // The app's own figures (a trainer's loss and tokens/s) follow the bar.
+  const std::string detail = event.value("detail", std::string());
+  const std::string suffix = detail.empty() ? "" : "  " + detail;
   if (live_) {
-    last_bar_ = render_bar(done, total, unit, rate, 30);
+    last_bar_ = render_bar(done, total, unit, rate, 30) + suffix;
     std::fputs("\r\033[K", out_);
     std::fputs(last_bar_.c_str(), out_);
     bar_visible_ = true;
   } else if (t - last_plain_t_ >= 5 || (total > 0 && done >= total)) {
     last_plain_t_ = t;
-    std::fprintf(out_, "[%7.1fs] progress: %s\n", t,
-                 render_bar(done, total, unit, rate, 0).c_str());
+    std::fprintf(out_, "[%7.1fs] progress: %s%s\n", t,
+                 render_bar(done, total, unit, rate, 0).c_str(), suffix.c_str());
   }
   std::fflush(out_);
 }

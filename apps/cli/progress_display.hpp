@@ -11,7 +11,8 @@ namespace troupe::cli {
 
 /// Shows a run's events to the person at the terminal. On a terminal, `progress` events drive a
 /// live bar redrawn in place, and other events print above it; otherwise progress becomes a
-/// plain line every few seconds. Debug events are not shown (they are in events.jsonl).
+/// plain line every few seconds; a progress event's `detail` (say, the loss) follows the bar.
+/// Debug events are not shown (they are in events.jsonl).
 ///
 /// Register `on_event` as an event_log listener; the log serializes the calls.
 class progress_display {
@@ -36,7 +37,10 @@ class progress_display {
   std::string last_bar_;
 };
 
-/// Renders a bar such as "[########------------]  42% 2100/5000 items  3.1k items/s".
+/// "42s", "3m05s", "1h02m": a remaining time.
+[[nodiscard]] std::string eta(double seconds);
+
+/// Renders a bar such as "[########------------]  42% 2100/5000 items  3.1k items/s  ETA 1s".
 [[nodiscard]] std::string render_bar(double done, double total, absl::string_view unit, double rate,
                                      int width);
 

@@ -52,7 +52,7 @@ std::vector<pretrain_driver::command> pretrain_driver::after_step() {
                      {"data", step_data_s_},
                      {"compute", step_compute_s_},
                      {"comm", step_comm_s_}}}}});
-  const bool last_step = step_ >= schedule_.steps;
+  const bool last_step = step_ >= schedule_.end();
   const bool eval_due =
       last_step || (schedule_.eval_every > 0 && step_ % schedule_.eval_every == 0);
   if (eval_due) {
@@ -77,38 +77,66 @@ std::vector<pretrain_driver::command> pretrain_driver::on_eval(int rank, double 
 }
 
 std::vector<pretrain_driver::command> pretrain_driver::after_eval() {
-  const bool last_step = step_ >= schedule_.steps;
+  const bool last_step = step_ >= schedule_.end();
   const bool checkpoint_due =
       schedule_.checkpoint_every > 0 && (step_ % schedule_.checkpoint_every == 0 || last_step);
+  std::vector<command> out;
   if (checkpoint_due) {
-    phase_ = phase::checkpointing;
-    answers_ = 0;
-    return {checkpoint_all{step_}};
+    saving_[step_];
+    out.push_back(checkpoint_all{step_});
   }
-  return next_or_finish();
-}
-
-std::vector<pretrain_driver::command> pretrain_driver::on_checkpointed(int) {
-  if (phase_ != phase::checkpointing) return {};
-  if (!all_answered()) return {};
-  std::vector<command> out = {commit{step_}};
   auto rest = next_or_finish();
   out.insert(out.end(), rest.begin(), rest.end());
   return out;
 }
 
+std::vector<pretrain_driver::command> pretrain_driver::on_saved(
+    const actor::checkpoint_shard& shard) {
+  auto it = saving_.find(shard.step);
+  if (done_ || it == saving_.end()) return {};
+  it->second.shards.push_back(shard);
+  if (static_cast<int>(it->second.shards.size()) < schedule_.ranks) return {};
+  commit c{shard.step, {}, -1};
+  double write_s = 0;
+  for (const auto& s : it->second.shards) {
+    c.files.insert(c.files.end(), s.files.begin(), s.files.end());
+    if (s.rank == 0) c.cursor = s.cursor;
+    stall_s_ = std::max(stall_s_, s.stall_s);
+    write_s = std::max(write_s, s.write_s);
+  }
+  saving_.erase(it);
+  committed_ = std::max(committed_, c.step);
+  std::vector<command> out = {
+      metrics_row{{{"step", c.step}, {"checkpoint", {{"stall_s", stall_s_}, {"write_s", write_s}}}}},
+      std::move(c)};
+  if (phase_ == phase::draining && saving_.empty()) {
+    auto rest = next_or_finish();
+    out.insert(out.end(), rest.begin(), rest.end());
+  }
+  return out;
+}
+
 std::vector<pretrain_driver::command> pretrain_driver::next_or_finish() {
-  if (step_ >= schedule_.steps) {
+  if (step_ >= schedule_.end()) {
+    if (!saving_.empty()) {
+      phase_ = phase::draining;  // finish once every checkpoint is committed
+      return {};
+    }
     phase_ = phase::finished;
     done_ = true;
     const double elapsed = seconds(now_() - started_);
-    const int64_t trained = schedule_.steps - schedule_.first_step;
-    return {
-        finish{{{"steps", step_},
-                {"train_loss", last_.loss},
-                {"val_loss", val_loss_},
-                {"tokens_per_s", elapsed > 0 ? trained * schedule_.tokens_per_step / elapsed : 0.0},
-                {"elapsed_s", elapsed}}}};
+    const int64_t trained = step_ - schedule_.first_step;
+    nlohmann::json summary = {
+        {"steps", step_},
+        {"train_loss", last_.loss},
+        {"val_loss", val_loss_},
+        {"tokens_per_s", elapsed > 0 ? trained * schedule_.tokens_per_step / elapsed : 0.0},
+        {"elapsed_s", elapsed}};
+    if (committed_ >= 0) {
+      summary["checkpoint_step"] = committed_;
+      summary["checkpoint_stall_s"] = stall_s_;
+    }
+    return {finish{std::move(summary)}};
   }
   phase_ = phase::stepping;
   answers_ = 0;

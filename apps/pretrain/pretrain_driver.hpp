@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -20,6 +21,12 @@ struct pretrain_schedule {
   int checkpoint_every = 0;  ///< 0: no periodic checkpoints
   int64_t tokens_per_step = 0;
   int64_t first_step = 0;  ///< steps already done (a resume)
+  int64_t stop_after = 0;  ///< end this launch after this step (0: after `steps`)
+
+  /// The step this launch ends after.
+  [[nodiscard]] int64_t end() const {
+    return stop_after > 0 && stop_after < steps ? stop_after : steps;
+  }
 };
 
 /// The pretraining app's control loop, without CAF. Every rank runs the same step in lockstep
@@ -27,9 +34,12 @@ struct pretrain_schedule {
 ///
 ///   start -> step all -> (all answered) -> metrics row
 ///         -> [eval due] eval all -> (all answered) -> val loss
-///         -> [checkpoint due] checkpoint all -> (all answered) -> commit
-///         -> next step, or finish with the summary
+///         -> [checkpoint due] checkpoint all (answers come later) -> next step, or finish
+///   every rank's part of checkpoint N saved -> commit N
+///   finish waits until every checkpoint asked for is committed
 ///
+/// Checkpoints are asynchronous: a rank snapshots its state and goes on with the next step
+/// while its writer persists the snapshot; it answers (on_saved) once its files are durable.
 /// Any rank's error fails the job with that error. Each event returns the commands the actor
 /// carries out, in order.
 class pretrain_driver {
@@ -44,8 +54,11 @@ class pretrain_driver {
   struct metrics_row {
     nlohmann::json row;  ///< one line of metrics.jsonl
   };
+  /// Every rank's files of checkpoint `step` are durable: write its manifest and make it visible.
   struct commit {
     int64_t step;
+    std::vector<actor::saved_file> files;
+    int64_t cursor;  ///< the data cursor to resume from
   };
   struct finish {
     nlohmann::json summary;
@@ -61,14 +74,19 @@ class pretrain_driver {
   std::vector<command> start();
   std::vector<command> on_step(int rank, const actor::step_report& report);
   std::vector<command> on_eval(int rank, double loss);
-  std::vector<command> on_checkpointed(int rank);
+  std::vector<command> on_saved(const actor::checkpoint_shard& shard);
   std::vector<command> on_error(int rank, const absl::Status& error);
 
   [[nodiscard]] int64_t step() const { return step_; }
+  [[nodiscard]] const pretrain_schedule& schedule() const { return schedule_; }
   [[nodiscard]] bool done() const { return done_; }
 
  private:
-  enum class phase { idle, stepping, evaluating, checkpointing, finished };
+  enum class phase { idle, stepping, evaluating, draining, finished };
+  // A checkpoint being written: the ranks' shards received so far.
+  struct saving {
+    std::vector<actor::checkpoint_shard> shards;
+  };
   std::vector<command> after_step();
   std::vector<command> after_eval();
   std::vector<command> next_or_finish();
@@ -82,6 +100,9 @@ class pretrain_driver {
   actor::step_report last_;  // rank 0's report of the current step
   double step_data_s_ = 0, step_compute_s_ = 0, step_comm_s_ = 0;
   double val_loss_ = -1;
+  std::map<int64_t, saving> saving_;  // by step
+  int64_t committed_ = -1;            // the newest committed step
+  double stall_s_ = 0;                // the longest a rank was blocked by a checkpoint
   clock::time_point started_{}, step_started_{};
   bool done_ = false;
 };

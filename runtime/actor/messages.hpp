@@ -67,6 +67,17 @@ typename Inspector::result_type inspect(Inspector& f, step_report& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, saved_file& x) {
+  return f(caf::meta::type_name("saved_file"), x.name, x.bytes, x.sha256);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, checkpoint_shard& x) {
+  return f(caf::meta::type_name("checkpoint_shard"), x.step, x.rank, x.cursor, x.files, x.stall_s,
+           x.write_s);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_result& x) {
   return f(caf::meta::type_name("job_result"), x.ok, x.summary_json, x.error);
 }
@@ -86,6 +97,9 @@ CAF_ADD_TYPE_ID(troupe, (troupe::actor::actor_down))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::member_event))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::token_batch))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::step_report))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::saved_file))
+CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actor::saved_file>))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::checkpoint_shard))
 
 // Pipeline roles.
 CAF_ADD_ATOM(troupe, troupe::actor, next_atom, "next")
@@ -100,6 +114,9 @@ CAF_ADD_ATOM(troupe, troupe::actor, seek_atom, "seek")
 CAF_ADD_ATOM(troupe, troupe::actor, produce_atom, "produce")
 CAF_ADD_ATOM(troupe, troupe::actor, step_atom, "step")
 CAF_ADD_ATOM(troupe, troupe::actor, eval_atom, "eval")
+CAF_ADD_ATOM(troupe, troupe::actor, checkpoint_atom, "checkpoint")
+CAF_ADD_ATOM(troupe, troupe::actor, restore_atom, "restore")
+CAF_ADD_ATOM(troupe, troupe::actor, written_atom, "written")
 // Jobs and supervision.
 CAF_ADD_ATOM(troupe, troupe::actor, run_atom, "run")
 CAF_ADD_ATOM(troupe, troupe::actor, restart_atom, "restart")

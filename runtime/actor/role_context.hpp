@@ -1,7 +1,10 @@
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "caf/all.hpp"
 #include "runtime/actor/role_actor.hpp"
@@ -10,6 +13,10 @@
 
 namespace troupe::app {
 struct app_plan;
+}
+
+namespace troupe::comm {
+class rendezvous_store;
 }
 
 namespace troupe::actor {
@@ -26,6 +33,13 @@ struct role_context {
   std::string role;
   /// Which of the role's `count` actors this is.
   int index = 0;
+  /// The job's run directory, where the app driver writes its outputs; empty on workers and in
+  /// tests without one.
+  std::string run_dir;
+  /// Opens a store through which actors of this job, in any of its processes, rendezvous to form
+  /// communicator groups: the head's key-value store in a cluster, one store shared inside this
+  /// process otherwise.
+  std::function<absl::StatusOr<std::shared_ptr<comm::rendezvous_store>>()> rendezvous;
 
   /// The job-unique actor name, "role/index".
   [[nodiscard]] std::string actor_name() const { return absl::StrCat(role, "/", index); }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/actor/messages.hpp"
 #include "runtime/actor/status_bridge.hpp"
+#include "runtime/base/status.hpp"
 #include "runtime/cluster/msgpack_view.hpp"
 
 namespace troupe::cluster {
@@ -321,6 +322,61 @@ absl::StatusOr<actor::step_report> unpack_step(const msgpack::object& o) {
   return x;
 }
 
+void pack_shard(packer& pk, const actor::checkpoint_shard& x) {
+  pk.pack_map(6);
+  pk.pack("step");
+  pk.pack(x.step);
+  pk.pack("rank");
+  pk.pack(x.rank);
+  pk.pack("cursor");
+  pk.pack(x.cursor);
+  pk.pack("stall_s");
+  pk.pack(x.stall_s);
+  pk.pack("write_s");
+  pk.pack(x.write_s);
+  pk.pack("files");
+  pk.pack_array(static_cast<uint32_t>(x.files.size()));
+  for (const auto& f : x.files) {
+    pk.pack_map(3);
+    pk.pack("name");
+    pk.pack(f.name);
+    pk.pack("bytes");
+    pk.pack(f.bytes);
+    pk.pack("sha256");
+    pk.pack(f.sha256);
+  }
+}
+absl::StatusOr<actor::checkpoint_shard> unpack_shard(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "checkpoint_shard"));
+  actor::checkpoint_shard x;
+  TROUPE_ASSIGN_OR_RETURN(x.step, m.get_int("step", 0));
+  TROUPE_ASSIGN_OR_RETURN(int64_t rank, m.get_int("rank", 0));
+  x.rank = static_cast<int32_t>(rank);
+  TROUPE_ASSIGN_OR_RETURN(x.cursor, m.get_int("cursor", 0));
+  for (auto [key, out] : {std::pair{"stall_s", &x.stall_s}, {"write_s", &x.write_s}}) {
+    const msgpack::object* v = m.find(key);
+    if (v == nullptr) continue;
+    if (v->type != msgpack::type::FLOAT64 && v->type != msgpack::type::FLOAT32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint_shard: '", key, "' is not a number"));
+    }
+    *out = v->via.f64;
+  }
+  const msgpack::object* files = m.find("files");
+  if (files == nullptr || files->type != msgpack::type::ARRAY) {
+    return absl::InvalidArgumentError("checkpoint_shard: 'files' must be an array");
+  }
+  for (uint32_t i = 0; i < files->via.array.size; ++i) {
+    TROUPE_ASSIGN_OR_RETURN(auto f, map_view::of(files->via.array.ptr[i], "checkpoint_shard file"));
+    actor::saved_file file;
+    TROUPE_ASSIGN_OR_RETURN(file.name, f.get_string("name"));
+    TROUPE_ASSIGN_OR_RETURN(file.bytes, f.get_uint("bytes"));
+    TROUPE_ASSIGN_OR_RETURN(file.sha256, f.get_string("sha256"));
+    x.files.push_back(std::move(file));
+  }
+  return x;
+}
+
 const std::vector<element_codec>& codecs() {
   static const std::vector<element_codec> table = [] {
     std::vector<element_codec> t;
@@ -355,6 +411,8 @@ const std::vector<element_codec>& codecs() {
     t.push_back(structured<actor::job_result>("job_result", pack_result, unpack_result));
     t.push_back(structured<actor::token_batch>("token_batch", pack_tokens, unpack_tokens));
     t.push_back(structured<actor::step_report>("step_report", pack_step, unpack_step));
+    t.push_back(
+        structured<actor::checkpoint_shard>("checkpoint_shard", pack_shard, unpack_shard));
     return t;
   }();
   return table;

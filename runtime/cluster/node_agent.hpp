@@ -69,6 +69,8 @@ class node_agent {
   ~node_agent();
 
   [[nodiscard]] const std::string& id() const { return id_; }
+  /// What the node was started with (the head's endpoint and the cluster token among it).
+  [[nodiscard]] const node_options& options() const { return options_; }
   [[nodiscard]] const std::string& endpoint() const { return endpoint_; }
   /// The app config the head handed out at the join (empty without an app).
   [[nodiscard]] const std::string& app_config() const { return app_config_; }

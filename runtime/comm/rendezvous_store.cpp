@@ -51,4 +51,17 @@ absl::StatusOr<std::string> head_store::wait(const std::string& key,
   return map.get_bytes("value");
 }
 
+store_opener head_store_opener(std::string endpoint, std::string token) {
+  return [endpoint = std::move(endpoint),
+          token = std::move(token)]() -> absl::StatusOr<std::shared_ptr<rendezvous_store>> {
+    TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<head_store> store, head_store::connect(endpoint, token));
+    return std::shared_ptr<rendezvous_store>(std::move(store));
+  };
+}
+
+store_opener shared_memory_store_opener() {
+  auto store = std::make_shared<memory_store>();
+  return [store]() -> absl::StatusOr<std::shared_ptr<rendezvous_store>> { return store; };
+}
+
 }  // namespace troupe::comm

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,5 +53,15 @@ class head_store final : public rendezvous_store {
   zmq::context_t context_{1};
   std::unique_ptr<cluster::head_client> client_;
 };
+
+/// Opens a store for one group member (actor::role_context::rendezvous).
+using store_opener = std::function<absl::StatusOr<std::shared_ptr<rendezvous_store>>()>;
+
+/// Each call connects a new head_store to the head at `endpoint` (a member may block in wait()
+/// while another sets, so members do not share a connection).
+[[nodiscard]] store_opener head_store_opener(std::string endpoint, std::string token);
+
+/// Every call returns the same memory_store: the members are threads of this process.
+[[nodiscard]] store_opener shared_memory_store_opener();
 
 }  // namespace troupe::comm

@@ -11,6 +11,13 @@ TEST(RenderBar, WithAndWithoutTotal) {
   EXPECT_EQ(render_bar(50, 100, "items", 0, 10), "[#####-----]  50% 50/100 items");
   EXPECT_EQ(render_bar(25000, -1, "items", 12345, 10), "25.0k items  12.3k items/s");
   EXPECT_EQ(render_bar(3, 4, "steps", 0, 0), " 75% 3/4 steps");
+  EXPECT_EQ(render_bar(100, 700, "steps", 4, 0), " 14% 100/700 steps  4 steps/s  ETA 2m30s");
+}
+
+TEST(RenderBar, RemainingTimes) {
+  EXPECT_EQ(eta(41.6), "42s");
+  EXPECT_EQ(eta(185), "3m05s");
+  EXPECT_EQ(eta(3720), "1h02m");
 }
 
 std::string shown(bool live, const std::vector<nlohmann::json>& events) {
@@ -40,12 +47,16 @@ TEST(ProgressDisplay, PlainOutputForLogs) {
            {"severity", "warning"},
            {"message", "a/0 failed"}},
           {{"t", 3.0}, {"event", "tick"}, {"severity", "debug"}, {"message", "hidden"}},
-          {{"t", 4.0}, {"event", "progress"}, {"done", 10}, {"total", 10}},
+          {{"t", 4.0},
+           {"event", "progress"},
+           {"done", 10},
+           {"total", 10},
+           {"detail", "loss 2.500"}},
       });
   EXPECT_EQ(text,
             "[    0.0s] progress:   0% 0/10 items\n"
             "[    2.0s] warning: a/0 failed\n"
-            "[    4.0s] progress: 100% 10/10 items  2 items/s\n");
+            "[    4.0s] progress: 100% 10/10 items  2 items/s  loss 2.500\n");
 }
 
 TEST(ProgressDisplay, LiveBarIsRedrawnInPlace) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace troupe::apps {
 namespace {
 
@@ -34,6 +36,11 @@ actor::step_report report(int64_t step, double loss) {
   return {step, loss, 1.0, 1e-3, 0.01, 0.1, 0.02};
 }
 
+actor::checkpoint_shard shard(int64_t step, int rank) {
+  return {step, rank, 32 * step, {{absl::StrCat("optimizer-", rank, ".safetensors"), 10, "00"}},
+          0.002, 0.05};
+}
+
 TEST(PretrainDriver, StepsInLockstepEvaluatesCheckpointsAndFinishes) {
   fake_clock clock;
   driver d(
@@ -59,14 +66,24 @@ TEST(PretrainDriver, StepsInLockstepEvaluatesCheckpointsAndFinishes) {
     EXPECT_EQ(get<driver::metrics_row>(c).row["val_loss"], 2.5);
     ASSERT_TRUE(has<driver::checkpoint_all>(c));
     EXPECT_EQ(get<driver::checkpoint_all>(c).step, s);
-    EXPECT_TRUE(d.on_checkpointed(1).empty());
-    c = d.on_checkpointed(0);
-    EXPECT_EQ(get<driver::commit>(c).step, s);
     if (s < 4) {
+      // Training goes on while the writers persist the snapshots.
       EXPECT_TRUE(has<driver::step_all>(c));
+    } else {
+      EXPECT_FALSE(has<driver::finish>(c)) << "the last checkpoint is not committed yet";
     }
+    const std::vector<driver::command> saved = d.on_saved(shard(s, 1));
+    EXPECT_TRUE(saved.empty()) << "waits for every rank's shard";
+    c = d.on_saved(shard(s, 0));
+    const auto& commit = get<driver::commit>(c);
+    EXPECT_EQ(commit.step, s);
+    EXPECT_EQ(commit.cursor, 32 * s);
+    ASSERT_EQ(commit.files.size(), 2u);
+    EXPECT_EQ(commit.files[0].name, "optimizer-1.safetensors");
+    EXPECT_EQ(get<driver::metrics_row>(c).row["checkpoint"]["stall_s"], 0.002);
   }
   ASSERT_TRUE(has<driver::finish>(c));
+  EXPECT_EQ(get<driver::finish>(c).summary["checkpoint_step"], 4);
   const auto& summary = get<driver::finish>(c).summary;
   EXPECT_EQ(summary["steps"], 4);
   EXPECT_NEAR(summary["train_loss"].get<double>(), 2.6, 1e-12);
@@ -85,6 +102,20 @@ TEST(PretrainDriver, AResumedRunStartsAfterItsStepsAndAlwaysEvaluatesTheLast) {
   EXPECT_EQ(get<driver::finish>(c).summary["steps"], 3);
 }
 
+TEST(PretrainDriver, StopAfterEndsEarlyWithAnEvaluationAndACheckpoint) {
+  fake_clock clock;
+  driver d({.steps = 10, .ranks = 1, .checkpoint_every = 4, .stop_after = 2}, clock.fn());
+  d.start();
+  auto c = d.on_step(0, report(1, 2.0));
+  EXPECT_TRUE(has<driver::step_all>(c));
+  c = d.on_step(0, report(2, 1.9));
+  ASSERT_TRUE(has<driver::eval_all>(c));
+  c = d.on_eval(0, 1.8);
+  EXPECT_EQ(get<driver::checkpoint_all>(c).step, 2);
+  c = d.on_saved(shard(2, 0));
+  EXPECT_EQ(get<driver::finish>(c).summary["steps"], 2);
+}
+
 TEST(PretrainDriver, ARankErrorFailsTheJobOnceNamingRankAndStep) {
   fake_clock clock;
   driver d({.steps = 5, .ranks = 2}, clock.fn());
@@ -95,6 +126,25 @@ TEST(PretrainDriver, ARankErrorFailsTheJobOnceNamingRankAndStep) {
   EXPECT_NE(f.why.message().find("trainer rank 1 failed at step 1"), std::string::npos);
   EXPECT_TRUE(d.on_error(0, absl::InternalError("x")).empty());
   EXPECT_TRUE(d.on_step(0, report(1, 1.0)).empty());
+}
+
+TEST(PretrainDriver, CheckpointsAnsweredOutOfOrderCommitEachOnce) {
+  fake_clock clock;
+  driver d({.steps = 2, .ranks = 1, .checkpoint_every = 1}, clock.fn());
+  d.start();
+  auto c = d.on_step(0, report(1, 2.0));
+  EXPECT_EQ(get<driver::checkpoint_all>(c).step, 1);
+  c = d.on_step(0, report(2, 1.9));
+  c = d.on_eval(0, 1.8);
+  EXPECT_EQ(get<driver::checkpoint_all>(c).step, 2);
+  EXPECT_FALSE(has<driver::finish>(c));
+  c = d.on_saved(shard(2, 0));
+  EXPECT_EQ(get<driver::commit>(c).step, 2);
+  EXPECT_FALSE(has<driver::finish>(c)) << "step 1 is still being written";
+  EXPECT_TRUE(d.on_saved(shard(2, 0)).empty()) << "a duplicate answer commits nothing";
+  c = d.on_saved(shard(1, 0));
+  EXPECT_EQ(get<driver::commit>(c).step, 1);
+  EXPECT_EQ(get<driver::finish>(c).summary["checkpoint_step"], 2);
 }
 
 }  // namespace

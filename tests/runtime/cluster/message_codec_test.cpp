@@ -66,6 +66,36 @@ TEST(MessageCodec, RoundTripsStepReports) {
   EXPECT_EQ(r.comm_s, 0.03);
 }
 
+TEST(MessageCodec, RoundTripsCheckpointShards) {
+  actor::checkpoint_shard shard{40, 1, 1280, {{"optimizer-1.safetensors", 4096, "ab12"}}, 0.002,
+                                0.05};
+  caf::message m = round_trip(caf::make_message(shard));
+  const auto& r = m.get_as<actor::checkpoint_shard>(0);
+  EXPECT_EQ(r.step, 40);
+  EXPECT_EQ(r.rank, 1);
+  EXPECT_EQ(r.cursor, 1280);
+  ASSERT_EQ(r.files.size(), 1u);
+  EXPECT_EQ(r.files[0].name, "optimizer-1.safetensors");
+  EXPECT_EQ(r.files[0].bytes, 4096u);
+  EXPECT_EQ(r.files[0].sha256, "ab12");
+  EXPECT_EQ(r.write_s, 0.05);
+}
+
+TEST(MessageCodec, RefusesCheckpointShardsWithoutFiles) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(1);
+  pk.pack_array(2);
+  pk.pack("checkpoint_shard");
+  pk.pack_map(1);
+  pk.pack("step");
+  pk.pack(3);
+  auto handle = msgpack::unpack(buf.data(), buf.size());
+  auto refused = decode_message(handle.get());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("'files'"), std::string::npos);
+}
+
 TEST(MessageCodec, RoundTripsErrors) {
   auto m = round_trip(caf::make_message(actor::to_error(absl::UnavailableError("node w2 died"))));
   EXPECT_EQ(actor::to_status(m.get_as<caf::error>(0)), absl::UnavailableError("node w2 died"));

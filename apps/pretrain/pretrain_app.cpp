@@ -1,0 +1,114 @@
+#include "apps/pretrain/pretrain_app.hpp"
+
+#include "absl/strings/str_cat.h"
+#include "actors/trainer_actor.hpp"
+#include "apps/pretrain/pretrain_driver_actor.hpp"
+#include "apps/pretrain/pretrain_options.hpp"
+#include "runtime/app/app_plan.hpp"
+#include "runtime/base/status.hpp"
+
+namespace troupe::apps {
+namespace {
+
+constexpr absl::string_view trainer_role = "trainer";
+
+// The trainer role has no options; the app's section configures it.
+struct gpt_trainer_options {};
+
+absl::StatusOr<const pretrain_options*> pretrain_options_in(const app::app_plan& plan) {
+  if (plan.spec.app != "pretrain" || plan.app_options == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the trainer role belongs to app: pretrain, not app: ", plan.spec.app));
+  }
+  return static_cast<const pretrain_options*>(plan.app_options.get());
+}
+
+absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt_trainer_options&) {
+  TROUPE_ASSIGN_OR_RETURN(const pretrain_options* o, pretrain_options_in(ctx.plan));
+  const models::gpt_config model = model_of(ctx.plan);
+  TROUPE_ASSIGN_OR_RETURN(
+      actors::text_corpus corpus,
+      actors::text_corpus::load(o->data.path, o->data.val_fraction, model.ctx));
+  std::shared_ptr<comm::rendezvous_store> store;
+  if (o->parallel.dp > 1) {
+    if (!ctx.rendezvous) {
+      return absl::FailedPreconditionError("dp > 1 needs a rendezvous, and this process has none");
+    }
+    TROUPE_ASSIGN_OR_RETURN(store, ctx.rendezvous());
+  }
+  actors::trainer_actor_spec spec;
+  spec.model = model;
+  spec.options = trainer_options_of(*o);
+  spec.rank = ctx.index;
+  spec.ranks = o->parallel.dp;
+  spec.group.name = "pretrain/dp";
+  spec.group.timeout = std::chrono::milliseconds(o->parallel.timeout_ms);
+  spec.corpus = std::make_shared<const actors::text_corpus>(std::move(corpus));
+  spec.data_seed = static_cast<uint64_t>(o->train.seed);
+  spec.prefetch = o->data.prefetch;
+  spec.eval_windows = o->data.eval_windows;
+  return caf::actor_cast<caf::actor>(
+      actors::spawn_trainer(ctx.system, ctx.metrics, ctx.actor_name(), store, std::move(spec)));
+}
+
+// The roles must be exactly the trainer ranks, and the shapes must fit together.
+void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
+                         const config::parse_context& ctx, const YAML::Node& section) {
+  const auto& o = *static_cast<const pretrain_options*>(opaque);
+  const models::gpt_config model = model_of(plan);
+  if (absl::Status s = model.validate(); !s.ok()) ctx.error(section, std::string(s.message()));
+  if (model.vocab != 256) {
+    ctx.error(section, absl::StrCat("the data is byte-level text, so model.vocab must be 256, not ",
+                                    model.vocab));
+  }
+  const auto* trainer = plan.find_role(trainer_role);
+  if (trainer == nullptr || trainer->spec.kind != "trainer") {
+    ctx.error(section, "app: pretrain needs a role 'trainer' of kind trainer, e.g. "
+                       "roles: {trainer: {kind: trainer, impl: gpt, count: 2}}");
+  } else if (trainer->spec.count != o.parallel.dp || trainer->spec.elastic) {
+    ctx.child("parallel").child("dp").error(
+        section["parallel"]["dp"].IsDefined() ? section["parallel"]["dp"] : section,
+        absl::StrCat("is ", o.parallel.dp, " but roles.trainer.count is ", trainer->spec.count,
+                     ": each data-parallel rank is one trainer actor; set both to the same "
+                     "number"));
+  }
+  for (const auto& role : plan.roles) {
+    if (role.spec.name != trainer_role) {
+      ctx.error(section, absl::StrCat("app: pretrain runs only the 'trainer' role; remove role '",
+                                      role.spec.name, "'"));
+    }
+  }
+  const auto train_ctx = ctx.child("train");
+  const YAML::Node train = section["train"].IsDefined() ? section["train"] : section;
+  if (o.train.batch % o.parallel.dp != 0) {
+    train_ctx.child("batch").error(train, absl::StrCat("is ", o.train.batch,
+                                                       ", not a multiple of parallel.dp ",
+                                                       o.parallel.dp));
+  }
+  if (o.train.warmup >= o.train.steps) {
+    train_ctx.child("warmup").error(
+        train, absl::StrCat("is ", o.train.warmup, " but only ", o.train.steps, " steps run"));
+  }
+}
+
+}  // namespace
+
+actor::role_factory pretrain_app_factory() {
+  auto factory = actor::make_role_factory<pretrain_options>(
+      "trains a GPT from scratch on data-parallel trainer actors", pretrain_schema(),
+      [](actor::role_context& ctx, const pretrain_options& options) {
+        return spawn_pretrain_driver(ctx, options);
+      });
+  factory.check_plan = check_pretrain_plan;
+  return factory;
+}
+
+actor::role_factory gpt_trainer_factory() {
+  auto factory = actor::make_role_factory<gpt_trainer_options>(
+      "one data-parallel rank of app: pretrain (GPT on the CPU, Gloo collectives)",
+      config::object_schema<gpt_trainer_options>(), spawn_gpt_trainer);
+  factory.restartable = false;  // its state is the run's; a lost rank fails the job
+  return factory;
+}
+
+}  // namespace troupe::apps

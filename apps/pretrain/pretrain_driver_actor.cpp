@@ -1,0 +1,331 @@
+#include "apps/pretrain/pretrain_driver_actor.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "apps/pretrain/loss_plot.hpp"
+#include "apps/pretrain/pretrain_driver.hpp"
+#include "runtime/actor/interfaces.hpp"
+#include "runtime/actor/status_bridge.hpp"
+#include "runtime/app/app_plan.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
+
+namespace troupe::apps {
+namespace {
+
+namespace fs = std::filesystem;
+using clock = std::chrono::steady_clock;
+using command = pretrain_driver::command;
+
+struct driver_state {
+  pretrain_options options;
+  models::gpt_config model;
+  run::event_log* events = nullptr;
+  std::string run_dir;
+  std::string checkpoint_root;
+  std::vector<actor::trainer_actor> trainers;
+  std::unique_ptr<pretrain_driver> logic;
+  caf::typed_response_promise<actor::job_result> done;
+  bool running = false;
+  std::ofstream metrics;
+  loss_series train{"train", {}}, val{"held-out", {}};
+  clock::time_point last_progress{};
+};
+
+using self_ptr = actor::role_pointer<actor::app_actor, driver_state>;
+
+void execute(self_ptr self, std::vector<command> commands);
+
+nlohmann::json model_json(const models::gpt_config& m) {
+  return {{"vocab", m.vocab}, {"ctx", m.ctx}, {"layers", m.layers}, {"dim", m.dim},
+          {"heads", m.heads}};
+}
+
+void complete(self_ptr self, actor::job_result result) {
+  auto& st = self->state;
+  if (!st.running) return;
+  st.running = false;
+  st.done.deliver(std::move(result));
+  self->quit();
+}
+
+void fail(self_ptr self, const absl::Status& why) {
+  complete(self, actor::job_result{false, {}, std::string(why.message())});
+}
+
+void report_progress(self_ptr self, const nlohmann::json& row) {
+  auto& st = self->state;
+  const auto now = clock::now();
+  const int64_t step = row["step"];
+  if (step < st.logic->schedule().end() && now - st.last_progress < std::chrono::milliseconds(200)) {
+    return;
+  }
+  st.last_progress = now;
+  const double loss = row["loss"];
+  const double tokens_per_s = row["tokens_per_s"];
+  st.events->emit(run::severity::debug, "progress",
+                  absl::StrFormat("step %d/%d loss %.3f", step, st.options.train.steps, loss),
+                  {{"done", step},
+                   {"total", st.logic->schedule().end()},
+                   {"unit", "steps"},
+                   {"detail", absl::StrFormat("loss %.3f  %.0f tok/s", loss, tokens_per_s)}});
+}
+
+void record(self_ptr self, const nlohmann::json& row) {
+  auto& st = self->state;
+  if (st.metrics.is_open()) st.metrics << row.dump() << '\n' << std::flush;
+  const double step = row["step"].get<double>();
+  if (row.contains("loss")) {
+    st.train.points.emplace_back(step, row["loss"].get<double>());
+    report_progress(self, row);
+  }
+  if (row.contains("val_loss")) {
+    const double v = row["val_loss"];
+    st.val.points.emplace_back(step, v);
+    st.events->emit(run::severity::info, "eval",
+                    absl::StrFormat("step %d: held-out loss %.4f", row["step"].get<int64_t>(), v),
+                    {{"step", row["step"]}, {"val_loss", v}});
+  }
+}
+
+absl::Status commit(self_ptr self, const pretrain_driver::commit& c) {
+  auto& st = self->state;
+  std::vector<checkpoint::file_record> files;
+  for (const auto& f : c.files)
+    files.push_back({f.name, f.bytes, f.sha256});
+  const nlohmann::json meta = {{"app", "pretrain"},
+                               {"model", model_json(st.model)},
+                               {"dp", st.options.parallel.dp},
+                               {"zero", st.options.parallel.zero},
+                               {"batch", st.options.train.batch},
+                               {"seed", st.options.train.seed},
+                               {"cursor", c.cursor}};
+  checkpoint::checkpoint_store store(st.checkpoint_root);
+  TROUPE_RETURN_IF_ERROR(store.commit(c.step, files, meta, st.options.checkpoint.keep));
+  st.events->emit(run::severity::debug, "checkpoint_committed",
+                  absl::StrCat("checkpoint ", store.step_dir(c.step), " committed"),
+                  {{"step", c.step}, {"dir", store.step_dir(c.step)}});
+  return absl::OkStatus();
+}
+
+void finish(self_ptr self, nlohmann::json summary) {
+  auto& st = self->state;
+  if (!st.run_dir.empty()) {
+    const std::string title = absl::StrCat("pretrain: ", st.model.layers, " layers, dim ",
+                                           st.model.dim, ", dp ", st.options.parallel.dp);
+    if (auto svg = loss_plot_svg({st.train, st.val}, title); svg.ok()) {
+      std::ofstream(fs::path(st.run_dir) / "loss.svg") << *svg;
+      summary["loss_plot"] = (fs::path(st.run_dir) / "loss.svg").string();
+    }
+  }
+  if (!st.checkpoint_root.empty() && summary.contains("checkpoint_step")) {
+    summary["checkpoint"] =
+        checkpoint::checkpoint_store(st.checkpoint_root).step_dir(summary["checkpoint_step"]);
+  }
+  complete(self, actor::job_result{true, summary.dump(), {}});
+}
+
+// Runs `on_answer` for every rank's answer to `message`, or the driver's on_error.
+template <class Answer, class... Ts>
+void ask_all(self_ptr self, std::function<std::vector<command>(int, Answer&)> on_answer,
+             Ts... message) {
+  auto& st = self->state;
+  for (size_t rank = 0; rank < st.trainers.size(); ++rank) {
+    const int r = static_cast<int>(rank);
+    self->request(st.trainers[rank], caf::infinite, message...)
+        .then([self, r, on_answer](Answer& a) { execute(self, on_answer(r, a)); },
+              [self, r](caf::error& e) {
+                execute(self, self->state.logic->on_error(r, actor::to_status(e)));
+              });
+  }
+}
+
+void execute_one(self_ptr self, command& cmd) {
+  auto& st = self->state;
+  if (std::holds_alternative<pretrain_driver::step_all>(cmd)) {
+    ask_all<actor::step_report>(
+        self, [self](int r, actor::step_report& x) { return self->state.logic->on_step(r, x); },
+        actor::step_atom_v);
+  } else if (std::holds_alternative<pretrain_driver::eval_all>(cmd)) {
+    ask_all<double>(
+        self, [self](int r, double& loss) { return self->state.logic->on_eval(r, loss); },
+        actor::eval_atom_v);
+  } else if (auto* c = std::get_if<pretrain_driver::checkpoint_all>(&cmd)) {
+    ask_all<actor::checkpoint_shard>(
+        self, [self](int, actor::checkpoint_shard& x) { return self->state.logic->on_saved(x); },
+        actor::checkpoint_atom_v, c->step, st.checkpoint_root);
+  } else if (auto* m = std::get_if<pretrain_driver::metrics_row>(&cmd)) {
+    record(self, m->row);
+  } else if (auto* c = std::get_if<pretrain_driver::commit>(&cmd)) {
+    if (absl::Status s = commit(self, *c); !s.ok()) fail(self, s);
+  } else if (auto* f = std::get_if<pretrain_driver::finish>(&cmd)) {
+    finish(self, std::move(f->summary));
+  } else if (auto* f = std::get_if<pretrain_driver::fail>(&cmd)) {
+    fail(self, f->why);
+  }
+}
+
+void execute(self_ptr self, std::vector<command> commands) {
+  for (auto& cmd : commands) {
+    if (!self->state.running) return;
+    execute_one(self, cmd);
+  }
+}
+
+void start_training(self_ptr self, int64_t first_step) {
+  auto& st = self->state;
+  const auto& o = st.options;
+  pretrain_schedule schedule{
+      .steps = o.train.steps,
+      .ranks = o.parallel.dp,
+      .eval_every = o.data.eval_every,
+      .checkpoint_every = o.checkpoint.every_steps,
+      .tokens_per_step = static_cast<int64_t>(o.train.batch) * st.model.ctx,
+      .first_step = first_step,
+      .stop_after = o.train.stop_after};
+  if (first_step >= schedule.end()) {
+    return fail(self, absl::FailedPreconditionError(absl::StrCat(
+                          "the checkpoint is at step ", first_step, ", so nothing is left to train; "
+                          "raise pretrain.train.steps (now ", o.train.steps, ")")));
+  }
+  st.logic = std::make_unique<pretrain_driver>(schedule, [] { return clock::now(); });
+  st.events->emit(run::severity::info, "training",
+                  absl::StrCat(first_step > 0 ? absl::StrCat("continuing at step ", first_step + 1)
+                                              : "training",
+                               " for ", schedule.end() - first_step, " steps on ", o.parallel.dp,
+                               " trainer", o.parallel.dp > 1 ? "s" : "", " (zero ",
+                               o.parallel.zero, ")"),
+                  {{"first_step", first_step}, {"steps", o.train.steps}});
+  execute(self, st.logic->start());
+}
+
+// The checkpoint directory a resume reads: RUN_DIR/checkpoints, or the directory itself.
+std::string resume_root(const std::string& resume) {
+  const fs::path nested = fs::path(resume) / "checkpoints";
+  return fs::is_directory(nested) ? nested.string() : resume;
+}
+
+// Finds the newest good checkpoint, checks it fits this run, and restores every rank from it.
+void resume(self_ptr self) {
+  auto& st = self->state;
+  std::vector<std::string> warnings;
+  const checkpoint::checkpoint_store store(resume_root(st.options.resume));
+  absl::StatusOr<checkpoint::checkpoint> saved = store.read_latest(&warnings);
+  for (const auto& w : warnings) {
+    st.events->emit(run::severity::warning, "checkpoint_skipped", w, {{"warning", w}});
+  }
+  if (!saved.ok()) {
+    return fail(self, absl::Status(saved.status().code(),
+                                   absl::StrCat("--resume ", st.options.resume, ": ",
+                                                saved.status().message())));
+  }
+  if (saved->meta.value("model", nlohmann::json()) != model_json(st.model)) {
+    return fail(self, absl::FailedPreconditionError(absl::StrCat(
+                          saved->dir, " holds model ", saved->meta.value("model", nlohmann::json()).dump(),
+                          " but this config's model is ", model_json(st.model).dump())));
+  }
+  const int saved_dp = saved->meta.value("dp", 0);
+  st.events->emit(run::severity::info, "resume",
+                  absl::StrCat("resuming from ", saved->dir,
+                               saved_dp != st.options.parallel.dp
+                                   ? absl::StrCat(" (saved at dp ", saved_dp,
+                                                  ", optimizer state resharded to dp ",
+                                                  st.options.parallel.dp, ")")
+                                   : std::string()),
+                  {{"dir", saved->dir}, {"step", saved->step}});
+  auto restored = std::make_shared<int>(0);
+  const int64_t step = saved->step;
+  for (size_t rank = 0; rank < st.trainers.size(); ++rank) {
+    self->request(st.trainers[rank], caf::infinite, actor::restore_atom_v, saved->dir)
+        .then(
+            [self, restored, step](int64_t) {
+              if (++*restored == static_cast<int>(self->state.trainers.size())) {
+                start_training(self, step);
+              }
+            },
+            [self, rank](caf::error& e) {
+              const absl::Status s = actor::to_status(e);
+              fail(self, absl::Status(s.code(), absl::StrCat("trainer rank ", rank,
+                                                             " cannot resume: ", s.message())));
+            });
+  }
+}
+
+void on_update(self_ptr self, const actor::actor_update& update) {
+  auto& st = self->state;
+  const size_t slash = update.name.rfind('/');
+  int index = -1;
+  if (slash == std::string::npos || update.name.substr(0, slash) != "trainer" ||
+      !absl::SimpleAtoi(update.name.substr(slash + 1), &index) || index < 0 ||
+      index >= static_cast<int>(st.trainers.size())) {
+    return;
+  }
+  if (st.running && st.trainers[index]) {
+    // Trainers are not restarted (their state is the run's); a replacement cannot join.
+    return fail(self, absl::AbortedError(absl::StrCat(update.name, " was replaced mid-run")));
+  }
+  st.trainers[index] = caf::actor_cast<actor::trainer_actor>(update.handle);
+}
+
+absl::Status prepare_outputs(driver_state& st) {
+  if (st.run_dir.empty()) return absl::OkStatus();
+  st.metrics.open(fs::path(st.run_dir) / "metrics.jsonl", std::ios::app);
+  if (!st.metrics) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot write ", (fs::path(st.run_dir) / "metrics.jsonl").string()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
+                                                 const pretrain_options& options) {
+  auto state = std::make_shared<driver_state>();
+  state->options = options;
+  state->model = model_of(ctx.plan);
+  state->events = &ctx.events;
+  state->run_dir = ctx.run_dir;
+  state->trainers.resize(options.parallel.dp);
+  if (!options.checkpoint.dir.empty()) {
+    state->checkpoint_root = fs::absolute(options.checkpoint.dir).string();
+  } else if (!ctx.run_dir.empty()) {
+    state->checkpoint_root = fs::absolute(fs::path(ctx.run_dir) / "checkpoints").string();
+  } else if (options.checkpoint.every_steps > 0) {
+    return absl::InvalidArgumentError(
+        "pretrain.checkpoint.every_steps is set, but there is no run directory: set "
+        "pretrain.checkpoint.dir");
+  }
+  auto handle = ctx.spawn<actor::app_actor, driver_state>(
+      [state](self_ptr self) -> actor::app_actor::behavior_type {
+        auto& st = self->state;
+        st.options = state->options;
+        st.model = state->model;
+        st.events = state->events;
+        st.run_dir = state->run_dir;
+        st.checkpoint_root = state->checkpoint_root;
+        st.trainers = state->trainers;
+        return {
+            [self](const actor::actor_update& update) { on_update(self, update); },
+            [self](actor::run_atom) {
+              auto& st = self->state;
+              st.done = self->make_response_promise<actor::job_result>();
+              st.running = true;
+              if (absl::Status s = prepare_outputs(st); !s.ok()) {
+                fail(self, s);
+              } else if (!st.options.resume.empty()) {
+                resume(self);
+              } else {
+                start_training(self, 0);
+              }
+              return st.done;
+            },
+        };
+      });
+  return caf::actor_cast<caf::actor>(handle);
+}
+
+}  // namespace troupe::apps

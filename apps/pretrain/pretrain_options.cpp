@@ -1,0 +1,133 @@
+#include "apps/pretrain/pretrain_options.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include "runtime/app/app_plan.hpp"
+
+namespace troupe::apps {
+namespace {
+
+config::object_schema<train_spec> train_schema() {
+  config::object_schema<train_spec> s;
+  s.add("steps", &train_spec::steps).range(1, 100000000).help("optimizer steps in all");
+  s.add("stop_after", &train_spec::stop_after)
+      .range(0, 100000000)
+      .help("end this launch after this step (evaluated and checkpointed) and continue later "
+            "with --resume; the learning-rate schedule still spans `steps`. 0 = run to the end");
+  s.add("batch", &train_spec::batch)
+      .range(1, 1 << 20)
+      .help("sequences per optimizer step over every data-parallel rank (a multiple of dp)");
+  s.add("micro_batch", &train_spec::micro_batch)
+      .range(0, 1 << 20)
+      .help("sequences per forward/backward pass on a rank; gradients accumulate over the "
+            "passes; 0 = the rank's whole share");
+  s.add("lr", &train_spec::lr).range(0.0, 10.0).help("peak learning rate");
+  s.add("warmup", &train_spec::warmup).range(0, 100000000).help("steps of linear warmup");
+  s.add("min_lr_ratio", &train_spec::min_lr_ratio)
+      .range(0.0, 1.0)
+      .help("cosine decay ends at lr * min_lr_ratio at the last step");
+  s.add("weight_decay", &train_spec::weight_decay)
+      .range(0.0, 10.0)
+      .help("AdamW decoupled weight decay (matrices and embeddings)");
+  s.add("beta1", &train_spec::beta1).range(0.0, 0.999999).help("AdamW first-moment decay");
+  s.add("beta2", &train_spec::beta2).range(0.0, 0.999999).help("AdamW second-moment decay");
+  s.add("grad_clip", &train_spec::grad_clip)
+      .range(0.0, 1e6)
+      .help("global gradient-norm limit; 0 disables clipping");
+  s.add("seed", &train_spec::seed).range(0, 1 << 30).help("initial weights and data shuffle");
+  s.add("threads", &train_spec::threads)
+      .range(0, 1024)
+      .help("cores each trainer computes on; 0 = this machine's cores / dp");
+  return s;
+}
+
+config::object_schema<data_spec> data_schema() {
+  config::object_schema<data_spec> s;
+  s.add("path", &data_spec::path)
+      .non_empty()
+      .help("a text file, or a directory whose text files are read in name order");
+  s.add("val_fraction", &data_spec::val_fraction)
+      .range(0.001, 0.5)
+      .help("the last part of the text, held out for evaluation");
+  s.add("eval_every", &data_spec::eval_every)
+      .range(0, 100000000)
+      .help("steps between held-out evaluations; 0 = only after the last step");
+  s.add("eval_windows", &data_spec::eval_windows)
+      .range(1, 1 << 24)
+      .help("held-out windows of ctx tokens per evaluation");
+  s.add("prefetch", &data_spec::prefetch)
+      .range(1, 64)
+      .help("batches each data loader may prepare ahead (credits the trainer grants)");
+  return s;
+}
+
+config::object_schema<checkpoint_spec> checkpoint_schema() {
+  config::object_schema<checkpoint_spec> s;
+  s.add("every_steps", &checkpoint_spec::every_steps)
+      .range(0, 100000000)
+      .help("steps between checkpoints (and one after the last step); 0 = none");
+  s.add("keep", &checkpoint_spec::keep).range(1, 100000).help("committed checkpoints kept");
+  s.add("dir", &checkpoint_spec::dir)
+      .help("where checkpoints go; default RUN_DIR/checkpoints. Every process must see it");
+  return s;
+}
+
+config::object_schema<parallel_spec> parallel_schema() {
+  config::object_schema<parallel_spec> s;
+  s.add("dp", &parallel_spec::dp)
+      .range(1, 4096)
+      .help("data-parallel ranks; must equal roles.trainer.count");
+  s.add("zero", &parallel_spec::zero)
+      .range(0, 2)
+      .help("0 = plain data parallel, 1 = optimizer state sharded, 2 = gradients sharded too");
+  s.add("timeout_ms", &parallel_spec::timeout_ms)
+      .range(100, 86400000)
+      .help("limit for forming the group and for every collective");
+  return s;
+}
+
+}  // namespace
+
+config::object_schema<pretrain_options> pretrain_schema() {
+  config::object_schema<pretrain_options> s;
+  s.add("train", &pretrain_options::train, train_schema()).help("the optimization");
+  s.add("data", &pretrain_options::data, data_schema()).help("the text and its held-out split");
+  s.add("checkpoint", &pretrain_options::checkpoint, checkpoint_schema())
+      .help("asynchronous checkpoints");
+  s.add("parallel", &pretrain_options::parallel, parallel_schema()).help("data parallelism");
+  s.add("resume", &pretrain_options::resume)
+      .help("a run directory to continue from (troupe launch --resume sets it)");
+  return s;
+}
+
+models::gpt_config model_of(const app::app_plan& plan) {
+  models::gpt_config c;
+  if (plan.spec.model) {
+    c.vocab = plan.spec.model->vocab;
+    c.ctx = plan.spec.model->ctx;
+    c.layers = plan.spec.model->layers;
+    c.dim = plan.spec.model->dim;
+    c.heads = plan.spec.model->heads;
+  }
+  return c;
+}
+
+actors::trainer_options trainer_options_of(const pretrain_options& o) {
+  actors::trainer_options t;
+  t.global_batch = o.train.batch;
+  t.micro_batch = o.train.micro_batch;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  t.threads = o.train.threads > 0 ? o.train.threads : std::max(1, cores / o.parallel.dp);
+  t.lr = {static_cast<float>(o.train.lr), o.train.warmup, o.train.steps,
+          static_cast<float>(o.train.min_lr_ratio)};
+  t.adamw.beta1 = static_cast<float>(o.train.beta1);
+  t.adamw.beta2 = static_cast<float>(o.train.beta2);
+  t.adamw.weight_decay = static_cast<float>(o.train.weight_decay);
+  t.grad_clip = static_cast<float>(o.train.grad_clip);
+  t.zero = static_cast<actors::zero_stage>(o.parallel.zero);
+  t.seed = static_cast<uint64_t>(o.train.seed);
+  return t;
+}
+
+}  // namespace troupe::apps

@@ -1,0 +1,74 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "actors/trainer.hpp"
+#include "runtime/config/schema.hpp"
+
+namespace troupe::app {
+struct app_plan;
+}
+
+namespace troupe::apps {
+
+/// `pretrain.train`: the optimization.
+struct train_spec {
+  int steps = 600;
+  int stop_after = 0;    ///< end this launch after this step; the schedule still spans `steps`
+  int batch = 16;        ///< sequences per optimizer step, over every data-parallel rank
+  int micro_batch = 0;   ///< sequences per forward/backward pass on a rank; 0: the rank's share
+  double lr = 4e-3;      ///< peak learning rate
+  int warmup = 30;       ///< steps of linear warmup
+  double min_lr_ratio = 0.1;  ///< the cosine decay ends at lr * min_lr_ratio
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double grad_clip = 1.0;  ///< 0 disables clipping
+  int seed = 1;            ///< initial weights and the data shuffle
+  int threads = 0;         ///< cores per trainer; 0: this machine's cores / dp
+};
+
+/// `pretrain.data`: the text and its held-out split.
+struct data_spec {
+  std::string path = "/usr/share/games/fortunes";
+  double val_fraction = 0.05;
+  int eval_every = 100;     ///< steps between held-out evaluations; 0: only at the end
+  int eval_windows = 256;   ///< held-out windows per evaluation
+  int prefetch = 2;         ///< batches each data loader prepares ahead
+};
+
+/// `pretrain.checkpoint`.
+struct checkpoint_spec {
+  int every_steps = 0;  ///< 0: no checkpoints
+  int keep = 3;         ///< committed checkpoints kept
+  std::string dir;      ///< default: RUN_DIR/checkpoints
+};
+
+/// `pretrain.parallel`.
+struct parallel_spec {
+  int dp = 1;    ///< data-parallel ranks: the trainer role's count
+  int zero = 0;  ///< 0: plain data parallel; 1: optimizer state sharded; 2: gradients too
+  int timeout_ms = 60000;  ///< rendezvous and every collective
+};
+
+/// The `pretrain:` section.
+struct pretrain_options {
+  train_spec train;
+  data_spec data;
+  checkpoint_spec checkpoint;
+  parallel_spec parallel;
+  /// A run directory (or checkpoint directory) to continue from; `troupe launch --resume` sets it.
+  std::string resume;
+};
+
+[[nodiscard]] config::object_schema<pretrain_options> pretrain_schema();
+
+/// The model the plan's `model:` section describes (defaults: the tiny GPT).
+[[nodiscard]] models::gpt_config model_of(const app::app_plan& plan);
+
+/// The trainer's options from the app's: the schedule, AdamW, clipping, ZeRO and the threads
+/// each of the dp ranks on this machine computes on.
+[[nodiscard]] actors::trainer_options trainer_options_of(const pretrain_options& o);
+
+}  // namespace troupe::apps
