@@ -8,11 +8,12 @@ namespace troupe::testing {
 namespace {
 
 const std::string quickstart = std::string(TROUPE_SOURCE_DIR) + "/configs/quickstart.yaml";
+const std::string plugin_example = std::string(TROUPE_SOURCE_DIR) + "/configs/plugin_example.yaml";
 
 TEST(Cli, CheckAcceptsAValidConfig) {
   auto r = troupe({"check", quickstart});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("ok (app pipeline, 4 roles, 6 actors)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok (app pretrain, 1 roles, 2 actors)"), std::string::npos) << r.out;
 }
 
 TEST(Cli, CheckRejectsABrokenConfigWithExitTwo) {
@@ -30,15 +31,39 @@ TEST(Cli, CheckRejectsABrokenConfigWithExitTwo) {
 }
 
 TEST(Cli, CheckAppliesSetOverrides) {
-  auto r = troupe({"check", quickstart, "--set", "roles.encrypt.count=5"});
+  auto r = troupe({"check", plugin_example, "--set", "roles.rotate.count=5"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("9 actors"), std::string::npos) << r.out;
-  r = troupe({"check", quickstart, "--set", "roles.encrypt.options.shift=99"});
+  EXPECT_NE(r.out.find("7 actors"), std::string::npos) << r.out;
+  r = troupe({"check", plugin_example, "--set", "roles.rotate.options.shift=99"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--set roles.encrypt.options.shift=99: roles.encrypt.options.shift: must be "
+  EXPECT_NE(r.err.find("--set roles.rotate.options.shift=99: roles.rotate.options.shift: must be "
                        "between 1 and 25, got 99"),
             std::string::npos)
       << r.err;
+}
+
+TEST(Cli, CheckExplainsPretrainShapeMistakes) {
+  auto r = troupe({"check", quickstart, "--set", "pretrain.parallel.dp=3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("pretrain.parallel.dp: is 3 but roles.trainer.count is 2"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("pretrain.train.batch: is 16, not a multiple of parallel.dp 3"),
+            std::string::npos)
+      << r.err;
+  r = troupe({"check", quickstart, "--set", "model.vocab=512"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("model.vocab must be 256, not 512"), std::string::npos) << r.err;
+}
+
+TEST(Cli, ResumeNeedsAnAppThatCheckpoints) {
+  temp_dir dir;
+  auto r = troupe({"launch", plugin_example, "--resume", dir.path().string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--resume: app 'pipeline' cannot resume"), std::string::npos) << r.err;
+  r = troupe({"launch", quickstart, "--resume", dir.file("missing")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no such directory"), std::string::npos) << r.err;
 }
 
 TEST(Cli, MissingConfigFile) {

@@ -1,0 +1,213 @@
+// `app: pretrain` end to end, on real processes and files: exact resume, a resume past a
+// corrupted checkpoint, dp=1 against dp=2, ZeRO-1/2 against plain data parallel, resharding,
+// and an export of the trained run read back.
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "models/gpt/gpt_layout.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
+#include "tests/integration/troupe_cli.hpp"
+
+namespace troupe::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Text with enough structure to learn from: numbered sentences over a small vocabulary.
+std::string corpus_text() {
+  const char* words[] = {"the", "actor", "sends", "a", "message", "to", "its", "peer",
+                         "and", "waits", "for", "reply", "while", "others", "run"};
+  std::string text;
+  uint32_t x = 12345;
+  for (int line = 0; line < 3000; ++line) {
+    text += std::to_string(line % 97) + ":";
+    for (int w = 0; w < 8; ++w) {
+      x = x * 1664525u + 1013904223u;
+      text += std::string(" ") + words[(x >> 16) % 15];
+    }
+    text += ".\n";
+  }
+  return text;
+}
+
+struct run_result {
+  process_result process;
+  nlohmann::json summary;
+  std::vector<double> losses;  // by step, from metrics.jsonl
+  int64_t first_step = 0;
+};
+
+class PretrainTest : public ::testing::Test {
+ protected:
+  PretrainTest() {
+    text_ = dir_.write("corpus.txt", corpus_text());
+    config_ = dir_.write("pretrain.yaml",
+                         "app: pretrain\n"
+                         "model: {vocab: 256, ctx: 32, layers: 2, dim: 32, heads: 2}\n"
+                         "roles: {trainer: {kind: trainer, impl: gpt, count: 1}}\n"
+                         "pretrain:\n"
+                         "  train: {steps: 40, batch: 8, lr: 3.0e-3, warmup: 4, seed: 7}\n"
+                         "  data: {path: " +
+                             text_ +
+                             ", eval_every: 20, eval_windows: 32}\n"
+                             "  checkpoint: {every_steps: 10, keep: 5}\n"
+                             "  parallel: {dp: 1, zero: 0}\n");
+  }
+
+  // `troupe launch` of the config with `dp` ranks (on dp local worker processes when dp > 1).
+  run_result launch(const std::string& name, int dp, int zero, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"launch",
+                                     config_,
+                                     "--run-dir",
+                                     dir_.file(name),
+                                     "--set",
+                                     "pretrain.parallel.dp=" + std::to_string(dp),
+                                     "--set",
+                                     "roles.trainer.count=" + std::to_string(dp),
+                                     "--set",
+                                     "pretrain.parallel.zero=" + std::to_string(zero),
+                                     "--set",
+                                     "cluster.local_workers=" + std::to_string(dp > 1 ? dp : 0)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    run_result r;
+    r.process = troupe(args, std::chrono::minutes(3));
+    r.summary = summary_of(r.process);
+    bool first = true;
+    for (const auto& row : read_jsonl(dir_.file(name) + "/metrics.jsonl")) {
+      if (!row.contains("loss")) continue;
+      if (first) r.first_step = row["step"];
+      first = false;
+      r.losses.push_back(row["loss"]);
+    }
+    return r;
+  }
+
+  std::string file_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  }
+
+  static void expect_close(const std::vector<double>& a, const std::vector<double>& b,
+                           double tolerance, const std::string& what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_NEAR(a[i], b[i], tolerance * std::abs(a[i])) << what << " at step " << i + 1;
+    }
+  }
+
+  temp_dir dir_;
+  std::string text_, config_;
+};
+
+TEST_F(PretrainTest, ResumeIsBitExactAcrossTwoWorkers) {
+  const run_result straight = launch("straight", 2, 1);
+  ASSERT_EQ(straight.process.exit_code, 0) << straight.process.err;
+  EXPECT_EQ(straight.summary["steps"], 40);
+  ASSERT_EQ(straight.losses.size(), 40u);
+
+  const run_result first = launch("first", 2, 1, {"--set", "pretrain.train.stop_after=20"});
+  ASSERT_EQ(first.process.exit_code, 0) << first.process.err;
+  EXPECT_EQ(first.summary["steps"], 20);
+  const run_result second = launch("second", 2, 1, {"--resume", dir_.file("first")});
+  ASSERT_EQ(second.process.exit_code, 0) << second.process.err;
+  EXPECT_EQ(second.first_step, 21);
+
+  std::vector<double> split = first.losses;
+  split.insert(split.end(), second.losses.begin(), second.losses.end());
+  EXPECT_EQ(split, straight.losses);  // bit for bit
+  EXPECT_EQ(second.summary["val_loss"], straight.summary["val_loss"]);
+  for (const char* file : {"model.safetensors", "optimizer-0.safetensors",
+                           "optimizer-1.safetensors"}) {
+    const std::string a = file_bytes(dir_.file("straight") + "/checkpoints/step-40/" + file);
+    ASSERT_FALSE(a.empty()) << file;
+    EXPECT_TRUE(a == file_bytes(dir_.file("second") + "/checkpoints/step-40/" + file)) << file;
+  }
+}
+
+TEST_F(PretrainTest, ResumeSkipsACorruptedCheckpointAndSaysWhich) {
+  const run_result first = launch("first", 1, 0, {"--set", "pretrain.train.stop_after=30"});
+  ASSERT_EQ(first.process.exit_code, 0) << first.process.err;
+  // Flip one byte in the newest checkpoint's optimizer state.
+  const std::string damaged = dir_.file("first") + "/checkpoints/step-30/optimizer-0.safetensors";
+  {
+    std::fstream f(damaged, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('\x7f');
+  }
+  const run_result resumed = launch("resumed", 1, 0, {"--resume", dir_.file("first")});
+  ASSERT_EQ(resumed.process.exit_code, 0) << resumed.process.err;
+  EXPECT_EQ(resumed.first_step, 21) << "step 30 is damaged, so step 20 is used";
+  const auto warnings = events_of(dir_.file("resumed"), "checkpoint_skipped");
+  ASSERT_EQ(warnings.size(), 1u);
+  const std::string message = warnings[0]["message"];
+  EXPECT_NE(message.find("step-30"), std::string::npos) << message;
+  EXPECT_NE(message.find("optimizer-0.safetensors"), std::string::npos) << message;
+  EXPECT_NE(resumed.process.err.find("warning: "), std::string::npos) << resumed.process.err;
+
+  // With every checkpoint damaged there is nothing to resume from: a clear failure.
+  for (const char* step : {"step-10", "step-20"}) {
+    fs::resize_file(dir_.file("first") + "/checkpoints/" + step + "/model.safetensors", 64);
+  }
+  const run_result none = launch("none", 1, 0, {"--resume", dir_.file("first")});
+  EXPECT_EQ(none.process.exit_code, 1);
+  EXPECT_NE(none.summary.value("error", "").find("--resume " + dir_.file("first")),
+            std::string::npos)
+      << none.summary;
+}
+
+TEST_F(PretrainTest, TwoRanksAndZeroStagesMatchOneRank) {
+  const run_result one = launch("dp1", 1, 0);
+  ASSERT_EQ(one.process.exit_code, 0) << one.process.err;
+  for (int zero : {0, 1, 2}) {
+    const run_result two = launch("dp2-zero" + std::to_string(zero), 2, zero);
+    ASSERT_EQ(two.process.exit_code, 0) << two.process.err;
+    expect_close(one.losses, two.losses, 1e-4, "dp2 zero " + std::to_string(zero));
+    EXPECT_NEAR(two.summary["val_loss"].get<double>(), one.summary["val_loss"].get<double>(),
+                1e-4);
+  }
+}
+
+TEST_F(PretrainTest, ResumingAtAnotherDpReshardsTheOptimizer) {
+  const run_result straight = launch("straight", 2, 2);
+  ASSERT_EQ(straight.process.exit_code, 0) << straight.process.err;
+  const run_result first = launch("first", 2, 2, {"--set", "pretrain.train.stop_after=20"});
+  ASSERT_EQ(first.process.exit_code, 0) << first.process.err;
+  const run_result resumed = launch("resumed", 1, 0, {"--resume", dir_.file("first")});
+  ASSERT_EQ(resumed.process.exit_code, 0) << resumed.process.err;
+  EXPECT_EQ(resumed.first_step, 21);
+  EXPECT_FALSE(events_of(dir_.file("resumed"), "resume").empty());
+  std::vector<double> split = first.losses;
+  split.insert(split.end(), resumed.losses.begin(), resumed.losses.end());
+  expect_close(straight.losses, split, 1e-4, "dp2 -> dp1");
+}
+
+TEST_F(PretrainTest, ExportOfATrainedRunReadsBack) {
+  const run_result run = launch("run", 1, 0);
+  ASSERT_EQ(run.process.exit_code, 0) << run.process.err;
+  const std::string out = dir_.file("export");
+  auto exported = troupe({"export", dir_.file("run"), "--format", "safetensors", "--out", out});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_EQ(nlohmann::json::parse(exported.out)["step"], 40);
+
+  const models::gpt_config model{256, 32, 2, 32, 2};
+  models::gpt_layout layout(model, models::layer_range::all(model));
+  auto saved = checkpoint::checkpoint_store::read(dir_.file("run") + "/checkpoints/step-40");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  auto weights = tensor::read_safetensors(out + "/model.safetensors");
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  std::vector<float> got(layout.total()), want(layout.total());
+  ASSERT_TRUE(layout.from_named(*weights, got.data()).ok());
+  ASSERT_TRUE(layout.from_named(saved->files.at("model.safetensors"), want.data()).ok());
+  EXPECT_EQ(got, want);
+  std::ifstream config_file(out + "/config.json");
+  const auto hf = nlohmann::json::parse(config_file);
+  EXPECT_EQ(hf["n_layer"], 2);
+  EXPECT_EQ(hf["n_positions"], 32);
+}
+
+}  // namespace
+}  // namespace troupe::testing
