@@ -58,6 +58,7 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
   model_ = std::make_unique<models::gpt_cpu_batch>(
       layout, options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch,
       options.threads);
+  if (group_ != nullptr && ranks_ > 1) buckets_ = std::make_unique<comm::collective_queue>(*group_);
   const bool sharded = options.zero != zero_stage::none;
   const int64_t begin = sharded ? rank_ * shard_ : 0;
   const int64_t end = sharded ? begin + shard_ : shard_ * ranks_;
@@ -71,25 +72,36 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
   float* grads = grads_.data<float>();
   TROUPE_RETURN_IF_ERROR(tensor::zero(grads_));
   const float loss_scale = 1.0f / (static_cast<float>(options_.global_batch) * local.ctx);
+  // With overlap_comm (and without ZeRO-2) the gradients are all-reduced bucket by bucket as the
+  // last pass's backward finishes them, overlapping the layers still to go; otherwise they are
+  // all-reduced (ZeRO-2: reduce-scattered) afterwards.
+  const bool zero2 = options_.zero == zero_stage::two && ranks_ > 1;
+  const bool overlap = ranks_ > 1 && !zero2 && options_.overlap_comm;
+  const models::gpt_cpu_batch::gradients_ready start_allreduce = [&](models::param_range b) {
+    absl::StatusOr<tensor::tensor> bucket = grads_.narrow(0, b.begin, b.end - b.begin);
+    TROUPE_CHECK(bucket.ok());  // the buckets lie inside the buffer
+    buckets_->allreduce(*std::move(bucket), comm::reduce_op::sum);
+  };
   const int micro = options_.micro_batch > 0 ? options_.micro_batch : local.batch;
   models::loss_sum loss;
   for (int row = 0; row < local.batch; row += micro) {
     const int rows = std::min(micro, local.batch - row);
     const size_t offset = static_cast<size_t>(row) * local.ctx;
-    const models::loss_sum part =
-        model_->run(params, grads, rows, local.ctx, local.tokens.data() + offset,
-                    local.targets.data() + offset, loss_scale);
+    const bool last_pass = row + rows >= local.batch;
+    const models::loss_sum part = model_->run(
+        params, grads, rows, local.ctx, local.tokens.data() + offset, local.targets.data() + offset,
+        loss_scale, overlap && last_pass ? start_allreduce : nullptr);
     loss.sum += part.sum;
     loss.tokens += part.tokens;
   }
   report.compute_s += seconds_since(compute_start);
 
-  // Sum the gradients (and the loss) over the ranks.
+  // Sum the rest of the gradients (and the loss) over the ranks.
   auto comm_start = clock::now();
   tensor::tensor totals = tensor::tensor::host({2});
   totals.data<float>()[0] = static_cast<float>(loss.sum);
   totals.data<float>()[1] = static_cast<float>(loss.tokens);
-  const bool zero2 = options_.zero == zero_stage::two && ranks_ > 1;
+  if (overlap) TROUPE_RETURN_IF_ERROR(buckets_->wait());
   if (ranks_ > 1) {
     TROUPE_RETURN_IF_ERROR(group_->allreduce(totals, comm::reduce_op::sum));
     if (zero2) {
@@ -97,7 +109,7 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
       TROUPE_ASSIGN_OR_RETURN(tensor::tensor first, grads_.narrow(0, 0, shard_));
       TROUPE_RETURN_IF_ERROR(group_->reduce_scatter(grads_, first, comm::reduce_op::sum));
       std::memmove(grads + rank_ * shard_, grads, shard_ * sizeof(float));
-    } else {
+    } else if (!overlap) {
       TROUPE_RETURN_IF_ERROR(group_->allreduce(grads_, comm::reduce_op::sum));
     }
   }

@@ -9,6 +9,7 @@
 #include "models/gpt/adamw_optimizer.hpp"
 #include "models/gpt/gpt_cpu_batch.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/comm/collective_queue.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/tensor/safetensors.hpp"
 
@@ -43,6 +44,10 @@ struct trainer_options {
   models::adamw_options adamw;
   float grad_clip = 1.0f;  ///< global gradient norm limit; 0 disables clipping
   zero_stage zero = zero_stage::none;
+  /// All-reduce gradient buckets on a thread of their own while the backward pass goes on (not
+  /// with ZeRO-2). It pays when that thread has a core to itself; on a rank whose cores are all
+  /// computing it only adds contention.
+  bool overlap_comm = true;
   uint64_t seed = 1;
 };
 
@@ -51,10 +56,12 @@ using actor::step_report;
 /// One data-parallel rank of the training loop, without CAF: its model replica, its share of the
 /// optimizer, and the group it synchronises with (nullptr when it trains alone).
 ///
-/// A step: forward and backward of this rank's share of the global batch, each token's loss
-/// weighted 1 / (global tokens); the gradients summed over the ranks (all-reduce, or
-/// reduce-scatter with ZeRO-2); the global norm clipped; AdamW on this rank's shard; the updated
-/// parameters all-gathered (ZeRO-1/2). Every rank ends the step with the same parameters.
+/// A step: forward and backward of this rank's share of the global batch (in micro-batch passes
+/// whose gradients accumulate), each token's loss weighted 1 / (global tokens); the gradients
+/// summed over the ranks (all-reduced bucket by bucket while the backward pass goes on when
+/// overlap_comm, else afterwards; reduce-scattered afterwards with ZeRO-2); the global norm clipped; AdamW on this rank's
+/// shard; the updated parameters all-gathered (ZeRO-1/2). Every rank ends the step with the same
+/// parameters.
 class trainer {
  public:
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<trainer>> create(
@@ -90,6 +97,7 @@ class trainer {
   const models::gpt_layout& layout_;
   trainer_options options_;
   comm::communicator* group_;
+  std::unique_ptr<comm::collective_queue> buckets_;  // gradient all-reduces during backward
   int rank_ = 0, ranks_ = 1;
   int64_t shard_ = 0;  // parameters per rank; the buffers are padded to ranks * shard
   tensor::tensor params_, grads_;

@@ -97,17 +97,18 @@ std::vector<pretrain_driver::command> pretrain_driver::on_saved(
   it->second.shards.push_back(shard);
   if (static_cast<int>(it->second.shards.size()) < schedule_.ranks) return {};
   commit c{shard.step, {}, -1};
-  double write_s = 0;
+  double stall_s = 0, write_s = 0;  // the slowest rank's
   for (const auto& s : it->second.shards) {
     c.files.insert(c.files.end(), s.files.begin(), s.files.end());
     if (s.rank == 0) c.cursor = s.cursor;
-    stall_s_ = std::max(stall_s_, s.stall_s);
+    stall_s = std::max(stall_s, s.stall_s);
     write_s = std::max(write_s, s.write_s);
   }
   saving_.erase(it);
   committed_ = std::max(committed_, c.step);
+  stall_s_ = std::max(stall_s_, stall_s);
   std::vector<command> out = {
-      metrics_row{{{"step", c.step}, {"checkpoint", {{"stall_s", stall_s_}, {"write_s", write_s}}}}},
+      metrics_row{{{"step", c.step}, {"checkpoint", {{"stall_s", stall_s}, {"write_s", write_s}}}}},
       std::move(c)};
   if (phase_ == phase::draining && saving_.empty()) {
     auto rest = next_or_finish();

@@ -102,7 +102,7 @@ class pretrain_driver {
   double val_loss_ = -1;
   std::map<int64_t, saving> saving_;  // by step
   int64_t committed_ = -1;            // the newest committed step
-  double stall_s_ = 0;                // the longest a rank was blocked by a checkpoint
+  double stall_s_ = 0;                // the longest any rank was blocked by a checkpoint
   clock::time_point started_{}, step_started_{};
   bool done_ = false;
 };

@@ -84,6 +84,10 @@ config::object_schema<parallel_spec> parallel_schema() {
   s.add("timeout_ms", &parallel_spec::timeout_ms)
       .range(100, 86400000)
       .help("limit for forming the group and for every collective");
+  s.add("overlap", &parallel_spec::overlap)
+      .one_of({"auto", "on", "off"})
+      .help("all-reduce gradient buckets while the backward pass goes on; auto = when a core is "
+            "left beyond the trainers' threads");
   return s;
 }
 
@@ -126,6 +130,8 @@ actors::trainer_options trainer_options_of(const pretrain_options& o) {
   t.adamw.weight_decay = static_cast<float>(o.train.weight_decay);
   t.grad_clip = static_cast<float>(o.train.grad_clip);
   t.zero = static_cast<actors::zero_stage>(o.parallel.zero);
+  t.overlap_comm = o.parallel.overlap == "on" ||
+                   (o.parallel.overlap == "auto" && cores > t.threads * o.parallel.dp);
   t.seed = static_cast<uint64_t>(o.train.seed);
   return t;
 }

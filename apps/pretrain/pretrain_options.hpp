@@ -50,6 +50,9 @@ struct parallel_spec {
   int dp = 1;    ///< data-parallel ranks: the trainer role's count
   int zero = 0;  ///< 0: plain data parallel; 1: optimizer state sharded; 2: gradients too
   int timeout_ms = 60000;  ///< rendezvous and every collective
+  /// Gradient all-reduce during the backward pass: "auto" (when this machine has a core to spare
+  /// beyond the trainers' threads), "on" or "off".
+  std::string overlap = "auto";
 };
 
 /// The `pretrain:` section.

@@ -9,7 +9,7 @@
 namespace troupe::models {
 
 gpt_cpu_batch::gpt_cpu_batch(const gpt_layout& layout, int max_batch, int threads)
-    : layout_(layout) {
+    : layout_(layout), buckets_(layout.backward_buckets()) {
   const int requested = std::max(1, threads);
   threads = std::max(1, std::min(threads, max_batch));
   pool_ = std::make_unique<kernels::cpu::thread_pool>(threads);
@@ -26,13 +26,31 @@ gpt_cpu_batch::gpt_cpu_batch(const gpt_layout& layout, int max_batch, int thread
 }
 
 loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int seq,
-                            const int32_t* tokens, const int32_t* targets, float loss_scale) {
+                            const int32_t* tokens, const int32_t* targets, float loss_scale,
+                            const gradients_ready& ready) {
   const int n = std::min<int>(threads(), batch);
+  const layer_range range = layout_.range();
+  // Bucket i finishes with block last-1-i; the rest (the embeddings) with the embedding pass.
+  const std::vector<param_range>& buckets = buckets_;
+  size_t finished = 0;
   if (n == 1) {
-    loss_sum loss = replicas_[0]->forward(params, batch, seq, tokens, nullptr, targets);
-    replicas_[0]->backward(params, grads, nullptr, loss_scale);
+    gpt_cpu_stage& r = *replicas_[0];
+    const loss_sum loss = r.forward(params, batch, seq, tokens, nullptr, targets);
+    r.backward_head(params, grads, nullptr, loss_scale);
+    for (int l = range.last - 1; l >= range.first; --l) {
+      r.backward_block(params, grads, l);
+      if (ready) ready(buckets[finished]);
+      ++finished;
+    }
+    r.backward_embedding(grads);
+    for (; finished < buckets.size(); ++finished) {
+      if (ready) ready(buckets[finished]);
+    }
     return loss;
   }
+  // Each replica runs a slice of the batch single-threaded into its own gradients; after every
+  // phase, grads += the replicas' gradients of the finished bucket, each thread one slice,
+  // replicas in a fixed order, so the result does not depend on timing.
   std::vector<loss_sum> losses(n);
   pool_->run(n, [&](int64_t r) {
     const int first = static_cast<int>(int64_t{batch} * r / n);
@@ -42,16 +60,27 @@ loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int se
     std::memset(g.data(), 0, g.size() * sizeof(float));
     losses[r] =
         replicas_[r]->forward(params, count, seq, tokens + offset, nullptr, targets + offset);
-    replicas_[r]->backward(params, g.data(), nullptr, loss_scale);
+    replicas_[r]->backward_head(params, g.data(), nullptr, loss_scale);
   });
-  // grads += sum of the replica gradients, each thread one slice, replicas in a fixed order.
-  const int64_t total = layout_.total();
-  pool_->run(n, [&](int64_t part) {
-    const int64_t begin = total * part / n, end = total * (part + 1) / n;
-    for (int r = 0; r < n; ++r) {
-      kernels::cpu::accumulate(grads + begin, replica_grads_[r].data() + begin, end - begin);
-    }
-  });
+  const auto sum_bucket = [&](param_range b) {
+    pool_->run(n, [&](int64_t part) {
+      const int64_t begin = b.begin + (b.end - b.begin) * part / n;
+      const int64_t end = b.begin + (b.end - b.begin) * (part + 1) / n;
+      for (int r = 0; r < n; ++r) {
+        kernels::cpu::accumulate(grads + begin, replica_grads_[r].data() + begin, end - begin);
+      }
+    });
+    if (ready) ready(b);
+  };
+  for (int l = range.last - 1; l >= range.first; --l) {
+    pool_->run(n, [&](int64_t r) {
+      replicas_[r]->backward_block(params, replica_grads_[r].data(), l);
+    });
+    sum_bucket(buckets[finished++]);
+  }
+  pool_->run(n, [&](int64_t r) { replicas_[r]->backward_embedding(replica_grads_[r].data()); });
+  for (; finished < buckets.size(); ++finished)
+    sum_bucket(buckets[finished]);
   loss_sum loss;
   for (const auto& l : losses)
     loss.sum += l.sum, loss.tokens += l.tokens;

@@ -94,6 +94,15 @@ void gpt_cpu_stage::block_forward(const float* params, int layer, const float* i
 
 void gpt_cpu_stage::backward(const float* params, float* grads, const float* dhidden,
                              float loss_scale) {
+  backward_head(params, grads, dhidden, loss_scale);
+  for (int l = layout_.range().last - 1; l >= layout_.range().first; --l) {
+    backward_block(params, grads, l);
+  }
+  backward_embedding(grads);
+}
+
+void gpt_cpu_stage::backward_head(const float* params, float* grads, const float* dhidden,
+                                  float loss_scale) {
   const gpt_config& c = layout_.config();
   const int N = batch_ * seq_, C = c.dim;
   if (layout_.range().has_head(c)) {
@@ -109,17 +118,17 @@ void gpt_cpu_stage::backward(const float* params, float* grads, const float* dhi
   } else {
     std::memcpy(dx_.data(), dhidden, int64_t{N} * C * sizeof(float));
   }
-  for (int l = layout_.range().last - 1; l >= layout_.range().first; --l) {
-    block_backward(params, grads, l);
-  }
-  if (layout_.range().has_embedding()) {
-    k::embedding_backward(grads + layout_.wte(), grads + layout_.wpe(), dx_.data(), tokens_.data(),
-                          positions_.data(), N, C);
-  }
+}
+
+void gpt_cpu_stage::backward_embedding(float* grads) {
+  if (!layout_.range().has_embedding()) return;
+  const int N = batch_ * seq_;
+  k::embedding_backward(grads + layout_.wte(), grads + layout_.wpe(), dx_.data(), tokens_.data(),
+                        positions_.data(), N, layout_.config().dim);
 }
 
 // dx_ holds d(block output) on entry and d(block input) on return.
-void gpt_cpu_stage::block_backward(const float* params, float* grads, int layer) {
+void gpt_cpu_stage::backward_block(const float* params, float* grads, int layer) {
   const gpt_config& c = layout_.config();
   const auto& o = layout_.block(layer);
   const int i = layer - layout_.range().first;

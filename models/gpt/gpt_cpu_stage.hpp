@@ -43,6 +43,12 @@ class gpt_cpu_stage {
   /// Adds this batch's gradients to `grads`. The last stage seeds each token's loss gradient
   /// with `loss_scale` (1 / tokens for a mean); other stages take d(hidden_out) in dhidden.
   void backward(const float* params, float* grads, const float* dhidden, float loss_scale);
+
+  /// backward() in phases, for callers that act between them (gradient buckets): the head (or
+  /// the incoming d(hidden)), then each block from the last to the first, then the embeddings.
+  void backward_head(const float* params, float* grads, const float* dhidden, float loss_scale);
+  void backward_block(const float* params, float* grads, int layer);
+  void backward_embedding(float* grads);
   /// d(hidden input) of the last backward (not on the first stage).
   [[nodiscard]] const float* dhidden_in() const { return dx_.data(); }
 
@@ -53,7 +59,6 @@ class gpt_cpu_stage {
   };
 
   void block_forward(const float* params, int layer, const float* in, float* out);
-  void block_backward(const float* params, float* grads, int layer);
 
   const gpt_layout& layout_;
   kernels::cpu::thread_pool* pool_;

@@ -44,6 +44,18 @@ int64_t gpt_layout::add(const std::string& name, tensor::shape_t shape, bool dec
   return slots_.back().offset;
 }
 
+std::vector<param_range> gpt_layout::backward_buckets() const {
+  if (blocks_.empty()) return {{0, total_}};
+  std::vector<param_range> out;
+  int64_t end = total_;
+  for (auto b = blocks_.rbegin(); b != blocks_.rend(); ++b) {
+    out.push_back({b->ln1_w, end});
+    end = b->ln1_w;
+  }
+  if (end > 0) out.push_back({0, end});
+  return out;
+}
+
 absl::StatusOr<const parameter_slot*> gpt_layout::find(const std::string& name) const {
   for (const auto& s : slots_) {
     if (s.name == name) return &s;

@@ -19,6 +19,12 @@ struct parameter_slot {
   bool decay = false;  ///< weight decay applies (matrices and embeddings, not biases or norms)
 };
 
+/// A range [begin, end) of the flat parameter buffer, in floats.
+struct param_range {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
 /// Where every parameter of a stage lives in one flat f32 buffer. Linear weights are stored
 /// [in, out] as in GPT-2's Conv1D, so exported weights load in other tools unchanged.
 class gpt_layout {
@@ -39,6 +45,11 @@ class gpt_layout {
   [[nodiscard]] const block_offsets& block(int layer) const {
     return blocks_[layer - range_.first];
   }
+  /// The ranges whose gradients a backward pass finishes, in the order it finishes them: the
+  /// last block (with the final norm), each block down to the first, then the embeddings (the
+  /// tied token embedding gets its last contribution there). Together they cover the buffer.
+  [[nodiscard]] std::vector<param_range> backward_buckets() const;
+
   [[nodiscard]] int64_t wte() const { return wte_; }
   [[nodiscard]] int64_t wpe() const { return wpe_; }
   [[nodiscard]] int64_t lnf_w() const { return lnf_w_; }

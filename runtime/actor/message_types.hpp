@@ -70,7 +70,7 @@ struct step_report {
   double lr = 0;
   double data_s = 0;     ///< waiting for the batch
   double compute_s = 0;  ///< forward, backward and optimizer on this rank
-  double comm_s = 0;     ///< collectives
+  double comm_s = 0;     ///< waiting for collectives (what compute did not hide)
 };
 
 /// One file a checkpoint writer made durable: its name in the step directory, size and sha256.

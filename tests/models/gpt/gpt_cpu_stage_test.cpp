@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/thread_pool.hpp"
+#include "models/gpt/gpt_cpu_batch.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/tensor/safetensors.hpp"
 #include "tests/kernels/gradient_check.hpp"
@@ -128,6 +129,47 @@ TEST(GptCpuStage, WholeModelGradientsMatchFiniteDifferences) {
   loss();
   stage.backward(params.data(), grads.data(), nullptr, 1.0f / (batch * seq));
   testing::expect_gradient("gpt", params, grads, loss, 3e-3f, 1e-3, 3e-2, 300);
+}
+
+// Gradient buckets: they tile the buffer in backward order, and each bucket's gradients are
+// final when the batch reports it (what lets its all-reduce overlap the rest of the backward).
+TEST(GptCpuBatch, ReportsEachGradientBucketOnceItIsFinal) {
+  const gpt_config config{64, 16, 3, 32, 4};
+  gpt_layout layout(config, layer_range::all(config));
+  const std::vector<param_range> buckets = layout.backward_buckets();
+  ASSERT_EQ(buckets.size(), 4u);  // three blocks, then the embeddings
+  EXPECT_EQ(buckets.front().end, layout.total());
+  EXPECT_EQ(buckets.back().begin, 0);
+  for (size_t i = 1; i < buckets.size(); ++i)
+    EXPECT_EQ(buckets[i].end, buckets[i - 1].begin);
+  EXPECT_EQ(buckets[0].begin, layout.block(2).ln1_w);
+
+  std::vector<float> params(layout.total());
+  layout.initialize(params.data(), 3);
+  const int batch = 4, seq = 16;
+  std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
+  for (int i = 0; i < batch * seq; ++i)
+    tokens[i] = (i * 5) % 64, targets[i] = (i * 13 + 1) % 64;
+  for (int threads : {1, 2}) {
+    gpt_cpu_batch model(layout, batch, threads);
+    std::vector<float> grads(layout.total(), 0.0f), plain(layout.total(), 0.0f);
+    model.run(params.data(), plain.data(), batch, seq, tokens.data(), targets.data(), 0.01f);
+    std::vector<param_range> seen;
+    std::vector<std::vector<float>> at_report;
+    model.run(params.data(), grads.data(), batch, seq, tokens.data(), targets.data(), 0.01f,
+              [&](param_range b) {
+                seen.push_back(b);
+                at_report.emplace_back(grads.begin() + b.begin, grads.begin() + b.end);
+              });
+    ASSERT_EQ(seen.size(), buckets.size()) << threads;
+    for (size_t i = 0; i < seen.size(); ++i) {
+      EXPECT_EQ(seen[i].begin, buckets[i].begin);
+      EXPECT_EQ(at_report[i], std::vector<float>(grads.begin() + seen[i].begin,
+                                                 grads.begin() + seen[i].end))
+          << "bucket " << i << " changed after it was reported (" << threads << " threads)";
+    }
+    EXPECT_EQ(grads, plain) << "reporting buckets changes no gradient";
+  }
 }
 
 }  // namespace

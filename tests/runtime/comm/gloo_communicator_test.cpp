@@ -7,6 +7,7 @@
 
 #include "nlohmann/json.hpp"
 #include "runtime/cluster/head_server.hpp"
+#include "runtime/comm/collective_queue.hpp"
 #include "tests/support/subprocess.hpp"
 
 namespace troupe::comm {
@@ -112,6 +113,41 @@ TEST(GlooCommunicator, AbortWakesAWaitingReceive) {
   EXPECT_NE(s.message().find("membership changed"), std::string::npos);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   EXPECT_EQ(a->barrier().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Two ranks (threads) queue all-reduces of three buckets of one buffer and compute meanwhile.
+TEST(CollectiveQueue, RunsQueuedAllReducesInOrderAndReportsTheFirstError) {
+  memory_store store;
+  const auto rank_main = [&](int rank, std::vector<float>* result, absl::Status* after_abort) {
+    auto g = make_gloo_communicator(store, {.name = "queue", .rank = rank, .size = 2});
+    ASSERT_TRUE(g.ok()) << g.status();
+    tensor::tensor buffer = tensor::tensor::host({1000});
+    for (int i = 0; i < 1000; ++i)
+      buffer.data<float>()[i] = static_cast<float>(i * (rank + 1));
+    collective_queue queue(**g);
+    for (auto [begin, end] : {std::pair{600, 1000}, {200, 600}, {0, 200}}) {
+      queue.allreduce(*buffer.narrow(0, begin, end - begin), reduce_op::sum);
+    }
+    ASSERT_TRUE(queue.wait().ok());
+    result->assign(buffer.data<float>(), buffer.data<float>() + 1000);
+    // After an abort, the queue reports the failure once and skips the rest.
+    (*g)->abort("test abort");
+    queue.allreduce(*buffer.narrow(0, 0, 10), reduce_op::sum);
+    queue.allreduce(*buffer.narrow(0, 10, 10), reduce_op::sum);
+    *after_abort = queue.wait();
+    EXPECT_TRUE(queue.wait().ok()) << "the error is reported once";
+  };
+  std::vector<float> r0, r1;
+  absl::Status s0, s1;
+  std::thread other(rank_main, 1, &r1, &s1);
+  rank_main(0, &r0, &s0);
+  other.join();
+  ASSERT_EQ(r0.size(), 1000u);
+  for (int i = 0; i < 1000; ++i)
+    ASSERT_EQ(r0[i], 3.0f * i) << i;
+  EXPECT_EQ(r0, r1);
+  EXPECT_FALSE(s0.ok());
+  EXPECT_NE(s0.message().find("test abort"), std::string::npos) << s0;
 }
 
 TEST(GlooCommunicator, BadArgumentsAreErrorsBeforeAnyTraffic) {
