@@ -48,9 +48,11 @@ loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int se
     }
     return loss;
   }
-  // Each replica runs a slice of the batch single-threaded into its own gradients; after every
-  // phase, grads += the replicas' gradients of the finished bucket, each thread one slice,
-  // replicas in a fixed order, so the result does not depend on timing.
+  // Each replica runs a slice of the batch single-threaded into its own gradients; then
+  // grads += the replicas' gradients, each thread one slice, replicas in a fixed order, so the
+  // result does not depend on timing. Buckets to report make the replicas meet after every
+  // block (each bucket summed as soon as all have finished it); without, they meet once.
+  const bool phased = static_cast<bool>(ready);
   std::vector<loss_sum> losses(n);
   pool_->run(n, [&](int64_t r) {
     const int first = static_cast<int>(int64_t{batch} * r / n);
@@ -60,7 +62,11 @@ loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int se
     std::memset(g.data(), 0, g.size() * sizeof(float));
     losses[r] =
         replicas_[r]->forward(params, count, seq, tokens + offset, nullptr, targets + offset);
-    replicas_[r]->backward_head(params, g.data(), nullptr, loss_scale);
+    if (phased) {
+      replicas_[r]->backward_head(params, g.data(), nullptr, loss_scale);
+    } else {
+      replicas_[r]->backward(params, g.data(), nullptr, loss_scale);
+    }
   });
   const auto sum_bucket = [&](param_range b) {
     pool_->run(n, [&](int64_t part) {
@@ -72,15 +78,19 @@ loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int se
     });
     if (ready) ready(b);
   };
-  for (int l = range.last - 1; l >= range.first; --l) {
-    pool_->run(n, [&](int64_t r) {
-      replicas_[r]->backward_block(params, replica_grads_[r].data(), l);
-    });
-    sum_bucket(buckets[finished++]);
+  if (!phased) {
+    sum_bucket({0, layout_.total()});
+  } else {
+    for (int l = range.last - 1; l >= range.first; --l) {
+      pool_->run(n, [&](int64_t r) {
+        replicas_[r]->backward_block(params, replica_grads_[r].data(), l);
+      });
+      sum_bucket(buckets[finished++]);
+    }
+    pool_->run(n, [&](int64_t r) { replicas_[r]->backward_embedding(replica_grads_[r].data()); });
+    for (; finished < buckets.size(); ++finished)
+      sum_bucket(buckets[finished]);
   }
-  pool_->run(n, [&](int64_t r) { replicas_[r]->backward_embedding(replica_grads_[r].data()); });
-  for (; finished < buckets.size(); ++finished)
-    sum_bucket(buckets[finished]);
   loss_sum loss;
   for (const auto& l : losses)
     loss.sum += l.sum, loss.tokens += l.tokens;
