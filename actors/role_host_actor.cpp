@@ -27,8 +27,13 @@ absl::Status spawn_role(self_ptr self, const std::string& role, int32_t index) {
     return absl::NotFoundError(absl::StrCat("this worker's app has no role '", role, "'"));
   }
   const auto& node = st.deps->node.options();
-  actor::role_context ctx{self->system(), st.deps->metrics, st.deps->events, st.deps->plan, role,
-                          index, "", comm::head_store_opener(node.head, node.token)};
+  actor::role_context ctx{.system = self->system(),
+                          .metrics = st.deps->metrics,
+                          .events = st.deps->events,
+                          .plan = st.deps->plan,
+                          .role = role,
+                          .index = index,
+                          .rendezvous = comm::head_store_opener(node.head, node.token)};
   const std::string name = ctx.actor_name();
   auto handle = resolved->entry->factory.spawn(ctx, resolved->options.get());
   if (!handle.ok()) {

@@ -99,8 +99,14 @@ void maybe_run(self_ptr self) {
 absl::StatusOr<caf::actor> spawn_here(self_ptr self, const actor::role_factory& factory,
                                       const void* options, const std::string& role, int index) {
   auto& st = self->state;
-  actor::role_context ctx{self->system(), st.deps->metrics,  st.deps->events,    st.deps->plan,
-                          role,           index,              st.deps->run_dir, st.deps->rendezvous};
+  actor::role_context ctx{.system = self->system(),
+                          .metrics = st.deps->metrics,
+                          .events = st.deps->events,
+                          .plan = st.deps->plan,
+                          .role = role,
+                          .index = index,
+                          .run_dir = st.deps->run_dir,
+                          .rendezvous = st.deps->rendezvous};
   auto handle = factory.spawn(ctx, options);
   if (!handle.ok()) {
     return absl::Status(handle.status().code(), absl::StrCat("cannot start ", ctx.actor_name(),

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/adamw.hpp"
 #include "runtime/base/status.hpp"

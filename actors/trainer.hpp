@@ -39,7 +39,7 @@ struct trainer_options {
   /// Sequences per forward/backward pass on one rank; the rank's share of the global batch is
   /// run in passes of this size whose gradients accumulate. 0: the whole share in one pass.
   int micro_batch = 0;
-  int threads = 1;        ///< cores this rank computes on
+  int threads = 1;  ///< cores this rank computes on
   lr_schedule lr;
   models::adamw_options adamw;
   float grad_clip = 1.0f;  ///< global gradient norm limit; 0 disables clipping
@@ -59,9 +59,9 @@ using actor::step_report;
 /// A step: forward and backward of this rank's share of the global batch (in micro-batch passes
 /// whose gradients accumulate), each token's loss weighted 1 / (global tokens); the gradients
 /// summed over the ranks (all-reduced bucket by bucket while the backward pass goes on when
-/// overlap_comm, else afterwards; reduce-scattered afterwards with ZeRO-2); the global norm clipped; AdamW on this rank's
-/// shard; the updated parameters all-gathered (ZeRO-1/2). Every rank ends the step with the same
-/// parameters.
+/// overlap_comm, else afterwards; reduce-scattered afterwards with ZeRO-2); the global norm
+/// clipped; AdamW on this rank's shard; the updated parameters all-gathered (ZeRO-1/2). Every rank
+/// ends the step with the same parameters.
 class trainer {
  public:
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<trainer>> create(

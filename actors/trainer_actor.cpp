@@ -97,9 +97,8 @@ caf::result<actor::checkpoint_shard> start_checkpoint(self_ptr self, int64_t ste
                                                       const std::string& root) {
   auto& st = self->state;
   if (step != st.logic->steps()) {
-    return actor::to_error(absl::FailedPreconditionError(
-        absl::StrCat("checkpoint of step ", step, " asked, but this rank is at step ",
-                     st.logic->steps())));
+    return actor::to_error(absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint of step ", step, " asked, but this rank is at step ", st.logic->steps())));
   }
   const auto started = clock::now();
   if (!st.writer || st.writer->store().root() != root) {
@@ -110,7 +109,8 @@ caf::result<actor::checkpoint_shard> start_checkpoint(self_ptr self, int64_t ste
                        {},
                        started};
   const auto wake = [addr = self->address()] {
-    if (auto handle = caf::actor_cast<caf::actor>(addr)) caf::anon_send(handle, actor::written_atom_v);
+    if (auto handle = caf::actor_cast<caf::actor>(addr))
+      caf::anon_send(handle, actor::written_atom_v);
   };
   for (auto& [name, contents] : st.logic->checkpoint_files()) {
     p.files.push_back(st.writer->stage(step, name, std::move(contents), wake));

@@ -121,11 +121,10 @@ job_outcome job_runner::run(const std::atomic<bool>& stop) {
   {
     caf::scoped_actor owner{*system_};
     auto supervisor = actors::spawn_supervisor(
-        *system_,
-        {plan_, metrics_, events_, health, caf::actor_cast<caf::actor>(owner), node_.get(),
-         run_dir_,
-         node_ ? comm::head_store_opener(head_->endpoint(), cluster_->token)
-               : comm::shared_memory_store_opener()});
+        *system_, {plan_, metrics_, events_, health, caf::actor_cast<caf::actor>(owner),
+                   node_.get(), run_dir_,
+                   node_ ? comm::head_store_opener(head_->endpoint(), cluster_->token)
+                         : comm::shared_memory_store_opener()});
     if (node_) {
       node_->publish(std::string(actors::supervisor_name), caf::actor_cast<caf::actor>(supervisor));
       node_->subscribe(caf::actor_cast<caf::actor>(supervisor));

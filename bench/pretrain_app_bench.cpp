@@ -27,7 +27,7 @@ namespace fs = std::filesystem;
 using troupe::bench::median;
 
 struct app_run {
-  double tokens_per_s = 0;          // the median step's
+  double tokens_per_s = 0;               // the median step's
   std::vector<double> stall_s, write_s;  // per checkpoint
 };
 
@@ -62,7 +62,8 @@ std::optional<app_run> launch(int steps, const std::vector<std::string>& sets) {
   std::ifstream in(dir / "metrics.jsonl");
   for (std::string line; std::getline(in, line);) {
     const auto row = nlohmann::json::parse(line);
-    if (row.contains("loss") && row["step"].get<int>() > 5) tokens_per_s.push_back(row["tokens_per_s"]);
+    if (row.contains("loss") && row["step"].get<int>() > 5)
+      tokens_per_s.push_back(row["tokens_per_s"]);
     if (row.contains("checkpoint")) {
       r.stall_s.push_back(row["checkpoint"]["stall_s"]);
       r.write_s.push_back(row["checkpoint"]["write_s"]);
@@ -74,10 +75,10 @@ std::optional<app_run> launch(int steps, const std::vector<std::string>& sets) {
 }
 
 double torch_tokens_per_s(int steps) {
-  const auto out = nlohmann::json::parse(
-      read_command("/usr/bin/python3 " TROUPE_SHARED_TOOLS "/ref_gpt_torch.py --threads 1 --steps " +
-                   std::to_string(steps) + " 2>/dev/null"),
-      nullptr, false);
+  const auto out = nlohmann::json::parse(read_command("/usr/bin/python3 " TROUPE_SHARED_TOOLS
+                                                      "/ref_gpt_torch.py --threads 1 --steps " +
+                                                      std::to_string(steps) + " 2>/dev/null"),
+                                         nullptr, false);
   return out.is_object() ? out.value("tokens_per_s", 0.0) : 0.0;
 }
 
@@ -101,8 +102,8 @@ int main(int argc, char** argv) {
     const auto whole = launch(steps, {});
     const double reference = torch_tokens_per_s(steps);
     const auto one = launch(steps, {"pretrain.train.threads=1"});
-    const auto two = launch(steps, {"pretrain.parallel.dp=2", "roles.trainer.count=2",
-                                    "cluster.local_workers=2"});
+    const auto two = launch(
+        steps, {"pretrain.parallel.dp=2", "roles.trainer.count=2", "cluster.local_workers=2"});
     const auto saving = launch(steps, {"pretrain.checkpoint.every_steps=10"});
     if (!whole || !one || !two || !saving || reference <= 0) return 1;
     app.push_back(whole->tokens_per_s);

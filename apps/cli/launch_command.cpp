@@ -1,8 +1,8 @@
 #include <atomic>
-#include <filesystem>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -121,8 +121,8 @@ int run_job(const app::app_plan& plan, const std::string& config_name,
 
   metrics::registry metrics;
   install_stop_handlers();
-  auto runner = std::make_unique<apps::job_runner>(plan, metrics, **events,
-                                                   dir->path().string(), cluster_for(*dir));
+  auto runner = std::make_unique<apps::job_runner>(plan, metrics, **events, dir->path().string(),
+                                                   cluster_for(*dir));
   const apps::job_outcome outcome = runner->run(stop_requested);
   display.finish();
 
@@ -156,18 +156,17 @@ absl::StatusOr<app::app_plan> load_resumed(roles_and_plugins& env, const launch_
   for (const auto& f : plan.app_entry->factory.options->describe())
     resumable = resumable || f.key == "resume";
   if (!resumable) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--resume: app '", plan.spec.app, "' cannot resume; apps that checkpoint "
-                                                       "(such as pretrain) can"));
+    return absl::InvalidArgumentError(absl::StrCat("--resume: app '", plan.spec.app,
+                                                   "' cannot resume; apps that checkpoint "
+                                                   "(such as pretrain) can"));
   }
   if (!std::filesystem::is_directory(*args.resume)) {
     return absl::NotFoundError(absl::StrCat("--resume ", *args.resume, ": no such directory"));
   }
   config_args resumed = args;
-  resumed.overrides.push_back(absl::StrCat(plan.spec.app, ".resume=",
-                                           nlohmann::json(std::filesystem::absolute(*args.resume)
-                                                              .string())
-                                               .dump()));
+  resumed.overrides.push_back(absl::StrCat(
+      plan.spec.app,
+      ".resume=", nlohmann::json(std::filesystem::absolute(*args.resume).string()).dump()));
   return env.load(resumed);
 }
 

@@ -17,8 +17,8 @@ struct gpt_trainer_options {};
 
 absl::StatusOr<const pretrain_options*> pretrain_options_in(const app::app_plan& plan) {
   if (plan.spec.app != "pretrain" || plan.app_options == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the trainer role belongs to app: pretrain, not app: ", plan.spec.app));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the trainer role belongs to app: pretrain, not app: ", plan.spec.app));
   }
   return static_cast<const pretrain_options*>(plan.app_options.get());
 }
@@ -26,9 +26,8 @@ absl::StatusOr<const pretrain_options*> pretrain_options_in(const app::app_plan&
 absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt_trainer_options&) {
   TROUPE_ASSIGN_OR_RETURN(const pretrain_options* o, pretrain_options_in(ctx.plan));
   const models::gpt_config model = model_of(ctx.plan);
-  TROUPE_ASSIGN_OR_RETURN(
-      actors::text_corpus corpus,
-      actors::text_corpus::load(o->data.path, o->data.val_fraction, model.ctx));
+  TROUPE_ASSIGN_OR_RETURN(actors::text_corpus corpus,
+                          actors::text_corpus::load(o->data.path, o->data.val_fraction, model.ctx));
   std::shared_ptr<comm::rendezvous_store> store;
   if (o->parallel.dp > 1) {
     if (!ctx.rendezvous) {
@@ -63,14 +62,17 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
   }
   const auto* trainer = plan.find_role(trainer_role);
   if (trainer == nullptr || trainer->spec.kind != "trainer") {
-    ctx.error(section, "app: pretrain needs a role 'trainer' of kind trainer, e.g. "
-                       "roles: {trainer: {kind: trainer, impl: gpt, count: 2}}");
+    ctx.error(section,
+              "app: pretrain needs a role 'trainer' of kind trainer, e.g. "
+              "roles: {trainer: {kind: trainer, impl: gpt, count: 2}}");
   } else if (trainer->spec.count != o.parallel.dp || trainer->spec.elastic) {
-    ctx.child("parallel").child("dp").error(
-        section["parallel"]["dp"].IsDefined() ? section["parallel"]["dp"] : section,
-        absl::StrCat("is ", o.parallel.dp, " but roles.trainer.count is ", trainer->spec.count,
-                     ": each data-parallel rank is one trainer actor; set both to the same "
-                     "number"));
+    ctx.child("parallel")
+        .child("dp")
+        .error(
+            section["parallel"]["dp"].IsDefined() ? section["parallel"]["dp"] : section,
+            absl::StrCat("is ", o.parallel.dp, " but roles.trainer.count is ", trainer->spec.count,
+                         ": each data-parallel rank is one trainer actor; set both to the same "
+                         "number"));
   }
   for (const auto& role : plan.roles) {
     if (role.spec.name != trainer_role) {
@@ -81,9 +83,9 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
   const auto train_ctx = ctx.child("train");
   const YAML::Node train = section["train"].IsDefined() ? section["train"] : section;
   if (o.train.batch % o.parallel.dp != 0) {
-    train_ctx.child("batch").error(train, absl::StrCat("is ", o.train.batch,
-                                                       ", not a multiple of parallel.dp ",
-                                                       o.parallel.dp));
+    train_ctx.child("batch").error(
+        train,
+        absl::StrCat("is ", o.train.batch, ", not a multiple of parallel.dp ", o.parallel.dp));
   }
   if (o.train.warmup >= o.train.steps) {
     train_ctx.child("warmup").error(

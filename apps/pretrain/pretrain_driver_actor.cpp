@@ -40,8 +40,8 @@ using self_ptr = actor::role_pointer<actor::app_actor, driver_state>;
 void execute(self_ptr self, std::vector<command> commands);
 
 nlohmann::json model_json(const models::gpt_config& m) {
-  return {{"vocab", m.vocab}, {"ctx", m.ctx}, {"layers", m.layers}, {"dim", m.dim},
-          {"heads", m.heads}};
+  return {
+      {"vocab", m.vocab}, {"ctx", m.ctx}, {"layers", m.layers}, {"dim", m.dim}, {"heads", m.heads}};
 }
 
 void complete(self_ptr self, actor::job_result result) {
@@ -60,7 +60,8 @@ void report_progress(self_ptr self, const nlohmann::json& row) {
   auto& st = self->state;
   const auto now = clock::now();
   const int64_t step = row["step"];
-  if (step < st.logic->schedule().end() && now - st.last_progress < std::chrono::milliseconds(200)) {
+  if (step < st.logic->schedule().end() &&
+      now - st.last_progress < std::chrono::milliseconds(200)) {
     return;
   }
   st.last_progress = now;
@@ -178,27 +179,28 @@ void execute(self_ptr self, std::vector<command> commands) {
 void start_training(self_ptr self, int64_t first_step) {
   auto& st = self->state;
   const auto& o = st.options;
-  pretrain_schedule schedule{
-      .steps = o.train.steps,
-      .ranks = o.parallel.dp,
-      .eval_every = o.data.eval_every,
-      .checkpoint_every = o.checkpoint.every_steps,
-      .tokens_per_step = static_cast<int64_t>(o.train.batch) * st.model.ctx,
-      .first_step = first_step,
-      .stop_after = o.train.stop_after};
+  pretrain_schedule schedule{.steps = o.train.steps,
+                             .ranks = o.parallel.dp,
+                             .eval_every = o.data.eval_every,
+                             .checkpoint_every = o.checkpoint.every_steps,
+                             .tokens_per_step = static_cast<int64_t>(o.train.batch) * st.model.ctx,
+                             .first_step = first_step,
+                             .stop_after = o.train.stop_after};
   if (first_step >= schedule.end()) {
-    return fail(self, absl::FailedPreconditionError(absl::StrCat(
-                          "the checkpoint is at step ", first_step, ", so nothing is left to train; "
-                          "raise pretrain.train.steps (now ", o.train.steps, ")")));
+    return fail(self,
+                absl::FailedPreconditionError(absl::StrCat("the checkpoint is at step ", first_step,
+                                                           ", so nothing is left to train; "
+                                                           "raise pretrain.train.steps (now ",
+                                                           o.train.steps, ")")));
   }
   st.logic = std::make_unique<pretrain_driver>(schedule, [] { return clock::now(); });
-  st.events->emit(run::severity::info, "training",
-                  absl::StrCat(first_step > 0 ? absl::StrCat("continuing at step ", first_step + 1)
-                                              : "training",
-                               " for ", schedule.end() - first_step, " steps on ", o.parallel.dp,
-                               " trainer", o.parallel.dp > 1 ? "s" : "", " (zero ",
-                               o.parallel.zero, ")"),
-                  {{"first_step", first_step}, {"steps", o.train.steps}});
+  st.events->emit(
+      run::severity::info, "training",
+      absl::StrCat(
+          first_step > 0 ? absl::StrCat("continuing at step ", first_step + 1) : "training",
+          " for ", schedule.end() - first_step, " steps on ", o.parallel.dp, " trainer",
+          o.parallel.dp > 1 ? "s" : "", " (zero ", o.parallel.zero, ")"),
+      {{"first_step", first_step}, {"steps", o.train.steps}});
   execute(self, st.logic->start());
 }
 
@@ -218,14 +220,15 @@ void resume(self_ptr self) {
     st.events->emit(run::severity::warning, "checkpoint_skipped", w, {{"warning", w}});
   }
   if (!saved.ok()) {
-    return fail(self, absl::Status(saved.status().code(),
-                                   absl::StrCat("--resume ", st.options.resume, ": ",
-                                                saved.status().message())));
+    return fail(
+        self, absl::Status(saved.status().code(), absl::StrCat("--resume ", st.options.resume, ": ",
+                                                               saved.status().message())));
   }
   if (saved->meta.value("model", nlohmann::json()) != model_json(st.model)) {
-    return fail(self, absl::FailedPreconditionError(absl::StrCat(
-                          saved->dir, " holds model ", saved->meta.value("model", nlohmann::json()).dump(),
-                          " but this config's model is ", model_json(st.model).dump())));
+    return fail(
+        self, absl::FailedPreconditionError(absl::StrCat(
+                  saved->dir, " holds model ", saved->meta.value("model", nlohmann::json()).dump(),
+                  " but this config's model is ", model_json(st.model).dump())));
   }
   const int saved_dp = saved->meta.value("dp", 0);
   st.events->emit(run::severity::info, "resume",

@@ -13,15 +13,17 @@ config::object_schema<train_spec> train_schema() {
   s.add("steps", &train_spec::steps).range(1, 100000000).help("optimizer steps in all");
   s.add("stop_after", &train_spec::stop_after)
       .range(0, 100000000)
-      .help("end this launch after this step (evaluated and checkpointed) and continue later "
-            "with --resume; the learning-rate schedule still spans `steps`. 0 = run to the end");
+      .help(
+          "end this launch after this step (evaluated and checkpointed) and continue later "
+          "with --resume; the learning-rate schedule still spans `steps`. 0 = run to the end");
   s.add("batch", &train_spec::batch)
       .range(1, 1 << 20)
       .help("sequences per optimizer step over every data-parallel rank (a multiple of dp)");
   s.add("micro_batch", &train_spec::micro_batch)
       .range(0, 1 << 20)
-      .help("sequences per forward/backward pass on a rank; gradients accumulate over the "
-            "passes; 0 = the rank's whole share");
+      .help(
+          "sequences per forward/backward pass on a rank; gradients accumulate over the "
+          "passes; 0 = the rank's whole share");
   s.add("lr", &train_spec::lr).range(0.0, 10.0).help("peak learning rate");
   s.add("warmup", &train_spec::warmup).range(0, 100000000).help("steps of linear warmup");
   s.add("min_lr_ratio", &train_spec::min_lr_ratio)
@@ -86,8 +88,9 @@ config::object_schema<parallel_spec> parallel_schema() {
       .help("limit for forming the group and for every collective");
   s.add("overlap", &parallel_spec::overlap)
       .one_of({"auto", "on", "off"})
-      .help("all-reduce gradient buckets while the backward pass goes on; auto = when a core is "
-            "left beyond the trainers' threads");
+      .help(
+          "all-reduce gradient buckets while the backward pass goes on; auto = when a core is "
+          "left beyond the trainers' threads");
   return s;
 }
 

@@ -15,11 +15,11 @@ namespace troupe::apps {
 /// `pretrain.train`: the optimization.
 struct train_spec {
   int steps = 600;
-  int stop_after = 0;    ///< end this launch after this step; the schedule still spans `steps`
-  int batch = 16;        ///< sequences per optimizer step, over every data-parallel rank
-  int micro_batch = 0;   ///< sequences per forward/backward pass on a rank; 0: the rank's share
-  double lr = 4e-3;      ///< peak learning rate
-  int warmup = 30;       ///< steps of linear warmup
+  int stop_after = 0;   ///< end this launch after this step; the schedule still spans `steps`
+  int batch = 16;       ///< sequences per optimizer step, over every data-parallel rank
+  int micro_batch = 0;  ///< sequences per forward/backward pass on a rank; 0: the rank's share
+  double lr = 4e-3;     ///< peak learning rate
+  int warmup = 30;      ///< steps of linear warmup
   double min_lr_ratio = 0.1;  ///< the cosine decay ends at lr * min_lr_ratio
   double weight_decay = 0.1;
   double beta1 = 0.9;
@@ -33,9 +33,9 @@ struct train_spec {
 struct data_spec {
   std::string path = "/usr/share/games/fortunes";
   double val_fraction = 0.05;
-  int eval_every = 100;     ///< steps between held-out evaluations; 0: only at the end
-  int eval_windows = 256;   ///< held-out windows per evaluation
-  int prefetch = 2;         ///< batches each data loader prepares ahead
+  int eval_every = 100;    ///< steps between held-out evaluations; 0: only at the end
+  int eval_windows = 256;  ///< held-out windows per evaluation
+  int prefetch = 2;        ///< batches each data loader prepares ahead
 };
 
 /// `pretrain.checkpoint`.
@@ -47,8 +47,8 @@ struct checkpoint_spec {
 
 /// `pretrain.parallel`.
 struct parallel_spec {
-  int dp = 1;    ///< data-parallel ranks: the trainer role's count
-  int zero = 0;  ///< 0: plain data parallel; 1: optimizer state sharded; 2: gradients too
+  int dp = 1;              ///< data-parallel ranks: the trainer role's count
+  int zero = 0;            ///< 0: plain data parallel; 1: optimizer state sharded; 2: gradients too
   int timeout_ms = 60000;  ///< rendezvous and every collective
   /// Gradient all-reduce during the backward pass: "auto" (when this machine has a core to spare
   /// beyond the trainers' threads), "on" or "off".

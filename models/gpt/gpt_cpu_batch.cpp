@@ -82,9 +82,8 @@ loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int se
     sum_bucket({0, layout_.total()});
   } else {
     for (int l = range.last - 1; l >= range.first; --l) {
-      pool_->run(n, [&](int64_t r) {
-        replicas_[r]->backward_block(params, replica_grads_[r].data(), l);
-      });
+      pool_->run(
+          n, [&](int64_t r) { replicas_[r]->backward_block(params, replica_grads_[r].data(), l); });
       sum_bucket(buckets[finished++]);
     }
     pool_->run(n, [&](int64_t r) { replicas_[r]->backward_embedding(replica_grads_[r].data()); });

@@ -411,8 +411,7 @@ const std::vector<element_codec>& codecs() {
     t.push_back(structured<actor::job_result>("job_result", pack_result, unpack_result));
     t.push_back(structured<actor::token_batch>("token_batch", pack_tokens, unpack_tokens));
     t.push_back(structured<actor::step_report>("step_report", pack_step, unpack_step));
-    t.push_back(
-        structured<actor::checkpoint_shard>("checkpoint_shard", pack_shard, unpack_shard));
+    t.push_back(structured<actor::checkpoint_shard>("checkpoint_shard", pack_shard, unpack_shard));
     return t;
   }();
   return table;

@@ -54,7 +54,8 @@ absl::StatusOr<std::string> head_store::wait(const std::string& key,
 store_opener head_store_opener(std::string endpoint, std::string token) {
   return [endpoint = std::move(endpoint),
           token = std::move(token)]() -> absl::StatusOr<std::shared_ptr<rendezvous_store>> {
-    TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<head_store> store, head_store::connect(endpoint, token));
+    TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<head_store> store,
+                            head_store::connect(endpoint, token));
     return std::shared_ptr<rendezvous_store>(std::move(store));
   };
 }

@@ -91,25 +91,6 @@ TEST_F(LaunchTest, SetOverridesChangeTheRun) {
   EXPECT_EQ(summary_of(r)["digest"], expected_digest(expected));
 }
 
-// The README's run command: the quickstart trains to the end (600 steps, two worker processes,
-// dp=2) and reaches the held-out loss. It takes about two minutes on two cores.
-TEST_F(LaunchTest, QuickstartTrainsToTheEnd) {
-  const std::string run_dir = dir_.file("run");
-  auto r = troupe({"launch", std::string(TROUPE_SOURCE_DIR) + "/configs/quickstart.yaml",
-                   "--run-dir", run_dir},
-                  std::chrono::minutes(10));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto summary = summary_of(r);
-  EXPECT_EQ(summary["status"], "succeeded");
-  EXPECT_EQ(summary["steps"], 600);
-  EXPECT_LE(summary["val_loss"].get<double>(), 2.70) << summary;
-  EXPECT_LT(summary["train_loss"].get<double>(), 2.70) << summary;
-  EXPECT_GT(summary["tokens_per_s"].get<double>(), 0);
-  EXPECT_EQ(summary["checkpoint_step"], 600);
-  EXPECT_EQ(read_jsonl(run_dir + "/metrics.jsonl").front()["step"], 1);
-  EXPECT_TRUE(std::filesystem::exists(run_dir + "/loss.svg"));
-}
-
 TEST_F(LaunchTest, BrokenConfigExitsTwoWithALocatedMessage) {
   const std::string config = write_config(5, 3, 1);
   auto r = troupe({"launch", config, "--set", "roles.rotate.cuont=2"});

@@ -19,8 +19,8 @@ namespace fs = std::filesystem;
 
 // Text with enough structure to learn from: numbered sentences over a small vocabulary.
 std::string corpus_text() {
-  const char* words[] = {"the", "actor", "sends", "a", "message", "to", "its", "peer",
-                         "and", "waits", "for", "reply", "while", "others", "run"};
+  const char* words[] = {"the", "actor", "sends", "a",     "message", "to",     "its", "peer",
+                         "and", "waits", "for",   "reply", "while",   "others", "run"};
   std::string text;
   uint32_t x = 12345;
   for (int line = 0; line < 3000; ++line) {
@@ -59,19 +59,15 @@ class PretrainTest : public ::testing::Test {
   }
 
   // `troupe launch` of the config with `dp` ranks (on dp local worker processes when dp > 1).
-  run_result launch(const std::string& name, int dp, int zero, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"launch",
-                                     config_,
-                                     "--run-dir",
-                                     dir_.file(name),
-                                     "--set",
-                                     "pretrain.parallel.dp=" + std::to_string(dp),
-                                     "--set",
-                                     "roles.trainer.count=" + std::to_string(dp),
-                                     "--set",
-                                     "pretrain.parallel.zero=" + std::to_string(zero),
-                                     "--set",
-                                     "cluster.local_workers=" + std::to_string(dp > 1 ? dp : 0)};
+  run_result launch(const std::string& name, int dp, int zero,
+                    std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {
+        "launch",    config_,
+        "--run-dir", dir_.file(name),
+        "--set",     "pretrain.parallel.dp=" + std::to_string(dp),
+        "--set",     "roles.trainer.count=" + std::to_string(dp),
+        "--set",     "pretrain.parallel.zero=" + std::to_string(zero),
+        "--set",     "cluster.local_workers=" + std::to_string(dp > 1 ? dp : 0)};
     args.insert(args.end(), extra.begin(), extra.end());
     run_result r;
     r.process = troupe(args, std::chrono::minutes(3));
@@ -120,8 +116,8 @@ TEST_F(PretrainTest, ResumeIsBitExactAcrossTwoWorkers) {
   split.insert(split.end(), second.losses.begin(), second.losses.end());
   EXPECT_EQ(split, straight.losses);  // bit for bit
   EXPECT_EQ(second.summary["val_loss"], straight.summary["val_loss"]);
-  for (const char* file : {"model.safetensors", "optimizer-0.safetensors",
-                           "optimizer-1.safetensors"}) {
+  for (const char* file :
+       {"model.safetensors", "optimizer-0.safetensors", "optimizer-1.safetensors"}) {
     const std::string a = file_bytes(dir_.file("straight") + "/checkpoints/step-40/" + file);
     ASSERT_FALSE(a.empty()) << file;
     EXPECT_TRUE(a == file_bytes(dir_.file("second") + "/checkpoints/step-40/" + file)) << file;
@@ -166,8 +162,7 @@ TEST_F(PretrainTest, TwoRanksAndZeroStagesMatchOneRank) {
     const run_result two = launch("dp2-zero" + std::to_string(zero), 2, zero);
     ASSERT_EQ(two.process.exit_code, 0) << two.process.err;
     expect_close(one.losses, two.losses, 1e-4, "dp2 zero " + std::to_string(zero));
-    EXPECT_NEAR(two.summary["val_loss"].get<double>(), one.summary["val_loss"].get<double>(),
-                1e-4);
+    EXPECT_NEAR(two.summary["val_loss"].get<double>(), one.summary["val_loss"].get<double>(), 1e-4);
   }
 }
 

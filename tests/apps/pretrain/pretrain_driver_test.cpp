@@ -37,7 +37,7 @@ actor::step_report report(int64_t step, double loss) {
 }
 
 actor::checkpoint_shard shard(int64_t step, int rank) {
-  return {step, rank, 32 * step, {{absl::StrCat("optimizer-", rank, ".safetensors"), 10, "00"}},
+  return {step,  rank, 32 * step, {{absl::StrCat("optimizer-", rank, ".safetensors"), 10, "00"}},
           0.002, 0.05};
 }
 

@@ -164,8 +164,8 @@ TEST(GptCpuBatch, ReportsEachGradientBucketOnceItIsFinal) {
     ASSERT_EQ(seen.size(), buckets.size()) << threads;
     for (size_t i = 0; i < seen.size(); ++i) {
       EXPECT_EQ(seen[i].begin, buckets[i].begin);
-      EXPECT_EQ(at_report[i], std::vector<float>(grads.begin() + seen[i].begin,
-                                                 grads.begin() + seen[i].end))
+      EXPECT_EQ(at_report[i],
+                std::vector<float>(grads.begin() + seen[i].begin, grads.begin() + seen[i].end))
           << "bucket " << i << " changed after it was reported (" << threads << " threads)";
     }
     EXPECT_EQ(grads, plain) << "reporting buckets changes no gradient";

@@ -132,10 +132,11 @@ TEST_F(AppPlanTest, MismatchedPluginIsRefusedAtTheRoleThatNamesIt) {
 }
 
 TEST_F(AppPlanTest, UnknownAppListsAvailableOnes) {
-  EXPECT_EQ(errors("app: pipelin\n"),
-            "app.yaml:1:6: app: unknown app. kind 'app' has no implementation 'pipelin'. Did you "
-            "mean 'pipeline'? Valid implementations: pipeline, pretrain. Implementations from plugins "
-            "appear once the role names its plugin.");
+  EXPECT_EQ(
+      errors("app: pipelin\n"),
+      "app.yaml:1:6: app: unknown app. kind 'app' has no implementation 'pipelin'. Did you "
+      "mean 'pipeline'? Valid implementations: pipeline, pretrain. Implementations from plugins "
+      "appear once the role names its plugin.");
 }
 
 TEST_F(AppPlanTest, RoleOptionsAreValidatedBySchemaOfTheImplementation) {

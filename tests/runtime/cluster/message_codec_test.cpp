@@ -67,8 +67,8 @@ TEST(MessageCodec, RoundTripsStepReports) {
 }
 
 TEST(MessageCodec, RoundTripsCheckpointShards) {
-  actor::checkpoint_shard shard{40, 1, 1280, {{"optimizer-1.safetensors", 4096, "ab12"}}, 0.002,
-                                0.05};
+  actor::checkpoint_shard shard{40,    1,   1280, {{"optimizer-1.safetensors", 4096, "ab12"}},
+                                0.002, 0.05};
   caf::message m = round_trip(caf::make_message(shard));
   const auto& r = m.get_as<actor::checkpoint_shard>(0);
   EXPECT_EQ(r.step, 40);
