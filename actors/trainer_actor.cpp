@@ -1,12 +1,10 @@
 #include "actors/trainer_actor.hpp"
 
 #include <chrono>
-#include <deque>
-#include <future>
 
 #include "absl/strings/str_cat.h"
+#include "actors/checkpoint_writer_actor.hpp"
 #include "runtime/actor/status_bridge.hpp"
-#include "runtime/checkpoint/async_writer.hpp"
 #include "runtime/comm/gloo_communicator.hpp"
 
 namespace troupe::actors {
@@ -18,14 +16,6 @@ double seconds_since(clock::time_point start) {
   return std::chrono::duration<double>(clock::now() - start).count();
 }
 
-// A checkpoint whose files the writer is still making durable.
-struct pending_checkpoint {
-  caf::typed_response_promise<actor::checkpoint_shard> promise;
-  actor::checkpoint_shard shard;
-  std::vector<std::future<absl::StatusOr<checkpoint::file_record>>> files;
-  clock::time_point started;
-};
-
 struct trainer_state {
   trainer_actor_spec spec;
   std::unique_ptr<models::gpt_layout> layout;
@@ -35,8 +25,7 @@ struct trainer_state {
   std::shared_ptr<comm::rendezvous_store> store;
   std::vector<token_batch> validation;
   int64_t cursor = 0;  // the global sample index the next step's batch starts at
-  std::unique_ptr<checkpoint::async_writer> writer;
-  std::deque<pending_checkpoint> pending;  // oldest first
+  actor::checkpoint_writer_actor writer;
 };
 
 using self_ptr = actor::role_pointer<actor::trainer_actor, trainer_state>;
@@ -61,8 +50,10 @@ absl::Status build(self_ptr self, metrics::registry& metrics, const std::string&
   st.validation = loader.validation(eval_batch, st.spec.eval_windows);
   st.loader = spawn_data_loader(self->system(), metrics, absl::StrCat(name, "/data"),
                                 st.spec.corpus, prefetch_queue(std::move(loader)));
-  self->link_to(st.loader);  // the loader lives and dies with its trainer
+  self->link_to(st.loader);  // the loader and the writer live and die with their trainer
   self->send(st.loader, actor::credit_atom_v, static_cast<int32_t>(st.spec.prefetch));
+  st.writer = spawn_checkpoint_writer(self->system(), metrics, absl::StrCat(name, "/writer"));
+  self->link_to(st.writer);
   return absl::OkStatus();
 }
 
@@ -92,7 +83,7 @@ caf::result<actor::step_report> step(self_ptr self) {
   return promise;
 }
 
-// Snapshots this rank's state and queues its files; the answer waits for the writer.
+// Snapshots this rank's state and hands it to the writer; the answer waits for the writer.
 caf::result<actor::checkpoint_shard> start_checkpoint(self_ptr self, int64_t step,
                                                       const std::string& root) {
   auto& st = self->state;
@@ -101,52 +92,17 @@ caf::result<actor::checkpoint_shard> start_checkpoint(self_ptr self, int64_t ste
         "checkpoint of step ", step, " asked, but this rank is at step ", st.logic->steps())));
   }
   const auto started = clock::now();
-  if (!st.writer || st.writer->store().root() != root) {
-    st.writer = std::make_unique<checkpoint::async_writer>(checkpoint::checkpoint_store(root));
-  }
-  pending_checkpoint p{self->make_response_promise<actor::checkpoint_shard>(),
-                       {step, st.spec.rank, st.cursor, {}, 0, 0},
-                       {},
-                       started};
-  const auto wake = [addr = self->address()] {
-    if (auto handle = caf::actor_cast<caf::actor>(addr))
-      caf::anon_send(handle, actor::written_atom_v);
-  };
-  for (auto& [name, contents] : st.logic->checkpoint_files()) {
-    p.files.push_back(st.writer->stage(step, name, std::move(contents), wake));
-  }
-  p.shard.stall_s = seconds_since(started);
-  auto promise = p.promise;
-  st.pending.push_back(std::move(p));
-  if (st.pending.back().files.empty()) self->send(self, actor::written_atom_v);
+  actor::checkpoint_snapshot snapshot{
+      {step, st.spec.rank, st.cursor, {}, 0, 0},
+      root,
+      std::make_shared<const std::vector<std::pair<std::string, tensor::named_tensors>>>(
+          st.logic->checkpoint_files())};
+  snapshot.shard.stall_s = seconds_since(started);
+  auto promise = self->make_response_promise<actor::checkpoint_shard>();
+  self->request(st.writer, caf::infinite, std::move(snapshot))
+      .then([promise](actor::checkpoint_shard& shard) mutable { promise.deliver(shard); },
+            [promise](caf::error& e) mutable { promise.deliver(e); });
   return promise;
-}
-
-// Answers every checkpoint, oldest first, whose files are all written.
-void deliver_written(self_ptr self) {
-  auto& st = self->state;
-  while (!st.pending.empty()) {
-    auto& p = st.pending.front();
-    for (auto& f : p.files) {
-      if (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
-    }
-    p.shard.write_s = seconds_since(p.started);
-    absl::Status failed;
-    for (auto& f : p.files) {
-      absl::StatusOr<checkpoint::file_record> record = f.get();
-      if (!record.ok()) {
-        failed = record.status();
-        break;
-      }
-      p.shard.files.push_back({record->name, record->bytes, record->sha256});
-    }
-    if (failed.ok()) {
-      p.promise.deliver(std::move(p.shard));
-    } else {
-      p.promise.deliver(actor::to_error(failed));
-    }
-    st.pending.pop_front();
-  }
 }
 
 caf::result<int64_t> restore(self_ptr self, const std::string& dir) {
@@ -195,7 +151,6 @@ actor::trainer_actor spawn_trainer(caf::actor_system& system, metrics::registry&
             [self](actor::checkpoint_atom, int64_t step, const std::string& root) {
               return start_checkpoint(self, step, root);
             },
-            [self](actor::written_atom) { deliver_written(self); },
             [self](actor::restore_atom, const std::string& dir) { return restore(self, dir); },
         };
       });

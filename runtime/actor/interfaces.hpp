@@ -31,13 +31,20 @@ using data_loader_actor = caf::typed_actor<
 /// One data-parallel rank of a pretraining job: `(step)` runs one optimizer step on the rank's
 /// next batch and reports it; `(eval)` returns the held-out loss, summed over the group.
 /// `(checkpoint, step, root)` snapshots the rank's state to host memory and hands it to the
-/// rank's checkpoint writer, which stages it under ROOT; the answer comes once the files are
-/// durable, and steps asked meanwhile run at once. `(restore, dir)` loads a committed checkpoint
-/// (before the first step) and answers its step. `(written)` is the writer's wake-up.
-using trainer_actor = caf::typed_actor<
-    caf::replies_to<step_atom>::with<step_report>, caf::replies_to<eval_atom>::with<double>,
-    caf::replies_to<checkpoint_atom, int64_t, std::string>::with<checkpoint_shard>,
-    caf::replies_to<restore_atom, std::string>::with<int64_t>, caf::reacts_to<written_atom>>;
+/// rank's checkpoint writer; the answer comes once the files are durable, and steps asked
+/// meanwhile run at once. `(restore, dir)` loads a committed checkpoint (before the first step)
+/// and answers its step.
+using trainer_actor =
+    caf::typed_actor<caf::replies_to<step_atom>::with<step_report>,
+                     caf::replies_to<eval_atom>::with<double>,
+                     caf::replies_to<checkpoint_atom, int64_t, std::string>::with<checkpoint_shard>,
+                     caf::replies_to<restore_atom, std::string>::with<int64_t>>;
+
+/// Persists a trainer's checkpoint snapshots, one at a time in arrival order, on its own thread:
+/// each file staged into ROOT/.step-N.partial/ (written, synced, hashed), then the shard answered
+/// with the files' records and the write time.
+using checkpoint_writer_actor =
+    caf::typed_actor<caf::replies_to<checkpoint_snapshot>::with<checkpoint_shard>>;
 
 /// An app driver. The supervisor hands it the role actors (`actor_update`) and then `run`; the
 /// driver answers `run` with the job's result when the app is done.

@@ -4,8 +4,12 @@
 // and stay testable without an actor system; messages.hpp registers them with CAF.
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "runtime/tensor/safetensors.hpp"
 
 namespace troupe::actor {
 
@@ -89,6 +93,16 @@ struct checkpoint_shard {
   std::vector<saved_file> files;
   double stall_s = 0;  ///< the rank was blocked this long (the snapshot to host memory)
   double write_s = 0;  ///< the writer took this long, in the background
+};
+
+/// A trainer's state copied to host memory for a checkpoint, handed to the checkpoint writer in
+/// its own process: the shard to report (step, rank, cursor, stall filled in), the checkpoint
+/// root, and the files to write. Local only: the files do not serialize, and no wire codec
+/// carries this message.
+struct checkpoint_snapshot {
+  checkpoint_shard shard;
+  std::string root;
+  std::shared_ptr<const std::vector<std::pair<std::string, tensor::named_tensors>>> files;
 };
 
 /// How a job ended: the app's JSON summary on success, the cause on failure.

@@ -78,6 +78,11 @@ typename Inspector::result_type inspect(Inspector& f, checkpoint_shard& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, checkpoint_snapshot& x) {
+  return f(caf::meta::type_name("checkpoint_snapshot"), x.shard, x.root);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_result& x) {
   return f(caf::meta::type_name("job_result"), x.ok, x.summary_json, x.error);
 }
@@ -100,6 +105,7 @@ CAF_ADD_TYPE_ID(troupe, (troupe::actor::step_report))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::saved_file))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actor::saved_file>))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::checkpoint_shard))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::checkpoint_snapshot))
 
 // Pipeline roles.
 CAF_ADD_ATOM(troupe, troupe::actor, next_atom, "next")
@@ -116,7 +122,6 @@ CAF_ADD_ATOM(troupe, troupe::actor, step_atom, "step")
 CAF_ADD_ATOM(troupe, troupe::actor, eval_atom, "eval")
 CAF_ADD_ATOM(troupe, troupe::actor, checkpoint_atom, "checkpoint")
 CAF_ADD_ATOM(troupe, troupe::actor, restore_atom, "restore")
-CAF_ADD_ATOM(troupe, troupe::actor, written_atom, "written")
 // Jobs and supervision.
 CAF_ADD_ATOM(troupe, troupe::actor, run_atom, "run")
 CAF_ADD_ATOM(troupe, troupe::actor, restart_atom, "restart")

@@ -17,8 +17,7 @@ async_writer::~async_writer() {
 }
 
 std::future<absl::StatusOr<file_record>> async_writer::stage(int64_t step, std::string name,
-                                                             tensor::named_tensors contents,
-                                                             std::function<void()> written) {
+                                                             tensor::named_tensors contents) {
   auto task = std::make_shared<std::packaged_task<absl::StatusOr<file_record>()>>(
       [this, step, name = std::move(name), contents = std::move(contents)] {
         return store_.stage(step, name, contents);
@@ -26,10 +25,7 @@ std::future<absl::StatusOr<file_record>> async_writer::stage(int64_t step, std::
   std::future<absl::StatusOr<file_record>> result = task->get_future();
   {
     std::lock_guard lock(mutex_);
-    jobs_.push_back([task, written = std::move(written)] {
-      (*task)();
-      if (written) written();
-    });
+    jobs_.push_back([task] { (*task)(); });
   }
   wake_.notify_one();
   return result;

@@ -23,13 +23,9 @@ class async_writer {
   async_writer& operator=(const async_writer&) = delete;
 
   /// Queues `contents` as file `name` of step `step`; the future holds its record or the error.
-  /// `contents` must not be modified afterwards (snapshot() makes such a copy). `written`, when
-  /// given, is called on the writer's thread once the future is ready (an actor's wake-up).
+  /// `contents` must not be modified afterwards (snapshot() makes such a copy).
   [[nodiscard]] std::future<absl::StatusOr<file_record>> stage(int64_t step, std::string name,
-                                                               tensor::named_tensors contents,
-                                                               std::function<void()> written = {});
-
-  [[nodiscard]] const checkpoint_store& store() const { return store_; }
+                                                               tensor::named_tensors contents);
 
   /// Files queued and not yet written.
   [[nodiscard]] size_t pending() const;
