@@ -1,0 +1,196 @@
+#include "actors/batch_scheduler.hpp"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace troupe::actors {
+
+const char* to_string(finish_reason r) {
+  switch (r) {
+    case finish_reason::length:
+      return "length";
+    case finish_reason::stop:
+      return "stop";
+    case finish_reason::cancelled:
+      return "cancelled";
+  }
+  return "length";
+}
+
+batch_scheduler::batch_scheduler(scheduler_options options, kv_block_pool& blocks)
+    : options_(options), blocks_(blocks) {}
+
+absl::Status batch_scheduler::add(generation_request request) {
+  const int prompt = static_cast<int>(request.prompt.size());
+  if (prompt == 0) return absl::InvalidArgumentError("the prompt is empty");
+  if (request.max_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_tokens must be at least 1, got ", request.max_tokens));
+  }
+  if (prompt >= options_.ctx) {
+    return absl::OutOfRangeError(absl::StrCat("the prompt has ", prompt,
+                                              " tokens; the context holds ", options_.ctx,
+                                              " and one must be left to generate"));
+  }
+  const int longest = std::min(options_.ctx, prompt + request.max_tokens);
+  if (blocks_.blocks_for(longest) > blocks_.total()) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "a sequence of ", longest, " tokens needs ", blocks_.blocks_for(longest),
+        " KV blocks, but the cache has ", blocks_.total(), "; shorten it or enlarge the cache"));
+  }
+  if (sequences_.count(request.id) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat("request ", request.id, " is already queued"));
+  }
+  const uint64_t id = request.id;
+  sequence s;
+  s.tokens = request.prompt;
+  s.request = std::move(request);
+  sequences_.emplace(id, std::move(s));
+  waiting_.push_back(id);
+  return absl::OkStatus();
+}
+
+std::vector<generation_event> batch_scheduler::cancel(uint64_t id) {
+  if (sequences_.count(id) == 0) return {};
+  return finish(id, finish_reason::cancelled, output_size(id));
+}
+
+bool batch_scheduler::plan_chunk(uint64_t id, int& budget, std::vector<batch_chunk>& batch) {
+  sequence& s = sequences_.at(id);
+  const int known = static_cast<int>(s.tokens.size());
+  const int take = std::min(known - s.computed, budget);
+  if (take <= 0) return true;
+  if (!blocks_.reserve(s.blocks, s.computed + take)) return false;
+  batch.push_back({id, s.computed, take, s.computed + take == known});
+  budget -= take;
+  return true;
+}
+
+uint64_t batch_scheduler::preempt_newest(std::vector<batch_chunk>& batch) {
+  const uint64_t id = running_.back();
+  running_.pop_back();
+  sequence& s = sequences_.at(id);
+  blocks_.release(s.blocks);
+  s.computed = 0;  // recomputed from its tokens when readmitted
+  waiting_.push_front(id);
+  ++preemptions_;
+  std::erase_if(batch, [id](const batch_chunk& c) { return c.id == id; });
+  return id;
+}
+
+std::vector<batch_chunk> batch_scheduler::schedule() {
+  std::vector<batch_chunk> batch;
+  int budget = options_.max_batch_tokens;
+  const bool admit_into_running = options_.continuous;
+  if (!options_.continuous && running_.empty()) {
+    // Static batching: a new batch of whole requests, run until every one has ended.
+    while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_sequences) {
+      running_.push_back(waiting_.front());
+      waiting_.pop_front();
+    }
+  }
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    const uint64_t id = running_[i];
+    if (plan_chunk(id, budget, batch)) {
+      ++i;
+      continue;
+    }
+    // Out of blocks: the newest running sequence makes room (or waits itself, if it is newest).
+    const size_t before = batch.size();
+    int returned = 0;
+    for (const auto& c : batch) {
+      if (c.id == running_.back()) returned += c.count;
+    }
+    preempt_newest(batch);
+    if (batch.size() < before) budget += returned;
+  }
+  while (admit_into_running && budget > 0 && !waiting_.empty() &&
+         static_cast<int>(running_.size()) < options_.max_sequences) {
+    const uint64_t id = waiting_.front();
+    if (!plan_chunk(id, budget, batch)) break;  // it waits for blocks; nobody is preempted for it
+    waiting_.pop_front();
+    running_.push_back(id);
+  }
+  return batch;
+}
+
+void batch_scheduler::computed(const std::vector<batch_chunk>& batch) {
+  for (const auto& c : batch) {
+    auto it = sequences_.find(c.id);
+    if (it != sequences_.end()) {
+      it->second.computed = std::max(it->second.computed, c.first_position + c.count);
+    }
+  }
+}
+
+std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t token) {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) return {};
+  sequence& s = it->second;
+  s.tokens.push_back(token);
+  const int prompt = static_cast<int>(s.request.prompt.size());
+  const int produced = static_cast<int>(s.tokens.size()) - prompt;
+  // Byte-level text of the output, to find stop strings in.
+  std::string text;
+  for (int i = prompt; i < static_cast<int>(s.tokens.size()); ++i)
+    text.push_back(static_cast<char>(s.tokens[i]));
+  size_t hold = 0;  // the output's tail that may be the start of a stop string
+  for (const auto& stop : s.request.stop) {
+    if (stop.empty()) continue;
+    if (text.size() >= stop.size() &&
+        text.compare(text.size() - stop.size(), stop.size(), stop) == 0) {
+      return finish(id, finish_reason::stop, produced - static_cast<int>(stop.size()));
+    }
+    for (size_t k = std::min(stop.size() - 1, text.size()); k > hold; --k) {
+      if (text.compare(text.size() - k, k, stop, 0, k) == 0) {
+        hold = k;
+        break;
+      }
+    }
+  }
+  if (produced >= s.request.max_tokens || static_cast<int>(s.tokens.size()) >= options_.ctx) {
+    return finish(id, finish_reason::length, produced);
+  }
+  const int releasable = produced - static_cast<int>(hold);
+  if (releasable <= s.released) return {};
+  generation_event e{id,
+                     std::vector<int32_t>(s.tokens.begin() + prompt + s.released,
+                                          s.tokens.begin() + prompt + releasable),
+                     s.released};
+  s.released = releasable;
+  return {std::move(e)};
+}
+
+std::vector<generation_event> batch_scheduler::finish(uint64_t id, finish_reason reason, int keep) {
+  sequence& s = sequences_.at(id);
+  const int prompt = static_cast<int>(s.request.prompt.size());
+  generation_event e{id, {}, s.released, true, reason};
+  if (keep > s.released) {
+    e.tokens.assign(s.tokens.begin() + prompt + s.released, s.tokens.begin() + prompt + keep);
+  }
+  blocks_.release(s.blocks);
+  std::erase(running_, id);
+  std::erase(waiting_, id);
+  sequences_.erase(id);
+  return {std::move(e)};
+}
+
+const std::vector<int32_t>& batch_scheduler::tokens(uint64_t id) const {
+  return sequences_.at(id).tokens;
+}
+
+const std::vector<int32_t>& batch_scheduler::block_table(uint64_t id) const {
+  return sequences_.at(id).blocks;
+}
+
+const generation_request& batch_scheduler::request(uint64_t id) const {
+  return sequences_.at(id).request;
+}
+
+int batch_scheduler::output_size(uint64_t id) const {
+  const sequence& s = sequences_.at(id);
+  return static_cast<int>(s.tokens.size() - s.request.prompt.size());
+}
+
+}  // namespace troupe::actors

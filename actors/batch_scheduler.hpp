@@ -1,0 +1,125 @@
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "actors/kv_block_pool.hpp"
+#include "kernels/sampling.hpp"
+
+namespace troupe::actors {
+
+/// One generation: a prompt of token ids and how to continue it.
+struct generation_request {
+  uint64_t id = 0;
+  std::vector<int32_t> prompt;
+  kernels::sampling_params sampling;
+  uint64_t seed = 0;
+  int max_tokens = 16;
+  /// Generation ends when the output ends with one of these; it is not part of the output.
+  std::vector<std::string> stop;
+};
+
+struct scheduler_options {
+  int ctx = 128;               ///< the model's context: prompt + output fit in it
+  int max_batch_tokens = 256;  ///< new tokens per iteration, prefill and decode together
+  int max_sequences = 32;      ///< sequences running at once
+  /// true: continuous batching (requests join at the next iteration). false: static batching
+  /// (a batch is formed when none runs and runs until every sequence in it ends), the baseline.
+  bool continuous = true;
+};
+
+/// Part of one iteration's batch: positions [first_position, first_position + count) of a
+/// sequence. When `samples`, the chunk ends at the sequence's last token, and the logits after
+/// it give its next token.
+struct batch_chunk {
+  uint64_t id = 0;
+  int first_position = 0;
+  int count = 0;
+  bool samples = false;
+};
+
+/// Why a generation ended (OpenAI's finish_reason): "length" (max_tokens or the context),
+/// "stop" (a stop string), or "cancelled".
+enum class finish_reason { length, stop, cancelled };
+[[nodiscard]] const char* to_string(finish_reason r);
+
+/// What the scheduler tells the requester: a token that can be streamed (stop strings hold
+/// back the tokens that might start one), and the end of a generation.
+struct generation_event {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;  ///< newly released output tokens, in order
+  int first_index = 0;          ///< their index in the output
+  bool finished = false;
+  finish_reason reason = finish_reason::length;
+};
+
+/// The continuous-batching scheduler of an inference worker, without CAF or a model (vLLM's
+/// scheduler): it decides each iteration's batch under a token budget, owns the sequences'
+/// KV blocks, and turns sampled tokens into stream events.
+///
+/// An iteration: every running sequence gets its next chunk, oldest first, decode steps (one
+/// token) and prefill chunks alike, as far as `max_batch_tokens` goes; then waiting requests join
+/// in arrival order while budget, sequences and blocks last. A running sequence that needs a
+/// block when none is free preempts the newest running sequence (possibly itself): its blocks are
+/// freed and it waits at the front, to be recomputed from its tokens when it is readmitted.
+/// Sampling is seeded by (seed, output index), so a recomputed sequence continues exactly as it
+/// would have.
+class batch_scheduler {
+ public:
+  batch_scheduler(scheduler_options options, kv_block_pool& blocks);
+
+  /// Queues a request. INVALID_ARGUMENT for an empty prompt, max_tokens < 1, a token outside
+  /// [0, vocab) is the caller's to check; OUT_OF_RANGE when the prompt does not leave room for
+  /// one token in the context; ALREADY_EXISTS for a duplicate id.
+  [[nodiscard]] absl::Status add(generation_request request);
+  /// Ends a request wherever it is; its blocks are freed. Returns its final event (nothing when
+  /// the id is unknown).
+  std::vector<generation_event> cancel(uint64_t id);
+
+  /// The next iteration's batch (empty when nothing can run).
+  [[nodiscard]] std::vector<batch_chunk> schedule();
+  /// The batch ran: its chunks' positions are in the cache.
+  void computed(const std::vector<batch_chunk>& batch);
+  /// The token sampled after a `samples` chunk of sequence `id`.
+  std::vector<generation_event> on_token(uint64_t id, int32_t token);
+
+  /// A sequence's tokens (prompt then output) and block table, for building the batch.
+  [[nodiscard]] const std::vector<int32_t>& tokens(uint64_t id) const;
+  [[nodiscard]] const std::vector<int32_t>& block_table(uint64_t id) const;
+  [[nodiscard]] const generation_request& request(uint64_t id) const;
+  /// How many tokens sequence `id` has produced.
+  [[nodiscard]] int output_size(uint64_t id) const;
+
+  [[nodiscard]] size_t waiting() const { return waiting_.size(); }
+  [[nodiscard]] size_t running() const { return running_.size(); }
+  [[nodiscard]] uint64_t preemptions() const { return preemptions_; }
+
+ private:
+  struct sequence {
+    generation_request request;
+    std::vector<int32_t> tokens;  // prompt, then output
+    int computed = 0;             // positions whose keys and values are in the cache
+    std::vector<int32_t> blocks;
+    int released = 0;  // output tokens already handed out
+  };
+
+  // Adds the next chunk of `id` to `batch` within `budget`; false when it could not get blocks.
+  bool plan_chunk(uint64_t id, int& budget, std::vector<batch_chunk>& batch);
+  // Frees the blocks of the newest running sequence and puts it back in front of the queue;
+  // drops its chunk from `batch`. Returns its id.
+  uint64_t preempt_newest(std::vector<batch_chunk>& batch);
+  std::vector<generation_event> finish(uint64_t id, finish_reason reason, int keep);
+
+  scheduler_options options_;
+  kv_block_pool& blocks_;
+  std::map<uint64_t, sequence> sequences_;
+  std::deque<uint64_t> waiting_;
+  std::vector<uint64_t> running_;  // oldest first
+  uint64_t preemptions_ = 0;
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,56 @@
+#include "actors/inference_engine.hpp"
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/status.hpp"
+
+namespace troupe::actors {
+
+inference_engine::inference_engine(const models::gpt_layout& layout, const float* params, options o)
+    : layout_(layout),
+      params_(params),
+      blocks_(o.kv_blocks, o.block_size),
+      scheduler_(o.scheduler, blocks_),
+      cache_(layout.config(), o.kv_blocks, o.block_size),
+      decoder_(layout, o.scheduler.max_batch_tokens) {}
+
+absl::Status inference_engine::add(generation_request request) {
+  const int vocab = layout_.config().vocab;
+  for (size_t i = 0; i < request.prompt.size(); ++i) {
+    if (request.prompt[i] < 0 || request.prompt[i] >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt token ", i, " is ", request.prompt[i],
+                                                     ", outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  return scheduler_.add(std::move(request));
+}
+
+absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
+  const std::vector<batch_chunk> batch = scheduler_.schedule();
+  last_batch_tokens_ = 0;
+  if (batch.empty()) return std::vector<generation_event>{};
+  std::vector<models::decode_request> requests;
+  requests.reserve(batch.size());
+  for (const auto& c : batch) {
+    const auto& table = scheduler_.block_table(c.id);
+    requests.push_back({scheduler_.tokens(c.id).data() + c.first_position, c.count,
+                        c.first_position, table.data(), static_cast<int>(table.size())});
+    last_batch_tokens_ += c.count;
+  }
+  const int vocab = layout_.config().vocab;
+  logits_.resize(batch.size() * vocab);
+  TROUPE_RETURN_IF_ERROR(decoder_.forward(params_, cache_, requests, logits_.data()));
+  scheduler_.computed(batch);
+  std::vector<generation_event> events;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const batch_chunk& c = batch[i];
+    if (!c.samples) continue;
+    const generation_request& r = scheduler_.request(c.id);
+    const int token = kernels::cpu::sample_token(logits_.data() + i * vocab, vocab, r.sampling,
+                                                 r.seed, scheduler_.output_size(c.id));
+    for (auto& e : scheduler_.on_token(c.id, token))
+      events.push_back(std::move(e));
+  }
+  return events;
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "actors/batch_scheduler.hpp"
+#include "models/gpt/gpt_cpu_decoder.hpp"
+
+namespace troupe::actors {
+
+/// An inference worker's engine, without CAF: the GPT decoder over a paged KV cache, driven by
+/// the continuous-batching scheduler. Each step() runs one iteration (prefill chunks and decode
+/// steps in one batch through the model), samples each finished chunk's next token with its
+/// request's parameters and seed, and returns the stream events.
+class inference_engine {
+ public:
+  struct options {
+    scheduler_options scheduler;
+    int kv_blocks = 256;
+    int block_size = 16;
+  };
+
+  /// `params` is the whole model's flat buffer, laid out by `layout`; both must outlive this.
+  inference_engine(const models::gpt_layout& layout, const float* params, options o);
+
+  /// Queues a request (see batch_scheduler::add); token ids must be below the vocabulary.
+  [[nodiscard]] absl::Status add(generation_request request);
+  std::vector<generation_event> cancel(uint64_t id) { return scheduler_.cancel(id); }
+
+  /// One iteration; empty when nothing is waiting or running.
+  [[nodiscard]] absl::StatusOr<std::vector<generation_event>> step();
+
+  [[nodiscard]] bool idle() const { return scheduler_.waiting() == 0 && scheduler_.running() == 0; }
+  [[nodiscard]] const kv_block_pool& blocks() const { return blocks_; }
+  [[nodiscard]] const batch_scheduler& scheduler() const { return scheduler_; }
+  /// Tokens the last step ran through the model.
+  [[nodiscard]] int last_batch_tokens() const { return last_batch_tokens_; }
+
+ private:
+  const models::gpt_layout& layout_;
+  const float* params_;
+  kv_block_pool blocks_;
+  batch_scheduler scheduler_;
+  models::gpt_kv_cache cache_;
+  models::gpt_cpu_decoder decoder_;
+  std::vector<float> logits_;
+  int last_batch_tokens_ = 0;
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,185 @@
+#include "actors/batch_scheduler.hpp"
+
+#include <gtest/gtest.h>
+
+namespace troupe::actors {
+namespace {
+
+generation_request request(uint64_t id, int prompt, int max_tokens,
+                           std::vector<std::string> stop = {}) {
+  generation_request r;
+  r.id = id;
+  r.prompt.assign(prompt, 'a');
+  r.max_tokens = max_tokens;
+  r.stop = std::move(stop);
+  return r;
+}
+
+// Runs one iteration as an engine would, sampling `token` for every chunk that samples.
+std::vector<generation_event> run(batch_scheduler& s, std::vector<batch_chunk>& batch,
+                                  int32_t token = 'x') {
+  batch = s.schedule();
+  s.computed(batch);
+  std::vector<generation_event> events;
+  for (const auto& c : batch) {
+    if (!c.samples) continue;
+    for (auto& e : s.on_token(c.id, token))
+      events.push_back(e);
+  }
+  return events;
+}
+
+TEST(KvBlockPool, HandsOutAndTakesBackBlocks) {
+  kv_block_pool pool(4, 16);
+  std::vector<int32_t> a, b;
+  ASSERT_TRUE(pool.reserve(a, 17));  // two blocks
+  EXPECT_EQ(a, (std::vector<int32_t>{0, 1}));
+  EXPECT_TRUE(pool.reserve(a, 32));   // still two
+  EXPECT_FALSE(pool.reserve(b, 48));  // three do not fit
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(pool.used_blocks(), 2);
+  pool.release(a);
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(pool.free_blocks(), 4);
+}
+
+TEST(BatchScheduler, NewRequestsJoinAtTheNextIteration) {
+  kv_block_pool pool(64, 16);
+  batch_scheduler s({.ctx = 128, .max_batch_tokens = 64}, pool);
+  ASSERT_TRUE(s.add(request(1, 10, 5)).ok());
+  std::vector<batch_chunk> batch;
+  run(s, batch);
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].count, 10);
+  ASSERT_TRUE(s.add(request(2, 20, 5)).ok());
+  run(s, batch);
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch[0].id, 1u);  // a decode step
+  EXPECT_EQ(batch[0].count, 1);
+  EXPECT_EQ(batch[0].first_position, 10);
+  EXPECT_EQ(batch[1].id, 2u);  // the newcomer's prefill, in the same batch
+  EXPECT_EQ(batch[1].count, 20);
+}
+
+TEST(BatchScheduler, StaticBatchingWaitsForTheWholeBatchToEnd) {
+  kv_block_pool pool(64, 16);
+  batch_scheduler s({.ctx = 128, .max_batch_tokens = 64, .continuous = false}, pool);
+  ASSERT_TRUE(s.add(request(1, 10, 3)).ok());
+  std::vector<batch_chunk> batch;
+  run(s, batch);
+  ASSERT_TRUE(s.add(request(2, 10, 3)).ok());
+  run(s, batch);
+  run(s, batch);  // request 1 ends here (3 tokens)
+  for (const auto& c : batch)
+    EXPECT_EQ(c.id, 1u) << "request 2 joined a running static batch";
+  EXPECT_EQ(s.running(), 0u);
+  run(s, batch);
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].id, 2u);
+}
+
+TEST(BatchScheduler, LongPromptsArePrefilledInChunksUnderTheBudget) {
+  kv_block_pool pool(64, 16);
+  batch_scheduler s({.ctx = 128, .max_batch_tokens = 16}, pool);
+  ASSERT_TRUE(s.add(request(1, 40, 2)).ok());
+  std::vector<batch_chunk> batch;
+  std::vector<std::pair<int, bool>> chunks;
+  for (int i = 0; i < 3; ++i) {
+    run(s, batch);
+    ASSERT_EQ(batch.size(), 1u);
+    chunks.emplace_back(batch[0].count, batch[0].samples);
+  }
+  EXPECT_EQ(chunks, (std::vector<std::pair<int, bool>>{{16, false}, {16, false}, {8, true}}));
+  EXPECT_EQ(s.output_size(1), 1);
+}
+
+TEST(BatchScheduler, OutOfBlocksTheNewestIsPreemptedAndRecomputedLater) {
+  kv_block_pool pool(4, 4);  // 16 positions in all
+  batch_scheduler s({.ctx = 64, .max_batch_tokens = 64}, pool);
+  ASSERT_TRUE(s.add(request(1, 6, 8)).ok());
+  ASSERT_TRUE(s.add(request(2, 6, 8)).ok());
+  std::vector<batch_chunk> batch;
+  std::map<uint64_t, int> produced;
+  std::map<uint64_t, bool> done;
+  for (int i = 0; i < 40 && !(done[1] && done[2]); ++i) {
+    for (const auto& e : run(s, batch)) {
+      produced[e.id] += static_cast<int>(e.tokens.size());
+      if (e.finished) done[e.id] = true;
+    }
+    EXPECT_LE(pool.used_blocks(), 4);
+  }
+  EXPECT_TRUE(done[1] && done[2]);
+  EXPECT_EQ(produced[1], 8);
+  EXPECT_EQ(produced[2], 8);
+  EXPECT_GT(s.preemptions(), 0u);
+  EXPECT_EQ(pool.used_blocks(), 0) << "every block comes back";
+}
+
+TEST(BatchScheduler, StopStringsEndTheOutputAndAreHeldBackWhileTheyMightStart) {
+  kv_block_pool pool(16, 16);
+  batch_scheduler s({.ctx = 64, .max_batch_tokens = 64}, pool);
+  ASSERT_TRUE(s.add(request(1, 4, 10, {"yz"})).ok());
+  std::vector<batch_chunk> batch;
+  std::string streamed;
+  bool finished = false;
+  finish_reason reason{};
+  for (char c : std::string("xyxyz")) {
+    for (const auto& e : run(s, batch, c)) {
+      for (int32_t t : e.tokens)
+        streamed.push_back(static_cast<char>(t));
+      finished = e.finished;
+      reason = e.reason;
+    }
+    if (c == 'y' && !finished) {
+      EXPECT_EQ(streamed.back(), 'x') << "a 'y' that may start \"yz\" is held back";
+    }
+  }
+  EXPECT_TRUE(finished);
+  EXPECT_EQ(reason, finish_reason::stop);
+  EXPECT_EQ(streamed, "xyx");
+}
+
+TEST(BatchScheduler, RefusesWhatCannotRunAndCancelsAnywhere) {
+  kv_block_pool pool(4, 16);
+  batch_scheduler s({.ctx = 32, .max_batch_tokens = 64}, pool);
+  EXPECT_EQ(s.add(request(1, 0, 4)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.add(request(1, 32, 4)).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(s.add(request(1, 4, 0)).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(s.add(request(1, 4, 100)).ok());  // ends at the context: 28 tokens
+  EXPECT_EQ(s.add(request(1, 4, 4)).code(), absl::StatusCode::kAlreadyExists);
+  kv_block_pool small(1, 16);
+  batch_scheduler t({.ctx = 64, .max_batch_tokens = 64}, small);
+  EXPECT_EQ(t.add(request(2, 10, 10)).code(), absl::StatusCode::kOutOfRange);
+
+  std::vector<batch_chunk> batch;
+  run(s, batch);
+  EXPECT_GT(pool.used_blocks(), 0);
+  auto events = s.cancel(1);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events[0].finished);
+  EXPECT_EQ(events[0].reason, finish_reason::cancelled);
+  EXPECT_EQ(pool.used_blocks(), 0);
+  EXPECT_TRUE(s.cancel(1).empty());
+  EXPECT_TRUE(s.schedule().empty());
+}
+
+TEST(BatchScheduler, GenerationEndsAtTheContext) {
+  kv_block_pool pool(4, 16);
+  batch_scheduler s({.ctx = 16, .max_batch_tokens = 64}, pool);
+  ASSERT_TRUE(s.add(request(1, 12, 100)).ok());
+  std::vector<batch_chunk> batch;
+  int produced = 0;
+  bool finished = false;
+  for (int i = 0; i < 10 && !finished; ++i) {
+    for (const auto& e : run(s, batch)) {
+      produced += static_cast<int>(e.tokens.size());
+      finished = e.finished;
+      EXPECT_EQ(e.reason, finish_reason::length);
+    }
+  }
+  EXPECT_TRUE(finished);
+  EXPECT_EQ(produced, 4);
+}
+
+}  // namespace
+}  // namespace troupe::actors
