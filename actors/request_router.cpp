@@ -1,0 +1,143 @@
+#include "actors/request_router.hpp"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace troupe::actors {
+
+int64_t request_router::cost(const tracked& t) {
+  const int64_t prompt = t.delivered == 0 ? static_cast<int64_t>(t.request.prompt.size()) : 0;
+  return prompt + std::max(0, t.request.max_tokens - t.delivered);
+}
+
+int64_t request_router::load(const std::string& worker) const {
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return 0;
+  int64_t total = 0;
+  for (const auto& [id, unused] : it->second)
+    total += cost(requests_.at(id));
+  return total;
+}
+
+std::optional<std::string> request_router::least_loaded() const {
+  std::optional<std::string> best;
+  int64_t best_load = 0;
+  for (const auto& [name, running] : workers_) {
+    if (static_cast<int>(running.size()) >= options_.max_per_worker) continue;
+    const int64_t l = load(name);
+    if (!best || l < best_load) {
+      best = name;
+      best_load = l;
+    }
+  }
+  return best;
+}
+
+std::vector<request_router::command> request_router::drain() {
+  std::vector<command> out;
+  while (!queue_.empty()) {
+    const auto worker = least_loaded();
+    if (!worker) break;
+    const uint64_t id = queue_.front();
+    queue_.pop_front();
+    tracked& t = requests_.at(id);
+    t.worker = *worker;
+    workers_[*worker][id] = true;
+    placed_[id] = *worker;
+    out.push_back(dispatch{*worker, t.request});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<request_router::command>> request_router::submit(
+    generation_request request) {
+  const uint64_t id = request.id;
+  if (requests_.count(id) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat("request id ", id, " is in use"));
+  }
+  if (static_cast<int>(queue_.size()) >= options_.max_queue) {
+    return absl::ResourceExhaustedError(absl::StrCat("the server is at capacity: ", queue_.size(),
+                                                     " requests are waiting; retry shortly"));
+  }
+  requests_.emplace(id, tracked{std::move(request), 0, {}});
+  queue_.push_back(id);
+  return drain();
+}
+
+std::vector<request_router::command> request_router::cancel(uint64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return {};
+  std::vector<command> out;
+  if (const std::string worker = it->second.worker; !worker.empty()) {
+    out.push_back(cancel_on{worker, id});
+    workers_[worker].erase(id);
+    placed_.erase(id);
+  } else {
+    std::erase(queue_, id);
+  }
+  requests_.erase(it);
+  auto more = drain();
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
+std::vector<request_router::command> request_router::add_worker(const std::string& worker) {
+  workers_[worker];
+  return drain();
+}
+
+std::vector<request_router::command> request_router::remove_worker(const std::string& worker) {
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return {};
+  // Replay its requests first, oldest id first, ahead of everything waiting.
+  for (auto r = it->second.rbegin(); r != it->second.rend(); ++r) {
+    tracked& t = requests_.at(r->first);
+    t.worker.clear();
+    placed_.erase(r->first);
+    queue_.push_front(r->first);
+    ++replays_;
+  }
+  workers_.erase(it);
+  return drain();
+}
+
+std::vector<request_router::command> request_router::on_event(const std::string& worker,
+                                                              const generation_event& event) {
+  auto it = requests_.find(event.id);
+  if (it == requests_.end() || it->second.worker != worker) return {};  // stale or cancelled
+  tracked& t = it->second;
+  // A replayed request starts again at index 0: skip what the client already has.
+  const int skip = std::max(0, t.delivered - event.first_index);
+  generation_event out{event.id, {}, t.delivered, event.finished, event.reason};
+  if (skip < static_cast<int>(event.tokens.size())) {
+    out.tokens.assign(event.tokens.begin() + skip, event.tokens.end());
+  }
+  t.delivered += static_cast<int>(out.tokens.size());
+  std::vector<command> commands;
+  if (!out.tokens.empty() || out.finished) commands.push_back(deliver{std::move(out)});
+  if (event.finished) {
+    workers_[worker].erase(event.id);
+    placed_.erase(event.id);
+    requests_.erase(it);
+    auto more = drain();
+    commands.insert(commands.end(), more.begin(), more.end());
+  }
+  return commands;
+}
+
+std::vector<request_router::command> request_router::on_failed(const std::string& worker,
+                                                               uint64_t id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || it->second.worker != worker) return {};
+  std::vector<command> out = {
+      deliver{{id, {}, it->second.delivered, true, finish_reason::cancelled}}};
+  workers_[worker].erase(id);
+  placed_.erase(id);
+  requests_.erase(it);
+  auto more = drain();
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
+}  // namespace troupe::actors

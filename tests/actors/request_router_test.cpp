@@ -1,0 +1,128 @@
+#include "actors/request_router.hpp"
+
+#include <gtest/gtest.h>
+
+#include "actors/inference_engine.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using router = request_router;
+
+generation_request request(uint64_t id, int prompt, int max_tokens) {
+  generation_request r;
+  r.id = id;
+  for (int i = 0; i < prompt; ++i)
+    r.prompt.push_back(static_cast<int32_t>('a' + (i * 7 + id) % 26));
+  r.max_tokens = max_tokens;
+  r.sampling = {0.8f, 0, 1.0f};
+  r.seed = id * 31;
+  return r;
+}
+
+template <class T>
+std::vector<T> all(const std::vector<router::command>& commands) {
+  std::vector<T> out;
+  for (const auto& c : commands) {
+    if (const T* x = std::get_if<T>(&c)) out.push_back(*x);
+  }
+  return out;
+}
+
+TEST(RequestRouter, SendsEachRequestToTheLeastLoadedWorker) {
+  router r({.max_queue = 2, .max_per_worker = 2});
+  EXPECT_TRUE(r.add_worker("w1").empty());
+  r.add_worker("w2");
+  auto c = *r.submit(request(1, 10, 100));  // w1 (ties go to the first name)
+  EXPECT_EQ(all<router::dispatch>(c).at(0).worker, "w1");
+  c = *r.submit(request(2, 10, 10));  // w2 is empty
+  EXPECT_EQ(all<router::dispatch>(c).at(0).worker, "w2");
+  c = *r.submit(request(3, 10, 10));  // w2 owes 20 tokens, w1 110
+  EXPECT_EQ(all<router::dispatch>(c).at(0).worker, "w2");
+  EXPECT_EQ(r.load("w2"), 40);
+  // w2 is full (2 requests), w1 takes one more; then the queue fills, then refusals.
+  EXPECT_EQ(all<router::dispatch>(*r.submit(request(4, 1, 1))).at(0).worker, "w1");
+  EXPECT_TRUE(r.submit(request(5, 1, 1))->empty());
+  EXPECT_TRUE(r.submit(request(6, 1, 1))->empty());
+  EXPECT_EQ(r.queued(), 2u);
+  EXPECT_EQ(r.submit(request(7, 1, 1)).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(r.submit(request(6, 1, 1)).status().code(), absl::StatusCode::kAlreadyExists);
+  // A finished request frees a place: the oldest waiting request takes it.
+  c = r.on_event("w2", {2, {'x'}, 0, true, finish_reason::length});
+  ASSERT_EQ(all<router::deliver>(c).size(), 1u);
+  EXPECT_EQ(all<router::dispatch>(c).at(0).request.id, 5u);
+  // Cancelling a queued request frees its queue place; a placed one is stopped on its worker.
+  EXPECT_TRUE(r.cancel(6).empty());
+  EXPECT_EQ(r.queued(), 0u);
+  EXPECT_EQ(all<router::cancel_on>(r.cancel(1)).at(0).worker, "w1");
+}
+
+// Two real engines serve a stream of requests; one is lost midway. Every client stream must
+// equal the one a single engine produces: each token exactly once, in order.
+TEST(RequestRouter, ALostWorkersRequestsContinueElsewhereWithoutRepeatsOrGaps) {
+  const models::gpt_config config{256, 64, 2, 32, 4};
+  models::gpt_layout layout(config, models::layer_range::all(config));
+  std::vector<float> params(layout.total());
+  layout.initialize(params.data(), 9);
+  const inference_engine::options o{.scheduler = {.ctx = 64, .max_batch_tokens = 64}};
+
+  // The reference: every request on one engine.
+  std::map<uint64_t, std::vector<int32_t>> reference;
+  {
+    inference_engine e(layout, params.data(), o);
+    for (uint64_t id = 1; id <= 8; ++id)
+      ASSERT_TRUE(e.add(request(id, 4 + id, 12)).ok());
+    while (!e.idle()) {
+      auto events = e.step();
+      ASSERT_TRUE(events.ok()) << events.status();
+      for (const auto& ev : *events)
+        reference[ev.id].insert(reference[ev.id].end(), ev.tokens.begin(), ev.tokens.end());
+    }
+  }
+
+  std::map<std::string, std::unique_ptr<inference_engine>> engines;
+  engines["w1"] = std::make_unique<inference_engine>(layout, params.data(), o);
+  engines["w2"] = std::make_unique<inference_engine>(layout, params.data(), o);
+  router r({.max_queue = 64, .max_per_worker = 3});
+  std::map<uint64_t, std::vector<int32_t>> streams;
+  std::map<uint64_t, int> finished;
+  int ended = 0;
+  const auto apply = [&](const std::vector<router::command>& commands) {
+    for (const auto& c : commands) {
+      if (auto* d = std::get_if<router::dispatch>(&c)) {
+        ASSERT_TRUE(engines.at(d->worker)->add(d->request).ok());
+      } else if (auto* v = std::get_if<router::deliver>(&c)) {
+        auto& s = streams[v->event.id];
+        ASSERT_EQ(v->event.first_index, static_cast<int>(s.size())) << "a gap or a repeat";
+        s.insert(s.end(), v->event.tokens.begin(), v->event.tokens.end());
+        finished[v->event.id] += v->event.finished;
+        ended += v->event.finished;
+      }
+    }
+  };
+  apply(r.add_worker("w1"));
+  apply(r.add_worker("w2"));
+  for (uint64_t id = 1; id <= 8; ++id)
+    apply(*r.submit(request(id, 4 + id, 12)));
+  for (int iteration = 0; iteration < 500 && ended < 8; ++iteration) {
+    if (iteration == 5) {
+      engines.erase("w2");  // killed: whatever it held is gone
+      apply(r.remove_worker("w2"));
+    }
+    for (auto& [name, engine] : engines) {
+      auto events = engine->step();
+      ASSERT_TRUE(events.ok());
+      for (const auto& ev : *events)
+        apply(r.on_event(name, ev));
+    }
+  }
+  EXPECT_GT(r.replays(), 0u);
+  EXPECT_EQ(streams, reference);
+  for (uint64_t id = 1; id <= 8; ++id)
+    EXPECT_EQ(finished[id], 1) << "request " << id << " ends exactly once";
+  EXPECT_EQ(r.in_flight(), 0u);
+  EXPECT_EQ(engines.at("w1")->blocks().used_blocks(), 0);
+}
+
+}  // namespace
+}  // namespace troupe::actors
