@@ -6,18 +6,6 @@
 
 namespace troupe::actors {
 
-const char* to_string(finish_reason r) {
-  switch (r) {
-    case finish_reason::length:
-      return "length";
-    case finish_reason::stop:
-      return "stop";
-    case finish_reason::cancelled:
-      return "cancelled";
-  }
-  return "length";
-}
-
 batch_scheduler::batch_scheduler(scheduler_options options, kv_block_pool& blocks)
     : options_(options), blocks_(blocks) {}
 

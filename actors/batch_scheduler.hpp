@@ -8,20 +8,13 @@
 
 #include "absl/status/status.h"
 #include "actors/kv_block_pool.hpp"
-#include "kernels/sampling.hpp"
+#include "runtime/actor/message_types.hpp"
 
 namespace troupe::actors {
 
-/// One generation: a prompt of token ids and how to continue it.
-struct generation_request {
-  uint64_t id = 0;
-  std::vector<int32_t> prompt;
-  kernels::sampling_params sampling;
-  uint64_t seed = 0;
-  int max_tokens = 16;
-  /// Generation ends when the output ends with one of these; it is not part of the output.
-  std::vector<std::string> stop;
-};
+using actor::finish_reason;
+using actor::generation_event;
+using actor::generation_request;
 
 struct scheduler_options {
   int ctx = 128;               ///< the model's context: prompt + output fit in it
@@ -40,21 +33,6 @@ struct batch_chunk {
   int first_position = 0;
   int count = 0;
   bool samples = false;
-};
-
-/// Why a generation ended (OpenAI's finish_reason): "length" (max_tokens or the context),
-/// "stop" (a stop string), or "cancelled".
-enum class finish_reason { length, stop, cancelled };
-[[nodiscard]] const char* to_string(finish_reason r);
-
-/// What the scheduler tells the requester: a token that can be streamed (stop strings hold
-/// back the tokens that might start one), and the end of a generation.
-struct generation_event {
-  uint64_t id = 0;
-  std::vector<int32_t> tokens;  ///< newly released output tokens, in order
-  int first_index = 0;          ///< their index in the output
-  bool finished = false;
-  finish_reason reason = finish_reason::length;
 };
 
 /// The continuous-batching scheduler of an inference worker, without CAF or a model (vLLM's

@@ -1,6 +1,7 @@
 #include "actors/inference_engine.hpp"
 
 #include "absl/strings/str_cat.h"
+#include "kernels/sampling.hpp"
 #include "runtime/base/status.hpp"
 
 namespace troupe::actors {
@@ -45,8 +46,9 @@ absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
     const batch_chunk& c = batch[i];
     if (!c.samples) continue;
     const generation_request& r = scheduler_.request(c.id);
-    const int token = kernels::cpu::sample_token(logits_.data() + i * vocab, vocab, r.sampling,
-                                                 r.seed, scheduler_.output_size(c.id));
+    const int token = kernels::cpu::sample_token(logits_.data() + i * vocab, vocab,
+                                                 {r.temperature, r.top_k, r.top_p}, r.seed,
+                                                 scheduler_.output_size(c.id));
     for (auto& e : scheduler_.on_token(c.id, token))
       events.push_back(std::move(e));
   }

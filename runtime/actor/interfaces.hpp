@@ -46,6 +46,17 @@ using trainer_actor =
 using checkpoint_writer_actor =
     caf::typed_actor<caf::replies_to<checkpoint_snapshot>::with<checkpoint_shard>>;
 
+/// An inference worker (the serving app's engine): `(generate, request)` queues a generation and
+/// answers at once (or with the error for a request it refuses); `(cancel, id)` ends one;
+/// `(poll)` answers with the stream events produced since the last poll, held until there is one
+/// or a short wait passes, so that a router long-polls each worker. `(step)` and `(tick)` are its
+/// own prompts: run one batching iteration, end a poll's wait.
+using inference_worker_actor =
+    caf::typed_actor<caf::replies_to<generate_atom, generation_request>::with<caf::ok_atom>,
+                     caf::reacts_to<cancel_atom, uint64_t>,
+                     caf::replies_to<poll_atom>::with<std::vector<generation_event>>,
+                     caf::reacts_to<step_atom>, caf::reacts_to<tick_atom>>;
+
 /// An app driver. The supervisor hands it the role actors (`actor_update`) and then `run`; the
 /// driver answers `run` with the job's result when the app is done.
 using app_actor =

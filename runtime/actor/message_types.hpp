@@ -105,6 +105,37 @@ struct checkpoint_snapshot {
   std::shared_ptr<const std::vector<std::pair<std::string, tensor::named_tensors>>> files;
 };
 
+/// One generation as an inference worker receives it: a prompt of token ids and how to
+/// continue it (temperature 0 is greedy; top_k 0 and top_p 1 cut nothing).
+struct generation_request {
+  uint64_t id = 0;
+  std::vector<int32_t> prompt;
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  int32_t max_tokens = 16;
+  /// Generation ends when the output ends with one of these; it is not part of the output.
+  std::vector<std::string> stop;
+};
+
+/// Why a generation ended (OpenAI's finish_reason): "length" (max_tokens or the context),
+/// "stop" (a stop string), or "cancelled".
+enum class finish_reason : int32_t { length = 0, stop = 1, cancelled = 2 };
+[[nodiscard]] inline const char* to_string(finish_reason r) {
+  return r == finish_reason::stop ? "stop" : r == finish_reason::cancelled ? "cancelled" : "length";
+}
+
+/// Output of one generation for its requester: tokens that can be streamed (output indices
+/// first_index, first_index + 1, ...), and whether (and why) it ended.
+struct generation_event {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;
+  int32_t first_index = 0;
+  bool finished = false;
+  finish_reason reason = finish_reason::length;
+};
+
 /// How a job ended: the app's JSON summary on success, the cause on failure.
 struct job_result {
   bool ok = false;

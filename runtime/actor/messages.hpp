@@ -83,6 +83,18 @@ typename Inspector::result_type inspect(Inspector& f, checkpoint_snapshot& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, generation_request& x) {
+  return f(caf::meta::type_name("generation_request"), x.id, x.prompt, x.temperature, x.top_k,
+           x.top_p, x.seed, x.max_tokens, x.stop);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, generation_event& x) {
+  return f(caf::meta::type_name("generation_event"), x.id, x.tokens, x.first_index, x.finished,
+           x.reason);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_result& x) {
   return f(caf::meta::type_name("job_result"), x.ok, x.summary_json, x.error);
 }
@@ -106,6 +118,9 @@ CAF_ADD_TYPE_ID(troupe, (troupe::actor::saved_file))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actor::saved_file>))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::checkpoint_shard))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::checkpoint_snapshot))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::generation_request))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::generation_event))
+CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actor::generation_event>))
 
 // Pipeline roles.
 CAF_ADD_ATOM(troupe, troupe::actor, next_atom, "next")
@@ -122,6 +137,10 @@ CAF_ADD_ATOM(troupe, troupe::actor, step_atom, "step")
 CAF_ADD_ATOM(troupe, troupe::actor, eval_atom, "eval")
 CAF_ADD_ATOM(troupe, troupe::actor, checkpoint_atom, "checkpoint")
 CAF_ADD_ATOM(troupe, troupe::actor, restore_atom, "restore")
+// Serving.
+CAF_ADD_ATOM(troupe, troupe::actor, generate_atom, "generate")
+CAF_ADD_ATOM(troupe, troupe::actor, poll_atom, "poll")
+CAF_ADD_ATOM(troupe, troupe::actor, cancel_atom, "cancel")
 // Jobs and supervision.
 CAF_ADD_ATOM(troupe, troupe::actor, run_atom, "run")
 CAF_ADD_ATOM(troupe, troupe::actor, restart_atom, "restart")

@@ -377,6 +377,126 @@ absl::StatusOr<actor::checkpoint_shard> unpack_shard(const msgpack::object& o) {
   return x;
 }
 
+// A list of integer token ids (what every peer sends; checked element by element).
+absl::StatusOr<std::vector<int32_t>> unpack_ids(const msgpack::object* o, absl::string_view what) {
+  if (o == nullptr || o->type != msgpack::type::ARRAY) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " must be a list of token ids"));
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(o->via.array.size);
+  for (uint32_t i = 0; i < o->via.array.size; ++i) {
+    const msgpack::object& e = o->via.array.ptr[i];
+    if (e.type != msgpack::type::POSITIVE_INTEGER || e.via.u64 > INT32_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " holds a non-id at ", i));
+    }
+    ids.push_back(static_cast<int32_t>(e.via.u64));
+  }
+  return ids;
+}
+
+absl::StatusOr<double> get_number(const map_view& m, absl::string_view key, double fallback) {
+  const msgpack::object* v = m.find(key);
+  if (v == nullptr) return fallback;
+  switch (v->type) {
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64:
+      return v->via.f64;
+    case msgpack::type::POSITIVE_INTEGER:
+      return static_cast<double>(v->via.u64);
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("'", key, "' is not a number"));
+  }
+}
+
+void pack_generation(packer& pk, const actor::generation_request& x) {
+  pk.pack_map(8);
+  pk.pack("id");
+  pk.pack(x.id);
+  pk.pack("prompt");
+  pk.pack(x.prompt);
+  pk.pack("temperature");
+  pk.pack(static_cast<double>(x.temperature));
+  pk.pack("top_k");
+  pk.pack(x.top_k);
+  pk.pack("top_p");
+  pk.pack(static_cast<double>(x.top_p));
+  pk.pack("seed");
+  pk.pack(x.seed);
+  pk.pack("max_tokens");
+  pk.pack(x.max_tokens);
+  pk.pack("stop");
+  pk.pack(x.stop);
+}
+absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "generation_request"));
+  actor::generation_request x;
+  TROUPE_ASSIGN_OR_RETURN(x.id, m.get_uint("id"));
+  TROUPE_ASSIGN_OR_RETURN(x.prompt, unpack_ids(m.find("prompt"), "generation_request: 'prompt'"));
+  TROUPE_ASSIGN_OR_RETURN(double temperature, get_number(m, "temperature", 1.0));
+  TROUPE_ASSIGN_OR_RETURN(double top_p, get_number(m, "top_p", 1.0));
+  TROUPE_ASSIGN_OR_RETURN(int64_t top_k, m.get_int("top_k", 0));
+  TROUPE_ASSIGN_OR_RETURN(x.seed, m.get_uint("seed", 0));
+  TROUPE_ASSIGN_OR_RETURN(int64_t max_tokens, m.get_int("max_tokens", 16));
+  TROUPE_ASSIGN_OR_RETURN(x.stop, m.get_strings("stop"));
+  x.temperature = static_cast<float>(temperature);
+  x.top_p = static_cast<float>(top_p);
+  x.top_k = static_cast<int32_t>(top_k);
+  x.max_tokens = static_cast<int32_t>(max_tokens);
+  return x;
+}
+
+void pack_event(packer& pk, const actor::generation_event& x) {
+  pk.pack_map(5);
+  pk.pack("id");
+  pk.pack(x.id);
+  pk.pack("tokens");
+  pk.pack(x.tokens);
+  pk.pack("first_index");
+  pk.pack(x.first_index);
+  pk.pack("finished");
+  pk.pack(x.finished);
+  pk.pack("reason");
+  pk.pack(actor::to_string(x.reason));
+}
+absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "generation_event"));
+  actor::generation_event x;
+  TROUPE_ASSIGN_OR_RETURN(x.id, m.get_uint("id"));
+  TROUPE_ASSIGN_OR_RETURN(x.tokens, unpack_ids(m.find("tokens"), "generation_event: 'tokens'"));
+  TROUPE_ASSIGN_OR_RETURN(int64_t first, m.get_int("first_index", 0));
+  x.first_index = static_cast<int32_t>(first);
+  const msgpack::object* finished = m.find("finished");
+  x.finished =
+      finished != nullptr && finished->type == msgpack::type::BOOLEAN && finished->via.boolean;
+  TROUPE_ASSIGN_OR_RETURN(std::string reason, m.get_string("reason", "length"));
+  if (reason == "stop") {
+    x.reason = actor::finish_reason::stop;
+  } else if (reason == "cancelled") {
+    x.reason = actor::finish_reason::cancelled;
+  } else if (reason != "length") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("generation_event: unknown reason '", reason, "'"));
+  }
+  return x;
+}
+
+void pack_events(packer& pk, const std::vector<actor::generation_event>& xs) {
+  pk.pack_array(static_cast<uint32_t>(xs.size()));
+  for (const auto& x : xs)
+    pack_event(pk, x);
+}
+absl::StatusOr<std::vector<actor::generation_event>> unpack_events(const msgpack::object& o) {
+  if (o.type != msgpack::type::ARRAY) {
+    return absl::InvalidArgumentError("generation_events: expected a list");
+  }
+  std::vector<actor::generation_event> out;
+  for (uint32_t i = 0; i < o.via.array.size; ++i) {
+    TROUPE_ASSIGN_OR_RETURN(auto e, unpack_event(o.via.array.ptr[i]));
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 const std::vector<element_codec>& codecs() {
   static const std::vector<element_codec> table = [] {
     std::vector<element_codec> t;
@@ -412,6 +532,10 @@ const std::vector<element_codec>& codecs() {
     t.push_back(structured<actor::token_batch>("token_batch", pack_tokens, unpack_tokens));
     t.push_back(structured<actor::step_report>("step_report", pack_step, unpack_step));
     t.push_back(structured<actor::checkpoint_shard>("checkpoint_shard", pack_shard, unpack_shard));
+    t.push_back(structured<actor::generation_request>("generation_request", pack_generation,
+                                                      unpack_generation));
+    t.push_back(structured<std::vector<actor::generation_event>>("generation_events", pack_events,
+                                                                 unpack_events));
     return t;
   }();
   return table;

@@ -26,7 +26,9 @@ class InferenceEngineTest : public ::testing::Test {
       r.id = id;
       for (int i = 0; i < 5 + static_cast<int>(id) * 3; ++i)
         r.prompt.push_back(static_cast<int32_t>('a' + (i * id) % 26));
-      r.sampling = {id % 2 == 0 ? 0.0f : 0.9f, 40, 0.95f};
+      r.temperature = id % 2 == 0 ? 0.0f : 0.9f;
+      r.top_k = 40;
+      r.top_p = 0.95f;
       r.seed = 100 + id;
       r.max_tokens = 6 + static_cast<int>(id);
       EXPECT_TRUE(engine.add(r).ok());

@@ -15,7 +15,7 @@ generation_request request(uint64_t id, int prompt, int max_tokens) {
   for (int i = 0; i < prompt; ++i)
     r.prompt.push_back(static_cast<int32_t>('a' + (i * 7 + id) % 26));
   r.max_tokens = max_tokens;
-  r.sampling = {0.8f, 0, 1.0f};
+  r.temperature = 0.8f;
   r.seed = id * 31;
   return r;
 }

@@ -96,6 +96,28 @@ TEST(MessageCodec, RefusesCheckpointShardsWithoutFiles) {
   EXPECT_NE(refused.status().message().find("'files'"), std::string::npos);
 }
 
+TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
+  actor::generation_request r{7, {72, 105}, 0.7f, 40, 0.9f, 1234, 32, {"\n\n"}};
+  caf::message m = round_trip(caf::make_message(actor::generate_atom_v, r));
+  const auto& back = m.get_as<actor::generation_request>(1);
+  EXPECT_EQ(back.id, 7u);
+  EXPECT_EQ(back.prompt, (std::vector<int32_t>{72, 105}));
+  EXPECT_FLOAT_EQ(back.temperature, 0.7f);
+  EXPECT_EQ(back.top_k, 40);
+  EXPECT_EQ(back.seed, 1234u);
+  EXPECT_EQ(back.stop, std::vector<std::string>{"\n\n"});
+  std::vector<actor::generation_event> events = {
+      {7, {1, 2, 3}, 4, false, actor::finish_reason::length},
+      {8, {}, 0, true, actor::finish_reason::stop}};
+  m = round_trip(caf::make_message(events));
+  const auto& got = m.get_as<std::vector<actor::generation_event>>(0);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(got[0].first_index, 4);
+  EXPECT_TRUE(got[1].finished);
+  EXPECT_EQ(got[1].reason, actor::finish_reason::stop);
+}
+
 TEST(MessageCodec, RoundTripsErrors) {
   auto m = round_trip(caf::make_message(actor::to_error(absl::UnavailableError("node w2 died"))));
   EXPECT_EQ(actor::to_status(m.get_as<caf::error>(0)), absl::UnavailableError("node w2 died"));

@@ -1,0 +1,101 @@
+#include "actors/inference_worker_actor.hpp"
+
+#include "runtime/actor/role_actor.hpp"
+#include "runtime/actor/status_bridge.hpp"
+
+namespace troupe::actors {
+namespace {
+
+struct worker_state {
+  std::shared_ptr<const served_model> model;
+  std::unique_ptr<inference_engine> engine;
+  std::vector<actor::generation_event> events;  // not yet polled
+  caf::typed_response_promise<std::vector<actor::generation_event>> poll;
+  bool polling = false;   // a poll waits for events
+  bool stepping = false;  // a (step) is on its way
+  std::chrono::milliseconds poll_wait{500};
+};
+
+using self_ptr = actor::role_pointer<actor::inference_worker_actor, worker_state>;
+
+void answer_poll(self_ptr self) {
+  auto& st = self->state;
+  if (!st.polling) return;
+  st.polling = false;
+  st.poll.deliver(std::move(st.events));
+  st.events.clear();
+}
+
+void keep_stepping(self_ptr self) {
+  auto& st = self->state;
+  if (st.stepping || st.engine->idle()) return;
+  st.stepping = true;
+  self->send(self, actor::step_atom_v);  // behind the messages already queued: they join first
+}
+
+void add_events(self_ptr self, std::vector<actor::generation_event> events) {
+  auto& st = self->state;
+  for (auto& e : events)
+    st.events.push_back(std::move(e));
+  if (!st.events.empty()) answer_poll(self);
+}
+
+}  // namespace
+
+actor::inference_worker_actor spawn_inference_worker(caf::actor_system& system,
+                                                     metrics::registry& metrics,
+                                                     const std::string& name,
+                                                     std::shared_ptr<const served_model> model,
+                                                     inference_engine::options options,
+                                                     std::chrono::milliseconds poll_wait) {
+  return system
+      .spawn<actor::role_actor<actor::inference_worker_actor, worker_state>, caf::detached>(
+          metrics.actor(name),
+          [model, options,
+           poll_wait](self_ptr self) -> actor::inference_worker_actor::behavior_type {
+            auto& st = self->state;
+            st.model = model;
+            st.engine =
+                std::make_unique<inference_engine>(*model->layout, model->params.data(), options);
+            st.poll_wait = poll_wait;
+            return {
+                [self](actor::generate_atom,
+                       actor::generation_request& request) -> caf::result<caf::ok_atom> {
+                  if (absl::Status s = self->state.engine->add(std::move(request)); !s.ok()) {
+                    return actor::to_error(s);
+                  }
+                  keep_stepping(self);
+                  return caf::ok_atom_v;
+                },
+                [self](actor::cancel_atom, uint64_t id) {
+                  add_events(self, self->state.engine->cancel(id));
+                },
+                [self](actor::poll_atom) {
+                  auto& st = self->state;
+                  if (st.polling) answer_poll(self);  // a newer poll replaces an older one
+                  st.poll = self->make_response_promise<std::vector<actor::generation_event>>();
+                  st.polling = true;
+                  if (!st.events.empty()) {
+                    answer_poll(self);
+                  } else {
+                    self->delayed_send(self, st.poll_wait, actor::tick_atom_v);
+                  }
+                  return st.poll;
+                },
+                [self](actor::tick_atom) { answer_poll(self); },
+                [self](actor::step_atom) {
+                  auto& st = self->state;
+                  st.stepping = false;
+                  absl::StatusOr<std::vector<actor::generation_event>> events = st.engine->step();
+                  if (!events.ok()) {
+                    self->quit(actor::to_error(events.status()));
+                    return;
+                  }
+                  add_events(self, *std::move(events));
+                  keep_stepping(self);
+                },
+            };
+          });
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,27 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "actors/inference_engine.hpp"
+#include "runtime/actor/interfaces.hpp"
+#include "runtime/metrics/registry.hpp"
+
+namespace troupe::actors {
+
+/// A model for serving: its layout and weights (shared by the workers of a process).
+struct served_model {
+  std::unique_ptr<models::gpt_layout> layout;
+  std::vector<float> params;
+};
+
+/// Spawns an inference worker on its own thread (each iteration is a model forward pass): it
+/// runs `model` through an inference_engine with `options`, iterating while it has work, and
+/// answers polls with the events produced. A poll waits at most `poll_wait` for one.
+[[nodiscard]] actor::inference_worker_actor spawn_inference_worker(
+    caf::actor_system& system, metrics::registry& metrics, const std::string& name,
+    std::shared_ptr<const served_model> model, inference_engine::options options,
+    std::chrono::milliseconds poll_wait = std::chrono::milliseconds(500));
+
+}  // namespace troupe::actors
