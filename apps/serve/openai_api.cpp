@@ -1,0 +1,222 @@
+#include "apps/serve/openai_api.hpp"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace troupe::apps {
+namespace {
+
+using json = nlohmann::json;
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);  // stray bytes become U+FFFD
+}
+
+api_error invalid(std::string message, std::string code = "") {
+  return {400, "invalid_request_error", std::move(code), std::move(message)};
+}
+
+const char* finish_name(actor::finish_reason r) {
+  return r == actor::finish_reason::stop ? "stop" : "length";
+}
+
+// The chat template: each message as "<|role|>\ncontent\n", then the assistant's turn.
+std::variant<std::string, api_error> chat_prompt(const json& messages) {
+  if (!messages.is_array() || messages.empty()) {
+    return invalid("'messages' must be a non-empty list of {role, content}");
+  }
+  std::string prompt;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string where = absl::StrCat("messages[", i, "]");
+    if (!m.is_object() || !m.contains("role") || !m.contains("content") || !m["role"].is_string() ||
+        !m["content"].is_string()) {
+      return invalid(where + " must be {\"role\": string, \"content\": string}");
+    }
+    const std::string role = m["role"];
+    if (role != "system" && role != "user" && role != "assistant") {
+      return invalid(where + ".role must be system, user or assistant, not '" + role + "'");
+    }
+    absl::StrAppend(&prompt, "<|", role, "|>\n", m["content"].get<std::string>(), "\n");
+  }
+  return prompt + "<|assistant|>\n";
+}
+
+}  // namespace
+
+std::string error_body(const api_error& e) {
+  return dump({{"error",
+                {{"message", e.message},
+                 {"type", e.type},
+                 {"param", nullptr},
+                 {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}});
+}
+
+std::variant<completion_call, api_error> parse_completion(absl::string_view body,
+                                                          const api_limits& limits, bool chat) {
+  const json j = json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded()) return invalid("the body is not valid JSON");
+  if (!j.is_object()) return invalid("the body must be a JSON object");
+  static const std::set<std::string> common = {"model", "max_tokens", "temperature", "top_p",
+                                               "top_k", "seed",       "stop",        "stream",
+                                               "n",     "user"};
+  for (const auto& [key, value] : j.items()) {
+    if (common.count(key) == 0 && key != (chat ? "messages" : "prompt")) {
+      return invalid(absl::StrCat("unknown field '", key, "'"));
+    }
+  }
+  completion_call call;
+  call.chat = chat;
+  auto& r = call.request;
+  if (!j.contains("model") || !j["model"].is_string()) return invalid("'model' must be a string");
+  if (j["model"] != limits.model) {
+    return api_error{404, "invalid_request_error", "model_not_found",
+                     absl::StrCat("the model '", j["model"].get<std::string>(),
+                                  "' does not exist; this server serves '", limits.model, "'")};
+  }
+  std::string prompt;
+  if (chat) {
+    auto p = chat_prompt(j.value("messages", json()));
+    if (auto* e = std::get_if<api_error>(&p)) return *e;
+    prompt = std::get<std::string>(p);
+  } else {
+    const json p = j.value("prompt", json());
+    if (p.is_string()) {
+      prompt = p;
+    } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+      prompt = p[0];
+    } else {
+      return invalid("'prompt' must be a string");
+    }
+  }
+  if (prompt.empty()) return invalid("the prompt is empty");
+  for (unsigned char c : prompt)
+    r.prompt.push_back(c);
+  if (static_cast<int>(r.prompt.size()) >= limits.ctx) {
+    return api_error{
+        413, "invalid_request_error", "context_length_exceeded",
+        absl::StrCat("this model's context is ", limits.ctx, " tokens; the prompt has ",
+                     r.prompt.size(), ", and one must be left to generate")};
+  }
+  const auto number = [&](const char* key, double lo, double hi,
+                          double fallback) -> std::variant<double, api_error> {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_number()) return invalid(absl::StrCat("'", key, "' must be a number"));
+    const double v = j[key];
+    if (v < lo || v > hi) {
+      return invalid(absl::StrCat("'", key, "' must be between ", lo, " and ", hi, ", got ", v));
+    }
+    return v;
+  };
+  const auto integer = [&](const char* key, int64_t lo, int64_t hi,
+                           int64_t fallback) -> std::variant<int64_t, api_error> {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_number_integer()) return invalid(absl::StrCat("'", key, "' must be an integer"));
+    const int64_t v = j[key];
+    if (v < lo || v > hi) {
+      return invalid(absl::StrCat("'", key, "' must be between ", lo, " and ", hi, ", got ", v));
+    }
+    return v;
+  };
+  auto temperature = number("temperature", 0, 2, 1);
+  auto top_p = number("top_p", 1e-9, 1, 1);
+  auto top_k = integer("top_k", 0, 1 << 20, 0);
+  auto max_tokens = integer("max_tokens", 1, 1 << 20, limits.default_max_tokens);
+  auto seed = integer("seed", INT64_MIN, INT64_MAX, 0);
+  auto n = integer("n", 1, 1, 1);
+  for (auto* v : {&temperature, &top_p}) {
+    if (auto* e = std::get_if<api_error>(v)) return *e;
+  }
+  for (auto* v : {&top_k, &max_tokens, &seed, &n}) {
+    if (auto* e = std::get_if<api_error>(v)) return *e;
+  }
+  r.temperature = static_cast<float>(std::get<double>(temperature));
+  r.top_p = static_cast<float>(std::get<double>(top_p));
+  r.top_k = static_cast<int32_t>(std::get<int64_t>(top_k));
+  r.max_tokens = static_cast<int32_t>(std::get<int64_t>(max_tokens));
+  r.seed = static_cast<uint64_t>(std::get<int64_t>(seed));
+  if (j.contains("stop") && !j["stop"].is_null()) {
+    const json& stop = j["stop"];
+    if (stop.is_string()) {
+      r.stop = {stop.get<std::string>()};
+    } else if (stop.is_array() && stop.size() <= 4 &&
+               std::all_of(stop.begin(), stop.end(), [](const json& s) { return s.is_string(); })) {
+      for (const auto& s : stop)
+        r.stop.push_back(s);
+    } else {
+      return invalid("'stop' must be a string or a list of at most 4 strings");
+    }
+  }
+  if (j.contains("stream") && !j["stream"].is_null()) {
+    if (!j["stream"].is_boolean()) return invalid("'stream' must be true or false");
+    call.stream = j["stream"];
+  }
+  return call;
+}
+
+std::string text_of(const std::vector<int32_t>& tokens) {
+  std::string s;
+  s.reserve(tokens.size());
+  for (int32_t t : tokens)
+    s.push_back(static_cast<char>(t));
+  return s;
+}
+
+size_t complete_utf8(absl::string_view bytes) {
+  const size_t n = bytes.size();
+  for (size_t back = 1; back <= 4 && back <= n; ++back) {
+    const auto b = static_cast<unsigned char>(bytes[n - back]);
+    if ((b & 0xC0) == 0x80) continue;  // a continuation byte: keep looking for the lead
+    const size_t length = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    return back < length ? n - back : n;
+  }
+  return n;
+}
+
+std::string completion_body(const std::string& id, const api_limits& limits, int64_t created,
+                            bool chat, const std::string& text, actor::finish_reason reason,
+                            int prompt_tokens, int completion_tokens) {
+  json choice = {{"index", 0}, {"finish_reason", finish_name(reason)}};
+  if (chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+    choice["logprobs"] = nullptr;
+  }
+  return dump({{"id", id},
+               {"object", chat ? "chat.completion" : "text_completion"},
+               {"created", created},
+               {"model", limits.model},
+               {"choices", json::array({choice})},
+               {"usage",
+                {{"prompt_tokens", prompt_tokens},
+                 {"completion_tokens", completion_tokens},
+                 {"total_tokens", prompt_tokens + completion_tokens}}}});
+}
+
+std::string stream_chunk(const std::string& id, const api_limits& limits, int64_t created,
+                         bool chat, const std::string& text, const actor::finish_reason* reason) {
+  json choice = {{"index", 0},
+                 {"finish_reason", reason ? json(finish_name(*reason)) : json(nullptr)}};
+  if (chat) {
+    choice["delta"] = reason && text.empty() ? json::object() : json{{"content", text}};
+  } else {
+    choice["text"] = text;
+    choice["logprobs"] = nullptr;
+  }
+  return "data: " +
+         dump({{"id", id},
+               {"object", chat ? "chat.completion.chunk" : "text_completion"},
+               {"created", created},
+               {"model", limits.model},
+               {"choices", json::array({choice})}}) +
+         "\n\n";
+}
+
+std::string stream_done() {
+  return "data: [DONE]\n\n";
+}
+
+}  // namespace troupe::apps

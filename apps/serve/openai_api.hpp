@@ -1,0 +1,70 @@
+#pragma once
+
+// The OpenAI-compatible HTTP API of the serving app, without a server: request bodies parsed and
+// checked into generation requests, and responses, stream chunks and errors rendered as the
+// OpenAI clients expect them. The model is byte-level: a prompt's UTF-8 bytes are its tokens.
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "runtime/actor/message_types.hpp"
+
+namespace troupe::apps {
+
+/// An API error: the HTTP status and OpenAI's {"error": {"message", "type", "code"}}.
+struct api_error {
+  int http_status = 400;
+  std::string type;  ///< "invalid_request_error", "authentication_error", ...
+  std::string code;  ///< machine-readable, e.g. "context_length_exceeded"; may be empty
+  std::string message;
+};
+
+/// The JSON body of an error.
+[[nodiscard]] std::string error_body(const api_error& e);
+
+/// What the served model allows.
+struct api_limits {
+  std::string model;  ///< the name clients must ask for
+  int ctx = 128;      ///< prompt + output tokens
+  int default_max_tokens = 16;
+};
+
+/// A parsed /v1/completions or /v1/chat/completions call.
+struct completion_call {
+  actor::generation_request request;  ///< id left 0: the server numbers requests
+  bool stream = false;
+  bool chat = false;
+};
+
+/// Parses and checks a request body. Malformed JSON, unknown fields and bad values are 400s
+/// naming the field; another model is 404; a prompt that leaves no room in the context is 413.
+[[nodiscard]] std::variant<completion_call, api_error> parse_completion(absl::string_view body,
+                                                                        const api_limits& limits,
+                                                                        bool chat);
+
+/// The text of byte tokens, valid UTF-8 (invalid bytes become U+FFFD).
+[[nodiscard]] std::string text_of(const std::vector<int32_t>& tokens);
+
+/// How many of `bytes` form whole UTF-8 characters (a stream holds back a split one).
+[[nodiscard]] size_t complete_utf8(absl::string_view bytes);
+
+/// The body of a finished, non-streamed completion.
+[[nodiscard]] std::string completion_body(const std::string& id, const api_limits& limits,
+                                          int64_t created, bool chat, const std::string& text,
+                                          actor::finish_reason reason, int prompt_tokens,
+                                          int completion_tokens);
+
+/// One Server-Sent Events chunk ("data: {...}\n\n") of a streamed completion: `text`, and the
+/// finish reason on the last one.
+[[nodiscard]] std::string stream_chunk(const std::string& id, const api_limits& limits,
+                                       int64_t created, bool chat, const std::string& text,
+                                       const actor::finish_reason* reason);
+
+/// The stream's end: "data: [DONE]\n\n".
+[[nodiscard]] std::string stream_done();
+
+}  // namespace troupe::apps
