@@ -56,7 +56,8 @@ absl::StatusOr<std::vector<request_router::command>> request_router::submit(
   if (requests_.count(id) > 0) {
     return absl::AlreadyExistsError(absl::StrCat("request id ", id, " is in use"));
   }
-  if (static_cast<int>(queue_.size()) >= options_.max_queue) {
+  const bool runs_now = queue_.empty() && least_loaded().has_value();
+  if (!runs_now && static_cast<int>(queue_.size()) >= options_.max_queue) {
     return absl::ResourceExhaustedError(absl::StrCat("the server is at capacity: ", queue_.size(),
                                                      " requests are waiting; retry shortly"));
   }

@@ -21,3 +21,4 @@ find_package(OpenSSL REQUIRED)  # sha256 of checkpoint files (OpenSSL::Crypto)
 # OpenBLAS ships a pkg-config file (target PkgConfig::OPENBLAS), for the CPU GEMMs.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET GLOBAL openblas)
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)  # the serving API

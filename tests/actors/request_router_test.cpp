@@ -57,6 +57,13 @@ TEST(RequestRouter, SendsEachRequestToTheLeastLoadedWorker) {
   EXPECT_EQ(all<router::cancel_on>(r.cancel(1)).at(0).worker, "w1");
 }
 
+TEST(RequestRouter, WithoutAQueueOnlyFullWorkersRefuse) {
+  router r({.max_queue = 0, .max_per_worker = 1});
+  r.add_worker("w1");
+  EXPECT_EQ(all<router::dispatch>(*r.submit(request(1, 1, 1))).size(), 1u);
+  EXPECT_EQ(r.submit(request(2, 1, 1)).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
 // Two real engines serve a stream of requests; one is lost midway. Every client stream must
 // equal the one a single engine produces: each token exactly once, in order.
 TEST(RequestRouter, ALostWorkersRequestsContinueElsewhereWithoutRepeatsOrGaps) {

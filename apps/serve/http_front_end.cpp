@@ -1,0 +1,263 @@
+#include "apps/serve/http_front_end.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <optional>
+
+#include <sys/socket.h>
+
+#include "absl/strings/str_cat.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+
+namespace troupe::apps {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+// What the router said about one request, in order: accepted or refused, then its events.
+struct http_front_end::stream {
+  std::mutex mu;
+  std::condition_variable changed;
+  std::optional<bool> accepted;
+  api_error refusal;
+  std::deque<actor::generation_event> events;
+
+  // Waits until the router has answered; false when it has not within `limit`.
+  bool wait_answer(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mu);
+    return changed.wait_for(lock, limit, [&] { return accepted.has_value(); });
+  }
+  std::optional<actor::generation_event> next(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mu);
+    if (!changed.wait_for(lock, limit, [&] { return !events.empty(); })) return std::nullopt;
+    auto e = std::move(events.front());
+    events.pop_front();
+    return e;
+  }
+};
+
+absl::StatusOr<std::unique_ptr<http_front_end>> http_front_end::start(settings s, hooks h) {
+  std::unique_ptr<http_front_end> f(new http_front_end(std::move(s), std::move(h)));
+  f->server_ = std::make_unique<httplib::Server>();
+  f->server_->new_task_queue = [] { return new httplib::ThreadPool(64); };
+  // cpp-httplib listens with a backlog of 5, which a burst of clients overflows (their
+  // connections are reset); the socket is listened on again with the system's maximum.
+  auto listening = std::make_shared<int>(-1);
+  f->server_->set_socket_options([listening](socket_t fd) {
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    *listening = fd;
+  });
+  f->install_routes();
+  const int port =
+      f->settings_.port == 0
+          ? f->server_->bind_to_any_port(f->settings_.host)
+          : (f->server_->bind_to_port(f->settings_.host, f->settings_.port) ? f->settings_.port
+                                                                            : -1);
+  if (port <= 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", f->settings_.host, ":",
+                                               f->settings_.port,
+                                               " (in use? set serve.port, or 0 for a free one)"));
+  }
+  if (*listening >= 0) ::listen(*listening, SOMAXCONN);
+  f->port_ = port;
+  f->thread_ = std::thread([server = f->server_.get()] { server->listen_after_bind(); });
+  return f;
+}
+
+http_front_end::http_front_end(settings s, hooks h)
+    : settings_(std::move(s)), hooks_(std::move(h)) {}
+
+http_front_end::~http_front_end() {
+  if (server_) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<http_front_end::stream> http_front_end::find(uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto it = streams_.find(id);
+  return it == streams_.end() ? nullptr : it->second;
+}
+
+void http_front_end::accepted(uint64_t id) {
+  if (auto s = find(id)) {
+    std::lock_guard lock(s->mu);
+    s->accepted = true;
+    s->changed.notify_all();
+  }
+}
+
+void http_front_end::refused(uint64_t id, api_error error) {
+  if (auto s = find(id)) {
+    std::lock_guard lock(s->mu);
+    s->accepted = false;
+    s->refusal = std::move(error);
+    s->changed.notify_all();
+  }
+}
+
+void http_front_end::deliver(const actor::generation_event& event) {
+  if (auto s = find(event.id)) {
+    std::lock_guard lock(s->mu);
+    s->events.push_back(event);
+    s->changed.notify_all();
+  }
+}
+
+void http_front_end::install_routes() {
+  auto& server = *server_;
+  const auto reply_error = [this](httplib::Response& res, const api_error& e) {
+    res.status = e.http_status;
+    if (e.http_status == 429) res.set_header("Retry-After", "1");
+    res.set_content(error_body(e), "application/json");
+  };
+  const auto authorized = [this, reply_error](const httplib::Request& req, httplib::Response& res) {
+    if (settings_.token.empty() ||
+        req.get_header_value("Authorization") == "Bearer " + settings_.token) {
+      return true;
+    }
+    reply_error(res, {401, "authentication_error", "invalid_api_key",
+                      "missing or wrong bearer token (Authorization: Bearer ...)"});
+    return false;
+  };
+  const auto count = [this](int status) {
+    std::lock_guard lock(mu_);
+    ++responses_[std::to_string(status)];
+  };
+
+  const auto completions = [this, reply_error, authorized, count](bool chat) {
+    return [this, reply_error, authorized, count, chat](const httplib::Request& req,
+                                                        httplib::Response& res) {
+      if (!authorized(req, res)) return count(res.status);
+      auto parsed = parse_completion(req.body, settings_.limits, chat);
+      if (auto* e = std::get_if<api_error>(&parsed)) {
+        reply_error(res, *e);
+        return count(res.status);
+      }
+      completion_call call = std::get<completion_call>(std::move(parsed));
+      const uint64_t id = next_id_++;
+      call.request.id = id;
+      if (call.request.seed == 0) call.request.seed = id * 0x9E3779B97F4A7C15ull;
+      const int prompt_tokens = static_cast<int>(call.request.prompt.size());
+      auto s = std::make_shared<stream>();
+      {
+        std::lock_guard lock(mu_);
+        streams_[id] = s;
+      }
+      const auto forget = [this, id] {
+        std::lock_guard lock(mu_);
+        streams_.erase(id);
+      };
+      hooks_.submit(std::move(call.request));
+      if (!s->wait_answer(std::chrono::seconds(30))) {
+        forget();
+        reply_error(res, {503, "server_error", "", "the router did not answer within 30 s"});
+        return count(res.status);
+      }
+      if (!*s->accepted) {
+        forget();
+        reply_error(res, s->refusal);
+        return count(res.status);
+      }
+      const std::string name = absl::StrCat(chat ? "chatcmpl-" : "cmpl-", id);
+      const int64_t created = unix_seconds();
+      count(200);
+      if (!call.stream) {
+        std::string text;
+        actor::finish_reason reason = actor::finish_reason::length;
+        int produced = 0;
+        for (;;) {
+          auto e = s->next(std::chrono::milliseconds(500));
+          if (!e) continue;  // generation goes on; the client waits for the whole answer
+          text += text_of(e->tokens);
+          produced += static_cast<int>(e->tokens.size());
+          if (e->finished) {
+            reason = e->reason;
+            break;
+          }
+        }
+        forget();
+        res.set_content(completion_body(name, settings_.limits, created, chat, text, reason,
+                                        prompt_tokens, produced),
+                        "application/json");
+        return;
+      }
+      auto pending = std::make_shared<std::string>();  // bytes of a split UTF-8 character
+      auto finished = std::make_shared<bool>(false);
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [this, s, name, created, chat, pending, finished](size_t, httplib::DataSink& sink) {
+            auto e = s->next(std::chrono::milliseconds(100));
+            if (!e) return sink.is_writable();  // a client that went away ends the stream
+            *pending += text_of(e->tokens);
+            const size_t whole = e->finished ? pending->size() : complete_utf8(*pending);
+            const std::string text = pending->substr(0, whole);
+            pending->erase(0, whole);
+            if (!text.empty() || e->finished) {
+              const std::string chunk = stream_chunk(name, settings_.limits, created, chat, text,
+                                                     e->finished ? &e->reason : nullptr);
+              if (!sink.write(chunk.data(), chunk.size())) return false;
+            }
+            if (e->finished) {
+              *finished = true;
+              const std::string done = stream_done();
+              sink.write(done.data(), done.size());
+              sink.done();
+            }
+            return true;
+          },
+          [this, id, finished](bool) {
+            {
+              std::lock_guard lock(mu_);
+              streams_.erase(id);
+            }
+            if (!*finished) hooks_.cancel(id);
+          });
+    };
+  };
+  server.Post("/v1/completions", completions(false));
+  server.Post("/v1/chat/completions", completions(true));
+  server.Get("/v1/models", [this, authorized](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    res.set_content(nlohmann::json{{"object", "list"},
+                                   {"data",
+                                    {{{"id", settings_.limits.model},
+                                      {"object", "model"},
+                                      {"created", 0},
+                                      {"owned_by", "troupe"}}}}}
+                        .dump(),
+                    "application/json");
+  });
+  server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"status\":\"ok\"}", "application/json");
+  });
+  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    std::string text = "# TYPE troupe_serve_responses_total counter\n";
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [status, n] : responses_) {
+        absl::StrAppend(&text, "troupe_serve_responses_total{status=\"", status, "\"} ", n, "\n");
+      }
+    }
+    if (hooks_.metrics) text += hooks_.metrics();
+    res.set_content(text, "text/plain; version=0.0.4");
+  });
+  server.set_error_handler([this, reply_error](const httplib::Request&, httplib::Response& res) {
+    if (res.status == 404 && res.body.empty()) {
+      reply_error(res, {404, "invalid_request_error", "not_found", "no such endpoint"});
+    }
+  });
+}
+
+}  // namespace troupe::apps

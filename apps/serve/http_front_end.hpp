@@ -1,0 +1,66 @@
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "apps/serve/openai_api.hpp"
+
+namespace httplib {
+class Server;
+}
+
+namespace troupe::apps {
+
+/// The serving app's HTTP server (cpp-httplib, its own threads): /v1/completions,
+/// /v1/chat/completions (streamed as Server-Sent Events or whole), /v1/models, /health and
+/// /metrics. It parses and checks requests, numbers them, and hands them to the router through
+/// `hooks`; the router answers each with accepted() or refused(), then its events.
+class http_front_end {
+ public:
+  struct hooks {
+    std::function<void(actor::generation_request)> submit;
+    std::function<void(uint64_t id)> cancel;  ///< the client went away
+    std::function<std::string()> metrics;     ///< extra Prometheus text
+  };
+  struct settings {
+    std::string host = "127.0.0.1";
+    int port = 0;
+    std::string token;  ///< bearer token; empty: none
+    api_limits limits;
+  };
+
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<http_front_end>> start(settings s, hooks h);
+  ~http_front_end();
+
+  [[nodiscard]] int port() const { return port_; }
+
+  /// The router's answers about request `id` (any thread).
+  void accepted(uint64_t id);
+  void refused(uint64_t id, api_error error);
+  void deliver(const actor::generation_event& event);
+
+  struct stream;  // one request's answers, waited for by its HTTP thread
+
+ private:
+  http_front_end(settings s, hooks h);
+  void install_routes();
+  std::shared_ptr<stream> find(uint64_t id);
+
+  settings settings_;
+  hooks hooks_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::atomic<uint64_t> next_id_{1};
+  std::mutex mu_;
+  std::map<uint64_t, std::shared_ptr<stream>> streams_;
+  std::map<std::string, uint64_t> responses_;  // by HTTP status, for /metrics
+};
+
+}  // namespace troupe::apps

@@ -1,0 +1,61 @@
+#include "apps/serve/serve_app.hpp"
+
+#include "absl/strings/str_cat.h"
+#include "actors/inference_worker_actor.hpp"
+#include "apps/serve/router_actor.hpp"
+#include "apps/serve/serve_options.hpp"
+#include "runtime/app/app_plan.hpp"
+#include "runtime/base/status.hpp"
+
+namespace troupe::apps {
+namespace {
+
+struct gpt_worker_options {};
+
+absl::StatusOr<caf::actor> spawn_gpt_worker(actor::role_context& ctx, const gpt_worker_options&) {
+  if (ctx.plan.spec.app != "serve" || ctx.plan.app_options == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the inference_worker role belongs to app: serve, not app: ", ctx.plan.spec.app));
+  }
+  const auto& options = *static_cast<const serve_options*>(ctx.plan.app_options.get());
+  TROUPE_ASSIGN_OR_RETURN(auto model, load_served_model(ctx.plan, options));
+  return caf::actor_cast<caf::actor>(
+      actors::spawn_inference_worker(ctx.system, ctx.metrics, ctx.actor_name(), std::move(model),
+                                     engine_options(ctx.plan, options)));
+}
+
+void check_serve_plan(const app::app_plan& plan, const void*, const config::parse_context& ctx,
+                      const YAML::Node& section) {
+  const auto* worker = plan.find_role("worker");
+  if (worker == nullptr || worker->spec.kind != "inference_worker") {
+    ctx.error(section,
+              "app: serve needs a role 'worker' of kind inference_worker, e.g. "
+              "roles: {worker: {kind: inference_worker, impl: gpt, count: 2}}");
+  }
+  for (const auto& role : plan.roles) {
+    if (role.spec.name != "worker") {
+      ctx.error(section, absl::StrCat("app: serve runs only the 'worker' role; remove role '",
+                                      role.spec.name, "'"));
+    }
+  }
+}
+
+}  // namespace
+
+actor::role_factory serve_app_factory() {
+  auto factory = actor::make_role_factory<serve_options>(
+      "serves the model over an OpenAI-compatible HTTP API from inference workers", serve_schema(),
+      [](actor::role_context& ctx, const serve_options& options) {
+        return spawn_serve_router(ctx, options);
+      });
+  factory.check_plan = check_serve_plan;
+  return factory;
+}
+
+actor::role_factory gpt_inference_worker_factory() {
+  return actor::make_role_factory<gpt_worker_options>(
+      "one inference worker of app: serve (paged KV cache, continuous batching, GPT on the CPU)",
+      config::object_schema<gpt_worker_options>(), spawn_gpt_worker);
+}
+
+}  // namespace troupe::apps

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "actors/inference_worker_actor.hpp"
+#include "runtime/config/schema.hpp"
+
+namespace troupe::app {
+struct app_plan;
+}
+
+namespace troupe::apps {
+
+/// `serve.engine`: each inference worker's batching and KV cache.
+struct engine_spec {
+  std::string batching = "continuous";  ///< or "static" (the baseline)
+  int max_batch_tokens = 256;
+  int max_sequences = 32;
+  int kv_blocks = 512;
+  int block_size = 16;
+};
+
+/// The `serve:` section.
+struct serve_options {
+  std::string host = "127.0.0.1";
+  int port = 0;  ///< 0 picks a free port (printed)
+  std::string model_name = "troupe-tiny";
+  std::string checkpoint;  ///< a pretrain run directory or checkpoint; empty: fresh weights
+  int init_seed = 1;
+  std::string token;  ///< bearer token; empty: none
+  int max_queue = 256;
+  int max_per_worker = 64;
+  int default_max_tokens = 16;
+  engine_spec engine;
+};
+
+[[nodiscard]] config::object_schema<serve_options> serve_schema();
+
+/// The model to serve: the `model:` GPT with the newest good checkpoint's weights (a run
+/// directory's checkpoints/ or a checkpoint directory), or fresh ones from `init_seed`.
+[[nodiscard]] absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
+    const app::app_plan& plan, const serve_options& options);
+
+[[nodiscard]] actors::inference_engine::options engine_options(const app::app_plan& plan,
+                                                               const serve_options& options);
+
+}  // namespace troupe::apps

@@ -1,0 +1,232 @@
+// `app: serve` end to end: a real multi-process serve job (head + two worker processes) and real
+// HTTP requests: completions (whole and streamed), chat, the error statuses, a worker killed
+// during a load.
+
+#include <csignal>
+#include <future>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "httplib.h"
+#include "tests/integration/troupe_cli.hpp"
+
+namespace troupe::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class ServeTest : public ::testing::Test {
+ protected:
+  // Starts the serve config with a fresh model on two local workers: a small one unless `full`
+  // (the config's tiny GPT, slow enough to be caught mid-request).
+  void start(std::vector<std::string> extra = {}, bool full = false) {
+    port_ = free_port();
+    std::vector<std::string> args = {TROUPE_BINARY,
+                                     "launch",
+                                     std::string(TROUPE_SOURCE_DIR) + "/configs/serve_tiny.yaml",
+                                     "--run-dir",
+                                     dir_.file("run"),
+                                     "--set",
+                                     "serve.port=" + std::to_string(port_)};
+    if (!full) {
+      args.insert(args.end(),
+                  {"--set", "model={vocab: 256, ctx: 64, layers: 2, dim: 32, heads: 4}"});
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    job_ = std::make_unique<subprocess>(args);
+    ASSERT_TRUE(job_->wait_for_stderr("serving troupe-tiny on", 30s)) << job_->wait(1s).err;
+  }
+
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+
+  static nlohmann::json post(httplib::Client& c, const std::string& path, const std::string& body,
+                             int want_status) {
+    auto res = c.Post(path.c_str(), body, "application/json");
+    EXPECT_TRUE(res) << path;
+    if (!res) return {};
+    EXPECT_EQ(res->status, want_status) << body << " -> " << res->body;
+    return nlohmann::json::parse(res->body, nullptr, false);
+  }
+
+  void TearDown() override {
+    if (job_) {
+      job_->signal(SIGINT);
+      job_->wait(20s);
+    }
+  }
+
+  temp_dir dir_;
+  int port_ = 0;
+  std::unique_ptr<subprocess> job_;
+};
+
+TEST_F(ServeTest, CompletionsChatAndEveryErrorStatus) {
+  start();
+  auto c = client();
+  auto body =
+      post(c, "/v1/completions",
+           R"({"model": "troupe-tiny", "prompt": "Hello", "max_tokens": 7, "seed": 3})", 200);
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["usage"]["completion_tokens"], 7);
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  // The same seed gives the same text, whichever worker runs it.
+  EXPECT_EQ(post(c, "/v1/completions",
+                 R"({"model": "troupe-tiny", "prompt": "Hello", "max_tokens": 7, "seed": 3})",
+                 200)["choices"][0]["text"],
+            body["choices"][0]["text"]);
+
+  auto chat = post(c, "/v1/chat/completions",
+                   R"({"model": "troupe-tiny", "messages": [{"role": "user", "content": "Hi"}],
+                       "max_tokens": 4})",
+                   200);
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+
+  // Streamed: data chunks, then [DONE]; the pieces add up to max_tokens bytes of text.
+  std::string streamed;
+  auto res = c.Post("/v1/completions",
+                    R"({"model": "troupe-tiny", "prompt": "Hello", "max_tokens": 6,
+                        "stream": true, "temperature": 0})",
+                    "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  int chunks = 0;
+  bool done = false;
+  std::istringstream lines(res->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    ASSERT_EQ(line.rfind("data: ", 0), 0u) << line;
+    if (line == "data: [DONE]") {
+      done = true;
+      continue;
+    }
+    const auto chunk = nlohmann::json::parse(line.substr(6));
+    ++chunks;
+    EXPECT_EQ(chunk["object"], "text_completion");
+  }
+  EXPECT_TRUE(done);
+  EXPECT_GE(chunks, 1);
+
+  EXPECT_EQ(post(c, "/v1/completions", "{not json", 400)["error"]["type"], "invalid_request_error");
+  EXPECT_NE(post(c, "/v1/completions", R"({"model": "troupe-tiny", "prompt": "x", "bogus": 1})",
+                 400)["error"]["message"]
+                .get<std::string>()
+                .find("unknown field 'bogus'"),
+            std::string::npos);
+  EXPECT_EQ(
+      post(c, "/v1/completions", R"({"model": "other", "prompt": "x"})", 404)["error"]["code"],
+      "model_not_found");
+  EXPECT_EQ(post(c, "/v1/completions",
+                 R"({"model": "troupe-tiny", "prompt": ")" + std::string(80, 'a') + R"("})",
+                 413)["error"]["code"],
+            "context_length_exceeded");
+  EXPECT_EQ(c.Get("/v1/nothing")->status, 404);
+  EXPECT_EQ(c.Get("/health")->status, 200);
+  EXPECT_EQ(nlohmann::json::parse(c.Get("/v1/models")->body)["data"][0]["id"], "troupe-tiny");
+  const std::string metrics = c.Get("/metrics")->body;
+  EXPECT_NE(metrics.find("troupe_serve_responses_total{status=\"413\"} 1"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("troupe_serve_workers 2"), std::string::npos) << metrics;
+}
+
+TEST_F(ServeTest, ABearerTokenIsRequiredWhenSet) {
+  start({"--set", "serve.token=s3cret"});
+  auto c = client();
+  EXPECT_EQ(post(c, "/v1/completions", R"({"model": "troupe-tiny", "prompt": "x"})",
+                 401)["error"]["type"],
+            "authentication_error");
+  c.set_bearer_token_auth("s3cret");
+  post(c, "/v1/completions", R"({"model": "troupe-tiny", "prompt": "x", "max_tokens": 2})", 200);
+}
+
+// A flood against a queue of one: every request is answered, either in full or at once with
+// 429 and Retry-After.
+TEST_F(ServeTest, AFloodGets429WithRetryAfter) {
+  start({"--set", "serve.max_queue=1", "--set", "serve.max_per_worker=1"});
+  std::vector<std::future<std::pair<int, std::string>>> calls;
+  for (int i = 0; i < 32; ++i) {
+    calls.push_back(std::async(std::launch::async, [this] {
+      auto c = client();
+      auto res =
+          c.Post("/v1/completions", R"({"model": "troupe-tiny", "prompt": "x", "max_tokens": 60})",
+                 "application/json");
+      if (!res) return std::pair<int, std::string>{-1, httplib::to_string(res.error())};
+      return std::pair<int, std::string>{
+          res->status, res->status == 429 ? res->get_header_value("Retry-After") : res->body};
+    }));
+  }
+  int ok = 0, refused = 0;
+  for (auto& f : calls) {
+    const auto [status, detail] = f.get();
+    if (status == 200) {
+      ++ok;
+      EXPECT_EQ(nlohmann::json::parse(detail)["usage"]["completion_tokens"], 60);
+    } else {
+      EXPECT_EQ(status, 429);
+      EXPECT_EQ(detail, "1") << "Retry-After";
+      ++refused;
+    }
+  }
+  EXPECT_GE(ok, 3);
+  EXPECT_GE(refused, 1);
+  auto c = client();
+  EXPECT_NE(c.Get("/metrics")->body.find("troupe_serve_responses_total{status=\"429\"}"),
+            std::string::npos);
+}
+
+// SIGKILL one worker process while requests run: every request still completes exactly once,
+// with all its tokens.
+TEST_F(ServeTest, AKilledWorkerLosesNoRequest) {
+  start({}, true);
+  std::vector<std::future<nlohmann::json>> calls;
+  for (int i = 0; i < 8; ++i) {
+    calls.push_back(std::async(std::launch::async, [this, i] {
+      auto c = client();
+      auto res = c.Post("/v1/completions",
+                        R"({"model": "troupe-tiny", "prompt": "request )" + std::to_string(i) +
+                            R"(", "max_tokens": 100, "seed": )" + std::to_string(i + 1) + "}",
+                        "application/json");
+      return res && res->status == 200 ? nlohmann::json::parse(res->body) : nlohmann::json();
+    }));
+  }
+  // Once all eight run, kill a worker process ("w1 joined from HOST (pid N, epoch E)").
+  bool running = false;
+  for (int i = 0; i < 200 && !running; ++i) {
+    auto c = client();
+    running = c.Get("/metrics")->body.find("troupe_serve_in_flight 8") != std::string::npos;
+    if (!running) std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(running);
+  int killed = 0;
+  for (const auto& e : events_of(dir_.file("run"), "member_joined")) {
+    std::smatch m;
+    const std::string message = e.value("message", "");
+    if (killed == 0 && std::regex_search(message, m, std::regex("\\(pid ([0-9]+)"))) {
+      ::kill(std::stoi(m[1]), SIGKILL);
+      ++killed;
+    }
+  }
+  ASSERT_EQ(killed, 1) << "no worker pid in the event log";
+  for (auto& f : calls) {
+    const auto body = f.get();
+    ASSERT_TRUE(body.is_object()) << "a request failed";
+    EXPECT_EQ(body["usage"]["completion_tokens"], 100);
+  }
+  auto c = client();
+  const std::string metrics = c.Get("/metrics")->body;
+  EXPECT_NE(metrics.find("troupe_serve_in_flight 0"), std::string::npos) << metrics;
+  EXPECT_FALSE(events_of(dir_.file("run"), "worker_lost").empty());
+  EXPECT_EQ(metrics.find("troupe_serve_replays_total 0"), std::string::npos)
+      << "no request was replayed: the kill came too late\n"
+      << metrics;
+}
+
+}  // namespace
+}  // namespace troupe::testing
