@@ -3,7 +3,6 @@
 #include <map>
 #include <memory>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "actors/placement.hpp"
 #include "actors/role_host_actor.hpp"
@@ -166,13 +165,6 @@ void spawn_instance(self_ptr self, const app::resolved_role& role, int index, bo
           });
 }
 
-// "rot13/2" -> index 2.
-int index_of(const std::string& name) {
-  int index = 0;
-  (void)absl::SimpleAtoi(name.substr(name.rfind('/') + 1), &index);
-  return index;
-}
-
 void apply_policy(self_ptr self, const std::string& name, const absl::Status& status) {
   auto& st = self->state;
   const app::resolved_role& role = *st.role_of.at(name);
@@ -293,7 +285,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& system, supervisor_deps dep
           auto& s = self->state;
           if (s.finished) return;
           const app::resolved_role& role = *s.role_of.at(name);
-          spawn_instance(self, role, index_of(name), false);
+          spawn_instance(self, role, actor::parse_actor_name(name).index, false);
           s.deps->events.emit(run::severity::info, "actor_restarted",
                               absl::StrCat(name, " restarted (", s.policy.restarts(name), " of ",
                                            role.on_failure.restart.max, ")"),

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <memory>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "runtime/actor/interfaces.hpp"
@@ -119,19 +118,9 @@ void execute(self_ptr self, std::vector<command> commands) {
   report_progress(self, false);
 }
 
-// "rot13/1" -> ("rot13", 1).
-std::pair<std::string, int> split_actor_name(const std::string& name) {
-  const size_t slash = name.rfind('/');
-  int index = 0;
-  if (slash == std::string::npos || !absl::SimpleAtoi(name.substr(slash + 1), &index)) {
-    return {name, 0};
-  }
-  return {name.substr(0, slash), index};
-}
-
 void on_update(self_ptr self, const actor::actor_update& update) {
   auto& st = self->state;
-  const auto [role, index] = split_actor_name(update.name);
+  const auto [role, index] = actor::parse_actor_name(update.name);
   if (role == st.source_role) {
     st.source = caf::actor_cast<actor::source_actor>(update.handle);
     if (st.running) execute(self, st.logic->on_source_replaced());

@@ -3,7 +3,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "apps/pretrain/loss_plot.hpp"
@@ -259,13 +258,8 @@ void resume(self_ptr self) {
 
 void on_update(self_ptr self, const actor::actor_update& update) {
   auto& st = self->state;
-  const size_t slash = update.name.rfind('/');
-  int index = -1;
-  if (slash == std::string::npos || update.name.substr(0, slash) != "trainer" ||
-      !absl::SimpleAtoi(update.name.substr(slash + 1), &index) || index < 0 ||
-      index >= static_cast<int>(st.trainers.size())) {
-    return;
-  }
+  const auto [role, index] = actor::parse_actor_name(update.name);
+  if (role != "trainer" || index < 0 || index >= static_cast<int>(st.trainers.size())) return;
   if (st.running && st.trainers[index]) {
     // Trainers are not restarted (their state is the run's); a replacement cannot join.
     return fail(self, absl::AbortedError(absl::StrCat(update.name, " was replaced mid-run")));

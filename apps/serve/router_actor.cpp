@@ -99,7 +99,7 @@ void lost(self_ptr self, const std::string& worker, const std::string& why) {
 
 void on_update(self_ptr self, const actor::actor_update& update) {
   auto& st = self->state;
-  if (update.name.rfind("worker/", 0) != 0) return;
+  if (actor::parse_actor_name(update.name).role != "worker") return;
   auto handle = caf::actor_cast<actor::inference_worker_actor>(update.handle);
   if (auto it = st.workers.find(update.name); it != st.workers.end()) {
     if (it->second == handle) return;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "caf/all.hpp"
 #include "runtime/actor/role_actor.hpp"
@@ -20,6 +21,21 @@ class rendezvous_store;
 }
 
 namespace troupe::actor {
+
+/// The parts of a job-unique actor name: "rot13/2" -> ("rot13", 2). A name without a numeric
+/// index after its last '/' is its own role, index 0.
+struct actor_name_parts {
+  std::string role;
+  int index = 0;
+};
+[[nodiscard]] inline actor_name_parts parse_actor_name(absl::string_view name) {
+  const size_t slash = name.rfind('/');
+  int index = 0;
+  if (slash == absl::string_view::npos || !absl::SimpleAtoi(name.substr(slash + 1), &index)) {
+    return {std::string(name), 0};
+  }
+  return {std::string(name.substr(0, slash)), index};
+}
 
 /// What a role factory gets to spawn one actor: the actor system, the actor's identity, and the
 /// job's collaborators.
