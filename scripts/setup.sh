@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package troupe needs. Idempotent: when everything is present it only checks
+# Installs every Debian package troupe needs, and (from the npm registry) the official OpenAI Node
+# client the serving tests use unchanged. Idempotent: when everything is present it only checks
 # and exits within seconds. Runs apt through sudo when not root.
 #   scripts/setup.sh           install what is missing
 #   scripts/setup.sh --check   only report; exit 1 if something is missing
@@ -18,9 +19,26 @@ packages=(
   libyaml-cpp-dev libcpp-httplib-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
   # tests and benchmarks (python3-zmq and python3-msgpack: the foreign-client protocol test)
   libgtest-dev libgmock-dev libbenchmark-dev python3-zmq python3-msgpack
+  # the OpenAI client compatibility test (tests/integration/openai_client); npm comes with it
+  # here (or, with Debian's own nodejs, from the npm package)
+  nodejs
   # text for the example and pretraining apps
   fortunes
 )
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+client_dir="$root/tests/integration/openai_client"
+# The npm packages, once the Debian ones are there (npm itself is one).
+install_client() {
+  if [ -d "$client_dir/node_modules/openai" ]; then return 0; fi
+  if [ "${1:-}" = "--check" ]; then
+    echo "setup: the OpenAI Node client is missing; run scripts/setup.sh to install it" >&2
+    return 1
+  fi
+  command -v npm >/dev/null || { echo "setup: npm is missing (apt-get install npm)" >&2; return 1; }
+  echo "setup: installing the OpenAI Node client (npm)"
+  npm ci --prefix "$client_dir" --no-audit --no-fund --loglevel=error
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -31,6 +49,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
+  install_client "${1:-}"
   exit 0
 fi
 if [ "${1:-}" = "--check" ]; then
@@ -47,4 +66,5 @@ echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+install_client
 echo "setup: done"

@@ -3,6 +3,7 @@
 // during a load.
 
 #include <csignal>
+#include <filesystem>
 #include <future>
 #include <regex>
 
@@ -134,6 +135,26 @@ TEST_F(ServeTest, CompletionsChatAndEveryErrorStatus) {
   EXPECT_NE(metrics.find("troupe_serve_responses_total{status=\"413\"} 1"), std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("troupe_serve_workers 2"), std::string::npos) << metrics;
+}
+
+// The official OpenAI Node client (installed by scripts/setup.sh from the npm registry), unchanged.
+TEST_F(ServeTest, TheOfficialOpenAiClientWorksUnchanged) {
+  start();
+  const std::string dir = std::string(TROUPE_SOURCE_DIR) + "/tests/integration/openai_client";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/openai"))
+      << "the OpenAI Node client is not installed: run scripts/setup.sh";
+  auto r = run({"/usr/bin/env", "node", dir + "/check.mjs", std::to_string(port_)}, 60s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto seen = nlohmann::json::parse(r.out);
+  EXPECT_EQ(seen["models"], nlohmann::json::array({"troupe-tiny"}));
+  EXPECT_EQ(seen["completion_tokens"], 12);
+  EXPECT_EQ(seen["completion_finish"], "length");
+  EXPECT_EQ(seen["chat_role"], "assistant");
+  EXPECT_GE(seen["stream_chunks"].get<int>(), 1);
+  EXPECT_EQ(seen["stream_finish"], "length");
+  EXPECT_GE(seen["chat_stream_chunks"].get<int>(), 1);
+  EXPECT_EQ(seen["error_status"], 404);
+  EXPECT_EQ(seen["error_code"], "model_not_found");
 }
 
 TEST_F(ServeTest, ABearerTokenIsRequiredWhenSet) {
