@@ -79,6 +79,7 @@ http_front_end::http_front_end(settings s, hooks h)
     : settings_(std::move(s)), hooks_(std::move(h)) {}
 
 http_front_end::~http_front_end() {
+  closing_ = true;
   if (server_) server_->stop();
   if (thread_.joinable()) thread_.join();
 }
@@ -178,6 +179,11 @@ void http_front_end::install_routes() {
         int produced = 0;
         for (;;) {
           auto e = s->next(std::chrono::milliseconds(500));
+          if (!e && closing_) {
+            forget();
+            reply_error(res, {503, "server_error", "", "the server is shutting down"});
+            return;
+          }
           if (!e) continue;  // generation goes on; the client waits for the whole answer
           text += text_of(e->tokens);
           produced += static_cast<int>(e->tokens.size());
@@ -199,7 +205,8 @@ void http_front_end::install_routes() {
           "text/event-stream",
           [this, s, name, created, chat, pending, finished](size_t, httplib::DataSink& sink) {
             auto e = s->next(std::chrono::milliseconds(100));
-            if (!e) return sink.is_writable();  // a client that went away ends the stream
+            // A client that went away, or a server shutting down, ends the stream.
+            if (!e) return sink.is_writable() && !closing_;
             *pending += text_of(e->tokens);
             const size_t whole = e->finished ? pending->size() : complete_utf8(*pending);
             const std::string text = pending->substr(0, whole);

@@ -58,6 +58,7 @@ class http_front_end {
   std::thread thread_;
   int port_ = 0;
   std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> closing_{false};  // requests still waiting give up
   std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<stream>> streams_;
   std::map<std::string, uint64_t> responses_;  // by HTTP status, for /metrics
