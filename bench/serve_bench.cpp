@@ -1,0 +1,165 @@
+// The serving app under load, over HTTP: `troupe launch configs/serve_tiny.yaml` with one
+// inference worker (fresh weights of the tiny GPT), N concurrent clients streaming completions of
+// mixed prompt (8-64 bytes) and output (16-96 tokens) lengths. The same engine in static-batching
+// mode (serve.engine.batching: static) is the baseline, in the same run. Reports output tokens/s
+// (target: continuous >= 3x static at equal concurrency), time to first token and inter-token
+// latency (p50 and p99).
+//
+//   serve_bench [--clients N] [--requests M]
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench/bench_report.hpp"
+#include "httplib.h"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct load_result {
+  double tokens_per_s = 0;
+  std::vector<double> ttft_ms, itl_ms;
+};
+
+double percentile(std::vector<double> xs, double p) {
+  if (xs.empty()) return 0;
+  std::sort(xs.begin(), xs.end());
+  return xs[std::min(xs.size() - 1, static_cast<size_t>(p * xs.size()))];
+}
+
+// Starts the serve job on `port` in `batching` mode; its pid, or -1.
+pid_t start_server(int port, const std::string& batching) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // The job's own output (progress, summary line) is not the benchmark's.
+    const int null_fd = open("/dev/null", O_WRONLY);
+    dup2(null_fd, STDOUT_FILENO);
+    dup2(null_fd, STDERR_FILENO);
+    const std::string port_set = "serve.port=" + std::to_string(port);
+    const std::string batching_set = "serve.engine.batching=" + batching;
+    const std::string run_dir = "/tmp/serve_bench." + std::to_string(getpid());
+    execl(TROUPE_BINARY, TROUPE_BINARY, "launch", TROUPE_SOURCE_DIR "/configs/serve_tiny.yaml",
+          "--run-dir", run_dir.c_str(), "--set", port_set.c_str(), "--set", batching_set.c_str(),
+          "--set", "cluster.local_workers=1", "--set", "roles.worker.count=1", "--set",
+          "serve.max_queue=4096", nullptr);
+    _exit(127);
+  }
+  httplib::Client probe("127.0.0.1", port);
+  for (int i = 0; i < 300; ++i) {
+    if (auto res = probe.Get("/health"); res && res->status == 200) return pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+load_result run_load(int port, int clients, int requests) {
+  std::atomic<int> next{0};
+  std::atomic<int64_t> tokens{0};
+  std::mutex mu;
+  load_result r;
+  const auto start = clock_type::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&] {
+      httplib::Client client("127.0.0.1", port);
+      client.set_read_timeout(300, 0);
+      for (int i = next++; i < requests; i = next++) {
+        const int prompt = 8 + (i * 37) % 57;
+        const int max_tokens = 16 + (i * 53) % 81;
+        const std::string body =
+            "{\"model\": \"troupe-tiny\", \"prompt\": \"" + std::string(prompt, 'a' + i % 26) +
+            "\", \"stream\": true, \"max_tokens\": " + std::to_string(max_tokens) +
+            ", \"seed\": " + std::to_string(i + 1) + "}";
+        const auto sent = clock_type::now();
+        auto last = sent;
+        bool first = true;
+        std::vector<double> gaps;
+        double ttft = 0;
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/completions";
+        req.headers = {{"Content-Type", "application/json"}};
+        req.body = body;
+        req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+          const auto now = clock_type::now();
+          if (first) {
+            ttft = std::chrono::duration<double, std::milli>(now - sent).count();
+            first = false;
+          } else {
+            gaps.push_back(std::chrono::duration<double, std::milli>(now - last).count());
+          }
+          last = now;
+          return true;
+        };
+        httplib::Response response;
+        httplib::Error error = httplib::Error::Success;
+        const bool sent_ok = client.send(req, response, error);
+        if (!sent_ok || response.status != 200) continue;
+        tokens += max_tokens;  // no stop strings, and prompt + output fit the context
+        std::lock_guard lock(mu);
+        r.ttft_ms.push_back(ttft);
+        r.itl_ms.insert(r.itl_ms.end(), gaps.begin(), gaps.end());
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  r.tokens_per_s = tokens.load() / std::chrono::duration<double>(clock_type::now() - start).count();
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace troupe::bench;
+  int clients = 16, requests = 96;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--clients" && i + 1 < argc) {
+      clients = std::stoi(argv[++i]);
+    } else if (a == "--requests" && i + 1 < argc) {
+      requests = std::stoi(argv[++i]);
+    } else {
+      return unknown_argument("serve_bench", a);
+    }
+  }
+  load_result modes[2];
+  const char* names[2] = {"continuous", "static"};
+  for (int m = 0; m < 2; ++m) {
+    const int port = 20000 + static_cast<int>(getpid() % 20000) + m;
+    const pid_t server = start_server(port, names[m]);
+    if (server < 0) {
+      std::fprintf(stderr, "serve_bench: the %s server did not start\n", names[m]);
+      return 1;
+    }
+    run_load(port, clients, std::max(clients, requests / 8));  // warm-up
+    modes[m] = run_load(port, clients, requests);
+    kill(server, SIGTERM);
+    waitpid(server, nullptr, 0);
+  }
+  const nlohmann::json extra = {{"clients", clients}, {"requests", requests}};
+  report("serve_bench", "output_tokens_per_s", {modes[0].tokens_per_s}, "tokens/s",
+         "the same engine with static batching", {modes[1].tokens_per_s}, better::higher, extra);
+  for (double p : {0.5, 0.99}) {
+    const std::string q = p == 0.5 ? "p50" : "p99";
+    report("serve_bench", "ttft_" + q, {percentile(modes[0].ttft_ms, p)}, "ms", "static batching",
+           {percentile(modes[1].ttft_ms, p)}, better::lower, extra);
+    report("serve_bench", "inter_token_latency_" + q, {percentile(modes[0].itl_ms, p)}, "ms",
+           "static batching", {percentile(modes[1].itl_ms, p)}, better::lower, extra);
+  }
+  return 0;
+}
