@@ -73,9 +73,10 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
   self->request(worker, 10s, actor::poll_atom_v)
       .receive([](std::vector<actor::generation_event>& events) { EXPECT_TRUE(events.empty()); },
                [](caf::error& e) { FAIL() << caf::to_string(e); });
-  self->request(worker, 10s, actor::generate_atom_v, request(4, 50))
-      .receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
+  // The cancel is queued right behind the request, ahead of the worker's first iteration.
+  auto accepted = self->request(worker, 10s, actor::generate_atom_v, request(4, 50));
   self->send(worker, actor::cancel_atom_v, uint64_t{4});
+  accepted.receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
   bool cancelled = false;
   for (int i = 0; i < 50 && !cancelled; ++i) {
     self->request(worker, 10s, actor::poll_atom_v)
