@@ -76,6 +76,7 @@ void head_server::serve(const std::vector<zmq::message_t>& frames) {
     return;
   }
   deliver(logic_.on_request(identity, *request, std::chrono::steady_clock::now()));
+  report();  // counted before the next frame, which may be the metrics request that shows them
 }
 
 void head_server::deliver(const std::vector<head_logic::outgoing>& out) {

@@ -12,8 +12,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::shared_ptr<const served_model> tiny_model() {
-  const models::gpt_config config{256, 64, 2, 32, 4};
+std::shared_ptr<const served_model> tiny_model(int ctx = 64) {
+  const models::gpt_config config{256, ctx, 2, 32, 4};
   auto m = std::make_shared<served_model>();
   m->layout = std::make_unique<models::gpt_layout>(config, models::layer_range::all(config));
   m->params.resize(m->layout->total());
@@ -73,13 +73,19 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
   self->request(worker, 10s, actor::poll_atom_v)
       .receive([](std::vector<actor::generation_event>& events) { EXPECT_TRUE(events.empty()); },
                [](caf::error& e) { FAIL() << caf::to_string(e); });
-  // The cancel is queued right behind the request, ahead of the worker's first iteration.
-  auto accepted = self->request(worker, 10s, actor::generate_atom_v, request(4, 50));
-  self->send(worker, actor::cancel_atom_v, uint64_t{4});
+  self->send_exit(worker, caf::exit_reason::user_shutdown);
+
+  // A long generation (1000 tokens, a long context) cancelled right after it starts ends early,
+  // as cancelled.
+  auto long_worker =
+      spawn_inference_worker(system, metrics, "worker/1", tiny_model(1024),
+                             {.scheduler = {.ctx = 1024, .max_batch_tokens = 64}}, 50ms);
+  auto accepted = self->request(long_worker, 10s, actor::generate_atom_v, request(4, 1000));
+  self->send(long_worker, actor::cancel_atom_v, uint64_t{4});
   accepted.receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
   bool cancelled = false;
   for (int i = 0; i < 50 && !cancelled; ++i) {
-    self->request(worker, 10s, actor::poll_atom_v)
+    self->request(long_worker, 10s, actor::poll_atom_v)
         .receive(
             [&](std::vector<actor::generation_event>& events) {
               for (const auto& e : events) {
@@ -92,7 +98,7 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
             [](caf::error& e) { FAIL() << caf::to_string(e); });
   }
   EXPECT_TRUE(cancelled);
-  self->send_exit(worker, caf::exit_reason::user_shutdown);
+  self->send_exit(long_worker, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace
