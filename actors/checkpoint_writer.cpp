@@ -15,7 +15,7 @@ absl::StatusOr<actor::checkpoint_shard> write_snapshot(const actor::checkpoint_s
     for (const auto& [name, contents] : *snapshot.files) {
       TROUPE_ASSIGN_OR_RETURN(checkpoint::file_record record,
                               store.stage(shard.step, name, contents));
-      shard.files.push_back({record.name, record.bytes, record.sha256});
+      shard.files.push_back(std::move(record));
     }
   }
   shard.write_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -57,7 +57,7 @@ class pretrain_driver {
   /// Every rank's files of checkpoint `step` are durable: write its manifest and make it visible.
   struct commit {
     int64_t step;
-    std::vector<actor::saved_file> files;
+    std::vector<checkpoint::file_record> files;
     int64_t cursor;  ///< the data cursor to resume from
   };
   struct finish {

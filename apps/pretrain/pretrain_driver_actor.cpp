@@ -93,9 +93,6 @@ void record(self_ptr self, const nlohmann::json& row) {
 
 absl::Status commit(self_ptr self, const pretrain_driver::commit& c) {
   auto& st = self->state;
-  std::vector<checkpoint::file_record> files;
-  for (const auto& f : c.files)
-    files.push_back({f.name, f.bytes, f.sha256});
   const nlohmann::json meta = {{"app", "pretrain"},
                                {"model", model_json(st.model)},
                                {"dp", st.options.parallel.dp},
@@ -104,7 +101,7 @@ absl::Status commit(self_ptr self, const pretrain_driver::commit& c) {
                                {"seed", st.options.train.seed},
                                {"cursor", c.cursor}};
   checkpoint::checkpoint_store store(st.checkpoint_root);
-  TROUPE_RETURN_IF_ERROR(store.commit(c.step, files, meta, st.options.checkpoint.keep));
+  TROUPE_RETURN_IF_ERROR(store.commit(c.step, c.files, meta, st.options.checkpoint.keep));
   st.events->emit(run::severity::debug, "checkpoint_committed",
                   absl::StrCat("checkpoint ", store.step_dir(c.step), " committed"),
                   {{"step", c.step}, {"dir", store.step_dir(c.step)}});

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/tensor/safetensors.hpp"
 
 namespace troupe::actor {
@@ -77,20 +78,13 @@ struct step_report {
   double comm_s = 0;     ///< waiting for collectives (what compute did not hide)
 };
 
-/// One file a checkpoint writer made durable: its name in the step directory, size and sha256.
-struct saved_file {
-  std::string name;
-  uint64_t bytes = 0;
-  std::string sha256;  ///< lowercase hex
-};
-
 /// One data-parallel rank's part of checkpoint `step`, written and synced: its files, the data
 /// cursor to resume from, and what it cost the rank.
 struct checkpoint_shard {
   int64_t step = 0;
   int32_t rank = 0;
-  int64_t cursor = 0;  ///< the global sample index the next step starts at
-  std::vector<saved_file> files;
+  int64_t cursor = 0;                          ///< the global sample index the next step starts at
+  std::vector<checkpoint::file_record> files;  ///< written, synced and hashed
   double stall_s = 0;  ///< the rank was blocked this long (the snapshot to host memory)
   double write_s = 0;  ///< the writer took this long, in the background
 };

@@ -10,6 +10,15 @@
 #include "caf/all.hpp"
 #include "runtime/actor/message_types.hpp"
 
+namespace troupe::checkpoint {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, file_record& x) {
+  return f(caf::meta::type_name("file_record"), x.name, x.bytes, x.sha256);
+}
+
+}  // namespace troupe::checkpoint
+
 namespace troupe::actor {
 
 /// Tells an actor that the actor registered under `name` now has handle `handle`, sent by the
@@ -67,11 +76,6 @@ typename Inspector::result_type inspect(Inspector& f, step_report& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, saved_file& x) {
-  return f(caf::meta::type_name("saved_file"), x.name, x.bytes, x.sha256);
-}
-
-template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_shard& x) {
   return f(caf::meta::type_name("checkpoint_shard"), x.step, x.rank, x.cursor, x.files, x.stall_s,
            x.write_s);
@@ -114,8 +118,8 @@ CAF_ADD_TYPE_ID(troupe, (troupe::actor::actor_down))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::member_event))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::token_batch))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::step_report))
-CAF_ADD_TYPE_ID(troupe, (troupe::actor::saved_file))
-CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actor::saved_file>))
+CAF_ADD_TYPE_ID(troupe, (troupe::checkpoint::file_record))
+CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::checkpoint::file_record>))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::checkpoint_shard))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::checkpoint_snapshot))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::generation_request))

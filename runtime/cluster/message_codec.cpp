@@ -368,7 +368,7 @@ absl::StatusOr<actor::checkpoint_shard> unpack_shard(const msgpack::object& o) {
   }
   for (uint32_t i = 0; i < files->via.array.size; ++i) {
     TROUPE_ASSIGN_OR_RETURN(auto f, map_view::of(files->via.array.ptr[i], "checkpoint_shard file"));
-    actor::saved_file file;
+    checkpoint::file_record file;
     TROUPE_ASSIGN_OR_RETURN(file.name, f.get_string("name"));
     TROUPE_ASSIGN_OR_RETURN(file.bytes, f.get_uint("bytes"));
     TROUPE_ASSIGN_OR_RETURN(file.sha256, f.get_string("sha256"));

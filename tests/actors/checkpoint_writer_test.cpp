@@ -38,11 +38,7 @@ TEST(CheckpointWriter, StagesEveryFileAndReportsItsRecord) {
   EXPECT_EQ(shard->files[0].sha256, *checkpoint::sha256_file(path));
   // The driver's commit makes it a checkpoint that reads back.
   checkpoint::checkpoint_store store(root);
-  ASSERT_TRUE(store
-                  .commit(7,
-                          {{shard->files[0].name, shard->files[0].bytes, shard->files[0].sha256}},
-                          {{"cursor", shard->cursor}}, 3)
-                  .ok());
+  ASSERT_TRUE(store.commit(7, shard->files, {{"cursor", shard->cursor}}, 3).ok());
   auto saved = checkpoint::checkpoint_store::read(store.step_dir(7));
   ASSERT_TRUE(saved.ok()) << saved.status();
   EXPECT_EQ(saved->files.at("optimizer-1.safetensors").get("m")->data<float>()[63], 63.0f);
