@@ -28,6 +28,7 @@ absl::Status inference_engine::add(generation_request request) {
 absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
   const std::vector<batch_chunk> batch = scheduler_.schedule();
   last_batch_tokens_ = 0;
+  last_batch_sequences_ = static_cast<int>(batch.size());
   if (batch.empty()) return std::vector<generation_event>{};
   std::vector<models::decode_request> requests;
   requests.reserve(batch.size());

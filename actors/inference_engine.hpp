@@ -33,8 +33,9 @@ class inference_engine {
   [[nodiscard]] bool idle() const { return scheduler_.waiting() == 0 && scheduler_.running() == 0; }
   [[nodiscard]] const kv_block_pool& blocks() const { return blocks_; }
   [[nodiscard]] const batch_scheduler& scheduler() const { return scheduler_; }
-  /// Tokens the last step ran through the model.
+  /// Tokens and sequences the last step ran through the model.
   [[nodiscard]] int last_batch_tokens() const { return last_batch_tokens_; }
+  [[nodiscard]] int last_batch_sequences() const { return last_batch_sequences_; }
 
  private:
   const models::gpt_layout& layout_;
@@ -45,6 +46,7 @@ class inference_engine {
   models::gpt_cpu_decoder decoder_;
   std::vector<float> logits_;
   int last_batch_tokens_ = 0;
+  int last_batch_sequences_ = 0;
 };
 
 }  // namespace troupe::actors

@@ -1,5 +1,7 @@
 #include "actors/inference_worker_actor.hpp"
 
+#include <utility>
+
 #include "runtime/actor/role_actor.hpp"
 #include "runtime/actor/status_bridge.hpp"
 
@@ -9,8 +11,8 @@ namespace {
 struct worker_state {
   std::shared_ptr<const served_model> model;
   std::unique_ptr<inference_engine> engine;
-  std::vector<actor::generation_event> events;  // not yet polled
-  caf::typed_response_promise<std::vector<actor::generation_event>> poll;
+  actor::worker_report report;  // events and batch sizes not yet polled
+  caf::typed_response_promise<actor::worker_report> poll;
   bool polling = false;   // a poll waits for events
   bool stepping = false;  // a (step) is on its way
   std::chrono::milliseconds poll_wait{500};
@@ -18,12 +20,19 @@ struct worker_state {
 
 using self_ptr = actor::role_pointer<actor::inference_worker_actor, worker_state>;
 
+// Batch sizes a report keeps (the latest), however long since the last poll.
+constexpr size_t max_batch_sizes = 256;
+
 void answer_poll(self_ptr self) {
   auto& st = self->state;
   if (!st.polling) return;
   st.polling = false;
-  st.poll.deliver(std::move(st.events));
-  st.events.clear();
+  const kv_block_pool& blocks = st.engine->blocks();
+  st.report.kv_blocks_used = blocks.used_blocks();
+  st.report.kv_blocks_total = blocks.total();
+  st.report.waiting = static_cast<int32_t>(st.engine->scheduler().waiting());
+  st.report.running = static_cast<int32_t>(st.engine->scheduler().running());
+  st.poll.deliver(std::exchange(st.report, {}));
 }
 
 void keep_stepping(self_ptr self) {
@@ -36,8 +45,8 @@ void keep_stepping(self_ptr self) {
 void add_events(self_ptr self, std::vector<actor::generation_event> events) {
   auto& st = self->state;
   for (auto& e : events)
-    st.events.push_back(std::move(e));
-  if (!st.events.empty()) answer_poll(self);
+    st.report.events.push_back(std::move(e));
+  if (!st.report.events.empty()) answer_poll(self);
 }
 
 }  // namespace
@@ -73,9 +82,9 @@ actor::inference_worker_actor spawn_inference_worker(caf::actor_system& system,
                 [self](actor::poll_atom) {
                   auto& st = self->state;
                   if (st.polling) answer_poll(self);  // a newer poll replaces an older one
-                  st.poll = self->make_response_promise<std::vector<actor::generation_event>>();
+                  st.poll = self->make_response_promise<actor::worker_report>();
                   st.polling = true;
-                  if (!st.events.empty()) {
+                  if (!st.report.events.empty()) {
                     answer_poll(self);
                   } else {
                     self->delayed_send(self, st.poll_wait, actor::tick_atom_v);
@@ -91,6 +100,9 @@ actor::inference_worker_actor spawn_inference_worker(caf::actor_system& system,
                     self->quit(actor::to_error(events.status()));
                     return;
                   }
+                  auto& sizes = st.report.batch_sizes;
+                  if (sizes.size() == max_batch_sizes) sizes.erase(sizes.begin());
+                  sizes.push_back(st.engine->last_batch_sequences());
                   add_events(self, *std::move(events));
                   keep_stepping(self);
                 },

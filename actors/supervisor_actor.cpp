@@ -34,6 +34,7 @@ struct supervisor_state {
   int starting = 0;
   bool running = false;
   bool finished = false;
+  bool stopping = false;  // (stop) asked: the driver winds down
 };
 
 using self_ptr = actor::role_pointer<supervisor_actor, supervisor_state>;
@@ -47,6 +48,8 @@ void finish(self_ptr self, actor::job_result result) {
   st.finished = true;
   if (result.ok) {
     st.deps->events.emit(run::severity::info, "job_succeeded", "the app finished");
+  } else if (st.stopping) {
+    st.deps->events.emit(run::severity::warning, "job_interrupted", "stopped on request");
   } else {
     st.deps->events.emit(run::severity::error, "job_failed", result.error,
                          {{"error", result.error}});
@@ -299,6 +302,16 @@ supervisor_actor spawn_supervisor(caf::actor_system& system, supervisor_deps dep
           s.deps->node->forget(
               down.name, absl::Status(static_cast<absl::StatusCode>(down.code),
                                       down.message.empty() ? "stopped on its own" : down.message));
+        },
+        [self](actor::stop_atom) {
+          auto& s = self->state;
+          if (s.finished || s.stopping) return;
+          s.stopping = true;
+          if (s.running) {
+            self->send(s.driver, actor::stop_atom_v);  // it answers `run` when it has stopped
+          } else {
+            finish(self, actor::job_result{false, {}, "interrupted"});
+          }
         },
         [self](const actor::member_event& event) {
           auto& s = self->state;

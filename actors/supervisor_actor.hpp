@@ -22,9 +22,11 @@ namespace troupe::actors {
 ///
 ///   starting --all spawned--> running --driver answers run--> done (result to owner)
 ///   running --fail_job / restarts exhausted / driver failed--> failed (result to owner)
+///   running --(stop): the driver stops gracefully--> done or interrupted (result to owner)
 using supervisor_actor =
     caf::typed_actor<caf::reacts_to<actor::restart_atom, std::string>,
-                     caf::reacts_to<actor::actor_down>, caf::reacts_to<actor::member_event>>;
+                     caf::reacts_to<actor::actor_down>, caf::reacts_to<actor::member_event>,
+                     caf::reacts_to<actor::stop_atom>>;
 
 /// The supervisor's collaborators; all must outlive the actor system.
 struct supervisor_deps {

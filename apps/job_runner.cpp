@@ -118,6 +118,7 @@ job_outcome job_runner::run(const std::atomic<bool>& stop) {
   }
   auto health = actors::spawn_health_monitor(*system_, plan_.spec.health, metrics_, events_);
   std::optional<actor::job_result> result;
+  std::optional<clock::time_point> stop_deadline;  // set once a stop is asked for
   {
     caf::scoped_actor owner{*system_};
     auto supervisor = actors::spawn_supervisor(
@@ -135,8 +136,20 @@ job_outcome job_runner::run(const std::atomic<bool>& stop) {
       owner->receive([&](actor::job_result& r) { result = std::move(r); },
                      caf::after(std::chrono::milliseconds(100)) >> [] {});
       if (result) break;
-      if (stop.load()) {
-        events_.emit(run::severity::warning, "job_interrupted", "stopping on request");
+      if (stop.load() && !stop_deadline) {
+        // The app stops gracefully (a server drains), within the grace period.
+        const int grace_s = plan_.spec.runtime.stop_grace_s;
+        events_.emit(run::severity::warning, "job_stopping",
+                     absl::StrCat("stopping on request; the app has up to ", grace_s,
+                                  " s to finish (runtime.stop_grace_s), Ctrl-C again ends it now"),
+                     {{"grace_s", grace_s}});
+        stop_deadline = clock::now() + std::chrono::seconds(grace_s);
+        caf::anon_send(supervisor, actor::stop_atom_v);
+        continue;
+      }
+      if (stop_deadline && clock::now() > *stop_deadline) {
+        events_.emit(run::severity::warning, "job_interrupted",
+                     "the app did not stop within runtime.stop_grace_s; stopping it now");
         outcome.result = job_outcome::status::interrupted;
         outcome.error = "interrupted";
       } else if (timeout_s > 0 && clock::now() > deadline) {
@@ -157,7 +170,7 @@ job_outcome job_runner::run(const std::atomic<bool>& stop) {
     outcome.summary = nlohmann::json::parse(result->summary_json, nullptr, false);
     if (outcome.summary.is_discarded()) outcome.summary = nlohmann::json::object();
   } else {
-    outcome.result = job_outcome::status::failed;
+    outcome.result = stop_deadline ? job_outcome::status::interrupted : job_outcome::status::failed;
     outcome.error = result->error;
   }
   return outcome;

@@ -73,8 +73,10 @@ class job_runner {
   /// actor stuck inside a handler blocks this; `troupe launch` guards it with a watchdog.
   ~job_runner();
 
-  /// Runs the job until it ends, `stop` becomes true (checked every 100 ms), or
-  /// `runtime.job_timeout_s` passes.
+  /// Runs the job until it ends or `runtime.job_timeout_s` passes. When `stop` becomes true
+  /// (checked every 100 ms), the app driver is asked to stop gracefully and given
+  /// `runtime.stop_grace_s`: a server that drains its requests succeeds, other apps end as
+  /// interrupted.
   [[nodiscard]] job_outcome run(const std::atomic<bool>& stop);
 
  private:

@@ -43,6 +43,9 @@ absl::Status worker_processes::start(int count, const std::string& head, const s
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(1);  // the parent died before prctl took effect
+      // Out of the terminal's process group: Ctrl-C reaches the launcher alone, which stops
+      // the job in order (a server drains its requests on these workers first).
+      setpgid(0, 0);
       const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (fd >= 0) {
         dup2(fd, STDOUT_FILENO);

@@ -166,6 +166,9 @@ absl::StatusOr<caf::actor> spawn_pipeline_driver(actor::role_context& ctx,
               execute(self, st.logic->start());
               return st.done;
             },
+            [self](actor::stop_atom) {
+              complete(self, actor::job_result{false, {}, "interrupted"});
+            },
         };
       });
   return caf::actor_cast<caf::actor>(handle);

@@ -317,6 +317,9 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
               }
               return st.done;
             },
+            [self](actor::stop_atom) {
+              complete(self, actor::job_result{false, {}, "interrupted"});
+            },
         };
       });
   return caf::actor_cast<caf::actor>(handle);

@@ -31,6 +31,9 @@ struct http_front_end::stream {
   std::optional<bool> accepted;
   api_error refusal;
   std::deque<actor::generation_event> events;
+  const clock::time_point submitted = clock::now();
+  clock::time_point last_tokens;  // when the latest tokens arrived
+  int tokens = 0;                 // tokens arrived so far
 
   // Waits until the router has answered; false when it has not within `limit`.
   bool wait_answer(std::chrono::milliseconds limit) {
@@ -110,9 +113,23 @@ void http_front_end::refused(uint64_t id, api_error error) {
 void http_front_end::deliver(const actor::generation_event& event) {
   if (auto s = find(event.id)) {
     std::lock_guard lock(s->mu);
+    const auto now = clock::now();
+    const auto seconds = [](clock::duration d) { return std::chrono::duration<double>(d).count(); };
+    const int n = static_cast<int>(event.tokens.size());
+    settings_.metrics->tokens_arrived(n, s->tokens, seconds(now - s->submitted),
+                                      seconds(now - s->last_tokens));
+    if (n > 0) {
+      s->tokens += n;
+      s->last_tokens = now;
+    }
     s->events.push_back(event);
     s->changed.notify_all();
   }
+}
+
+size_t http_front_end::open_requests() {
+  std::lock_guard lock(mu_);
+  return streams_.size();
 }
 
 void http_front_end::install_routes() {
@@ -131,15 +148,16 @@ void http_front_end::install_routes() {
                       "missing or wrong bearer token (Authorization: Bearer ...)"});
     return false;
   };
-  const auto count = [this](int status) {
-    std::lock_guard lock(mu_);
-    ++responses_[std::to_string(status)];
-  };
+  const auto count = [this](int status) { settings_.metrics->response(status); };
 
   const auto completions = [this, reply_error, authorized, count](bool chat) {
     return [this, reply_error, authorized, count, chat](const httplib::Request& req,
                                                         httplib::Response& res) {
       if (!authorized(req, res)) return count(res.status);
+      if (draining_) {
+        reply_error(res, {503, "server_error", "", "the server is shutting down"});
+        return count(res.status);
+      }
       auto parsed = parse_completion(req.body, settings_.limits, chat);
       if (auto* e = std::get_if<api_error>(&parsed)) {
         reply_error(res, *e);
@@ -246,19 +264,14 @@ void http_front_end::install_routes() {
                         .dump(),
                     "application/json");
   });
-  server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("{\"status\":\"ok\"}", "application/json");
+  server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    // A load balancer stops sending requests to a server that is draining.
+    if (draining_) res.status = 503;
+    res.set_content(draining_ ? "{\"status\":\"draining\"}" : "{\"status\":\"ok\"}",
+                    "application/json");
   });
   server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    std::string text = "# TYPE troupe_serve_responses_total counter\n";
-    {
-      std::lock_guard lock(mu_);
-      for (const auto& [status, n] : responses_) {
-        absl::StrAppend(&text, "troupe_serve_responses_total{status=\"", status, "\"} ", n, "\n");
-      }
-    }
-    if (hooks_.metrics) text += hooks_.metrics();
-    res.set_content(text, "text/plain; version=0.0.4");
+    res.set_content(settings_.metrics->prometheus_text(), "text/plain; version=0.0.4");
   });
   server.set_error_handler([this, reply_error](const httplib::Request&, httplib::Response& res) {
     if (res.status == 404 && res.body.empty()) {

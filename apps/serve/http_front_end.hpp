@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "apps/serve/openai_api.hpp"
+#include "apps/serve/serve_metrics.hpp"
 
 namespace httplib {
 class Server;
@@ -20,19 +21,20 @@ namespace troupe::apps {
 /// The serving app's HTTP server (cpp-httplib, its own threads): /v1/completions,
 /// /v1/chat/completions (streamed as Server-Sent Events or whole), /v1/models, /health and
 /// /metrics. It parses and checks requests, numbers them, and hands them to the router through
-/// `hooks`; the router answers each with accepted() or refused(), then its events.
+/// `hooks`; the router answers each with accepted() or refused(), then its events. Once
+/// draining, it refuses new requests (503) and /health says so, while the ones it has finish.
 class http_front_end {
  public:
   struct hooks {
     std::function<void(actor::generation_request)> submit;
     std::function<void(uint64_t id)> cancel;  ///< the client went away
-    std::function<std::string()> metrics;     ///< extra Prometheus text
   };
   struct settings {
     std::string host = "127.0.0.1";
     int port = 0;
     std::string token;  ///< bearer token; empty: none
     api_limits limits;
+    std::shared_ptr<serve_metrics> metrics;  ///< counted here, exported at /metrics
   };
 
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<http_front_end>> start(settings s, hooks h);
@@ -44,6 +46,11 @@ class http_front_end {
   void accepted(uint64_t id);
   void refused(uint64_t id, api_error error);
   void deliver(const actor::generation_event& event);
+
+  /// Refuse new requests from now on (any thread).
+  void drain() { draining_ = true; }
+  /// Requests whose HTTP exchange has not ended.
+  [[nodiscard]] size_t open_requests();
 
   struct stream;  // one request's answers, waited for by its HTTP thread
 
@@ -58,10 +65,10 @@ class http_front_end {
   std::thread thread_;
   int port_ = 0;
   std::atomic<uint64_t> next_id_{1};
-  std::atomic<bool> closing_{false};  // requests still waiting give up
+  std::atomic<bool> draining_{false};  // new requests are refused
+  std::atomic<bool> closing_{false};   // requests still waiting give up
   std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<stream>> streams_;
-  std::map<std::string, uint64_t> responses_;  // by HTTP status, for /metrics
 };
 
 }  // namespace troupe::apps

@@ -1,11 +1,10 @@
 #include "apps/serve/router_actor.hpp"
 
-#include <atomic>
-
 #include "absl/strings/str_cat.h"
 #include "actors/request_router.hpp"
 #include "apps/pretrain/pretrain_options.hpp"
 #include "apps/serve/http_front_end.hpp"
+#include "nlohmann/json.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/status_bridge.hpp"
 
@@ -15,12 +14,11 @@ namespace {
 using actors::request_router;
 using router_actor =
     actor::app_actor::extend<caf::reacts_to<actor::generate_atom, actor::generation_request>,
-                             caf::reacts_to<actor::cancel_atom, uint64_t>>;
+                             caf::reacts_to<actor::cancel_atom, uint64_t>,
+                             caf::reacts_to<actor::tick_atom>>;
 
-// Figures the HTTP threads read for /metrics.
-struct gauges {
-  std::atomic<int64_t> queued{0}, in_flight{0}, workers{0}, replays{0};
-};
+// How often a draining router looks whether the last request has ended.
+constexpr auto drain_check = std::chrono::milliseconds(50);
 
 struct router_state {
   serve_options options;
@@ -29,9 +27,11 @@ struct router_state {
   std::unique_ptr<request_router> logic;
   std::map<std::string, actor::inference_worker_actor> workers;
   std::map<caf::actor_addr, std::string> names;
-  std::shared_ptr<gauges> figures = std::make_shared<gauges>();
+  std::shared_ptr<serve_metrics> metrics = std::make_shared<serve_metrics>();
   std::unique_ptr<http_front_end> front_end;
+  std::string url;
   caf::typed_response_promise<actor::job_result> done;
+  bool draining = false;
 };
 
 using self_ptr = actor::role_pointer<router_actor, router_state>;
@@ -47,6 +47,7 @@ void execute(self_ptr self, std::vector<request_router::command> commands) {
       if (it == st.workers.end()) continue;
       const std::string worker = d->worker;
       const uint64_t id = d->request.id;
+      st.metrics->dispatched(worker);
       self->request(it->second, std::chrono::seconds(30), actor::generate_atom_v,
                     std::move(d->request))
           .then([](caf::ok_atom) {},
@@ -61,10 +62,7 @@ void execute(self_ptr self, std::vector<request_router::command> commands) {
       if (st.front_end) st.front_end->deliver(v->event);
     }
   }
-  st.figures->queued = static_cast<int64_t>(st.logic->queued());
-  st.figures->in_flight = static_cast<int64_t>(st.logic->in_flight());
-  st.figures->workers = static_cast<int64_t>(st.workers.size());
-  st.figures->replays = static_cast<int64_t>(st.logic->replays());
+  st.metrics->router_state(st.logic->queued(), st.logic->in_flight(), st.workers.size());
 }
 
 void poll(self_ptr self, const std::string& worker) {
@@ -72,9 +70,10 @@ void poll(self_ptr self, const std::string& worker) {
   if (it == self->state.workers.end()) return;
   self->request(it->second, std::chrono::seconds(30), actor::poll_atom_v)
       .then(
-          [self, worker](std::vector<actor::generation_event>& events) {
-            for (const auto& e : events)
+          [self, worker](actor::worker_report& report) {
+            for (const auto& e : report.events)
               execute(self, self->state.logic->on_event(worker, e));
+            self->state.metrics->worker_state(worker, report);
             poll(self, worker);
           },
           [self, worker](caf::error& e) {
@@ -91,6 +90,8 @@ void lost(self_ptr self, const std::string& worker, const std::string& why) {
   const uint64_t before = st.logic->replays();
   execute(self, st.logic->remove_worker(worker));
   const uint64_t replayed = st.logic->replays() - before;
+  st.metrics->worker_gone(worker);
+  st.metrics->replayed(replayed);
   st.events->emit(run::severity::warning, "worker_lost",
                   absl::StrCat(worker, " is gone (", why, "); ", replayed,
                                " of its requests continue elsewhere"),
@@ -122,29 +123,50 @@ absl::Status start_front_end(self_ptr self) {
   };
   http_front_end::hooks hooks{
       .submit = [send](actor::generation_request r) { send(actor::generate_atom_v, std::move(r)); },
-      .cancel = [send](uint64_t id) { send(actor::cancel_atom_v, id); },
-      .metrics =
-          [figures = st.figures] {
-            return absl::StrCat("# TYPE troupe_serve_queue_depth gauge\ntroupe_serve_queue_depth ",
-                                figures->queued.load(),
-                                "\n# TYPE troupe_serve_in_flight gauge\ntroupe_serve_in_flight ",
-                                figures->in_flight.load(),
-                                "\n# TYPE troupe_serve_workers gauge\ntroupe_serve_workers ",
-                                figures->workers.load(),
-                                "\n# TYPE troupe_serve_replays_total counter\n"
-                                "troupe_serve_replays_total ",
-                                figures->replays.load(), "\n");
-          }};
-  TROUPE_ASSIGN_OR_RETURN(st.front_end, http_front_end::start({st.options.host, st.options.port,
-                                                               st.options.token, st.limits},
-                                                              std::move(hooks)));
-  const std::string url = absl::StrCat("http://", st.options.host, ":", st.front_end->port());
+      .cancel = [send](uint64_t id) { send(actor::cancel_atom_v, id); }};
+  TROUPE_ASSIGN_OR_RETURN(
+      st.front_end, http_front_end::start(
+                        {st.options.host, st.options.port, st.options.token, st.limits, st.metrics},
+                        std::move(hooks)));
+  st.url = absl::StrCat("http://", st.options.host, ":", st.front_end->port());
+  const std::string& url = st.url;
   st.events->emit(run::severity::info, "serving",
                   absl::StrCat("serving ", st.limits.model, " on ", url, "  (try: curl -N ", url,
                                "/v1/completions -d '{\"model\":\"", st.limits.model,
                                "\",\"prompt\":\"Hello\",\"stream\":true}')"),
                   {{"url", url}, {"port", st.front_end->port()}});
   return absl::OkStatus();
+}
+
+void finish(self_ptr self, actor::job_result result) {
+  self->state.done.deliver(std::move(result));
+  self->quit();
+}
+
+// Ends the job once a draining router has nothing left: no request queued, on a worker, or in
+// an HTTP exchange.
+void finish_when_drained(self_ptr self) {
+  auto& st = self->state;
+  if (st.logic->queued() > 0 || st.logic->in_flight() > 0 || st.front_end->open_requests() > 0) {
+    self->delayed_send(self, drain_check, actor::tick_atom_v);
+    return;
+  }
+  st.events->emit(run::severity::info, "drained", "every request in flight has finished");
+  finish(self,
+         actor::job_result{
+             true, nlohmann::json{{"url", st.url}, {"replays", st.logic->replays()}}.dump(), {}});
+}
+
+void drain(self_ptr self) {
+  auto& st = self->state;
+  if (st.draining || !st.front_end) return;
+  st.draining = true;
+  st.front_end->drain();
+  st.events->emit(run::severity::info, "draining",
+                  absl::StrCat("stopping: finishing ", st.logic->queued() + st.logic->in_flight(),
+                               " requests, refusing new ones (Ctrl-C again stops at once)"),
+                  {{"requests", st.logic->queued() + st.logic->in_flight()}});
+  finish_when_drained(self);
 }
 
 }  // namespace
@@ -173,11 +195,12 @@ absl::StatusOr<caf::actor> spawn_serve_router(actor::role_context& ctx,
               auto& st = self->state;
               st.done = self->make_response_promise<actor::job_result>();
               if (absl::Status s = start_front_end(self); !s.ok()) {
-                st.done.deliver(actor::job_result{false, {}, std::string(s.message())});
-                self->quit();
+                finish(self, actor::job_result{false, {}, std::string(s.message())});
               }
               return st.done;  // answered when the job stops
             },
+            [self](actor::stop_atom) { drain(self); },
+            [self](actor::tick_atom) { finish_when_drained(self); },
             [self](actor::generate_atom, actor::generation_request& request) {
               auto& st = self->state;
               const uint64_t id = request.id;

@@ -48,18 +48,22 @@ using checkpoint_writer_actor =
 
 /// An inference worker (the serving app's engine): `(generate, request)` queues a generation and
 /// answers at once (or with the error for a request it refuses); `(cancel, id)` ends one;
-/// `(poll)` answers with the stream events produced since the last poll, held until there is one
-/// or a short wait passes, so that a router long-polls each worker. `(step)` and `(tick)` are its
+/// `(poll)` answers with the stream events produced since the last poll and the engine's state
+/// (a worker_report), held until there is an event or a short wait passes, so that a router
+/// long-polls each worker. `(step)` and `(tick)` are its
 /// own prompts: run one batching iteration, end a poll's wait.
 using inference_worker_actor =
     caf::typed_actor<caf::replies_to<generate_atom, generation_request>::with<caf::ok_atom>,
                      caf::reacts_to<cancel_atom, uint64_t>,
-                     caf::replies_to<poll_atom>::with<std::vector<generation_event>>,
-                     caf::reacts_to<step_atom>, caf::reacts_to<tick_atom>>;
+                     caf::replies_to<poll_atom>::with<worker_report>, caf::reacts_to<step_atom>,
+                     caf::reacts_to<tick_atom>>;
 
 /// An app driver. The supervisor hands it the role actors (`actor_update`) and then `run`; the
-/// driver answers `run` with the job's result when the app is done.
+/// driver answers `run` with the job's result when the app is done. `(stop)` asks it to end
+/// early and gracefully (Ctrl-C): a server finishes the requests it has and succeeds, a job
+/// with a goal ends as failed ("interrupted").
 using app_actor =
-    caf::typed_actor<caf::reacts_to<actor_update>, caf::replies_to<run_atom>::with<job_result>>;
+    caf::typed_actor<caf::reacts_to<actor_update>, caf::replies_to<run_atom>::with<job_result>,
+                     caf::reacts_to<stop_atom>>;
 
 }  // namespace troupe::actor

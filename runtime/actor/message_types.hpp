@@ -130,6 +130,18 @@ struct generation_event {
   finish_reason reason = finish_reason::length;
 };
 
+/// An inference worker's answer to a poll: the stream events produced since the last poll, and
+/// the state of its engine (for the router's metrics).
+struct worker_report {
+  std::vector<generation_event> events;
+  int32_t kv_blocks_used = 0;
+  int32_t kv_blocks_total = 0;
+  int32_t waiting = 0;  ///< requests not yet admitted (or preempted)
+  int32_t running = 0;  ///< sequences in the batch
+  /// Sequences in each iteration since the last poll, oldest first (the latest 256 at most).
+  std::vector<int32_t> batch_sizes;
+};
+
 /// How a job ended: the app's JSON summary on success, the cause on failure.
 struct job_result {
   bool ok = false;

@@ -99,6 +99,12 @@ typename Inspector::result_type inspect(Inspector& f, generation_event& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
+  return f(caf::meta::type_name("worker_report"), x.events, x.kv_blocks_used, x.kv_blocks_total,
+           x.waiting, x.running, x.batch_sizes);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_result& x) {
   return f(caf::meta::type_name("job_result"), x.ok, x.summary_json, x.error);
 }
@@ -125,6 +131,7 @@ CAF_ADD_TYPE_ID(troupe, (troupe::actor::checkpoint_snapshot))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::generation_request))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::generation_event))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actor::generation_event>))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::worker_report))
 
 // Pipeline roles.
 CAF_ADD_ATOM(troupe, troupe::actor, next_atom, "next")
@@ -147,6 +154,7 @@ CAF_ADD_ATOM(troupe, troupe::actor, poll_atom, "poll")
 CAF_ADD_ATOM(troupe, troupe::actor, cancel_atom, "cancel")
 // Jobs and supervision.
 CAF_ADD_ATOM(troupe, troupe::actor, run_atom, "run")
+CAF_ADD_ATOM(troupe, troupe::actor, stop_atom, "stop")
 CAF_ADD_ATOM(troupe, troupe::actor, restart_atom, "restart")
 CAF_ADD_ATOM(troupe, troupe::actor, track_atom, "track")
 CAF_ADD_ATOM(troupe, troupe::actor, tick_atom, "tick")

@@ -480,21 +480,46 @@ absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
   return x;
 }
 
-void pack_events(packer& pk, const std::vector<actor::generation_event>& xs) {
-  pk.pack_array(static_cast<uint32_t>(xs.size()));
-  for (const auto& x : xs)
-    pack_event(pk, x);
+void pack_worker_report(packer& pk, const actor::worker_report& x) {
+  pk.pack_map(6);
+  pk.pack("events");
+  pk.pack_array(static_cast<uint32_t>(x.events.size()));
+  for (const auto& e : x.events)
+    pack_event(pk, e);
+  pk.pack("kv_blocks_used");
+  pk.pack(x.kv_blocks_used);
+  pk.pack("kv_blocks_total");
+  pk.pack(x.kv_blocks_total);
+  pk.pack("waiting");
+  pk.pack(x.waiting);
+  pk.pack("running");
+  pk.pack(x.running);
+  pk.pack("batch_sizes");
+  pk.pack(x.batch_sizes);
 }
-absl::StatusOr<std::vector<actor::generation_event>> unpack_events(const msgpack::object& o) {
-  if (o.type != msgpack::type::ARRAY) {
-    return absl::InvalidArgumentError("generation_events: expected a list");
+absl::StatusOr<actor::worker_report> unpack_worker_report(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "worker_report"));
+  actor::worker_report x;
+  const msgpack::object* events = m.find("events");
+  if (events == nullptr || events->type != msgpack::type::ARRAY) {
+    return absl::InvalidArgumentError("worker_report: 'events' must be a list");
   }
-  std::vector<actor::generation_event> out;
-  for (uint32_t i = 0; i < o.via.array.size; ++i) {
-    TROUPE_ASSIGN_OR_RETURN(auto e, unpack_event(o.via.array.ptr[i]));
-    out.push_back(std::move(e));
+  for (uint32_t i = 0; i < events->via.array.size; ++i) {
+    TROUPE_ASSIGN_OR_RETURN(auto e, unpack_event(events->via.array.ptr[i]));
+    x.events.push_back(std::move(e));
   }
-  return out;
+  int32_t* counts[] = {&x.kv_blocks_used, &x.kv_blocks_total, &x.waiting, &x.running};
+  const char* names[] = {"kv_blocks_used", "kv_blocks_total", "waiting", "running"};
+  for (int i = 0; i < 4; ++i) {
+    TROUPE_ASSIGN_OR_RETURN(int64_t v, m.get_int(names[i], 0));
+    if (v < 0 || v > INT32_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat("worker_report: '", names[i], "' is ", v));
+    }
+    *counts[i] = static_cast<int32_t>(v);
+  }
+  TROUPE_ASSIGN_OR_RETURN(x.batch_sizes,
+                          unpack_ids(m.find("batch_sizes"), "worker_report: 'batch_sizes'"));
+  return x;
 }
 
 const std::vector<element_codec>& codecs() {
@@ -534,8 +559,8 @@ const std::vector<element_codec>& codecs() {
     t.push_back(structured<actor::checkpoint_shard>("checkpoint_shard", pack_shard, unpack_shard));
     t.push_back(structured<actor::generation_request>("generation_request", pack_generation,
                                                       unpack_generation));
-    t.push_back(structured<std::vector<actor::generation_event>>("generation_events", pack_events,
-                                                                 unpack_events));
+    t.push_back(structured<actor::worker_report>("worker_report", pack_worker_report,
+                                                 unpack_worker_report));
     return t;
   }();
   return table;

@@ -89,6 +89,9 @@ object_schema<runtime_spec> make_runtime_schema() {
   s.add("job_timeout_s", &runtime_spec::job_timeout_s)
       .range(0, 7 * 24 * 3600)
       .help("fail the job after this many seconds; 0 = no limit");
+  s.add("stop_grace_s", &runtime_spec::stop_grace_s)
+      .range(0, 3600)
+      .help("after Ctrl-C, seconds the app may take to stop gracefully (serve: drain requests)");
   return s;
 }
 

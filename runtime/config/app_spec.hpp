@@ -33,6 +33,9 @@ struct runtime_spec {
   int max_throughput = 0;
   /// Whole-job time limit in seconds; 0 means none.
   int job_timeout_s = 0;
+  /// After Ctrl-C or SIGTERM, how long the app may take to stop gracefully (a server finishes
+  /// the requests it has) before it is stopped at once.
+  int stop_grace_s = 30;
 };
 
 /// Where the job's processes come from. In this build every app runs in one process.

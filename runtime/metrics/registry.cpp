@@ -1,5 +1,7 @@
 #include "runtime/metrics/registry.hpp"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -32,16 +34,41 @@ std::string number(double v) {
   return absl::StrFormat("%.9g", v);
 }
 
+// `name{labels, le=...}`: a histogram's bucket series.
+std::string bucket_name(const std::string& name, labels l, const std::string& le) {
+  l.emplace_back("le", le);
+  return series_name(name + "_bucket", l);
+}
+
 }  // namespace
 
-template <class M>
+histogram::histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)),
+      counts_(std::make_unique<std::atomic<uint64_t>[]>(bounds_.size() + 1)) {}
+
+void histogram::observe(double v) {
+  const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
+  counts_[i].fetch_add(1, std::memory_order_relaxed);
+  double sum = sum_.load(std::memory_order_relaxed);
+  while (!sum_.compare_exchange_weak(sum, sum + v, std::memory_order_relaxed)) {
+  }
+}
+
+uint64_t histogram::count() const {
+  uint64_t n = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i)
+    n += bucket(i);
+  return n;
+}
+
+template <class M, class... Args>
 M& registry::get(std::map<std::string, family<M>>& families, const std::string& name,
-                 const std::string& help, const labels& l) {
+                 const std::string& help, const labels& l, const Args&... args) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& fam = families[name];
   if (fam.help.empty()) fam.help = help;
   auto& slot = fam.series[l];
-  if (!slot) slot = std::make_unique<M>();
+  if (!slot) slot = std::make_unique<M>(args...);
   return *slot;
 }
 
@@ -51,6 +78,11 @@ counter& registry::get_counter(const std::string& name, const std::string& help,
 
 gauge& registry::get_gauge(const std::string& name, const std::string& help, const labels& l) {
   return get(gauges_, name, help, l);
+}
+
+histogram& registry::get_histogram(const std::string& name, const std::string& help,
+                                   const std::vector<double>& bounds, const labels& l) {
+  return get(histograms_, name, help, l, bounds);
 }
 
 std::shared_ptr<actor_stats> registry::actor(const std::string& actor) {
@@ -81,6 +113,19 @@ std::string registry::prometheus_text() const {
     absl::StrAppend(&out, "# HELP ", name, " ", fam.help, "\n# TYPE ", name, " gauge\n");
     for (const auto& [l, g] : fam.series) {
       absl::StrAppend(&out, series_name(name, l), " ", number(g->value()), "\n");
+    }
+  }
+  for (const auto& [name, fam] : histograms_) {
+    absl::StrAppend(&out, "# HELP ", name, " ", fam.help, "\n# TYPE ", name, " histogram\n");
+    for (const auto& [l, h] : fam.series) {
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i <= h->bounds().size(); ++i) {
+        cumulative += h->bucket(i);
+        const std::string le = i == h->bounds().size() ? "+Inf" : number(h->bounds()[i]);
+        absl::StrAppend(&out, bucket_name(name, l, le), " ", cumulative, "\n");
+      }
+      absl::StrAppend(&out, series_name(name + "_sum", l), " ", number(h->sum()), "\n",
+                      series_name(name + "_count", l), " ", cumulative, "\n");
     }
   }
   if (actors_.empty()) return out;
@@ -124,6 +169,7 @@ nlohmann::json registry::to_json() const {
   std::lock_guard<std::mutex> lock(mu_);
   nlohmann::json out = {{"counters", nlohmann::json::object()},
                         {"gauges", nlohmann::json::object()},
+                        {"histograms", nlohmann::json::object()},
                         {"actors", nlohmann::json::object()}};
   for (const auto& [name, fam] : counters_) {
     for (const auto& [l, c] : fam.series)
@@ -132,6 +178,20 @@ nlohmann::json registry::to_json() const {
   for (const auto& [name, fam] : gauges_) {
     for (const auto& [l, g] : fam.series)
       out["gauges"][series_name(name, l)] = g->value();
+  }
+  for (const auto& [name, fam] : histograms_) {
+    for (const auto& [l, h] : fam.series) {
+      nlohmann::json buckets = nlohmann::json::array();
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i <= h->bounds().size(); ++i) {
+        cumulative += h->bucket(i);
+        buckets.push_back(
+            {i == h->bounds().size() ? nlohmann::json("+Inf") : nlohmann::json(h->bounds()[i]),
+             cumulative});
+      }
+      out["histograms"][series_name(name, l)] = {
+          {"count", cumulative}, {"sum", h->sum()}, {"buckets", buckets}};
+    }
   }
   for (const auto& [actor, s] : actors_) {
     out["actors"][actor] = {{"messages", s->messages()},

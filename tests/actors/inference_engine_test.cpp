@@ -67,6 +67,24 @@ TEST_F(InferenceEngineTest, OutputsDoNotDependOnBatchingOrPreemption) {
   EXPECT_GT(preemptions, 0u);
 }
 
+// The first iteration prefills every prompt together; the next decodes one token for each.
+TEST_F(InferenceEngineTest, ReportsTheBatchItRan) {
+  inference_engine engine(layout_, params_.data(), {.scheduler = {.ctx = 64}});
+  for (uint64_t id = 1; id <= 3; ++id) {
+    generation_request r;
+    r.id = id;
+    r.prompt.assign(4 * id, 'x');
+    ASSERT_TRUE(engine.add(r).ok());
+  }
+  ASSERT_TRUE(engine.step().ok());
+  EXPECT_EQ(engine.last_batch_sequences(), 3);
+  EXPECT_EQ(engine.last_batch_tokens(), 4 + 8 + 12);
+  EXPECT_EQ(engine.blocks().used_blocks(), 3);  // one 16-position block each
+  ASSERT_TRUE(engine.step().ok());
+  EXPECT_EQ(engine.last_batch_sequences(), 3);
+  EXPECT_EQ(engine.last_batch_tokens(), 3);
+}
+
 TEST_F(InferenceEngineTest, RefusesTokensOutsideTheVocabulary) {
   inference_engine engine(layout_, params_.data(), {});
   generation_request r;

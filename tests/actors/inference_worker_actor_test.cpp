@@ -52,11 +52,16 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
 
   std::map<uint64_t, std::vector<int32_t>> streams;
   std::map<uint64_t, bool> finished;
+  int max_blocks_used = 0, max_batch = 0;
   for (int i = 0; i < 200 && !(finished[1] && finished[2]); ++i) {
     self->request(worker, 10s, actor::poll_atom_v)
         .receive(
-            [&](std::vector<actor::generation_event>& events) {
-              for (const auto& e : events) {
+            [&](actor::worker_report& report) {
+              EXPECT_EQ(report.kv_blocks_total, 256);  // inference_engine::options' default
+              max_blocks_used = std::max(max_blocks_used, report.kv_blocks_used);
+              for (int32_t n : report.batch_sizes)
+                max_batch = std::max(max_batch, n);
+              for (const auto& e : report.events) {
                 EXPECT_EQ(e.first_index, static_cast<int>(streams[e.id].size()));
                 streams[e.id].insert(streams[e.id].end(), e.tokens.begin(), e.tokens.end());
                 if (e.finished) finished[e.id] = true;
@@ -68,11 +73,20 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
   EXPECT_EQ(streams[2].size(), 10u);
   // Greedy decoding of the same prompt: the shorter output is a prefix of the longer one.
   EXPECT_TRUE(std::equal(streams[1].begin(), streams[1].end(), streams[2].begin()));
+  // The reports showed iterations of one or both sequences, holding blocks.
+  EXPECT_GE(max_batch, 1);
+  EXPECT_LE(max_batch, 2);
+  EXPECT_GT(max_blocks_used, 0);
 
-  // An idle worker's poll comes back empty after the wait, and a cancelled request ends.
+  // An idle worker's poll comes back empty after the wait, with every block free again.
   self->request(worker, 10s, actor::poll_atom_v)
-      .receive([](std::vector<actor::generation_event>& events) { EXPECT_TRUE(events.empty()); },
-               [](caf::error& e) { FAIL() << caf::to_string(e); });
+      .receive(
+          [](actor::worker_report& report) {
+            EXPECT_TRUE(report.events.empty());
+            EXPECT_EQ(report.kv_blocks_used, 0);
+            EXPECT_EQ(report.running, 0);
+          },
+          [](caf::error& e) { FAIL() << caf::to_string(e); });
   self->send_exit(worker, caf::exit_reason::user_shutdown);
 
   // A long generation (1000 tokens, a long context) cancelled right after it starts ends early,
@@ -87,8 +101,8 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
   for (int i = 0; i < 50 && !cancelled; ++i) {
     self->request(long_worker, 10s, actor::poll_atom_v)
         .receive(
-            [&](std::vector<actor::generation_event>& events) {
-              for (const auto& e : events) {
+            [&](actor::worker_report& report) {
+              for (const auto& e : report.events) {
                 if (e.id == 4 && e.finished) {
                   cancelled = true;
                   EXPECT_EQ(e.reason, actor::finish_reason::cancelled);

@@ -1,11 +1,14 @@
 // `app: serve` end to end: a real multi-process serve job (head + two worker processes) and real
 // HTTP requests: completions (whole and streamed), chat, the error statuses, a worker killed
-// during a load.
+// during a load, /metrics after it, a worker joining a running job, Ctrl-C draining.
 
+#include <atomic>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <future>
 #include <regex>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -43,6 +46,47 @@ class ServeTest : public ::testing::Test {
     httplib::Client c("127.0.0.1", port_);
     c.set_read_timeout(60, 0);
     return c;
+  }
+
+  // The value of `series` (e.g. `troupe_serve_in_flight`) in /metrics; NaN when absent.
+  double metric(const std::string& series) const {
+    auto c = client();
+    auto res = c.Get("/metrics");
+    if (!res) return NAN;
+    std::istringstream lines(res->body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+    }
+    return NAN;
+  }
+
+  // Waits (bounded) until `series` reads `value` (`at_least`: `value` or more).
+  bool metric_reaches(const std::string& series, double value, std::chrono::milliseconds limit,
+                      bool at_least = false) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (double v = metric(series); at_least ? !(v >= value) : v != value; v = metric(series)) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(10ms);
+    }
+    return true;
+  }
+
+  // Starts `n` completions of `max_tokens` tokens on their own threads; each returns its body
+  // (null when it failed).
+  std::vector<std::future<nlohmann::json>> completions(int n, int max_tokens) const {
+    std::vector<std::future<nlohmann::json>> calls;
+    for (int i = 0; i < n; ++i) {
+      calls.push_back(std::async(std::launch::async, [this, i, max_tokens] {
+        auto c = client();
+        auto res = c.Post("/v1/completions",
+                          R"({"model": "troupe-tiny", "prompt": "request )" + std::to_string(i) +
+                              R"(", "max_tokens": )" + std::to_string(max_tokens) +
+                              R"(, "seed": )" + std::to_string(i + 1) + "}",
+                          "application/json");
+        return res && res->status == 200 ? nlohmann::json::parse(res->body) : nlohmann::json();
+      }));
+    }
+    return calls;
   }
 
   static nlohmann::json post(httplib::Client& c, const std::string& path, const std::string& body,
@@ -203,28 +247,13 @@ TEST_F(ServeTest, AFloodGets429WithRetryAfter) {
 }
 
 // SIGKILL one worker process while requests run: every request still completes exactly once,
-// with all its tokens.
+// with all its tokens. Afterwards /metrics shows the latencies and batches, and the KV blocks
+// in use are back to 0.
 TEST_F(ServeTest, AKilledWorkerLosesNoRequest) {
   start({}, true);
-  std::vector<std::future<nlohmann::json>> calls;
-  for (int i = 0; i < 8; ++i) {
-    calls.push_back(std::async(std::launch::async, [this, i] {
-      auto c = client();
-      auto res = c.Post("/v1/completions",
-                        R"({"model": "troupe-tiny", "prompt": "request )" + std::to_string(i) +
-                            R"(", "max_tokens": 100, "seed": )" + std::to_string(i + 1) + "}",
-                        "application/json");
-      return res && res->status == 200 ? nlohmann::json::parse(res->body) : nlohmann::json();
-    }));
-  }
+  auto calls = completions(8, 100);
   // Once all eight run, kill a worker process ("w1 joined from HOST (pid N, epoch E)").
-  bool running = false;
-  for (int i = 0; i < 200 && !running; ++i) {
-    auto c = client();
-    running = c.Get("/metrics")->body.find("troupe_serve_in_flight 8") != std::string::npos;
-    if (!running) std::this_thread::sleep_for(5ms);
-  }
-  ASSERT_TRUE(running);
+  ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 8, 2s));
   int killed = 0;
   for (const auto& e : events_of(dir_.file("run"), "member_joined")) {
     std::smatch m;
@@ -247,6 +276,79 @@ TEST_F(ServeTest, AKilledWorkerLosesNoRequest) {
   EXPECT_EQ(metrics.find("troupe_serve_replays_total 0"), std::string::npos)
       << "no request was replayed: the kill came too late\n"
       << metrics;
+  EXPECT_GE(metric("troupe_serve_time_to_first_token_seconds_count"), 8) << metrics;
+  EXPECT_GT(metric("troupe_serve_inter_token_latency_seconds_count"), 8 * 50) << metrics;
+  EXPECT_GT(metric("troupe_serve_batch_size_count"), 0) << metrics;
+  EXPECT_GT(metric("troupe_serve_kv_blocks_capacity"), 0) << metrics;
+  // The survivor reports its blocks free within a poll's wait (0.5 s).
+  EXPECT_TRUE(metric_reaches("troupe_serve_kv_blocks_in_use", 0, 3s)) << c.Get("/metrics")->body;
+}
+
+// A worker started with `troupe worker --join` on a running serve job gets an inference worker
+// (an elastic role), and the router sends it requests within 2 s of its joining.
+TEST_F(ServeTest, AJoinedWorkerTakesTrafficWithinTwoSeconds) {
+  const std::string head = "tcp://127.0.0.1:" + std::to_string(free_port());
+  start({"--set", "cluster.local_workers=1", "--set", "cluster.listen=" + head, "--set",
+         "cluster.token=serve-test", "--set",
+         "roles.worker={kind: inference_worker, impl: gpt, elastic: {min: 1, max: 8}}"});
+  ASSERT_TRUE(metric_reaches("troupe_serve_workers", 1, 10s));
+  // A steady load: four clients, each sending its next request when the last one ends.
+  std::atomic<bool> stop{false};
+  std::vector<std::future<int>> clients;
+  for (int i = 0; i < 4; ++i) {
+    clients.push_back(std::async(std::launch::async, [this, &stop] {
+      int failures = 0;
+      auto c = client();
+      while (!stop) {
+        auto res = c.Post("/v1/completions",
+                          R"({"model": "troupe-tiny", "prompt": "load", "max_tokens": 8})",
+                          "application/json");
+        failures += !res || res->status != 200;
+      }
+      return failures;
+    }));
+  }
+  subprocess joined({TROUPE_BINARY, "worker", "--join", head, "--token", "serve-test"});
+  ASSERT_TRUE(joined.wait_for_stderr("joined", 20s)) << joined.wait(1s).err;
+  const auto joined_at = std::chrono::steady_clock::now();
+  const bool took =
+      metric_reaches("troupe_serve_dispatched_total{worker=\"worker/1\"}", 1, 10s, true);
+  const auto delay = std::chrono::steady_clock::now() - joined_at;
+  stop = true;
+  EXPECT_TRUE(took) << "the joined worker received no request";
+  EXPECT_LE(delay, 2s) << std::chrono::duration<double>(delay).count() << " s";
+  EXPECT_EQ(metric("troupe_serve_workers"), 2);
+  for (auto& f : clients)
+    EXPECT_EQ(f.get(), 0) << "requests failed";
+}
+
+// Ctrl-C drains: the requests in flight finish in full while new ones get 503, then the job
+// exits 0.
+TEST_F(ServeTest, CtrlCFinishesTheRequestsInFlightThenExitsZero) {
+  // A longer context, so that the requests are sure to outlast the start of the drain.
+  start({"--set", "model={vocab: 256, ctx: 512, layers: 4, dim: 128, heads: 4}"}, true);
+  auto calls = completions(4, 480);
+  ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 4, 2s));
+  job_->signal(SIGINT);
+  bool refused = false;
+  for (int i = 0; i < 200 && !refused; ++i) {
+    auto c = client();
+    auto res = c.Post("/v1/completions", R"({"model": "troupe-tiny", "prompt": "late"})",
+                      "application/json");
+    ASSERT_TRUE(res) << "the server stopped before the requests in flight ended";
+    refused = res->status == 503;
+    if (!refused) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(refused) << "a request arriving while draining was not refused";
+  for (auto& f : calls) {
+    const auto body = f.get();
+    ASSERT_TRUE(body.is_object()) << "a request in flight failed";
+    EXPECT_EQ(body["usage"]["completion_tokens"], 480);
+  }
+  auto r = job_->wait(30s);
+  job_.reset();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(events_of(dir_.file("run"), "drained").empty());
 }
 
 }  // namespace

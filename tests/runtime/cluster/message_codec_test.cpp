@@ -106,11 +106,21 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   EXPECT_EQ(back.top_k, 40);
   EXPECT_EQ(back.seed, 1234u);
   EXPECT_EQ(back.stop, std::vector<std::string>{"\n\n"});
-  std::vector<actor::generation_event> events = {
-      {7, {1, 2, 3}, 4, false, actor::finish_reason::length},
-      {8, {}, 0, true, actor::finish_reason::stop}};
-  m = round_trip(caf::make_message(events));
-  const auto& got = m.get_as<std::vector<actor::generation_event>>(0);
+  actor::worker_report report{{{7, {1, 2, 3}, 4, false, actor::finish_reason::length},
+                               {8, {}, 0, true, actor::finish_reason::stop}},
+                              12,
+                              64,
+                              3,
+                              5,
+                              {5, 4}};
+  m = round_trip(caf::make_message(report));
+  const auto& back_report = m.get_as<actor::worker_report>(0);
+  EXPECT_EQ(back_report.kv_blocks_used, 12);
+  EXPECT_EQ(back_report.kv_blocks_total, 64);
+  EXPECT_EQ(back_report.waiting, 3);
+  EXPECT_EQ(back_report.running, 5);
+  EXPECT_EQ(back_report.batch_sizes, (std::vector<int32_t>{5, 4}));
+  const auto& got = back_report.events;
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].tokens, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(got[0].first_index, 4);

@@ -74,6 +74,31 @@ TEST(Registry, PrometheusText) {
   EXPECT_NE(text.find("troupe_actor_handle_seconds_count{actor=\"s/0\"} 1\n"), std::string::npos);
 }
 
+TEST(Registry, HistogramBucketsAreCumulativeInPrometheusText) {
+  registry r;
+  auto& h = r.get_histogram("troupe_latency_seconds", "Latency", {0.01, 0.1}, {{"route", "a"}});
+  for (double v : {0.005, 0.01, 0.05, 3.0})
+    h.observe(v);
+  EXPECT_EQ(&h, &r.get_histogram("troupe_latency_seconds", "Latency", {1.0}, {{"route", "a"}}));
+  EXPECT_EQ(h.bucket(0), 2u);  // <= 0.01, the bound included
+  EXPECT_EQ(h.bucket(1), 1u);
+  EXPECT_EQ(h.bucket(2), 1u);
+  EXPECT_EQ(h.count(), 4u);
+  EXPECT_DOUBLE_EQ(h.sum(), 3.065);
+  const std::string text = r.prometheus_text();
+  EXPECT_NE(text.find("# TYPE troupe_latency_seconds histogram\n"
+                      "troupe_latency_seconds_bucket{route=\"a\",le=\"0.01\"} 2\n"
+                      "troupe_latency_seconds_bucket{route=\"a\",le=\"0.1\"} 3\n"
+                      "troupe_latency_seconds_bucket{route=\"a\",le=\"+Inf\"} 4\n"
+                      "troupe_latency_seconds_sum{route=\"a\"} 3.065\n"
+                      "troupe_latency_seconds_count{route=\"a\"} 4\n"),
+            std::string::npos)
+      << text;
+  const auto json = r.to_json()["histograms"]["troupe_latency_seconds{route=\"a\"}"];
+  EXPECT_EQ(json["count"], 4);
+  EXPECT_EQ(json["buckets"][1][1], 3);
+}
+
 TEST(Registry, ActorStatsSurviveRestarts) {
   registry r;
   auto first = r.actor("trainer/0");
