@@ -40,12 +40,23 @@ absl::Status batch_scheduler::add(generation_request request) {
 }
 
 std::vector<generation_event> batch_scheduler::cancel(uint64_t id) {
-  if (sequences_.count(id) == 0) return {};
+  auto it = sequences_.find(id);
+  if (it == sequences_.end() || it->second.ended) return {};
   return finish(id, finish_reason::cancelled, output_size(id));
 }
 
 bool batch_scheduler::plan_chunk(uint64_t id, int& budget, std::vector<batch_chunk>& batch) {
   sequence& s = sequences_.at(id);
+  if (s.ended) {
+    // A padding row: one more position, while the context and the blocks allow.
+    if (budget < 1 || s.computed + 1 > options_.ctx || !blocks_.reserve(s.blocks, s.computed + 1)) {
+      return true;
+    }
+    if (s.computed == static_cast<int>(s.tokens.size())) s.tokens.push_back(0);
+    batch.push_back({id, s.computed, 1, false});
+    budget -= 1;
+    return true;
+  }
   const int known = static_cast<int>(s.tokens.size());
   const int take = std::min(known - s.computed, budget);
   if (take <= 0) return true;
@@ -56,8 +67,11 @@ bool batch_scheduler::plan_chunk(uint64_t id, int& budget, std::vector<batch_chu
 }
 
 uint64_t batch_scheduler::preempt_newest(std::vector<batch_chunk>& batch) {
-  const uint64_t id = running_.back();
-  running_.pop_back();
+  // The newest sequence still generating (an ended one's padding never needs a block).
+  auto newest = std::find_if(running_.rbegin(), running_.rend(),
+                             [this](uint64_t id) { return !sequences_.at(id).ended; });
+  const uint64_t id = *newest;
+  running_.erase(std::next(newest).base());
   sequence& s = sequences_.at(id);
   blocks_.release(s.blocks);
   s.computed = 0;  // recomputed from its tokens when readmitted
@@ -71,6 +85,7 @@ std::vector<batch_chunk> batch_scheduler::schedule() {
   std::vector<batch_chunk> batch;
   int budget = options_.max_batch_tokens;
   const bool admit_into_running = options_.continuous;
+  if (!options_.continuous) end_static_batch();
   if (!options_.continuous && running_.empty()) {
     // Static batching: a new batch of whole requests, run until every one has ended.
     while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_sequences) {
@@ -87,10 +102,11 @@ std::vector<batch_chunk> batch_scheduler::schedule() {
     // Out of blocks: the newest running sequence makes room (or waits itself, if it is newest).
     const size_t before = batch.size();
     int returned = 0;
-    for (const auto& c : batch) {
-      if (c.id == running_.back()) returned += c.count;
-    }
+    for (const auto& c : batch)
+      returned += c.count;
     preempt_newest(batch);
+    for (const auto& c : batch)
+      returned -= c.count;
     if (batch.size() < before) budget += returned;
   }
   while (admit_into_running && budget > 0 && !waiting_.empty() &&
@@ -157,11 +173,28 @@ std::vector<generation_event> batch_scheduler::finish(uint64_t id, finish_reason
   if (keep > s.released) {
     e.tokens.assign(s.tokens.begin() + prompt + s.released, s.tokens.begin() + prompt + keep);
   }
+  const bool in_static_batch =
+      !options_.continuous && std::count(running_.begin(), running_.end(), id) > 0;
+  if (in_static_batch) {
+    s.ended = true;  // its row runs on until the batch ends
+    return {std::move(e)};
+  }
   blocks_.release(s.blocks);
   std::erase(running_, id);
   std::erase(waiting_, id);
   sequences_.erase(id);
   return {std::move(e)};
+}
+
+void batch_scheduler::end_static_batch() {
+  for (uint64_t id : running_) {
+    if (!sequences_.at(id).ended) return;
+  }
+  for (uint64_t id : running_) {
+    blocks_.release(sequences_.at(id).blocks);
+    sequences_.erase(id);
+  }
+  running_.clear();
 }
 
 const std::vector<int32_t>& batch_scheduler::tokens(uint64_t id) const {

@@ -20,8 +20,11 @@ struct scheduler_options {
   int ctx = 128;               ///< the model's context: prompt + output fit in it
   int max_batch_tokens = 256;  ///< new tokens per iteration, prefill and decode together
   int max_sequences = 32;      ///< sequences running at once
-  /// true: continuous batching (requests join at the next iteration). false: static batching
-  /// (a batch is formed when none runs and runs until every sequence in it ends), the baseline.
+  /// true: continuous batching (requests join at the next iteration). false: static batching,
+  /// the baseline (request-level scheduling as in FasterTransformer or HF generate): a batch is
+  /// formed when none runs and runs as one dense batch until its longest sequence ends; a
+  /// sequence that ended keeps its row, computed on padding with the output discarded, and its
+  /// KV blocks until then.
   bool continuous = true;
 };
 
@@ -58,7 +61,8 @@ class batch_scheduler {
   /// the id is unknown).
   std::vector<generation_event> cancel(uint64_t id);
 
-  /// The next iteration's batch (empty when nothing can run).
+  /// The next iteration's batch (empty when nothing can run). A chunk that does not sample is
+  /// prefill, or (static batching) the padding row of a sequence that ended.
   [[nodiscard]] std::vector<batch_chunk> schedule();
   /// The batch ran: its chunks' positions are in the cache.
   void computed(const std::vector<batch_chunk>& batch);
@@ -73,6 +77,7 @@ class batch_scheduler {
   [[nodiscard]] int output_size(uint64_t id) const;
 
   [[nodiscard]] size_t waiting() const { return waiting_.size(); }
+  /// Sequences in the batch (with static batching, the ended ones that still hold their rows).
   [[nodiscard]] size_t running() const { return running_.size(); }
   [[nodiscard]] uint64_t preemptions() const { return preemptions_; }
 
@@ -82,7 +87,8 @@ class batch_scheduler {
     std::vector<int32_t> tokens;  // prompt, then output
     int computed = 0;             // positions whose keys and values are in the cache
     std::vector<int32_t> blocks;
-    int released = 0;  // output tokens already handed out
+    int released = 0;    // output tokens already handed out
+    bool ended = false;  // static batching: its row runs on padding until the batch ends
   };
 
   // Adds the next chunk of `id` to `batch` within `budget`; false when it could not get blocks.
@@ -91,6 +97,8 @@ class batch_scheduler {
   // drops its chunk from `batch`. Returns its id.
   uint64_t preempt_newest(std::vector<batch_chunk>& batch);
   std::vector<generation_event> finish(uint64_t id, finish_reason reason, int keep);
+  // Static batching: once every sequence of the running batch has ended, frees them all.
+  void end_static_batch();
 
   scheduler_options options_;
   kv_block_pool& blocks_;

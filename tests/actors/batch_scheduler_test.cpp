@@ -1,5 +1,7 @@
 #include "actors/batch_scheduler.hpp"
 
+#include <map>
+
 #include <gtest/gtest.h>
 
 namespace troupe::actors {
@@ -72,10 +74,40 @@ TEST(BatchScheduler, StaticBatchingWaitsForTheWholeBatchToEnd) {
   run(s, batch);  // request 1 ends here (3 tokens)
   for (const auto& c : batch)
     EXPECT_EQ(c.id, 1u) << "request 2 joined a running static batch";
-  EXPECT_EQ(s.running(), 0u);
+  EXPECT_EQ(s.running(), 1u);  // its row is freed when the batch is over, at the next iteration
   run(s, batch);
   ASSERT_EQ(batch.size(), 1u);
   EXPECT_EQ(batch[0].id, 2u);
+  EXPECT_EQ(pool.used_blocks(), 1);  // request 2's only
+}
+
+// A static batch runs dense, like a padded batch: a sequence that ended keeps its row (one
+// padding position per iteration, nothing sampled, nothing streamed) and its blocks until the
+// longest one ends.
+TEST(BatchScheduler, AStaticBatchKeepsTheRowsOfEndedSequencesUntilItEnds) {
+  kv_block_pool pool(64, 4);
+  batch_scheduler s({.ctx = 128, .max_batch_tokens = 64, .continuous = false}, pool);
+  ASSERT_TRUE(s.add(request(1, 4, 2)).ok());
+  ASSERT_TRUE(s.add(request(2, 4, 6)).ok());
+  std::vector<batch_chunk> batch;
+  std::map<uint64_t, int> produced;
+  for (int i = 0; i < 6; ++i) {  // the prefill, then 5 more steps of the longest
+    for (const auto& e : run(s, batch))
+      produced[e.id] += static_cast<int>(e.tokens.size());
+    ASSERT_EQ(batch.size(), 2u) << "iteration " << i;
+    if (i >= 2) {
+      EXPECT_FALSE(batch[0].samples) << "request 1 ended; its row is padding";
+      EXPECT_EQ(batch[0].first_position, 4 + i - 1);
+    }
+  }
+  EXPECT_EQ(produced[1], 2);
+  EXPECT_EQ(produced[2], 6);
+  EXPECT_EQ(s.running(), 2u);
+  EXPECT_GT(pool.used_blocks(), 0);
+  EXPECT_TRUE(s.schedule().empty());  // the batch is over: every row and block is freed
+  EXPECT_EQ(s.running(), 0u);
+  EXPECT_EQ(pool.used_blocks(), 0);
+  EXPECT_TRUE(s.cancel(1).empty());
 }
 
 TEST(BatchScheduler, LongPromptsArePrefilledInChunksUnderTheBudget) {
