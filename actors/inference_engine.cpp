@@ -6,13 +6,20 @@
 
 namespace troupe::actors {
 
-inference_engine::inference_engine(const models::gpt_layout& layout, const float* params, options o)
+absl::StatusOr<std::unique_ptr<inference_engine>> inference_engine::create(
+    const models::gpt_layout& layout, const float* params, options o) {
+  TROUPE_ASSIGN_OR_RETURN(auto decoder,
+                          models::make_gpt_decoder(layout, params, o.scheduler.max_batch_tokens,
+                                                   o.kv_blocks, o.block_size, o.device));
+  return std::unique_ptr<inference_engine>(new inference_engine(layout, std::move(decoder), o));
+}
+
+inference_engine::inference_engine(const models::gpt_layout& layout,
+                                   std::unique_ptr<models::gpt_decoder> decoder, options o)
     : layout_(layout),
-      params_(params),
+      decoder_(std::move(decoder)),
       blocks_(o.kv_blocks, o.block_size),
-      scheduler_(o.scheduler, blocks_),
-      cache_(layout.config(), o.kv_blocks, o.block_size),
-      decoder_(layout, o.scheduler.max_batch_tokens) {}
+      scheduler_(o.scheduler, blocks_) {}
 
 absl::Status inference_engine::add(generation_request request) {
   const int vocab = layout_.config().vocab;
@@ -40,7 +47,7 @@ absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
   }
   const int vocab = layout_.config().vocab;
   logits_.resize(batch.size() * vocab);
-  TROUPE_RETURN_IF_ERROR(decoder_.forward(params_, cache_, requests, logits_.data()));
+  TROUPE_RETURN_IF_ERROR(decoder_->forward(requests, logits_.data()));
   scheduler_.computed(batch);
   std::vector<generation_event> events;
   for (size_t i = 0; i < batch.size(); ++i) {

@@ -4,24 +4,27 @@
 #include <vector>
 
 #include "actors/batch_scheduler.hpp"
-#include "models/gpt/gpt_cpu_decoder.hpp"
+#include "models/gpt/gpt_decoder.hpp"
 
 namespace troupe::actors {
 
-/// An inference worker's engine, without CAF: the GPT decoder over a paged KV cache, driven by
-/// the continuous-batching scheduler. Each step() runs one iteration (prefill chunks and decode
-/// steps in one batch through the model), samples each finished chunk's next token with its
-/// request's parameters and seed, and returns the stream events.
+/// An inference worker's engine, without CAF: the GPT decoder (CPU or CUDA) over a paged KV
+/// cache, driven by the continuous-batching scheduler. Each step() runs one iteration (prefill
+/// chunks and decode steps in one batch through the model), samples each finished chunk's next
+/// token with its request's parameters and seed, and returns the stream events.
 class inference_engine {
  public:
   struct options {
     scheduler_options scheduler;
     int kv_blocks = 256;
     int block_size = 16;
+    int device = -1;  ///< the CUDA device the model runs on; -1: the CPU
   };
 
   /// `params` is the whole model's flat buffer, laid out by `layout`; both must outlive this.
-  inference_engine(const models::gpt_layout& layout, const float* params, options o);
+  /// UNAVAILABLE when `o.device` cannot be used.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<inference_engine>> create(
+      const models::gpt_layout& layout, const float* params, options o);
 
   /// Queues a request (see batch_scheduler::add); token ids must be below the vocabulary.
   [[nodiscard]] absl::Status add(generation_request request);
@@ -38,12 +41,13 @@ class inference_engine {
   [[nodiscard]] int last_batch_sequences() const { return last_batch_sequences_; }
 
  private:
+  inference_engine(const models::gpt_layout& layout, std::unique_ptr<models::gpt_decoder> decoder,
+                   options o);
+
   const models::gpt_layout& layout_;
-  const float* params_;
+  std::unique_ptr<models::gpt_decoder> decoder_;
   kv_block_pool blocks_;
   batch_scheduler scheduler_;
-  models::gpt_kv_cache cache_;
-  models::gpt_cpu_decoder decoder_;
   std::vector<float> logits_;
   int last_batch_tokens_ = 0;
   int last_batch_sequences_ = 0;

@@ -10,7 +10,7 @@ namespace {
 
 struct worker_state {
   std::shared_ptr<const served_model> model;
-  std::unique_ptr<inference_engine> engine;
+  std::shared_ptr<inference_engine> engine;
   actor::worker_report report;  // events and batch sizes not yet polled
   caf::typed_response_promise<actor::worker_report> poll;
   bool polling = false;   // a poll waits for events
@@ -51,21 +51,20 @@ void add_events(self_ptr self, std::vector<actor::generation_event> events) {
 
 }  // namespace
 
-actor::inference_worker_actor spawn_inference_worker(caf::actor_system& system,
-                                                     metrics::registry& metrics,
-                                                     const std::string& name,
-                                                     std::shared_ptr<const served_model> model,
-                                                     inference_engine::options options,
-                                                     std::chrono::milliseconds poll_wait) {
+absl::StatusOr<actor::inference_worker_actor> spawn_inference_worker(
+    caf::actor_system& system, metrics::registry& metrics, const std::string& name,
+    std::shared_ptr<const served_model> model, inference_engine::options options,
+    std::chrono::milliseconds poll_wait) {
+  TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<inference_engine> engine,
+                          inference_engine::create(*model->layout, model->params.data(), options));
   return system
       .spawn<actor::role_actor<actor::inference_worker_actor, worker_state>, caf::detached>(
           metrics.actor(name),
-          [model, options,
+          [model, engine,
            poll_wait](self_ptr self) -> actor::inference_worker_actor::behavior_type {
             auto& st = self->state;
             st.model = model;
-            st.engine =
-                std::make_unique<inference_engine>(*model->layout, model->params.data(), options);
+            st.engine = engine;
             st.poll_wait = poll_wait;
             return {
                 [self](actor::generate_atom,

@@ -18,8 +18,9 @@ struct served_model {
 
 /// Spawns an inference worker on its own thread (each iteration is a model forward pass): it
 /// runs `model` through an inference_engine with `options`, iterating while it has work, and
-/// answers polls with the events produced. A poll waits at most `poll_wait` for one.
-[[nodiscard]] actor::inference_worker_actor spawn_inference_worker(
+/// answers polls with the events produced. A poll waits at most `poll_wait` for one. Fails when
+/// the engine cannot be made (a CUDA device that cannot be used).
+[[nodiscard]] absl::StatusOr<actor::inference_worker_actor> spawn_inference_worker(
     caf::actor_system& system, metrics::registry& metrics, const std::string& name,
     std::shared_ptr<const served_model> model, inference_engine::options options,
     std::chrono::milliseconds poll_wait = std::chrono::milliseconds(500));

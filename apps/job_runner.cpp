@@ -99,7 +99,8 @@ absl::Status job_runner::form_cluster(const std::atomic<bool>& stop) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   events_.emit(run::severity::info, "cluster_ready",
-               absl::StrCat(workers(), " workers joined the head at ", head_->endpoint()),
+               absl::StrCat(workers(), " workers joined the head at ", head_->endpoint(),
+                            " (more can join: troupe worker --join ", head_->endpoint(), ")"),
                {{"workers", workers()}, {"head", head_->endpoint()}});
   return absl::OkStatus();
 }

@@ -62,7 +62,7 @@ pid_t start_server(int port, const std::string& batching) {
     const std::string run_dir = "/tmp/serve_bench." + std::to_string(getpid());
     execl(TROUPE_BINARY, TROUPE_BINARY, "launch", TROUPE_SOURCE_DIR "/configs/serve_tiny.yaml",
           "--run-dir", run_dir.c_str(), "--set", port_set.c_str(), "--set", batching_set.c_str(),
-          "--set", "cluster.local_workers=1", "--set", "roles.worker.count=1", "--set",
+          "--set", "cluster.local_workers=1", "--set",
           "serve.max_queue=4096", "--set",
           "model={vocab: 256, ctx: 512, layers: 4, dim: 128, heads: 4}", nullptr);
     _exit(127);

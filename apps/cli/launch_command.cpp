@@ -15,6 +15,7 @@
 #include "apps/job_runner.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
+#include "runtime/cluster/cluster_file.hpp"
 #include "runtime/run/run_dir.hpp"
 #include "spdlog/sinks/basic_file_sink.h"
 #include "spdlog/spdlog.h"
@@ -180,17 +181,27 @@ int launch_command(const launch_args& args) {
     return exit_usage_error;
   }
   const auto& spec = plan->spec.cluster;
-  return run_job(*plan, args.config, args.run_dir,
-                 [&](const run::run_dir& dir) -> std::optional<apps::cluster_options> {
-                   if (spec.local_workers == 0) return std::nullopt;
-                   return apps::cluster_options{
-                       .listen = spec.listen,
-                       .token = cluster_token(spec),
-                       .local_workers = spec.local_workers,
-                       .min_workers = std::max(spec.min_workers, spec.local_workers),
-                       .log_dir = dir.path().string(),
-                       .plugin_dirs = args.plugin_dirs};
-                 });
+  std::string head;  // where the job's head listens, once it does
+  const int code =
+      run_job(*plan, args.config, args.run_dir,
+              [&](const run::run_dir& dir) -> std::optional<apps::cluster_options> {
+                if (spec.local_workers == 0) return std::nullopt;
+                const std::string token = cluster_token(spec);
+                return apps::cluster_options{
+                    .listen = spec.listen,
+                    .token = token,
+                    .local_workers = spec.local_workers,
+                    .min_workers = std::max(spec.min_workers, spec.local_workers),
+                    .log_dir = dir.path().string(),
+                    .plugin_dirs = args.plugin_dirs,
+                    // More workers on this machine join with `troupe worker --join ENDPOINT` alone.
+                    .on_listening = [&head, token](const std::string& endpoint) {
+                      head = endpoint;
+                      (void)cluster::write_cluster_file(endpoint, token);
+                    }};
+              });
+  if (!head.empty()) cluster::remove_cluster_file(head);
+  return code;
 }
 
 }  // namespace troupe::cli

@@ -19,9 +19,14 @@ absl::StatusOr<caf::actor> spawn_gpt_worker(actor::role_context& ctx, const gpt_
   }
   const auto& options = *static_cast<const serve_options*>(ctx.plan.app_options.get());
   TROUPE_ASSIGN_OR_RETURN(auto model, load_served_model(ctx.plan, options));
-  return caf::actor_cast<caf::actor>(
-      actors::spawn_inference_worker(ctx.system, ctx.metrics, ctx.actor_name(), std::move(model),
-                                     engine_options(ctx.plan, options)));
+  auto worker = actors::spawn_inference_worker(ctx.system, ctx.metrics, ctx.actor_name(),
+                                               std::move(model), engine_options(ctx.plan, options));
+  if (!worker.ok()) {
+    return absl::Status(
+        worker.status().code(),
+        absl::StrCat(worker.status().message(), " (serve.engine.device: cpu serves on the CPU)"));
+  }
+  return caf::actor_cast<caf::actor>(*worker);
 }
 
 void check_serve_plan(const app::app_plan& plan, const void*, const config::parse_context& ctx,
@@ -30,7 +35,7 @@ void check_serve_plan(const app::app_plan& plan, const void*, const config::pars
   if (worker == nullptr || worker->spec.kind != "inference_worker") {
     ctx.error(section,
               "app: serve needs a role 'worker' of kind inference_worker, e.g. "
-              "roles: {worker: {kind: inference_worker, impl: gpt, count: 2}}");
+              "roles: {worker: {kind: inference_worker, impl: gpt, elastic: {min: 1, max: 8}}}");
   }
   for (const auto& role : plan.roles) {
     if (role.spec.name != "worker") {
@@ -54,7 +59,8 @@ actor::role_factory serve_app_factory() {
 
 actor::role_factory gpt_inference_worker_factory() {
   return actor::make_role_factory<gpt_worker_options>(
-      "one inference worker of app: serve (paged KV cache, continuous batching, GPT on the CPU)",
+      "one inference worker of app: serve (paged KV cache, continuous batching, GPT on the CPU or "
+      "CUDA)",
       config::object_schema<gpt_worker_options>(), spawn_gpt_worker);
 }
 

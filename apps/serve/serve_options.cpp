@@ -7,6 +7,7 @@
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/tensor/cuda_device.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -16,6 +17,9 @@ config::object_schema<engine_spec> engine_schema() {
   s.add("batching", &engine_spec::batching)
       .one_of({"continuous", "static"})
       .help("continuous: requests join at the next iteration; static: the baseline");
+  s.add("device", &engine_spec::device)
+      .one_of({"auto", "cpu", "cuda"})
+      .help("where the model runs: cpu, cuda (device 0), or auto (cuda when a GPU is visible)");
   s.add("max_batch_tokens", &engine_spec::max_batch_tokens)
       .range(1, 1 << 20)
       .help("tokens per iteration, prefill chunks and decode steps together");
@@ -101,6 +105,12 @@ actors::inference_engine::options engine_options(const app::app_plan& plan,
   o.scheduler.continuous = options.engine.batching == "continuous";
   o.kv_blocks = options.engine.kv_blocks;
   o.block_size = options.engine.block_size;
+  if (options.engine.device == "cuda") {
+    o.device = 0;
+  } else if (options.engine.device == "auto") {
+    const auto gpus = tensor::cuda_devices();
+    o.device = gpus.ok() && !gpus->empty() ? 0 : -1;
+  }
   return o;
 }
 

@@ -13,13 +13,14 @@ struct app_plan;
 
 namespace troupe::apps {
 
-/// `serve.engine`: each inference worker's batching and KV cache.
+/// `serve.engine`: each inference worker's batching, KV cache and device.
 struct engine_spec {
   std::string batching = "continuous";  ///< or "static" (the baseline)
   int max_batch_tokens = 256;
   int max_sequences = 32;
   int kv_blocks = 512;
   int block_size = 16;
+  std::string device = "auto";  ///< "cpu", "cuda" (device 0), or "auto": CUDA when a GPU is seen
 };
 
 /// The `serve:` section.
@@ -43,6 +44,7 @@ struct serve_options {
 [[nodiscard]] absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
     const app::app_plan& plan, const serve_options& options);
 
+/// The engine options of an inference worker on this machine (`device: auto` looks for a GPU).
 [[nodiscard]] actors::inference_engine::options engine_options(const app::app_plan& plan,
                                                                const serve_options& options);
 

@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "absl/strings/str_cat.h"
 #include "kernels/kv_cache.hpp"
 
 namespace troupe::kernels::cuda {
@@ -27,7 +28,67 @@ __global__ void gather_kernel(__nv_bfloat16* out, const __nv_bfloat16* cache,
   out[i] = cache[slot(block_table, block_size, width, row) + c];
 }
 
+constexpr int max_head_dim = 256;
+constexpr int warps_per_block = 4;
+
+// One warp per (query row, head), with an online softmax over the keys; lane i holds elements
+// i, i + 32, ... of the head.
+__global__ void paged_attention_kernel(__nv_bfloat16* out, const __nv_bfloat16* q, int64_t q_stride,
+                                       const __nv_bfloat16* keys, const __nv_bfloat16* values,
+                                       const int32_t* block_tables, const int32_t* table_offsets,
+                                       const int32_t* positions, int block_size, int width,
+                                       int rows, int heads) {
+  const int warp = blockIdx.x * warps_per_block + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp >= rows * heads) return;
+  const int row = warp / heads, head = warp % heads, head_dim = width / heads;
+  const int per_lane = head_dim / 32;
+  const int32_t* table = block_tables + table_offsets[row];
+  const float scale = rsqrtf(static_cast<float>(head_dim));
+  float query[max_head_dim / 32], acc[max_head_dim / 32];
+  const __nv_bfloat16* qrow = q + row * q_stride + head * head_dim;
+  for (int i = 0; i < per_lane; ++i) {
+    query[i] = __bfloat162float(qrow[lane + 32 * i]) * scale;
+    acc[i] = 0.0f;
+  }
+  float max_score = -INFINITY, sum = 0.0f;
+  for (int64_t j = 0; j <= positions[row]; ++j) {
+    const int64_t at = slot(table, block_size, width, j) + head * head_dim;
+    float dot = 0.0f;
+    for (int i = 0; i < per_lane; ++i)
+      dot += query[i] * __bfloat162float(keys[at + lane + 32 * i]);
+    const float score = warp_sum(dot);
+    const float new_max = fmaxf(max_score, score);
+    const float shrink = __expf(max_score - new_max), weight = __expf(score - new_max);
+    sum = sum * shrink + weight;
+    for (int i = 0; i < per_lane; ++i)
+      acc[i] = acc[i] * shrink + weight * __bfloat162float(values[at + lane + 32 * i]);
+    max_score = new_max;
+  }
+  __nv_bfloat16* orow = out + static_cast<int64_t>(row) * width + head * head_dim;
+  for (int i = 0; i < per_lane; ++i)
+    orow[lane + 32 * i] = __float2bfloat16(acc[i] / sum);
+}
+
 }  // namespace
+
+absl::Status paged_attention(bf16* out, const bf16* q, int64_t q_stride, const bf16* keys,
+                             const bf16* values, const int32_t* block_tables,
+                             const int32_t* table_offsets, const int32_t* positions,
+                             const kv_layout& l, int rows, int heads, void* stream) {
+  if (heads < 1 || l.width % heads != 0 || (l.width / heads) % 32 != 0 ||
+      l.width / heads > max_head_dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("paged_attention: head_dim ", heads > 0 ? l.width / heads : 0,
+                     " (width ", l.width, " / ", heads, " heads) must be a multiple of 32, at most ",
+                     max_head_dim));
+  }
+  if (rows == 0) return absl::OkStatus();
+  paged_attention_kernel<<<blocks_for(int64_t{rows} * heads, warps_per_block),
+                           32 * warps_per_block, 0, to_stream(stream)>>>(
+      dev(out), dev(q), q_stride, dev(keys), dev(values), block_tables, table_offsets, positions,
+      l.block_size, l.width, rows, heads);
+  return TROUPE_CUDA_LAUNCH_STATUS();
+}
 
 absl::Status kv_append(bf16* cache, const int32_t* block_table, const kv_layout& l,
                        int64_t first_position, const bf16* values, int64_t value_stride, int n,

@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
 #include "kernels/attention.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/gelu.hpp"
@@ -15,58 +14,23 @@ namespace troupe::models {
 namespace k = kernels::cpu;
 using kernels::gemm;
 
-gpt_cpu_decoder::gpt_cpu_decoder(const gpt_layout& layout, int max_tokens)
-    : layout_(layout), max_tokens_(max_tokens) {
+gpt_cpu_decoder::gpt_cpu_decoder(const gpt_layout& layout, const float* params, int max_tokens,
+                                 int cache_blocks, int block_size)
+    : layout_(layout),
+      params_(params),
+      max_tokens_(max_tokens),
+      cache_(layout.config(), cache_blocks, block_size) {
   const int64_t N = max_tokens, C = layout.config().dim, T = layout.config().ctx;
   x_.resize(N * C), ln_.resize(N * C), qkv_.resize(N * 3 * C), atty_.resize(N * C);
   tmp_.resize(N * C), fc_.resize(N * 4 * C), k_.resize(T * C), v_.resize(T * C);
   last_.resize(N * C), tokens_.resize(N), positions_.resize(N);
 }
 
-absl::Status gpt_cpu_decoder::validate(const gpt_kv_cache& cache,
-                                       std::span<const decode_request> requests) const {
-  const gpt_config& c = layout_.config();
-  int total = 0;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const decode_request& r = requests[i];
-    const int end = r.first_position + r.count;
-    const int needed = (end + cache.layout().block_size - 1) / cache.layout().block_size;
-    if (r.count < 1 || r.first_position < 0 || end > c.ctx) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("decode request ", i, ": positions [", r.first_position, ", ", end,
-                       ") must be non-empty and inside the model's context of ", c.ctx));
-    }
-    if (r.table_size < needed) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("decode request ", i, ": ", end, " positions need ", needed,
-                       " cache blocks but its table has ", r.table_size));
-    }
-    for (int b = 0; b < needed; ++b) {
-      if (r.block_table[b] < 0 || r.block_table[b] >= cache.blocks()) {
-        return absl::InvalidArgumentError(absl::StrCat("decode request ", i, ": block ",
-                                                       r.block_table[b], " is outside the cache's ",
-                                                       cache.blocks(), " blocks"));
-      }
-    }
-    for (int t = 0; t < r.count; ++t) {
-      if (r.tokens[t] < 0 || r.tokens[t] >= c.vocab) {
-        return absl::InvalidArgumentError(absl::StrCat("decode request ", i, ": token ",
-                                                       r.tokens[t],
-                                                       " is outside the vocabulary of ", c.vocab));
-      }
-    }
-    total += r.count;
-  }
-  if (total > max_tokens_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("decode batch of ", total, " tokens exceeds the decoder's ", max_tokens_));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status gpt_cpu_decoder::forward(const float* params, gpt_kv_cache& cache,
-                                      std::span<const decode_request> requests, float* logits) {
-  TROUPE_RETURN_IF_ERROR(validate(cache, requests));
+absl::Status gpt_cpu_decoder::forward(std::span<const decode_request> requests, float* logits) {
+  TROUPE_RETURN_IF_ERROR(validate_decode_batch(layout_.config(), cache_.blocks(),
+                                               cache_.layout().block_size, max_tokens_, requests));
+  const float* params = params_;
+  gpt_kv_cache& cache = cache_;
   const gpt_config& c = layout_.config();
   const int C = c.dim;
   int N = 0;

@@ -18,6 +18,7 @@ class gpt_kv_cache {
   [[nodiscard]] const kernels::kv_layout& layout() const { return layout_; }
   [[nodiscard]] float* keys(int layer) { return pools_[2 * layer].data(); }
   [[nodiscard]] float* values(int layer) { return pools_[2 * layer + 1].data(); }
+  [[nodiscard]] const float* keys(int layer) const { return pools_[2 * layer].data(); }
 
  private:
   int blocks_;

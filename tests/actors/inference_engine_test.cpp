@@ -19,7 +19,9 @@ class InferenceEngineTest : public ::testing::Test {
   // Runs every request to the end; returns each one's output and how many preemptions happened.
   std::map<uint64_t, std::vector<int32_t>> generate(inference_engine::options o,
                                                     uint64_t* preemptions = nullptr) {
-    inference_engine engine(layout_, params_.data(), o);
+    auto created = inference_engine::create(layout_, params_.data(), o);
+    EXPECT_TRUE(created.ok()) << created.status();
+    inference_engine& engine = **created;
     std::map<uint64_t, std::vector<int32_t>> out;
     for (uint64_t id = 1; id <= 6; ++id) {
       generation_request r;
@@ -69,7 +71,9 @@ TEST_F(InferenceEngineTest, OutputsDoNotDependOnBatchingOrPreemption) {
 
 // The first iteration prefills every prompt together; the next decodes one token for each.
 TEST_F(InferenceEngineTest, ReportsTheBatchItRan) {
-  inference_engine engine(layout_, params_.data(), {.scheduler = {.ctx = 64}});
+  auto created = inference_engine::create(layout_, params_.data(), {.scheduler = {.ctx = 64}});
+  ASSERT_TRUE(created.ok()) << created.status();
+  inference_engine& engine = **created;
   for (uint64_t id = 1; id <= 3; ++id) {
     generation_request r;
     r.id = id;
@@ -86,7 +90,9 @@ TEST_F(InferenceEngineTest, ReportsTheBatchItRan) {
 }
 
 TEST_F(InferenceEngineTest, RefusesTokensOutsideTheVocabulary) {
-  inference_engine engine(layout_, params_.data(), {});
+  auto created = inference_engine::create(layout_, params_.data(), {});
+  ASSERT_TRUE(created.ok()) << created.status();
+  inference_engine& engine = **created;
   generation_request r;
   r.id = 1;
   r.prompt = {1, 2, 300};

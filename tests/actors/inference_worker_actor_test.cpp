@@ -35,8 +35,8 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
   auto cfg = actor::make_system_config({.scheduler_threads = 2});
   caf::actor_system system(*cfg);
   metrics::registry metrics;
-  auto worker = spawn_inference_worker(system, metrics, "worker/0", tiny_model(),
-                                       {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, 50ms);
+  auto worker = *spawn_inference_worker(system, metrics, "worker/0", tiny_model(),
+                                        {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, 50ms);
   caf::scoped_actor self(system);
   for (uint64_t id : {1, 2}) {
     self->request(worker, 10s, actor::generate_atom_v, request(id, 5 * id))
@@ -92,8 +92,8 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
   // A long generation (1000 tokens, a long context) cancelled right after it starts ends early,
   // as cancelled.
   auto long_worker =
-      spawn_inference_worker(system, metrics, "worker/1", tiny_model(1024),
-                             {.scheduler = {.ctx = 1024, .max_batch_tokens = 64}}, 50ms);
+      *spawn_inference_worker(system, metrics, "worker/1", tiny_model(1024),
+                              {.scheduler = {.ctx = 1024, .max_batch_tokens = 64}}, 50ms);
   auto accepted = self->request(long_worker, 10s, actor::generate_atom_v, request(4, 1000));
   self->send(long_worker, actor::cancel_atom_v, uint64_t{4});
   accepted.receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });

@@ -76,7 +76,8 @@ TEST(RequestRouter, ALostWorkersRequestsContinueElsewhereWithoutRepeatsOrGaps) {
   // The reference: every request on one engine.
   std::map<uint64_t, std::vector<int32_t>> reference;
   {
-    inference_engine e(layout, params.data(), o);
+    auto engine = *inference_engine::create(layout, params.data(), o);
+    inference_engine& e = *engine;
     for (uint64_t id = 1; id <= 8; ++id)
       ASSERT_TRUE(e.add(request(id, 4 + id, 12)).ok());
     while (!e.idle()) {
@@ -88,8 +89,8 @@ TEST(RequestRouter, ALostWorkersRequestsContinueElsewhereWithoutRepeatsOrGaps) {
   }
 
   std::map<std::string, std::unique_ptr<inference_engine>> engines;
-  engines["w1"] = std::make_unique<inference_engine>(layout, params.data(), o);
-  engines["w2"] = std::make_unique<inference_engine>(layout, params.data(), o);
+  engines["w1"] = *inference_engine::create(layout, params.data(), o);
+  engines["w2"] = *inference_engine::create(layout, params.data(), o);
   router r({.max_queue = 64, .max_per_worker = 3});
   std::map<uint64_t, std::vector<int32_t>> streams;
   std::map<uint64_t, int> finished;

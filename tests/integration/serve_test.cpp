@@ -285,12 +285,11 @@ TEST_F(ServeTest, AKilledWorkerLosesNoRequest) {
 }
 
 // A worker started with `troupe worker --join` on a running serve job gets an inference worker
-// (an elastic role), and the router sends it requests within 2 s of its joining.
+// (the config's worker role is elastic), and the router sends it requests within 2 s of its
+// joining.
 TEST_F(ServeTest, AJoinedWorkerTakesTrafficWithinTwoSeconds) {
   const std::string head = "tcp://127.0.0.1:" + std::to_string(free_port());
-  start({"--set", "cluster.local_workers=1", "--set", "cluster.listen=" + head, "--set",
-         "cluster.token=serve-test", "--set",
-         "roles.worker={kind: inference_worker, impl: gpt, elastic: {min: 1, max: 8}}"});
+  start({"--set", "cluster.local_workers=1", "--set", "cluster.listen=" + head});
   ASSERT_TRUE(metric_reaches("troupe_serve_workers", 1, 10s));
   // A steady load: four clients, each sending its next request when the last one ends.
   std::atomic<bool> stop{false};
@@ -308,7 +307,8 @@ TEST_F(ServeTest, AJoinedWorkerTakesTrafficWithinTwoSeconds) {
       return failures;
     }));
   }
-  subprocess joined({TROUPE_BINARY, "worker", "--join", head, "--token", "serve-test"});
+  // On the launcher's machine no token is needed: the launcher left it in the cluster file.
+  subprocess joined({TROUPE_BINARY, "worker", "--join", head});
   ASSERT_TRUE(joined.wait_for_stderr("joined", 20s)) << joined.wait(1s).err;
   const auto joined_at = std::chrono::steady_clock::now();
   const bool took =

@@ -47,8 +47,7 @@ TEST_F(GptCpuDecoderTest, IncrementalDecodingMatchesTheFullForward) {
   const std::vector<int32_t> b = {7, 7, 2, 35, 11, 19, 26, 13, 33};
   const auto want_a = training_probabilities(a), want_b = training_probabilities(b);
 
-  gpt_kv_cache cache(config, 8, 4);
-  gpt_cpu_decoder decoder(layout_, 16);
+  gpt_cpu_decoder decoder(layout_, params_.data(), 16, 8, 4);
   const std::vector<int32_t> table_a = {5, 0, 7, 2}, table_b = {1, 6, 3};  // scrambled blocks
   std::vector<float> logits(2 * config.vocab);
   // Prefill chunks of different lengths in one batch, then one token at a time for both.
@@ -56,7 +55,7 @@ TEST_F(GptCpuDecoderTest, IncrementalDecodingMatchesTheFullForward) {
   std::vector<decode_request> batch = {{a.data(), pos_a, 0, table_a.data(), 4},
                                        {b.data(), pos_b, 0, table_b.data(), 3}};
   for (;;) {
-    ASSERT_TRUE(decoder.forward(params_.data(), cache, batch, logits.data()).ok());
+    ASSERT_TRUE(decoder.forward(batch, logits.data()).ok());
     for (size_t r = 0; r < batch.size(); ++r) {
       const bool is_a = batch[r].tokens >= a.data() && batch[r].tokens < a.data() + a.size();
       const int last = batch[r].first_position + batch[r].count - 1;
@@ -77,13 +76,12 @@ TEST_F(GptCpuDecoderTest, IncrementalDecodingMatchesTheFullForward) {
 }
 
 TEST_F(GptCpuDecoderTest, BadRequestsAreRefusedBeforeTheCacheChanges) {
-  gpt_kv_cache cache(config, 4, 4);
-  gpt_cpu_decoder decoder(layout_, 8);
+  gpt_cpu_decoder decoder(layout_, params_.data(), 8, 4, 4);
   const std::vector<int32_t> tokens(10, 1), table = {0, 1, 9}, good = {0, 1, 2};
   std::vector<float> logits(config.vocab);
   auto error = [&](decode_request r) {
     std::vector<decode_request> batch = {r};
-    return std::string(decoder.forward(params_.data(), cache, batch, logits.data()).message());
+    return std::string(decoder.forward(batch, logits.data()).message());
   };
   EXPECT_NE(error({tokens.data(), 5, 22, table.data(), 3}).find("context of 24"),
             std::string::npos);
@@ -96,7 +94,7 @@ TEST_F(GptCpuDecoderTest, BadRequestsAreRefusedBeforeTheCacheChanges) {
   EXPECT_NE(error({bad.data(), 2, 0, table.data(), 3}).find("token 99"), std::string::npos);
   for (int l = 0; l < config.layers; ++l) {
     for (int i = 0; i < 4 * 4 * config.dim; ++i)
-      ASSERT_EQ(cache.keys(l)[i], 0.0f);
+      ASSERT_EQ(decoder.cache().keys(l)[i], 0.0f);
   }
 }
 

@@ -1,0 +1,16 @@
+#pragma once
+
+#include "models/gpt/gpt_decoder.hpp"
+
+namespace troupe::models {
+
+/// The GPT decoder on a CUDA device in mixed precision (the serving engine's GPU path): bf16
+/// weights and KV cache pools on the device, fp32 accumulation in every GEMM and reduction, the
+/// attention reading each sequence's keys and values through its block table in place
+/// (kernels::cuda::paged_attention). Logits come back to the host in f32. UNAVAILABLE in a build
+/// without CUDA, or when `device` does not exist.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_cuda_decoder(
+    const gpt_layout& layout, const float* params, int max_tokens, int cache_blocks, int block_size,
+    int device);
+
+}  // namespace troupe::models

@@ -1,0 +1,59 @@
+#include "models/gpt/gpt_decoder.hpp"
+
+#include "absl/strings/str_cat.h"
+#include "models/gpt/gpt_cpu_decoder.hpp"
+#include "models/gpt/gpt_cuda_decoder.hpp"
+
+namespace troupe::models {
+
+absl::Status validate_decode_batch(const gpt_config& c, int cache_blocks, int block_size,
+                                   int max_tokens, std::span<const decode_request> requests) {
+  int total = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const decode_request& r = requests[i];
+    const int end = r.first_position + r.count;
+    const int needed = (end + block_size - 1) / block_size;
+    if (r.count < 1 || r.first_position < 0 || end > c.ctx) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("decode request ", i, ": positions [", r.first_position, ", ", end,
+                       ") must be non-empty and inside the model's context of ", c.ctx));
+    }
+    if (r.table_size < needed) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("decode request ", i, ": ", end, " positions need ", needed,
+                       " cache blocks but its table has ", r.table_size));
+    }
+    for (int b = 0; b < needed; ++b) {
+      if (r.block_table[b] < 0 || r.block_table[b] >= cache_blocks) {
+        return absl::InvalidArgumentError(absl::StrCat("decode request ", i, ": block ",
+                                                       r.block_table[b], " is outside the cache's ",
+                                                       cache_blocks, " blocks"));
+      }
+    }
+    for (int t = 0; t < r.count; ++t) {
+      if (r.tokens[t] < 0 || r.tokens[t] >= c.vocab) {
+        return absl::InvalidArgumentError(absl::StrCat("decode request ", i, ": token ",
+                                                       r.tokens[t],
+                                                       " is outside the vocabulary of ", c.vocab));
+      }
+    }
+    total += r.count;
+  }
+  if (total > max_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("decode batch of ", total, " tokens exceeds the decoder's ", max_tokens));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(const gpt_layout& layout,
+                                                              const float* params, int max_tokens,
+                                                              int cache_blocks, int block_size,
+                                                              int device) {
+  if (device < 0) {
+    return std::make_unique<gpt_cpu_decoder>(layout, params, max_tokens, cache_blocks, block_size);
+  }
+  return make_gpt_cuda_decoder(layout, params, max_tokens, cache_blocks, block_size, device);
+}
+
+}  // namespace troupe::models

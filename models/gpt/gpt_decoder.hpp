@@ -1,0 +1,52 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "models/gpt/gpt_layout.hpp"
+
+namespace troupe::models {
+
+/// New tokens of one sequence in a decode batch: positions [first_position, first_position +
+/// count) of a sequence whose cache blocks are block_table[0, table_size).
+struct decode_request {
+  const int32_t* tokens = nullptr;
+  int count = 0;
+  int first_position = 0;
+  const int32_t* block_table = nullptr;
+  int table_size = 0;
+};
+
+/// Incremental decoding of a whole GPT over its own paged KV cache (per layer, a key pool and a
+/// value pool of `cache_blocks` blocks of `block_size` positions; which blocks a sequence owns
+/// is its caller's choice, passed as a block table): prefill chunks and single decode tokens of
+/// many sequences run as one batch through the GEMMs, each sequence attending to its own cache.
+class gpt_decoder {
+ public:
+  virtual ~gpt_decoder() = default;
+
+  /// Appends the new tokens' keys and values to the cache and writes the logits after each
+  /// request's last new token to `logits` [requests, vocab] (host memory). Requests that overrun
+  /// the context, their block table or the cache are INVALID_ARGUMENT, before anything is
+  /// written.
+  [[nodiscard]] virtual absl::Status forward(std::span<const decode_request> requests,
+                                             float* logits) = 0;
+};
+
+/// The decoders' shared precondition: every request inside the context and the vocabulary, its
+/// table long enough and inside the cache, and at most `max_tokens` new tokens in all.
+[[nodiscard]] absl::Status validate_decode_batch(const gpt_config& config, int cache_blocks,
+                                                 int block_size, int max_tokens,
+                                                 std::span<const decode_request> requests);
+
+/// A decoder of up to `max_tokens` new tokens per call for `layout` (a whole model) with weights
+/// `params` (host f32, laid out by `layout`): on the CPU when `device` < 0, reading `params` in
+/// place (they must outlive it); else on CUDA device `device`, with a bf16 copy of them.
+/// UNAVAILABLE when this build has no CUDA or the device does not exist.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(
+    const gpt_layout& layout, const float* params, int max_tokens, int cache_blocks, int block_size,
+    int device);
+
+}  // namespace troupe::models
