@@ -146,6 +146,17 @@ std::vector<pretrain_driver::command> pretrain_driver::next_or_finish() {
   return {step_all{}};
 }
 
+std::vector<pretrain_driver::command> pretrain_driver::stop() {
+  if (done_ || stopped_) return {};
+  // The step in flight (or, between a step and its evaluation, the step just done) is the last.
+  const int64_t last = std::max<int64_t>(phase_ == phase::stepping ? step_ + 1 : step_, 1);
+  if (last >= schedule_.end()) return {};  // it ends there anyway
+  stopped_ = true;
+  schedule_.stop_after = last;
+  if (phase_ == phase::idle) return next_or_finish();
+  return {};  // the answers in flight lead to the end
+}
+
 std::vector<pretrain_driver::command> pretrain_driver::on_error(int rank,
                                                                 const absl::Status& error) {
   if (done_) return {};

@@ -76,10 +76,17 @@ class pretrain_driver {
   std::vector<command> on_eval(int rank, double loss);
   std::vector<command> on_saved(const actor::checkpoint_shard& shard);
   std::vector<command> on_error(int rank, const absl::Status& error);
+  /// Ctrl-C: end after the step in flight, as if it were the last one (its evaluation, its
+  /// checkpoint when checkpoints are on, every checkpoint committed before finish).
+  std::vector<command> stop();
 
   [[nodiscard]] int64_t step() const { return step_; }
   [[nodiscard]] const pretrain_schedule& schedule() const { return schedule_; }
   [[nodiscard]] bool done() const { return done_; }
+  /// Whether stop() cut the run short.
+  [[nodiscard]] bool stopped() const { return stopped_; }
+  /// The newest committed checkpoint's step; -1 when none.
+  [[nodiscard]] int64_t committed() const { return committed_; }
 
  private:
   enum class phase { idle, stepping, evaluating, draining, finished };
@@ -105,6 +112,7 @@ class pretrain_driver {
   double stall_s_ = 0;                // the longest any rank was blocked by a checkpoint
   clock::time_point started_{}, step_started_{};
   bool done_ = false;
+  bool stopped_ = false;
 };
 
 }  // namespace troupe::apps

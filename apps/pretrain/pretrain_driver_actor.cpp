@@ -122,6 +122,20 @@ void finish(self_ptr self, nlohmann::json summary) {
     summary["checkpoint"] =
         checkpoint::checkpoint_store(st.checkpoint_root).step_dir(summary["checkpoint_step"]);
   }
+  if (st.logic->stopped()) {
+    // Interrupted, but resumable exactly from the checkpoint it just wrote.
+    const int64_t committed = st.logic->committed();
+    return complete(
+        self,
+        actor::job_result{
+            false, summary.dump(),
+            committed < 0
+                ? absl::StrCat("interrupted after step ", st.logic->step(),
+                               " (no checkpoint: pretrain.checkpoint.every_steps is 0)")
+                : absl::StrCat("interrupted after step ", st.logic->step(), "; checkpoint ",
+                               committed, " is committed: troupe launch CONFIG --resume ",
+                               st.run_dir.empty() ? "RUN_DIR" : st.run_dir, " continues exactly")});
+  }
   complete(self, actor::job_result{true, summary.dump(), {}});
 }
 
@@ -318,7 +332,10 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
               return st.done;
             },
             [self](actor::stop_atom) {
-              complete(self, actor::job_result{false, {}, "interrupted"});
+              if (!self->state.logic) {  // still restoring: nothing to finish
+                return complete(self, actor::job_result{false, {}, "interrupted"});
+              }
+              execute(self, self->state.logic->stop());
             },
         };
       });

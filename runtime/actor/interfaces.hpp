@@ -61,7 +61,8 @@ using inference_worker_actor =
 /// An app driver. The supervisor hands it the role actors (`actor_update`) and then `run`; the
 /// driver answers `run` with the job's result when the app is done. `(stop)` asks it to end
 /// early and gracefully (Ctrl-C): a server finishes the requests it has and succeeds, a job
-/// with a goal ends as failed ("interrupted").
+/// with a goal winds down (pretraining checkpoints the step in flight) and ends as failed,
+/// saying why.
 using app_actor =
     caf::typed_actor<caf::reacts_to<actor_update>, caf::replies_to<run_atom>::with<job_result>,
                      caf::reacts_to<stop_atom>>;

@@ -1,10 +1,14 @@
-// `app: pretrain` end to end, on real processes and files: exact resume, a resume past a
-// corrupted checkpoint, dp=1 against dp=2, ZeRO-1/2 against plain data parallel, resharding,
-// and an export of the trained run read back.
+// `app: pretrain` end to end, on real processes and files: exact resume (after a planned stop
+// and after Ctrl-C), a resume past a corrupted checkpoint, dp=1 against dp=2, ZeRO-1/2 against
+// plain data parallel, resharding, and an export of the trained run read back.
 
+#include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -121,6 +125,57 @@ TEST_F(PretrainTest, ResumeIsBitExactAcrossTwoWorkers) {
     const std::string a = file_bytes(dir_.file("straight") + "/checkpoints/step-40/" + file);
     ASSERT_FALSE(a.empty()) << file;
     EXPECT_TRUE(a == file_bytes(dir_.file("second") + "/checkpoints/step-40/" + file)) << file;
+  }
+}
+
+// Ctrl-C mid-run: the step in flight is checkpointed (off schedule) and the launch exits 130
+// naming it; resuming from it ends bit for bit where an uninterrupted run does.
+TEST_F(PretrainTest, CtrlCCheckpointsTheStepInFlightAndTheResumeIsBitExact) {
+  const std::vector<std::string> longer = {"--set", "pretrain.train.steps=1000", "--set",
+                                           "pretrain.checkpoint.every_steps=500"};
+  const run_result straight = launch("straight", 2, 1, longer);
+  ASSERT_EQ(straight.process.exit_code, 0) << straight.process.err;
+
+  std::vector<std::string> args = {TROUPE_BINARY,
+                                   "launch",
+                                   config_,
+                                   "--run-dir",
+                                   dir_.file("stopped"),
+                                   "--set",
+                                   "pretrain.parallel.dp=2",
+                                   "--set",
+                                   "roles.trainer.count=2",
+                                   "--set",
+                                   "pretrain.parallel.zero=1",
+                                   "--set",
+                                   "cluster.local_workers=2"};
+  args.insert(args.end(), longer.begin(), longer.end());
+  subprocess job(args);
+  const auto rows = [&] {
+    std::ifstream in(dir_.file("stopped") + "/metrics.jsonl");
+    return std::count(std::istreambuf_iterator<char>(in), {}, '\n');
+  };
+  for (int i = 0; i < 3000 && rows() < 30; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GE(rows(), 30) << job.wait(std::chrono::seconds(1)).err;
+  job.signal(SIGINT);
+  const process_result stopped = job.wait(std::chrono::seconds(60));
+  EXPECT_EQ(stopped.exit_code, 130) << stopped.err;
+  const std::string error = summary_of(stopped).value("error", "");
+  EXPECT_NE(error.find("is committed: troupe launch CONFIG --resume"), std::string::npos) << error;
+  const auto steps = read_jsonl(dir_.file("stopped") + "/metrics.jsonl");
+  ASSERT_LT(steps.back()["step"].get<int64_t>(), 1000) << "the run was not cut short";
+
+  std::vector<std::string> resume = longer;
+  resume.insert(resume.end(), {"--resume", dir_.file("stopped")});
+  const run_result resumed = launch("resumed", 2, 1, resume);
+  ASSERT_EQ(resumed.process.exit_code, 0) << resumed.process.err;
+  EXPECT_GT(resumed.first_step, 30);
+  for (const char* file :
+       {"model.safetensors", "optimizer-0.safetensors", "optimizer-1.safetensors"}) {
+    const std::string a = file_bytes(dir_.file("straight") + "/checkpoints/step-1000/" + file);
+    ASSERT_FALSE(a.empty()) << file;
+    EXPECT_TRUE(a == file_bytes(dir_.file("resumed") + "/checkpoints/step-1000/" + file)) << file;
   }
 }
 

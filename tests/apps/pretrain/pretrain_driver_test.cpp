@@ -116,6 +116,38 @@ TEST(PretrainDriver, StopAfterEndsEarlyWithAnEvaluationAndACheckpoint) {
   EXPECT_EQ(get<driver::finish>(c).summary["steps"], 2);
 }
 
+// Ctrl-C: the step in flight is the last one; it is evaluated and checkpointed (off schedule),
+// and the run finishes once that checkpoint is committed.
+TEST(PretrainDriver, AStopEndsAfterTheStepInFlightWithACheckpoint) {
+  fake_clock clock;
+  driver d({.steps = 10, .ranks = 2, .checkpoint_every = 4}, clock.fn());
+  d.start();
+  d.on_step(0, report(1, 2.0));
+  EXPECT_TRUE(has<driver::step_all>(d.on_step(1, report(1, 2.0))));
+  EXPECT_TRUE(d.stop().empty()) << "step 2 is in flight";
+  EXPECT_TRUE(d.stopped());
+  EXPECT_TRUE(d.stop().empty()) << "a second stop changes nothing";
+  d.on_step(0, report(2, 1.9));
+  auto c = d.on_step(1, report(2, 1.9));
+  ASSERT_TRUE(has<driver::eval_all>(c));
+  EXPECT_FALSE(has<driver::step_all>(c));
+  d.on_eval(0, 1.8);
+  c = d.on_eval(1, 1.8);
+  EXPECT_EQ(get<driver::checkpoint_all>(c).step, 2);
+  EXPECT_FALSE(has<driver::finish>(c)) << "not before the checkpoint is committed";
+  d.on_saved(shard(2, 1));
+  c = d.on_saved(shard(2, 0));
+  EXPECT_EQ(get<driver::commit>(c).step, 2);
+  EXPECT_EQ(get<driver::finish>(c).summary["steps"], 2);
+  EXPECT_EQ(d.committed(), 2);
+
+  // A stop during the last step changes nothing: the run ends there anyway.
+  driver last({.steps = 1, .ranks = 1}, clock.fn());
+  last.start();
+  EXPECT_TRUE(last.stop().empty());
+  EXPECT_FALSE(last.stopped());
+}
+
 TEST(PretrainDriver, ARankErrorFailsTheJobOnceNamingRankAndStep) {
   fake_clock clock;
   driver d({.steps = 5, .ranks = 2}, clock.fn());
