@@ -110,8 +110,9 @@ int head_command(const head_args& args) {
     spec.token = args.token;
     return cluster_token(spec);
   }();
-  const auto announce = [&token](const std::string& endpoint) {
-    (void)cluster::write_cluster_file(endpoint, token);
+  cluster::head_cluster_file file(token);
+  const auto announce = [&token, &file](const std::string& endpoint) {
+    file.listening(endpoint);
     std::fprintf(stderr,
                  "troupe head listening on %s\n"
                  "join it with:   troupe worker --join %s\n"
@@ -162,7 +163,6 @@ int head_command(const head_args& args) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::fprintf(stderr, "troupe head: shutting the cluster down\n");
   (*head)->stop("the head was stopped");
-  cluster::remove_cluster_file((*head)->endpoint());
   return exit_ok;
 }
 

@@ -181,27 +181,21 @@ int launch_command(const launch_args& args) {
     return exit_usage_error;
   }
   const auto& spec = plan->spec.cluster;
-  std::string head;  // where the job's head listens, once it does
-  const int code =
-      run_job(*plan, args.config, args.run_dir,
-              [&](const run::run_dir& dir) -> std::optional<apps::cluster_options> {
-                if (spec.local_workers == 0) return std::nullopt;
-                const std::string token = cluster_token(spec);
-                return apps::cluster_options{
-                    .listen = spec.listen,
-                    .token = token,
-                    .local_workers = spec.local_workers,
-                    .min_workers = std::max(spec.min_workers, spec.local_workers),
-                    .log_dir = dir.path().string(),
-                    .plugin_dirs = args.plugin_dirs,
-                    // More workers on this machine join with `troupe worker --join ENDPOINT` alone.
-                    .on_listening = [&head, token](const std::string& endpoint) {
-                      head = endpoint;
-                      (void)cluster::write_cluster_file(endpoint, token);
-                    }};
-              });
-  if (!head.empty()) cluster::remove_cluster_file(head);
-  return code;
+  const std::string token = cluster_token(spec);
+  // More workers on this machine join with `troupe worker --join ENDPOINT` alone.
+  cluster::head_cluster_file file(token);
+  return run_job(*plan, args.config, args.run_dir,
+                 [&](const run::run_dir& dir) -> std::optional<apps::cluster_options> {
+                   if (spec.local_workers == 0) return std::nullopt;
+                   return apps::cluster_options{
+                       .listen = spec.listen,
+                       .token = token,
+                       .local_workers = spec.local_workers,
+                       .min_workers = std::max(spec.min_workers, spec.local_workers),
+                       .log_dir = dir.path().string(),
+                       .plugin_dirs = args.plugin_dirs,
+                       .on_listening = [&file](const std::string& e) { file.listening(e); }};
+                 });
 }
 
 }  // namespace troupe::cli

@@ -114,6 +114,12 @@ class ClusterTest : public ::testing::Test {
 
   temp_dir dir_;
   std::string endpoint_;
+  // A head stopped with Ctrl-C removes its cluster file (/tmp/troupe-UID/head-PORT.json); a
+  // killed one would leave it behind. The destructors kill whatever is left.
+  void TearDown() override {
+    if (head_) head_->signal(SIGINT), head_->wait(10s);
+  }
+
   std::unique_ptr<subprocess> head_;
   std::vector<std::unique_ptr<subprocess>> workers_;
   std::vector<std::string> payloads_;

@@ -59,7 +59,7 @@ subprocess::~subprocess() {
 }
 
 void subprocess::signal(int sig) const {
-  kill(pid_, sig);
+  if (!reaped_) kill(pid_, sig);  // a reaped pid may belong to another process by now
 }
 
 // Reads whatever is available within `slice`; false once both pipes are closed.
@@ -85,6 +85,7 @@ bool subprocess::pump(std::chrono::milliseconds slice) {
 }
 
 process_result subprocess::wait(std::chrono::milliseconds timeout) {
+  if (reaped_) return result_;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (pump(std::chrono::milliseconds(50))) {
     if (std::chrono::steady_clock::now() > deadline) {

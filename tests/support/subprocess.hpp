@@ -29,10 +29,11 @@ class subprocess {
 
   [[nodiscard]] pid_t pid() const { return pid_; }
 
-  /// Sends `signal` to the child.
+  /// Sends `signal` to the child, unless it has been waited for.
   void signal(int signal) const;
 
   /// Reads output until the child exits or `timeout` passes; on timeout the child is killed.
+  /// Once the child has been waited for, returns the same result again.
   process_result wait(std::chrono::milliseconds timeout);
 
   /// Reads output until stderr contains `text` or `timeout` passes; true if it appeared.
