@@ -7,12 +7,17 @@
 // to first token and inter-token latency (p50 and p99).
 //
 //   serve_bench [--clients N] [--requests M] [--lengths exponential|uniform]
+//               [--device auto|cpu|cuda] [--troupe PATH] [--config PATH]
+//
+// --troupe and --config default to this build's binary and configs/serve_tiny.yaml (give them
+// where the build tree is elsewhere, as on the device machine).
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -49,8 +54,15 @@ double percentile(std::vector<double> xs, double p) {
   return xs[std::min(xs.size() - 1, static_cast<size_t>(p * xs.size()))];
 }
 
+struct server_settings {
+  std::string troupe = TROUPE_BINARY;
+  std::string config = TROUPE_SOURCE_DIR "/configs/serve_tiny.yaml";
+  std::string device = "auto";
+  std::string run_dir;
+};
+
 // Starts the serve job on `port` in `batching` mode; its pid, or -1.
-pid_t start_server(int port, const std::string& batching) {
+pid_t start_server(int port, const std::string& batching, const server_settings& s) {
   const pid_t pid = fork();
   if (pid == 0) {
     // The job's own output (progress, summary line) is not the benchmark's.
@@ -59,17 +71,17 @@ pid_t start_server(int port, const std::string& batching) {
     dup2(null_fd, STDERR_FILENO);
     const std::string port_set = "serve.port=" + std::to_string(port);
     const std::string batching_set = "serve.engine.batching=" + batching;
-    const std::string run_dir = "/tmp/serve_bench." + std::to_string(getpid());
-    execl(TROUPE_BINARY, TROUPE_BINARY, "launch", TROUPE_SOURCE_DIR "/configs/serve_tiny.yaml",
-          "--run-dir", run_dir.c_str(), "--set", port_set.c_str(), "--set", batching_set.c_str(),
-          "--set", "cluster.local_workers=1", "--set",
-          "serve.max_queue=4096", "--set",
-          "model={vocab: 256, ctx: 512, layers: 4, dim: 128, heads: 4}", nullptr);
+    const std::string device_set = "serve.engine.device=" + s.device;
+    execl(s.troupe.c_str(), s.troupe.c_str(), "launch", s.config.c_str(), "--run-dir",
+          s.run_dir.c_str(), "--set", port_set.c_str(), "--set", batching_set.c_str(), "--set",
+          device_set.c_str(), "--set", "cluster.local_workers=1", "--set", "serve.max_queue=4096",
+          "--set", "model={vocab: 256, ctx: 512, layers: 4, dim: 128, heads: 4}", nullptr);
     _exit(127);
   }
   httplib::Client probe("127.0.0.1", port);
   for (int i = 0; i < 300; ++i) {
     if (auto res = probe.Get("/health"); res && res->status == 200) return pid;
+    if (waitpid(pid, nullptr, WNOHANG) == pid) return -1;  // the job failed (its run dir says why)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   kill(pid, SIGKILL);
@@ -139,6 +151,7 @@ int main(int argc, char** argv) {
   using namespace troupe::bench;
   int clients = 16, requests = 96;
   std::string lengths = "exponential";
+  server_settings server_with;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--clients" && i + 1 < argc) {
@@ -149,6 +162,14 @@ int main(int argc, char** argv) {
                (std::string(argv[i + 1]) == "exponential" ||
                 std::string(argv[i + 1]) == "uniform")) {
       lengths = argv[++i];
+    } else if (a == "--device" && i + 1 < argc &&
+               (std::string(argv[i + 1]) == "auto" || std::string(argv[i + 1]) == "cpu" ||
+                std::string(argv[i + 1]) == "cuda")) {
+      server_with.device = argv[++i];
+    } else if (a == "--troupe" && i + 1 < argc) {
+      server_with.troupe = argv[++i];
+    } else if (a == "--config" && i + 1 < argc) {
+      server_with.config = argv[++i];
     } else {
       return unknown_argument("serve_bench", a);
     }
@@ -157,9 +178,11 @@ int main(int argc, char** argv) {
   const char* names[2] = {"continuous", "static"};
   for (int m = 0; m < 2; ++m) {
     const int port = 20000 + static_cast<int>(getpid() % 20000) + m;
-    const pid_t server = start_server(port, names[m]);
+    server_with.run_dir = "/tmp/serve_bench." + std::to_string(getpid()) + "." + names[m];
+    const pid_t server = start_server(port, names[m], server_with);
     if (server < 0) {
-      std::fprintf(stderr, "serve_bench: the %s server did not start\n", names[m]);
+      std::fprintf(stderr, "serve_bench: the %s server did not start; see %s/events.jsonl\n",
+                   names[m], server_with.run_dir.c_str());
       return 1;
     }
     const bool exponential = lengths == "exponential";
@@ -167,11 +190,14 @@ int main(int argc, char** argv) {
     modes[m] = run_load(port, clients, requests, exponential);
     kill(server, SIGTERM);
     waitpid(server, nullptr, 0);
+    std::error_code ignored;
+    std::filesystem::remove_all(server_with.run_dir, ignored);
   }
   double mean_output = 0;
   for (int i = 0; i < requests; ++i)
     mean_output += output_length(i, lengths == "exponential");
-  const nlohmann::json extra = {{"clients", clients},
+  const nlohmann::json extra = {{"device", server_with.device},
+                                {"clients", clients},
                                 {"requests", requests},
                                 {"output_lengths", lengths},
                                 {"mean_output_tokens", mean_output / requests}};

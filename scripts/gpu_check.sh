@@ -6,7 +6,8 @@
 #   scripts/gpu_check.sh run       there (device tool, carry [".device-bundle"]): run the `gpu`
 #                                  tests, the PyTorch reference and gpu_bench (GEMM at 8192^3
 #                                  against cuBLAS, HBM bandwidth, GPT-2 124M training tokens/s),
-#                                  writing JSON results to $OUT
+#                                  and serve_bench with the inference workers on CUDA, writing
+#                                  JSON results to $OUT
 #
 # Record what comes back in docs/benchmarks.md with the date and the device.
 set -euo pipefail
@@ -17,10 +18,10 @@ gpu_tests=(gpu_test cuda_kernels_test nccl_test cuda_models_test)
 case "${1:-}" in
   bundle)
     scripts/build.sh
-    cmake --build build -j "$(nproc)" --target "${gpu_tests[@]}" gpu_bench
+    cmake --build build -j "$(nproc)" --target "${gpu_tests[@]}" gpu_bench serve_bench
     rm -rf "$bundle"
     ../shared/tools/bundle-binaries.sh "$bundle" build/troupe build/bench/gpu_bench \
-      "${gpu_tests[@]/#/build/tests/}"
+      build/bench/serve_bench "${gpu_tests[@]/#/build/tests/}"
     ;;
   run)
     out=${OUT:?run on the device machine, where OUT is set}
@@ -36,6 +37,9 @@ case "${1:-}" in
                  | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens_per_s"])' || echo 0)
     timeout 300 "$bundle/bin/gpu_bench" --torch-tokens-per-s "$torch_rate" \
       | tee "$out/gpu_bench.jsonl" || status=1
+    # Continuous against static batching with the model on the GPU.
+    timeout 300 "$bundle/bin/serve_bench" --device cuda --troupe "$bundle/bin/troupe" \
+      --config configs/serve_tiny.yaml | tee "$out/serve_bench.jsonl" || status=1
     exit $status
     ;;
   *)
