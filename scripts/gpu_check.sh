@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bundle=.device-bundle
-gpu_tests=(gpu_test cuda_kernels_test nccl_test cuda_models_test)
+gpu_tests=(gpu_test cuda_kernels_test nccl_test cuda_models_test cuda_actors_test)
 
 case "${1:-}" in
   bundle)
