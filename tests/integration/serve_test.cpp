@@ -286,7 +286,7 @@ TEST_F(ServeTest, AKilledWorkerLosesNoRequest) {
 
 // A worker started with `troupe worker --join` on a running serve job gets an inference worker
 // (the config's worker role is elastic), and the router sends it requests within 2 s of its
-// joining.
+// joining; when it leaves again, no request is lost.
 TEST_F(ServeTest, AJoinedWorkerTakesTrafficWithinTwoSeconds) {
   const std::string head = "tcp://127.0.0.1:" + std::to_string(free_port());
   start({"--set", "cluster.local_workers=1", "--set", "cluster.listen=" + head});
@@ -314,10 +314,15 @@ TEST_F(ServeTest, AJoinedWorkerTakesTrafficWithinTwoSeconds) {
   const bool took =
       metric_reaches("troupe_serve_dispatched_total{worker=\"worker/1\"}", 1, 10s, true);
   const auto delay = std::chrono::steady_clock::now() - joined_at;
-  stop = true;
   EXPECT_TRUE(took) << "the joined worker received no request";
   EXPECT_LE(delay, 2s) << std::chrono::duration<double>(delay).count() << " s";
   EXPECT_EQ(metric("troupe_serve_workers"), 2);
+  // It leaves (Ctrl-C) under load: its requests finish elsewhere, none fails.
+  joined.signal(SIGINT);
+  EXPECT_EQ(joined.wait(20s).exit_code, 0);
+  EXPECT_TRUE(metric_reaches("troupe_serve_workers", 1, 10s));
+  std::this_thread::sleep_for(300ms);  // more requests, on the one worker left
+  stop = true;
   for (auto& f : clients)
     EXPECT_EQ(f.get(), 0) << "requests failed";
 }
