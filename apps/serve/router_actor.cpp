@@ -163,8 +163,8 @@ void drain(self_ptr self) {
   st.draining = true;
   st.front_end->drain();
   st.events->emit(run::severity::info, "draining",
-                  absl::StrCat("stopping: finishing ", st.logic->queued() + st.logic->in_flight(),
-                               " requests, refusing new ones (Ctrl-C again stops at once)"),
+                  absl::StrCat("draining: finishing ", st.logic->queued() + st.logic->in_flight(),
+                               " requests, refusing new ones"),
                   {{"requests", st.logic->queued() + st.logic->in_flight()}});
   finish_when_drained(self);
 }
