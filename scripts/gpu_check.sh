@@ -2,7 +2,8 @@
 # The GPU checks, in one prepared script for a session that has the device machine.
 #
 #   scripts/gpu_check.sh bundle    here: build, then pack the GPU test and benchmark binaries
-#                                  with their libraries into .device-bundle/ (git-ignored)
+#                                  with their libraries into .device-bundle/bundle.tar.gz
+#                                  (git-ignored; gzipped to fit the device tool's 64 MiB carry)
 #   scripts/gpu_check.sh run       there (device tool, carry [".device-bundle"]): run the `gpu`
 #                                  tests, the PyTorch reference and gpu_bench (GEMM at 8192^3
 #                                  against cuBLAS, HBM bandwidth, GPT-2 124M training tokens/s),
@@ -20,11 +21,15 @@ case "${1:-}" in
     scripts/build.sh
     cmake --build build -j "$(nproc)" --target "${gpu_tests[@]}" gpu_bench serve_bench
     rm -rf "$bundle"
-    ../shared/tools/bundle-binaries.sh "$bundle" build/troupe build/bench/gpu_bench \
+    ../shared/tools/bundle-binaries.sh "$bundle/tree" build/troupe build/bench/gpu_bench \
       build/bench/serve_bench "${gpu_tests[@]/#/build/tests/}"
+    tar -C "$bundle/tree" -czf "$bundle/bundle.tar.gz" bin lib
+    rm -rf "$bundle/tree"
+    du -sh "$bundle/bundle.tar.gz"
     ;;
   run)
     out=${OUT:?run on the device machine, where OUT is set}
+    tar -C "$bundle" -xzf "$bundle/bundle.tar.gz"
     export LD_LIBRARY_PATH="$PWD/$bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$out/device.csv"
     "$bundle/bin/troupe" version --json | tee "$out/version.json"
