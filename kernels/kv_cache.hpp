@@ -33,8 +33,7 @@ namespace cuda {
 /// be a multiple of 32, at most 256.
 [[nodiscard]] absl::Status paged_attention(tensor::bf16* out, const tensor::bf16* q,
                                            int64_t q_stride, const tensor::bf16* keys,
-                                           const tensor::bf16* values,
-                                           const int32_t* block_tables,
+                                           const tensor::bf16* values, const int32_t* block_tables,
                                            const int32_t* table_offsets, const int32_t* positions,
                                            const kv_layout& l, int rows, int heads, void* stream);
 }  // namespace cuda

@@ -1,5 +1,5 @@
-#include "kernels/cuda/common.cuh"
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/common.cuh"
 #include "kernels/kv_cache.hpp"
 
 namespace troupe::kernels::cuda {
@@ -77,16 +77,15 @@ absl::Status paged_attention(bf16* out, const bf16* q, int64_t q_stride, const b
                              const kv_layout& l, int rows, int heads, void* stream) {
   if (heads < 1 || l.width % heads != 0 || (l.width / heads) % 32 != 0 ||
       l.width / heads > max_head_dim) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("paged_attention: head_dim ", heads > 0 ? l.width / heads : 0,
-                     " (width ", l.width, " / ", heads, " heads) must be a multiple of 32, at most ",
-                     max_head_dim));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "paged_attention: head_dim ", heads > 0 ? l.width / heads : 0, " (width ", l.width, " / ",
+        heads, " heads) must be a multiple of 32, at most ", max_head_dim));
   }
   if (rows == 0) return absl::OkStatus();
-  paged_attention_kernel<<<blocks_for(int64_t{rows} * heads, warps_per_block),
-                           32 * warps_per_block, 0, to_stream(stream)>>>(
-      dev(out), dev(q), q_stride, dev(keys), dev(values), block_tables, table_offsets, positions,
-      l.block_size, l.width, rows, heads);
+  paged_attention_kernel<<<blocks_for(int64_t{rows} * heads, warps_per_block), 32 * warps_per_block,
+                           0, to_stream(stream)>>>(dev(out), dev(q), q_stride, dev(keys),
+                                                   dev(values), block_tables, table_offsets,
+                                                   positions, l.block_size, l.width, rows, heads);
   return TROUPE_CUDA_LAUNCH_STATUS();
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "models/gpt/gpt_cpu_stage.hpp"
+#include "tests/models/gpt/softmax.hpp"
 
 namespace troupe::models {
 namespace {
@@ -26,16 +27,6 @@ class GptCpuDecoderTest : public ::testing::Test {
     stage.forward(params_.data(), 1, static_cast<int>(tokens.size()), tokens.data(), nullptr,
                   targets.data());
     return {stage.probabilities(), stage.probabilities() + tokens.size() * config.vocab};
-  }
-
-  static std::vector<float> softmax(const float* logits) {
-    std::vector<float> p(logits, logits + config.vocab);
-    float max = *std::max_element(p.begin(), p.end()), sum = 0;
-    for (auto& x : p)
-      sum += (x = std::exp(x - max));
-    for (auto& x : p)
-      x /= sum;
-    return p;
   }
 
   gpt_layout layout_;
@@ -60,7 +51,7 @@ TEST_F(GptCpuDecoderTest, IncrementalDecodingMatchesTheFullForward) {
       const bool is_a = batch[r].tokens >= a.data() && batch[r].tokens < a.data() + a.size();
       const int last = batch[r].first_position + batch[r].count - 1;
       const auto& want = is_a ? want_a : want_b;
-      const auto got = softmax(logits.data() + r * config.vocab);
+      const auto got = softmax(logits.data() + r * config.vocab, config.vocab);
       for (int v = 0; v < config.vocab; ++v) {
         ASSERT_NEAR(got[v], want[last * config.vocab + v], 2e-5)
             << (is_a ? "a" : "b") << " position " << last << " token " << v;

@@ -11,21 +11,12 @@
 
 #include "models/gpt/gpt_cpu_decoder.hpp"
 #include "runtime/tensor/cuda_device.hpp"
+#include "tests/models/gpt/softmax.hpp"
 
 namespace troupe::models {
 namespace {
 
 const gpt_config config{64, 40, 2, 64, 2};  // head_dim 32
-
-std::vector<float> softmax(const float* logits) {
-  std::vector<float> p(logits, logits + config.vocab);
-  float max = *std::max_element(p.begin(), p.end()), sum = 0;
-  for (auto& x : p)
-    sum += (x = std::exp(x - max));
-  for (auto& x : p)
-    x /= sum;
-  return p;
-}
 
 TEST(GptCudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
   auto devices = tensor::cuda_devices();
@@ -50,8 +41,8 @@ TEST(GptCudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
     ASSERT_TRUE(cpu.forward(batch, want.data()).ok());
     ASSERT_TRUE((*cuda)->forward(batch, got.data()).ok());
     for (size_t r = 0; r < batch.size(); ++r) {
-      const auto p = softmax(want.data() + r * config.vocab);
-      const auto q = softmax(got.data() + r * config.vocab);
+      const auto p = softmax(want.data() + r * config.vocab, config.vocab);
+      const auto q = softmax(got.data() + r * config.vocab, config.vocab);
       for (int v = 0; v < config.vocab; ++v) {
         ASSERT_NEAR(q[v], p[v], 0.02f + 0.05f * p[v])  // bf16 weights, cache and activations
             << "step " << step << " request " << r << " token " << v;
