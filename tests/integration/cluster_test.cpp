@@ -117,7 +117,9 @@ class ClusterTest : public ::testing::Test {
   // A head stopped with Ctrl-C removes its cluster file (/tmp/troupe-UID/head-PORT.json); a
   // killed one would leave it behind. The destructors kill whatever is left.
   void TearDown() override {
-    if (head_) head_->signal(SIGINT), head_->wait(10s);
+    if (!head_) return;
+    head_->signal(SIGINT);
+    head_->wait(10s);
   }
 
   std::unique_ptr<subprocess> head_;

@@ -356,5 +356,31 @@ TEST_F(ServeTest, CtrlCFinishesTheRequestsInFlightThenExitsZero) {
   EXPECT_FALSE(events_of(dir_.file("run"), "drained").empty());
 }
 
+// A drain that outlasts runtime.stop_grace_s is cut short: the job stops at once (exit 130) and
+// the requests still running are answered 503 instead of waiting for a server that is gone.
+TEST_F(ServeTest, ADrainPastTheGracePeriodStopsAtOnce) {
+  start({"--set", "model={vocab: 256, ctx: 512, layers: 4, dim: 128, heads: 4}", "--set",
+         "runtime.stop_grace_s=0"},
+        true);
+  std::vector<std::future<int>> calls;
+  for (int i = 0; i < 4; ++i) {
+    calls.push_back(std::async(std::launch::async, [this] {
+      auto c = client();
+      auto res = c.Post("/v1/completions",
+                        R"({"model": "troupe-tiny", "prompt": "long", "max_tokens": 500})",
+                        "application/json");
+      return res ? res->status : -1;
+    }));
+  }
+  ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 4, 2s));
+  job_->signal(SIGINT);
+  auto r = job_->wait(20s);
+  job_.reset();
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_NE(r.err.find("did not stop within runtime.stop_grace_s"), std::string::npos) << r.err;
+  for (auto& f : calls)
+    EXPECT_EQ(f.get(), 503) << "a request cut off by the stop";
+}
+
 }  // namespace
 }  // namespace troupe::testing
