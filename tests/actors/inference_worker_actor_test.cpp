@@ -1,5 +1,6 @@
 #include "actors/inference_worker_actor.hpp"
 
+#include <functional>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -30,14 +31,26 @@ actor::generation_request request(uint64_t id, int max_tokens) {
   return r;
 }
 
+using report_handler = std::function<void(actor::worker_report&)>;
+
+void poll(caf::scoped_actor& self, const actor::inference_worker_actor& worker,
+          const report_handler& handle) {
+  self->request(worker, 10s, actor::poll_atom_v)
+      .receive([&](actor::worker_report& report) { handle(report); },
+               [](caf::error& e) { FAIL() << caf::to_string(e); });
+}
+
 // Requests in, long polls out, as a router drives a worker.
 TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
   auto cfg = actor::make_system_config({.scheduler_threads = 2});
   caf::actor_system system(*cfg);
   metrics::registry metrics;
+  // A long poll wait: the first poll, sent before any request, is answered by the first
+  // iteration's events, never by the wait running out.
   auto worker = *spawn_inference_worker(system, metrics, "worker/0", tiny_model(),
-                                        {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, 50ms);
+                                        {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, 10s);
   caf::scoped_actor self(system);
+  auto first_poll = self->request(worker, 20s, actor::poll_atom_v);
   for (uint64_t id : {1, 2}) {
     self->request(worker, 10s, actor::generate_atom_v, request(id, 5 * id))
         .receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
@@ -52,41 +65,38 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
 
   std::map<uint64_t, std::vector<int32_t>> streams;
   std::map<uint64_t, bool> finished;
-  int max_blocks_used = 0, max_batch = 0;
-  for (int i = 0; i < 200 && !(finished[1] && finished[2]); ++i) {
-    self->request(worker, 10s, actor::poll_atom_v)
-        .receive(
-            [&](actor::worker_report& report) {
-              EXPECT_EQ(report.kv_blocks_total, 256);  // inference_engine::options' default
-              max_blocks_used = std::max(max_blocks_used, report.kv_blocks_used);
-              for (int32_t n : report.batch_sizes)
-                max_batch = std::max(max_batch, n);
-              for (const auto& e : report.events) {
-                EXPECT_EQ(e.first_index, static_cast<int>(streams[e.id].size()));
-                streams[e.id].insert(streams[e.id].end(), e.tokens.begin(), e.tokens.end());
-                if (e.finished) finished[e.id] = true;
-              }
-            },
-            [](caf::error& e) { FAIL() << caf::to_string(e); });
-  }
+  int max_batch = 0;
+  auto collect = [&](actor::worker_report& report) {
+    EXPECT_EQ(report.kv_blocks_total, 256);  // inference_engine::options' default
+    // Running sequences hold blocks; none are held without one.
+    EXPECT_EQ(report.running > 0, report.kv_blocks_used > 0)
+        << report.running << " running, " << report.kv_blocks_used << " blocks used";
+    for (int32_t n : report.batch_sizes)
+      max_batch = std::max(max_batch, n);
+    for (const auto& e : report.events) {
+      EXPECT_EQ(e.first_index, static_cast<int>(streams[e.id].size()));
+      streams[e.id].insert(streams[e.id].end(), e.tokens.begin(), e.tokens.end());
+      if (e.finished) finished[e.id] = true;
+    }
+  };
+  // Request 1 has four tokens to go after the first iteration: the report shows it running.
+  first_poll.receive(
+      [&](actor::worker_report& report) {
+        EXPECT_FALSE(report.events.empty());
+        EXPECT_GE(report.running, 1);
+        EXPECT_GT(report.kv_blocks_used, 0);
+        collect(report);
+      },
+      [](caf::error& e) { FAIL() << caf::to_string(e); });
+  for (int i = 0; i < 200 && !(finished[1] && finished[2]); ++i)
+    poll(self, worker, collect);
   EXPECT_EQ(streams[1].size(), 5u);
   EXPECT_EQ(streams[2].size(), 10u);
   // Greedy decoding of the same prompt: the shorter output is a prefix of the longer one.
   EXPECT_TRUE(std::equal(streams[1].begin(), streams[1].end(), streams[2].begin()));
-  // The reports showed iterations of one or both sequences, holding blocks.
+  // The reports showed iterations of one or both sequences.
   EXPECT_GE(max_batch, 1);
   EXPECT_LE(max_batch, 2);
-  EXPECT_GT(max_blocks_used, 0);
-
-  // An idle worker's poll comes back empty after the wait, with every block free again.
-  self->request(worker, 10s, actor::poll_atom_v)
-      .receive(
-          [](actor::worker_report& report) {
-            EXPECT_TRUE(report.events.empty());
-            EXPECT_EQ(report.kv_blocks_used, 0);
-            EXPECT_EQ(report.running, 0);
-          },
-          [](caf::error& e) { FAIL() << caf::to_string(e); });
   self->send_exit(worker, caf::exit_reason::user_shutdown);
 
   // A long generation (1000 tokens, a long context) cancelled right after it starts ends early,
@@ -99,19 +109,23 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
   accepted.receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
   bool cancelled = false;
   for (int i = 0; i < 50 && !cancelled; ++i) {
-    self->request(long_worker, 10s, actor::poll_atom_v)
-        .receive(
-            [&](actor::worker_report& report) {
-              for (const auto& e : report.events) {
-                if (e.id == 4 && e.finished) {
-                  cancelled = true;
-                  EXPECT_EQ(e.reason, actor::finish_reason::cancelled);
-                }
-              }
-            },
-            [](caf::error& e) { FAIL() << caf::to_string(e); });
+    poll(self, long_worker, [&](actor::worker_report& report) {
+      for (const auto& e : report.events) {
+        if (e.id == 4 && e.finished) {
+          cancelled = true;
+          EXPECT_EQ(e.reason, actor::finish_reason::cancelled);
+        }
+      }
+    });
   }
   EXPECT_TRUE(cancelled);
+
+  // An idle worker's poll comes back empty after the wait, with every block free again.
+  poll(self, long_worker, [](actor::worker_report& report) {
+    EXPECT_TRUE(report.events.empty());
+    EXPECT_EQ(report.kv_blocks_used, 0);
+    EXPECT_EQ(report.running, 0);
+  });
   self->send_exit(long_worker, caf::exit_reason::user_shutdown);
 }
 
