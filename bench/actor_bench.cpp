@@ -1,5 +1,6 @@
 // In-process actor messaging through troupe's actor API (instrumented actors spawned with
-// role_context) against raw CAF actors running the same behaviors, in the same run:
+// role_context, on troupe's scheduler) against raw CAF actors running the same behaviors on a
+// stock CAF actor system (default configuration, as many threads), in the same run:
 //
 //   ping_pong_latency         two actors send (ping, int32) back and forth; us per round trip
 //   request_response_latency  a client awaits each response before the next request; us
@@ -157,7 +158,10 @@ int main(int argc, char** argv) {
   run::event_log events;
   app::app_plan plan;
   actor::role_context ctx{system, metrics, events, plan, "bench", 0};
-  const raw_caf raw{system};
+  caf::actor_system_config stock_cfg;
+  stock_cfg.set("scheduler.max-threads", size_t{2});
+  caf::actor_system stock{stock_cfg};
+  const raw_caf raw{stock};
   const troupe_api ours{ctx};
 
   struct series {

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "runtime/actor/io_work_stealing.hpp"
 #include "runtime/actor/messages.hpp"
 #include "runtime/actor/status_bridge.hpp"
 
@@ -15,8 +16,11 @@ std::unique_ptr<caf::actor_system_config> make_system_config(const config::runti
                              ? static_cast<size_t>(runtime.scheduler_threads)
                              : std::max(1u, std::thread::hardware_concurrency());
   cfg->set("scheduler.max-threads", threads);
-  cfg->set("scheduler.policy",
-           runtime.scheduler_policy == "sharing" ? caf::atom("sharing") : caf::atom("stealing"));
+  if (runtime.scheduler_policy == "sharing") {
+    cfg->set("scheduler.policy", caf::atom("sharing"));
+  } else {
+    cfg->module_factories.push_back(make_io_work_stealing);
+  }
   if (runtime.max_throughput > 0) {
     cfg->set("scheduler.max-throughput", static_cast<size_t>(runtime.max_throughput));
   }

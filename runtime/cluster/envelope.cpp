@@ -4,9 +4,18 @@
 #include "runtime/cluster/msgpack_view.hpp"
 
 namespace troupe::cluster {
+namespace {
+
+// What a buffer for one frame starts with: most frames are small (msgpack-c starts at 8 KiB,
+// a malloc and free per frame too slow for the glibc fast paths).
+constexpr size_t small_buffer_bytes = 256;
+// The same for the zone a frame is decoded into.
+constexpr size_t small_zone_bytes = 1024;
+
+}  // namespace
 
 std::string encode(const envelope& h, const std::function<void(packer&)>& write_payload) {
-  msgpack::sbuffer buf;
+  msgpack::sbuffer buf(small_buffer_bytes);
   packer pk(buf);
   pk.pack_map(h.from != 0 ? 8 : 7);
   pk.pack("v");
@@ -51,7 +60,7 @@ map_builder& map_builder::add_bin(absl::string_view key, absl::string_view bytes
 }
 
 std::string map_builder::bytes() const {
-  msgpack::sbuffer head;
+  msgpack::sbuffer head(16);
   packer(head).pack_map(count_);
   std::string out(head.data(), head.size());
   out.append(body_.data(), body_.size());
@@ -69,7 +78,11 @@ absl::StatusOr<received_envelope> decode(const char* data, size_t size, size_t m
   const msgpack::unpack_limit limit(size, size, size, size, size, 64);
   try {
     std::size_t offset = 0;
-    out.handle = msgpack::unpack(data, size, offset, nullptr, nullptr, limit);
+    bool referenced = false;
+    auto zone = std::make_unique<msgpack::zone>(small_zone_bytes);
+    msgpack::object root =
+        msgpack::unpack(*zone, data, size, offset, referenced, nullptr, nullptr, limit);
+    out.handle = msgpack::object_handle(root, std::move(zone));
     if (offset != size) {
       return absl::InvalidArgumentError(
           absl::StrCat("frame holds ", size - offset, " bytes after the envelope"));

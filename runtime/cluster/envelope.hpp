@@ -72,7 +72,7 @@ class map_builder {
   [[nodiscard]] std::string bytes() const;
 
  private:
-  msgpack::sbuffer body_;
+  msgpack::sbuffer body_{256};
   uint32_t count_ = 0;
 };
 

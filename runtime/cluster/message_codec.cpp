@@ -589,7 +589,7 @@ absl::Status encode_message(const caf::type_erased_tuple& content, packer& pk) {
 }
 
 absl::StatusOr<std::string> encode_message(const caf::type_erased_tuple& content) {
-  msgpack::sbuffer buf;
+  msgpack::sbuffer buf(256);
   packer pk(buf);
   if (auto s = encode_message(content, pk); !s.ok()) return s;
   return std::string(buf.data(), buf.size());

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/actor/io_work_stealing.hpp"
 #include "runtime/actor/messages.hpp"
 #include "runtime/cluster/head_client.hpp"
 #include "runtime/cluster/msgpack_view.hpp"
@@ -29,10 +30,8 @@ node_agent::node_agent(zmq::context_t& context, caf::actor_system& system, node_
       system_(system),
       options_(std::move(options)),
       metrics_(metrics),
-      head_(context, zmq::socket_type::dealer),
-      router_(context, zmq::socket_type::router) {
+      head_(context, zmq::socket_type::dealer) {
   configure_socket(head_, 4 * options_.max_frame_bytes);
-  configure_socket(router_, 4 * options_.max_frame_bytes);
   head_.set(zmq::sockopt::routing_id, random_identity());
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
@@ -47,14 +46,20 @@ absl::StatusOr<std::unique_ptr<node_agent>> node_agent::start(zmq::context_t& co
   if (on_joined) {
     if (auto s = on_joined(*agent); !s.ok()) return s;
   }
+  agent->workers_poll_inbox_ = actor::attach_idle_io(system, agent->inbox_);
   agent->thread_ = std::thread([a = agent.get()] { a->loop(); });
   return agent;
 }
 
 absl::Status node_agent::join() {
-  auto bound = bind_socket(router_, absl::StrCat("tcp://", options_.bind_host, ":0"));
+  zmq::socket_t router(context_, zmq::socket_type::router);
+  configure_socket(router, 4 * options_.max_frame_bytes);
+  auto bound = bind_socket(router, absl::StrCat("tcp://", options_.bind_host, ":0"));
   if (!bound.ok()) return bound.status();
   endpoint_ = *bound;
+  inbox_ = std::make_shared<peer_inbox>(
+      std::move(router), [this](const std::vector<zmq::message_t>& frames,
+                                caf::execution_unit* here) { on_peer_frame(frames, here); });
   try {
     head_.connect(options_.head);
   } catch (const zmq::error_t& e) {
@@ -121,7 +126,9 @@ absl::Status node_agent::join() {
 
 node_agent::~node_agent() {
   stop();
-  messaging_.reset();  // fails whatever is still pending, before the sockets go
+  if (workers_poll_inbox_) actor::detach_idle_io(system_);
+  if (inbox_) inbox_->close();  // no frame is handled from here on
+  messaging_.reset();           // fails whatever is still pending, before the sockets go
   std::lock_guard<std::mutex> lock(mu_);
   links_.clear();
   if (wake_fd_ >= 0) close(wake_fd_);
@@ -340,7 +347,8 @@ void node_agent::on_head_frame(const received_envelope& env) {
   }
 }
 
-void node_agent::on_peer_frame(const std::vector<zmq::message_t>& frames) {
+void node_agent::on_peer_frame(const std::vector<zmq::message_t>& frames,
+                               caf::execution_unit* here) {
   if (frames.size() != 2) {
     reject(absl::InvalidArgumentError("expected one frame per message"));
     return;
@@ -364,7 +372,7 @@ void node_agent::on_peer_frame(const std::vector<zmq::message_t>& frames) {
     }
   }
   if (h.type == "actor.req" || h.type == "actor.send" || h.type == "actor.resp") {
-    messaging_->on_envelope(*env);
+    messaging_->on_envelope(*env, here);
   } else {
     metrics_
         .get_counter("troupe_rejected_frames_total", "Frames refused by the control plane",
@@ -405,9 +413,11 @@ void node_agent::stop() {
 
 void node_agent::loop() {
   pthread_setname_np(pthread_self(), "troupe.node");
-  zmq::pollitem_t items[] = {{head_.handle(), 0, ZMQ_POLLIN, 0},
-                             {router_.handle(), 0, ZMQ_POLLIN, 0},
-                             {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
+  // The peers' frames: polled here only when the workers cannot; otherwise drained at each turn,
+  // in case every worker stays busy.
+  zmq::pollitem_t items[] = {
+      {head_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}, inbox_->poll_item()};
+  const int polled = workers_poll_inbox_ ? 2 : 3;
   auto last_ack = clock::now();
   auto last_turn = clock::now();
   auto next_heartbeat = clock::now();
@@ -415,15 +425,11 @@ void node_agent::loop() {
   bool head_said_bye = false;
   while (!stopping_.load()) {
     try {
-      zmq::poll(items, 3, std::chrono::milliseconds(20));
+      zmq::poll(items, polled, std::chrono::milliseconds(20));
     } catch (const zmq::error_t&) {
       continue;
     }
-    for (int n = 0; n < 1000; ++n) {
-      auto frames = try_recv(router_);
-      if (!frames.ok() || frames->empty()) break;
-      on_peer_frame(*frames);
-    }
+    (void)inbox_->poll(nullptr, std::chrono::milliseconds(0));
     for (int n = 0; n < 100; ++n) {
       auto frames = try_recv(head_);
       if (!frames.ok() || frames->empty()) break;
@@ -437,7 +443,7 @@ void node_agent::loop() {
       if (env->header.type == "shutdown") head_said_bye = true;
       on_head_frame(*env);
     }
-    if (items[2].revents & ZMQ_POLLIN) {
+    if (items[1].revents & ZMQ_POLLIN) {
       uint64_t count;
       (void)!read(wake_fd_, &count, sizeof count);
     }

@@ -18,6 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/cluster/envelope.hpp"
 #include "runtime/cluster/membership.hpp"
+#include "runtime/cluster/peer_inbox.hpp"
 #include "runtime/cluster/remote_messaging.hpp"
 #include "runtime/metrics/registry.hpp"
 #include "zmq.hpp"
@@ -49,7 +50,9 @@ struct peer {
 
 /// One process's membership in a cluster: joins the head, sends heartbeats, keeps the member
 /// list the head pushes, and carries actor messages to and from its peers (remote_messaging).
-/// Each node binds one ROUTER for incoming frames and keeps one send-only DEALER per peer.
+/// Each node binds one ROUTER for incoming frames (a peer_inbox, where the idle CAF workers wait,
+/// so that an actor message from a peer runs on the thread that received it) and keeps one
+/// send-only DEALER per peer, on which senders send from their own threads.
 ///
 ///   joining --joined--> member --shutdown from the head, head lost, or refused--> stopped
 ///
@@ -113,7 +116,7 @@ class node_agent {
   absl::Status join();
   void loop();
   void on_head_frame(const received_envelope& env);
-  void on_peer_frame(const std::vector<zmq::message_t>& frames);
+  void on_peer_frame(const std::vector<zmq::message_t>& frames, caf::execution_unit* here);
   void apply_members(const msgpack::object& list, uint64_t epoch);
   void finish(absl::Status reason);
   // Queues a frame for the head; the I/O thread sends it.
@@ -131,7 +134,8 @@ class node_agent {
   node_options options_;
   metrics::registry& metrics_;
   zmq::socket_t head_;
-  zmq::socket_t router_;
+  std::shared_ptr<peer_inbox> inbox_;
+  bool workers_poll_inbox_ = false;  // else the I/O thread polls it
   int wake_fd_ = -1;
   std::string id_;
   std::string endpoint_;

@@ -15,6 +15,14 @@ caf::message_id remote_request_id(uint64_t corr) {
       (caf::message_id::normal_message_category << caf::message_id::category_offset)};
 }
 
+// `h` with `content` as its payload, encoded in one pass; fails for content with no wire form.
+absl::StatusOr<std::string> frame_of(const envelope& h, const caf::type_erased_tuple& content) {
+  absl::Status status;
+  std::string frame = encode(h, [&](packer& pk) { status = encode_message(content, pk); });
+  if (!status.ok()) return status;
+  return frame;
+}
+
 caf::actor_companion* companion_of(const caf::actor& handle) {
   return caf::actor_cast<caf::actor_companion*>(handle);
 }
@@ -143,28 +151,26 @@ void remote_messaging::forward(const std::string& dst, const std::string& node,
     count("outgoing", "response_to_proxy");
     return;
   }
-  auto payload = encode_message(e->content());
-  if (!payload.ok()) {
+  const uint64_t from = e->sender ? e->sender->id() : 0;
+  const uint64_t corr = request ? next_corr_++ : 0;
+  auto frame =
+      frame_of(header(request ? "actor.req" : "actor.send", dst, corr, from), e->content());
+  if (!frame.ok()) {
     if (request) {
-      fail(e->sender, e->mid, proxy, payload.status());
+      fail(e->sender, e->mid, proxy, frame.status());
     } else {
       count("outgoing", "no_wire_form");
     }
     return;
   }
-  const uint64_t from = e->sender ? e->sender->id() : 0;
-  uint64_t corr = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (e->sender) exported_[from] = caf::actor_cast<caf::weak_actor_ptr>(e->sender);
     if (request) {
-      corr = next_corr_++;
       pending_[corr] = {e->sender, e->mid, proxy, node, dst, clock::now() + request_timeout_};
     }
   }
-  const std::string frame =
-      encode(header(request ? "actor.req" : "actor.send", dst, corr, from), *payload);
-  if (auto s = send_(node, frame); !s.ok()) {
+  if (auto s = send_(node, *frame); !s.ok()) {
     if (!request) {
       count("outgoing", "unreachable");
       return;
@@ -194,37 +200,33 @@ caf::strong_actor_ptr remote_messaging::companion_for(const std::string& node, u
 
 void remote_messaging::send_error_response(const std::string& node, uint64_t corr,
                                            const absl::Status& error) {
-  auto payload = encode_message(caf::make_message(actor::to_error(error)));
-  if (!payload.ok() || !send_(node, encode(header("actor.resp", "", corr, 0), *payload)).ok()) {
-    count("outgoing", "unreachable");
-  }
+  auto frame = frame_of(header("actor.resp", "", corr, 0),
+                        caf::make_message(actor::to_error(error)).content());
+  if (!frame.ok() || !send_(node, *frame).ok()) count("outgoing", "unreachable");
 }
 
 void remote_messaging::reply(const std::string& node, uint64_t from, caf::mailbox_element_ptr e) {
   const bool response = e->mid.is_response();
   const uint64_t corr = e->mid.request_id().integer_value() & caf::message_id::request_id_mask;
-  auto payload = encode_message(e->content());
-  if (!payload.ok()) {
+  if (!response && from == 0) {
+    count("reply", "anonymous_sender");
+    return;
+  }
+  auto frame = frame_of(response ? header("actor.resp", "", corr, 0)
+                                 : header("actor.send", absl::StrCat("#", from), 0, 0),
+                        e->content());
+  if (!frame.ok()) {
     if (response) {
-      send_error_response(node, corr, payload.status());
+      send_error_response(node, corr, frame.status());
     } else {
       count("reply", "no_wire_form");
     }
     return;
   }
-  std::string frame;
-  if (response) {
-    frame = encode(header("actor.resp", "", corr, 0), *payload);
-  } else if (from != 0) {
-    frame = encode(header("actor.send", absl::StrCat("#", from), 0, 0), *payload);
-  } else {
-    count("reply", "anonymous_sender");
-    return;
-  }
-  if (!send_(node, frame).ok()) count("reply", "unreachable");
+  if (!send_(node, *frame).ok()) count("reply", "unreachable");
 }
 
-void remote_messaging::on_envelope(const received_envelope& env) {
+void remote_messaging::on_envelope(const received_envelope& env, caf::execution_unit* here) {
   const envelope& h = env.header;
   if (h.type == "actor.resp") {
     pending_request p;
@@ -247,7 +249,7 @@ void remote_messaging::on_envelope(const received_envelope& env) {
     }
     if (p.sender) {
       p.sender->enqueue(
-          caf::make_mailbox_element(p.proxy, p.mid.response_id(), {}, std::move(*msg)), nullptr);
+          caf::make_mailbox_element(p.proxy, p.mid.response_id(), {}, std::move(*msg)), here);
     }
     return;
   }
@@ -286,7 +288,7 @@ void remote_messaging::on_envelope(const received_envelope& env) {
   target->enqueue(caf::make_mailbox_element(companion_for(h.src, h.from),
                                             request ? remote_request_id(h.corr) : caf::message_id{},
                                             {}, std::move(*msg)),
-                  nullptr);
+                  here);
 }
 
 void remote_messaging::on_node_lost(const std::string& node, const absl::Status& reason) {

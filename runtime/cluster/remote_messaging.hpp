@@ -51,8 +51,9 @@ class remote_messaging {
   /// Terminates the proxy for `name` with `reason` (the remote actor is gone).
   void forget(const std::string& name, const absl::Status& reason);
 
-  /// Handles an incoming "actor.req", "actor.send" or "actor.resp" from a live member.
-  void on_envelope(const received_envelope& env);
+  /// Handles an incoming "actor.req", "actor.send" or "actor.resp" from a live member. The
+  /// receiving actor is scheduled through `here` (the calling worker; nullptr: any).
+  void on_envelope(const received_envelope& env, caf::execution_unit* here = nullptr);
 
   /// Fails everything pending on `node`, and its proxies, with `reason`.
   void on_node_lost(const std::string& node, const absl::Status& reason);

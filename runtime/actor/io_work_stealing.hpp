@@ -1,0 +1,161 @@
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "caf/actor_system.hpp"
+#include "caf/policy/work_stealing.hpp"
+#include "caf/scheduler/coordinator.hpp"
+#include "runtime/actor/idle_io.hpp"
+
+namespace troupe::actor {
+
+/// troupe's CAF scheduler policy: CAF's work stealing, except for how an idle worker waits.
+///
+/// CAF 0.17's workers poll their queue with 50 us sleeps for a while after each job before they
+/// block, so work handed over from another thread (a frame from a peer, a timer) waits 50-100 us
+/// to be seen, and the sleeps keep the CPUs busy. Here an idle worker spins briefly
+/// (`work-stealing.aggressive-*`) and then blocks at once:
+///
+/// - one worker in the attached `idle_io` (the node's peer socket): a frame from a peer is
+///   decoded, and its actor runs, on the worker that received it, with no thread in between;
+/// - the others on their condition variable, woken by whoever enqueues work for them.
+///
+/// A busy worker that queues a second job wakes an idle worker to steal it. The blocking waits
+/// time out after `work-stealing.relaxed-sleep-duration`, so a worker that finds the input taken
+/// by another thread tries again soon.
+class io_work_stealing : public caf::policy::work_stealing {
+ public:
+  using base = caf::policy::work_stealing;
+
+  struct coordinator_data : base::coordinator_data {
+    explicit coordinator_data(caf::scheduler::abstract_coordinator* parent)
+        : base::coordinator_data(parent) {}
+    std::mutex io_mu;
+    std::shared_ptr<idle_io> io;              // under io_mu
+    std::atomic<uint64_t> io_attachments{0};  // so that a worker going to sleep sees a new one
+  };
+
+  struct worker_data : base::worker_data {
+    explicit worker_data(caf::scheduler::abstract_coordinator* parent)
+        : base::worker_data(parent) {}
+    worker_data(const worker_data& other) : base::worker_data(other) {}
+    std::shared_ptr<idle_io> polling;  // under waitdata.lock: the input this worker waits in
+    bool woken = false;                // under waitdata.lock: to steal, or to take the input
+    std::atomic<bool> idle{false};     // blocked (in the input or on the condition variable)
+  };
+
+  template <class Worker>
+  void external_enqueue(Worker* self, caf::resumable* job) {
+    d(self).queue.append(job);
+    wake(self);
+  }
+
+  template <class Worker>
+  void internal_enqueue(Worker* self, caf::resumable* job) {
+    auto& w = d(self);
+    const bool had_work = !w.queue.empty();
+    w.queue.prepend(job);
+    if (had_work) wake_idle_peer(self);  // two jobs queued here: one can run elsewhere
+  }
+
+  template <class Worker>
+  caf::resumable* dequeue(Worker* self) {
+    auto& w = d(self);
+    const auto& spin = w.strategies[0];
+    for (size_t i = 0; i < spin.attempts; i += spin.step_size) {
+      if (auto* job = w.queue.take_head()) return job;
+      if (i % spin.steal_interval == 0) {
+        if (auto* job = try_steal(self)) return job;
+      }
+    }
+    const auto timeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(w.strategies[2].sleep_duration);
+    auto& attachments = d(self->parent()).io_attachments;
+    for (;;) {
+      if (auto* job = w.queue.take_head()) return job;
+      if (auto* job = try_steal(self)) return job;
+      const uint64_t seen = attachments.load();
+      if (std::shared_ptr<idle_io> io = attached(self)) {
+        if (block_in(self, std::move(io), timeout)) continue;
+      }
+      std::unique_lock<std::mutex> guard(w.waitdata.lock);
+      w.waitdata.sleeping = true;
+      w.idle.store(true);
+      w.waitdata.cv.wait_for(guard, w.strategies[2].sleep_duration, [&] {
+        return !w.queue.empty() || w.woken || attachments.load() != seen;
+      });
+      w.woken = false;
+      w.waitdata.sleeping = false;
+      w.idle.store(false);
+    }
+  }
+
+  /// Wakes worker `self` if it blocks; true if it did.
+  template <class Worker>
+  static bool wake(Worker* self) {
+    auto& w = d(self);
+    std::lock_guard<std::mutex> guard(w.waitdata.lock);
+    if (w.waitdata.sleeping) {
+      w.woken = true;
+      w.waitdata.cv.notify_one();
+      return true;
+    }
+    if (w.polling) {
+      w.polling->wake();
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  template <class Worker>
+  static std::shared_ptr<idle_io> attached(Worker* self) {
+    auto& c = d(self->parent());
+    std::lock_guard<std::mutex> guard(c.io_mu);
+    return c.io;
+  }
+
+  // Waits in `io`; false if another thread holds it.
+  template <class Worker>
+  static bool block_in(Worker* self, std::shared_ptr<idle_io> io,
+                       std::chrono::milliseconds timeout) {
+    auto& w = d(self);
+    {
+      std::lock_guard<std::mutex> guard(w.waitdata.lock);
+      if (!w.queue.empty()) return true;  // enqueued since the last look: no wake-up would come
+      w.polling = io;
+      w.idle.store(true);
+    }
+    const bool polled = io->poll(self, timeout);
+    std::lock_guard<std::mutex> guard(w.waitdata.lock);
+    w.polling.reset();
+    w.idle.store(false);
+    return polled;
+  }
+
+  template <class Worker>
+  static void wake_idle_peer(Worker* self) {
+    auto* parent = self->parent();
+    const size_t n = parent->num_workers();
+    for (size_t k = 1; k < n; ++k) {
+      auto* peer = parent->worker_by_id((self->id() + k) % n);
+      if (d(peer).idle.load(std::memory_order_relaxed) && wake(peer)) return;
+    }
+  }
+};
+
+/// The scheduler module for `caf::actor_system_config::module_factories`.
+[[nodiscard]] caf::actor_system::module* make_io_work_stealing(caf::actor_system& system);
+
+/// Lets `system`'s idle workers wait in `io` (the sleeping ones are woken to). False if the system
+/// does not run io_work_stealing or has an input attached already (then the caller must poll `io`
+/// itself).
+[[nodiscard]] bool attach_idle_io(caf::actor_system& system, std::shared_ptr<idle_io> io);
+
+/// Stops handing `system`'s idle workers the attached input. Workers already in it return at
+/// their next wake-up; the input must refuse polls (return false) before it goes away.
+void detach_idle_io(caf::actor_system& system);
+
+}  // namespace troupe::actor

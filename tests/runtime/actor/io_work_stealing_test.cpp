@@ -1,0 +1,185 @@
+#include "runtime/actor/io_work_stealing.hpp"
+
+#include <future>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "caf/all.hpp"
+#include "runtime/actor/system_config.hpp"
+
+namespace troupe::actor {
+namespace {
+
+using namespace std::chrono_literals;
+using clock = std::chrono::steady_clock;
+using thread_reporter = caf::typed_actor<caf::reacts_to<int32_t>>;
+
+// An eventfd as input: `push` makes it readable; a poll that finds it readable delivers one
+// message to `target` through the polling worker and records which thread polled.
+class fake_input final : public idle_io {
+ public:
+  explicit fake_input(caf::actor target) : target_(std::move(target)) {}
+  ~fake_input() override {
+    close(data_fd_);
+    close(wake_fd_);
+  }
+
+  bool poll(caf::execution_unit* here, std::chrono::milliseconds timeout) override {
+    if (held_.exchange(true)) return false;
+    ++polls_;
+    pollfd fds[] = {{data_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    ::poll(fds, 2, static_cast<int>(timeout.count()));
+    uint64_t n = 0;
+    if (fds[1].revents & POLLIN) (void)!read(wake_fd_, &n, sizeof n);
+    if ((fds[0].revents & POLLIN) && read(data_fd_, &n, sizeof n) == sizeof n) {
+      poller_ = std::this_thread::get_id();
+      caf::actor_cast<caf::strong_actor_ptr>(target_)->enqueue(
+          caf::make_mailbox_element(nullptr, caf::make_message_id(), {},
+                                    caf::make_message(int32_t{1})),
+          here);
+    }
+    held_.store(false);
+    return true;
+  }
+
+  void wake() override {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+  }
+
+  void push() {
+    const uint64_t one = 1;
+    (void)!write(data_fd_, &one, sizeof one);
+  }
+
+  std::thread::id poller() const { return poller_; }
+  int polls() const { return polls_; }
+
+ private:
+  caf::actor target_;
+  int data_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  int wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  std::atomic<bool> held_{false};
+  std::atomic<int> polls_{0};
+  std::thread::id poller_;
+};
+
+// A config whose idle workers would sleep 10 s without a wake-up: every prompt reaction below
+// comes from a wake-up, never from a timeout.
+std::unique_ptr<caf::actor_system_config> config_with_long_sleeps() {
+  auto cfg = make_system_config({.scheduler_threads = 2});
+  cfg->set("work-stealing.relaxed-sleep-duration", caf::timespan{10s});
+  return cfg;
+}
+
+// Kills `actor` when a test ends, also early (else the actor system would wait for it forever).
+struct killed_at_exit {
+  caf::actor actor;
+  ~killed_at_exit() { caf::anon_send_exit(actor, caf::exit_reason::kill); }
+};
+
+// An actor that reports the thread each message runs on.
+thread_reporter spawn_reporter(caf::actor_system& system,
+                               std::shared_ptr<std::promise<std::thread::id>> ran_on) {
+  return system.spawn([ran_on](thread_reporter::pointer self) -> thread_reporter::behavior_type {
+    return {[self, ran_on](int32_t) {
+      ran_on->set_value(std::this_thread::get_id());
+      self->quit();
+    }};
+  });
+}
+
+TEST(IoWorkStealing, AMessageFromTheInputRunsOnTheWorkerThatPolledIt) {
+  auto cfg = config_with_long_sleeps();
+  caf::actor_system system{*cfg};
+  auto ran_on = std::make_shared<std::promise<std::thread::id>>();
+  auto reporter = spawn_reporter(system, ran_on);
+  killed_at_exit guard{caf::actor_cast<caf::actor>(reporter)};
+  auto input = std::make_shared<fake_input>(caf::actor_cast<caf::actor>(reporter));
+  ASSERT_TRUE(attach_idle_io(system, input));
+  // The workers asleep when the input came are woken to wait in it: wait for the first poll.
+  const auto deadline = clock::now() + 5s;
+  while (input->polls() == 0 && clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_GT(input->polls(), 0) << "no idle worker polls the attached input";
+  input->push();
+  auto ran = ran_on->get_future();
+  ASSERT_EQ(ran.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(ran.get(), input->poller());
+  detach_idle_io(system);
+}
+
+TEST(IoWorkStealing, WorkEnqueuedFromOutsideWakesTheWorkerInTheInput) {
+  auto cfg = config_with_long_sleeps();
+  caf::actor_system system{*cfg};
+  auto input = std::make_shared<fake_input>(caf::actor{});
+  ASSERT_TRUE(attach_idle_io(system, input));
+  std::this_thread::sleep_for(100ms);  // every worker idle: one in the input, one asleep
+  for (int i = 0; i < 20; ++i) {
+    auto ran_on = std::make_shared<std::promise<std::thread::id>>();
+    auto reporter = spawn_reporter(system, ran_on);
+    killed_at_exit guard{caf::actor_cast<caf::actor>(reporter)};
+    const auto t0 = clock::now();
+    caf::anon_send(reporter, int32_t{0});
+    auto ran = ran_on->get_future();
+    ASSERT_EQ(ran.wait_for(5s), std::future_status::ready);
+    // Far below the 10 s a sleeping worker would otherwise take.
+    EXPECT_LT(clock::now() - t0, 2s);
+    std::this_thread::sleep_for(5ms);
+  }
+  detach_idle_io(system);
+}
+
+TEST(IoWorkStealing, ABusyWorkerWithASecondJobWakesAnIdleOneToStealIt) {
+  auto cfg = config_with_long_sleeps();
+  caf::actor_system system{*cfg};
+  std::this_thread::sleep_for(100ms);  // both workers asleep
+  auto first = std::make_shared<std::promise<std::thread::id>>();
+  auto second = std::make_shared<std::promise<std::thread::id>>();
+  auto a = spawn_reporter(system, first);
+  auto b = spawn_reporter(system, second);
+  killed_at_exit guard_a{caf::actor_cast<caf::actor>(a)};
+  killed_at_exit guard_b{caf::actor_cast<caf::actor>(b)};
+  std::promise<void> busy_done;
+  // The busy actor queues two jobs on its own worker, then keeps the worker for 2 s.
+  auto busy =
+      system.spawn([&, a, b](thread_reporter::pointer self) -> thread_reporter::behavior_type {
+        return {[&, self, a, b](int32_t) {
+          self->send(a, int32_t{0});
+          self->send(b, int32_t{0});
+          const auto until = clock::now() + 2s;
+          while (clock::now() < until) {
+          }
+          busy_done.set_value();
+        }};
+      });
+  killed_at_exit guard_busy{caf::actor_cast<caf::actor>(busy)};
+  caf::anon_send(busy, int32_t{0});
+  auto f1 = first->get_future();
+  auto f2 = second->get_future();
+  EXPECT_EQ(f1.wait_for(1500ms), std::future_status::ready);
+  EXPECT_EQ(f2.wait_for(1500ms), std::future_status::ready);
+  busy_done.get_future().wait();
+}
+
+TEST(IoWorkStealing, OneInputPerSystemAndNoneOnOtherSchedulers) {
+  auto cfg = make_system_config({.scheduler_threads = 2});
+  caf::actor_system system{*cfg};
+  auto input = std::make_shared<fake_input>(caf::actor{});
+  EXPECT_TRUE(attach_idle_io(system, input));
+  EXPECT_FALSE(attach_idle_io(system, std::make_shared<fake_input>(caf::actor{})));
+  detach_idle_io(system);
+  EXPECT_TRUE(attach_idle_io(system, input));
+  detach_idle_io(system);
+
+  auto sharing_cfg = make_system_config({.scheduler_threads = 2, .scheduler_policy = "sharing"});
+  caf::actor_system sharing{*sharing_cfg};
+  EXPECT_FALSE(attach_idle_io(sharing, input));
+}
+
+}  // namespace
+}  // namespace troupe::actor
