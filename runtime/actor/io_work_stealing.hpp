@@ -75,7 +75,7 @@ class io_work_stealing : public caf::policy::work_stealing {
     auto& attachments = d(self->parent()).io_attachments;
     for (;;) {
       if (auto* job = w.queue.take_head()) return job;
-      if (auto* job = try_steal(self)) return job;
+      if (auto* job = steal_from_any(self)) return job;
       const uint64_t seen = attachments.load();
       if (std::shared_ptr<idle_io> io = attached(self)) {
         if (block_in(self, std::move(io), timeout)) continue;
@@ -110,6 +110,18 @@ class io_work_stealing : public caf::policy::work_stealing {
   }
 
  private:
+  // Before blocking, and after each wake-up, every other worker's queue is looked at (a worker
+  // woken to steal must find the job whichever worker queued it).
+  template <class Worker>
+  static caf::resumable* steal_from_any(Worker* self) {
+    auto* parent = self->parent();
+    const size_t n = parent->num_workers();
+    for (size_t k = 1; k < n; ++k) {
+      if (auto* job = d(parent->worker_by_id((self->id() + k) % n)).queue.take_tail()) return job;
+    }
+    return nullptr;
+  }
+
   template <class Worker>
   static std::shared_ptr<idle_io> attached(Worker* self) {
     auto& c = d(self->parent());
