@@ -30,6 +30,12 @@ node_agent::node_agent(zmq::context_t& context, caf::actor_system& system, node_
       system_(system),
       options_(std::move(options)),
       metrics_(metrics),
+      frames_on_workers_(metrics.get_counter(
+          "troupe_peer_frames_total", "Frames from peer nodes, by the thread that received them",
+          {{"thread", "worker"}})),
+      frames_on_node_thread_(metrics.get_counter(
+          "troupe_peer_frames_total", "Frames from peer nodes, by the thread that received them",
+          {{"thread", "node"}})),
       head_(context, zmq::socket_type::dealer) {
   configure_socket(head_, 4 * options_.max_frame_bytes);
   head_.set(zmq::sockopt::routing_id, random_identity());
@@ -349,6 +355,7 @@ void node_agent::on_head_frame(const received_envelope& env) {
 
 void node_agent::on_peer_frame(const std::vector<zmq::message_t>& frames,
                                caf::execution_unit* here) {
+  (here != nullptr ? frames_on_workers_ : frames_on_node_thread_).inc();
   if (frames.size() != 2) {
     reject(absl::InvalidArgumentError("expected one frame per message"));
     return;

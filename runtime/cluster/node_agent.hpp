@@ -133,6 +133,10 @@ class node_agent {
   caf::actor_system& system_;
   node_options options_;
   metrics::registry& metrics_;
+  // Frames from peers, by the thread that received them: a scheduler worker, or this agent's own
+  // thread (every worker busy, or a scheduler that cannot poll).
+  metrics::counter& frames_on_workers_;
+  metrics::counter& frames_on_node_thread_;
   zmq::socket_t head_;
   std::shared_ptr<peer_inbox> inbox_;
   bool workers_poll_inbox_ = false;  // else the I/O thread polls it

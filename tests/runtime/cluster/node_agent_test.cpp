@@ -14,7 +14,9 @@ using namespace std::chrono_literals;
 using echo_actor = caf::typed_actor<caf::replies_to<actor::ping_atom, int32_t>::with<int32_t>>;
 
 // A head and two nodes, each node with its own actor system, all in this process on loopback.
-class NodeAgentTest : public ::testing::Test {
+// With troupe's scheduler ("stealing") the nodes' idle workers receive the peers' frames; with
+// CAF's work sharing the node agents' threads do.
+class NodeAgentTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     auto head =
@@ -58,9 +60,9 @@ class NodeAgentTest : public ::testing::Test {
   metrics::registry metrics_;
   run::event_log events_;
   std::unique_ptr<caf::actor_system_config> cfg_a_ =
-      actor::make_system_config({.scheduler_threads = 2});
+      actor::make_system_config({.scheduler_threads = 2, .scheduler_policy = GetParam()});
   std::unique_ptr<caf::actor_system_config> cfg_b_ =
-      actor::make_system_config({.scheduler_threads = 2});
+      actor::make_system_config({.scheduler_threads = 2, .scheduler_policy = GetParam()});
   std::unique_ptr<caf::actor_system> system_a_ = std::make_unique<caf::actor_system>(*cfg_a_);
   std::unique_ptr<caf::actor_system> system_b_ = std::make_unique<caf::actor_system>(*cfg_b_);
   std::unique_ptr<head_server> head_;
@@ -68,7 +70,7 @@ class NodeAgentTest : public ::testing::Test {
   std::unique_ptr<node_agent> b_;
 };
 
-TEST_F(NodeAgentTest, RemoteRequestResponseLooksLocal) {
+TEST_P(NodeAgentTest, RemoteRequestResponseLooksLocal) {
   auto echo = system_a_->spawn([]() -> echo_actor::behavior_type {
     return {[](actor::ping_atom, int32_t x) { return x + 1; }};
   });
@@ -80,12 +82,24 @@ TEST_F(NodeAgentTest, RemoteRequestResponseLooksLocal) {
         .receive([i](int32_t y) { EXPECT_EQ(y, i + 1); },
                  [](caf::error& e) { FAIL() << caf::to_string(e); });
   }
+  // Who received the frames: the idle scheduler workers under troupe's scheduler (the node
+  // thread's drain between its turns may take a few), the node thread alone under CAF's.
+  const double on_workers =
+      metrics_.get_counter("troupe_peer_frames_total", "", {{"thread", "worker"}}).value();
+  const double on_node =
+      metrics_.get_counter("troupe_peer_frames_total", "", {{"thread", "node"}}).value();
+  EXPECT_GE(on_workers + on_node, 200);  // 100 requests, 100 responses
+  if (GetParam() == "stealing") {
+    EXPECT_GT(on_workers, 150);
+  } else {
+    EXPECT_EQ(on_workers, 0);
+  }
   // The head knows where the actor lives.
   ASSERT_TRUE(wait_until([&] { return b_->resolve("echo/0", 1s).ok(); }));
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
 }
 
-TEST_F(NodeAgentTest, OrderIsKeptPerSenderAndReceiver) {
+TEST_P(NodeAgentTest, OrderIsKeptPerSenderAndReceiver) {
   auto received = std::make_shared<std::vector<int32_t>>();
   auto count = std::make_shared<std::atomic<int>>(0);
   auto collector = system_a_->spawn([received, count](caf::event_based_actor*) -> caf::behavior {
@@ -107,7 +121,7 @@ TEST_F(NodeAgentTest, OrderIsKeptPerSenderAndReceiver) {
   caf::anon_send_exit(collector, caf::exit_reason::user_shutdown);
 }
 
-TEST_F(NodeAgentTest, UnknownActorsAnswerWithAnError) {
+TEST_P(NodeAgentTest, UnknownActorsAnswerWithAnError) {
   auto remote = caf::actor_cast<echo_actor>(b_->remote("nobody/0", a_->id()));
   caf::scoped_actor self{*system_b_};
   self->request(remote, 5s, actor::ping_atom_v, 1)
@@ -118,7 +132,7 @@ TEST_F(NodeAgentTest, UnknownActorsAnswerWithAnError) {
                });
 }
 
-TEST_F(NodeAgentTest, MessagesThatCannotTravelFailAtTheSender) {
+TEST_P(NodeAgentTest, MessagesThatCannotTravelFailAtTheSender) {
   auto remote = b_->remote("x/0", a_->id());
   caf::scoped_actor self{*system_b_};
   self->request(remote, 5s, actor::actor_update{"y", {}})
@@ -129,7 +143,7 @@ TEST_F(NodeAgentTest, MessagesThatCannotTravelFailAtTheSender) {
                });
 }
 
-TEST_F(NodeAgentTest, ANodeThatLeavesFailsItsPendingRequestsAndProxies) {
+TEST_P(NodeAgentTest, ANodeThatLeavesFailsItsPendingRequestsAndProxies) {
   // An actor that never answers, so the request is pending when its node goes.
   auto silent = system_a_->spawn([]() -> echo_actor::behavior_type {
     return {[](actor::ping_atom, int32_t) -> caf::result<int32_t> {
@@ -160,7 +174,7 @@ TEST_F(NodeAgentTest, ANodeThatLeavesFailsItsPendingRequestsAndProxies) {
   caf::anon_send_exit(silent, caf::exit_reason::user_shutdown);
 }
 
-TEST_F(NodeAgentTest, AJoinWithoutTheTokenIsRefused) {
+TEST_P(NodeAgentTest, AJoinWithoutTheTokenIsRefused) {
   auto bad = node_agent::start(context_, *system_b_,
                                {.head = head_->endpoint(), .token = "wrong", .join_timeout = 5s},
                                metrics_);
@@ -168,6 +182,9 @@ TEST_F(NodeAgentTest, AJoinWithoutTheTokenIsRefused) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(bad.status().message().find("missing or wrong cluster token"), absl::string_view::npos);
 }
+
+INSTANTIATE_TEST_SUITE_P(Schedulers, NodeAgentTest, ::testing::Values("stealing", "sharing"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace troupe::cluster
