@@ -41,6 +41,8 @@ void lost(self_ptr self, const std::string& worker, const std::string& why);
 
 void execute(self_ptr self, std::vector<request_router::command> commands) {
   auto& st = self->state;
+  // The figures first: a client that has its last token reads /metrics without this request.
+  st.metrics->router_state(st.logic->queued(), st.logic->in_flight(), st.workers.size());
   for (auto& c : commands) {
     if (auto* d = std::get_if<request_router::dispatch>(&c)) {
       auto it = st.workers.find(d->worker);
@@ -62,7 +64,6 @@ void execute(self_ptr self, std::vector<request_router::command> commands) {
       if (st.front_end) st.front_end->deliver(v->event);
     }
   }
-  st.metrics->router_state(st.logic->queued(), st.logic->in_flight(), st.workers.size());
 }
 
 void poll(self_ptr self, const std::string& worker) {
