@@ -165,7 +165,8 @@ void remote_messaging::forward(const std::string& dst, const std::string& node,
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (e->sender) exported_[from] = caf::actor_cast<caf::weak_actor_ptr>(e->sender);
+    // Actor ids are never reused, so an entry, once there, stays right.
+    if (e->sender) exported_.try_emplace(from, caf::actor_cast<caf::weak_actor_ptr>(e->sender));
     if (request) {
       pending_[corr] = {e->sender, e->mid, proxy, node, dst, clock::now() + request_timeout_};
     }
