@@ -33,6 +33,7 @@ absl::StatusOr<std::vector<zmq::message_t>> try_recv(zmq::socket_t& socket) {
       auto got =
           socket.recv(msg, frames.empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
       if (!got) return frames;
+      if (frames.empty()) frames.reserve(2);  // a ROUTER's routing id and the frame
       const bool more = msg.more();
       frames.push_back(std::move(msg));
       if (!more) return frames;
