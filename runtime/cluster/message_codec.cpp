@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/actor/messages.hpp"
@@ -480,20 +481,23 @@ absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
   return x;
 }
 
+// worker_report's counts, by wire name.
+constexpr std::pair<const char*, int32_t actor::worker_report::*> report_counts[] = {
+    {"kv_blocks_used", &actor::worker_report::kv_blocks_used},
+    {"kv_blocks_total", &actor::worker_report::kv_blocks_total},
+    {"waiting", &actor::worker_report::waiting},
+    {"running", &actor::worker_report::running}};
+
 void pack_worker_report(packer& pk, const actor::worker_report& x) {
   pk.pack_map(6);
   pk.pack("events");
   pk.pack_array(static_cast<uint32_t>(x.events.size()));
   for (const auto& e : x.events)
     pack_event(pk, e);
-  pk.pack("kv_blocks_used");
-  pk.pack(x.kv_blocks_used);
-  pk.pack("kv_blocks_total");
-  pk.pack(x.kv_blocks_total);
-  pk.pack("waiting");
-  pk.pack(x.waiting);
-  pk.pack("running");
-  pk.pack(x.running);
+  for (const auto& [name, member] : report_counts) {
+    pk.pack(name);
+    pk.pack(x.*member);
+  }
   pk.pack("batch_sizes");
   pk.pack(x.batch_sizes);
 }
@@ -508,14 +512,12 @@ absl::StatusOr<actor::worker_report> unpack_worker_report(const msgpack::object&
     TROUPE_ASSIGN_OR_RETURN(auto e, unpack_event(events->via.array.ptr[i]));
     x.events.push_back(std::move(e));
   }
-  int32_t* counts[] = {&x.kv_blocks_used, &x.kv_blocks_total, &x.waiting, &x.running};
-  const char* names[] = {"kv_blocks_used", "kv_blocks_total", "waiting", "running"};
-  for (int i = 0; i < 4; ++i) {
-    TROUPE_ASSIGN_OR_RETURN(int64_t v, m.get_int(names[i], 0));
+  for (const auto& [name, member] : report_counts) {
+    TROUPE_ASSIGN_OR_RETURN(int64_t v, m.get_int(name, 0));
     if (v < 0 || v > INT32_MAX) {
-      return absl::InvalidArgumentError(absl::StrCat("worker_report: '", names[i], "' is ", v));
+      return absl::InvalidArgumentError(absl::StrCat("worker_report: '", name, "' is ", v));
     }
-    *counts[i] = static_cast<int32_t>(v);
+    x.*member = static_cast<int32_t>(v);
   }
   TROUPE_ASSIGN_OR_RETURN(x.batch_sizes,
                           unpack_ids(m.find("batch_sizes"), "worker_report: 'batch_sizes'"));
