@@ -99,6 +99,43 @@ TEST_P(NodeAgentTest, RemoteRequestResponseLooksLocal) {
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
 }
 
+// With every scheduler worker of node A stuck in a long handler, a request to a detached actor
+// there is still received (the node thread drains the ROUTER between its turns) and answered.
+TEST_P(NodeAgentTest, RequestsArriveWhileEveryWorkerIsBusy) {
+  auto echo = system_a_->spawn<caf::detached>([]() -> echo_actor::behavior_type {
+    return {[](actor::ping_atom, int32_t x) { return x + 1; }};
+  });
+  a_->publish("echo/0", caf::actor_cast<caf::actor>(echo));
+  // Two busy actors, one per worker; each spins until released (at most 10 s).
+  auto started = std::make_shared<std::atomic<int>>(0);
+  auto release = std::make_shared<std::atomic<bool>>(false);
+  std::vector<caf::actor> busy;
+  for (int i = 0; i < 2; ++i) {
+    busy.push_back(system_a_->spawn([started, release](caf::event_based_actor*) -> caf::behavior {
+      return {[started, release](int32_t) {
+        started->fetch_add(1);
+        const auto until = std::chrono::steady_clock::now() + 10s;
+        while (!release->load() && std::chrono::steady_clock::now() < until) {
+        }
+      }};
+    }));
+    caf::anon_send(busy.back(), int32_t{0});
+  }
+  ASSERT_TRUE(wait_until([&] { return started->load() == 2; })) << "the workers never got busy";
+  auto remote = caf::actor_cast<echo_actor>(b_->remote("echo/0", a_->id()));
+  caf::scoped_actor self{*system_b_};
+  const auto t0 = std::chrono::steady_clock::now();
+  self->request(remote, 5s, actor::ping_atom_v, int32_t{41})
+      .receive([](int32_t y) { EXPECT_EQ(y, 42); },
+               [](caf::error& e) { FAIL() << caf::to_string(e); });
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  EXPECT_GE(metrics_.get_counter("troupe_peer_frames_total", "", {{"thread", "node"}}).value(), 1);
+  release->store(true);
+  for (const auto& b : busy)
+    caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+}
+
 TEST_P(NodeAgentTest, OrderIsKeptPerSenderAndReceiver) {
   auto received = std::make_shared<std::vector<int32_t>>();
   auto count = std::make_shared<std::atomic<int>>(0);
