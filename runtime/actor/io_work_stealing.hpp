@@ -8,6 +8,7 @@
 #include "caf/policy/work_stealing.hpp"
 #include "caf/scheduler/coordinator.hpp"
 #include "runtime/actor/idle_io.hpp"
+#include "runtime/actor/job_end_flush.hpp"
 
 namespace troupe::actor {
 
@@ -58,6 +59,17 @@ class io_work_stealing : public caf::policy::work_stealing {
     const bool had_work = !w.queue.empty();
     w.queue.prepend(job);
     if (had_work) wake_idle_peer(self);  // two jobs queued here: one can run elsewhere
+  }
+
+  // Output a job queues for other processes leaves when the job ends (batched_output).
+  template <class Worker>
+  void before_resume(Worker*, caf::resumable*) {
+    job_begins();
+  }
+
+  template <class Worker>
+  void after_resume(Worker*, caf::resumable*) {
+    job_ends();
   }
 
   template <class Worker>

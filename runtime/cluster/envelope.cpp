@@ -72,23 +72,36 @@ absl::StatusOr<received_envelope> decode(const char* data, size_t size, size_t m
     return absl::ResourceExhaustedError(
         absl::StrCat("frame of ", size, " bytes exceeds the limit of ", max_bytes, " bytes"));
   }
+  size_t offset = 0;
+  auto out = decode_next(data, size, offset, max_bytes);
+  if (out.ok() && offset != size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame holds ", size - offset, " bytes after the envelope"));
+  }
+  return out;
+}
+
+absl::StatusOr<received_envelope> decode_next(const char* data, size_t size, size_t& offset,
+                                              size_t max_bytes) {
   received_envelope out;
+  const size_t start = offset;
+  const size_t left = size - offset;
   // No container in a frame can hold more elements than the frame has bytes; the limits stop a
   // few garbage bytes from claiming billions of elements.
-  const msgpack::unpack_limit limit(size, size, size, size, size, 64);
+  const msgpack::unpack_limit limit(left, left, left, left, left, 64);
   try {
-    std::size_t offset = 0;
     bool referenced = false;
     auto zone = std::make_unique<msgpack::zone>(small_zone_bytes);
     msgpack::object root =
         msgpack::unpack(*zone, data, size, offset, referenced, nullptr, nullptr, limit);
     out.handle = msgpack::object_handle(root, std::move(zone));
-    if (offset != size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("frame holds ", size - offset, " bytes after the envelope"));
-    }
   } catch (const std::exception& e) {
+    offset = size;  // where the next envelope would start is unknown
     return absl::InvalidArgumentError(absl::StrCat("not a msgpack envelope: ", e.what()));
+  }
+  if (offset - start > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "envelope of ", offset - start, " bytes exceeds the limit of ", max_bytes, " bytes"));
   }
   auto map = map_view::of(out.handle.get(), "envelope");
   if (!map.ok()) return map.status();

@@ -82,6 +82,12 @@ class map_builder {
 [[nodiscard]] absl::StatusOr<received_envelope> decode(const char* data, size_t size,
                                                        size_t max_bytes);
 
+/// Decodes the envelope at `offset` of a frame that holds one or more back to back (frames
+/// between peers, docs/protocol.md) and moves `offset` past it. The same checks as `decode`, with
+/// `max_bytes` bounding each envelope.
+[[nodiscard]] absl::StatusOr<received_envelope> decode_next(const char* data, size_t size,
+                                                            size_t& offset, size_t max_bytes);
+
 /// The metric label for a decode error: "oversized", "malformed" or "bad_version".
 [[nodiscard]] const char* rejection_reason(const absl::Status& decode_error);
 

@@ -16,6 +16,12 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// A job's envelopes for one peer leave together at the job's end, or sooner once this many
+// gathered: the peer starts on the first ones while this job goes on (a batch as large as the
+// burst would leave the two processes taking turns instead of working at once).
+constexpr size_t batch_flush_envelopes = 16;
+constexpr size_t batch_flush_bytes = 64 << 10;
+
 std::string hostname() {
   char buf[256] = {};
   gethostname(buf, sizeof buf - 1);
@@ -36,6 +42,9 @@ node_agent::node_agent(zmq::context_t& context, caf::actor_system& system, node_
       frames_on_node_thread_(metrics.get_counter(
           "troupe_peer_frames_total", "Frames from peer nodes, by the thread that received them",
           {{"thread", "node"}})),
+      lost_in_flush_(metrics.get_counter("troupe_remote_undeliverable_total",
+                                         "Actor messages between nodes that could not be delivered",
+                                         {{"what", "outgoing"}, {"reason", "send_failed"}})),
       head_(context, zmq::socket_type::dealer) {
   configure_socket(head_, 4 * options_.max_frame_bytes);
   head_.set(zmq::sockopt::routing_id, random_identity());
@@ -231,21 +240,48 @@ absl::Status node_agent::send_to_peer(const std::string& node, const std::string
     }
     auto& slot = links_[node];
     if (!slot) {
-      auto fresh = std::make_shared<peer_link>();
-      fresh->socket = zmq::socket_t(context_, zmq::socket_type::dealer);
-      configure_socket(fresh->socket, 4 * options_.max_frame_bytes);
+      zmq::socket_t socket(context_, zmq::socket_type::dealer);
+      configure_socket(socket, 4 * options_.max_frame_bytes);
       try {
-        fresh->socket.connect(p->second.endpoint);
+        socket.connect(p->second.endpoint);
       } catch (const zmq::error_t& e) {
         return absl::UnavailableError(absl::StrCat("cannot connect to node ", node, " at ",
                                                    p->second.endpoint, ": ", e.what()));
       }
-      slot = std::move(fresh);
+      slot =
+          std::make_shared<peer_link>(std::move(socket), options_.max_frame_bytes, lost_in_flush_);
     }
     link = slot;
   }
+  const bool at_job_end = actor::flushes_at_job_end();
   std::lock_guard<std::mutex> lock(link->mu);
-  return send(link->socket, {frame});
+  // A frame never grows past the receiver's limit; an envelope over it goes alone (and is refused
+  // there, as it would be anyway).
+  if (link->pending.size() + frame.size() > link->max_frame_bytes) {
+    if (auto s = link->flush_locked(); !s.ok()) return s;
+  }
+  link->pending += frame;
+  ++link->pending_envelopes;
+  if (at_job_end && link->pending.size() < batch_flush_bytes &&
+      link->pending_envelopes < batch_flush_envelopes) {
+    actor::flush_at_job_end(link);
+    return absl::OkStatus();
+  }
+  return link->flush_locked();
+}
+
+void node_agent::peer_link::flush() {
+  std::lock_guard<std::mutex> lock(mu);
+  (void)flush_locked();
+}
+
+absl::Status node_agent::peer_link::flush_locked() {
+  if (pending.empty()) return absl::OkStatus();
+  absl::Status s = send(socket, {pending});
+  if (!s.ok()) lost_envelopes.inc(pending_envelopes);
+  pending.clear();
+  pending_envelopes = 0;
+  return s;
 }
 
 void node_agent::reject(const absl::Status& why) {
@@ -360,31 +396,41 @@ void node_agent::on_peer_frame(const std::vector<zmq::message_t>& frames,
     reject(absl::InvalidArgumentError("expected one frame per message"));
     return;
   }
-  auto env = decode(static_cast<const char*>(frames[1].data()), frames[1].size(),
-                    options_.max_frame_bytes);
-  if (!env.ok()) {
-    reject(env.status());
+  const char* data = static_cast<const char*>(frames[1].data());
+  const size_t size = frames[1].size();
+  if (size > options_.max_frame_bytes) {
+    reject(absl::ResourceExhaustedError("oversized frame"));
     return;
   }
-  const envelope& h = env->header;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto p = peers_.find(h.src);
-    if (p == peers_.end() || p->second.state != member_state::alive) {
+  // One or more envelopes back to back; the sender is checked once per frame.
+  std::string member;
+  for (size_t offset = 0; offset < size;) {
+    auto env = decode_next(data, size, offset, options_.max_frame_bytes);
+    if (!env.ok()) {
+      reject(env.status());
+      continue;
+    }
+    const envelope& h = env->header;
+    if (h.src != member) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto p = peers_.find(h.src);
+      if (p == peers_.end() || p->second.state != member_state::alive) {
+        metrics_
+            .get_counter("troupe_rejected_frames_total", "Frames refused by the control plane",
+                         {{"where", "node"}, {"reason", "not_a_member"}})
+            .inc();
+        continue;
+      }
+      member = h.src;
+    }
+    if (h.type == "actor.req" || h.type == "actor.send" || h.type == "actor.resp") {
+      messaging_->on_envelope(*env, here);
+    } else {
       metrics_
           .get_counter("troupe_rejected_frames_total", "Frames refused by the control plane",
-                       {{"where", "node"}, {"reason", "not_a_member"}})
+                       {{"where", "node"}, {"reason", "unknown_type"}})
           .inc();
-      return;
     }
-  }
-  if (h.type == "actor.req" || h.type == "actor.send" || h.type == "actor.resp") {
-    messaging_->on_envelope(*env, here);
-  } else {
-    metrics_
-        .get_counter("troupe_rejected_frames_total", "Frames refused by the control plane",
-                     {{"where", "node"}, {"reason", "unknown_type"}})
-        .inc();
   }
 }
 
@@ -461,6 +507,15 @@ void node_agent::loop() {
     }
     for (const auto& frame : queued)
       (void)send(head_, {frame});
+    // Frames queued by a job that still runs leave now, not only when it ends.
+    std::vector<std::shared_ptr<peer_link>> links;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [node, link] : links_)
+        links.push_back(link);
+    }
+    for (const auto& link : links)
+      link->flush();
     const auto now = clock::now();
     // A long gap between turns means this process was frozen (SIGSTOP, swapping): the silence
     // was ours, so ask the head before concluding it is gone. If it declared us dead meanwhile,

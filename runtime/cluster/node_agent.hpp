@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "caf/all.hpp"
 #include "nlohmann/json.hpp"
+#include "runtime/actor/job_end_flush.hpp"
 #include "runtime/cluster/envelope.hpp"
 #include "runtime/cluster/membership.hpp"
 #include "runtime/cluster/peer_inbox.hpp"
@@ -52,7 +53,8 @@ struct peer {
 /// list the head pushes, and carries actor messages to and from its peers (remote_messaging).
 /// Each node binds one ROUTER for incoming frames (a peer_inbox, where the idle CAF workers wait,
 /// so that an actor message from a peer runs on the thread that received it) and keeps one
-/// send-only DEALER per peer, on which senders send from their own threads.
+/// send-only DEALER per peer, on which senders send from their own threads (what a scheduler
+/// worker's job sends to a peer leaves as one frame when the job ends; see peer_link).
 ///
 ///   joining --joined--> member --shutdown from the head, head lost, or refused--> stopped
 ///
@@ -124,9 +126,21 @@ class node_agent {
   absl::Status send_to_peer(const std::string& node, const std::string& frame);
   void reject(const absl::Status& why);
 
-  struct peer_link {
+  // The DEALER to one peer. Frames sent from a scheduler worker's job gather in `pending` and
+  // leave together when the job ends (actor::batched_output); other threads' leave at once.
+  struct peer_link final : actor::batched_output {
+    peer_link(zmq::socket_t s, size_t max_frame, metrics::counter& lost)
+        : socket(std::move(s)), max_frame_bytes(max_frame), lost_envelopes(lost) {}
+    void flush() override;
+    // Under `mu`: sends `pending` as one frame.
+    absl::Status flush_locked();
+
     std::mutex mu;
     zmq::socket_t socket;
+    std::string pending;  // envelopes back to back
+    size_t pending_envelopes = 0;
+    const size_t max_frame_bytes;
+    metrics::counter& lost_envelopes;  // in flushes that failed
   };
 
   zmq::context_t& context_;
@@ -137,6 +151,7 @@ class node_agent {
   // thread (every worker busy, or a scheduler that cannot poll).
   metrics::counter& frames_on_workers_;
   metrics::counter& frames_on_node_thread_;
+  metrics::counter& lost_in_flush_;
   zmq::socket_t head_;
   std::shared_ptr<peer_inbox> inbox_;
   bool workers_poll_inbox_ = false;  // else the I/O thread polls it

@@ -53,6 +53,28 @@ TEST(Envelope, RefusesGarbageAndTruncatedFrames) {
   }
 }
 
+TEST(Envelope, DecodesEnvelopesBackToBack) {
+  const std::string frame = encode(envelope{.type = "a", .corr = 1}) +
+                            encode(envelope{.type = "b", .corr = 2}) + "\xc1" +
+                            encode(envelope{.type = "c", .corr = 3});
+  size_t offset = 0;
+  auto first = decode_next(frame.data(), frame.size(), offset, 1 << 20);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->header.type, "a");
+  auto second = decode_next(frame.data(), frame.size(), offset, 1 << 20);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->header.corr, 2u);
+  // After garbage, where the next envelope starts is unknown: the rest of the frame is refused.
+  auto bad = decode_next(frame.data(), frame.size(), offset, 1 << 20);
+  EXPECT_STREQ(rejection_reason(bad.status()), "malformed");
+  EXPECT_EQ(offset, frame.size());
+  // Each envelope is held to the limit.
+  const std::string big = encode(envelope{.type = "big", .dst = std::string(100, 'x')});
+  offset = 0;
+  auto over = decode_next(big.data(), big.size(), offset, 50);
+  EXPECT_STREQ(rejection_reason(over.status()), "oversized");
+}
+
 TEST(Envelope, RefusesMissingFieldsAndOtherVersions) {
   msgpack::sbuffer buf;
   packer pk(buf);

@@ -1,11 +1,14 @@
 #include "runtime/cluster/node_agent.hpp"
 
+#include <future>
+
 #include <gtest/gtest.h>
 
 #include "runtime/actor/messages.hpp"
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/actor/system_config.hpp"
 #include "runtime/cluster/head_server.hpp"
+#include "runtime/cluster/message_codec.hpp"
 
 namespace troupe::cluster {
 namespace {
@@ -155,7 +158,74 @@ TEST_P(NodeAgentTest, OrderIsKeptPerSenderAndReceiver) {
   ASSERT_TRUE(wait_until([&] { return count->load(std::memory_order_acquire) == 2000; }));
   for (int32_t i = 0; i < 2000; ++i)
     ASSERT_EQ((*received)[i], i);
+  // Sent in one job on troupe's scheduler, the messages travel several to a frame.
+  const double frames =
+      metrics_.get_counter("troupe_peer_frames_total", "", {{"thread", "worker"}}).value() +
+      metrics_.get_counter("troupe_peer_frames_total", "", {{"thread", "node"}}).value();
+  if (GetParam() == "stealing") {
+    EXPECT_LE(frames, 2000 / 8);
+  } else {
+    EXPECT_GE(frames, 2000);
+  }
   caf::anon_send_exit(collector, caf::exit_reason::user_shutdown);
+}
+
+// A message sent by a handler that then runs on for long leaves while it still runs (the node
+// thread sends what a job gathered at its next turn), not when the job ends.
+TEST_P(NodeAgentTest, AMessageFromALongJobLeavesBeforeTheJobEnds) {
+  auto arrived = std::make_shared<std::atomic<bool>>(false);
+  auto collector = system_a_->spawn([arrived](caf::event_based_actor*) -> caf::behavior {
+    return {[arrived](actor::ping_atom, int32_t) { arrived->store(true); }};
+  });
+  a_->publish("collector/0", collector);
+  auto remote = b_->remote("collector/0", a_->id());
+  auto arrived_during_job = std::make_shared<std::promise<bool>>();
+  auto sender = system_b_->spawn(
+      [remote, arrived, arrived_during_job](caf::event_based_actor* self) -> caf::behavior {
+        return {[=](int32_t) {
+          self->send(remote, actor::ping_atom_v, int32_t{1});
+          const auto until = std::chrono::steady_clock::now() + 5s;
+          while (!arrived->load() && std::chrono::steady_clock::now() < until) {
+          }
+          arrived_during_job->set_value(arrived->load());
+          self->quit();
+        }};
+      });
+  auto during = arrived_during_job->get_future();
+  caf::anon_send(sender, int32_t{0});
+  ASSERT_EQ(during.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(during.get());
+  caf::anon_send_exit(collector, caf::exit_reason::user_shutdown);
+}
+
+// A peer's frame holds envelopes back to back; garbage after good ones is refused and counted,
+// the good ones are delivered.
+TEST_P(NodeAgentTest, GarbageAfterGoodEnvelopesInAFrameIsRefusedAlone) {
+  auto got = std::make_shared<std::promise<int32_t>>();
+  auto collector = system_a_->spawn([got](caf::event_based_actor* self) -> caf::behavior {
+    return {[self, got](actor::ping_atom, int32_t x) {
+      got->set_value(x);
+      self->quit();
+    }};
+  });
+  a_->publish("collector/0", collector);
+  auto content = encode_message(caf::make_message(actor::ping_atom_v, int32_t{7}).content());
+  ASSERT_TRUE(content.ok()) << content.status();
+  envelope h{.type = "actor.send", .src = b_->id(), .dst = "collector/0", .epoch = b_->epoch()};
+  const std::string frame = encode(h, *content) + "\xc1\xc1";  // 0xc1: never valid msgpack
+  zmq::socket_t dealer(context_, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(a_->endpoint());
+  dealer.send(zmq::buffer(frame), zmq::send_flags::none);
+  auto value = got->get_future();
+  ASSERT_EQ(value.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(value.get(), 7);
+  EXPECT_TRUE(wait_until([&] {
+    return metrics_
+               .get_counter("troupe_rejected_frames_total", "",
+                            {{"where", "node"}, {"reason", "malformed"}})
+               .value() == 1;
+  }));
 }
 
 TEST_P(NodeAgentTest, UnknownActorsAnswerWithAnError) {

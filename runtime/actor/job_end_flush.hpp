@@ -1,0 +1,30 @@
+#pragma once
+
+#include <memory>
+
+namespace troupe::actor {
+
+/// Output that gathers what a scheduler worker's job sends (frames for one peer node) and sends
+/// it all at once when the job ends: one ZeroMQ message for many actor messages when an actor
+/// answers a burst of requests in one turn.
+class batched_output {
+ public:
+  virtual ~batched_output() = default;
+  /// Sends whatever is gathered. Any thread.
+  virtual void flush() = 0;
+};
+
+/// True while the calling thread runs a job of a scheduler that flushes at the job's end
+/// (io_work_stealing workers); elsewhere (the node thread, detached and blocking actors, the main
+/// thread) output must be flushed at once.
+[[nodiscard]] bool flushes_at_job_end();
+
+/// Has `out` flushed when the calling thread's current job ends. Only while
+/// `flushes_at_job_end()`.
+void flush_at_job_end(std::weak_ptr<batched_output> out);
+
+/// For the scheduler: a job starts on the calling thread; and it ended (flushes what it queued).
+void job_begins();
+void job_ends();
+
+}  // namespace troupe::actor
