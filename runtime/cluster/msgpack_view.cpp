@@ -25,24 +25,37 @@ absl::Status map_view::wrong_type(absl::string_view key, absl::string_view expec
   return absl::InvalidArgumentError(absl::StrCat(what_, ": '", key, "' must be ", expected));
 }
 
+absl::Status map_view::missing(absl::string_view key) const {
+  return absl::InvalidArgumentError(absl::StrCat(what_, ": missing key '", key, "'"));
+}
+
+absl::StatusOr<std::string> map_view::string_of(absl::string_view key,
+                                                const msgpack::object& o) const {
+  if (o.type != msgpack::type::STR) return wrong_type(key, "a string");
+  return std::string(o.via.str.ptr, o.via.str.size);
+}
+
+absl::StatusOr<uint64_t> map_view::uint_of(absl::string_view key, const msgpack::object& o) const {
+  if (o.type != msgpack::type::POSITIVE_INTEGER) return wrong_type(key, "a non-negative integer");
+  return o.via.u64;
+}
+
 absl::StatusOr<std::string> map_view::get_string(absl::string_view key) const {
   const msgpack::object* o = find(key);
-  if (o == nullptr)
-    return absl::InvalidArgumentError(absl::StrCat(what_, ": missing key '", key, "'"));
-  if (o->type != msgpack::type::STR) return wrong_type(key, "a string");
-  return std::string(o->via.str.ptr, o->via.str.size);
+  if (o == nullptr) return missing(key);
+  return string_of(key, *o);
 }
 
 absl::StatusOr<std::string> map_view::get_string(absl::string_view key,
                                                  std::string fallback) const {
-  if (find(key) == nullptr) return fallback;
-  return get_string(key);
+  const msgpack::object* o = find(key);
+  if (o == nullptr) return fallback;
+  return string_of(key, *o);
 }
 
 absl::StatusOr<std::string> map_view::get_bytes(absl::string_view key) const {
   const msgpack::object* o = find(key);
-  if (o == nullptr)
-    return absl::InvalidArgumentError(absl::StrCat(what_, ": missing key '", key, "'"));
+  if (o == nullptr) return missing(key);
   if (o->type == msgpack::type::STR) return std::string(o->via.str.ptr, o->via.str.size);
   if (o->type == msgpack::type::BIN) return std::string(o->via.bin.ptr, o->via.bin.size);
   return wrong_type(key, "a string or bin");
@@ -50,15 +63,14 @@ absl::StatusOr<std::string> map_view::get_bytes(absl::string_view key) const {
 
 absl::StatusOr<uint64_t> map_view::get_uint(absl::string_view key) const {
   const msgpack::object* o = find(key);
-  if (o == nullptr)
-    return absl::InvalidArgumentError(absl::StrCat(what_, ": missing key '", key, "'"));
-  if (o->type != msgpack::type::POSITIVE_INTEGER) return wrong_type(key, "a non-negative integer");
-  return o->via.u64;
+  if (o == nullptr) return missing(key);
+  return uint_of(key, *o);
 }
 
 absl::StatusOr<uint64_t> map_view::get_uint(absl::string_view key, uint64_t fallback) const {
-  if (find(key) == nullptr) return fallback;
-  return get_uint(key);
+  const msgpack::object* o = find(key);
+  if (o == nullptr) return fallback;
+  return uint_of(key, *o);
 }
 
 absl::StatusOr<int64_t> map_view::get_int(absl::string_view key, int64_t fallback) const {

@@ -35,6 +35,10 @@ class map_view {
  private:
   map_view(const msgpack::object_map& map, std::string what) : map_(&map), what_(std::move(what)) {}
   absl::Status wrong_type(absl::string_view key, absl::string_view expected) const;
+  absl::Status missing(absl::string_view key) const;
+  // The value `o` found under `key`, checked.
+  absl::StatusOr<std::string> string_of(absl::string_view key, const msgpack::object& o) const;
+  absl::StatusOr<uint64_t> uint_of(absl::string_view key, const msgpack::object& o) const;
 
   const msgpack::object_map* map_;
   std::string what_;
