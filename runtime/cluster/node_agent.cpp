@@ -16,12 +16,6 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-// A job's envelopes for one peer leave together at the job's end, or sooner once this many
-// gathered: the peer starts on the first ones while this job goes on (a batch as large as the
-// burst would leave the two processes taking turns instead of working at once).
-constexpr size_t batch_flush_envelopes = 16;
-constexpr size_t batch_flush_bytes = 64 << 10;
-
 std::string hostname() {
   char buf[256] = {};
   gethostname(buf, sizeof buf - 1);
@@ -248,40 +242,13 @@ absl::Status node_agent::send_to_peer(const std::string& node, const std::string
         return absl::UnavailableError(absl::StrCat("cannot connect to node ", node, " at ",
                                                    p->second.endpoint, ": ", e.what()));
       }
-      slot =
-          std::make_shared<peer_link>(std::move(socket), options_.max_frame_bytes, lost_in_flush_);
+      slot = std::make_shared<peer_link>(
+          std::move(socket), peer_link::limits{.max_frame_bytes = options_.max_frame_bytes},
+          lost_in_flush_);
     }
     link = slot;
   }
-  const bool at_job_end = actor::flushes_at_job_end();
-  std::lock_guard<std::mutex> lock(link->mu);
-  // A frame never grows past the receiver's limit; an envelope over it goes alone (and is refused
-  // there, as it would be anyway).
-  if (link->pending.size() + frame.size() > link->max_frame_bytes) {
-    if (auto s = link->flush_locked(); !s.ok()) return s;
-  }
-  link->pending += frame;
-  ++link->pending_envelopes;
-  if (at_job_end && link->pending.size() < batch_flush_bytes &&
-      link->pending_envelopes < batch_flush_envelopes) {
-    actor::flush_at_job_end(link);
-    return absl::OkStatus();
-  }
-  return link->flush_locked();
-}
-
-void node_agent::peer_link::flush() {
-  std::lock_guard<std::mutex> lock(mu);
-  (void)flush_locked();
-}
-
-absl::Status node_agent::peer_link::flush_locked() {
-  if (pending.empty()) return absl::OkStatus();
-  absl::Status s = send(socket, {pending});
-  if (!s.ok()) lost_envelopes.inc(pending_envelopes);
-  pending.clear();
-  pending_envelopes = 0;
-  return s;
+  return link->send(frame);
 }
 
 void node_agent::reject(const absl::Status& why) {

@@ -16,10 +16,10 @@
 #include "absl/status/statusor.h"
 #include "caf/all.hpp"
 #include "nlohmann/json.hpp"
-#include "runtime/actor/job_end_flush.hpp"
 #include "runtime/cluster/envelope.hpp"
 #include "runtime/cluster/membership.hpp"
 #include "runtime/cluster/peer_inbox.hpp"
+#include "runtime/cluster/peer_link.hpp"
 #include "runtime/cluster/remote_messaging.hpp"
 #include "runtime/metrics/registry.hpp"
 #include "zmq.hpp"
@@ -53,8 +53,7 @@ struct peer {
 /// list the head pushes, and carries actor messages to and from its peers (remote_messaging).
 /// Each node binds one ROUTER for incoming frames (a peer_inbox, where the idle CAF workers wait,
 /// so that an actor message from a peer runs on the thread that received it) and keeps one
-/// send-only DEALER per peer, on which senders send from their own threads (what a scheduler
-/// worker's job sends to a peer leaves as one frame when the job ends; see peer_link).
+/// send-only DEALER per peer (a peer_link), on which senders send from their own threads.
 ///
 ///   joining --joined--> member --shutdown from the head, head lost, or refused--> stopped
 ///
@@ -125,23 +124,6 @@ class node_agent {
   void to_head(std::string frame);
   absl::Status send_to_peer(const std::string& node, const std::string& frame);
   void reject(const absl::Status& why);
-
-  // The DEALER to one peer. Frames sent from a scheduler worker's job gather in `pending` and
-  // leave together when the job ends (actor::batched_output); other threads' leave at once.
-  struct peer_link final : actor::batched_output {
-    peer_link(zmq::socket_t s, size_t max_frame, metrics::counter& lost)
-        : socket(std::move(s)), max_frame_bytes(max_frame), lost_envelopes(lost) {}
-    void flush() override;
-    // Under `mu`: sends `pending` as one frame.
-    absl::Status flush_locked();
-
-    std::mutex mu;
-    zmq::socket_t socket;
-    std::string pending;  // envelopes back to back
-    size_t pending_envelopes = 0;
-    const size_t max_frame_bytes;
-    metrics::counter& lost_envelopes;  // in flushes that failed
-  };
 
   zmq::context_t& context_;
   caf::actor_system& system_;
