@@ -369,7 +369,7 @@ void node_agent::on_peer_frame(const std::vector<zmq::message_t>& frames,
     reject(absl::ResourceExhaustedError("oversized frame"));
     return;
   }
-  // One or more envelopes back to back; the sender is checked once per frame.
+  // One or more envelopes back to back, all from one node: its membership is looked up once.
   std::string member;
   for (size_t offset = 0; offset < size;) {
     auto env = decode_next(data, size, offset, options_.max_frame_bytes);
