@@ -23,7 +23,9 @@ namespace troupe::actor {
 ///   decoded, and its actor runs, on the worker that received it, with no thread in between;
 /// - the others on their condition variable, woken by whoever enqueues work for them.
 ///
-/// A busy worker that queues a second job wakes an idle worker to steal it. The blocking waits
+/// A busy worker that queues a second job wakes an idle worker to steal it. Around every job
+/// the worker calls job_begins/job_ends (job_end_flush), so what the job sent to other
+/// processes leaves together when it ends. The blocking waits
 /// time out after `work-stealing.relaxed-sleep-duration`, so a worker that finds the input taken
 /// by another thread tries again soon.
 class io_work_stealing : public caf::policy::work_stealing {

@@ -1,10 +1,12 @@
 #pragma once
 
-// The control plane's wire format (docs/protocol.md): every ZeroMQ message is one msgpack map,
+// The control plane's wire format (docs/protocol.md): every envelope is one msgpack map,
 //
 //   {"v": 1, "type": "kv.get", "src": "w1", "dst": "", "corr": 7, "epoch": 3, "payload": ...}
 //
-// plus "from" (the sending actor's id within `src`) when a reply may be addressed to it.
+// plus "from" (the sending actor's id within `src`) when a reply may be addressed to it. A
+// ZeroMQ message to or from the head is one envelope; one between peers holds one or more back
+// to back (decode_next).
 
 #include <cstdint>
 #include <functional>
