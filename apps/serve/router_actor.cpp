@@ -53,8 +53,14 @@ void execute(self_ptr self, std::vector<request_router::command> commands) {
       self->request(it->second, std::chrono::seconds(30), actor::generate_atom_v,
                     std::move(d->request))
           .then([](caf::ok_atom) {},
-                [self, worker, id](caf::error&) {
-                  execute(self, self->state.logic->on_failed(worker, id));
+                [self, worker, id](caf::error& e) {
+                  // UNAVAILABLE: the worker's process is gone, and this error may arrive before
+                  // the worker's down message: its requests are replayed, not failed.
+                  if (absl::Status s = actor::to_status(e); absl::IsUnavailable(s)) {
+                    lost(self, worker, std::string(s.message()));
+                  } else {
+                    execute(self, self->state.logic->on_failed(worker, id));
+                  }
                 });
     } else if (auto* x = std::get_if<request_router::cancel_on>(&c)) {
       if (auto it = st.workers.find(x->worker); it != st.workers.end()) {
