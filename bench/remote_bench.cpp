@@ -8,8 +8,8 @@
 // The benchmark forks: the parent runs the head and the calling side, the child joins as a
 // worker and answers (a published echo actor, and a raw ROUTER echo thread).
 //
-// Usage: remote_bench [--repeats N] [--calls N] [--window N]
-//   --window N runs only that window (for profiling one mode).
+// Usage: remote_bench [--repeats N] [--calls N] [--window N] [--only troupe|raw]
+//   --window N runs only that window, --only one side (for profiling).
 
 #include <chrono>
 #include <cstring>
@@ -162,11 +162,16 @@ double raw_calls(zmq::socket_t& dealer, int calls, int window) {
   return calls / std::chrono::duration<double>(clock::now() - t0).count();
 }
 
-int arg(int argc, char** argv, const char* name, int fallback) {
+const char* arg(int argc, char** argv, const char* name) {
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
   }
-  return fallback;
+  return nullptr;
+}
+
+int arg(int argc, char** argv, const char* name, int fallback) {
+  const char* value = arg(argc, argv, name);
+  return value != nullptr ? std::atoi(value) : fallback;
 }
 
 }  // namespace
@@ -225,14 +230,17 @@ int main(int argc, char** argv) {
   if (const int only = arg(argc, argv, "--window", 0); only > 0) {
     std::erase_if(all, [only](const series& s) { return s.window != only; });
   }
+  const char* only = arg(argc, argv, "--only");
+  const bool run_troupe = only == nullptr || std::strcmp(only, "raw") != 0;
+  const bool run_raw = only == nullptr || std::strcmp(only, "troupe") != 0;
   for (auto& s : all) {  // warm up
-    (void)troupe_calls(system, remote, s.calls / 10, s.window);
-    (void)raw_calls(dealer, s.calls / 10, s.window);
+    if (run_troupe) (void)troupe_calls(system, remote, s.calls / 10, s.window);
+    if (run_raw) (void)raw_calls(dealer, s.calls / 10, s.window);
   }
   for (int r = 0; r < repeats; ++r) {
     for (auto& s : all) {
-      s.raw.push_back(raw_calls(dealer, s.calls, s.window));
-      s.troupe.push_back(troupe_calls(system, remote, s.calls, s.window));
+      s.raw.push_back(run_raw ? raw_calls(dealer, s.calls, s.window) : 0);
+      s.troupe.push_back(run_troupe ? troupe_calls(system, remote, s.calls, s.window) : 0);
     }
   }
   for (auto& s : all) {

@@ -1,7 +1,6 @@
 #include "runtime/cluster/envelope.hpp"
 
 #include "absl/strings/str_cat.h"
-#include "runtime/cluster/msgpack_view.hpp"
 
 namespace troupe::cluster {
 namespace {
@@ -14,9 +13,9 @@ constexpr size_t small_zone_bytes = 1024;
 
 }  // namespace
 
-std::string encode(const envelope& h, const std::function<void(packer&)>& write_payload) {
-  msgpack::sbuffer buf(small_buffer_bytes);
-  packer pk(buf);
+void encode_to(msgpack::sbuffer& out, const envelope& h,
+               absl::FunctionRef<void(packer&)> write_payload) {
+  packer pk(out);
   pk.pack_map(h.from != 0 ? 8 : 7);
   pk.pack("v");
   pk.pack(h.v);
@@ -36,6 +35,11 @@ std::string encode(const envelope& h, const std::function<void(packer&)>& write_
   }
   pk.pack("payload");
   write_payload(pk);
+}
+
+std::string encode(const envelope& h, absl::FunctionRef<void(packer&)> write_payload) {
+  msgpack::sbuffer buf(small_buffer_bytes);
+  encode_to(buf, h, write_payload);
   return std::string(buf.data(), buf.size());
 }
 
@@ -67,73 +71,106 @@ std::string map_builder::bytes() const {
   return out;
 }
 
-absl::StatusOr<received_envelope> decode(const char* data, size_t size, size_t max_bytes) {
-  if (size > max_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("frame of ", size, " bytes exceeds the limit of ", max_bytes, " bytes"));
-  }
-  size_t offset = 0;
-  auto out = decode_next(data, size, offset, max_bytes);
-  if (out.ok() && offset != size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("frame holds ", size - offset, " bytes after the envelope"));
-  }
-  return out;
-}
+namespace {
 
-absl::StatusOr<received_envelope> decode_next(const char* data, size_t size, size_t& offset,
-                                              size_t max_bytes) {
-  received_envelope out;
-  const size_t start = offset;
-  const size_t left = size - offset;
+// Unpacks the msgpack object at `offset` into `zone`; strings and bins point into `data` when
+// `referenced` (the caller keeps `data`), or are copied into `zone`.
+absl::StatusOr<msgpack::object> unpack_at(const char* data, size_t size, size_t& offset,
+                                          msgpack::zone& zone, bool referenced) {
   // No container in a frame can hold more elements than the frame has bytes; the limits stop a
   // few garbage bytes from claiming billions of elements.
+  const size_t left = size - offset;
   const msgpack::unpack_limit limit(left, left, left, left, left, 64);
+  const auto reference = [](msgpack::type::object_type, size_t, void* refer) {
+    return *static_cast<bool*>(refer);
+  };
   try {
-    bool referenced = false;
-    auto zone = std::make_unique<msgpack::zone>(small_zone_bytes);
-    msgpack::object root =
-        msgpack::unpack(*zone, data, size, offset, referenced, nullptr, nullptr, limit);
-    out.handle = msgpack::object_handle(root, std::move(zone));
+    bool any_referenced = false;
+    return msgpack::unpack(zone, data, size, offset, any_referenced, reference, &referenced, limit);
   } catch (const std::exception& e) {
     offset = size;  // where the next envelope would start is unknown
     return absl::InvalidArgumentError(absl::StrCat("not a msgpack envelope: ", e.what()));
   }
-  if (offset - start > max_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "envelope of ", offset - start, " bytes exceeds the limit of ", max_bytes, " bytes"));
+}
+
+absl::Status wrong_type(absl::string_view key, absl::string_view expected) {
+  return absl::InvalidArgumentError(absl::StrCat("envelope: '", key, "' must be ", expected));
+}
+
+// Reads the header fields and the payload of envelope `root` in one pass over its map.
+absl::Status read_envelope(const msgpack::object& root, received_envelope& out) {
+  if (root.type != msgpack::type::MAP) {
+    return absl::InvalidArgumentError("envelope: expected a map");
   }
-  auto map = map_view::of(out.handle.get(), "envelope");
-  if (!map.ok()) return map.status();
   envelope& h = out.header;
-  auto version = map->get_uint("v");
-  if (!version.ok()) return version.status();
-  h.v = static_cast<uint32_t>(*version);
+  bool has_v = false, has_type = false, has_payload = false;
+  const msgpack::object_map& map = root.via.map;
+  for (uint32_t i = 0; i < map.size; ++i) {
+    const msgpack::object& k = map.ptr[i].key;
+    const msgpack::object& v = map.ptr[i].val;
+    if (k.type != msgpack::type::STR) continue;
+    const absl::string_view key(k.via.str.ptr, k.via.str.size);
+    if (key == "payload") {
+      out.payload = v;
+      has_payload = true;
+    } else if (key == "type" || key == "src" || key == "dst") {
+      if (v.type != msgpack::type::STR) return wrong_type(key, "a string");
+      std::string& field = key == "type" ? h.type : key == "src" ? h.src : h.dst;
+      field.assign(v.via.str.ptr, v.via.str.size);
+      has_type |= key == "type";
+    } else if (key == "v" || key == "corr" || key == "epoch" || key == "from") {
+      if (v.type != msgpack::type::POSITIVE_INTEGER) {
+        return wrong_type(key, "a non-negative integer");
+      }
+      if (key == "v") {
+        h.v = v.via.u64 > UINT32_MAX ? 0 : static_cast<uint32_t>(v.via.u64);
+        has_v = true;
+      } else {
+        (key == "corr" ? h.corr : key == "epoch" ? h.epoch : h.from) = v.via.u64;
+      }
+    }
+  }
+  if (!has_v) return absl::InvalidArgumentError("envelope: missing key 'v'");
   if (h.v != protocol_version) {
     return absl::FailedPreconditionError(
         absl::StrCat("protocol version ", h.v, " is not supported; this node speaks version ",
                      protocol_version));
   }
-  auto type = map->get_string("type");
-  if (!type.ok()) return type.status();
-  h.type = std::move(*type);
-  auto src = map->get_string("src", "");
-  auto dst = map->get_string("dst", "");
-  auto corr = map->get_uint("corr", 0);
-  auto epoch = map->get_uint("epoch", 0);
-  auto from = map->get_uint("from", 0);
-  for (const absl::Status* s :
-       {&src.status(), &dst.status(), &corr.status(), &epoch.status(), &from.status()}) {
-    if (!s->ok()) return *s;
+  if (!has_type) return absl::InvalidArgumentError("envelope: missing key 'type'");
+  if (!has_payload) return absl::InvalidArgumentError("envelope: missing key 'payload'");
+  return absl::OkStatus();
+}
+
+absl::Status oversized(const char* what, size_t size, size_t max_bytes) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat(what, " of ", size, " bytes exceeds the limit of ", max_bytes, " bytes"));
+}
+
+}  // namespace
+
+absl::StatusOr<received_envelope> decode(const char* data, size_t size, size_t max_bytes) {
+  if (size > max_bytes) return oversized("frame", size, max_bytes);
+  auto zone = std::make_unique<msgpack::zone>(small_zone_bytes);
+  size_t offset = 0;
+  auto root = unpack_at(data, size, offset, *zone, /*referenced=*/false);
+  if (!root.ok()) return root.status();
+  if (offset != size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame holds ", size - offset, " bytes after the envelope"));
   }
-  h.src = std::move(*src);
-  h.dst = std::move(*dst);
-  h.corr = *corr;
-  h.epoch = *epoch;
-  h.from = *from;
-  const msgpack::object* payload = map->find("payload");
-  if (payload == nullptr) return absl::InvalidArgumentError("envelope: missing key 'payload'");
-  out.payload = *payload;
+  received_envelope out;
+  if (auto s = read_envelope(*root, out); !s.ok()) return s;
+  out.handle = msgpack::object_handle(*root, std::move(zone));
+  return out;
+}
+
+absl::StatusOr<received_envelope> frame_reader::next() {
+  const size_t start = offset_;
+  auto root = unpack_at(data_, size_, offset_, zone_, /*referenced=*/true);
+  if (!root.ok()) return root.status();
+  if (offset_ - start > max_bytes_) return oversized("envelope", offset_ - start, max_bytes_);
+  received_envelope out;
+  if (auto s = read_envelope(*root, out); !s.ok()) return s;
   return out;
 }
 

@@ -6,12 +6,12 @@
 //
 // plus "from" (the sending actor's id within `src`) when a reply may be addressed to it. A
 // ZeroMQ message to or from the head is one envelope; one between peers holds one or more back
-// to back (decode_next).
+// to back (frame_reader).
 
 #include <cstdint>
-#include <functional>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "msgpack.hpp"
 
@@ -39,17 +39,22 @@ struct envelope {
   uint64_t from = 0;
 };
 
-/// A decoded envelope. `payload` points into memory owned by `handle`.
+/// A decoded envelope. `payload` points into memory owned by `handle`, or, from a frame_reader,
+/// by the reader and its frame.
 struct received_envelope {
   envelope header;
   msgpack::object payload;
   msgpack::object_handle handle;
 };
 
-/// Encodes `header` with a payload written by `write_payload` (which must write exactly one
-/// msgpack object).
+/// Appends `header` with a payload written by `write_payload` (which must write exactly one
+/// msgpack object) to `out`.
+void encode_to(msgpack::sbuffer& out, const envelope& header,
+               absl::FunctionRef<void(packer&)> write_payload);
+
+/// `encode_to` into a fresh string.
 [[nodiscard]] std::string encode(const envelope& header,
-                                 const std::function<void(packer&)>& write_payload);
+                                 absl::FunctionRef<void(packer&)> write_payload);
 
 /// Encodes `header` with an empty map as payload.
 [[nodiscard]] std::string encode(const envelope& header);
@@ -84,11 +89,29 @@ class map_builder {
 [[nodiscard]] absl::StatusOr<received_envelope> decode(const char* data, size_t size,
                                                        size_t max_bytes);
 
-/// Decodes the envelope at `offset` of a frame that holds one or more back to back (frames
-/// between peers, docs/protocol.md) and moves `offset` past it. The same checks as `decode`, with
-/// `max_bytes` bounding each envelope.
-[[nodiscard]] absl::StatusOr<received_envelope> decode_next(const char* data, size_t size,
-                                                            size_t& offset, size_t max_bytes);
+/// Reads a frame between peers, which holds one or more envelopes back to back
+/// (docs/protocol.md), without copying it: the envelopes' payloads point into the frame and
+/// into the reader, so both must outlive them. Each envelope gets the checks of `decode`, with
+/// `max_bytes` bounding it; after garbage, where the next one would start is unknown, so the
+/// rest of the frame is refused with it.
+class frame_reader {
+ public:
+  frame_reader(const char* data, size_t size, size_t max_bytes)
+      : data_(data), size_(size), max_bytes_(max_bytes) {}
+  frame_reader(const frame_reader&) = delete;
+  frame_reader& operator=(const frame_reader&) = delete;
+
+  [[nodiscard]] bool done() const { return offset_ >= size_; }
+  /// The next envelope; `handle` is empty (the reader owns what `payload` points to).
+  [[nodiscard]] absl::StatusOr<received_envelope> next();
+
+ private:
+  const char* data_;
+  size_t size_;
+  size_t max_bytes_;
+  size_t offset_ = 0;
+  msgpack::zone zone_;  // one for the whole frame
+};
 
 /// The metric label for a decode error: "oversized", "malformed" or "bad_version".
 [[nodiscard]] const char* rejection_reason(const absl::Status& decode_error);

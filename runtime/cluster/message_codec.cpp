@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/actor/messages.hpp"
 #include "runtime/actor/status_bridge.hpp"
@@ -602,7 +602,7 @@ absl::StatusOr<caf::message> decode_message(const msgpack::object& elements) {
     return absl::InvalidArgumentError("message: expected a list of [tag, value] elements");
   }
   static const auto by_tag = [] {
-    std::map<std::string, const element_codec*, std::less<>> m;
+    absl::flat_hash_map<std::string, const element_codec*> m;
     for (const auto& c : codecs())
       m[c.tag] = &c;
     return m;

@@ -121,7 +121,7 @@ absl::Status node_agent::join() {
     heartbeat_misses_ = static_cast<int>(map->get_uint("heartbeat_misses", 4).value_or(4));
     messaging_ = std::make_unique<remote_messaging>(
         system_, id_,
-        [this](const std::string& to, const std::string& f) { return send_to_peer(to, f); },
+        [this](const std::string& to, absl::string_view f) { return send_to_peer(to, f); },
         options_.request_timeout, metrics_);
     if (const msgpack::object* members = map->find("members")) {
       apply_members(*members, map->get_uint("epoch", 0).value_or(0));
@@ -224,7 +224,7 @@ void node_agent::forward_event(const nlohmann::json& event) {
              .bytes()));
 }
 
-absl::Status node_agent::send_to_peer(const std::string& node, const std::string& frame) {
+absl::Status node_agent::send_to_peer(const std::string& node, absl::string_view envelope) {
   std::shared_ptr<peer_link> link;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -248,7 +248,7 @@ absl::Status node_agent::send_to_peer(const std::string& node, const std::string
     }
     link = slot;
   }
-  return link->send(frame);
+  return link->send(envelope);
 }
 
 void node_agent::reject(const absl::Status& why) {
@@ -371,8 +371,8 @@ void node_agent::on_peer_frame(const std::vector<zmq::message_t>& frames,
   }
   // One or more envelopes back to back, all from one node: its membership is looked up once.
   std::string member;
-  for (size_t offset = 0; offset < size;) {
-    auto env = decode_next(data, size, offset, options_.max_frame_bytes);
+  for (frame_reader reader(data, size, options_.max_frame_bytes); !reader.done();) {
+    auto env = reader.next();
     if (!env.ok()) {
       reject(env.status());
       continue;

@@ -122,7 +122,7 @@ class node_agent {
   void finish(absl::Status reason);
   // Queues a frame for the head; the I/O thread sends it.
   void to_head(std::string frame);
-  absl::Status send_to_peer(const std::string& node, const std::string& frame);
+  absl::Status send_to_peer(const std::string& node, absl::string_view envelope);
   void reject(const absl::Status& why);
 
   zmq::context_t& context_;

@@ -1,5 +1,7 @@
 #include "runtime/cluster/remote_messaging.hpp"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/actor/status_bridge.hpp"
@@ -15,12 +17,16 @@ caf::message_id remote_request_id(uint64_t corr) {
       (caf::message_id::normal_message_category << caf::message_id::category_offset)};
 }
 
-// `h` with `content` as its payload, encoded in one pass; fails for content with no wire form.
-absl::StatusOr<std::string> frame_of(const envelope& h, const caf::type_erased_tuple& content) {
+// `h` with `content` as its payload, encoded in one pass into this thread's buffer, which the
+// thread's next call overwrites; fails for content with no wire form.
+absl::StatusOr<absl::string_view> frame_of(const envelope& h,
+                                           const caf::type_erased_tuple& content) {
+  thread_local msgpack::sbuffer buffer(1024);
+  buffer.clear();
   absl::Status status;
-  std::string frame = encode(h, [&](packer& pk) { status = encode_message(content, pk); });
+  encode_to(buffer, h, [&](packer& pk) { status = encode_message(content, pk); });
   if (!status.ok()) return status;
-  return frame;
+  return absl::string_view(buffer.data(), buffer.size());
 }
 
 caf::actor_companion* companion_of(const caf::actor& handle) {
@@ -47,7 +53,7 @@ remote_messaging::~remote_messaging() {
     for (const auto& [name, p] : proxies_)
       nodes.push_back(p.node);
     for (const auto& [key, c] : companions_)
-      nodes.push_back(key.substr(0, key.find('#')));
+      nodes.push_back(key.first);
     for (const auto& [corr, p] : pending_)
       nodes.push_back(p.node);
   }
@@ -168,7 +174,7 @@ void remote_messaging::forward(const std::string& dst, const std::string& node,
     // Actor ids are never reused, so an entry, once there, stays right.
     if (e->sender) exported_.try_emplace(from, caf::actor_cast<caf::weak_actor_ptr>(e->sender));
     if (request) {
-      pending_[corr] = {e->sender, e->mid, proxy, node, dst, clock::now() + request_timeout_};
+      pending_[corr] = {corr, e->sender, e->mid, proxy, node, dst, clock::now() + request_timeout_};
     }
   }
   if (auto s = send_(node, *frame); !s.ok()) {
@@ -186,17 +192,16 @@ void remote_messaging::forward(const std::string& dst, const std::string& node,
   }
 }
 
-caf::strong_actor_ptr remote_messaging::companion_for(const std::string& node, uint64_t from) {
-  const std::string key = absl::StrCat(node, "#", from);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = companions_.find(key); it != companions_.end()) {
-    return caf::actor_cast<caf::strong_actor_ptr>(it->second);
+caf::strong_actor_ptr remote_messaging::companion_for_locked(const std::string& node,
+                                                             uint64_t from) {
+  auto [it, added] = companions_.try_emplace({node, from});
+  if (added) {
+    it->second = system_.spawn<caf::actor_companion>();
+    companion_of(it->second)->on_enqueue([this, node, from](caf::mailbox_element_ptr e) {
+      reply(node, from, std::move(e));
+    });
   }
-  caf::actor handle = system_.spawn<caf::actor_companion>();
-  companion_of(handle)->on_enqueue(
-      [this, node, from](caf::mailbox_element_ptr e) { reply(node, from, std::move(e)); });
-  companions_[key] = handle;
-  return caf::actor_cast<caf::strong_actor_ptr>(handle);
+  return caf::actor_cast<caf::strong_actor_ptr>(it->second);
 }
 
 void remote_messaging::send_error_response(const std::string& node, uint64_t corr,
@@ -256,16 +261,19 @@ void remote_messaging::on_envelope(const received_envelope& env, caf::execution_
   }
   const bool request = h.type == "actor.req";
   caf::strong_actor_ptr target;
+  caf::strong_actor_ptr sender;
   {
     std::lock_guard<std::mutex> lock(mu_);
     uint64_t aid = 0;
-    if (!h.dst.empty() && h.dst[0] == '#' && absl::SimpleAtoi(h.dst.substr(1), &aid)) {
+    if (!h.dst.empty() && h.dst[0] == '#' &&
+        absl::SimpleAtoi(absl::string_view(h.dst).substr(1), &aid)) {
       if (auto it = exported_.find(aid); it != exported_.end()) {
         target = caf::actor_cast<caf::strong_actor_ptr>(it->second);
       }
     } else if (auto it = published_.find(h.dst); it != published_.end()) {
       target = caf::actor_cast<caf::strong_actor_ptr>(it->second);
     }
+    if (target) sender = companion_for_locked(h.src, h.from);
   }
   if (!target) {
     if (request) {
@@ -286,10 +294,27 @@ void remote_messaging::on_envelope(const received_envelope& env, caf::execution_
     }
     return;
   }
-  target->enqueue(caf::make_mailbox_element(companion_for(h.src, h.from),
+  target->enqueue(caf::make_mailbox_element(std::move(sender),
                                             request ? remote_request_id(h.corr) : caf::message_id{},
                                             {}, std::move(*msg)),
                   here);
+}
+
+template <class Pred>
+std::vector<remote_messaging::pending_request> remote_messaging::take_pending_locked(Pred which) {
+  std::vector<pending_request> taken;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (which(it->second)) {
+      taken.push_back(std::move(it->second));
+      pending_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  // Requesters learn of failures in the order they asked (the table is unordered).
+  std::sort(taken.begin(), taken.end(),
+            [](const pending_request& a, const pending_request& b) { return a.corr < b.corr; });
+  return taken;
 }
 
 void remote_messaging::on_node_lost(const std::string& node, const absl::Status& reason) {
@@ -297,14 +322,7 @@ void remote_messaging::on_node_lost(const std::string& node, const absl::Status&
   std::vector<caf::actor> dead;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->second.node == node) {
-        failed.push_back(std::move(it->second));
-        it = pending_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    failed = take_pending_locked([&](const pending_request& p) { return p.node == node; });
     for (auto it = proxies_.begin(); it != proxies_.end();) {
       if (it->second.node == node) {
         dead.push_back(it->second.handle);
@@ -313,11 +331,10 @@ void remote_messaging::on_node_lost(const std::string& node, const absl::Status&
         ++it;
       }
     }
-    const std::string prefix = node + "#";
     for (auto it = companions_.begin(); it != companions_.end();) {
-      if (it->first.compare(0, prefix.size(), prefix) == 0) {
+      if (it->first.first == node) {
         dead.push_back(it->second);
-        it = companions_.erase(it);
+        companions_.erase(it++);
       } else {
         ++it;
       }
@@ -339,15 +356,14 @@ void remote_messaging::sweep(clock::time_point now) {
   std::vector<pending_request> expired;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::erase_if(exported_, [](const auto& kv) { return !kv.second.lock(); });
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->second.deadline <= now) {
-        expired.push_back(std::move(it->second));
-        it = pending_.erase(it);
+    for (auto it = exported_.begin(); it != exported_.end();) {
+      if (!it->second.lock()) {
+        exported_.erase(it++);
       } else {
         ++it;
       }
     }
+    expired = take_pending_locked([&](const pending_request& p) { return p.deadline <= now; });
   }
   for (const auto& p : expired) {
     fail(p.sender, p.mid, p.proxy,

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "caf/actor_companion.hpp"
 #include "caf/all.hpp"
@@ -33,8 +34,8 @@ namespace troupe::cluster {
 class remote_messaging {
  public:
   using clock = std::chrono::steady_clock;
-  /// Sends one encoded envelope to `node`.
-  using send_fn = std::function<absl::Status(const std::string& node, const std::string& frame)>;
+  /// Sends one encoded envelope to `node` (copying it: the bytes are gone after the call).
+  using send_fn = std::function<absl::Status(const std::string& node, absl::string_view envelope)>;
 
   remote_messaging(caf::actor_system& system, std::string self_node, send_fn send,
                    std::chrono::milliseconds request_timeout, metrics::registry& metrics);
@@ -65,6 +66,7 @@ class remote_messaging {
 
  private:
   struct pending_request {
+    uint64_t corr = 0;
     caf::strong_actor_ptr sender;
     caf::message_id mid;
     caf::strong_actor_ptr proxy;
@@ -82,11 +84,14 @@ class remote_messaging {
                caf::mailbox_element_ptr element);
   // Sends a handler's reply back to the remote `from` actor on `node`.
   void reply(const std::string& node, uint64_t from, caf::mailbox_element_ptr element);
-  // The reply companion for actor `from` on `node`.
-  caf::strong_actor_ptr companion_for(const std::string& node, uint64_t from);
+  // Under `mu_`: the reply companion for actor `from` on `node`.
+  caf::strong_actor_ptr companion_for_locked(const std::string& node, uint64_t from);
   // Answers a local request with an error.
   static void fail(const caf::strong_actor_ptr& sender, caf::message_id mid,
                    const caf::strong_actor_ptr& responder, const absl::Status& error);
+  // Under `mu_`: removes the pending requests `which` selects, oldest first.
+  template <class Pred>
+  std::vector<pending_request> take_pending_locked(Pred which);
   void send_error_response(const std::string& node, uint64_t corr, const absl::Status& error);
   void count(const char* what, absl::string_view reason);
   envelope header(std::string type, std::string dst, uint64_t corr, uint64_t from) const;
@@ -102,9 +107,9 @@ class remote_messaging {
   mutable std::mutex mu_;
   std::map<std::string, caf::actor> published_;
   std::map<std::string, proxy_entry> proxies_;
-  std::map<std::string, caf::actor> companions_;  // "node#from"
-  std::map<uint64_t, pending_request> pending_;
-  std::map<uint64_t, caf::weak_actor_ptr> exported_;  // senders remote actors may reply to
+  absl::flat_hash_map<std::pair<std::string, uint64_t>, caf::actor> companions_;  // node, from
+  absl::flat_hash_map<uint64_t, pending_request> pending_;
+  absl::flat_hash_map<uint64_t, caf::weak_actor_ptr> exported_;  // whom remote actors may answer
 };
 
 }  // namespace troupe::cluster

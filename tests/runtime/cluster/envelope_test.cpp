@@ -57,22 +57,42 @@ TEST(Envelope, DecodesEnvelopesBackToBack) {
   const std::string frame = encode(envelope{.type = "a", .corr = 1}) +
                             encode(envelope{.type = "b", .corr = 2}) + "\xc1" +
                             encode(envelope{.type = "c", .corr = 3});
-  size_t offset = 0;
-  auto first = decode_next(frame.data(), frame.size(), offset, 1 << 20);
+  frame_reader reader(frame.data(), frame.size(), 1 << 20);
+  auto first = reader.next();
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->header.type, "a");
-  auto second = decode_next(frame.data(), frame.size(), offset, 1 << 20);
+  auto second = reader.next();
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->header.corr, 2u);
+  EXPECT_FALSE(reader.done());
   // After garbage, where the next envelope starts is unknown: the rest of the frame is refused.
-  auto bad = decode_next(frame.data(), frame.size(), offset, 1 << 20);
+  auto bad = reader.next();
   EXPECT_STREQ(rejection_reason(bad.status()), "malformed");
-  EXPECT_EQ(offset, frame.size());
+  EXPECT_TRUE(reader.done());
   // Each envelope is held to the limit.
   const std::string big = encode(envelope{.type = "big", .dst = std::string(100, 'x')});
-  offset = 0;
-  auto over = decode_next(big.data(), big.size(), offset, 50);
+  frame_reader big_reader(big.data(), big.size(), 50);
+  auto over = big_reader.next();
   EXPECT_STREQ(rejection_reason(over.status()), "oversized");
+}
+
+TEST(Envelope, AFrameReadersPayloadsPointIntoTheFrame) {
+  envelope h{.type = "actor.send", .dst = "echo/0"};
+  const std::string frame =
+      encode(h, map_builder().add("text", std::string("a payload string")).bytes()) +
+      encode(h, map_builder().add("text", std::string("another one")).bytes());
+  frame_reader reader(frame.data(), frame.size(), 1 << 20);
+  for (const char* text : {"a payload string", "another one"}) {
+    auto env = reader.next();
+    ASSERT_TRUE(env.ok()) << env.status();
+    EXPECT_EQ(env->header.dst, "echo/0");
+    const msgpack::object* value = map_view::of(env->payload, "payload")->find("text");
+    ASSERT_NE(value, nullptr);
+    EXPECT_EQ(absl::string_view(value->via.str.ptr, value->via.str.size), text);
+    EXPECT_GE(value->via.str.ptr, frame.data());  // not a copy
+    EXPECT_LT(value->via.str.ptr, frame.data() + frame.size());
+  }
+  EXPECT_TRUE(reader.done());
 }
 
 TEST(Envelope, RefusesMissingFieldsAndOtherVersions) {
