@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/actor/messages.hpp"
 #include "runtime/actor/status_bridge.hpp"
@@ -95,7 +96,13 @@ struct element_codec {
   // Whether element `i` of `t` has this codec's type.
   bool (*matches)(const caf::type_erased_tuple& t, size_t i);
   std::function<void(const caf::type_erased_tuple& t, size_t i, packer& pk)> pack;
-  std::function<absl::Status(const msgpack::object& value, caf::message_builder& out)> unpack;
+  // Appends the element to a message of any shape.
+  std::function<absl::Status(const msgpack::object& value, caf::message_builder& out)> append;
+  // The message of this element alone, and of an atom and this element: the shapes of most actor
+  // messages, made with one allocation where a message_builder takes five.
+  std::function<absl::StatusOr<caf::message>(const msgpack::object& value)> alone;
+  std::function<absl::StatusOr<caf::message>(caf::atom_value first, const msgpack::object& value)>
+      after_atom;
 };
 
 template <class T>
@@ -103,34 +110,61 @@ bool holds(const caf::type_erased_tuple& t, size_t i) {
   return t.match_element<T>(i);
 }
 
+// The codec of a type packed by `pack` and read by `read`.
+template <class T, class Pack, class Read>
+element_codec codec(const char* tag, Pack pack, Read read) {
+  return {
+      tag,
+      holds<T>,
+      [pack](const caf::type_erased_tuple& t, size_t i, packer& pk) { pack(pk, t.get_as<T>(i)); },
+      [read](const msgpack::object& v, caf::message_builder& out) -> absl::Status {
+        absl::StatusOr<T> x = read(v);
+        if (!x.ok()) return x.status();
+        out.append(std::move(*x));
+        return absl::OkStatus();
+      },
+      [read](const msgpack::object& v) -> absl::StatusOr<caf::message> {
+        absl::StatusOr<T> x = read(v);
+        if (!x.ok()) return x.status();
+        return caf::make_message(std::move(*x));
+      },
+      [read](caf::atom_value first, const msgpack::object& v) -> absl::StatusOr<caf::message> {
+        absl::StatusOr<T> x = read(v);
+        if (!x.ok()) return x.status();
+        return caf::make_message(first, std::move(*x));
+      }};
+}
+
 // A scalar that msgpack-c converts itself.
 template <class T>
 element_codec scalar(const char* tag) {
-  return {tag, holds<T>,
-          [](const caf::type_erased_tuple& t, size_t i, packer& pk) { pk.pack(t.get_as<T>(i)); },
-          [tag](const msgpack::object& v, caf::message_builder& out) -> absl::Status {
-            try {
-              out.append(v.as<T>());
-              return absl::OkStatus();
-            } catch (const std::exception&) {
-              return absl::InvalidArgumentError(absl::StrCat("element '", tag, "': wrong type"));
-            }
-          }};
+  return codec<T>(
+      tag, [](packer& pk, const T& x) { pk.pack(x); },
+      [tag](const msgpack::object& v) -> absl::StatusOr<T> {
+        try {
+          return v.as<T>();
+        } catch (const std::exception&) {
+          return absl::InvalidArgumentError(absl::StrCat("element '", tag, "': wrong type"));
+        }
+      });
 }
 
 // A struct with pack/unpack functions.
 template <class T>
 element_codec structured(const char* tag, void (*pack)(packer&, const T&),
                          absl::StatusOr<T> (*unpack)(const msgpack::object&)) {
-  return {
-      tag, holds<T>,
-      [pack](const caf::type_erased_tuple& t, size_t i, packer& pk) { pack(pk, t.get_as<T>(i)); },
-      [unpack](const msgpack::object& v, caf::message_builder& out) -> absl::Status {
-        auto x = unpack(v);
-        if (!x.ok()) return x.status();
-        out.append(std::move(*x));
-        return absl::OkStatus();
-      }};
+  return codec<T>(tag, pack, unpack);
+}
+
+// Atoms travel by name.
+void pack_atom(packer& pk, const caf::atom_value& x) {
+  pk.pack(caf::to_string(x));
+}
+absl::StatusOr<caf::atom_value> unpack_atom(const msgpack::object& v) {
+  if (v.type != msgpack::type::STR || v.via.str.size > 10) {
+    return absl::InvalidArgumentError("element 'atom': expected a short string");
+  }
+  return caf::atom_from_string(caf::string_view(v.via.str.ptr, v.via.str.size));
 }
 
 void pack_batch(packer& pk, const actor::source_batch& x) {
@@ -527,19 +561,7 @@ absl::StatusOr<actor::worker_report> unpack_worker_report(const msgpack::object&
 const std::vector<element_codec>& codecs() {
   static const std::vector<element_codec> table = [] {
     std::vector<element_codec> t;
-    // Atoms travel by name.
-    t.push_back({"atom", holds<caf::atom_value>,
-                 [](const caf::type_erased_tuple& m, size_t i, packer& pk) {
-                   pk.pack(caf::to_string(m.get_as<caf::atom_value>(i)));
-                 },
-                 [](const msgpack::object& v, caf::message_builder& out) -> absl::Status {
-                   if (v.type != msgpack::type::STR || v.via.str.size > 10) {
-                     return absl::InvalidArgumentError("element 'atom': expected a short string");
-                   }
-                   out.append(
-                       caf::atom_from_string(caf::string_view(v.via.str.ptr, v.via.str.size)));
-                   return absl::OkStatus();
-                 }});
+    t.push_back(structured<caf::atom_value>("atom", pack_atom, unpack_atom));
     t.push_back(scalar<bool>("bool"));
     t.push_back(scalar<int32_t>("i32"));
     t.push_back(scalar<uint32_t>("u32"));
@@ -607,8 +629,9 @@ absl::StatusOr<caf::message> decode_message(const msgpack::object& elements) {
       m[c.tag] = &c;
     return m;
   }();
-  caf::message_builder out;
-  for (uint32_t i = 0; i < elements.via.array.size; ++i) {
+  const uint32_t n = elements.via.array.size;
+  absl::InlinedVector<const element_codec*, 4> codec_of(n);
+  for (uint32_t i = 0; i < n; ++i) {
     const msgpack::object& e = elements.via.array.ptr[i];
     if (e.type != msgpack::type::ARRAY || e.via.array.size != 2 ||
         e.via.array.ptr[0].type != msgpack::type::STR) {
@@ -622,7 +645,21 @@ absl::StatusOr<caf::message> decode_message(const msgpack::object& elements) {
           absl::StrCat("message element ", i, ": unknown tag '",
                        absl::string_view(tag.via.str.ptr, tag.via.str.size), "'"));
     }
-    if (auto s = it->second->unpack(e.via.array.ptr[1], out); !s.ok()) return s;
+    codec_of[i] = it->second;
+  }
+  const auto value = [&](uint32_t i) -> const msgpack::object& {
+    return elements.via.array.ptr[i].via.array.ptr[1];
+  };
+  if (n == 1) return codec_of[0]->alone(value(0));
+  static const element_codec* const atom = by_tag.at("atom");
+  if (n == 2 && codec_of[0] == atom) {
+    auto first = unpack_atom(value(0));
+    if (!first.ok()) return first.status();
+    return codec_of[1]->after_atom(*first, value(1));
+  }
+  caf::message_builder out;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (auto s = codec_of[i]->append(value(i), out); !s.ok()) return s;
   }
   return out.move_to_message();
 }

@@ -141,11 +141,31 @@ TEST(MessageCodec, RefusesWhatCannotTravel) {
   EXPECT_NE(bytes.status().message().find("has no wire form"), absl::string_view::npos);
 }
 
+// One element, and an atom with one element, are built directly (not with a message builder):
+// they must match handlers like any other message.
+TEST(MessageCodec, RoundTripsTheCommonShapes) {
+  caf::message m = round_trip(caf::make_message(actor::ping_atom_v, int32_t{41}));
+  ASSERT_TRUE((m.match_elements<caf::atom_value, int32_t>()));
+  EXPECT_EQ(m.get_as<int32_t>(1), 41);
+  m = round_trip(caf::make_message(int32_t{42}));
+  ASSERT_TRUE(m.match_elements<int32_t>());
+  EXPECT_EQ(m.get_as<int32_t>(0), 42);
+  m = round_trip(caf::make_message(actor::ping_atom_v, caf::ok_atom_v));
+  ASSERT_TRUE((m.match_elements<caf::atom_value, caf::atom_value>()));
+  EXPECT_EQ(m.get_as<caf::atom_value>(1), caf::ok_atom::value);
+  m = round_trip(caf::message{});
+  EXPECT_TRUE(m.empty());
+}
+
 TEST(MessageCodec, RefusesMalformedElements) {
   for (const char* bad : {"\x91\x01",  // [1]
                           "\x91\x92\xa3"
                           "bad\x01",               // [["bad", 1]]
                           "\x91\x92\xa3i32\xa1x",  // [["i32", "x"]]
+                          "\x92\x92\xa4"
+                          "atom\xa4ping\x92\xa3i32\xa1x",  // [["atom", "ping"], ["i32", "x"]]
+                          "\x92\x92\xa4"
+                          "atom\x01\x92\xa3i32\x01",  // [["atom", 1], ["i32", 1]]
                           "\x91\x92\xa9work_item\x01", "\x01"}) {
     auto handle = msgpack::unpack(bad, std::strlen(bad));
     auto m = decode_message(handle.get());
