@@ -96,8 +96,7 @@ class map_builder {
 /// rest of the frame is refused with it.
 class frame_reader {
  public:
-  frame_reader(const char* data, size_t size, size_t max_bytes)
-      : data_(data), size_(size), max_bytes_(max_bytes) {}
+  frame_reader(const char* data, size_t size, size_t max_bytes);
   frame_reader(const frame_reader&) = delete;
   frame_reader& operator=(const frame_reader&) = delete;
 
@@ -110,7 +109,7 @@ class frame_reader {
   size_t size_;
   size_t max_bytes_;
   size_t offset_ = 0;
-  msgpack::zone zone_;  // one for the whole frame
+  msgpack::zone zone_;  // one for the whole frame, grown in small chunks
 };
 
 /// The metric label for a decode error: "oversized", "malformed" or "bad_version".
