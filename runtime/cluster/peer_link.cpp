@@ -32,7 +32,11 @@ absl::Status peer_link::flush_locked(size_t callers) {
   if (pending_.empty()) return absl::OkStatus();
   absl::Status s = cluster::send(socket_, {pending_});
   if (!s.ok()) lost_.inc(pending_envelopes_ - callers);
-  pending_.clear();
+  if (pending_.capacity() > 2 * limits_.batch_bytes) {
+    std::string().swap(pending_);  // a link does not hold on to its largest message
+  } else {
+    pending_.clear();
+  }
   pending_envelopes_ = 0;
   return s;
 }

@@ -21,8 +21,13 @@ caf::message_id remote_request_id(uint64_t corr) {
 // thread's next call overwrites; fails for content with no wire form.
 absl::StatusOr<absl::string_view> frame_of(const envelope& h,
                                            const caf::type_erased_tuple& content) {
-  thread_local msgpack::sbuffer buffer(1024);
-  buffer.clear();
+  constexpr size_t small = 1 << 10, kept = 64 << 10;
+  thread_local msgpack::sbuffer buffer(small);
+  if (buffer.size() > kept) {
+    buffer = msgpack::sbuffer(small);  // a thread does not hold on to its largest message
+  } else {
+    buffer.clear();
+  }
   absl::Status status;
   encode_to(buffer, h, [&](packer& pk) { status = encode_message(content, pk); });
   if (!status.ok()) return status;
