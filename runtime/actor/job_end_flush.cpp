@@ -1,14 +1,19 @@
 #include "runtime/actor/job_end_flush.hpp"
 
-#include <algorithm>
 #include <vector>
 
 namespace troupe::actor {
 namespace {
 
+// An output a job queued on; `raw` spares the weak reference's atomics when it is listed already.
+struct listed_output {
+  const batched_output* raw;
+  std::weak_ptr<batched_output> weak;
+};
+
 struct job_state {
   bool running = false;
-  std::vector<std::weak_ptr<batched_output>> to_flush;
+  std::vector<listed_output> to_flush;
 };
 
 thread_local job_state current;
@@ -19,13 +24,16 @@ bool flushes_at_job_end() {
   return current.running;
 }
 
-void flush_at_job_end(std::weak_ptr<batched_output> out) {
+void flush_at_job_end(batched_output& out) {
   auto& list = current.to_flush;
-  // A job talks to few peers: a linear look beats a set.
-  const bool listed = std::any_of(list.begin(), list.end(), [&](const auto& x) {
-    return !x.owner_before(out) && !out.owner_before(x);
-  });
-  if (!listed) list.push_back(std::move(out));
+  // A job talks to few peers: a linear look beats a set. An entry whose output died may name a
+  // new one at the same address: it is replaced.
+  for (auto& x : list) {
+    if (x.raw != &out) continue;
+    if (x.weak.expired()) x.weak = out.weak_from_this();
+    return;
+  }
+  list.push_back({&out, out.weak_from_this()});
 }
 
 void job_begins() {
@@ -35,10 +43,10 @@ void job_begins() {
 void job_ends() {
   current.running = false;
   // Swapped out first: a flush may itself queue output (it then flushes at once).
-  std::vector<std::weak_ptr<batched_output>> list;
+  std::vector<listed_output> list;
   list.swap(current.to_flush);
-  for (auto& weak : list) {
-    if (auto out = weak.lock()) out->flush();
+  for (auto& x : list) {
+    if (auto out = x.weak.lock()) out->flush();
   }
   list.clear();
   if (current.to_flush.empty()) current.to_flush.swap(list);  // keep the capacity

@@ -6,8 +6,8 @@ namespace troupe::actor {
 
 /// Output that gathers what a scheduler worker's job sends (frames for one peer node) and sends
 /// it all at once when the job ends: one ZeroMQ message for many actor messages when an actor
-/// answers a burst of requests in one turn.
-class batched_output {
+/// answers a burst of requests in one turn. Made with make_shared (a job holds it weakly).
+class batched_output : public std::enable_shared_from_this<batched_output> {
  public:
   virtual ~batched_output() = default;
   /// Sends whatever is gathered. Any thread.
@@ -19,9 +19,9 @@ class batched_output {
 /// thread) output must be flushed at once.
 [[nodiscard]] bool flushes_at_job_end();
 
-/// Has `out` flushed when the calling thread's current job ends. Only while
-/// `flushes_at_job_end()`.
-void flush_at_job_end(std::weak_ptr<batched_output> out);
+/// Has `out` flushed when the calling thread's current job ends (once, however often it is
+/// called in the job). Only while `flushes_at_job_end()`.
+void flush_at_job_end(batched_output& out);
 
 /// For the scheduler: a job starts on the calling thread; and it ended (flushes what it queued).
 void job_begins();

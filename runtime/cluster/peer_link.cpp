@@ -17,7 +17,7 @@ absl::Status peer_link::send(absl::string_view envelope) {
   ++pending_envelopes_;
   if (at_job_end && pending_envelopes_ < limits_.batch_envelopes &&
       pending_.size() < limits_.batch_bytes) {
-    actor::flush_at_job_end(weak_from_this());
+    actor::flush_at_job_end(*this);
     return absl::OkStatus();
   }
   return flush_locked(1);

@@ -17,8 +17,7 @@ namespace troupe::cluster {
 /// in one frame (docs/protocol.md), when the job ends, or sooner once a batch is full; envelopes
 /// sent from any other thread leave at once, after whatever gathered before them. Any thread may
 /// send; the peer receives envelopes in the order of the `send` calls. Made with make_shared.
-class peer_link final : public actor::batched_output,
-                        public std::enable_shared_from_this<peer_link> {
+class peer_link final : public actor::batched_output {
  public:
   struct limits {
     /// The receiver's limit: a frame never grows past it (a larger envelope goes alone).

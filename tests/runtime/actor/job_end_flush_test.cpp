@@ -32,8 +32,8 @@ std::pair<bool, int> queue_in_a_job(caf::actor_system& system,
     return {[self, out, result](int32_t) {
       const bool deferred = flushes_at_job_end();
       if (deferred) {
-        flush_at_job_end(out);
-        flush_at_job_end(out);  // listed once
+        flush_at_job_end(*out);
+        flush_at_job_end(*out);  // listed once
       }
       result->set_value({deferred, out->flushes()});
       self->quit();
