@@ -251,11 +251,15 @@ absl::Status node_agent::send_to_peer(const std::string& node, absl::string_view
   return link->send(envelope);
 }
 
-void node_agent::reject(const absl::Status& why) {
+void node_agent::reject(const char* reason) {
   metrics_
       .get_counter("troupe_rejected_frames_total", "Frames refused by the control plane",
-                   {{"where", "node"}, {"reason", rejection_reason(why)}})
+                   {{"where", "node"}, {"reason", reason}})
       .inc();
+}
+
+void node_agent::reject(const absl::Status& why) {
+  reject(rejection_reason(why));
 }
 
 void node_agent::apply_members(const msgpack::object& list, uint64_t epoch) {
@@ -360,13 +364,13 @@ void node_agent::on_peer_frame(const std::vector<zmq::message_t>& frames,
                                caf::execution_unit* here) {
   (here != nullptr ? frames_on_workers_ : frames_on_node_thread_).inc();
   if (frames.size() != 2) {
-    reject(absl::InvalidArgumentError("expected one frame per message"));
+    reject("malformed");  // not a routed message of one frame
     return;
   }
   const char* data = static_cast<const char*>(frames[1].data());
   const size_t size = frames[1].size();
   if (size > options_.max_frame_bytes) {
-    reject(absl::ResourceExhaustedError("oversized frame"));
+    reject("oversized");
     return;
   }
   // One or more envelopes back to back, all from one node: its membership is looked up once.
@@ -382,22 +386,12 @@ void node_agent::on_peer_frame(const std::vector<zmq::message_t>& frames,
       std::lock_guard<std::mutex> lock(mu_);
       auto p = peers_.find(h.src);
       if (p == peers_.end() || p->second.state != member_state::alive) {
-        metrics_
-            .get_counter("troupe_rejected_frames_total", "Frames refused by the control plane",
-                         {{"where", "node"}, {"reason", "not_a_member"}})
-            .inc();
+        reject("not_a_member");
         continue;
       }
       member = h.src;
     }
-    if (h.type == "actor.req" || h.type == "actor.send" || h.type == "actor.resp") {
-      messaging_->on_envelope(*env, here);
-    } else {
-      metrics_
-          .get_counter("troupe_rejected_frames_total", "Frames refused by the control plane",
-                       {{"where", "node"}, {"reason", "unknown_type"}})
-          .inc();
-    }
+    if (!messaging_->on_envelope(*env, here)) reject("unknown_type");
   }
 }
 

@@ -123,6 +123,8 @@ class node_agent {
   // Queues a frame for the head; the I/O thread sends it.
   void to_head(std::string frame);
   absl::Status send_to_peer(const std::string& node, absl::string_view envelope);
+  // Counts a refused frame or envelope in troupe_rejected_frames_total.
+  void reject(const char* reason);
   void reject(const absl::Status& why);
 
   zmq::context_t& context_;

@@ -237,34 +237,47 @@ void remote_messaging::reply(const std::string& node, uint64_t from, caf::mailbo
   if (!send_(node, *frame).ok()) count("reply", "unreachable");
 }
 
-void remote_messaging::on_envelope(const received_envelope& env, caf::execution_unit* here) {
+bool remote_messaging::on_envelope(const received_envelope& env, caf::execution_unit* here) {
+  const std::string& type = env.header.type;
+  if (type == "actor.resp") {
+    on_response(env, here);
+  } else if (type == "actor.req" || type == "actor.send") {
+    on_message(env, type == "actor.req", here);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void remote_messaging::on_response(const received_envelope& env, caf::execution_unit* here) {
   const envelope& h = env.header;
-  if (h.type == "actor.resp") {
-    pending_request p;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = pending_.find(h.corr);
-      if (it == pending_.end()) {
-        count("incoming", "late_response");
-        return;
-      }
-      p = std::move(it->second);
-      pending_.erase(it);
-    }
-    auto msg = decode_message(env.payload);
-    if (!msg.ok()) {
-      fail(p.sender, p.mid, p.proxy,
-           absl::InvalidArgumentError(
-               absl::StrCat("malformed response from node ", h.src, ": ", msg.status().message())));
+  pending_request p;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(h.corr);
+    if (it == pending_.end()) {
+      count("incoming", "late_response");
       return;
     }
-    if (p.sender) {
-      p.sender->enqueue(
-          caf::make_mailbox_element(p.proxy, p.mid.response_id(), {}, std::move(*msg)), here);
-    }
+    p = std::move(it->second);
+    pending_.erase(it);
+  }
+  auto msg = decode_message(env.payload);
+  if (!msg.ok()) {
+    fail(p.sender, p.mid, p.proxy,
+         absl::InvalidArgumentError(
+             absl::StrCat("malformed response from node ", h.src, ": ", msg.status().message())));
     return;
   }
-  const bool request = h.type == "actor.req";
+  if (p.sender) {
+    p.sender->enqueue(caf::make_mailbox_element(p.proxy, p.mid.response_id(), {}, std::move(*msg)),
+                      here);
+  }
+}
+
+void remote_messaging::on_message(const received_envelope& env, bool request,
+                                  caf::execution_unit* here) {
+  const envelope& h = env.header;
   caf::strong_actor_ptr target;
   caf::strong_actor_ptr sender;
   {

@@ -52,9 +52,10 @@ class remote_messaging {
   /// Terminates the proxy for `name` with `reason` (the remote actor is gone).
   void forget(const std::string& name, const absl::Status& reason);
 
-  /// Handles an incoming "actor.req", "actor.send" or "actor.resp" from a live member. The
-  /// receiving actor is scheduled through `here` (the calling worker; nullptr: any).
-  void on_envelope(const received_envelope& env, caf::execution_unit* here = nullptr);
+  /// Handles an incoming "actor.req", "actor.send" or "actor.resp" from a live member; false
+  /// for any other type. The receiving actor is scheduled through `here` (the calling worker;
+  /// nullptr: any).
+  [[nodiscard]] bool on_envelope(const received_envelope& env, caf::execution_unit* here = nullptr);
 
   /// Fails everything pending on `node`, and its proxies, with `reason`.
   void on_node_lost(const std::string& node, const absl::Status& reason);
@@ -82,6 +83,10 @@ class remote_messaging {
   // Sends the message in `element` to `dst` on `node`; runs in the sender's thread.
   void forward(const std::string& dst, const std::string& node, caf::strong_actor_ptr proxy,
                caf::mailbox_element_ptr element);
+  // An "actor.resp": completes the pending request it answers.
+  void on_response(const received_envelope& env, caf::execution_unit* here);
+  // An "actor.req" (`request`) or "actor.send": delivers it to the published or exported actor.
+  void on_message(const received_envelope& env, bool request, caf::execution_unit* here);
   // Sends a handler's reply back to the remote `from` actor on `node`.
   void reply(const std::string& node, uint64_t from, caf::mailbox_element_ptr element);
   // Under `mu_`: the reply companion for actor `from` on `node`.

@@ -228,6 +228,47 @@ TEST_P(NodeAgentTest, GarbageAfterGoodEnvelopesInAFrameIsRefusedAlone) {
   }));
 }
 
+// What a node refuses from a peer connection is counted by reason, and the connection's later
+// traffic is still delivered.
+TEST_P(NodeAgentTest, RefusedPeerFramesAreCountedByReason) {
+  auto got = std::make_shared<std::promise<int32_t>>();
+  auto collector = system_a_->spawn([got](caf::event_based_actor* self) -> caf::behavior {
+    return {[self, got](actor::ping_atom, int32_t x) {
+      got->set_value(x);
+      self->quit();
+    }};
+  });
+  a_->publish("collector/0", collector);
+  auto content = encode_message(caf::make_message(actor::ping_atom_v, int32_t{9}).content());
+  ASSERT_TRUE(content.ok()) << content.status();
+  const envelope good{
+      .type = "actor.send", .src = b_->id(), .dst = "collector/0", .epoch = b_->epoch()};
+  envelope unknown = good, stranger = good, other_version = good;
+  unknown.type = "actor.teleport";
+  stranger.src = "w-nobody";
+  other_version.v = 9;
+  zmq::socket_t dealer(context_, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(a_->endpoint());
+  for (const envelope& h : {unknown, stranger, other_version}) {
+    dealer.send(zmq::buffer(encode(h, *content)), zmq::send_flags::none);
+  }
+  dealer.send(zmq::str_buffer("two"), zmq::send_flags::sndmore);  // not one frame
+  dealer.send(zmq::str_buffer("frames"), zmq::send_flags::none);
+  dealer.send(zmq::buffer(encode(good, *content)), zmq::send_flags::none);
+  auto value = got->get_future();
+  ASSERT_EQ(value.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(value.get(), 9);
+  for (const char* reason : {"unknown_type", "not_a_member", "bad_version", "malformed"}) {
+    EXPECT_TRUE(wait_until([&] {
+      return metrics_
+                 .get_counter("troupe_rejected_frames_total", "",
+                              {{"where", "node"}, {"reason", reason}})
+                 .value() == 1;
+    })) << reason;
+  }
+}
+
 TEST_P(NodeAgentTest, UnknownActorsAnswerWithAnError) {
   auto remote = caf::actor_cast<echo_actor>(b_->remote("nobody/0", a_->id()));
   caf::scoped_actor self{*system_b_};
