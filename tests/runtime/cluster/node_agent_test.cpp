@@ -51,6 +51,36 @@ class NodeAgentTest : public ::testing::TestWithParam<std::string> {
     return agent.ok() ? std::move(*agent) : nullptr;
   }
 
+  // Publishes `name` on node a: an actor that hands over the value of the first ping it gets.
+  std::future<int32_t> publish_first_ping(const std::string& name) {
+    auto got = std::make_shared<std::promise<int32_t>>();
+    a_->publish(name, system_a_->spawn([got](caf::event_based_actor* self) -> caf::behavior {
+      return {[self, got](actor::ping_atom, int32_t x) {
+        got->set_value(x);
+        self->quit();
+      }};
+    }));
+    return got->get_future();
+  }
+
+  // A raw connection to node a's ROUTER, as a peer's DEALER.
+  zmq::socket_t raw_peer_connection() {
+    zmq::socket_t dealer(context_, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.connect(a_->endpoint());
+    return dealer;
+  }
+
+  // Waits until the nodes have refused `n` frames or envelopes for `reason`.
+  bool rejections_reach(const char* reason, uint64_t n) {
+    return wait_until([&] {
+      return metrics_
+                 .get_counter("troupe_rejected_frames_total", "",
+                              {{"where", "node"}, {"reason", reason}})
+                 .value() == n;
+    });
+  }
+
   template <class F>
   static bool wait_until(F done) {
     const auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -201,44 +231,22 @@ TEST_P(NodeAgentTest, AMessageFromALongJobLeavesBeforeTheJobEnds) {
 // A peer's frame holds envelopes back to back; garbage after good ones is refused and counted,
 // the good ones are delivered.
 TEST_P(NodeAgentTest, GarbageAfterGoodEnvelopesInAFrameIsRefusedAlone) {
-  auto got = std::make_shared<std::promise<int32_t>>();
-  auto collector = system_a_->spawn([got](caf::event_based_actor* self) -> caf::behavior {
-    return {[self, got](actor::ping_atom, int32_t x) {
-      got->set_value(x);
-      self->quit();
-    }};
-  });
-  a_->publish("collector/0", collector);
+  auto value = publish_first_ping("collector/0");
   auto content = encode_message(caf::make_message(actor::ping_atom_v, int32_t{7}).content());
   ASSERT_TRUE(content.ok()) << content.status();
   envelope h{.type = "actor.send", .src = b_->id(), .dst = "collector/0", .epoch = b_->epoch()};
   const std::string frame = encode(h, *content) + "\xc1\xc1";  // 0xc1: never valid msgpack
-  zmq::socket_t dealer(context_, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.connect(a_->endpoint());
+  auto dealer = raw_peer_connection();
   dealer.send(zmq::buffer(frame), zmq::send_flags::none);
-  auto value = got->get_future();
   ASSERT_EQ(value.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(value.get(), 7);
-  EXPECT_TRUE(wait_until([&] {
-    return metrics_
-               .get_counter("troupe_rejected_frames_total", "",
-                            {{"where", "node"}, {"reason", "malformed"}})
-               .value() == 1;
-  }));
+  EXPECT_TRUE(rejections_reach("malformed", 1));
 }
 
 // What a node refuses from a peer connection is counted by reason, and the connection's later
 // traffic is still delivered.
 TEST_P(NodeAgentTest, RefusedPeerFramesAreCountedByReason) {
-  auto got = std::make_shared<std::promise<int32_t>>();
-  auto collector = system_a_->spawn([got](caf::event_based_actor* self) -> caf::behavior {
-    return {[self, got](actor::ping_atom, int32_t x) {
-      got->set_value(x);
-      self->quit();
-    }};
-  });
-  a_->publish("collector/0", collector);
+  auto value = publish_first_ping("collector/0");
   auto content = encode_message(caf::make_message(actor::ping_atom_v, int32_t{9}).content());
   ASSERT_TRUE(content.ok()) << content.status();
   const envelope good{
@@ -247,25 +255,17 @@ TEST_P(NodeAgentTest, RefusedPeerFramesAreCountedByReason) {
   unknown.type = "actor.teleport";
   stranger.src = "w-nobody";
   other_version.v = 9;
-  zmq::socket_t dealer(context_, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.connect(a_->endpoint());
+  auto dealer = raw_peer_connection();
   for (const envelope& h : {unknown, stranger, other_version}) {
     dealer.send(zmq::buffer(encode(h, *content)), zmq::send_flags::none);
   }
   dealer.send(zmq::str_buffer("two"), zmq::send_flags::sndmore);  // not one frame
   dealer.send(zmq::str_buffer("frames"), zmq::send_flags::none);
   dealer.send(zmq::buffer(encode(good, *content)), zmq::send_flags::none);
-  auto value = got->get_future();
   ASSERT_EQ(value.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(value.get(), 9);
   for (const char* reason : {"unknown_type", "not_a_member", "bad_version", "malformed"}) {
-    EXPECT_TRUE(wait_until([&] {
-      return metrics_
-                 .get_counter("troupe_rejected_frames_total", "",
-                              {{"where", "node"}, {"reason", reason}})
-                 .value() == 1;
-    })) << reason;
+    EXPECT_TRUE(rejections_reach(reason, 1)) << reason;
   }
 }
 
