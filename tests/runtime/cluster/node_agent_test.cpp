@@ -44,6 +44,7 @@ class NodeAgentTest : public ::testing::TestWithParam<std::string> {
     auto agent = node_agent::start(context_, system,
                                    {.head = head_->endpoint(),
                                     .token = std::move(token),
+                                    .max_frame_bytes = max_frame,
                                     .join_timeout = 5s,
                                     .request_timeout = 5s},
                                    metrics_);
@@ -89,6 +90,7 @@ class NodeAgentTest : public ::testing::TestWithParam<std::string> {
     return done();
   }
 
+  static constexpr size_t max_frame = 1 << 20;
   zmq::context_t context_;
   metrics::registry metrics_;
   run::event_log events_;
@@ -261,10 +263,13 @@ TEST_P(NodeAgentTest, RefusedPeerFramesAreCountedByReason) {
   }
   dealer.send(zmq::str_buffer("two"), zmq::send_flags::sndmore);  // not one frame
   dealer.send(zmq::str_buffer("frames"), zmq::send_flags::none);
+  // Over the node's limit, under the 4x where ZeroMQ itself would drop the connection.
+  dealer.send(zmq::buffer(std::string(2 * max_frame, 'x')), zmq::send_flags::none);
   dealer.send(zmq::buffer(encode(good, *content)), zmq::send_flags::none);
   ASSERT_EQ(value.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(value.get(), 9);
-  for (const char* reason : {"unknown_type", "not_a_member", "bad_version", "malformed"}) {
+  for (const char* reason :
+       {"unknown_type", "not_a_member", "bad_version", "malformed", "oversized"}) {
     EXPECT_TRUE(rejections_reach(reason, 1)) << reason;
   }
 }
