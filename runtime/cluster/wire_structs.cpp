@@ -1,0 +1,446 @@
+#include "runtime/cluster/wire_structs.hpp"
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/status.hpp"
+#include "runtime/cluster/msgpack_view.hpp"
+
+namespace troupe::cluster::wire {
+
+using actor::work_item;
+
+namespace {
+
+void pack_bin(packer& pk, absl::string_view bytes) {
+  pk.pack_bin(static_cast<uint32_t>(bytes.size()));
+  pk.pack_bin_body(bytes.data(), static_cast<uint32_t>(bytes.size()));
+}
+
+// A list of integer token ids (what every peer sends; checked element by element).
+absl::StatusOr<std::vector<int32_t>> unpack_ids(const msgpack::object* o, absl::string_view what) {
+  if (o == nullptr || o->type != msgpack::type::ARRAY) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " must be a list of token ids"));
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(o->via.array.size);
+  for (uint32_t i = 0; i < o->via.array.size; ++i) {
+    const msgpack::object& e = o->via.array.ptr[i];
+    if (e.type != msgpack::type::POSITIVE_INTEGER || e.via.u64 > INT32_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " holds a non-id at ", i));
+    }
+    ids.push_back(static_cast<int32_t>(e.via.u64));
+  }
+  return ids;
+}
+
+absl::StatusOr<double> get_number(const map_view& m, absl::string_view key, double fallback) {
+  const msgpack::object* v = m.find(key);
+  if (v == nullptr) return fallback;
+  switch (v->type) {
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64:
+      return v->via.f64;
+    case msgpack::type::POSITIVE_INTEGER:
+      return static_cast<double>(v->via.u64);
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("'", key, "' is not a number"));
+  }
+}
+
+void pack_event(packer& pk, const actor::generation_event& x) {
+  pk.pack_map(5);
+  pk.pack("id");
+  pk.pack(x.id);
+  pk.pack("tokens");
+  pk.pack(x.tokens);
+  pk.pack("first_index");
+  pk.pack(x.first_index);
+  pk.pack("finished");
+  pk.pack(x.finished);
+  pk.pack("reason");
+  pk.pack(actor::to_string(x.reason));
+}
+absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "generation_event"));
+  actor::generation_event x;
+  TROUPE_ASSIGN_OR_RETURN(x.id, m.get_uint("id"));
+  TROUPE_ASSIGN_OR_RETURN(x.tokens, unpack_ids(m.find("tokens"), "generation_event: 'tokens'"));
+  TROUPE_ASSIGN_OR_RETURN(int64_t first, m.get_int("first_index", 0));
+  x.first_index = static_cast<int32_t>(first);
+  const msgpack::object* finished = m.find("finished");
+  x.finished =
+      finished != nullptr && finished->type == msgpack::type::BOOLEAN && finished->via.boolean;
+  TROUPE_ASSIGN_OR_RETURN(std::string reason, m.get_string("reason", "length"));
+  if (reason == "stop") {
+    x.reason = actor::finish_reason::stop;
+  } else if (reason == "cancelled") {
+    x.reason = actor::finish_reason::cancelled;
+  } else if (reason != "length") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("generation_event: unknown reason '", reason, "'"));
+  }
+  return x;
+}
+
+// worker_report's counts, by wire name.
+constexpr std::pair<const char*, int32_t actor::worker_report::*> report_counts[] = {
+    {"kv_blocks_used", &actor::worker_report::kv_blocks_used},
+    {"kv_blocks_total", &actor::worker_report::kv_blocks_total},
+    {"waiting", &actor::worker_report::waiting},
+    {"running", &actor::worker_report::running}};
+
+}  // namespace
+
+void pack_item(packer& pk, const work_item& x) {
+  pk.pack_map(2);
+  pk.pack("seq");
+  pk.pack(x.seq);
+  pk.pack("payload");
+  pack_bin(pk, x.payload);
+}
+
+absl::StatusOr<work_item> unpack_item(const msgpack::object& o) {
+  auto m = map_view::of(o, "work_item");
+  if (!m.ok()) return m.status();
+  auto seq = m->get_uint("seq");
+  auto payload = m->get_bytes("payload");
+  if (!seq.ok()) return seq.status();
+  if (!payload.ok()) return payload.status();
+  return work_item{*seq, std::move(*payload)};
+}
+
+void pack_items(packer& pk, const std::vector<work_item>& xs) {
+  pk.pack_array(static_cast<uint32_t>(xs.size()));
+  for (const auto& x : xs)
+    pack_item(pk, x);
+}
+
+absl::StatusOr<std::vector<work_item>> unpack_items(const msgpack::object& o) {
+  if (o.type != msgpack::type::ARRAY) return absl::InvalidArgumentError("items: expected a list");
+  std::vector<work_item> out;
+  for (uint32_t i = 0; i < o.via.array.size; ++i) {
+    auto item = unpack_item(o.via.array.ptr[i]);
+    if (!item.ok()) return item.status();
+    out.push_back(std::move(*item));
+  }
+  return out;
+}
+
+void pack_batch(packer& pk, const actor::source_batch& x) {
+  pk.pack_map(2);
+  pk.pack("items");
+  pack_items(pk, x.items);
+  pk.pack("total");
+  pk.pack(x.total);
+}
+absl::StatusOr<actor::source_batch> unpack_batch(const msgpack::object& o) {
+  auto m = map_view::of(o, "source_batch");
+  if (!m.ok()) return m.status();
+  const msgpack::object* items = m->find("items");
+  if (items == nullptr) return absl::InvalidArgumentError("source_batch: missing 'items'");
+  auto xs = unpack_items(*items);
+  auto total = m->get_int("total", -1);
+  if (!xs.ok()) return xs.status();
+  if (!total.ok()) return total.status();
+  return actor::source_batch{std::move(*xs), *total};
+}
+
+void pack_report(packer& pk, const actor::sink_report& x) {
+  pk.pack_map(3);
+  pk.pack("items");
+  pk.pack(x.items);
+  pk.pack("bytes");
+  pk.pack(x.bytes);
+  pk.pack("digest");
+  pk.pack(x.digest);
+}
+absl::StatusOr<actor::sink_report> unpack_report(const msgpack::object& o) {
+  auto m = map_view::of(o, "sink_report");
+  if (!m.ok()) return m.status();
+  auto items = m->get_uint("items");
+  auto bytes = m->get_uint("bytes");
+  auto digest = m->get_string("digest");
+  if (!items.ok()) return items.status();
+  if (!bytes.ok()) return bytes.status();
+  if (!digest.ok()) return digest.status();
+  return actor::sink_report{*items, *bytes, std::move(*digest)};
+}
+
+void pack_custom(packer& pk, const actor::custom_message& x) {
+  pk.pack_map(2);
+  pk.pack("type");
+  pk.pack(x.type);
+  pk.pack("bytes");
+  pack_bin(pk, absl::string_view(reinterpret_cast<const char*>(x.bytes.data()), x.bytes.size()));
+}
+absl::StatusOr<actor::custom_message> unpack_custom(const msgpack::object& o) {
+  auto m = map_view::of(o, "custom_message");
+  if (!m.ok()) return m.status();
+  auto type = m->get_string("type");
+  auto bytes = m->get_bytes("bytes");
+  if (!type.ok()) return type.status();
+  if (!bytes.ok()) return bytes.status();
+  return actor::custom_message{std::move(*type),
+                               std::vector<uint8_t>(bytes->begin(), bytes->end())};
+}
+
+void pack_down(packer& pk, const actor::actor_down& x) {
+  pk.pack_map(3);
+  pk.pack("name");
+  pk.pack(x.name);
+  pk.pack("code");
+  pk.pack(x.code);
+  pk.pack("message");
+  pk.pack(x.message);
+}
+absl::StatusOr<actor::actor_down> unpack_down(const msgpack::object& o) {
+  auto m = map_view::of(o, "actor_down");
+  if (!m.ok()) return m.status();
+  auto name = m->get_string("name");
+  auto code = m->get_int("code", 0);
+  auto message = m->get_string("message", "");
+  if (!name.ok()) return name.status();
+  if (!code.ok()) return code.status();
+  return actor::actor_down{std::move(*name), static_cast<int32_t>(*code), std::move(*message)};
+}
+
+void pack_result(packer& pk, const actor::job_result& x) {
+  pk.pack_map(3);
+  pk.pack("ok");
+  pk.pack(x.ok);
+  pk.pack("summary");
+  pk.pack(x.summary_json);
+  pk.pack("error");
+  pk.pack(x.error);
+}
+absl::StatusOr<actor::job_result> unpack_result(const msgpack::object& o) {
+  auto m = map_view::of(o, "job_result");
+  if (!m.ok()) return m.status();
+  const msgpack::object* ok = m->find("ok");
+  if (ok == nullptr || ok->type != msgpack::type::BOOLEAN) {
+    return absl::InvalidArgumentError("job_result: 'ok' must be a boolean");
+  }
+  auto summary = m->get_string("summary", "");
+  auto error = m->get_string("error", "");
+  if (!summary.ok()) return summary.status();
+  if (!error.ok()) return error.status();
+  return actor::job_result{ok->via.boolean, std::move(*summary), std::move(*error)};
+}
+
+void pack_tokens(packer& pk, const actor::token_batch& x) {
+  pk.pack_map(6);
+  pk.pack("batch");
+  pk.pack(x.batch);
+  pk.pack("ctx");
+  pk.pack(x.ctx);
+  pk.pack("tokens");
+  pk.pack(x.tokens);
+  pk.pack("targets");
+  pk.pack(x.targets);
+  pk.pack("first_sample");
+  pk.pack(x.first_sample);
+  pk.pack("cursor");
+  pk.pack(x.cursor);
+}
+absl::StatusOr<actor::token_batch> unpack_tokens(const msgpack::object& o) {
+  auto m = map_view::of(o, "token_batch");
+  if (!m.ok()) return m.status();
+  actor::token_batch x;
+  auto batch = m->get_int("batch", -1), ctx = m->get_int("ctx", -1);
+  auto first = m->get_int("first_sample", 0), cursor = m->get_int("cursor", 0);
+  for (const auto* s : {&batch, &ctx, &first, &cursor}) {
+    if (!s->ok()) return s->status();
+  }
+  x.batch = static_cast<int32_t>(*batch);
+  x.ctx = static_cast<int32_t>(*ctx);
+  x.first_sample = *first;
+  x.cursor = *cursor;
+  for (auto [key, out] : {std::pair{"tokens", &x.tokens}, {"targets", &x.targets}}) {
+    const msgpack::object* v = m->find(key);
+    if (v == nullptr || v->type != msgpack::type::ARRAY) {
+      return absl::InvalidArgumentError(absl::StrCat("token_batch: '", key, "' is not an array"));
+    }
+    for (uint32_t i = 0; i < v->via.array.size; ++i) {
+      const msgpack::object& e = v->via.array.ptr[i];
+      if (e.type != msgpack::type::POSITIVE_INTEGER && e.type != msgpack::type::NEGATIVE_INTEGER) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("token_batch: '", key, "' holds a non-integer"));
+      }
+      out->push_back(static_cast<int32_t>(e.via.i64));
+    }
+  }
+  if (x.batch < 0 || x.ctx < 0 ||
+      static_cast<int64_t>(x.tokens.size()) != int64_t{x.batch} * x.ctx ||
+      x.targets.size() != x.tokens.size()) {
+    return absl::InvalidArgumentError("token_batch: tokens and targets must hold batch x ctx ids");
+  }
+  return x;
+}
+
+void pack_step(packer& pk, const actor::step_report& x) {
+  pk.pack_map(7);
+  for (auto [key, value] : {std::pair{"loss", x.loss},
+                            {"grad_norm", x.grad_norm},
+                            {"lr", x.lr},
+                            {"data_s", x.data_s},
+                            {"compute_s", x.compute_s},
+                            {"comm_s", x.comm_s}}) {
+    pk.pack(key);
+    pk.pack(value);
+  }
+  pk.pack("step");
+  pk.pack(x.step);
+}
+absl::StatusOr<actor::step_report> unpack_step(const msgpack::object& o) {
+  auto m = map_view::of(o, "step_report");
+  if (!m.ok()) return m.status();
+  actor::step_report x;
+  auto step = m->get_int("step", 0);
+  if (!step.ok()) return step.status();
+  x.step = *step;
+  for (auto [key, out] : {std::pair{"loss", &x.loss},
+                          {"grad_norm", &x.grad_norm},
+                          {"lr", &x.lr},
+                          {"data_s", &x.data_s},
+                          {"compute_s", &x.compute_s},
+                          {"comm_s", &x.comm_s}}) {
+    const msgpack::object* v = m->find(key);
+    if (v == nullptr) continue;  // absent figures are zero
+    if (v->type != msgpack::type::FLOAT64 && v->type != msgpack::type::FLOAT32 &&
+        v->type != msgpack::type::POSITIVE_INTEGER) {
+      return absl::InvalidArgumentError(absl::StrCat("step_report: '", key, "' is not a number"));
+    }
+    *out =
+        v->type == msgpack::type::POSITIVE_INTEGER ? static_cast<double>(v->via.u64) : v->via.f64;
+  }
+  return x;
+}
+
+void pack_shard(packer& pk, const actor::checkpoint_shard& x) {
+  pk.pack_map(6);
+  pk.pack("step");
+  pk.pack(x.step);
+  pk.pack("rank");
+  pk.pack(x.rank);
+  pk.pack("cursor");
+  pk.pack(x.cursor);
+  pk.pack("stall_s");
+  pk.pack(x.stall_s);
+  pk.pack("write_s");
+  pk.pack(x.write_s);
+  pk.pack("files");
+  pk.pack_array(static_cast<uint32_t>(x.files.size()));
+  for (const auto& f : x.files) {
+    pk.pack_map(3);
+    pk.pack("name");
+    pk.pack(f.name);
+    pk.pack("bytes");
+    pk.pack(f.bytes);
+    pk.pack("sha256");
+    pk.pack(f.sha256);
+  }
+}
+absl::StatusOr<actor::checkpoint_shard> unpack_shard(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "checkpoint_shard"));
+  actor::checkpoint_shard x;
+  TROUPE_ASSIGN_OR_RETURN(x.step, m.get_int("step", 0));
+  TROUPE_ASSIGN_OR_RETURN(int64_t rank, m.get_int("rank", 0));
+  x.rank = static_cast<int32_t>(rank);
+  TROUPE_ASSIGN_OR_RETURN(x.cursor, m.get_int("cursor", 0));
+  for (auto [key, out] : {std::pair{"stall_s", &x.stall_s}, {"write_s", &x.write_s}}) {
+    const msgpack::object* v = m.find(key);
+    if (v == nullptr) continue;
+    if (v->type != msgpack::type::FLOAT64 && v->type != msgpack::type::FLOAT32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint_shard: '", key, "' is not a number"));
+    }
+    *out = v->via.f64;
+  }
+  const msgpack::object* files = m.find("files");
+  if (files == nullptr || files->type != msgpack::type::ARRAY) {
+    return absl::InvalidArgumentError("checkpoint_shard: 'files' must be an array");
+  }
+  for (uint32_t i = 0; i < files->via.array.size; ++i) {
+    TROUPE_ASSIGN_OR_RETURN(auto f, map_view::of(files->via.array.ptr[i], "checkpoint_shard file"));
+    checkpoint::file_record file;
+    TROUPE_ASSIGN_OR_RETURN(file.name, f.get_string("name"));
+    TROUPE_ASSIGN_OR_RETURN(file.bytes, f.get_uint("bytes"));
+    TROUPE_ASSIGN_OR_RETURN(file.sha256, f.get_string("sha256"));
+    x.files.push_back(std::move(file));
+  }
+  return x;
+}
+
+void pack_generation(packer& pk, const actor::generation_request& x) {
+  pk.pack_map(8);
+  pk.pack("id");
+  pk.pack(x.id);
+  pk.pack("prompt");
+  pk.pack(x.prompt);
+  pk.pack("temperature");
+  pk.pack(static_cast<double>(x.temperature));
+  pk.pack("top_k");
+  pk.pack(x.top_k);
+  pk.pack("top_p");
+  pk.pack(static_cast<double>(x.top_p));
+  pk.pack("seed");
+  pk.pack(x.seed);
+  pk.pack("max_tokens");
+  pk.pack(x.max_tokens);
+  pk.pack("stop");
+  pk.pack(x.stop);
+}
+absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "generation_request"));
+  actor::generation_request x;
+  TROUPE_ASSIGN_OR_RETURN(x.id, m.get_uint("id"));
+  TROUPE_ASSIGN_OR_RETURN(x.prompt, unpack_ids(m.find("prompt"), "generation_request: 'prompt'"));
+  TROUPE_ASSIGN_OR_RETURN(double temperature, get_number(m, "temperature", 1.0));
+  TROUPE_ASSIGN_OR_RETURN(double top_p, get_number(m, "top_p", 1.0));
+  TROUPE_ASSIGN_OR_RETURN(int64_t top_k, m.get_int("top_k", 0));
+  TROUPE_ASSIGN_OR_RETURN(x.seed, m.get_uint("seed", 0));
+  TROUPE_ASSIGN_OR_RETURN(int64_t max_tokens, m.get_int("max_tokens", 16));
+  TROUPE_ASSIGN_OR_RETURN(x.stop, m.get_strings("stop"));
+  x.temperature = static_cast<float>(temperature);
+  x.top_p = static_cast<float>(top_p);
+  x.top_k = static_cast<int32_t>(top_k);
+  x.max_tokens = static_cast<int32_t>(max_tokens);
+  return x;
+}
+
+void pack_worker_report(packer& pk, const actor::worker_report& x) {
+  pk.pack_map(6);
+  pk.pack("events");
+  pk.pack_array(static_cast<uint32_t>(x.events.size()));
+  for (const auto& e : x.events)
+    pack_event(pk, e);
+  for (const auto& [name, member] : report_counts) {
+    pk.pack(name);
+    pk.pack(x.*member);
+  }
+  pk.pack("batch_sizes");
+  pk.pack(x.batch_sizes);
+}
+absl::StatusOr<actor::worker_report> unpack_worker_report(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "worker_report"));
+  actor::worker_report x;
+  const msgpack::object* events = m.find("events");
+  if (events == nullptr || events->type != msgpack::type::ARRAY) {
+    return absl::InvalidArgumentError("worker_report: 'events' must be a list");
+  }
+  for (uint32_t i = 0; i < events->via.array.size; ++i) {
+    TROUPE_ASSIGN_OR_RETURN(auto e, unpack_event(events->via.array.ptr[i]));
+    x.events.push_back(std::move(e));
+  }
+  for (const auto& [name, member] : report_counts) {
+    TROUPE_ASSIGN_OR_RETURN(int64_t v, m.get_int(name, 0));
+    if (v < 0 || v > INT32_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat("worker_report: '", name, "' is ", v));
+    }
+    x.*member = static_cast<int32_t>(v);
+  }
+  TROUPE_ASSIGN_OR_RETURN(x.batch_sizes,
+                          unpack_ids(m.find("batch_sizes"), "worker_report: 'batch_sizes'"));
+  return x;
+}
+
+}  // namespace troupe::cluster::wire
