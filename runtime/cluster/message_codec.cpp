@@ -47,6 +47,17 @@ absl::StatusOr<caf::error> unpack_error(const msgpack::object& o) {
   return actor::to_error(absl::Status(static_cast<absl::StatusCode>(*status), *message));
 }
 
+// Atoms travel by name.
+void pack_atom(packer& pk, const caf::atom_value& x) {
+  pk.pack(caf::to_string(x));
+}
+absl::StatusOr<caf::atom_value> unpack_atom(const msgpack::object& v) {
+  if (v.type != msgpack::type::STR || v.via.str.size > 10) {
+    return absl::InvalidArgumentError("element 'atom': expected a short string");
+  }
+  return caf::atom_from_string(caf::string_view(v.via.str.ptr, v.via.str.size));
+}
+
 // -- the element table ------------------------------------------------------------------------
 
 struct element_codec {
@@ -112,17 +123,6 @@ template <class T>
 element_codec structured(const char* tag, void (*pack)(packer&, const T&),
                          absl::StatusOr<T> (*unpack)(const msgpack::object&)) {
   return codec<T>(tag, pack, unpack);
-}
-
-// Atoms travel by name.
-void pack_atom(packer& pk, const caf::atom_value& x) {
-  pk.pack(caf::to_string(x));
-}
-absl::StatusOr<caf::atom_value> unpack_atom(const msgpack::object& v) {
-  if (v.type != msgpack::type::STR || v.via.str.size > 10) {
-    return absl::InvalidArgumentError("element 'atom': expected a short string");
-  }
-  return caf::atom_from_string(caf::string_view(v.via.str.ptr, v.via.str.size));
 }
 
 const std::vector<element_codec>& codecs() {
