@@ -84,6 +84,20 @@ absl::StatusOr<int64_t> map_view::get_int(absl::string_view key, int64_t fallbac
   return wrong_type(key, "an integer");
 }
 
+absl::StatusOr<double> map_view::get_double(absl::string_view key, double fallback) const {
+  const msgpack::object* o = find(key);
+  if (o == nullptr) return fallback;
+  switch (o->type) {
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64:
+      return o->via.f64;
+    case msgpack::type::POSITIVE_INTEGER:
+      return static_cast<double>(o->via.u64);
+    default:
+      return wrong_type(key, "a number");
+  }
+}
+
 absl::StatusOr<std::vector<std::string>> map_view::get_strings(absl::string_view key) const {
   const msgpack::object* o = find(key);
   if (o == nullptr) return std::vector<std::string>{};

@@ -32,20 +32,6 @@ absl::StatusOr<std::vector<int32_t>> unpack_ids(const msgpack::object* o, absl::
   return ids;
 }
 
-absl::StatusOr<double> get_number(const map_view& m, absl::string_view key, double fallback) {
-  const msgpack::object* v = m.find(key);
-  if (v == nullptr) return fallback;
-  switch (v->type) {
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64:
-      return v->via.f64;
-    case msgpack::type::POSITIVE_INTEGER:
-      return static_cast<double>(v->via.u64);
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("'", key, "' is not a number"));
-  }
-}
-
 void pack_event(packer& pk, const actor::generation_event& x) {
   pk.pack_map(5);
   pk.pack("id");
@@ -303,14 +289,7 @@ absl::StatusOr<actor::step_report> unpack_step(const msgpack::object& o) {
                           {"data_s", &x.data_s},
                           {"compute_s", &x.compute_s},
                           {"comm_s", &x.comm_s}}) {
-    const msgpack::object* v = m->find(key);
-    if (v == nullptr) continue;  // absent figures are zero
-    if (v->type != msgpack::type::FLOAT64 && v->type != msgpack::type::FLOAT32 &&
-        v->type != msgpack::type::POSITIVE_INTEGER) {
-      return absl::InvalidArgumentError(absl::StrCat("step_report: '", key, "' is not a number"));
-    }
-    *out =
-        v->type == msgpack::type::POSITIVE_INTEGER ? static_cast<double>(v->via.u64) : v->via.f64;
+    TROUPE_ASSIGN_OR_RETURN(*out, m->get_double(key, 0));  // absent figures are zero
   }
   return x;
 }
@@ -347,13 +326,7 @@ absl::StatusOr<actor::checkpoint_shard> unpack_shard(const msgpack::object& o) {
   x.rank = static_cast<int32_t>(rank);
   TROUPE_ASSIGN_OR_RETURN(x.cursor, m.get_int("cursor", 0));
   for (auto [key, out] : {std::pair{"stall_s", &x.stall_s}, {"write_s", &x.write_s}}) {
-    const msgpack::object* v = m.find(key);
-    if (v == nullptr) continue;
-    if (v->type != msgpack::type::FLOAT64 && v->type != msgpack::type::FLOAT32) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint_shard: '", key, "' is not a number"));
-    }
-    *out = v->via.f64;
+    TROUPE_ASSIGN_OR_RETURN(*out, m.get_double(key, 0));
   }
   const msgpack::object* files = m.find("files");
   if (files == nullptr || files->type != msgpack::type::ARRAY) {
@@ -394,8 +367,8 @@ absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::objec
   actor::generation_request x;
   TROUPE_ASSIGN_OR_RETURN(x.id, m.get_uint("id"));
   TROUPE_ASSIGN_OR_RETURN(x.prompt, unpack_ids(m.find("prompt"), "generation_request: 'prompt'"));
-  TROUPE_ASSIGN_OR_RETURN(double temperature, get_number(m, "temperature", 1.0));
-  TROUPE_ASSIGN_OR_RETURN(double top_p, get_number(m, "top_p", 1.0));
+  TROUPE_ASSIGN_OR_RETURN(double temperature, m.get_double("temperature", 1.0));
+  TROUPE_ASSIGN_OR_RETURN(double top_p, m.get_double("top_p", 1.0));
   TROUPE_ASSIGN_OR_RETURN(int64_t top_k, m.get_int("top_k", 0));
   TROUPE_ASSIGN_OR_RETURN(x.seed, m.get_uint("seed", 0));
   TROUPE_ASSIGN_OR_RETURN(int64_t max_tokens, m.get_int("max_tokens", 16));

@@ -81,19 +81,32 @@ TEST(MessageCodec, RoundTripsCheckpointShards) {
   EXPECT_EQ(r.write_s, 0.05);
 }
 
-TEST(MessageCodec, RefusesCheckpointShardsWithoutFiles) {
+// Decodes a message of one element, [tag, {key: value, ...}], as a peer could send it.
+template <class... KeyValues>
+absl::StatusOr<caf::message> decode_struct(const char* tag, const KeyValues&... kvs) {
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(buf);
   pk.pack_array(1);
   pk.pack_array(2);
-  pk.pack("checkpoint_shard");
-  pk.pack_map(1);
-  pk.pack("step");
-  pk.pack(3);
+  pk.pack(tag);
+  pk.pack_map(sizeof...(kvs));
+  ((pk.pack(kvs.first), pk.pack(kvs.second)), ...);
   auto handle = msgpack::unpack(buf.data(), buf.size());
-  auto refused = decode_message(handle.get());
+  return decode_message(handle.get());
+}
+
+TEST(MessageCodec, RefusesCheckpointShardsWithoutFiles) {
+  auto refused = decode_struct("checkpoint_shard", std::pair{"step", 3});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("'files'"), std::string::npos);
+}
+
+TEST(MessageCodec, FiguresAreNumbersOfEitherKind) {
+  auto whole = decode_struct("step_report", std::pair{"step", 2}, std::pair{"loss", 3});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->get_as<actor::step_report>(0).loss, 3.0);
+  auto refused = decode_struct("step_report", std::pair{"loss", "low"});
+  EXPECT_EQ(refused.status().message(), "step_report: 'loss' must be a number");
 }
 
 TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
