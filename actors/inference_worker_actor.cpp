@@ -1,5 +1,6 @@
 #include "actors/inference_worker_actor.hpp"
 
+#include <thread>
 #include <utility>
 
 #include "runtime/actor/role_actor.hpp"
@@ -16,6 +17,7 @@ struct worker_state {
   bool polling = false;   // a poll waits for events
   bool stepping = false;  // a (step) is on its way
   std::chrono::milliseconds poll_wait{500};
+  run::work_pacer pacer;
 };
 
 using self_ptr = actor::role_pointer<actor::inference_worker_actor, worker_state>;
@@ -54,18 +56,19 @@ void add_events(self_ptr self, std::vector<actor::generation_event> events) {
 absl::StatusOr<actor::inference_worker_actor> spawn_inference_worker(
     caf::actor_system& system, metrics::registry& metrics, const std::string& name,
     std::shared_ptr<const served_model> model, inference_engine::options options,
-    std::chrono::milliseconds poll_wait) {
+    run::work_pacer pacer, std::chrono::milliseconds poll_wait) {
   TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<inference_engine> engine,
                           inference_engine::create(*model->layout, model->params.data(), options));
   return system
       .spawn<actor::role_actor<actor::inference_worker_actor, worker_state>, caf::detached>(
           metrics.actor(name),
-          [model, engine,
-           poll_wait](self_ptr self) -> actor::inference_worker_actor::behavior_type {
+          [model, engine, poll_wait,
+           pacer](self_ptr self) -> actor::inference_worker_actor::behavior_type {
             auto& st = self->state;
             st.model = model;
             st.engine = engine;
             st.poll_wait = poll_wait;
+            st.pacer = pacer;
             return {
                 [self](actor::generate_atom,
                        actor::generation_request& request) -> caf::result<caf::ok_atom> {
@@ -94,7 +97,17 @@ absl::StatusOr<actor::inference_worker_actor> spawn_inference_worker(
                 [self](actor::step_atom) {
                   auto& st = self->state;
                   st.stepping = false;
+                  if (st.engine->idle()) return;
+                  if (!st.pacer.may_start()) {  // held by a test: ask again shortly
+                    st.stepping = true;
+                    self->delayed_send(self, run::work_pacer::recheck, actor::step_atom_v);
+                    return;
+                  }
+                  const auto started = std::chrono::steady_clock::now();
                   absl::StatusOr<std::vector<actor::generation_event>> events = st.engine->step();
+                  // A slower machine, simulated: the iteration keeps this thread for longer.
+                  std::this_thread::sleep_for(
+                      st.pacer.pause_after(std::chrono::steady_clock::now() - started));
                   if (!events.ok()) {
                     self->quit(actor::to_error(events.status()));
                     return;

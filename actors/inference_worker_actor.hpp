@@ -7,6 +7,7 @@
 #include "actors/inference_engine.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/metrics/registry.hpp"
+#include "runtime/run/work_pacer.hpp"
 
 namespace troupe::actors {
 
@@ -18,11 +19,14 @@ struct served_model {
 
 /// Spawns an inference worker on its own thread (each iteration is a model forward pass): it
 /// runs `model` through an inference_engine with `options`, iterating while it has work, and
-/// answers polls with the events produced. A poll waits at most `poll_wait` for one. Fails when
-/// the engine cannot be made (a CUDA device that cannot be used).
+/// answers polls with the events produced. `pacer` paces the iterations for tests (a held
+/// iteration is asked again later; a slowdown keeps the worker's thread busy for longer). A
+/// poll waits at most `poll_wait` for an event. Fails when the engine cannot be made (a CUDA device
+/// that cannot be used).
 [[nodiscard]] absl::StatusOr<actor::inference_worker_actor> spawn_inference_worker(
     caf::actor_system& system, metrics::registry& metrics, const std::string& name,
     std::shared_ptr<const served_model> model, inference_engine::options options,
+    run::work_pacer pacer = {},
     std::chrono::milliseconds poll_wait = std::chrono::milliseconds(500));
 
 }  // namespace troupe::actors

@@ -1,6 +1,7 @@
 #include "actors/trainer_actor.hpp"
 
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "actors/checkpoint_writer_actor.hpp"
@@ -66,7 +67,9 @@ caf::result<actor::step_report> step(self_ptr self) {
             auto& st = self->state;
             const double data_s = seconds_since(asked);
             self->send(st.loader, actor::credit_atom_v, int32_t{1});
+            const auto started = clock::now();
             absl::StatusOr<actor::step_report> report = st.logic->step(batch);
+            std::this_thread::sleep_for(st.spec.pacer.pause_after(clock::now() - started));
             if (!report.ok()) {
               promise.deliver(actor::to_error(report.status()));
               self->quit(actor::to_error(report.status()));

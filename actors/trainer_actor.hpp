@@ -6,6 +6,7 @@
 #include "actors/data_loader_actor.hpp"
 #include "actors/trainer.hpp"
 #include "runtime/comm/rendezvous_store.hpp"
+#include "runtime/run/work_pacer.hpp"
 
 namespace troupe::actors {
 
@@ -21,6 +22,8 @@ struct trainer_actor_spec {
   uint64_t data_seed = 1;
   int prefetch = 2;            ///< batches the data loader may prepare ahead
   int eval_windows = 1 << 20;  ///< held-out windows per evaluation
+  /// Tests' slowdown: each step keeps the rank's thread busy for longer (the driver holds steps).
+  run::work_pacer pacer;
 };
 
 /// Spawns a trainer on its own thread (collectives block it; they must not block CAF's

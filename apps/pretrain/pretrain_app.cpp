@@ -6,6 +6,7 @@
 #include "apps/pretrain/pretrain_options.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
+#include "runtime/config/environment.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -46,6 +47,8 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   spec.data_seed = static_cast<uint64_t>(o->train.seed);
   spec.prefetch = o->data.prefetch;
   spec.eval_windows = o->data.eval_windows;
+  TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
+  spec.pacer = run::work_pacer(std::move(hooks));
   return caf::actor_cast<caf::actor>(
       actors::spawn_trainer(ctx.system, ctx.metrics, ctx.actor_name(), store, std::move(spec)));
 }
@@ -98,8 +101,9 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
 actor::role_factory pretrain_app_factory() {
   auto factory = actor::make_role_factory<pretrain_options>(
       "trains a GPT from scratch on data-parallel trainer actors", pretrain_schema(),
-      [](actor::role_context& ctx, const pretrain_options& options) {
-        return spawn_pretrain_driver(ctx, options);
+      [](actor::role_context& ctx, const pretrain_options& options) -> absl::StatusOr<caf::actor> {
+        TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
+        return spawn_pretrain_driver(ctx, options, run::work_pacer(std::move(hooks)));
       });
   factory.check_plan = check_pretrain_plan;
   return factory;

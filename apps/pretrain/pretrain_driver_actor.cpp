@@ -19,8 +19,12 @@ namespace fs = std::filesystem;
 using clock = std::chrono::steady_clock;
 using command = pretrain_driver::command;
 
+// The app driver's interface, and its own prompt to ask again for a step a test holds.
+using driver_actor = actor::app_actor::extend<caf::reacts_to<actor::tick_atom>>;
+
 struct driver_state {
   pretrain_options options;
+  run::work_pacer pacer;
   models::gpt_config model;
   run::event_log* events = nullptr;
   std::string run_dir;
@@ -34,7 +38,7 @@ struct driver_state {
   clock::time_point last_progress{};
 };
 
-using self_ptr = actor::role_pointer<actor::app_actor, driver_state>;
+using self_ptr = actor::role_pointer<driver_actor, driver_state>;
 
 void execute(self_ptr self, std::vector<command> commands);
 
@@ -154,12 +158,20 @@ void ask_all(self_ptr self, std::function<std::vector<command>(int, Answer&)> on
   }
 }
 
+void step_all(self_ptr self) {
+  if (!self->state.pacer.may_start()) {  // held by a test: ask again shortly
+    self->delayed_send(self, run::work_pacer::recheck, actor::tick_atom_v);
+    return;
+  }
+  ask_all<actor::step_report>(
+      self, [self](int r, actor::step_report& x) { return self->state.logic->on_step(r, x); },
+      actor::step_atom_v);
+}
+
 void execute_one(self_ptr self, command& cmd) {
   auto& st = self->state;
   if (std::holds_alternative<pretrain_driver::step_all>(cmd)) {
-    ask_all<actor::step_report>(
-        self, [self](int r, actor::step_report& x) { return self->state.logic->on_step(r, x); },
-        actor::step_atom_v);
+    step_all(self);
   } else if (std::holds_alternative<pretrain_driver::eval_all>(cmd)) {
     ask_all<double>(
         self, [self](int r, double& loss) { return self->state.logic->on_eval(r, loss); },
@@ -288,12 +300,33 @@ absl::Status prepare_outputs(driver_state& st) {
   return absl::OkStatus();
 }
 
+// Ctrl-C: the step in flight is the last one; the event says which.
+void stop(self_ptr self) {
+  auto& st = self->state;
+  if (!st.logic) {  // still restoring: nothing to finish
+    return complete(self, actor::job_result{false, {}, "interrupted"});
+  }
+  std::vector<command> commands = st.logic->stop();
+  if (st.logic->stopped()) {
+    const int64_t last = st.logic->schedule().end();
+    st.events->emit(run::severity::info, "training_stopping",
+                    absl::StrCat("stopping after step ", last,
+                                 st.options.checkpoint.every_steps > 0
+                                     ? ", which is checkpointed so that --resume continues exactly"
+                                     : ""),
+                    {{"step", last}});
+  }
+  execute(self, std::move(commands));
+}
+
 }  // namespace
 
 absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
-                                                 const pretrain_options& options) {
+                                                 const pretrain_options& options,
+                                                 run::work_pacer pacer) {
   auto state = std::make_shared<driver_state>();
   state->options = options;
+  state->pacer = pacer;
   state->model = model_of(ctx.plan);
   state->events = &ctx.events;
   state->run_dir = ctx.run_dir;
@@ -307,10 +340,11 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
         "pretrain.checkpoint.every_steps is set, but there is no run directory: set "
         "pretrain.checkpoint.dir");
   }
-  auto handle = ctx.spawn<actor::app_actor, driver_state>(
-      [state](self_ptr self) -> actor::app_actor::behavior_type {
+  auto handle =
+      ctx.spawn<driver_actor, driver_state>([state](self_ptr self) -> driver_actor::behavior_type {
         auto& st = self->state;
         st.options = state->options;
+        st.pacer = state->pacer;
         st.model = state->model;
         st.events = state->events;
         st.run_dir = state->run_dir;
@@ -331,11 +365,9 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
               }
               return st.done;
             },
-            [self](actor::stop_atom) {
-              if (!self->state.logic) {  // still restoring: nothing to finish
-                return complete(self, actor::job_result{false, {}, "interrupted"});
-              }
-              execute(self, self->state.logic->stop());
+            [self](actor::stop_atom) { stop(self); },
+            [self](actor::tick_atom) {
+              if (self->state.running) step_all(self);
             },
         };
       });

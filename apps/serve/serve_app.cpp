@@ -6,6 +6,7 @@
 #include "apps/serve/serve_options.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
+#include "runtime/config/environment.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -19,8 +20,10 @@ absl::StatusOr<caf::actor> spawn_gpt_worker(actor::role_context& ctx, const gpt_
   }
   const auto& options = *static_cast<const serve_options*>(ctx.plan.app_options.get());
   TROUPE_ASSIGN_OR_RETURN(auto model, load_served_model(ctx.plan, options));
+  TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
   auto worker = actors::spawn_inference_worker(ctx.system, ctx.metrics, ctx.actor_name(),
-                                               std::move(model), engine_options(ctx.plan, options));
+                                               std::move(model), engine_options(ctx.plan, options),
+                                               run::work_pacer(std::move(hooks)));
   if (!worker.ok()) {
     return absl::Status(
         worker.status().code(),

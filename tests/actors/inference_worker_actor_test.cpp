@@ -7,6 +7,7 @@
 
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/actor/system_config.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -47,8 +48,9 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
   metrics::registry metrics;
   // A long poll wait: the first poll, sent before any request, is answered by the first
   // iteration's events, never by the wait running out.
-  auto worker = *spawn_inference_worker(system, metrics, "worker/0", tiny_model(),
-                                        {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, 10s);
+  auto worker =
+      *spawn_inference_worker(system, metrics, "worker/0", tiny_model(),
+                              {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, {}, 10s);
   caf::scoped_actor self(system);
   auto first_poll = self->request(worker, 20s, actor::poll_atom_v);
   for (uint64_t id : {1, 2}) {
@@ -99,26 +101,36 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
   EXPECT_LE(max_batch, 2);
   self->send_exit(worker, caf::exit_reason::user_shutdown);
 
-  // A long generation (1000 tokens, a long context) cancelled right after it starts ends early,
-  // as cancelled.
+  // A generation of 1000 tokens that is held after two iterations, however fast the machine,
+  // and then cancelled ends early, as cancelled, with the tokens it had.
+  testing::temp_dir dir;
+  const std::string hold = dir.write("hold", "2");
   auto long_worker =
       *spawn_inference_worker(system, metrics, "worker/1", tiny_model(1024),
-                              {.scheduler = {.ctx = 1024, .max_batch_tokens = 64}}, 50ms);
-  auto accepted = self->request(long_worker, 10s, actor::generate_atom_v, request(4, 1000));
-  self->send(long_worker, actor::cancel_atom_v, uint64_t{4});
-  accepted.receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
+                              {.scheduler = {.ctx = 1024, .max_batch_tokens = 64}},
+                              run::work_pacer(config::test_hooks{.hold_file = hold}), 50ms);
+  self->request(long_worker, 10s, actor::generate_atom_v, request(4, 1000))
+      .receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
+  size_t tokens = 0;
   bool cancelled = false;
-  for (int i = 0; i < 50 && !cancelled; ++i) {
-    poll(self, long_worker, [&](actor::worker_report& report) {
-      for (const auto& e : report.events) {
-        if (e.id == 4 && e.finished) {
-          cancelled = true;
-          EXPECT_EQ(e.reason, actor::finish_reason::cancelled);
-        }
+  auto until_finished = [&](actor::worker_report& report) {
+    for (const auto& e : report.events) {
+      if (e.id != 4) continue;
+      tokens += e.tokens.size();
+      if (e.finished) {
+        cancelled = true;
+        EXPECT_EQ(e.reason, actor::finish_reason::cancelled);
       }
-    });
-  }
+    }
+  };
+  for (int i = 0; i < 200 && tokens < 2; ++i)  // both iterations ran; the third is held
+    poll(self, long_worker, until_finished);
+  ASSERT_EQ(tokens, 2u);
+  self->send(long_worker, actor::cancel_atom_v, uint64_t{4});
+  for (int i = 0; i < 50 && !cancelled; ++i)
+    poll(self, long_worker, until_finished);
   EXPECT_TRUE(cancelled);
+  EXPECT_EQ(tokens, 2u);
 
   // An idle worker's poll comes back empty after the wait, with every block free again.
   poll(self, long_worker, [](actor::worker_report& report) {
