@@ -1,8 +1,55 @@
 #!/usr/bin/env bash
 # Builds what the tests need and runs the whole suite except the GPU tests: `ctest -LE gpu`.
 # .ci/run calls this (after scripts/setup.sh), so a fresh machine proves the set-up.
+#
+#   scripts/test.sh [--repeat N] [--busy-cores K] [--slowdown F] [CTEST_ARGS...]
+#
+#   --repeat N      run the suite N times, stopping at the first run that fails
+#   --busy-cores K  keep K cores busy (stress-ng --cpu K) while the suite runs
+#   --slowdown F    run engines and trainers F times slower (TROUPE_TEST_SLOWDOWN, docs/testing.md)
+#   CTEST_ARGS      passed to ctest, e.g. -R ServeTest to run some tests only
+#
+# Each run prints its number, verdict and duration; docs/testing.md records such runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+usage() {
+  echo "usage: scripts/test.sh [--repeat N] [--busy-cores K] [--slowdown F] [CTEST_ARGS...]" >&2
+  exit 2
+}
+number() { [[ "$2" =~ ^[0-9]+$ ]] || { echo "scripts/test.sh: $1 needs a whole number, not '$2'" >&2; usage; }; }
+
+repeat=1
+busy=0
+ctest_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --repeat) [ $# -ge 2 ] || usage; number "$1" "$2"; repeat=$2; shift 2 ;;
+    --busy-cores) [ $# -ge 2 ] || usage; number "$1" "$2"; busy=$2; shift 2 ;;
+    --slowdown) [ $# -ge 2 ] || usage; export TROUPE_TEST_SLOWDOWN=$2; shift 2 ;;
+    *) ctest_args+=("$1"); shift ;;
+  esac
+done
+
 cmake -S . -B build
 cmake --build build -j "$(nproc)" --target troupe_tests
-ctest --test-dir build -LE gpu --output-on-failure -j "$(nproc)"
+
+stress_pid=""
+stop_stress() { if [ -n "$stress_pid" ]; then kill "$stress_pid" 2>/dev/null || true; wait "$stress_pid" 2>/dev/null || true; fi; }
+trap stop_stress EXIT
+if [ "$busy" -gt 0 ]; then
+  command -v stress-ng >/dev/null || { echo "scripts/test.sh: stress-ng is missing; run scripts/setup.sh" >&2; exit 1; }
+  stress-ng --cpu "$busy" --quiet &
+  stress_pid=$!
+  echo "test.sh: $busy core(s) kept busy by stress-ng (pid $stress_pid)"
+fi
+
+for ((run = 1; run <= repeat; run++)); do
+  started=$(date +%s)
+  if ctest --test-dir build -LE gpu --output-on-failure -j "$(nproc)" "${ctest_args[@]}"; then
+    echo "test.sh: run $run/$repeat passed in $(($(date +%s) - started)) s"
+  else
+    echo "test.sh: run $run/$repeat FAILED after $(($(date +%s) - started)) s" >&2
+    exit 1
+  fi
+done

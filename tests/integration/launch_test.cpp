@@ -111,7 +111,9 @@ TEST_F(LaunchTest, RefusesANonEmptyRunDirectory) {
 }
 
 TEST_F(LaunchTest, InterruptStopsTheJobCleanly) {
-  // A stage that sleeps 200 ms per item keeps the job busy for a minute.
+  // A stage that holds its items keeps the job running until the interrupt.
+  test_hold hold(dir_);
+  hold.hold();
   const std::string input = dir_.write("input.txt", numbered_lines(300));
   const std::string config = dir_.write(
       "slow.yaml",
@@ -120,11 +122,11 @@ TEST_F(LaunchTest, InterruptStopsTheJobCleanly) {
           input +
           ", delimiter: ''}}\n"
           "  slow: {kind: stage, impl: faulty, plugin: faulty, options: {fail_first: 1000, mode: "
-          "sleep, sleep_ms: 200}}\n"
+          "hold}}\n"
           "  digest: {kind: sink, impl: digest}\n"
           "pipeline: {flow: [lines, slow, digest]}\n");
   subprocess p({TROUPE_BINARY, "launch", config, "--run-dir", dir_.file("run")},
-               {std::string("TROUPE_PLUGIN_PATH=") + TROUPE_TEST_PLUGIN_DIR});
+               {std::string("TROUPE_PLUGIN_PATH=") + TROUPE_TEST_PLUGIN_DIR, hold.env()});
   ASSERT_TRUE(p.wait_for_stderr("started", std::chrono::seconds(20)));
   p.signal(SIGINT);
   auto r = p.wait(std::chrono::seconds(20));

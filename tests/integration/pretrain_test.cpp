@@ -128,11 +128,13 @@ TEST_F(PretrainTest, ResumeIsBitExactAcrossTwoWorkers) {
   }
 }
 
-// Ctrl-C mid-run: the step in flight is checkpointed (off schedule) and the launch exits 130
-// naming it; resuming from it ends bit for bit where an uninterrupted run does.
+// Ctrl-C mid-run, with step 31 held (so the run is in flight by construction): the driver makes
+// the step in flight the last one and says so; released, it is checkpointed (off schedule) and
+// the launch exits 130 naming it; resuming from it ends bit for bit where an uninterrupted run
+// does.
 TEST_F(PretrainTest, CtrlCCheckpointsTheStepInFlightAndTheResumeIsBitExact) {
-  const std::vector<std::string> longer = {"--set", "pretrain.train.steps=1000", "--set",
-                                           "pretrain.checkpoint.every_steps=500"};
+  const std::vector<std::string> longer = {"--set", "pretrain.train.steps=60", "--set",
+                                           "pretrain.checkpoint.every_steps=50"};
   const run_result straight = launch("straight", 2, 1, longer);
   ASSERT_EQ(straight.process.exit_code, 0) << straight.process.err;
 
@@ -150,32 +152,44 @@ TEST_F(PretrainTest, CtrlCCheckpointsTheStepInFlightAndTheResumeIsBitExact) {
                                    "--set",
                                    "cluster.local_workers=2"};
   args.insert(args.end(), longer.begin(), longer.end());
-  subprocess job(args);
-  const auto rows = [&] {
-    std::ifstream in(dir_.file("stopped") + "/metrics.jsonl");
-    return std::count(std::istreambuf_iterator<char>(in), {}, '\n');
+  test_hold hold(dir_);
+  hold.hold(30);  // steps 1-30 run, step 31 waits
+  subprocess job(args, {hold.env()});
+  const auto trained = [&] {
+    int64_t last = 0;
+    for (const auto& row : read_jsonl(dir_.file("stopped") + "/metrics.jsonl")) {
+      if (row.contains("loss")) last = row["step"];
+    }
+    return last;
   };
-  for (int i = 0; i < 3000 && rows() < 30; ++i)
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (trained() < 30 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_GE(rows(), 30) << job.wait(std::chrono::seconds(1)).err;
+  ASSERT_EQ(trained(), 30) << job.wait(std::chrono::seconds(1)).err;
   job.signal(SIGINT);
+  const auto stopping = wait_for_event(dir_.file("stopped"), "training_stopping");
+  ASSERT_TRUE(stopping.is_object()) << job.wait(std::chrono::seconds(1)).err;
+  EXPECT_EQ(stopping["step"], 31);
+  hold.release();
   const process_result stopped = job.wait(std::chrono::seconds(60));
   EXPECT_EQ(stopped.exit_code, 130) << stopped.err;
   const std::string error = summary_of(stopped).value("error", "");
-  EXPECT_NE(error.find("is committed: troupe launch CONFIG --resume"), std::string::npos) << error;
-  const auto steps = read_jsonl(dir_.file("stopped") + "/metrics.jsonl");
-  ASSERT_LT(steps.back()["step"].get<int64_t>(), 1000) << "the run was not cut short";
+  EXPECT_NE(error.find("interrupted after step 31; checkpoint 31 is committed: troupe launch "
+                       "CONFIG --resume"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(trained(), 31);
 
   std::vector<std::string> resume = longer;
   resume.insert(resume.end(), {"--resume", dir_.file("stopped")});
   const run_result resumed = launch("resumed", 2, 1, resume);
   ASSERT_EQ(resumed.process.exit_code, 0) << resumed.process.err;
-  EXPECT_GT(resumed.first_step, 30);
+  EXPECT_EQ(resumed.first_step, 32);
   for (const char* file :
        {"model.safetensors", "optimizer-0.safetensors", "optimizer-1.safetensors"}) {
-    const std::string a = file_bytes(dir_.file("straight") + "/checkpoints/step-1000/" + file);
+    const std::string a = file_bytes(dir_.file("straight") + "/checkpoints/step-60/" + file);
     ASSERT_FALSE(a.empty()) << file;
-    EXPECT_TRUE(a == file_bytes(dir_.file("resumed") + "/checkpoints/step-1000/" + file)) << file;
+    EXPECT_TRUE(a == file_bytes(dir_.file("resumed") + "/checkpoints/step-60/" + file)) << file;
   }
 }
 

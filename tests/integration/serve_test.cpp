@@ -1,6 +1,10 @@
 // `app: serve` end to end: a real multi-process serve job (head + two worker processes) and real
 // HTTP requests: completions (whole and streamed), chat, the error statuses, a worker killed
 // during a load, /metrics after it, a worker joining a running job, Ctrl-C draining.
+//
+// Requests that must still be running at some point (a kill, a join, a drain) are kept running
+// by the test hold (docs/testing.md), never by a generation hoped to be slow enough: the
+// engines run no iteration until the test releases them, on any machine.
 
 #include <atomic>
 #include <cmath>
@@ -22,25 +26,22 @@ using namespace std::chrono_literals;
 
 class ServeTest : public ::testing::Test {
  protected:
-  // Starts the serve config with a fresh model on two local workers: a small one unless `full`
-  // (the config's tiny GPT, slow enough to be caught mid-request).
-  void start(std::vector<std::string> extra = {}, bool full = false) {
-    port_ = free_port();
-    std::vector<std::string> args = {TROUPE_BINARY,
-                                     "launch",
-                                     std::string(TROUPE_SOURCE_DIR) + "/configs/serve_tiny.yaml",
-                                     "--run-dir",
-                                     dir_.file("run"),
-                                     "--set",
-                                     "serve.port=" + std::to_string(port_)};
-    if (!full) {
-      args.insert(args.end(),
-                  {"--set", "model={vocab: 256, ctx: 64, layers: 2, dim: 32, heads: 4}"});
-    }
+  // Starts the serve config with a small fresh model on two local workers (`workers`: how many
+  // the job has once it serves), and waits until it serves on the port it picked.
+  void start(std::vector<std::string> extra = {}, int workers = 2) {
+    std::vector<std::string> args = {
+        TROUPE_BINARY,  "launch",  std::string(TROUPE_SOURCE_DIR) + "/configs/serve_tiny.yaml",
+        "--run-dir",    run_dir(), "--set",
+        "serve.port=0", "--set",   "model={vocab: 256, ctx: 64, layers: 2, dim: 32, heads: 4}"};
     args.insert(args.end(), extra.begin(), extra.end());
-    job_ = std::make_unique<subprocess>(args);
-    ASSERT_TRUE(job_->wait_for_stderr("serving troupe-tiny on", 30s)) << job_->wait(1s).err;
+    job_ = std::make_unique<subprocess>(args, std::vector<std::string>{hold_.env()});
+    const auto serving = wait_for_event(run_dir(), "serving");
+    ASSERT_TRUE(serving.is_object()) << job_->wait(1s).err;
+    port_ = serving["port"];
+    ASSERT_TRUE(metric_reaches("troupe_serve_workers", workers, 30s)) << job_->wait(1s).err;
   }
+
+  std::string run_dir() const { return dir_.file("run"); }
 
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port_);
@@ -99,6 +100,7 @@ class ServeTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    hold_.release();
     if (job_) {
       job_->signal(SIGINT);
       job_->wait(20s);
@@ -106,6 +108,7 @@ class ServeTest : public ::testing::Test {
   }
 
   temp_dir dir_;
+  test_hold hold_{dir_};
   int port_ = 0;
   std::unique_ptr<subprocess> job_;
 };
@@ -211,10 +214,12 @@ TEST_F(ServeTest, ABearerTokenIsRequiredWhenSet) {
   post(c, "/v1/completions", R"({"model": "troupe-tiny", "prompt": "x", "max_tokens": 2})", 200);
 }
 
-// A flood against a queue of one: every request is answered, either in full or at once with
-// 429 and Retry-After.
+// A flood against a queue of one, with the engines held: exactly three requests are taken (one
+// running on each worker, one waiting) and the other 29 answered at once with 429 and
+// Retry-After; once released, the three finish in full.
 TEST_F(ServeTest, AFloodGets429WithRetryAfter) {
   start({"--set", "serve.max_queue=1", "--set", "serve.max_per_worker=1"});
+  hold_.hold();
   std::vector<std::future<std::pair<int, std::string>>> calls;
   for (int i = 0; i < 32; ++i) {
     calls.push_back(std::async(std::launch::async, [this] {
@@ -227,6 +232,15 @@ TEST_F(ServeTest, AFloodGets429WithRetryAfter) {
           res->status, res->status == 429 ? res->get_header_value("Retry-After") : res->body};
     }));
   }
+  const auto answered = [&] {
+    return std::count_if(calls.begin(), calls.end(),
+                         [](const auto& f) { return f.wait_for(0s) == std::future_status::ready; });
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (answered() < 29 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(answered(), 29) << "the held server answered more or fewer than the refused ones";
+  hold_.release();
   int ok = 0, refused = 0;
   for (auto& f : calls) {
     const auto [status, detail] = f.get();
@@ -234,28 +248,27 @@ TEST_F(ServeTest, AFloodGets429WithRetryAfter) {
       ++ok;
       EXPECT_EQ(nlohmann::json::parse(detail)["usage"]["completion_tokens"], 60);
     } else {
-      EXPECT_EQ(status, 429);
+      EXPECT_EQ(status, 429) << detail;
       EXPECT_EQ(detail, "1") << "Retry-After";
       ++refused;
     }
   }
-  EXPECT_GE(ok, 3);
-  EXPECT_GE(refused, 1);
-  auto c = client();
-  EXPECT_NE(c.Get("/metrics")->body.find("troupe_serve_responses_total{status=\"429\"}"),
-            std::string::npos);
+  EXPECT_EQ(ok, 3);
+  EXPECT_EQ(refused, 29);
+  EXPECT_EQ(metric("troupe_serve_responses_total{status=\"429\"}"), 29);
 }
 
-// SIGKILL one worker process while requests run: every request still completes exactly once,
-// with all its tokens. Afterwards /metrics shows the latencies and batches, and the KV blocks
-// in use are back to 0.
+// SIGKILL one worker process while its requests are held on it: every request still completes
+// exactly once, with all its tokens, the killed worker's four replayed on the other. Afterwards
+// /metrics shows the latencies and batches, and the KV blocks in use are back to 0.
 TEST_F(ServeTest, AKilledWorkerLosesNoRequest) {
-  start({}, true);
-  auto calls = completions(8, 100);
-  // Once all eight run, kill a worker process ("w1 joined from HOST (pid N, epoch E)").
-  ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 8, 2s));
-  int killed = 0;
-  for (const auto& e : events_of(dir_.file("run"), "member_joined")) {
+  start();
+  hold_.hold();
+  auto calls = completions(8, 50);
+  // All eight are on the workers, four each (the least loaded takes the next), and stay there.
+  ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 8, 30s));
+  int killed = 0;  // "w1 joined from HOST (pid N, epoch E)"
+  for (const auto& e : events_of(run_dir(), "member_joined")) {
     std::smatch m;
     const std::string message = e.value("message", "");
     if (killed == 0 && std::regex_search(message, m, std::regex("\\(pid ([0-9]+)"))) {
@@ -264,115 +277,109 @@ TEST_F(ServeTest, AKilledWorkerLosesNoRequest) {
     }
   }
   ASSERT_EQ(killed, 1) << "no worker pid in the event log";
+  EXPECT_TRUE(metric_reaches("troupe_serve_replays_total", 4, 30s))
+      << "the killed worker's requests were not replayed";
+  hold_.release();
   for (auto& f : calls) {
     const auto body = f.get();
     ASSERT_TRUE(body.is_object()) << "a request failed";
-    EXPECT_EQ(body["usage"]["completion_tokens"], 100);
+    EXPECT_EQ(body["usage"]["completion_tokens"], 50);
   }
   auto c = client();
   const std::string metrics = c.Get("/metrics")->body;
   EXPECT_NE(metrics.find("troupe_serve_in_flight 0"), std::string::npos) << metrics;
-  EXPECT_FALSE(events_of(dir_.file("run"), "worker_lost").empty());
-  EXPECT_EQ(metrics.find("troupe_serve_replays_total 0"), std::string::npos)
-      << "no request was replayed: the kill came too late\n"
-      << metrics;
+  EXPECT_FALSE(events_of(run_dir(), "worker_lost").empty());
+  EXPECT_EQ(metric("troupe_serve_replays_total"), 4) << metrics;
   EXPECT_GE(metric("troupe_serve_time_to_first_token_seconds_count"), 8) << metrics;
-  EXPECT_GT(metric("troupe_serve_inter_token_latency_seconds_count"), 8 * 50) << metrics;
+  EXPECT_GE(metric("troupe_serve_inter_token_latency_seconds_count"), 8 * 49) << metrics;
   EXPECT_GT(metric("troupe_serve_batch_size_count"), 0) << metrics;
   EXPECT_GT(metric("troupe_serve_kv_blocks_capacity"), 0) << metrics;
   // The survivor reports its blocks free within a poll's wait (0.5 s).
-  EXPECT_TRUE(metric_reaches("troupe_serve_kv_blocks_in_use", 0, 3s)) << c.Get("/metrics")->body;
+  EXPECT_TRUE(metric_reaches("troupe_serve_kv_blocks_in_use", 0, 30s)) << c.Get("/metrics")->body;
 }
 
 // A worker started with `troupe worker --join` on a running serve job gets an inference worker
-// (the config's worker role is elastic), and the router sends it requests within 2 s of its
-// joining; when it leaves again, no request is lost.
-TEST_F(ServeTest, AJoinedWorkerTakesTrafficWithinTwoSeconds) {
-  const std::string head = "tcp://127.0.0.1:" + std::to_string(free_port());
-  start({"--set", "cluster.local_workers=1", "--set", "cluster.listen=" + head});
-  ASSERT_TRUE(metric_reaches("troupe_serve_workers", 1, 10s));
-  // A steady load: four clients, each sending its next request when the last one ends.
-  std::atomic<bool> stop{false};
-  std::vector<std::future<int>> clients;
-  for (int i = 0; i < 4; ++i) {
-    clients.push_back(std::async(std::launch::async, [this, &stop] {
-      int failures = 0;
-      auto c = client();
-      while (!stop) {
-        auto res = c.Post("/v1/completions",
-                          R"({"model": "troupe-tiny", "prompt": "load", "max_tokens": 8})",
-                          "application/json");
-        failures += !res || res->status != 200;
-      }
-      return failures;
-    }));
-  }
+// (the config's worker role is elastic), and the router sends it the next request: with the
+// engines held, four requests wait on the first worker, so the newcomer is the least loaded.
+// When it leaves again (Ctrl-C) with that request on it, the request is replayed and none fails.
+TEST_F(ServeTest, AJoinedWorkerTakesTheNextRequest) {
+  start({"--set", "cluster.local_workers=1"}, 1);
+  const auto listening = wait_for_event(run_dir(), "head_listening");
+  ASSERT_TRUE(listening.is_object());
+  hold_.hold();
+  auto calls = completions(4, 8);
+  ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 4, 30s));
   // On the launcher's machine no token is needed: the launcher left it in the cluster file.
-  subprocess joined({TROUPE_BINARY, "worker", "--join", head});
-  ASSERT_TRUE(joined.wait_for_stderr("joined", 20s)) << joined.wait(1s).err;
+  subprocess joined({TROUPE_BINARY, "worker", "--join", listening["endpoint"]}, {hold_.env()});
+  ASSERT_TRUE(joined.wait_for_stderr("joined", 30s)) << joined.wait(1s).err;
   const auto joined_at = std::chrono::steady_clock::now();
-  const bool took =
-      metric_reaches("troupe_serve_dispatched_total{worker=\"worker/1\"}", 1, 10s, true);
-  const auto delay = std::chrono::steady_clock::now() - joined_at;
-  EXPECT_TRUE(took) << "the joined worker received no request";
-  EXPECT_LE(delay, 2s) << std::chrono::duration<double>(delay).count() << " s";
-  EXPECT_EQ(metric("troupe_serve_workers"), 2);
-  // It leaves (Ctrl-C) under load: its requests finish elsewhere, none fails.
+  ASSERT_TRUE(metric_reaches("troupe_serve_workers", 2, 30s)) << "the joined worker got no role";
+  // Recorded, not asserted: how long it takes depends on the machine.
+  RecordProperty("join_to_serving_ms",
+                 static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::steady_clock::now() - joined_at)
+                                      .count()));
+  auto next = completions(1, 8);
+  EXPECT_TRUE(metric_reaches("troupe_serve_dispatched_total{worker=\"worker/1\"}", 1, 30s))
+      << "the joined worker did not take the next request";
+  EXPECT_EQ(metric("troupe_serve_dispatched_total{worker=\"worker/0\"}"), 4);
+  // It leaves with the request on it: the request is replayed on the first worker.
   joined.signal(SIGINT);
   EXPECT_EQ(joined.wait(20s).exit_code, 0);
-  EXPECT_TRUE(metric_reaches("troupe_serve_workers", 1, 10s));
-  std::this_thread::sleep_for(300ms);  // more requests, on the one worker left
-  stop = true;
-  for (auto& f : clients)
-    EXPECT_EQ(f.get(), 0) << "requests failed";
+  EXPECT_TRUE(metric_reaches("troupe_serve_workers", 1, 30s));
+  EXPECT_TRUE(metric_reaches("troupe_serve_replays_total", 1, 30s));
+  hold_.release();
+  calls.push_back(std::move(next.front()));
+  for (auto& f : calls) {
+    const auto body = f.get();
+    ASSERT_TRUE(body.is_object()) << "a request failed";
+    EXPECT_EQ(body["usage"]["completion_tokens"], 8);
+  }
 }
 
-// Ctrl-C drains: the requests in flight finish in full while new ones get 503, then the job
-// exits 0.
+// Ctrl-C drains: the requests in flight (held until the drain has begun) finish in full while
+// new ones get 503, then the job exits 0.
 TEST_F(ServeTest, CtrlCFinishesTheRequestsInFlightThenExitsZero) {
-  // A longer context, so that the requests are sure to outlast the start of the drain.
-  start({"--set", "model={vocab: 256, ctx: 512, layers: 4, dim: 128, heads: 4}"}, true);
-  auto calls = completions(4, 480);
-  ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 4, 2s));
+  start();
+  hold_.hold();
+  auto calls = completions(4, 40);
+  ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 4, 30s));
   job_->signal(SIGINT);
-  bool refused = false;
-  for (int i = 0; i < 200 && !refused; ++i) {
-    auto c = client();
-    auto res = c.Post("/v1/completions", R"({"model": "troupe-tiny", "prompt": "late"})",
-                      "application/json");
-    ASSERT_TRUE(res) << "the server stopped before the requests in flight ended";
-    refused = res->status == 503;
-    if (!refused) std::this_thread::sleep_for(10ms);
-  }
-  EXPECT_TRUE(refused) << "a request arriving while draining was not refused";
+  ASSERT_TRUE(wait_for_event(run_dir(), "draining").is_object()) << "no drain began";
+  auto c = client();
+  auto late = c.Post("/v1/completions", R"({"model": "troupe-tiny", "prompt": "late"})",
+                     "application/json");
+  ASSERT_TRUE(late) << "the server stopped before the requests in flight ended";
+  EXPECT_EQ(late->status, 503) << "a request arriving while draining was not refused";
+  hold_.release();
   for (auto& f : calls) {
     const auto body = f.get();
     ASSERT_TRUE(body.is_object()) << "a request in flight failed";
-    EXPECT_EQ(body["usage"]["completion_tokens"], 480);
+    EXPECT_EQ(body["usage"]["completion_tokens"], 40);
   }
   auto r = job_->wait(30s);
   job_.reset();
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_FALSE(events_of(dir_.file("run"), "drained").empty());
+  EXPECT_FALSE(events_of(run_dir(), "drained").empty());
 }
 
 // A drain that outlasts runtime.stop_grace_s is cut short: the job stops at once (exit 130) and
-// the requests still running are answered 503 instead of waiting for a server that is gone.
+// the requests still running (held for good) are answered 503 instead of waiting for a server
+// that is gone.
 TEST_F(ServeTest, ADrainPastTheGracePeriodStopsAtOnce) {
-  start({"--set", "model={vocab: 256, ctx: 512, layers: 4, dim: 128, heads: 4}", "--set",
-         "runtime.stop_grace_s=0"},
-        true);
+  start({"--set", "runtime.stop_grace_s=0"});
+  hold_.hold();
   std::vector<std::future<int>> calls;
   for (int i = 0; i < 4; ++i) {
     calls.push_back(std::async(std::launch::async, [this] {
       auto c = client();
       auto res = c.Post("/v1/completions",
-                        R"({"model": "troupe-tiny", "prompt": "long", "max_tokens": 500})",
+                        R"({"model": "troupe-tiny", "prompt": "long", "max_tokens": 40})",
                         "application/json");
       return res ? res->status : -1;
     }));
   }
-  ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 4, 2s));
+  ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 4, 30s));
   job_->signal(SIGINT);
   auto r = job_->wait(20s);
   job_.reset();

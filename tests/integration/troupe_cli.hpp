@@ -2,8 +2,11 @@
 
 // Runs the real troupe binary, as a user would, for the integration tests.
 
+#include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nlohmann/json.hpp"
@@ -28,12 +31,14 @@ inline nlohmann::json summary_of(const process_result& r) {
   return nlohmann::json::parse(nl == std::string::npos ? out : out.substr(nl + 1), nullptr, false);
 }
 
-/// Lines of a JSONL file.
+/// The complete lines of a JSONL file (one still being written is left for the next read).
 inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   std::vector<nlohmann::json> out;
   std::ifstream in(path);
-  for (std::string line; std::getline(in, line);)
+  for (std::string line; std::getline(in, line);) {
+    if (in.eof()) break;  // no newline yet: the writer is not done with it
     out.push_back(nlohmann::json::parse(line));
+  }
   return out;
 }
 
@@ -45,6 +50,38 @@ inline std::vector<nlohmann::json> events_of(const std::string& run_dir, const s
   }
   return out;
 }
+
+/// Waits (bounded) for the first event of `type` in a run directory's event log; null if none
+/// came within `limit`.
+inline nlohmann::json wait_for_event(const std::string& run_dir, const std::string& type,
+                                     std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    if (auto found = events_of(run_dir, type); !found.empty()) return found.front();
+    if (std::chrono::steady_clock::now() > deadline) return nullptr;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+/// The test hold (TROUPE_TEST_HOLD, docs/testing.md) of the processes started with env(): while
+/// it is on, their inference engines, training steps and faulty stages in mode hold or hang wait
+/// after the units of work it allows. It is how a test keeps work in flight for as long as it
+/// needs, on any machine, instead of sizing a workload to be "long enough".
+class test_hold {
+ public:
+  explicit test_hold(const temp_dir& dir) : path_(dir.file("hold")) {}
+  ~test_hold() { release(); }
+
+  /// The variable to start a process with.
+  [[nodiscard]] std::string env() const { return "TROUPE_TEST_HOLD=" + path_; }
+  /// Holds every paced loop after `units` units of work (counted from its start).
+  void hold(int64_t units = 0) const { std::ofstream(path_) << units << '\n'; }
+  /// Lets them all go on.
+  void release() const { std::remove(path_.c_str()); }
+
+ private:
+  std::string path_;
+};
 
 /// `n` numbered lines "line 0" .. "line n-1".
 inline std::string numbered_lines(int n) {

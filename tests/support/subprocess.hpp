@@ -39,6 +39,9 @@ class subprocess {
   /// Reads output until stderr contains `text` or `timeout` passes; true if it appeared.
   bool wait_for_stderr(const std::string& text, std::chrono::milliseconds timeout);
 
+  /// What the child wrote to stderr so far (as far as waits have read it).
+  [[nodiscard]] const std::string& stderr_so_far() const { return result_.err; }
+
  private:
   bool pump(std::chrono::milliseconds slice);
 
