@@ -41,7 +41,12 @@ TEST(DataLoaderActor, PrefetchesUnderCreditsAndServesTheStreamInOrder) {
     return out;
   };
   self->send(loader, actor::credit_atom_v, int32_t{3});
-  std::this_thread::sleep_for(100ms);  // three batches get prepared; the cursor has not moved
+  // The credit and three (produce) prompts handled: three batches prepared, the cursor unmoved.
+  const auto stats = metrics.actor("data/1");
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (stats->messages() < 4 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(stats->messages(), 4u);
   EXPECT_EQ(cursor(), 0);
   for (int i = 0; i < 5; ++i) {
     const actor::token_batch b = next();

@@ -1,5 +1,6 @@
 #include "actors/health_monitor_actor.hpp"
 
+#include <future>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -34,8 +35,11 @@ TEST(HealthMonitorActor, DetectsABlockedActorAndItsRecovery) {
     return predicate();
   };
 
-  auto sleeper = system.spawn([](caf::event_based_actor*) -> caf::behavior {
-    return {[](int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }};
+  // Its handler blocks until the test lets it go: it hangs for as long as the test needs.
+  std::promise<void> let_go;
+  std::shared_future<void> released = let_go.get_future().share();
+  auto sleeper = system.spawn([released](caf::event_based_actor*) -> caf::behavior {
+    return {[released](int) { released.wait_for(std::chrono::seconds(30)); }};
   });
   auto monitor = spawn_health_monitor(
       system, {.interval_ms = 20, .ping_timeout_ms = 30, .unresponsive_after = 2}, metrics, events);
@@ -45,9 +49,10 @@ TEST(HealthMonitorActor, DetectsABlockedActorAndItsRecovery) {
     return metrics.get_gauge("troupe_actor_up", "", {{"actor", "sleeper/0"}}).value();
   };
   EXPECT_TRUE(wait_for([&] { return up() == 1; }));
-  caf::anon_send(sleeper, 600);  // blocks its handler for 600 ms
+  caf::anon_send(sleeper, 0);  // hangs its handler
   EXPECT_TRUE(wait_for([&] { return has("actor_unresponsive sleeper/0"); }));
   EXPECT_EQ(up(), 0);
+  let_go.set_value();
   EXPECT_TRUE(wait_for([&] { return has("actor_responsive sleeper/0"); }));
   EXPECT_EQ(up(), 1);
 

@@ -118,7 +118,11 @@ TEST(IoWorkStealing, WorkEnqueuedFromOutsideWakesTheWorkerInTheInput) {
   caf::actor_system system{*cfg};
   auto input = std::make_shared<fake_input>(caf::actor{});
   ASSERT_TRUE(attach_idle_io(system, input));
-  std::this_thread::sleep_for(100ms);  // every worker idle: one in the input, one asleep
+  // Every worker idle: one waits in the input (it polled), the other is asleep or about to be.
+  const auto deadline = clock::now() + 5s;
+  while (input->polls() == 0 && clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_GT(input->polls(), 0) << "no idle worker polls the attached input";
   for (int i = 0; i < 20; ++i) {
     auto ran_on = std::make_shared<std::promise<std::thread::id>>();
     auto reporter = spawn_reporter(system, ran_on);
@@ -126,10 +130,9 @@ TEST(IoWorkStealing, WorkEnqueuedFromOutsideWakesTheWorkerInTheInput) {
     const auto t0 = clock::now();
     caf::anon_send(reporter, int32_t{0});
     auto ran = ran_on->get_future();
+    // A deadline, not a speed: a worker not woken would sleep for 10 s.
     ASSERT_EQ(ran.wait_for(5s), std::future_status::ready);
-    // Far below the 10 s a sleeping worker would otherwise take.
-    EXPECT_LT(clock::now() - t0, 2s);
-    std::this_thread::sleep_for(5ms);
+    EXPECT_LT(clock::now() - t0, 5s);
   }
   detach_idle_io(system);
 }
@@ -137,33 +140,37 @@ TEST(IoWorkStealing, WorkEnqueuedFromOutsideWakesTheWorkerInTheInput) {
 TEST(IoWorkStealing, ABusyWorkerWithASecondJobWakesAnIdleOneToStealIt) {
   auto cfg = config_with_long_sleeps();
   caf::actor_system system{*cfg};
-  std::this_thread::sleep_for(100ms);  // both workers asleep
+  std::this_thread::sleep_for(100ms);  // lets both workers fall asleep (else nothing is shown)
   auto first = std::make_shared<std::promise<std::thread::id>>();
   auto second = std::make_shared<std::promise<std::thread::id>>();
+  auto f1 = first->get_future().share();
+  auto f2 = second->get_future().share();
   auto a = spawn_reporter(system, first);
   auto b = spawn_reporter(system, second);
   killed_at_exit guard_a{caf::actor_cast<caf::actor>(a)};
   killed_at_exit guard_b{caf::actor_cast<caf::actor>(b)};
-  std::promise<void> busy_done;
-  // The busy actor queues two jobs on its own worker, then keeps the worker for 2 s.
+  std::promise<bool> busy_done;  // whether both jobs ran while the worker was busy
+  // The busy actor queues two jobs on its own worker, then keeps the worker until both ran
+  // elsewhere (at most 20 s): they can only run if an idle worker was woken to steal them.
   auto busy =
       system.spawn([&, a, b](thread_reporter::pointer self) -> thread_reporter::behavior_type {
         return {[&, self, a, b](int32_t) {
           self->send(a, int32_t{0});
           self->send(b, int32_t{0});
-          const auto until = clock::now() + 2s;
-          while (clock::now() < until) {
+          const auto until = clock::now() + 20s;
+          bool both = false;
+          while (!both && clock::now() < until) {
+            both = f1.wait_for(0s) == std::future_status::ready &&
+                   f2.wait_for(0s) == std::future_status::ready;
           }
-          busy_done.set_value();
+          busy_done.set_value(both);
         }};
       });
   killed_at_exit guard_busy{caf::actor_cast<caf::actor>(busy)};
   caf::anon_send(busy, int32_t{0});
-  auto f1 = first->get_future();
-  auto f2 = second->get_future();
-  EXPECT_EQ(f1.wait_for(1500ms), std::future_status::ready);
-  EXPECT_EQ(f2.wait_for(1500ms), std::future_status::ready);
-  busy_done.get_future().wait();
+  auto done = busy_done.get_future();
+  ASSERT_EQ(done.wait_for(30s), std::future_status::ready);
+  EXPECT_TRUE(done.get()) << "the queued jobs did not run while their worker was busy";
 }
 
 TEST(IoWorkStealing, OneInputPerSystemAndNoneOnOtherSchedulers) {

@@ -165,8 +165,8 @@ int main(int argc, char** argv) {
   }
   if (scenario == "stall") {  // rank 1 joins but never calls: rank 0's allreduce must time out
     if (options.rank == 1) {
-      std::this_thread::sleep_for(options.timeout * 3);
-      return finish(absl::OkStatus());
+      // Stays in the group, silent, until rank 0 is done (its connections stay open).
+      return finish((*store)->wait("stall/done", std::chrono::minutes(1)).status());
     }
     host_tensor t = host_tensor::host({1024});
     const auto op_start = std::chrono::steady_clock::now();
@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
                                std::chrono::steady_clock::now() - op_start)
                                .count();
     report["then"] = absl::StatusCodeToString((*group)->barrier().code());  // the group is failed
+    if (absl::Status done = (*store)->set("stall/done", "1"); !done.ok()) return finish(done);
     return finish(s);
   }
   return finish(every_op(**group));
