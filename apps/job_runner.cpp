@@ -62,10 +62,6 @@ absl::Status job_runner::form_cluster(const std::atomic<bool>& stop) {
   if (!head.ok()) return head.status();
   head_ = std::move(*head);
   if (cluster_->on_listening) cluster_->on_listening(head_->endpoint());
-  events_.emit(run::severity::debug, "head_listening",
-               absl::StrCat("the head listens on ", head_->endpoint(),
-                            "; more workers join with: troupe worker --join ", head_->endpoint()),
-               {{"endpoint", head_->endpoint()}});
   auto node = cluster::node_agent::start(
       *zmq_, *system_,
       {.head = head_->endpoint(),

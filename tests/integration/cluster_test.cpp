@@ -365,9 +365,9 @@ class LocalWorkersTest : public ClusterTest {
     launcher_ = std::make_unique<subprocess>(
         std::vector<std::string>{TROUPE_BINARY, "launch", config, "--run-dir", run_dir()}, env());
     EXPECT_TRUE(launcher_->wait_for_stderr("started", 30s)) << launcher_->wait(1s).err;
-    const auto listening = wait_for_event(run_dir(), "head_listening");
-    EXPECT_TRUE(listening.is_object()) << "no head_listening event";
-    if (listening.is_object()) endpoint_ = listening["endpoint"];
+    const auto ready = wait_for_event(run_dir(), "cluster_ready");
+    EXPECT_TRUE(ready.is_object()) << "no cluster_ready event";
+    if (ready.is_object()) endpoint_ = ready["head"];
     std::vector<pid_t> pids;
     for (const auto& w : live_workers(2))
       pids.push_back(w["pid"].get<pid_t>());

@@ -304,13 +304,13 @@ TEST_F(ServeTest, AKilledWorkerLosesNoRequest) {
 // When it leaves again (Ctrl-C) with that request on it, the request is replayed and none fails.
 TEST_F(ServeTest, AJoinedWorkerTakesTheNextRequest) {
   start({"--set", "cluster.local_workers=1"}, 1);
-  const auto listening = wait_for_event(run_dir(), "head_listening");
-  ASSERT_TRUE(listening.is_object());
+  const auto ready = wait_for_event(run_dir(), "cluster_ready");
+  ASSERT_TRUE(ready.is_object());
   hold_.hold();
   auto calls = completions(4, 8);
   ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 4, 30s));
   // On the launcher's machine no token is needed: the launcher left it in the cluster file.
-  subprocess joined({TROUPE_BINARY, "worker", "--join", listening["endpoint"]}, {hold_.env()});
+  subprocess joined({TROUPE_BINARY, "worker", "--join", ready["head"]}, {hold_.env()});
   ASSERT_TRUE(joined.wait_for_stderr("joined", 30s)) << joined.wait(1s).err;
   const auto joined_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(metric_reaches("troupe_serve_workers", 2, 30s)) << "the joined worker got no role";
