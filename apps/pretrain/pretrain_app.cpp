@@ -4,6 +4,7 @@
 #include "actors/trainer_actor.hpp"
 #include "apps/pretrain/pretrain_driver_actor.hpp"
 #include "apps/pretrain/pretrain_options.hpp"
+#include "models/gpt/gpt_source.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/config/environment.hpp"
@@ -26,7 +27,7 @@ absl::StatusOr<const pretrain_options*> pretrain_options_in(const app::app_plan&
 
 absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt_trainer_options&) {
   TROUPE_ASSIGN_OR_RETURN(const pretrain_options* o, pretrain_options_in(ctx.plan));
-  const models::gpt_config model = model_of(ctx.plan);
+  const models::gpt_config model = models::gpt_config_of(ctx.plan.spec.model);
   TROUPE_ASSIGN_OR_RETURN(actors::text_corpus corpus,
                           actors::text_corpus::load(o->data.path, o->data.val_fraction, model.ctx));
   std::shared_ptr<comm::rendezvous_store> store;
@@ -57,7 +58,7 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
 void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
                          const config::parse_context& ctx, const YAML::Node& section) {
   const auto& o = *static_cast<const pretrain_options*>(opaque);
-  const models::gpt_config model = model_of(plan);
+  const models::gpt_config model = models::gpt_config_of(plan.spec.model);
   if (absl::Status s = model.validate(); !s.ok()) ctx.error(section, std::string(s.message()));
   if (model.vocab != 256) {
     ctx.error(section, absl::StrCat("the data is byte-level text, so model.vocab must be 256, not ",

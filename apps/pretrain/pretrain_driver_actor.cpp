@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "apps/pretrain/loss_plot.hpp"
 #include "apps/pretrain/pretrain_driver.hpp"
+#include "models/gpt/gpt_source.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/app/app_plan.hpp"
@@ -327,7 +328,7 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
   auto state = std::make_shared<driver_state>();
   state->options = options;
   state->pacer = pacer;
-  state->model = model_of(ctx.plan);
+  state->model = models::gpt_config_of(ctx.plan.spec.model);
   state->events = &ctx.events;
   state->run_dir = ctx.run_dir;
   state->trainers.resize(options.parallel.dp);

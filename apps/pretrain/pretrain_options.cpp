@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <thread>
 
-#include "runtime/app/app_plan.hpp"
-
 namespace troupe::apps {
 namespace {
 
@@ -106,18 +104,6 @@ config::object_schema<pretrain_options> pretrain_schema() {
   s.add("resume", &pretrain_options::resume)
       .help("a run directory to continue from (troupe launch --resume sets it)");
   return s;
-}
-
-models::gpt_config model_of(const app::app_plan& plan) {
-  models::gpt_config c;
-  if (plan.spec.model) {
-    c.vocab = plan.spec.model->vocab;
-    c.ctx = plan.spec.model->ctx;
-    c.layers = plan.spec.model->layers;
-    c.dim = plan.spec.model->dim;
-    c.heads = plan.spec.model->heads;
-  }
-  return c;
 }
 
 actors::trainer_options trainer_options_of(const pretrain_options& o) {

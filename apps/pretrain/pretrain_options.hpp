@@ -6,10 +6,6 @@
 #include "actors/trainer.hpp"
 #include "runtime/config/schema.hpp"
 
-namespace troupe::app {
-struct app_plan;
-}
-
 namespace troupe::apps {
 
 /// `pretrain.train`: the optimization.
@@ -66,9 +62,6 @@ struct pretrain_options {
 };
 
 [[nodiscard]] config::object_schema<pretrain_options> pretrain_schema();
-
-/// The model the plan's `model:` section describes (defaults: the tiny GPT).
-[[nodiscard]] models::gpt_config model_of(const app::app_plan& plan);
 
 /// The trainer's options from the app's: the schedule, AdamW, clipping, ZeRO and the threads
 /// each of the dp ranks on this machine computes on.

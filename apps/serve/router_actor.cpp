@@ -2,11 +2,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/request_router.hpp"
-#include "apps/pretrain/pretrain_options.hpp"
 #include "apps/serve/http_front_end.hpp"
+#include "models/gpt/gpt_source.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/status_bridge.hpp"
+#include "runtime/app/app_plan.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -180,7 +181,8 @@ void drain(self_ptr self) {
 
 absl::StatusOr<caf::actor> spawn_serve_router(actor::role_context& ctx,
                                               const serve_options& options) {
-  const api_limits limits{options.model_name, model_of(ctx.plan).ctx, options.default_max_tokens};
+  const api_limits limits{options.model_name, models::gpt_config_of(ctx.plan.spec.model).ctx,
+                          options.default_max_tokens};
   run::event_log* events = &ctx.events;
   auto handle = ctx.spawn<router_actor, router_state>(
       [options, limits, events](self_ptr self) -> router_actor::behavior_type {

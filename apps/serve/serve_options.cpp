@@ -1,12 +1,9 @@
 #include "apps/serve/serve_options.hpp"
 
-#include <filesystem>
-
 #include "absl/strings/str_cat.h"
-#include "apps/pretrain/pretrain_options.hpp"
+#include "models/gpt/gpt_source.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
-#include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/tensor/cuda_device.hpp"
 
 namespace troupe::apps {
@@ -61,45 +58,24 @@ config::object_schema<serve_options> serve_schema() {
 
 absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
     const app::app_plan& plan, const serve_options& options) {
-  const models::gpt_config config = model_of(plan);
+  const models::gpt_config config = models::gpt_config_of(plan.spec.model);
   TROUPE_RETURN_IF_ERROR(config.validate());
   auto m = std::make_shared<actors::served_model>();
   m->layout = std::make_unique<models::gpt_layout>(config, models::layer_range::all(config));
-  m->params.assign(m->layout->total(), 0.0f);
   if (options.checkpoint.empty()) {
+    m->params.assign(m->layout->total(), 0.0f);
     m->layout->initialize(m->params.data(), static_cast<uint64_t>(options.init_seed));
     return m;
   }
-  namespace fs = std::filesystem;
-  const fs::path nested = fs::path(options.checkpoint) / "checkpoints";
-  absl::StatusOr<checkpoint::checkpoint> saved;
-  if (fs::exists(fs::path(options.checkpoint) / "manifest.json")) {
-    saved = checkpoint::checkpoint_store::read(options.checkpoint);
-  } else {
-    std::vector<std::string> warnings;
-    saved = checkpoint::checkpoint_store(fs::is_directory(nested) ? nested.string()
-                                                                  : options.checkpoint)
-                .read_latest(&warnings);
-  }
-  if (!saved.ok()) {
-    return absl::Status(saved.status().code(), absl::StrCat("serve.checkpoint ", options.checkpoint,
-                                                            ": ", saved.status().message()));
-  }
-  auto weights = saved->files.find("model.safetensors");
-  if (weights == saved->files.end()) {
-    return absl::NotFoundError(absl::StrCat(saved->dir, " holds no model.safetensors"));
-  }
-  if (absl::Status s = m->layout->from_named(weights->second, m->params.data()); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(saved->dir, "/model.safetensors: ", s.message(),
-                                               " (is model: the one it was trained with?)"));
-  }
+  TROUPE_ASSIGN_OR_RETURN(
+      m->params, models::read_gpt_weights(*m->layout, options.checkpoint, "serve.checkpoint"));
   return m;
 }
 
 actors::inference_engine::options engine_options(const app::app_plan& plan,
                                                  const serve_options& options) {
   actors::inference_engine::options o;
-  o.scheduler.ctx = model_of(plan).ctx;
+  o.scheduler.ctx = models::gpt_config_of(plan.spec.model).ctx;
   o.scheduler.max_batch_tokens = options.engine.max_batch_tokens;
   o.scheduler.max_sequences = options.engine.max_sequences;
   o.scheduler.continuous = options.engine.batching == "continuous";

@@ -1,0 +1,28 @@
+#pragma once
+
+// Where a GPT comes from in an app: its shape from the config's `model:` section, its weights
+// from a checkpoint. Every app that runs a GPT (pretraining, serving, RLHF) uses these, so they
+// live below apps/.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/gpt/gpt_layout.hpp"
+#include "runtime/config/app_spec.hpp"
+
+namespace troupe::models {
+
+/// The GPT that a config's `model:` section describes (absent: the tiny GPT's defaults).
+[[nodiscard]] gpt_config gpt_config_of(const std::optional<config::model_spec>& model);
+
+/// The flat parameters of `layout` from a checkpoint's model.safetensors. `path` is a checkpoint
+/// directory (it has a manifest.json), a directory of checkpoints, or a run directory (its
+/// checkpoints/): then the newest good one. `setting` names where the path came from in the
+/// errors (e.g. "serve.checkpoint").
+[[nodiscard]] absl::StatusOr<std::vector<float>> read_gpt_weights(const gpt_layout& layout,
+                                                                  const std::string& path,
+                                                                  const std::string& setting);
+
+}  // namespace troupe::models
