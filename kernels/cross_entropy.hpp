@@ -26,6 +26,13 @@ void cross_entropy_forward(float* losses, float* probs, const float* logits, con
 /// dlogits[i] = (probs[i] - onehot(targets[i])) * dloss, 0 for ignored rows. May alias probs.
 void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss,
                             int rows, int vocab);
+/// For an objective of each row's loss and entropy h[i] (kernels/entropy.hpp), as the RL policy
+/// loss is: dloss[i] = d objective / d losses[i], dentropy[i] = d objective / d h[i] (null: no
+/// entropy term). dlogits[i] = (probs[i] - onehot) dloss[i] - dentropy[i] probs[i] (log probs[i]
+/// + h[i]), 0 loss gradient for ignored rows. May alias probs.
+void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* targets,
+                            const float* dloss, const float* h, const float* dentropy, int rows,
+                            int vocab);
 }  // namespace cpu
 
 }  // namespace troupe::kernels

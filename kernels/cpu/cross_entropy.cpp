@@ -30,16 +30,43 @@ void cross_entropy_forward(float* losses, float* probs, const float* logits, con
   }
 }
 
+namespace {
+
+// One row: (p - onehot(t)) * scale, 0 for an ignored row. d may alias p.
+void backward_row(float* d, const float* p, int32_t t, float scale, int vocab) {
+  if (t < 0) scale = 0.0f;
+  for (int j = 0; j < vocab; ++j)
+    d[j] = p[j] * scale;
+  if (t >= 0) d[t] -= scale;
+}
+
+}  // namespace
+
 void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* targets, float dloss,
                             int rows, int vocab) {
   for (int r = 0; r < rows; ++r) {
+    backward_row(dlogits + int64_t{r} * vocab, probs + int64_t{r} * vocab, targets[r], dloss,
+                 vocab);
+  }
+}
+
+void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* targets,
+                            const float* dloss, const float* h, const float* dentropy, int rows,
+                            int vocab) {
+  for (int r = 0; r < rows; ++r) {
     const float* p = probs + int64_t{r} * vocab;
     float* d = dlogits + int64_t{r} * vocab;
-    const int32_t t = targets[r];
-    const float scale = t < 0 ? 0.0f : dloss;
-    for (int j = 0; j < vocab; ++j)
-      d[j] = p[j] * scale;
-    if (t >= 0) d[t] -= scale;
+    const float de = dentropy == nullptr ? 0.0f : dentropy[r];
+    if (de == 0) {
+      backward_row(d, p, targets[r], dloss[r], vocab);
+      continue;
+    }
+    const float scale = targets[r] < 0 ? 0.0f : dloss[r];
+    for (int j = 0; j < vocab; ++j) {  // dH/dz_j = -p_j (log p_j + H)
+      const float pj = p[j];
+      d[j] = pj * scale - (pj > 0 ? de * pj * (std::log(pj) + h[r]) : 0.0f);
+    }
+    if (targets[r] >= 0) d[targets[r]] -= scale;
   }
 }
 

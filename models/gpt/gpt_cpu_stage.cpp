@@ -4,10 +4,12 @@
 
 #include "kernels/cross_entropy.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/entropy.hpp"
 #include "kernels/gelu.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/residual.hpp"
+#include "runtime/base/status.hpp"
 
 namespace troupe::models {
 
@@ -37,10 +39,11 @@ gpt_cpu_stage::gpt_cpu_stage(const gpt_layout& layout, int max_batch,
 }
 
 loss_sum gpt_cpu_stage::forward(const float* params, int batch, int seq, const int32_t* tokens,
-                                const float* hidden, const int32_t* targets) {
+                                const float* hidden, const int32_t* targets, float temperature) {
   const gpt_config& c = layout_.config();
   batch_ = batch;
   seq_ = seq;
+  temperature_ = temperature;
   const int N = batch * seq, C = c.dim;
   if (layout_.range().has_embedding()) {
     std::memcpy(tokens_.data(), tokens, N * sizeof(int32_t));
@@ -61,6 +64,11 @@ loss_sum gpt_cpu_stage::forward(const float* params, int batch, int seq, const i
                        params + layout_.lnf_w(), params + layout_.lnf_b(), N, C);
   k::matmul(probs_.data(), lnf_.data(), params + layout_.wte(), nullptr,
             gemm{N, c.vocab, C, false, true, false});
+  if (temperature != 1.0f) {
+    const float inv = 1.0f / temperature;
+    for (int64_t i = 0; i < int64_t{N} * c.vocab; ++i)
+      probs_[i] *= inv;
+  }
   std::memcpy(targets_.data(), targets, N * sizeof(int32_t));
   k::cross_entropy_forward(losses_.data(), probs_.data(), probs_.data(), targets, N, c.vocab);
   for (int i = 0; i < N; ++i) {
@@ -95,10 +103,33 @@ void gpt_cpu_stage::block_forward(const float* params, int layer, const float* i
 void gpt_cpu_stage::backward(const float* params, float* grads, const float* dhidden,
                              float loss_scale) {
   backward_head(params, grads, dhidden, loss_scale);
+  backward_below_head(params, grads);
+}
+
+void gpt_cpu_stage::backward_below_head(const float* params, float* grads) {
   for (int l = layout_.range().last - 1; l >= layout_.range().first; --l) {
     backward_block(params, grads, l);
   }
   backward_embedding(grads);
+}
+
+void gpt_cpu_stage::entropies(float* h) const {
+  k::entropy_forward(h, probs_.data(), batch_ * seq_, layout_.config().vocab);
+}
+
+void gpt_cpu_stage::backward(const float* params, float* grads,
+                             const token_objective_grad& objective) {
+  backward_head(params, grads, objective);
+  backward_below_head(params, grads);
+}
+
+void gpt_cpu_stage::backward_head(const float* params, float* grads,
+                                  const token_objective_grad& objective) {
+  const gpt_config& c = layout_.config();
+  TROUPE_CHECK(layout_.range().has_head(c));
+  k::cross_entropy_backward(probs_.data(), probs_.data(), targets_.data(), objective.dloss,
+                            objective.entropies, objective.dentropy, batch_ * seq_, c.vocab);
+  head_backward(params, grads);
 }
 
 void gpt_cpu_stage::backward_head(const float* params, float* grads, const float* dhidden,
@@ -108,16 +139,27 @@ void gpt_cpu_stage::backward_head(const float* params, float* grads, const float
   if (layout_.range().has_head(c)) {
     k::cross_entropy_backward(probs_.data(), probs_.data(), targets_.data(), loss_scale, N,
                               c.vocab);
-    k::matmul(dtmp_.data(), probs_.data(), params + layout_.wte(), nullptr, gemm{N, C, c.vocab});
-    k::matmul(grads + layout_.wte(), probs_.data(), lnf_.data(), nullptr,
-              gemm{c.vocab, C, N, true, false, true});
-    std::memset(dx_.data(), 0, int64_t{N} * C * sizeof(float));
-    k::layernorm_backward(dx_.data(), grads + layout_.lnf_w(), grads + layout_.lnf_b(),
-                          dtmp_.data(), x_.back().data(), params + layout_.lnf_w(),
-                          lnf_mean_.data(), lnf_rstd_.data(), N, C);
+    head_backward(params, grads);
   } else {
     std::memcpy(dx_.data(), dhidden, int64_t{N} * C * sizeof(float));
   }
+}
+
+void gpt_cpu_stage::head_backward(const float* params, float* grads) {
+  const gpt_config& c = layout_.config();
+  const int N = batch_ * seq_, C = c.dim;
+  if (temperature_ != 1.0f) {  // the logits were divided by the temperature
+    const float inv = 1.0f / temperature_;
+    for (int64_t i = 0; i < int64_t{N} * c.vocab; ++i)
+      probs_[i] *= inv;
+  }
+  k::matmul(dtmp_.data(), probs_.data(), params + layout_.wte(), nullptr, gemm{N, C, c.vocab});
+  k::matmul(grads + layout_.wte(), probs_.data(), lnf_.data(), nullptr,
+            gemm{c.vocab, C, N, true, false, true});
+  std::memset(dx_.data(), 0, int64_t{N} * C * sizeof(float));
+  k::layernorm_backward(dx_.data(), grads + layout_.lnf_w(), grads + layout_.lnf_b(), dtmp_.data(),
+                        x_.back().data(), params + layout_.lnf_w(), lnf_mean_.data(),
+                        lnf_rstd_.data(), N, C);
 }
 
 void gpt_cpu_stage::backward_embedding(float* grads) {

@@ -18,6 +18,14 @@ struct loss_sum {
   int64_t tokens = 0;
 };
 
+/// What a last stage's backward seeds instead of a mean loss: the gradient of an objective of
+/// each token's loss (-log p of its target) and entropy, as the RL policy loss is.
+struct token_objective_grad {
+  const float* dloss = nullptr;      ///< d objective / d token_losses()[i], per token
+  const float* entropies = nullptr;  ///< from entropies(); null when there is no entropy term
+  const float* dentropy = nullptr;   ///< d objective / d entropy, per token
+};
+
 /// Forward and backward of a GPT stage (blocks [first, last)) on the CPU, for one batch of
 /// sequences at a time. It owns the activations the backward pass needs; parameters and
 /// gradients are flat buffers laid out by gpt_layout, owned by the caller.
@@ -31,22 +39,30 @@ class gpt_cpu_stage {
   gpt_cpu_stage(const gpt_layout& layout, int max_batch, kernels::cpu::thread_pool* pool);
 
   /// Runs the stage on [batch, seq] inputs: `tokens` on the first stage, `hidden` [batch * seq,
-  /// dim] otherwise. The last stage takes `targets` (-1 ignores a position) and returns the loss.
+  /// dim] otherwise. The last stage takes `targets` (-1 ignores a position) and returns the loss
+  /// of softmax(logits / temperature) (the RL objectives train on the sampling distribution).
   loss_sum forward(const float* params, int batch, int seq, const int32_t* tokens,
-                   const float* hidden, const int32_t* targets);
-  /// softmax(logits) [batch * seq, vocab] of the last forward, until backward reuses the memory
-  /// (last stage only).
+                   const float* hidden, const int32_t* targets, float temperature = 1.0f);
+  /// softmax(logits / temperature) [batch * seq, vocab] of the last forward, until backward
+  /// reuses the memory (last stage only).
   [[nodiscard]] const float* probabilities() const { return probs_.data(); }
+  /// Each position's loss -log p(target) of the last forward (0 where ignored; last stage).
+  [[nodiscard]] const float* token_losses() const { return losses_.data(); }
+  /// Each position's entropy of the last forward's distribution into `h` (before backward).
+  void entropies(float* h) const;
   /// The hidden state the last forward produced (not on the last stage).
   [[nodiscard]] const float* hidden_out() const { return x_.back().data(); }
 
   /// Adds this batch's gradients to `grads`. The last stage seeds each token's loss gradient
   /// with `loss_scale` (1 / tokens for a mean); other stages take d(hidden_out) in dhidden.
   void backward(const float* params, float* grads, const float* dhidden, float loss_scale);
+  /// The same for a per-token objective (last stage only).
+  void backward(const float* params, float* grads, const token_objective_grad& objective);
 
   /// backward() in phases, for callers that act between them (gradient buckets): the head (or
   /// the incoming d(hidden)), then each block from the last to the first, then the embeddings.
   void backward_head(const float* params, float* grads, const float* dhidden, float loss_scale);
+  void backward_head(const float* params, float* grads, const token_objective_grad& objective);
   void backward_block(const float* params, float* grads, int layer);
   void backward_embedding(float* grads);
   /// d(hidden input) of the last backward (not on the first stage).
@@ -59,10 +75,15 @@ class gpt_cpu_stage {
   };
 
   void block_forward(const float* params, int layer, const float* in, float* out);
+  // From d(logits / temperature), held in probs_, to d(final hidden state) in dx_.
+  void head_backward(const float* params, float* grads);
+  // Every block from the last to the first, then the embeddings.
+  void backward_below_head(const float* params, float* grads);
 
   const gpt_layout& layout_;
   kernels::cpu::thread_pool* pool_;
   int batch_ = 0, seq_ = 0;
+  float temperature_ = 1.0f;
   std::vector<std::vector<float>> x_;  // residual stream: input of each block, then the output
   std::vector<block_activations> blocks_;
   std::vector<float> lnf_, lnf_mean_, lnf_rstd_, probs_, losses_;
