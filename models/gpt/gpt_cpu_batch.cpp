@@ -20,6 +20,7 @@ gpt_cpu_batch::gpt_cpu_batch(const gpt_layout& layout, int max_batch, int thread
         std::make_unique<gpt_cpu_stage>(layout, per_replica, threads == 1 ? pool_.get() : nullptr));
   }
   replica_grads_.assign(threads > 1 ? threads : 0, std::vector<float>(layout.total()));
+  scratch_.resize(threads);
   // OpenBLAS threads are process-wide: one per replica's core, or every core for a lone replica
   // (which also spreads its attention heads over the pool).
   kernels::cpu::set_blas_threads(threads > 1 ? 1 : requested);
@@ -28,6 +29,45 @@ gpt_cpu_batch::gpt_cpu_batch(const gpt_layout& layout, int max_batch, int thread
 loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int seq,
                             const int32_t* tokens, const int32_t* targets, float loss_scale,
                             const gradients_ready& ready) {
+  return run_seeded(params, grads, batch, seq, tokens, targets, {loss_scale, nullptr}, ready);
+}
+
+loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int seq,
+                            const int32_t* tokens, const int32_t* targets,
+                            const token_objective& objective, const gradients_ready& ready) {
+  return run_seeded(params, grads, batch, seq, tokens, targets, {0, &objective}, ready);
+}
+
+loss_sum gpt_cpu_batch::forward_and_seed(int r, const float* params, float* g, int first, int count,
+                                         int seq, const int32_t* tokens, const int32_t* targets,
+                                         const seeding& seed) {
+  gpt_cpu_stage& stage = *replicas_[r];
+  const int64_t offset = int64_t{first} * seq, n = int64_t{count} * seq;
+  const token_objective* o = seed.objective;
+  const loss_sum loss = stage.forward(params, count, seq, tokens + offset, nullptr,
+                                      targets + offset, o ? o->temperature : 1.0f);
+  if (o == nullptr) {
+    stage.backward_head(params, g, nullptr, seed.loss_scale);
+    return loss;
+  }
+  objective_scratch& s = scratch_[r];
+  s.dloss.assign(n, 0.0f);
+  if (o->entropy) {
+    s.entropies.resize(n);
+    s.dentropy.assign(n, 0.0f);
+    stage.entropies(s.entropies.data());
+  }
+  o->seed(offset, n, stage.token_losses(), o->entropy ? s.entropies.data() : nullptr,
+          s.dloss.data(), o->entropy ? s.dentropy.data() : nullptr);
+  stage.backward_head(params, g,
+                      {s.dloss.data(), o->entropy ? s.entropies.data() : nullptr,
+                       o->entropy ? s.dentropy.data() : nullptr});
+  return loss;
+}
+
+loss_sum gpt_cpu_batch::run_seeded(const float* params, float* grads, int batch, int seq,
+                                   const int32_t* tokens, const int32_t* targets,
+                                   const seeding& seed, const gradients_ready& ready) {
   const int n = std::min<int>(threads(), batch);
   const layer_range range = layout_.range();
   // Bucket i finishes with block last-1-i; the rest (the embeddings) with the embedding pass.
@@ -35,8 +75,7 @@ loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int se
   size_t finished = 0;
   if (n == 1) {
     gpt_cpu_stage& r = *replicas_[0];
-    const loss_sum loss = r.forward(params, batch, seq, tokens, nullptr, targets);
-    r.backward_head(params, grads, nullptr, loss_scale);
+    const loss_sum loss = forward_and_seed(0, params, grads, 0, batch, seq, tokens, targets, seed);
     for (int l = range.last - 1; l >= range.first; --l) {
       r.backward_block(params, grads, l);
       if (ready) ready(buckets[finished]);
@@ -57,15 +96,14 @@ loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int se
   pool_->run(n, [&](int64_t r) {
     const int first = static_cast<int>(int64_t{batch} * r / n);
     const int count = static_cast<int>(int64_t{batch} * (r + 1) / n) - first;
-    const int64_t offset = int64_t{first} * seq;
     std::vector<float>& g = replica_grads_[r];
     std::memset(g.data(), 0, g.size() * sizeof(float));
-    losses[r] =
-        replicas_[r]->forward(params, count, seq, tokens + offset, nullptr, targets + offset);
-    if (phased) {
-      replicas_[r]->backward_head(params, g.data(), nullptr, loss_scale);
-    } else {
-      replicas_[r]->backward(params, g.data(), nullptr, loss_scale);
+    losses[r] = forward_and_seed(static_cast<int>(r), params, g.data(), first, count, seq, tokens,
+                                 targets, seed);
+    if (!phased) {
+      for (int l = range.last - 1; l >= range.first; --l)
+        replicas_[r]->backward_block(params, g.data(), l);
+      replicas_[r]->backward_embedding(g.data());
     }
   });
   const auto sum_bucket = [&](param_range b) {

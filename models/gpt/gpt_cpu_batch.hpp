@@ -27,6 +27,23 @@ class gpt_cpu_batch {
   loss_sum run(const float* params, float* grads, int batch, int seq, const int32_t* tokens,
                const int32_t* targets, float loss_scale, const gradients_ready& ready = nullptr);
 
+  /// A per-token objective of each token's loss (-log p of its target) and entropy, such as the
+  /// RL policy loss: called once per slice of the batch, on the slice's thread, with the
+  /// slice's first token (an index into [batch * seq]), its token count, its tokens' losses and
+  /// entropies (null unless `entropy`), and where to write d objective / d loss and / d entropy
+  /// for those tokens. Slices run in parallel: it must touch only its own tokens' entries.
+  struct token_objective {
+    float temperature = 1.0f;  ///< the loss and entropy are of softmax(logits / temperature)
+    bool entropy = false;      ///< whether the objective reads entropies (and writes dentropy)
+    std::function<void(int64_t first, int64_t count, const float* token_losses,
+                       const float* entropies, float* dloss, float* dentropy)>
+        seed;
+  };
+  /// run() for a per-token objective instead of a mean loss.
+  loss_sum run(const float* params, float* grads, int batch, int seq, const int32_t* tokens,
+               const int32_t* targets, const token_objective& objective,
+               const gradients_ready& ready = nullptr);
+
   /// The loss of a batch without gradients (evaluation), split over the replicas like run().
   loss_sum evaluate(const float* params, int batch, int seq, const int32_t* tokens,
                     const int32_t* targets);
@@ -37,8 +54,24 @@ class gpt_cpu_batch {
   const gpt_layout& layout_;
   std::vector<param_range> buckets_;
   std::unique_ptr<kernels::cpu::thread_pool> pool_;
+  // How a replica's last stage seeds its backward: a mean loss, or a per-token objective.
+  struct seeding {
+    float loss_scale = 0;
+    const token_objective* objective = nullptr;
+  };
+  loss_sum run_seeded(const float* params, float* grads, int batch, int seq, const int32_t* tokens,
+                      const int32_t* targets, const seeding& seed, const gradients_ready& ready);
+  // Forwards replica r on its slice and seeds its backward head into `g`.
+  loss_sum forward_and_seed(int r, const float* params, float* g, int first, int count, int seq,
+                            const int32_t* tokens, const int32_t* targets, const seeding& seed);
+
   std::vector<std::unique_ptr<gpt_cpu_stage>> replicas_;
   std::vector<std::vector<float>> replica_grads_;
+  // Each replica's per-token objective seeds: d loss, entropies, d entropy.
+  struct objective_scratch {
+    std::vector<float> dloss, entropies, dentropy;
+  };
+  std::vector<objective_scratch> scratch_;
 };
 
 }  // namespace troupe::models

@@ -1,13 +1,15 @@
 // The RL policy objective through the GPT (issue 16): PPO's clipped loss on the response tokens,
-// an entropy bonus and a k3 KL loss to a reference, on softmax(logits / temperature). Its
-// gradient wrt every parameter, seeded per token into gpt_cpu_stage's backward, is the finite
-// difference of the objective.
+// an entropy bonus and a k3 KL loss to a reference, on softmax(logits / temperature), seeded per
+// token into the model's backward.
+
+#include <cmath>
 
 #include <gtest/gtest.h>
 
 #include "kernels/kl_penalty.hpp"
 #include "kernels/loss_aggregation.hpp"
 #include "kernels/policy_loss.hpp"
+#include "models/gpt/gpt_cpu_batch.hpp"
 #include "models/gpt/gpt_cpu_stage.hpp"
 #include "tests/kernels/gradient_check.hpp"
 
@@ -76,6 +78,64 @@ TEST(GptPolicyObjective, GradientThroughTheModelIsTheFiniteDifference) {
   }
   stage.backward(params.data(), grads.data(), {dloss.data(), entropy.data(), dentropy.data()});
   testing::expect_gradient("policy objective", params, grads, objective, 3e-3f, 1e-4, 3e-2, 300);
+}
+
+// gpt_cpu_batch runs the same objective slice by slice on its replicas: with one thread it is the
+// stage's gradient exactly, with two the same up to the order of the replicas' sum.
+TEST(GptPolicyObjective, TheBatchSplitsItOverItsReplicas) {
+  const gpt_config config{32, 12, 2, 16, 2};
+  const int batch = 4, seq = 12, n = batch * seq;
+  gpt_layout layout(config, layer_range::all(config));
+  std::vector<float> params(layout.total());
+  layout.initialize(params.data(), 9);
+  std::vector<int32_t> tokens(n), targets(n);
+  std::vector<float> mask(n), weights(n);
+  for (int i = 0; i < n; ++i) {
+    tokens[i] = (i * 11 + 1) % 32;
+    const bool response = i % seq >= 5 && i % seq < seq - 1 - (i / seq);
+    targets[i] = response ? (i * 5 + 2) % 32 : -1;
+    mask[i] = response ? 1.0f : 0.0f;
+  }
+  kernels::cpu::loss_agg_weights(weights.data(), mask.data(), batch, seq,
+                                 kernels::loss_agg_mode::seq_mean_token_mean);
+  const auto old_log_prob = testing::random_values(n, 31, -4.0f, -2.0f);
+  const auto advantages = testing::random_values(n, 32, -1.0f, 1.0f);
+  std::vector<float> log_prob(n), dlog_prob(n);
+  // PPO plus an entropy bonus, each slice on its own tokens only.
+  gpt_cpu_batch::token_objective objective{
+      0.9f, true,
+      [&](int64_t first, int64_t count, const float* losses, const float* entropies, float* dloss,
+          float* dentropy) {
+        for (int64_t i = 0; i < count; ++i)
+          log_prob[first + i] = -losses[i];
+        kernels::cpu::ppo_policy_loss(dlog_prob.data() + first, log_prob.data() + first,
+                                      old_log_prob.data() + first, advantages.data() + first,
+                                      mask.data() + first, weights.data() + first, count, {});
+        for (int64_t i = 0; i < count; ++i) {
+          dloss[i] = -dlog_prob[first + i];
+          dentropy[i] = -0.01f * weights[first + i];
+          EXPECT_GE(entropies[i], 0.0f);
+        }
+      }};
+
+  gpt_cpu_stage stage(layout, batch, nullptr);
+  std::vector<float> want(layout.total(), 0.0f), h(n), dloss(n), dentropy(n);
+  stage.forward(params.data(), batch, seq, tokens.data(), nullptr, targets.data(), 0.9f);
+  stage.entropies(h.data());
+  objective.seed(0, n, stage.token_losses(), h.data(), dloss.data(), dentropy.data());
+  stage.backward(params.data(), want.data(), {dloss.data(), h.data(), dentropy.data()});
+
+  for (int threads : {1, 2}) {
+    gpt_cpu_batch model(layout, batch, threads);
+    std::vector<float> grads(layout.total(), 0.0f);
+    model.run(params.data(), grads.data(), batch, seq, tokens.data(), targets.data(), objective);
+    if (threads == 1) {
+      EXPECT_EQ(grads, want);
+    } else {
+      for (size_t i = 0; i < grads.size(); ++i)
+        ASSERT_NEAR(grads[i], want[i], 1e-6 + 1e-4 * std::abs(want[i])) << i;
+    }
+  }
 }
 
 }  // namespace
