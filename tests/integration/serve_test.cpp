@@ -232,6 +232,7 @@ TEST_F(ServeTest, AFloodGets429WithRetryAfter) {
           res->status, res->status == 429 ? res->get_header_value("Retry-After") : res->body};
     }));
   }
+  const auto released = hold_.release_at_exit();
   const auto answered = [&] {
     return std::count_if(calls.begin(), calls.end(),
                          [](const auto& f) { return f.wait_for(0s) == std::future_status::ready; });
@@ -265,6 +266,7 @@ TEST_F(ServeTest, AKilledWorkerLosesNoRequest) {
   start();
   hold_.hold();
   auto calls = completions(8, 50);
+  const auto released = hold_.release_at_exit();
   // All eight are on the workers, four each (the least loaded takes the next), and stay there.
   ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 8, 30s));
   int killed = 0;  // "w1 joined from HOST (pid N, epoch E)"
@@ -308,6 +310,8 @@ TEST_F(ServeTest, AJoinedWorkerTakesTheNextRequest) {
   ASSERT_TRUE(ready.is_object());
   hold_.hold();
   auto calls = completions(4, 8);
+  std::vector<std::future<nlohmann::json>> next;
+  const auto released = hold_.release_at_exit();
   ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 4, 30s));
   // On the launcher's machine no token is needed: the launcher left it in the cluster file.
   subprocess joined({TROUPE_BINARY, "worker", "--join", ready["head"]}, {hold_.env()});
@@ -319,7 +323,7 @@ TEST_F(ServeTest, AJoinedWorkerTakesTheNextRequest) {
                  static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                       std::chrono::steady_clock::now() - joined_at)
                                       .count()));
-  auto next = completions(1, 8);
+  next = completions(1, 8);
   EXPECT_TRUE(metric_reaches("troupe_serve_dispatched_total{worker=\"worker/1\"}", 1, 30s))
       << "the joined worker did not take the next request";
   EXPECT_EQ(metric("troupe_serve_dispatched_total{worker=\"worker/0\"}"), 4);
@@ -343,6 +347,7 @@ TEST_F(ServeTest, CtrlCFinishesTheRequestsInFlightThenExitsZero) {
   start();
   hold_.hold();
   auto calls = completions(4, 40);
+  const auto released = hold_.release_at_exit();
   ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 4, 30s));
   job_->signal(SIGINT);
   ASSERT_TRUE(wait_for_event(run_dir(), "draining").is_object()) << "no drain began";
@@ -379,6 +384,7 @@ TEST_F(ServeTest, ADrainPastTheGracePeriodStopsAtOnce) {
       return res ? res->status : -1;
     }));
   }
+  const auto released = hold_.release_at_exit();
   ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 4, 30s));
   job_->signal(SIGINT);
   auto r = job_->wait(20s);

@@ -79,6 +79,14 @@ class test_hold {
   /// Lets them all go on.
   void release() const { std::remove(path_.c_str()); }
 
+  /// Releases the hold when it goes out of scope. Declared after the held work's futures, it
+  /// lets that work finish before they are waited for, also when an assertion ends a test early.
+  struct release_guard {
+    const test_hold* hold;
+    ~release_guard() { hold->release(); }
+  };
+  [[nodiscard]] release_guard release_at_exit() const { return {this}; }
+
  private:
   std::string path_;
 };
