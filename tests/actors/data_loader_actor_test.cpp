@@ -6,6 +6,7 @@
 
 #include "runtime/actor/system_config.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/wait.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -43,9 +44,7 @@ TEST(DataLoaderActor, PrefetchesUnderCreditsAndServesTheStreamInOrder) {
   self->send(loader, actor::credit_atom_v, int32_t{3});
   // The credit and three (produce) prompts handled: three batches prepared, the cursor unmoved.
   const auto stats = metrics.actor("data/1");
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (stats->messages() < 4 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(testing::wait_until([&] { return stats->messages() >= 4; }));
   ASSERT_EQ(stats->messages(), 4u);
   EXPECT_EQ(cursor(), 0);
   for (int i = 0; i < 5; ++i) {

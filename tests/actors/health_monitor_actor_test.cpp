@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/actor/system_config.hpp"
+#include "tests/support/wait.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -27,13 +28,6 @@ TEST(HealthMonitorActor, DetectsABlockedActorAndItsRecovery) {
     std::lock_guard<std::mutex> lock(mu);
     return std::find(seen.begin(), seen.end(), what) != seen.end();
   };
-  auto wait_for = [&](auto predicate) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!predicate() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return predicate();
-  };
 
   // Its handler blocks until the test lets it go: it hangs for as long as the test needs.
   std::promise<void> let_go;
@@ -48,16 +42,16 @@ TEST(HealthMonitorActor, DetectsABlockedActorAndItsRecovery) {
   auto up = [&] {
     return metrics.get_gauge("troupe_actor_up", "", {{"actor", "sleeper/0"}}).value();
   };
-  EXPECT_TRUE(wait_for([&] { return up() == 1; }));
+  EXPECT_TRUE(testing::wait_until([&] { return up() == 1; }));
   caf::anon_send(sleeper, 0);  // hangs its handler
-  EXPECT_TRUE(wait_for([&] { return has("actor_unresponsive sleeper/0"); }));
+  EXPECT_TRUE(testing::wait_until([&] { return has("actor_unresponsive sleeper/0"); }));
   EXPECT_EQ(up(), 0);
   let_go.set_value();
-  EXPECT_TRUE(wait_for([&] { return has("actor_responsive sleeper/0"); }));
+  EXPECT_TRUE(testing::wait_until([&] { return has("actor_responsive sleeper/0"); }));
   EXPECT_EQ(up(), 1);
 
   caf::anon_send_exit(sleeper, caf::exit_reason::kill);
-  EXPECT_TRUE(wait_for([&] { return up() == 0; }));
+  EXPECT_TRUE(testing::wait_until([&] { return up() == 0; }));
   caf::anon_send_exit(monitor, caf::exit_reason::user_shutdown);
 }
 

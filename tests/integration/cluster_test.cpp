@@ -260,9 +260,7 @@ TEST_F(ClusterTest, AnElasticRoleGrowsWhenWorkersJoinMidRun) {
   ASSERT_TRUE(head_->wait_for_stderr("started", 20s));
   start_worker();
   start_worker();
-  const auto deadline = clock::now() + 30s;
-  while (events_of(run_dir(), "role_grown").size() < 2 && clock::now() < deadline)
-    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(wait_until([&] { return events_of(run_dir(), "role_grown").size() >= 2; }));
   ASSERT_EQ(events_of(run_dir(), "role_grown").size(), 2u) << "the role did not grow twice";
   hold_.release();
   auto r = head_->wait(60s);

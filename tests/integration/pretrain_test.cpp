@@ -162,10 +162,9 @@ TEST_F(PretrainTest, CtrlCCheckpointsTheStepInFlightAndTheResumeIsBitExact) {
     }
     return last;
   };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (trained() < 30 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  ASSERT_EQ(trained(), 30) << job.wait(std::chrono::seconds(1)).err;
+  ASSERT_TRUE(wait_until([&] { return trained() >= 30; }, std::chrono::minutes(2)))
+      << job.wait(std::chrono::seconds(1)).err;
+  ASSERT_EQ(trained(), 30) << "the hold let more steps run";
   job.signal(SIGINT);
   const auto stopping = wait_for_event(dir_.file("stopped"), "training_stopping");
   ASSERT_TRUE(stopping.is_object()) << job.wait(std::chrono::seconds(1)).err;

@@ -128,10 +128,7 @@ TEST_F(SupervisionTest, HungActorIsReportedAndItsItemRetriedElsewhere) {
     }
     return false;
   };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!past_the_hung_item() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE(past_the_hung_item()) << "the hung item was not retried elsewhere";
+  EXPECT_TRUE(wait_until(past_the_hung_item)) << "the hung item was not retried elsewhere";
   hold.release();
   auto r = job.wait(std::chrono::seconds(60));
   ASSERT_EQ(r.exit_code, 0) << r.err;

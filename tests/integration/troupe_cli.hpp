@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tests/support/subprocess.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/wait.hpp"
 
 namespace troupe::testing {
 
@@ -55,12 +55,9 @@ inline std::vector<nlohmann::json> events_of(const std::string& run_dir, const s
 /// came within `limit`.
 inline nlohmann::json wait_for_event(const std::string& run_dir, const std::string& type,
                                      std::chrono::milliseconds limit = std::chrono::seconds(30)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (true) {
-    if (auto found = events_of(run_dir, type); !found.empty()) return found.front();
-    if (std::chrono::steady_clock::now() > deadline) return nullptr;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  std::vector<nlohmann::json> found;
+  wait_until([&] { return !(found = events_of(run_dir, type)).empty(); }, limit);
+  return found.empty() ? nlohmann::json() : found.front();
 }
 
 /// The test hold (TROUPE_TEST_HOLD, docs/testing.md) of the processes started with env(): while

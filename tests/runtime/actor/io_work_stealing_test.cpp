@@ -10,6 +10,7 @@
 
 #include "caf/all.hpp"
 #include "runtime/actor/system_config.hpp"
+#include "tests/support/wait.hpp"
 
 namespace troupe::actor {
 namespace {
@@ -102,10 +103,8 @@ TEST(IoWorkStealing, AMessageFromTheInputRunsOnTheWorkerThatPolledIt) {
   auto input = std::make_shared<fake_input>(caf::actor_cast<caf::actor>(reporter));
   ASSERT_TRUE(attach_idle_io(system, input));
   // The workers asleep when the input came are woken to wait in it: wait for the first poll.
-  const auto deadline = clock::now() + 5s;
-  while (input->polls() == 0 && clock::now() < deadline)
-    std::this_thread::sleep_for(1ms);
-  ASSERT_GT(input->polls(), 0) << "no idle worker polls the attached input";
+  ASSERT_TRUE(testing::wait_until([&] { return input->polls() > 0; }))
+      << "no idle worker polls the attached input";
   input->push();
   auto ran = ran_on->get_future();
   ASSERT_EQ(ran.wait_for(5s), std::future_status::ready);
@@ -119,10 +118,8 @@ TEST(IoWorkStealing, WorkEnqueuedFromOutsideWakesTheWorkerInTheInput) {
   auto input = std::make_shared<fake_input>(caf::actor{});
   ASSERT_TRUE(attach_idle_io(system, input));
   // Every worker idle: one waits in the input (it polled), the other is asleep or about to be.
-  const auto deadline = clock::now() + 5s;
-  while (input->polls() == 0 && clock::now() < deadline)
-    std::this_thread::sleep_for(1ms);
-  ASSERT_GT(input->polls(), 0) << "no idle worker polls the attached input";
+  ASSERT_TRUE(testing::wait_until([&] { return input->polls() > 0; }))
+      << "no idle worker polls the attached input";
   for (int i = 0; i < 20; ++i) {
     auto ran_on = std::make_shared<std::promise<std::thread::id>>();
     auto reporter = spawn_reporter(system, ran_on);

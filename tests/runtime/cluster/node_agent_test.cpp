@@ -9,9 +9,12 @@
 #include "runtime/actor/system_config.hpp"
 #include "runtime/cluster/head_server.hpp"
 #include "runtime/cluster/message_codec.hpp"
+#include "tests/support/wait.hpp"
 
 namespace troupe::cluster {
 namespace {
+
+using testing::wait_until;
 
 using namespace std::chrono_literals;
 using echo_actor = caf::typed_actor<caf::replies_to<actor::ping_atom, int32_t>::with<int32_t>>;
@@ -80,14 +83,6 @@ class NodeAgentTest : public ::testing::TestWithParam<std::string> {
                               {{"where", "node"}, {"reason", reason}})
                  .value() == n;
     });
-  }
-
-  template <class F>
-  static bool wait_until(F done) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (!done() && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(5ms);
-    return done();
   }
 
   static constexpr size_t max_frame = 1 << 20;
