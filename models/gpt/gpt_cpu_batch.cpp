@@ -52,16 +52,16 @@ loss_sum gpt_cpu_batch::forward_and_seed(int r, const float* params, float* g, i
   }
   objective_scratch& s = scratch_[r];
   s.dloss.assign(n, 0.0f);
+  float* entropies = nullptr;
+  float* dentropy = nullptr;
   if (o->entropy) {
     s.entropies.resize(n);
     s.dentropy.assign(n, 0.0f);
-    stage.entropies(s.entropies.data());
+    stage.entropies(entropies = s.entropies.data());
+    dentropy = s.dentropy.data();
   }
-  o->seed(offset, n, stage.token_losses(), o->entropy ? s.entropies.data() : nullptr,
-          s.dloss.data(), o->entropy ? s.dentropy.data() : nullptr);
-  stage.backward_head(params, g,
-                      {s.dloss.data(), o->entropy ? s.entropies.data() : nullptr,
-                       o->entropy ? s.dentropy.data() : nullptr});
+  o->seed(offset, n, stage.token_losses(), entropies, s.dloss.data(), dentropy);
+  stage.backward_head(params, g, {s.dloss.data(), entropies, dentropy});
   return loss;
 }
 

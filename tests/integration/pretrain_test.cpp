@@ -192,6 +192,16 @@ TEST_F(PretrainTest, CtrlCCheckpointsTheStepInFlightAndTheResumeIsBitExact) {
   }
 }
 
+// A malformed test hook is refused by name before anything runs.
+TEST_F(PretrainTest, AMalformedSlowdownIsRefusedByName) {
+  auto r = run({TROUPE_BINARY, "launch", config_, "--run-dir", dir_.file("run")},
+               std::chrono::seconds(60), {"TROUPE_TEST_SLOWDOWN=fast"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(summary_of(r).value("error", "").find("TROUPE_TEST_SLOWDOWN is 'fast'"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST_F(PretrainTest, ResumeSkipsACorruptedCheckpointAndSaysWhich) {
   const run_result first = launch("first", 1, 0, {"--set", "pretrain.train.stop_after=30"});
   ASSERT_EQ(first.process.exit_code, 0) << first.process.err;
