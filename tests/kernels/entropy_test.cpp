@@ -31,15 +31,9 @@ TEST(Entropy, ForwardAndTheFusedBackwardOfALossAndEntropyObjective) {
   };
   objective();
   for (int r = 0; r < rows; ++r) {
-    double max = -1e30, sum = 0, plogp = 0;
-    for (int j = 0; j < vocab; ++j)
-      max = std::max<double>(max, logits[r * vocab + j]);
-    for (int j = 0; j < vocab; ++j)
-      sum += std::exp(logits[r * vocab + j] - max);
-    for (int j = 0; j < vocab; ++j) {
-      const double p = std::exp(logits[r * vocab + j] - max) / sum;
-      plogp += p * std::log(p);
-    }
+    double plogp = 0;
+    for (double logp : testing::naive_log_softmax(logits.data() + r * vocab, vocab))
+      plogp += std::exp(logp) * logp;
     EXPECT_NEAR(h[r], -plogp, 1e-5) << r;
   }
   std::vector<float> dlogits(logits.size());

@@ -3,6 +3,7 @@
 // Finite-difference checks for the backward kernels: the loss is a fixed random projection of
 // a kernel's output, and each analytic gradient is compared with a central difference.
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -21,6 +22,19 @@ inline std::vector<float> random_values(size_t n, uint32_t seed, float lo = -1.0
   for (auto& x : v)
     x = dist(rng);
   return v;
+}
+
+/// log softmax(z) of one row of `vocab` logits, in double: the reference for the softmax kernels.
+inline std::vector<double> naive_log_softmax(const float* z, int vocab) {
+  double max = -1e30, sum = 0;
+  for (int j = 0; j < vocab; ++j)
+    max = std::max<double>(max, z[j]);
+  for (int j = 0; j < vocab; ++j)
+    sum += std::exp(z[j] - max);
+  std::vector<double> out(vocab);
+  for (int j = 0; j < vocab; ++j)
+    out[j] = z[j] - max - std::log(sum);
+  return out;
 }
 
 /// sum(out * probe) in double: the scalar loss whose gradient wrt out is probe.
