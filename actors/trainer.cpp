@@ -66,12 +66,79 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
 }
 
 absl::StatusOr<step_report> trainer::step(const token_batch& local) {
+  const float loss_scale = 1.0f / (static_cast<float>(options_.global_batch) * local.ctx);
+  models::loss_sum loss;
+  const gradient_pass pass = [&](int row, int rows,
+                                 const models::gpt_cpu_batch::gradients_ready& ready) {
+    const size_t offset = static_cast<size_t>(row) * local.ctx;
+    const models::loss_sum part =
+        model_->run(params_.data<float>(), grads_.data<float>(), rows, local.ctx,
+                    local.tokens.data() + offset, local.targets.data() + offset, loss_scale, ready);
+    loss.sum += part.sum;
+    loss.tokens += part.tokens;
+  };
   step_report report;
+  std::vector<float> totals;
+  TROUPE_RETURN_IF_ERROR(accumulate_and_apply(
+      local.batch, pass,
+      [&] {
+        return std::vector<float>{static_cast<float>(loss.sum), static_cast<float>(loss.tokens)};
+      },
+      totals, report));
+  report.loss = totals[0] / totals[1];
+  return report;
+}
+
+absl::StatusOr<actor::rl_step_report> trainer::step(const actor::rl_batch& local,
+                                                    const policy_objective& objective) {
+  TROUPE_RETURN_IF_ERROR(validate(local, objective));
+  policy_objective_pass pg(objective, local);
+  const gradient_pass pass = [&](int row, int rows,
+                                 const models::gpt_cpu_batch::gradients_ready& ready) {
+    const size_t offset = static_cast<size_t>(row) * local.ctx;
+    model_->run(params_.data<float>(), grads_.data<float>(), rows, local.ctx,
+                local.tokens.data() + offset, local.targets.data() + offset,
+                pg.token_objective(row), ready);
+  };
+  step_report base;
+  std::vector<float> sums;
+  TROUPE_RETURN_IF_ERROR(accumulate_and_apply(
+      local.batch, pass, [&] { return pg.local_sums(); }, sums, base));
+  actor::rl_step_report report = policy_objective_pass::report(sums);
+  report.step = base.step;
+  report.grad_norm = base.grad_norm;
+  report.lr = base.lr;
+  report.compute_s = base.compute_s;
+  report.comm_s = base.comm_s;
+  return report;
+}
+
+absl::StatusOr<std::vector<float>> trainer::log_probs(const actor::rl_batch& local,
+                                                      float temperature) {
+  const size_t n = static_cast<size_t>(local.batch) * local.ctx;
+  if (local.batch < 1 || local.tokens.size() != n || local.targets.size() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("log_probs: ", local.tokens.size(), " tokens and ", local.targets.size(),
+                     " targets for batch ", local.batch, " x ctx ", local.ctx));
+  }
+  std::vector<float> out(n);
+  const int micro = options_.micro_batch > 0 ? options_.micro_batch : local.batch;
+  for (int row = 0; row < local.batch; row += micro) {
+    const int rows = std::min(micro, local.batch - row);
+    const size_t offset = static_cast<size_t>(row) * local.ctx;
+    model_->log_probs(params_.data<float>(), rows, local.ctx, local.tokens.data() + offset,
+                      local.targets.data() + offset, temperature, out.data() + offset);
+  }
+  return out;
+}
+
+absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
+                                           const std::function<std::vector<float>()>& local_sums,
+                                           std::vector<float>& sums, step_report& report) {
   const auto compute_start = clock::now();
   float* params = params_.data<float>();
   float* grads = grads_.data<float>();
   TROUPE_RETURN_IF_ERROR(tensor::zero(grads_));
-  const float loss_scale = 1.0f / (static_cast<float>(options_.global_batch) * local.ctx);
   // With overlap_comm (and without ZeRO-2) the gradients are all-reduced bucket by bucket as the
   // last pass's backward finishes them, overlapping the layers still to go; otherwise they are
   // all-reduced (ZeRO-2: reduce-scattered) afterwards.
@@ -82,25 +149,19 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
     TROUPE_CHECK(bucket.ok());  // the buckets lie inside the buffer
     buckets_->allreduce(*std::move(bucket), comm::reduce_op::sum);
   };
-  const int micro = options_.micro_batch > 0 ? options_.micro_batch : local.batch;
-  models::loss_sum loss;
-  for (int row = 0; row < local.batch; row += micro) {
-    const int rows = std::min(micro, local.batch - row);
-    const size_t offset = static_cast<size_t>(row) * local.ctx;
-    const bool last_pass = row + rows >= local.batch;
-    const models::loss_sum part = model_->run(
-        params, grads, rows, local.ctx, local.tokens.data() + offset, local.targets.data() + offset,
-        loss_scale, overlap && last_pass ? start_allreduce : nullptr);
-    loss.sum += part.sum;
-    loss.tokens += part.tokens;
+  const int micro = options_.micro_batch > 0 ? options_.micro_batch : rows;
+  for (int row = 0; row < rows; row += micro) {
+    const int part = std::min(micro, rows - row);
+    const bool last_pass = row + part >= rows;
+    pass(row, part, overlap && last_pass ? start_allreduce : nullptr);
   }
   report.compute_s += seconds_since(compute_start);
 
-  // Sum the rest of the gradients (and the loss) over the ranks.
+  // Sum the rest of the gradients (and the statistics) over the ranks.
   auto comm_start = clock::now();
-  tensor::tensor totals = tensor::tensor::host({2});
-  totals.data<float>()[0] = static_cast<float>(loss.sum);
-  totals.data<float>()[1] = static_cast<float>(loss.tokens);
+  sums = local_sums();
+  tensor::tensor totals = tensor::tensor::host({static_cast<int64_t>(sums.size())});
+  std::copy(sums.begin(), sums.end(), totals.data<float>());
   if (overlap) TROUPE_RETURN_IF_ERROR(buckets_->wait());
   if (ranks_ > 1) {
     TROUPE_RETURN_IF_ERROR(group_->allreduce(totals, comm::reduce_op::sum));
@@ -113,7 +174,7 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
       TROUPE_RETURN_IF_ERROR(group_->allreduce(grads_, comm::reduce_op::sum));
     }
   }
-  report.loss = totals.data<float>()[0] / totals.data<float>()[1];
+  std::copy(totals.data<float>(), totals.data<float>() + sums.size(), sums.begin());
 
   // The global gradient norm: with ZeRO-2 each rank holds one shard, so partial sums are added.
   double squares = 0;
@@ -144,7 +205,7 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
     report.comm_s += seconds_since(comm_start);
   }
   report.step = optimizer_->steps();
-  return report;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<double> trainer::evaluate(const std::vector<token_batch>& batches) {

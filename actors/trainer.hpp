@@ -1,11 +1,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "actors/data_loader.hpp"
+#include "actors/policy_objective.hpp"
 #include "models/gpt/adamw_optimizer.hpp"
 #include "models/gpt/gpt_cpu_batch.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
@@ -68,6 +70,15 @@ class trainer {
       const models::gpt_layout& layout, const trainer_options& options, comm::communicator* group);
 
   [[nodiscard]] absl::StatusOr<step_report> step(const token_batch& local);
+  /// One optimizer step of the RL policy on this rank's share of a mini-batch: the objective
+  /// instead of the mean token loss, the same gradient sum, clipping and update. Every rank
+  /// reports the whole mini-batch's metrics. INVALID_ARGUMENT for a malformed batch.
+  [[nodiscard]] absl::StatusOr<actor::rl_step_report> step(const actor::rl_batch& local,
+                                                           const policy_objective& objective);
+  /// log p(target) under softmax(logits / temperature) at each position of `local` (0 where the
+  /// target is -1), forward only: the old and the reference log-probs of an RL step.
+  [[nodiscard]] absl::StatusOr<std::vector<float>> log_probs(const actor::rl_batch& local,
+                                                             float temperature);
   /// The mean token loss over `batches`, split over the ranks and summed in the group.
   [[nodiscard]] absl::StatusOr<double> evaluate(const std::vector<token_batch>& batches);
 
@@ -93,6 +104,18 @@ class trainer {
  private:
   trainer(const models::gpt_layout& layout, const trainer_options& options,
           comm::communicator* group);
+
+  // One micro-batch pass over `rows` rows from `row`, adding its gradients; `ready` (when set)
+  // hears of the gradient buckets as they finish.
+  using gradient_pass =
+      std::function<void(int row, int rows, const models::gpt_cpu_batch::gradients_ready& ready)>;
+  // The part of a step every objective shares: the passes over this rank's `rows` rows, then
+  // `sums` (read after the passes: statistics to add up over the ranks) and the gradients summed
+  // over the ranks, the global norm clipped, AdamW, the parameters gathered. `report` gets the
+  // timings, norm, lr and step; `sums` the totals.
+  absl::Status accumulate_and_apply(int rows, const gradient_pass& pass,
+                                    const std::function<std::vector<float>()>& local_sums,
+                                    std::vector<float>& sums, step_report& report);
 
   const models::gpt_layout& layout_;
   trainer_options options_;

@@ -134,16 +134,19 @@ loss_sum gpt_cpu_batch::run_seeded(const float* params, float* grads, int batch,
   return loss;
 }
 
-loss_sum gpt_cpu_batch::evaluate(const float* params, int batch, int seq, const int32_t* tokens,
-                                 const int32_t* targets) {
+loss_sum gpt_cpu_batch::forward_slices(const float* params, int batch, int seq,
+                                       const int32_t* tokens, const int32_t* targets,
+                                       float temperature,
+                                       const std::function<void(int, int, int)>& done) {
   const int n = std::min<int>(threads(), batch);
   std::vector<loss_sum> losses(n);
   auto slice = [&](int64_t r) {
     const int first = static_cast<int>(int64_t{batch} * r / n);
     const int count = static_cast<int>(int64_t{batch} * (r + 1) / n) - first;
     const int64_t offset = int64_t{first} * seq;
-    losses[r] =
-        replicas_[r]->forward(params, count, seq, tokens + offset, nullptr, targets + offset);
+    losses[r] = replicas_[r]->forward(params, count, seq, tokens + offset, nullptr,
+                                      targets + offset, temperature);
+    if (done) done(static_cast<int>(r), first, count);
   };
   if (n == 1) {
     slice(0);
@@ -154,6 +157,22 @@ loss_sum gpt_cpu_batch::evaluate(const float* params, int batch, int seq, const 
   for (const auto& l : losses)
     loss.sum += l.sum, loss.tokens += l.tokens;
   return loss;
+}
+
+loss_sum gpt_cpu_batch::evaluate(const float* params, int batch, int seq, const int32_t* tokens,
+                                 const int32_t* targets) {
+  return forward_slices(params, batch, seq, tokens, targets, 1.0f, nullptr);
+}
+
+void gpt_cpu_batch::log_probs(const float* params, int batch, int seq, const int32_t* tokens,
+                              const int32_t* targets, float temperature, float* out) {
+  forward_slices(params, batch, seq, tokens, targets, temperature,
+                 [&](int r, int first, int count) {
+                   const float* losses = replicas_[r]->token_losses();
+                   float* slice = out + int64_t{first} * seq;
+                   for (int64_t i = 0; i < int64_t{count} * seq; ++i)
+                     slice[i] = 0.0f - losses[i];  // +0, not -0, where ignored
+                 });
 }
 
 }  // namespace troupe::models

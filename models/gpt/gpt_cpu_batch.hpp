@@ -48,6 +48,11 @@ class gpt_cpu_batch {
   loss_sum evaluate(const float* params, int batch, int seq, const int32_t* tokens,
                     const int32_t* targets);
 
+  /// Each position's log p(target) under softmax(logits / temperature) into `out` [batch * seq]
+  /// (0 where the target is -1), without gradients: the log-probs an RL step starts from.
+  void log_probs(const float* params, int batch, int seq, const int32_t* tokens,
+                 const int32_t* targets, float temperature, float* out);
+
   [[nodiscard]] int threads() const { return static_cast<int>(replicas_.size()); }
 
  private:
@@ -64,6 +69,12 @@ class gpt_cpu_batch {
   // Forwards replica r on its slice and seeds its backward head into `g`.
   loss_sum forward_and_seed(int r, const float* params, float* g, int first, int count, int seq,
                             const int32_t* tokens, const int32_t* targets, const seeding& seed);
+
+  // Forward only, the batch split over the replicas; `done(r, first, count)` runs on replica r's
+  // thread after its slice's forward.
+  loss_sum forward_slices(const float* params, int batch, int seq, const int32_t* tokens,
+                          const int32_t* targets, float temperature,
+                          const std::function<void(int r, int first, int count)>& done);
 
   std::vector<std::unique_ptr<gpt_cpu_stage>> replicas_;
   std::vector<std::vector<float>> replica_grads_;

@@ -78,6 +78,40 @@ struct step_report {
   double comm_s = 0;     ///< waiting for collectives (what compute did not hide)
 };
 
+/// One data-parallel rank's share of an RL mini-batch (the policy's update), [batch, ctx] each,
+/// row-major and indexed like `targets`: the sequences (prompt, then response, right-padded), the
+/// next token on each response position (-1 elsewhere: prompt and padding are not trained on),
+/// and per response token its log-prob when it was sampled (old), the reference's, its advantage,
+/// and its weight in the loss aggregation over the whole mini-batch, every rank's rows together
+/// (kernels::cpu::loss_agg_weights), so that the ranks' summed gradients are the mini-batch's.
+struct rl_batch {
+  int32_t batch = 0;
+  int32_t ctx = 0;
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> targets;
+  std::vector<float> old_log_probs;
+  std::vector<float> ref_log_probs;  ///< read only with the KL loss; may then be empty
+  std::vector<float> advantages;
+  std::vector<float> weights;
+};
+
+/// What one policy optimizer step did over its whole mini-batch, with veRL's actor metrics:
+/// pg_loss, entropy and kl_loss aggregated with the batch's weights; pg_clipfrac,
+/// pg_clipfrac_lower and ppo_kl as means over the response tokens.
+struct rl_step_report {
+  int64_t step = 0;  ///< 1-based: the number of optimizer steps done
+  double pg_loss = 0;
+  double pg_clipfrac = 0;
+  double pg_clipfrac_lower = 0;
+  double ppo_kl = 0;
+  double entropy = 0;
+  double kl_loss = 0;  ///< 0 without the KL loss
+  double grad_norm = 0;
+  double lr = 0;
+  double compute_s = 0;
+  double comm_s = 0;
+};
+
 /// One data-parallel rank's part of checkpoint `step`, written and synced: its files, the data
 /// cursor to resume from, and what it cost the rank.
 struct checkpoint_shard {
