@@ -128,11 +128,12 @@ void batch_scheduler::computed(const std::vector<batch_chunk>& batch) {
   }
 }
 
-std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t token) {
+std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t token, float logprob) {
   auto it = sequences_.find(id);
   if (it == sequences_.end()) return {};
   sequence& s = it->second;
   s.tokens.push_back(token);
+  s.logprobs.push_back(logprob);
   const int prompt = static_cast<int>(s.request.prompt.size());
   const int produced = static_cast<int>(s.tokens.size()) - prompt;
   // Byte-level text of the output, to find stop strings in.
@@ -162,6 +163,7 @@ std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t tok
                      std::vector<int32_t>(s.tokens.begin() + prompt + s.released,
                                           s.tokens.begin() + prompt + releasable),
                      s.released};
+  e.logprobs.assign(s.logprobs.begin() + s.released, s.logprobs.begin() + releasable);
   s.released = releasable;
   return {std::move(e)};
 }
@@ -172,6 +174,7 @@ std::vector<generation_event> batch_scheduler::finish(uint64_t id, finish_reason
   generation_event e{id, {}, s.released, true, reason};
   if (keep > s.released) {
     e.tokens.assign(s.tokens.begin() + prompt + s.released, s.tokens.begin() + prompt + keep);
+    e.logprobs.assign(s.logprobs.begin() + s.released, s.logprobs.begin() + keep);
   }
   const bool in_static_batch =
       !options_.continuous && std::count(running_.begin(), running_.end(), id) > 0;

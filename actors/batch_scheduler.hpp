@@ -66,8 +66,8 @@ class batch_scheduler {
   [[nodiscard]] std::vector<batch_chunk> schedule();
   /// The batch ran: its chunks' positions are in the cache.
   void computed(const std::vector<batch_chunk>& batch);
-  /// The token sampled after a `samples` chunk of sequence `id`.
-  std::vector<generation_event> on_token(uint64_t id, int32_t token);
+  /// The token sampled after a `samples` chunk of sequence `id`, and its log-prob.
+  std::vector<generation_event> on_token(uint64_t id, int32_t token, float logprob = 0.0f);
 
   /// A sequence's tokens (prompt then output) and block table, for building the batch.
   [[nodiscard]] const std::vector<int32_t>& tokens(uint64_t id) const;
@@ -85,6 +85,7 @@ class batch_scheduler {
   struct sequence {
     generation_request request;
     std::vector<int32_t> tokens;  // prompt, then output
+    std::vector<float> logprobs;  // of each output token
     int computed = 0;             // positions whose keys and values are in the cache
     std::vector<int32_t> blocks;
     int released = 0;    // output tokens already handed out

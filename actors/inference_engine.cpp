@@ -32,6 +32,24 @@ absl::Status inference_engine::add(generation_request request) {
   return scheduler_.add(std::move(request));
 }
 
+std::vector<generation_event> inference_engine::cancel(uint64_t id) {
+  std::vector<generation_event> events = scheduler_.cancel(id);
+  for (auto& e : events)
+    e.weights_version = weights_version_;
+  return events;
+}
+
+absl::Status inference_engine::swap_weights(const float* params, uint64_t version) {
+  if (!idle()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "weights swap to version ", version, " while ", scheduler_.running(), " requests run and ",
+        scheduler_.waiting(), " wait: swap between generations"));
+  }
+  TROUPE_RETURN_IF_ERROR(decoder_->set_weights(params));
+  weights_version_ = version;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
   const std::vector<batch_chunk> batch = scheduler_.schedule();
   last_batch_tokens_ = 0;
@@ -57,8 +75,12 @@ absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
     const int token = kernels::cpu::sample_token(logits_.data() + i * vocab, vocab,
                                                  {r.temperature, r.top_k, r.top_p}, r.seed,
                                                  scheduler_.output_size(c.id));
-    for (auto& e : scheduler_.on_token(c.id, token))
+    const float logprob =
+        kernels::cpu::token_log_prob(logits_.data() + i * vocab, vocab, r.temperature, token);
+    for (auto& e : scheduler_.on_token(c.id, token, logprob)) {
+      e.weights_version = weights_version_;
       events.push_back(std::move(e));
+    }
   }
   return events;
 }

@@ -28,10 +28,17 @@ class inference_engine {
 
   /// Queues a request (see batch_scheduler::add); token ids must be below the vocabulary.
   [[nodiscard]] absl::Status add(generation_request request);
-  std::vector<generation_event> cancel(uint64_t id) { return scheduler_.cancel(id); }
+  std::vector<generation_event> cancel(uint64_t id);
 
   /// One iteration; empty when nothing is waiting or running.
   [[nodiscard]] absl::StatusOr<std::vector<generation_event>> step();
+
+  /// Generates with `params` (laid out like the old weights; they must outlive the engine or the
+  /// next swap) from the next iteration on, as weights version `version`, which every event then
+  /// carries. Only between generations: FAILED_PRECONDITION while a request runs or waits, so
+  /// that each output comes from one version.
+  [[nodiscard]] absl::Status swap_weights(const float* params, uint64_t version);
+  [[nodiscard]] uint64_t weights_version() const { return weights_version_; }
 
   [[nodiscard]] bool idle() const { return scheduler_.waiting() == 0 && scheduler_.running() == 0; }
   [[nodiscard]] const kv_block_pool& blocks() const { return blocks_; }
@@ -49,6 +56,7 @@ class inference_engine {
   kv_block_pool blocks_;
   batch_scheduler scheduler_;
   std::vector<float> logits_;
+  uint64_t weights_version_ = 0;
   int last_batch_tokens_ = 0;
   int last_batch_sequences_ = 0;
 };

@@ -113,6 +113,9 @@ std::vector<request_router::command> request_router::on_event(const std::string&
   generation_event out{event.id, {}, t.delivered, event.finished, event.reason};
   if (skip < static_cast<int>(event.tokens.size())) {
     out.tokens.assign(event.tokens.begin() + skip, event.tokens.end());
+    if (event.logprobs.size() == event.tokens.size()) {
+      out.logprobs.assign(event.logprobs.begin() + skip, event.logprobs.end());
+    }
   }
   t.delivered += static_cast<int>(out.tokens.size());
   std::vector<command> commands;

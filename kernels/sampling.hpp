@@ -34,6 +34,9 @@ namespace cpu {
 /// Draws a token id from logits [vocab].
 int sample_token(const float* logits, int vocab, const sampling_params& p, uint64_t seed,
                  uint64_t counter);
+/// log softmax(logits / temperature)[token] over the whole vocabulary (temperature 1 when it is
+/// 0, greedy), computed as the training forward's cross-entropy does.
+float token_log_prob(const float* logits, int vocab, float temperature, int token);
 }  // namespace cpu
 
 }  // namespace troupe::kernels

@@ -5,6 +5,8 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/cross_entropy.hpp"
+
 namespace troupe::kernels {
 
 float seeded_uniform(uint64_t seed, uint64_t counter) {
@@ -60,6 +62,21 @@ int sample_token(const float* logits, int vocab, const sampling_params& p, uint6
     if (target < acc) return ids[i];
   }
   return ids[keep - 1];
+}
+
+float token_log_prob(const float* logits, int vocab, float temperature, int token) {
+  // The training forward's arithmetic: logits times 1 / temperature, then its cross-entropy.
+  thread_local std::vector<float> z;
+  z.assign(logits, logits + vocab);
+  if (temperature > 0.0f && temperature != 1.0f) {
+    const float inv = 1.0f / temperature;
+    for (float& v : z)
+      v *= inv;
+  }
+  float loss = 0.0f;
+  const int32_t target = token;
+  cross_entropy_forward(&loss, z.data(), z.data(), &target, 1, vocab);
+  return 0.0f - loss;
 }
 
 }  // namespace cpu

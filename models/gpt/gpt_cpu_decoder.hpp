@@ -16,6 +16,10 @@ class gpt_cpu_decoder final : public gpt_decoder {
 
   [[nodiscard]] absl::Status forward(std::span<const decode_request> requests,
                                      float* logits) override;
+  [[nodiscard]] absl::Status set_weights(const float* params) override {
+    params_ = params;
+    return absl::OkStatus();
+  }
 
   [[nodiscard]] const gpt_kv_cache& cache() const { return cache_; }
 

@@ -41,10 +41,7 @@ class gpt_cuda_decoder final : public gpt_decoder {
       TROUPE_ASSIGN_OR_RETURN(t, tensor::tensor::zeros({n}, type, where));
       return absl::OkStatus();
     };
-    tensor::tensor host = tensor::tensor::host({layout_.total()}, dtype::bf16);
-    for (int64_t i = 0; i < layout_.total(); ++i)
-      host.data<bf16>()[i] = bf16(params[i]);
-    TROUPE_ASSIGN_OR_RETURN(weights_, host.to(where));
+    TROUPE_RETURN_IF_ERROR(set_weights(params));
     pools_.resize(2 * c.layers);
     for (auto& pool : pools_)
       TROUPE_RETURN_IF_ERROR(make(pool, int64_t{cache_blocks_} * kv_.block_size * C, dtype::bf16));
@@ -61,6 +58,14 @@ class gpt_cuda_decoder final : public gpt_decoder {
     // Per row: token, position, offset of its block table; then the block tables.
     TROUPE_RETURN_IF_ERROR(make(indices_, 3 * N + table_capacity, dtype::i32));
     host_indices_ = tensor::tensor::host({3 * N + table_capacity}, dtype::i32);
+    return absl::OkStatus();
+  }
+
+  absl::Status set_weights(const float* params) override {
+    tensor::tensor host = tensor::tensor::host({layout_.total()}, dtype::bf16);
+    for (int64_t i = 0; i < layout_.total(); ++i)
+      host.data<bf16>()[i] = bf16(params[i]);
+    TROUPE_ASSIGN_OR_RETURN(weights_, host.to(tensor::device::cuda(device_)));
     return absl::OkStatus();
   }
 

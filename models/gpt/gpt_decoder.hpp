@@ -33,6 +33,11 @@ class gpt_decoder {
   /// written.
   [[nodiscard]] virtual absl::Status forward(std::span<const decode_request> requests,
                                              float* logits) = 0;
+
+  /// Runs on `params` (host f32, laid out like the old ones) from the next forward on: the CPU
+  /// decoder reads them in place (they must outlive it), the CUDA one copies them to its device.
+  /// The cache's keys and values stay those of the old weights: swap between generations.
+  [[nodiscard]] virtual absl::Status set_weights(const float* params) = 0;
 };
 
 /// The decoders' shared precondition: every request inside the context and the vocabulary, its

@@ -162,6 +162,11 @@ struct generation_event {
   int32_t first_index = 0;
   bool finished = false;
   finish_reason reason = finish_reason::length;
+  /// Each token's log-prob when it was sampled, log softmax(logits / temperature)[token] over the
+  /// whole vocabulary (temperature 1 for a greedy request): what the RL policy trains on.
+  std::vector<float> logprobs;
+  /// The version of the weights that generated it (the RL policy_version; 0 before any swap).
+  uint64_t weights_version = 0;
 };
 
 /// An inference worker's answer to a poll: the stream events produced since the last poll, and

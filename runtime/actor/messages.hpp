@@ -95,7 +95,7 @@ typename Inspector::result_type inspect(Inspector& f, generation_request& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_event& x) {
   return f(caf::meta::type_name("generation_event"), x.id, x.tokens, x.first_index, x.finished,
-           x.reason);
+           x.reason, x.logprobs, x.weights_version);
 }
 
 template <class Inspector>

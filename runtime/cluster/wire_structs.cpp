@@ -32,8 +32,31 @@ absl::StatusOr<std::vector<int32_t>> unpack_ids(const msgpack::object* o, absl::
   return ids;
 }
 
+// A list of numbers (log-probs), checked element by element.
+absl::StatusOr<std::vector<float>> unpack_floats(const msgpack::object& o, absl::string_view what) {
+  if (o.type != msgpack::type::ARRAY) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " must be a list of numbers"));
+  }
+  std::vector<float> values;
+  values.reserve(o.via.array.size);
+  for (uint32_t i = 0; i < o.via.array.size; ++i) {
+    const msgpack::object& e = o.via.array.ptr[i];
+    // msgpack-c packs a float with an integral value as an integer.
+    if (e.type == msgpack::type::FLOAT32 || e.type == msgpack::type::FLOAT64) {
+      values.push_back(static_cast<float>(e.via.f64));
+    } else if (e.type == msgpack::type::NEGATIVE_INTEGER) {
+      values.push_back(static_cast<float>(e.via.i64));
+    } else if (e.type == msgpack::type::POSITIVE_INTEGER) {
+      values.push_back(static_cast<float>(e.via.u64));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(what, " holds a non-number at ", i));
+    }
+  }
+  return values;
+}
+
 void pack_event(packer& pk, const actor::generation_event& x) {
-  pk.pack_map(5);
+  pk.pack_map(7);
   pk.pack("id");
   pk.pack(x.id);
   pk.pack("tokens");
@@ -44,6 +67,10 @@ void pack_event(packer& pk, const actor::generation_event& x) {
   pk.pack(x.finished);
   pk.pack("reason");
   pk.pack(actor::to_string(x.reason));
+  pk.pack("logprobs");
+  pk.pack(x.logprobs);
+  pk.pack("weights_version");
+  pk.pack(x.weights_version);
 }
 absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
   TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "generation_event"));
@@ -51,6 +78,7 @@ absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
   TROUPE_ASSIGN_OR_RETURN(x.id, m.get_uint("id"));
   TROUPE_ASSIGN_OR_RETURN(x.tokens, unpack_ids(m.find("tokens"), "generation_event: 'tokens'"));
   TROUPE_ASSIGN_OR_RETURN(int64_t first, m.get_int("first_index", 0));
+  TROUPE_ASSIGN_OR_RETURN(x.weights_version, m.get_uint("weights_version", 0));
   x.first_index = static_cast<int32_t>(first);
   const msgpack::object* finished = m.find("finished");
   x.finished =
@@ -63,6 +91,13 @@ absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
   } else if (reason != "length") {
     return absl::InvalidArgumentError(
         absl::StrCat("generation_event: unknown reason '", reason, "'"));
+  }
+  if (const msgpack::object* logprobs = m.find("logprobs"); logprobs != nullptr) {
+    TROUPE_ASSIGN_OR_RETURN(x.logprobs, unpack_floats(*logprobs, "generation_event: 'logprobs'"));
+    if (!x.logprobs.empty() && x.logprobs.size() != x.tokens.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("generation_event: ", x.logprobs.size(),
+                                                     " logprobs for ", x.tokens.size(), " tokens"));
+    }
   }
   return x;
 }

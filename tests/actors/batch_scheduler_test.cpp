@@ -17,7 +17,8 @@ generation_request request(uint64_t id, int prompt, int max_tokens,
   return r;
 }
 
-// Runs one iteration as an engine would, sampling `token` for every chunk that samples.
+// Runs one iteration as an engine would, sampling `token` for every chunk that samples (its
+// log-prob -token, to tell them apart).
 std::vector<generation_event> run(batch_scheduler& s, std::vector<batch_chunk>& batch,
                                   int32_t token = 'x') {
   batch = s.schedule();
@@ -25,7 +26,7 @@ std::vector<generation_event> run(batch_scheduler& s, std::vector<batch_chunk>& 
   std::vector<generation_event> events;
   for (const auto& c : batch) {
     if (!c.samples) continue;
-    for (auto& e : s.on_token(c.id, token))
+    for (auto& e : s.on_token(c.id, token, -static_cast<float>(token)))
       events.push_back(e);
   }
   return events;
@@ -157,8 +158,11 @@ TEST(BatchScheduler, StopStringsEndTheOutputAndAreHeldBackWhileTheyMightStart) {
   finish_reason reason{};
   for (char c : std::string("xyxyz")) {
     for (const auto& e : run(s, batch, c)) {
-      for (int32_t t : e.tokens)
-        streamed.push_back(static_cast<char>(t));
+      ASSERT_EQ(e.logprobs.size(), e.tokens.size()) << "each token comes with its log-prob";
+      for (size_t i = 0; i < e.tokens.size(); ++i) {
+        streamed.push_back(static_cast<char>(e.tokens[i]));
+        EXPECT_EQ(e.logprobs[i], -static_cast<float>(e.tokens[i]));
+      }
       finished = e.finished;
       reason = e.reason;
     }

@@ -1,8 +1,11 @@
 #include "actors/inference_engine.hpp"
 
 #include <map>
+#include <set>
 
 #include <gtest/gtest.h>
+
+#include "models/gpt/gpt_cpu_stage.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -87,6 +90,99 @@ TEST_F(InferenceEngineTest, ReportsTheBatchItRan) {
   ASSERT_TRUE(engine.step().ok());
   EXPECT_EQ(engine.last_batch_sequences(), 3);
   EXPECT_EQ(engine.last_batch_tokens(), 3);
+}
+
+// Each sampled token's log-prob is what the training forward gives the same tokens under the
+// request's temperature (1 when greedy), up to the decoder's float rounding.
+TEST_F(InferenceEngineTest, EachTokenComesWithItsLogProbUnderTheSamplingTemperature) {
+  auto engine = *inference_engine::create(layout_, params_.data(),
+                                          {.scheduler = {.ctx = 64, .max_batch_tokens = 64}});
+  std::map<uint64_t, generation_request> requests;
+  for (uint64_t id = 1; id <= 3; ++id) {
+    generation_request r;
+    r.id = id;
+    r.prompt = {'a', 'b', static_cast<int32_t>('c' + id)};
+    r.temperature = id == 3 ? 0.0f : 0.6f * static_cast<float>(id);
+    r.seed = id;
+    r.max_tokens = 10;
+    ASSERT_TRUE(engine->add(r).ok());
+    requests[id] = r;
+  }
+  std::map<uint64_t, std::vector<int32_t>> tokens;
+  std::map<uint64_t, std::vector<float>> logprobs;
+  for (int i = 0; i < 100 && !engine->idle(); ++i) {
+    const auto events = engine->step();
+    ASSERT_TRUE(events.ok()) << events.status();
+    for (const auto& e : *events) {
+      ASSERT_EQ(e.logprobs.size(), e.tokens.size());
+      tokens[e.id].insert(tokens[e.id].end(), e.tokens.begin(), e.tokens.end());
+      logprobs[e.id].insert(logprobs[e.id].end(), e.logprobs.begin(), e.logprobs.end());
+    }
+  }
+  for (const auto& [id, r] : requests) {
+    std::vector<int32_t> sequence = r.prompt;
+    sequence.insert(sequence.end(), tokens[id].begin(), tokens[id].end());
+    const int n = static_cast<int>(sequence.size()), prompt = static_cast<int>(r.prompt.size());
+    std::vector<int32_t> targets(n, -1);
+    for (int t = prompt - 1; t + 1 < n; ++t)
+      targets[t] = sequence[t + 1];
+    models::gpt_cpu_stage stage(layout_, 1, nullptr);
+    stage.forward(params_.data(), 1, n, sequence.data(), nullptr, targets.data(),
+                  r.temperature > 0 ? r.temperature : 1.0f);
+    ASSERT_EQ(logprobs[id].size(), 10u);
+    for (int k = 0; k < 10; ++k) {
+      EXPECT_NEAR(logprobs[id][k], -stage.token_losses()[prompt - 1 + k], 2e-5)
+          << "request " << id << " token " << k;
+      EXPECT_LT(logprobs[id][k], 0.0f);
+    }
+  }
+}
+
+// New weights between generations: the next outputs are the new model's, tagged with its version;
+// a swap while a request is in flight is refused.
+TEST_F(InferenceEngineTest, WeightsSwapBetweenGenerationsAndOutputsCarryTheirVersion) {
+  std::vector<float> other(layout_.total());
+  layout_.initialize(other.data(), 6);
+  const auto greedy = [](inference_engine& engine) {
+    generation_request r;
+    r.id = 1;
+    r.prompt = {'h', 'i'};
+    r.temperature = 0;
+    r.max_tokens = 12;
+    EXPECT_TRUE(engine.add(r).ok());
+    std::vector<int32_t> out;
+    std::set<uint64_t> versions;
+    while (!engine.idle()) {
+      const auto events = engine.step();
+      EXPECT_TRUE(events.ok()) << events.status();
+      for (const auto& e : *events) {
+        out.insert(out.end(), e.tokens.begin(), e.tokens.end());
+        versions.insert(e.weights_version);
+      }
+    }
+    return std::pair{out, versions};
+  };
+  const inference_engine::options o{.scheduler = {.ctx = 64, .max_batch_tokens = 64}};
+  auto fresh = *inference_engine::create(layout_, other.data(), o);
+  const auto [want, fresh_versions] = greedy(*fresh);
+
+  auto engine = *inference_engine::create(layout_, params_.data(), o);
+  const auto [before, first_versions] = greedy(*engine);
+  EXPECT_EQ(first_versions, std::set<uint64_t>{0});
+  ASSERT_TRUE(engine->swap_weights(other.data(), 7).ok());
+  const auto [after, versions] = greedy(*engine);
+  EXPECT_EQ(after, want) << "generates as a fresh engine on the new weights";
+  EXPECT_NE(after, before);
+  EXPECT_EQ(versions, std::set<uint64_t>{7});
+
+  generation_request r;
+  r.id = 2;
+  r.prompt = {'x'};
+  ASSERT_TRUE(engine->add(r).ok());
+  const absl::Status busy = engine->swap_weights(params_.data(), 8);
+  EXPECT_EQ(busy.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(busy.message().find("1 wait"), std::string::npos) << busy;
+  EXPECT_EQ(engine->weights_version(), 7u);
 }
 
 TEST_F(InferenceEngineTest, RefusesTokensOutsideTheVocabulary) {

@@ -60,5 +60,28 @@ TEST(GptCudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
   EXPECT_EQ((*cuda)->forward(bad, got.data()).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// set_weights uploads new weights: the decoder then computes what a fresh one on them does (the
+// RL rollout's weight swap).
+TEST(GptCudaDecoder, NewWeightsReplaceTheOldOnes) {
+  auto devices = tensor::cuda_devices();
+  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
+  gpt_layout layout(config, layer_range::all(config));
+  std::vector<float> old_params(layout.total()), new_params(layout.total());
+  layout.initialize(old_params.data(), 7);
+  layout.initialize(new_params.data(), 8);
+  auto swapped = make_gpt_cuda_decoder(layout, old_params.data(), 32, 16, 4, 0);
+  auto fresh = make_gpt_cuda_decoder(layout, new_params.data(), 32, 16, 4, 0);
+  ASSERT_TRUE(swapped.ok() && fresh.ok());
+  ASSERT_TRUE((*swapped)->set_weights(new_params.data()).ok());
+  const std::vector<int32_t> tokens = {3, 17, 5, 22, 9};
+  const std::vector<int32_t> table = {0, 1};
+  const std::vector<decode_request> batch = {{tokens.data(), 5, 0, table.data(), 2}};
+  std::vector<float> want(config.vocab), got(config.vocab);
+  ASSERT_TRUE((*fresh)->forward(batch, want.data()).ok());
+  ASSERT_TRUE((*swapped)->forward(batch, got.data()).ok());
+  for (int v = 0; v < config.vocab; ++v)
+    ASSERT_NEAR(got[v], want[v], 1e-5f) << "token " << v;
+}
+
 }  // namespace
 }  // namespace troupe::models

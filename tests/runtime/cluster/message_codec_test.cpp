@@ -119,13 +119,14 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   EXPECT_EQ(back.top_k, 40);
   EXPECT_EQ(back.seed, 1234u);
   EXPECT_EQ(back.stop, std::vector<std::string>{"\n\n"});
-  actor::worker_report report{{{7, {1, 2, 3}, 4, false, actor::finish_reason::length},
-                               {8, {}, 0, true, actor::finish_reason::stop}},
-                              12,
-                              64,
-                              3,
-                              5,
-                              {5, 4}};
+  actor::worker_report report{
+      {{7, {1, 2, 3}, 4, false, actor::finish_reason::length, {-0.5f, -1.25f, -3.0f}, 9},
+       {8, {}, 0, true, actor::finish_reason::stop}},
+      12,
+      64,
+      3,
+      5,
+      {5, 4}};
   m = round_trip(caf::make_message(report));
   const auto& back_report = m.get_as<actor::worker_report>(0);
   EXPECT_EQ(back_report.kv_blocks_used, 12);
@@ -137,8 +138,23 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].tokens, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(got[0].first_index, 4);
+  EXPECT_EQ(got[0].logprobs, (std::vector<float>{-0.5f, -1.25f, -3.0f}));
+  EXPECT_TRUE(got[1].logprobs.empty());
+  EXPECT_EQ(got[0].weights_version, 9u);
   EXPECT_TRUE(got[1].finished);
   EXPECT_EQ(got[1].reason, actor::finish_reason::stop);
+}
+
+// A peer's event whose log-probs do not pair with its tokens is refused, not half-read.
+TEST(MessageCodec, RefusesEventsWhoseLogProbsDoNotMatchTheirTokens) {
+  actor::worker_report report{{{7, {1, 2, 3}, 0, false, actor::finish_reason::length, {-0.5f}}}};
+  auto bytes = encode_message(caf::make_message(report));
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto handle = msgpack::unpack(bytes->data(), bytes->size());
+  auto refused = decode_message(handle.get());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("1 logprobs for 3 tokens"), std::string::npos)
+      << refused.status();
 }
 
 TEST(MessageCodec, RoundTripsErrors) {
