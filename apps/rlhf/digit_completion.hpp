@@ -1,0 +1,52 @@
+#pragma once
+
+// veRL's end-to-end RL task, digit completion (tests/special_e2e/envs/digit_completion/task.py),
+// in bytes: the prompt "a,b:max,n=" asks for the next n numbers of the arithmetic sequence a, b,
+// ... modulo max, written "c,d,e" and ended by a newline. The score is veRL's dense reward
+// summed over the response: each character that matches the answer earns 1 / (len(answer) + 1)
+// until the first mismatch, and the end of the response (the newline) right after the whole
+// answer earns the last share, so a perfect response scores 1.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace troupe::apps::rlhf {
+
+struct digit_completion_options {
+  int max_number = 20;          ///< the sequence is modulo this
+  int max_diff = 3;             ///< the common difference is drawn from [0, max_diff]
+  int max_num_in_response = 5;  ///< n is drawn from [0, max_num_in_response]
+};
+
+class digit_completion {
+ public:
+  /// INVALID_ARGUMENT unless max_number > 0, max_diff > 0 and 0 < max_num_in_response < 10
+  /// (veRL's bounds).
+  [[nodiscard]] static absl::Status validate(const digit_completion_options& o);
+
+  explicit digit_completion(digit_completion_options o) : o_(o) {}
+
+  /// Prompt `index` of the stream `seed`: the same pair always gives the same prompt, so a
+  /// prompt cursor is all a resume needs.
+  [[nodiscard]] std::string prompt(uint64_t seed, int64_t index) const;
+  /// The answer to `prompt` (without the newline); empty for a prompt that is not the task's.
+  [[nodiscard]] static std::string answer(std::string_view prompt);
+  /// The score of `response` (without its newline) in [0, 1]; `ended` says whether the response
+  /// ended with the newline rather than running out of tokens.
+  [[nodiscard]] static double score(std::string_view prompt, std::string_view response, bool ended);
+  /// The longest response the task needs, newline included.
+  [[nodiscard]] int max_response_bytes() const;
+
+  /// Text for a format warm-up: `lines` examples of prompts followed by n numbers drawn at
+  /// random (not the answer) and a newline. It teaches the format, not the sequence: RL does
+  /// that.
+  [[nodiscard]] std::string format_warmup(uint64_t seed, int lines) const;
+
+ private:
+  digit_completion_options o_;
+};
+
+}  // namespace troupe::apps::rlhf
