@@ -1,0 +1,74 @@
+#include "actors/weight_sync.hpp"
+
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "runtime/comm/gloo_communicator.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Rank 0 sends 1000 weights in buckets of 64 to two receivers: each ends with rank 0's bytes and
+// the checksum rank 0 computes.
+TEST(WeightSync, BucketedBroadcastDeliversTheSendersBytes) {
+  comm::memory_store store;
+  constexpr int ranks = 3;
+  std::vector<std::string> checksums(ranks);
+  std::vector<std::vector<float>> received(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      auto group = comm::make_gloo_communicator(store, {.name = "sync", .rank = r, .size = ranks});
+      ASSERT_TRUE(group.ok()) << group.status();
+      tensor::tensor weights = tensor::tensor::host({1000});
+      for (int64_t i = 0; i < 1000; ++i)
+        weights.data<float>()[i] = r == 0 ? 0.001f * static_cast<float>(i * i % 997) : -1.0f;
+      auto checksum = broadcast_weights(**group, weights, 64 * sizeof(float), 0);
+      ASSERT_TRUE(checksum.ok()) << checksum.status();
+      checksums[r] = *checksum;
+      received[r].assign(weights.data<float>(), weights.data<float>() + 1000);
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  for (int r = 1; r < ranks; ++r) {
+    EXPECT_EQ(received[r], received[0]) << "rank " << r;
+    EXPECT_EQ(checksums[r], checksums[0]) << "rank " << r;
+  }
+  EXPECT_EQ(checksums[0].size(), 64u);  // sha256, hex
+  tensor::tensor other = tensor::tensor::host({1000});
+  std::copy(received[0].begin(), received[0].end(), other.data<float>());
+  other.data<float>()[999] += 1.0f;
+  EXPECT_NE(*weights_checksum(other), checksums[0]) << "one changed weight changes the checksum";
+}
+
+// A receiver that never takes part: the sender's sync fails after the group's timeout, naming
+// the bucket, instead of hanging.
+TEST(WeightSync, AMissingReceiverFailsTheSyncWithinTheTimeout) {
+  comm::memory_store store;
+  absl::Status sender_status;
+  std::thread sender([&] {
+    auto group =
+        comm::make_gloo_communicator(store, {.name = "sync", .rank = 0, .size = 2, .timeout = 2s});
+    ASSERT_TRUE(group.ok()) << group.status();
+    tensor::tensor weights = tensor::tensor::host({100});
+    sender_status = broadcast_weights(**group, weights, 64, 0).status();
+  });
+  // The receiver joins the group and then leaves without broadcasting.
+  {
+    auto group =
+        comm::make_gloo_communicator(store, {.name = "sync", .rank = 1, .size = 2, .timeout = 2s});
+    ASSERT_TRUE(group.ok()) << group.status();
+    sender.join();
+  }
+  EXPECT_FALSE(sender_status.ok());
+  EXPECT_NE(sender_status.message().find("weight sync: bucket 1 of 7 (rank 0 of 2)"),
+            std::string::npos)
+      << sender_status;
+}
+
+}  // namespace
+}  // namespace troupe::actors
