@@ -1,13 +1,29 @@
 #include "actors/inference_worker_actor.hpp"
 
+#include <array>
+#include <deque>
 #include <thread>
 #include <utility>
 
 #include "runtime/actor/role_actor.hpp"
 #include "runtime/actor/status_bridge.hpp"
+#include "runtime/comm/gloo_communicator.hpp"
 
 namespace troupe::actors {
 namespace {
+
+// A generation that arrived while a weight swap waits for the engine to empty.
+struct held_request {
+  actor::generation_request request;
+  caf::typed_response_promise<caf::ok_atom> promise;
+};
+
+// Weights received, waiting for the engine to empty to be swapped in.
+struct pending_swap {
+  int buffer = 0;
+  actor::weights_ack ack;
+  caf::typed_response_promise<actor::weights_ack> promise;
+};
 
 struct worker_state {
   std::shared_ptr<const served_model> model;
@@ -18,6 +34,12 @@ struct worker_state {
   bool stepping = false;  // a (step) is on its way
   std::chrono::milliseconds poll_wait{500};
   run::work_pacer pacer;
+  std::optional<actors::rollout_sync> sync;
+  std::unique_ptr<comm::communicator> sync_group;  // formed at the first (sync)
+  std::array<tensor::tensor, 2> weights;           // this worker's own, once synced
+  int live = -1;  // the one of `weights` the engine runs on; -1: the model it was spawned with
+  std::optional<pending_swap> swap;
+  std::deque<held_request> held;
 };
 
 using self_ptr = actor::role_pointer<actor::inference_worker_actor, worker_state>;
@@ -51,75 +73,150 @@ void add_events(self_ptr self, std::vector<actor::generation_event> events) {
   if (!st.report.events.empty()) answer_poll(self);
 }
 
+caf::result<caf::ok_atom> add_request(self_ptr self, actor::generation_request request) {
+  if (absl::Status s = self->state.engine->add(std::move(request)); !s.ok()) {
+    return actor::to_error(s);
+  }
+  keep_stepping(self);
+  return caf::ok_atom_v;
+}
+
+// A pending swap, once the engine is empty: the new weights go in and the held requests follow.
+void finish_swap(self_ptr self) {
+  auto& st = self->state;
+  if (!st.swap || !st.engine->idle()) return;
+  pending_swap swap = *std::move(st.swap);
+  st.swap.reset();
+  if (absl::Status s =
+          st.engine->swap_weights(st.weights[swap.buffer].data<float>(), swap.ack.version);
+      !s.ok()) {
+    swap.promise.deliver(actor::to_error(s));
+  } else {
+    st.live = swap.buffer;
+    swap.promise.deliver(swap.ack);
+  }
+  while (!st.held.empty()) {
+    held_request h = std::move(st.held.front());
+    st.held.pop_front();
+    if (absl::Status s = st.engine->add(std::move(h.request)); !s.ok()) {
+      h.promise.deliver(actor::to_error(s));
+    } else {
+      h.promise.deliver(caf::ok_atom_v);
+    }
+  }
+  keep_stepping(self);
+}
+
+// Receives weights version `version` into the buffer the engine does not run on, then swaps
+// them in at once when the engine is empty, else after its last running request.
+caf::result<actor::weights_ack> receive_weights(self_ptr self, uint64_t version) {
+  auto& st = self->state;
+  if (!st.sync) {
+    return actor::to_error(absl::FailedPreconditionError(
+        "(sync) asked of an inference worker that is not an RL rollout worker (it has no "
+        "weight-sync group)"));
+  }
+  if (st.swap) {
+    return actor::to_error(absl::FailedPreconditionError(
+        absl::StrCat("(sync) to version ", version, " while version ", st.swap->ack.version,
+                     " still waits to be swapped in")));
+  }
+  if (st.sync_group == nullptr) {
+    auto group = comm::make_gloo_communicator(*st.sync->store, st.sync->spec.group);
+    if (!group.ok()) return actor::to_error(group.status());
+    st.sync_group = *std::move(group);
+  }
+  const int buffer = st.live == 0 ? 1 : 0;
+  if (!st.weights[buffer].defined()) {
+    absl::StatusOr<tensor::tensor> fresh =
+        tensor::tensor::zeros({st.model->layout->total()}, tensor::dtype::f32);
+    if (!fresh.ok()) return actor::to_error(fresh.status());
+    st.weights[buffer] = *std::move(fresh);
+  }
+  absl::StatusOr<std::string> checksum = actors::broadcast_weights(
+      *st.sync_group, st.weights[buffer], st.sync->spec.bucket_bytes, /*root=*/0);
+  if (!checksum.ok()) {
+    st.sync_group.reset();  // a failed group refuses further work; the next sync forms anew
+    return actor::to_error(checksum.status());
+  }
+  st.swap = pending_swap{
+      buffer, {version, *std::move(checksum)}, self->make_response_promise<actor::weights_ack>()};
+  auto promise = st.swap->promise;
+  finish_swap(self);
+  return promise;
+}
+
 }  // namespace
 
 absl::StatusOr<actor::inference_worker_actor> spawn_inference_worker(
     caf::actor_system& system, metrics::registry& metrics, const std::string& name,
     std::shared_ptr<const served_model> model, inference_engine::options options,
-    run::work_pacer pacer, std::chrono::milliseconds poll_wait) {
+    run::work_pacer pacer, std::chrono::milliseconds poll_wait, std::optional<rollout_sync> sync) {
   TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<inference_engine> engine,
                           inference_engine::create(*model->layout, model->params.data(), options));
-  return system
-      .spawn<actor::role_actor<actor::inference_worker_actor, worker_state>, caf::detached>(
-          metrics.actor(name),
-          [model, engine, poll_wait,
-           pacer](self_ptr self) -> actor::inference_worker_actor::behavior_type {
-            auto& st = self->state;
-            st.model = model;
-            st.engine = engine;
-            st.poll_wait = poll_wait;
-            st.pacer = pacer;
-            return {
-                [self](actor::generate_atom,
-                       actor::generation_request& request) -> caf::result<caf::ok_atom> {
-                  if (absl::Status s = self->state.engine->add(std::move(request)); !s.ok()) {
-                    return actor::to_error(s);
-                  }
-                  keep_stepping(self);
-                  return caf::ok_atom_v;
-                },
-                [self](actor::cancel_atom, uint64_t id) {
-                  add_events(self, self->state.engine->cancel(id));
-                },
-                [self](actor::poll_atom) {
-                  auto& st = self->state;
-                  if (st.polling) answer_poll(self);  // a newer poll replaces an older one
-                  st.poll = self->make_response_promise<actor::worker_report>();
-                  st.polling = true;
-                  if (!st.report.events.empty()) {
-                    answer_poll(self);
-                  } else {
-                    self->delayed_send(self, st.poll_wait, actor::tick_atom_v);
-                  }
-                  return st.poll;
-                },
-                [self](actor::tick_atom) { answer_poll(self); },
-                [self](actor::step_atom) {
-                  auto& st = self->state;
-                  st.stepping = false;
-                  if (st.engine->idle()) return;
-                  if (!st.pacer.may_start()) {  // held by a test: ask again shortly
-                    st.stepping = true;
-                    self->delayed_send(self, run::work_pacer::recheck, actor::step_atom_v);
-                    return;
-                  }
-                  const auto started = std::chrono::steady_clock::now();
-                  absl::StatusOr<std::vector<actor::generation_event>> events = st.engine->step();
-                  // A slower machine, simulated: the iteration keeps this thread for longer.
-                  std::this_thread::sleep_for(
-                      st.pacer.pause_after(std::chrono::steady_clock::now() - started));
-                  if (!events.ok()) {
-                    self->quit(actor::to_error(events.status()));
-                    return;
-                  }
-                  auto& sizes = st.report.batch_sizes;
-                  if (sizes.size() == max_batch_sizes) sizes.erase(sizes.begin());
-                  sizes.push_back(st.engine->last_batch_sequences());
-                  add_events(self, *std::move(events));
-                  keep_stepping(self);
-                },
-            };
-          });
+  return system.spawn<actor::role_actor<actor::inference_worker_actor, worker_state>,
+                      caf::detached>(
+      metrics.actor(name),
+      [model, engine, poll_wait, pacer,
+       sync](self_ptr self) -> actor::inference_worker_actor::behavior_type {
+        auto& st = self->state;
+        st.model = model;
+        st.engine = engine;
+        st.poll_wait = poll_wait;
+        st.pacer = pacer;
+        st.sync = sync;
+        return {
+            [self](actor::generate_atom,
+                   actor::generation_request& request) -> caf::result<caf::ok_atom> {
+              auto& st = self->state;
+              if (!st.swap) return add_request(self, std::move(request));
+              st.held.push_back({std::move(request), self->make_response_promise<caf::ok_atom>()});
+              return st.held.back().promise;
+            },
+            [self](actor::cancel_atom, uint64_t id) {
+              add_events(self, self->state.engine->cancel(id));
+            },
+            [self](actor::poll_atom) {
+              auto& st = self->state;
+              if (st.polling) answer_poll(self);  // a newer poll replaces an older one
+              st.poll = self->make_response_promise<actor::worker_report>();
+              st.polling = true;
+              if (!st.report.events.empty()) {
+                answer_poll(self);
+              } else {
+                self->delayed_send(self, st.poll_wait, actor::tick_atom_v);
+              }
+              return st.poll;
+            },
+            [self](actor::tick_atom) { answer_poll(self); },
+            [self](actor::step_atom) {
+              auto& st = self->state;
+              st.stepping = false;
+              if (st.engine->idle()) return;
+              if (!st.pacer.may_start()) {  // held by a test: ask again shortly
+                st.stepping = true;
+                self->delayed_send(self, run::work_pacer::recheck, actor::step_atom_v);
+                return;
+              }
+              const auto started = std::chrono::steady_clock::now();
+              absl::StatusOr<std::vector<actor::generation_event>> events = st.engine->step();
+              // A slower machine, simulated: the iteration keeps this thread for longer.
+              std::this_thread::sleep_for(
+                  st.pacer.pause_after(std::chrono::steady_clock::now() - started));
+              if (!events.ok()) {
+                self->quit(actor::to_error(events.status()));
+                return;
+              }
+              auto& sizes = st.report.batch_sizes;
+              if (sizes.size() == max_batch_sizes) sizes.erase(sizes.begin());
+              sizes.push_back(st.engine->last_batch_sequences());
+              add_events(self, *std::move(events));
+              keep_stepping(self);
+              finish_swap(self);
+            },
+            [self](actor::sync_atom, uint64_t version) { return receive_weights(self, version); },
+        };
+      });
 }
 
 }  // namespace troupe::actors

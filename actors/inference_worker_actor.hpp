@@ -2,10 +2,13 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "actors/inference_engine.hpp"
+#include "actors/weight_sync.hpp"
 #include "runtime/actor/interfaces.hpp"
+#include "runtime/comm/rendezvous_store.hpp"
 #include "runtime/metrics/registry.hpp"
 #include "runtime/run/work_pacer.hpp"
 
@@ -17,16 +20,27 @@ struct served_model {
   std::vector<float> params;
 };
 
+/// How a rollout worker receives the RL policy's weights: the weight-sync group, formed through
+/// `store` at the first `(sync)`.
+struct rollout_sync {
+  std::shared_ptr<comm::rendezvous_store> store;
+  weight_sync_spec spec;
+};
+
 /// Spawns an inference worker on its own thread (each iteration is a model forward pass): it
 /// runs `model` through an inference_engine with `options`, iterating while it has work, and
 /// answers polls with the events produced. `pacer` paces the iterations for tests (a held
 /// iteration is asked again later; a slowdown keeps the worker's thread busy for longer). A
-/// poll waits at most `poll_wait` for an event. Fails when the engine cannot be made (a CUDA device
-/// that cannot be used).
+/// poll waits at most `poll_wait` for an event. With `sync` it is an RL rollout worker, whose
+/// `(sync)` receives weights from the policy into a second buffer (the worker's thread is busy
+/// with the transfer meanwhile) and swaps them in once the requests running on the old ones
+/// have ended. Fails when the engine cannot be made (a CUDA device that cannot be
+/// used).
 [[nodiscard]] absl::StatusOr<actor::inference_worker_actor> spawn_inference_worker(
     caf::actor_system& system, metrics::registry& metrics, const std::string& name,
     std::shared_ptr<const served_model> model, inference_engine::options options,
     run::work_pacer pacer = {},
-    std::chrono::milliseconds poll_wait = std::chrono::milliseconds(500));
+    std::chrono::milliseconds poll_wait = std::chrono::milliseconds(500),
+    std::optional<rollout_sync> sync = std::nullopt);
 
 }  // namespace troupe::actors

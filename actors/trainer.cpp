@@ -294,6 +294,24 @@ std::vector<std::pair<std::string, tensor::named_tensors>> trainer::checkpoint_f
   return files;
 }
 
+absl::Status trainer::load_weights(const checkpoint::checkpoint& saved) {
+  auto weights = saved.files.find("model.safetensors");
+  if (weights == saved.files.end()) {
+    return absl::DataLossError(absl::StrCat(saved.dir, ": no model.safetensors"));
+  }
+  TROUPE_RETURN_IF_ERROR(tensor::zero(params_));
+  if (absl::Status s = layout_.from_named(weights->second, params_.data<float>()); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(saved.dir, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+tensor::tensor trainer::weights() const {
+  absl::StatusOr<tensor::tensor> view = params_.narrow(0, 0, layout_.total());
+  TROUPE_CHECK(view.ok());  // the buffer is padded past total()
+  return *std::move(view);
+}
+
 absl::Status trainer::restore(const checkpoint::checkpoint& saved) {
   auto weights = saved.files.find("model.safetensors");
   if (weights == saved.files.end()) {

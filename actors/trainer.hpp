@@ -100,6 +100,11 @@ class trainer {
   [[nodiscard]] std::vector<std::pair<std::string, tensor::named_tensors>> checkpoint_files() const;
   /// Restores from a checkpoint that checkpoint_files() of every saving rank made.
   [[nodiscard]] absl::Status restore(const checkpoint::checkpoint& saved);
+  /// Takes only the weights of a checkpoint (the RL policy's and reference's start), keeping
+  /// this trainer's optimizer state and step.
+  [[nodiscard]] absl::Status load_weights(const checkpoint::checkpoint& saved);
+  /// The weights as one flat f32 buffer of layout().total() elements (a view, not a copy).
+  [[nodiscard]] tensor::tensor weights() const;
 
  private:
   trainer(const models::gpt_layout& layout, const trainer_options& options,

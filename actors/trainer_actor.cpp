@@ -27,6 +27,7 @@ struct trainer_state {
   std::vector<token_batch> validation;
   int64_t cursor = 0;  // the global sample index the next step's batch starts at
   actor::checkpoint_writer_actor writer;
+  std::unique_ptr<comm::communicator> sync_group;  // formed at the first (sync)
 };
 
 using self_ptr = actor::role_pointer<actor::trainer_actor, trainer_state>;
@@ -42,6 +43,9 @@ absl::Status build(self_ptr self, metrics::registry& metrics, const std::string&
     TROUPE_ASSIGN_OR_RETURN(st.group, comm::make_gloo_communicator(*st.store, g));
   }
   TROUPE_ASSIGN_OR_RETURN(st.logic, trainer::create(*st.layout, st.spec.options, st.group.get()));
+  st.writer = spawn_checkpoint_writer(self->system(), metrics, absl::StrCat(name, "/writer"));
+  self->link_to(st.writer);  // the loader and the writer live and die with their trainer
+  if (st.spec.corpus == nullptr) return absl::OkStatus();  // RL steps and log-probs only
   TROUPE_ASSIGN_OR_RETURN(
       data_loader loader,
       data_loader::create(*st.spec.corpus, st.spec.model.ctx, st.spec.options.global_batch,
@@ -51,14 +55,16 @@ absl::Status build(self_ptr self, metrics::registry& metrics, const std::string&
   st.validation = loader.validation(eval_batch, st.spec.eval_windows);
   st.loader = spawn_data_loader(self->system(), metrics, absl::StrCat(name, "/data"),
                                 st.spec.corpus, prefetch_queue(std::move(loader)));
-  self->link_to(st.loader);  // the loader and the writer live and die with their trainer
+  self->link_to(st.loader);
   self->send(st.loader, actor::credit_atom_v, static_cast<int32_t>(st.spec.prefetch));
-  st.writer = spawn_checkpoint_writer(self->system(), metrics, absl::StrCat(name, "/writer"));
-  self->link_to(st.writer);
   return absl::OkStatus();
 }
 
 caf::result<actor::step_report> step(self_ptr self) {
+  if (!self->state.loader) {
+    return actor::to_error(absl::FailedPreconditionError(
+        "(step) asked of a trainer without training text; it takes RL steps only"));
+  }
   auto promise = self->make_response_promise<actor::step_report>();
   const auto asked = clock::now();
   self->request(self->state.loader, caf::infinite, actor::next_atom_v)
@@ -108,6 +114,59 @@ caf::result<actor::checkpoint_shard> start_checkpoint(self_ptr self, int64_t ste
   return promise;
 }
 
+caf::result<actor::rl_step_report> rl_step(self_ptr self, const actor::rl_batch& batch) {
+  auto& st = self->state;
+  if (!st.spec.objective) {
+    return actor::to_error(absl::FailedPreconditionError(
+        "(rl_step) asked of a trainer without an RL objective (a pretraining rank)"));
+  }
+  const auto started = clock::now();
+  absl::StatusOr<actor::rl_step_report> report = st.logic->step(batch, *st.spec.objective);
+  std::this_thread::sleep_for(st.spec.pacer.pause_after(clock::now() - started));
+  if (!report.ok()) return actor::to_error(report.status());
+  return *report;
+}
+
+caf::result<std::vector<float>> log_probs(self_ptr self, const actor::rl_batch& batch) {
+  auto& st = self->state;
+  const float temperature = st.spec.objective ? st.spec.objective->temperature : 1.0f;
+  absl::StatusOr<std::vector<float>> out = st.logic->log_probs(batch, temperature);
+  if (!out.ok()) return actor::to_error(out.status());
+  return *std::move(out);
+}
+
+caf::result<int64_t> load_weights(self_ptr self, const std::string& dir) {
+  absl::StatusOr<checkpoint::checkpoint> saved = checkpoint::checkpoint_store::read(dir);
+  if (!saved.ok()) return actor::to_error(saved.status());
+  if (absl::Status s = self->state.logic->load_weights(*saved); !s.ok()) {
+    return actor::to_error(s);
+  }
+  return saved->step;
+}
+
+// Rank 0 of the policy sends its weights to the rollout (the group's other members).
+caf::result<actor::weights_ack> sync_weights(self_ptr self, uint64_t version) {
+  auto& st = self->state;
+  if (!st.spec.sync || st.spec.rank != 0) {
+    return actor::to_error(absl::FailedPreconditionError(
+        absl::StrCat("(sync) asked of trainer rank ", st.spec.rank,
+                     ", which is not the sender of a weight-sync group (rank 0 of the policy)")));
+  }
+  if (st.sync_group == nullptr) {
+    absl::StatusOr<std::unique_ptr<comm::communicator>> group =
+        comm::make_gloo_communicator(*st.store, st.spec.sync->group);
+    if (!group.ok()) return actor::to_error(group.status());
+    st.sync_group = *std::move(group);
+  }
+  absl::StatusOr<std::string> checksum = broadcast_weights(*st.sync_group, st.logic->weights(),
+                                                           st.spec.sync->bucket_bytes, /*root=*/0);
+  if (!checksum.ok()) {
+    st.sync_group.reset();  // a failed group refuses further work; the next sync forms anew
+    return actor::to_error(checksum.status());
+  }
+  return actor::weights_ack{version, *std::move(checksum)};
+}
+
 caf::result<int64_t> restore(self_ptr self, const std::string& dir) {
   auto& st = self->state;
   if (st.logic->steps() != 0) {
@@ -123,6 +182,7 @@ caf::result<int64_t> restore(self_ptr self, const std::string& dir) {
   }
   if (absl::Status s = st.logic->restore(*saved); !s.ok()) return actor::to_error(s);
   st.cursor = cursor.get<int64_t>();
+  if (!st.loader) return st.logic->steps();
   auto promise = self->make_response_promise<int64_t>();
   self->request(st.loader, caf::infinite, actor::seek_atom_v, st.cursor)
       .then([self, promise](caf::ok_atom) mutable { promise.deliver(self->state.logic->steps()); },
@@ -155,6 +215,14 @@ actor::trainer_actor spawn_trainer(caf::actor_system& system, metrics::registry&
               return start_checkpoint(self, step, root);
             },
             [self](actor::restore_atom, const std::string& dir) { return restore(self, dir); },
+            [self](actor::rl_step_atom, const actor::rl_batch& batch) {
+              return rl_step(self, batch);
+            },
+            [self](actor::log_probs_atom, const actor::rl_batch& batch) {
+              return log_probs(self, batch);
+            },
+            [self](actor::load_atom, const std::string& dir) { return load_weights(self, dir); },
+            [self](actor::sync_atom, uint64_t version) { return sync_weights(self, version); },
         };
       });
 }

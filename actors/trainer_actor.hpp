@@ -1,10 +1,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "actors/data_loader_actor.hpp"
 #include "actors/trainer.hpp"
+#include "actors/weight_sync.hpp"
 #include "runtime/comm/rendezvous_store.hpp"
 #include "runtime/run/work_pacer.hpp"
 
@@ -18,12 +20,17 @@ struct trainer_actor_spec {
   int rank = 0;
   int ranks = 1;
   comm::group_options group;  ///< name, epoch and timeout of the data-parallel group
+  /// The text `(step)` trains on; null for a rank that only takes RL steps or gives log-probs.
   std::shared_ptr<const text_corpus> corpus;
   uint64_t data_seed = 1;
   int prefetch = 2;            ///< batches the data loader may prepare ahead
   int eval_windows = 1 << 20;  ///< held-out windows per evaluation
   /// Tests' slowdown: each step keeps the rank's thread busy for longer (the driver holds steps).
   run::work_pacer pacer;
+  /// The RL objective of `(rl_step)` (and the temperature of `(log_probs)`); none: pretraining.
+  std::optional<policy_objective> objective;
+  /// The weight-sync group `(sync)` sends to (rank 0 of the policy only).
+  std::optional<weight_sync_spec> sync;
 };
 
 /// Spawns a trainer on its own thread (collectives block it; they must not block CAF's

@@ -9,6 +9,14 @@
 
 namespace troupe::actors {
 
+/// Where a weight-sync participant finds its group: the group's name, this member's rank (the
+/// sender is 0), its size and timeout, formed through the job's rendezvous store at the first
+/// sync; and the broadcast's bucket size.
+struct weight_sync_spec {
+  comm::group_options group;
+  int64_t bucket_bytes = int64_t{32} << 20;
+};
+
 /// The checksum of a weight buffer that a receiver acknowledges: the sha256 of its bytes (a
 /// device buffer is copied to the host first).
 [[nodiscard]] absl::StatusOr<std::string> weights_checksum(const tensor::tensor& weights);

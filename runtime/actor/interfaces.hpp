@@ -34,11 +34,22 @@ using data_loader_actor = caf::typed_actor<
 /// rank's checkpoint writer; the answer comes once the files are durable, and steps asked
 /// meanwhile run at once. `(restore, dir)` loads a committed checkpoint (before the first step)
 /// and answers its step.
+///
+/// As the RL policy (or the reference), with the objective it was spawned with: `(rl_step,
+/// batch)` runs one optimizer step on the rank's share of a mini-batch; `(log_probs, batch)`
+/// returns each position's log-prob, forward only; `(load, dir)` takes the weights (not the
+/// optimizer) of a committed checkpoint and answers its step; `(sync, version)` sends the
+/// weights to the rollout over the weight-sync group (rank 0 of the policy only) and answers with
+/// their checksum.
 using trainer_actor =
     caf::typed_actor<caf::replies_to<step_atom>::with<step_report>,
                      caf::replies_to<eval_atom>::with<double>,
                      caf::replies_to<checkpoint_atom, int64_t, std::string>::with<checkpoint_shard>,
-                     caf::replies_to<restore_atom, std::string>::with<int64_t>>;
+                     caf::replies_to<restore_atom, std::string>::with<int64_t>,
+                     caf::replies_to<rl_step_atom, rl_batch>::with<rl_step_report>,
+                     caf::replies_to<log_probs_atom, rl_batch>::with<std::vector<float>>,
+                     caf::replies_to<load_atom, std::string>::with<int64_t>,
+                     caf::replies_to<sync_atom, uint64_t>::with<weights_ack>>;
 
 /// Persists a trainer's checkpoint snapshots, one at a time in arrival order, on its own thread:
 /// each file staged into ROOT/.step-N.partial/ (written, synced, hashed), then the shard answered
@@ -51,12 +62,15 @@ using checkpoint_writer_actor =
 /// `(poll)` answers with the stream events produced since the last poll and the engine's state
 /// (a worker_report), held until there is an event or a short wait passes, so that a router
 /// long-polls each worker. `(step)` and `(tick)` are its
-/// own prompts: run one batching iteration, end a poll's wait.
+/// own prompts: run one batching iteration, end a poll's wait. As the RL rollout, `(sync,
+/// version)` receives new weights over the weight-sync group and swaps them in once no request
+/// runs (requests that arrive meanwhile wait), answering with the version and checksum it holds.
 using inference_worker_actor =
     caf::typed_actor<caf::replies_to<generate_atom, generation_request>::with<caf::ok_atom>,
                      caf::reacts_to<cancel_atom, uint64_t>,
                      caf::replies_to<poll_atom>::with<worker_report>, caf::reacts_to<step_atom>,
-                     caf::reacts_to<tick_atom>>;
+                     caf::reacts_to<tick_atom>,
+                     caf::replies_to<sync_atom, uint64_t>::with<weights_ack>>;
 
 /// An app driver. The supervisor hands it the role actors (`actor_update`) and then `run`; the
 /// driver answers `run` with the job's result when the app is done. `(stop)` asks it to end

@@ -112,6 +112,13 @@ struct rl_step_report {
   double comm_s = 0;
 };
 
+/// A weight-sync participant's acknowledgement: the version it now holds and the checksum of its
+/// weights (actors::weights_checksum), which the sender compares with its own.
+struct weights_ack {
+  uint64_t version = 0;
+  std::string checksum;
+};
+
 /// One data-parallel rank's part of checkpoint `step`, written and synced: its files, the data
 /// cursor to resume from, and what it cost the rank.
 struct checkpoint_shard {

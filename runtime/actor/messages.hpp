@@ -105,6 +105,24 @@ typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rl_batch& x) {
+  return f(caf::meta::type_name("rl_batch"), x.batch, x.ctx, x.tokens, x.targets, x.old_log_probs,
+           x.ref_log_probs, x.advantages, x.weights);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rl_step_report& x) {
+  return f(caf::meta::type_name("rl_step_report"), x.step, x.pg_loss, x.pg_clipfrac,
+           x.pg_clipfrac_lower, x.ppo_kl, x.entropy, x.kl_loss, x.grad_norm, x.lr, x.compute_s,
+           x.comm_s);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, weights_ack& x) {
+  return f(caf::meta::type_name("weights_ack"), x.version, x.checksum);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_result& x) {
   return f(caf::meta::type_name("job_result"), x.ok, x.summary_json, x.error);
 }
@@ -162,5 +180,15 @@ CAF_ADD_ATOM(troupe, troupe::actor, spawn_atom, "spawn")
 
 // Benchmarks and liveness tests.
 CAF_ADD_ATOM(troupe, troupe::actor, ping_atom, "ping")
+
+// RLHF: the policy's update, log-probs, and the weight sync to the rollout.
+CAF_ADD_TYPE_ID(troupe, (std::vector<float>))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::rl_batch))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::rl_step_report))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::weights_ack))
+CAF_ADD_ATOM(troupe, troupe::actor, rl_step_atom, "rl_step")
+CAF_ADD_ATOM(troupe, troupe::actor, log_probs_atom, "log_probs")
+CAF_ADD_ATOM(troupe, troupe::actor, sync_atom, "sync")
+CAF_ADD_ATOM(troupe, troupe::actor, load_atom, "load")
 
 CAF_END_TYPE_ID_BLOCK(troupe)
