@@ -1,0 +1,357 @@
+#include "apps/rlhf/rlhf_driver.hpp"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace troupe::apps::rlhf {
+namespace {
+
+// A request's sampling seed: a function of the prompt and the sample's place in its group only,
+// so that a regenerated (or resumed) sample is the same sample.
+uint64_t sample_seed(uint64_t seed, int64_t prompt, int k) {
+  uint64_t z = seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(prompt + 1));
+  z ^= 0xbf58476d1ce4e5b9ull * static_cast<uint64_t>(k + 1);
+  return z ^ (z >> 31);
+}
+
+std::string text_of(const std::vector<int32_t>& tokens) {
+  std::string s;
+  for (int32_t t : tokens)
+    s.push_back(static_cast<char>(t));
+  return s;
+}
+
+constexpr uint64_t validation_stream = 0x7a11da7e;
+
+}  // namespace
+
+rlhf_driver::rlhf_driver(rlhf_schedule schedule, rl_algorithm algorithm, kl_controller kl,
+                         rl_task task, std::function<clock::time_point()> now)
+    : schedule_(std::move(schedule)),
+      algorithm_(algorithm),
+      kl_(kl),
+      task_(std::move(task)),
+      now_(std::move(now)) {}
+
+double rlhf_driver::seconds_since(clock::time_point t) const {
+  return std::chrono::duration<double>(now_() - t).count();
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::failed(absl::Status why) {
+  phase_ = phase::finished;
+  return {fail{std::move(why)}};
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_error(const absl::Status& error) {
+  if (phase_ == phase::finished) return {};
+  return failed(error);
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::start() {
+  started_ = now_();
+  if (schedule_.warmup_steps > 0) {
+    phase_ = phase::warming_up;
+    answers_ = 0;
+    return {warmup_step_all{}};
+  }
+  return begin_step();
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_warmup_step(int rank,
+                                                              const actor::step_report& report) {
+  if (phase_ != phase::warming_up) return {};
+  if (++answers_ < schedule_.policy_ranks) return {};
+  answers_ = 0;
+  ++warmup_done_;
+  std::vector<command> out;
+  if (rank >= 0) out.push_back(metrics_row{{{"warmup_step", warmup_done_}, {"loss", report.loss}}});
+  if (warmup_done_ < schedule_.warmup_steps) {
+    out.push_back(warmup_step_all{});
+  } else {
+    phase_ = phase::saving_initial;
+    out.push_back(save_initial{warmup_done_});
+  }
+  return out;
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_initial_saved(const std::string& dir) {
+  if (phase_ != phase::saving_initial) return {};
+  phase_ = phase::loading_reference;
+  return {load_reference{dir}};
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_reference_loaded() {
+  if (phase_ != phase::loading_reference) return {};
+  return begin_step();
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::begin_step() {
+  step_started_ = now_();
+  row_ = nlohmann::json::object();
+  const bool last = step_ >= schedule_.steps;
+  if (last && schedule_.test_freq == 0) return end_run();
+  phase_ = phase::syncing;
+  phase_started_ = now_();
+  answers_ = 0;
+  acks_.clear();
+  sender_checksum_.clear();
+  return {sync_all{version_ + 1}};
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_synced(const std::string& who,
+                                                         const actor::weights_ack& ack,
+                                                         bool sender) {
+  if (phase_ != phase::syncing) return {};
+  if (ack.version != version_ + 1) {
+    return failed(absl::InternalError(absl::StrCat("weight sync: ", who, " acknowledged version ",
+                                                   ack.version, ", not ", version_ + 1)));
+  }
+  if (sender) {
+    sender_checksum_ = ack.checksum;
+  } else {
+    acks_.emplace_back(who, ack.checksum);
+  }
+  if (++answers_ < sync_participants_) return {};
+  for (const auto& [worker, checksum] : acks_) {
+    if (checksum != sender_checksum_) {
+      return failed(absl::DataLossError(absl::StrCat(
+          "weight sync to version ", version_ + 1, ": ", worker, " holds weights with checksum ",
+          checksum.substr(0, 12), "..., the policy sent ", sender_checksum_.substr(0, 12),
+          "...; the rollout would generate with other weights than the policy's")));
+    }
+  }
+  ++version_;
+  row_["timing_s/update_weights"] = seconds_since(phase_started_);
+  return after_sync();
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::after_sync() {
+  const bool last = step_ >= schedule_.steps;
+  const bool validate = schedule_.test_freq > 0 && (last || step_ % schedule_.test_freq == 0);
+  if (validate) {
+    phase_ = phase::validating;
+    phase_started_ = now_();
+    requests_ = requests_for(0, schedule_.val_prompts, 1, true, schedule_.seed ^ validation_stream);
+    return {generate_all{requests_}};
+  }
+  if (last) return end_run();
+  return generate();
+}
+
+std::vector<actor::generation_request> rlhf_driver::requests_for(int64_t first_prompt, int prompts,
+                                                                 int n, bool greedy,
+                                                                 uint64_t stream) {
+  std::vector<actor::generation_request> out;
+  for (int i = 0; i < prompts; ++i) {
+    const std::string text = task_.prompt(stream, first_prompt + i);
+    for (int k = 0; k < n; ++k) {
+      actor::generation_request r;
+      r.id = out.size() + 1;
+      r.prompt.assign(text.begin(), text.end());
+      for (auto& t : r.prompt)
+        t = static_cast<uint8_t>(t);
+      r.temperature = greedy ? 0.0f : schedule_.temperature;
+      r.top_k = schedule_.top_k;
+      r.top_p = schedule_.top_p;
+      r.seed = sample_seed(stream, first_prompt + i, k);
+      r.max_tokens = schedule_.response_length;
+      r.stop = {schedule_.end};
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::generate() {
+  phase_ = phase::generating;
+  phase_started_ = now_();
+  requests_ = requests_for(cursor_, schedule_.prompts, schedule_.n, false, schedule_.seed);
+  return {generate_all{requests_}};
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_generated(
+    std::vector<actor::generation_event> outputs) {
+  if (phase_ != phase::generating && phase_ != phase::validating) return {};
+  if (outputs.size() != requests_.size()) {
+    return failed(absl::InternalError(
+        absl::StrCat("rollout: ", outputs.size(), " outputs for ", requests_.size(), " requests")));
+  }
+  const bool validation = phase_ == phase::validating;
+  row_[validation ? "timing_s/testing" : "timing_s/gen"] = seconds_since(phase_started_);
+  outputs_ = std::move(outputs);
+  score_all scoring;
+  for (size_t i = 0; i < requests_.size(); ++i) {
+    scoring.prompts.push_back(text_of(requests_[i].prompt));
+    scoring.responses.push_back(text_of(outputs_[i].tokens));
+    scoring.ended.push_back(outputs_[i].reason == actor::finish_reason::stop);
+  }
+  phase_ = validation ? phase::validation_scoring : phase::scoring;
+  phase_started_ = now_();
+  return {std::move(scoring)};
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_scored(std::vector<double> scores) {
+  if (phase_ == phase::validation_scoring) {
+    double sum = 0;
+    for (double s : scores)
+      sum += s;
+    last_val_ = scores.empty() ? 0.0 : sum / static_cast<double>(scores.size());
+    row_["val-core/digit_completion/reward/mean@1"] = last_val_;
+    if (step_ >= schedule_.steps) return end_run();
+    return generate();
+  }
+  if (phase_ != phase::scoring) return {};
+  row_["timing_s/reward"] = seconds_since(phase_started_);
+  std::vector<rollout_sample> samples;
+  samples.reserve(outputs_.size());
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const actor::generation_event& e = outputs_[i];
+    rollout_sample s;
+    s.group = cursor_ + static_cast<int64_t>(i) / schedule_.n;
+    s.prompt = requests_[i].prompt;
+    s.response = e.tokens;
+    s.ended = e.reason == actor::finish_reason::stop;
+    if (s.ended) s.response.insert(s.response.end(), schedule_.end.begin(), schedule_.end.end());
+    s.logprobs = e.logprobs;
+    s.version = e.weights_version;
+    samples.push_back(std::move(s));
+  }
+  absl::StatusOr<rollout_batch> batch =
+      rollout_batch::create(std::move(samples), schedule_.max_len);
+  if (!batch.ok()) return failed(batch.status());
+  batch_ = *std::move(batch);
+  scores_ = std::move(scores);
+  // Old log-probs on the policy ranks (each its share of the rows), the reference's on it.
+  log_probs_all ask;
+  const int per_rank = batch_->rows() / schedule_.policy_ranks;
+  for (int k = 0; k < schedule_.policy_ranks; ++k)
+    ask.policy.push_back(batch_->sequences(k * per_rank, per_rank));
+  ask.reference = batch_->sequences(0, batch_->rows());
+  phase_ = phase::log_probs;
+  phase_started_ = now_();
+  answers_ = 0;
+  return {std::move(ask)};
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_log_probs(bool reference, int rank,
+                                                            const std::vector<float>& values) {
+  if (phase_ != phase::log_probs) return {};
+  const int per_rank = batch_->rows() / schedule_.policy_ranks;
+  if (reference) {
+    batch_->set_log_probs(true, 0, batch_->rows(), values);
+    row_["timing_s/ref"] = seconds_since(phase_started_);
+  } else {
+    batch_->set_log_probs(false, rank * per_rank, per_rank, values);
+    row_["timing_s/old_log_prob"] = seconds_since(phase_started_);
+  }
+  if (++answers_ < schedule_.policy_ranks + 1) return {};
+  const auto adv_started = now_();
+  absl::StatusOr<double> current_kl = batch_->compute_advantages(scores_, algorithm_, kl_.value());
+  if (!current_kl.ok()) return failed(current_kl.status());
+  row_["actor/reward_kl_penalty"] = *current_kl;
+  row_["actor/reward_kl_penalty_coeff"] = algorithm_.use_kl_in_reward ? kl_.value() : 0.0;
+  if (algorithm_.use_kl_in_reward) kl_.update(*current_kl, batch_->rows());
+  row_.update(batch_->data_metrics(schedule_.response_length));
+  row_["timing_s/adv"] = seconds_since(adv_started);
+  phase_ = phase::updating;
+  phase_started_ = now_();
+  update_index_ = 0;
+  update_reports_.clear();
+  return next_update();
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::next_update() {
+  const int per_epoch = schedule_.prompts / schedule_.mini_batch_prompts;
+  const int rows = schedule_.mini_batch_prompts * schedule_.n;
+  const int m = update_index_ % per_epoch;
+  answers_ = 0;
+  return {update_all{
+      batch_->mini_batch(m * rows, rows, schedule_.policy_ranks, schedule_.loss_agg_mode)}};
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_updated(int rank,
+                                                          const actor::rl_step_report& report) {
+  if (phase_ != phase::updating) return {};
+  if (rank == 0) update_reports_.push_back(report);
+  if (++answers_ < schedule_.policy_ranks) return {};
+  if (++update_index_ < schedule_.updates_per_step()) return next_update();
+  return end_step();
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::end_step() {
+  row_["timing_s/update_actor"] = seconds_since(phase_started_);
+  // veRL's actor metrics: the mean over the optimizer steps (lr: the last).
+  double pg = 0, clip = 0, clip_lower = 0, ppo_kl = 0, entropy = 0, kl_loss = 0, norm = 0;
+  for (const auto& r : update_reports_) {
+    pg += r.pg_loss, clip += r.pg_clipfrac, clip_lower += r.pg_clipfrac_lower;
+    ppo_kl += r.ppo_kl, entropy += r.entropy, kl_loss += r.kl_loss, norm += r.grad_norm;
+  }
+  const double u = std::max<size_t>(1, update_reports_.size());
+  row_["actor/pg_loss"] = pg / u;
+  row_["actor/pg_clipfrac"] = clip / u;
+  row_["actor/pg_clipfrac_lower"] = clip_lower / u;
+  row_["actor/ppo_kl"] = ppo_kl / u;
+  row_["actor/entropy"] = entropy / u;
+  row_["actor/kl_loss"] = kl_loss / u;
+  row_["actor/grad_norm"] = norm / u;
+  row_["actor/lr"] = update_reports_.empty() ? 0.0 : update_reports_.back().lr;
+  ++step_;
+  const double step_s = seconds_since(step_started_);
+  int64_t tokens = 0, stale = 0;
+  for (const auto& s : batch_->samples()) {
+    tokens += static_cast<int64_t>(s.prompt.size() + s.response.size());
+    stale = std::max<int64_t>(stale, static_cast<int64_t>(version_ - s.version));
+  }
+  row_["step"] = step_;
+  row_["policy_version"] = version_;
+  row_["staleness/max"] = stale;
+  row_["timing_s/step"] = step_s;
+  row_["perf/total_num_tokens"] = tokens;
+  row_["perf/time_per_step"] = step_s;
+  row_["perf/throughput"] = step_s > 0 ? static_cast<double>(tokens) / step_s : 0.0;
+  const double score = row_["critic/score/mean"].get<double>();
+  if (first_score_ < 0) first_score_ = score;
+  best_score_ = std::max(best_score_, score);
+  last_score_ = score;
+
+  std::vector<nlohmann::json> samples;
+  for (int r = 0; r < std::min(schedule_.samples_per_step, batch_->rows()); ++r) {
+    const rollout_sample& s = batch_->samples()[r];
+    samples.push_back({{"step", step_},
+                       {"prompt", text_of(s.prompt)},
+                       {"response", text_of(s.response)},
+                       {"score", batch_->score(r)},
+                       {"reward", batch_->reward(r)},
+                       {"advantage", batch_->advantage(r)},
+                       {"kl", batch_->kl(r)},
+                       {"policy_version", s.version}});
+  }
+  std::vector<command> out = {metrics_row{row_}, sample_rows{std::move(samples)}};
+  cursor_ += schedule_.prompts;
+  auto next = begin_step();
+  out.insert(out.end(), next.begin(), next.end());
+  return out;
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::end_run() {
+  phase_ = phase::finished;
+  std::vector<command> out;
+  if (row_.contains("val-core/digit_completion/reward/mean@1")) {
+    row_["step"] = step_;
+    out.push_back(metrics_row{row_});
+  }
+  nlohmann::json summary = {{"app", "rlhf"},
+                            {"steps", step_},
+                            {"policy_version", version_},
+                            {"score_first", first_score_},
+                            {"score_best", best_score_},
+                            {"score_last", last_score_},
+                            {"kl_coef", kl_.value()},
+                            {"time_s", seconds_since(started_)}};
+  if (last_val_ >= 0) summary["val_score"] = last_val_;
+  out.push_back(finish{std::move(summary)});
+  return out;
+}
+
+}  // namespace troupe::apps::rlhf

@@ -1,0 +1,187 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "apps/rlhf/kl_controller.hpp"
+#include "apps/rlhf/rollout_batch.hpp"
+#include "nlohmann/json.hpp"
+#include "runtime/actor/message_types.hpp"
+
+namespace troupe::apps::rlhf {
+
+/// The shape of an RLHF run, as the controller needs it.
+struct rlhf_schedule {
+  int steps = 1;               ///< RL steps (trainer.total_training_steps)
+  int warmup_steps = 0;        ///< format warm-up steps of the policy before RL
+  int prompts = 8;             ///< prompts per step (data.train_batch_size)
+  int n = 4;                   ///< responses per prompt (rollout.n)
+  int mini_batch_prompts = 8;  ///< prompts per optimizer step (actor.ppo_mini_batch_size)
+  int ppo_epochs = 1;
+  int policy_ranks = 1;
+  int max_len = 64;          ///< the model's context: prompt + response fit in it
+  int response_length = 16;  ///< tokens per response at most
+  int test_freq = 0;         ///< greedy validation every this many steps (and after the last)
+  int val_prompts = 32;      ///< prompts of the validation set
+  int samples_per_step = 4;  ///< rows of samples.jsonl per step
+  uint64_t seed = 1;
+  float temperature = 1.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  std::string end = "\n";  ///< the end of a response (a stop string, trained on)
+  kernels::loss_agg_mode loss_agg_mode = kernels::loss_agg_mode::token_mean;
+
+  /// Optimizer steps of the policy per RL step: ppo_epochs * prompts / mini_batch_prompts.
+  [[nodiscard]] int updates_per_step() const { return ppo_epochs * prompts / mini_batch_prompts; }
+};
+
+/// The task: its prompts by index (training and validation streams) and the reward role's
+/// inputs. (The reward itself is the reward role's.)
+struct rl_task {
+  std::function<std::string(uint64_t seed, int64_t index)> prompt;
+};
+
+/// The RLHF app's single controller (veRL's driver), without CAF. Each event returns the
+/// commands the actor carries out, in order. A step:
+///
+///   sync weights (policy rank 0 -> every rollout worker; each acknowledges version and checksum)
+///   -> [validation due] greedy generation of the validation prompts -> score -> val metrics
+///   -> generate n responses per prompt -> score (reward role)
+///   -> old log-probs (policy ranks) and reference log-probs (reference), in parallel
+///   -> advantages -> ppo_epochs x mini-batches, one optimizer step each on every policy rank
+///   -> metrics row and samples -> next step, or the end
+///
+/// Before the first step, with a warm-up: warm-up steps on every policy rank, a checkpoint of
+/// them (the run's initial policy), and the reference loads it. Any error fails the run.
+class rlhf_driver {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  struct warmup_step_all {};
+  /// Every policy rank checkpoints its state at optimizer step `step`; the actor commits it in
+  /// the initial-policy root and answers on_initial_saved.
+  struct save_initial {
+    int64_t step;
+  };
+  struct load_reference {
+    std::string dir;
+  };
+  struct sync_all {
+    uint64_t version;
+  };
+  struct generate_all {
+    std::vector<actor::generation_request> requests;
+  };
+  struct score_all {
+    std::vector<std::string> prompts;
+    std::vector<std::string> responses;
+    std::vector<bool> ended;
+  };
+  /// Policy rank i gives log-probs of policy[i]; the reference of reference (rows in order).
+  struct log_probs_all {
+    std::vector<actor::rl_batch> policy;
+    actor::rl_batch reference;
+  };
+  /// One optimizer step: policy rank i on parts[i].
+  struct update_all {
+    std::vector<actor::rl_batch> parts;
+  };
+  struct metrics_row {
+    nlohmann::json row;
+  };
+  struct sample_rows {
+    std::vector<nlohmann::json> rows;
+  };
+  struct finish {
+    nlohmann::json summary;
+  };
+  struct fail {
+    absl::Status why;
+  };
+  using command =
+      std::variant<warmup_step_all, save_initial, load_reference, sync_all, generate_all, score_all,
+                   log_probs_all, update_all, metrics_row, sample_rows, finish, fail>;
+
+  rlhf_driver(rlhf_schedule schedule, rl_algorithm algorithm, kl_controller kl, rl_task task,
+              std::function<clock::time_point()> now);
+
+  std::vector<command> start();
+  std::vector<command> on_warmup_step(int rank, const actor::step_report& report);
+  std::vector<command> on_initial_saved(const std::string& dir);
+  std::vector<command> on_reference_loaded();
+  /// `who` names the participant ("policy/0", "rollout/1") for errors.
+  std::vector<command> on_synced(const std::string& who, const actor::weights_ack& ack,
+                                 bool sender);
+  /// Every request's whole output, in request order.
+  std::vector<command> on_generated(std::vector<actor::generation_event> outputs);
+  std::vector<command> on_scored(std::vector<double> scores);
+  std::vector<command> on_log_probs(bool reference, int rank, const std::vector<float>& values);
+  std::vector<command> on_updated(int rank, const actor::rl_step_report& report);
+  std::vector<command> on_error(const absl::Status& error);
+
+  [[nodiscard]] int64_t step() const { return step_; }
+  [[nodiscard]] uint64_t version() const { return version_; }
+  [[nodiscard]] double kl_coef() const { return kl_.value(); }
+  [[nodiscard]] bool done() const { return phase_ == phase::finished; }
+  [[nodiscard]] const rlhf_schedule& schedule() const { return schedule_; }
+  /// How many sync participants answer a sync (policy rank 0 and the rollout workers).
+  void set_sync_participants(int n) { sync_participants_ = n; }
+
+ private:
+  enum class phase {
+    idle,
+    warming_up,
+    saving_initial,
+    loading_reference,
+    syncing,
+    validating,
+    validation_scoring,
+    generating,
+    scoring,
+    log_probs,
+    updating,
+    finished
+  };
+  std::vector<command> begin_step();
+  std::vector<command> after_sync();
+  std::vector<command> generate();
+  std::vector<command> next_update();
+  std::vector<command> end_step();
+  std::vector<command> end_run();
+  std::vector<command> failed(absl::Status why);
+  std::vector<actor::generation_request> requests_for(int64_t first_prompt, int prompts, int n,
+                                                      bool greedy, uint64_t stream);
+  double seconds_since(clock::time_point t) const;
+
+  rlhf_schedule schedule_;
+  rl_algorithm algorithm_;
+  kl_controller kl_;
+  rl_task task_;
+  std::function<clock::time_point()> now_;
+  phase phase_ = phase::idle;
+  int answers_ = 0;
+  int sync_participants_ = 2;
+  int64_t step_ = 0;      // RL steps done
+  int64_t cursor_ = 0;    // the next training prompt's index
+  uint64_t version_ = 0;  // the policy version the rollout holds
+  int64_t warmup_done_ = 0;
+  std::string sender_checksum_;
+  std::vector<std::pair<std::string, std::string>> acks_;  // who, checksum
+  std::vector<actor::generation_request> requests_;
+  std::vector<actor::generation_event> outputs_;
+  std::optional<rollout_batch> batch_;
+  std::vector<double> scores_;
+  int update_index_ = 0;
+  std::vector<actor::rl_step_report> update_reports_;
+  nlohmann::json row_;  // the step's metrics so far
+  double best_score_ = -1, first_score_ = -1, last_score_ = -1, last_val_ = -1;
+  clock::time_point started_{}, step_started_{}, phase_started_{};
+};
+
+}  // namespace troupe::apps::rlhf

@@ -1,0 +1,141 @@
+#include "apps/rlhf/rlhf_driver.hpp"
+
+#include <gtest/gtest.h>
+
+namespace troupe::apps::rlhf {
+namespace {
+
+using driver = rlhf_driver;
+
+rlhf_schedule schedule() {
+  rlhf_schedule s;
+  s.steps = 2;
+  s.prompts = 2;
+  s.n = 2;
+  s.mini_batch_prompts = 1;
+  s.ppo_epochs = 2;
+  s.policy_ranks = 2;
+  s.max_len = 32;
+  s.response_length = 4;
+  return s;
+}
+
+driver make(rlhf_schedule s = schedule()) {
+  driver d(s, {}, kl_controller::fixed(0.0),
+           {[](uint64_t, int64_t i) { return "p" + std::to_string(i) + "="; }},
+           [] { return driver::clock::time_point{}; });
+  d.set_sync_participants(2);  // policy rank 0 and one rollout worker
+  return d;
+}
+
+template <class T>
+const T& only(const std::vector<driver::command>& commands) {
+  EXPECT_EQ(commands.size(), 1u);
+  const T* c = std::get_if<T>(&commands.back());
+  EXPECT_NE(c, nullptr) << "command index " << commands.back().index();
+  return *c;
+}
+
+// Answers every command of one step the way the roles would; returns the step's commands after
+// the updates (metrics, samples, the next sync or the end).
+std::vector<driver::command> run_step(driver& d, std::vector<driver::command> commands,
+                                      uint64_t version, int* updates) {
+  const auto& sync = only<driver::sync_all>(commands);
+  EXPECT_EQ(sync.version, version);
+  EXPECT_TRUE(d.on_synced("policy/0", {version, "abc"}, true).empty());
+  const auto generate = d.on_synced("rollout/0", {version, "abc"}, false);
+  const auto& requests = only<driver::generate_all>(generate).requests;
+  EXPECT_EQ(requests.size(), 4u);  // 2 prompts x n 2
+  EXPECT_NE(requests[0].seed, requests[1].seed) << "the n samples of a prompt differ";
+  // Each step's prompts follow the last step's: 2 per step.
+  const std::string first = "p" + std::to_string(2 * (version - 1)) + "=";
+  EXPECT_EQ(std::string(requests[0].prompt.begin(), requests[0].prompt.end()), first);
+  std::vector<actor::generation_event> outputs;
+  for (const auto& r : requests) {
+    actor::generation_event e;
+    e.id = r.id;
+    e.tokens = {'7'};
+    e.finished = true;
+    e.reason = r.id % 2 ? actor::finish_reason::stop : actor::finish_reason::length;
+    e.logprobs = {-1.0f};
+    e.weights_version = version;
+    outputs.push_back(e);
+  }
+  const auto scored = d.on_generated(outputs);
+  const auto& scoring = only<driver::score_all>(scored);
+  EXPECT_EQ(scoring.responses[0], "7");
+  const auto asked = d.on_scored({1.0, 0.0, 0.5, 0.5});
+  const auto& ask = only<driver::log_probs_all>(asked);
+  EXPECT_EQ(ask.policy.size(), 2u);
+  EXPECT_EQ(ask.reference.batch, 4);
+  EXPECT_TRUE(d.on_log_probs(false, 0, std::vector<float>(2 * ask.reference.ctx, -1.0f)).empty());
+  EXPECT_TRUE(d.on_log_probs(true, 0, std::vector<float>(4 * ask.reference.ctx, -1.0f)).empty());
+  auto next = d.on_log_probs(false, 1, std::vector<float>(2 * ask.reference.ctx, -1.0f));
+  for (;;) {
+    if (next.size() != 1 || !std::holds_alternative<driver::update_all>(next[0])) return next;
+    EXPECT_EQ(std::get<driver::update_all>(next[0]).parts.size(), 2u);
+    ++*updates;
+    actor::rl_step_report r;
+    r.pg_loss = 0.5;
+    EXPECT_TRUE(d.on_updated(1, r).empty());
+    next = d.on_updated(0, r);
+  }
+}
+
+TEST(RlhfDriver, StepsSyncGenerateScoreAndUpdateInOrder) {
+  driver d = make();
+  int updates = 0;
+  auto after_first = run_step(d, d.start(), 1, &updates);
+  EXPECT_EQ(updates, 4);  // 2 epochs x 2 mini-batches of one prompt
+  ASSERT_EQ(after_first.size(), 3u);
+  const auto& row = std::get<driver::metrics_row>(after_first[0]).row;
+  EXPECT_EQ(row["step"], 1);
+  EXPECT_EQ(row["policy_version"], 1);
+  EXPECT_DOUBLE_EQ(row["critic/score/mean"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(row["actor/pg_loss"].get<double>(), 0.5);
+  // An ended response keeps its end token: "7\n" for the odd ids.
+  EXPECT_DOUBLE_EQ(row["response_length/max"].get<double>(), 2.0);
+  const auto& samples = std::get<driver::sample_rows>(after_first[1]).rows;
+  EXPECT_EQ(samples[0]["prompt"], "p0=");
+  EXPECT_EQ(samples[0]["response"], "7\n");
+  EXPECT_EQ(samples[2]["prompt"], "p1=");
+  const auto last = run_step(d, {after_first[2]}, 2, &updates);
+  ASSERT_EQ(last.size(), 3u);
+  const auto& summary = std::get<driver::finish>(last[2]).summary;
+  EXPECT_EQ(summary["steps"], 2);
+  EXPECT_TRUE(d.done());
+}
+
+TEST(RlhfDriver, ARolloutWorkerWithOtherWeightsFailsTheRunNamingIt) {
+  driver d = make();
+  d.start();
+  EXPECT_TRUE(d.on_synced("policy/0", {1, "abcdef0123456789"}, true).empty());
+  const auto out = d.on_synced("rollout/3", {1, "fedcba9876543210"}, false);
+  const absl::Status why = only<driver::fail>(out).why;
+  EXPECT_EQ(why.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(why.message().find("rollout/3 holds weights with checksum fedcba987654"),
+            std::string::npos)
+      << why;
+}
+
+TEST(RlhfDriver, AWarmupRunsThenTheInitialPolicyIsSavedAndLoadedByTheReference) {
+  rlhf_schedule s = schedule();
+  s.warmup_steps = 2;
+  driver d = make(s);
+  const auto started = d.start();
+  only<driver::warmup_step_all>(started);
+  EXPECT_TRUE(d.on_warmup_step(1, {}).empty());
+  auto out = d.on_warmup_step(0, {});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(std::holds_alternative<driver::warmup_step_all>(out[1]));
+  d.on_warmup_step(1, {});
+  out = d.on_warmup_step(0, {});
+  EXPECT_EQ(std::get<driver::save_initial>(out.back()).step, 2);
+  const auto load = d.on_initial_saved("/run/init/step-2");
+  EXPECT_EQ(only<driver::load_reference>(load).dir, "/run/init/step-2");
+  const auto sync = d.on_reference_loaded();
+  EXPECT_EQ(only<driver::sync_all>(sync).version, 1u);
+}
+
+}  // namespace
+}  // namespace troupe::apps::rlhf
