@@ -54,10 +54,9 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
     ranks_ = group_->size();
   }
   shard_ = (layout.total() + ranks_ - 1) / ranks_;
-  const int local_batch = options.global_batch / ranks_;
-  model_ = std::make_unique<models::gpt_cpu_batch>(
-      layout, options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch,
-      options.threads);
+  const int local_batch = std::max(options.global_batch / ranks_, options.rl_rows);
+  pass_rows_ = options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch;
+  model_ = std::make_unique<models::gpt_cpu_batch>(layout, pass_rows_, options.threads);
   if (group_ != nullptr && ranks_ > 1) buckets_ = std::make_unique<comm::collective_queue>(*group_);
   const bool sharded = options.zero != zero_stage::none;
   const int64_t begin = sharded ? rank_ * shard_ : 0;
@@ -122,7 +121,7 @@ absl::StatusOr<std::vector<float>> trainer::log_probs(const actor::rl_batch& loc
                      " targets for batch ", local.batch, " x ctx ", local.ctx));
   }
   std::vector<float> out(n);
-  const int micro = options_.micro_batch > 0 ? options_.micro_batch : local.batch;
+  const int micro = pass_rows_;
   for (int row = 0; row < local.batch; row += micro) {
     const int rows = std::min(micro, local.batch - row);
     const size_t offset = static_cast<size_t>(row) * local.ctx;
@@ -149,7 +148,7 @@ absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
     TROUPE_CHECK(bucket.ok());  // the buckets lie inside the buffer
     buckets_->allreduce(*std::move(bucket), comm::reduce_op::sum);
   };
-  const int micro = options_.micro_batch > 0 ? options_.micro_batch : rows;
+  const int micro = pass_rows_;
   for (int row = 0; row < rows; row += micro) {
     const int part = std::min(micro, rows - row);
     const bool last_pass = row + part >= rows;

@@ -41,6 +41,10 @@ struct trainer_options {
   /// Sequences per forward/backward pass on one rank; the rank's share of the global batch is
   /// run in passes of this size whose gradients accumulate. 0: the whole share in one pass.
   int micro_batch = 0;
+  /// Rows of this rank's share of the largest RL batch it takes (a step's mini-batch, or the
+  /// rows it gives log-probs of), when larger than its share of global_batch; passes are then
+  /// at most this many rows (or micro_batch).
+  int rl_rows = 0;
   int threads = 1;  ///< cores this rank computes on
   lr_schedule lr;
   models::adamw_options adamw;
@@ -127,6 +131,7 @@ class trainer {
   comm::communicator* group_;
   std::unique_ptr<comm::collective_queue> buckets_;  // gradient all-reduces during backward
   int rank_ = 0, ranks_ = 1;
+  int pass_rows_ = 1;  // rows of the largest forward/backward pass the model has room for
   int64_t shard_ = 0;  // parameters per rank; the buffers are padded to ranks * shard
   tensor::tensor params_, grads_;
   tensor::tensor shard_buffer_;  // this rank's updated shard, all-gathered into params_

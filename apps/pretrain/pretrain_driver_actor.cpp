@@ -5,13 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "apps/pretrain/loss_plot.hpp"
 #include "apps/pretrain/pretrain_driver.hpp"
 #include "models/gpt/gpt_source.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/run/line_chart.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -35,7 +35,7 @@ struct driver_state {
   caf::typed_response_promise<actor::job_result> done;
   bool running = false;
   std::ofstream metrics;
-  loss_series train{"train", {}}, val{"held-out", {}};
+  run::chart_series train{"train", {}}, val{"held-out", {}};
   clock::time_point last_progress{};
 };
 
@@ -118,7 +118,8 @@ void finish(self_ptr self, nlohmann::json summary) {
   if (!st.run_dir.empty()) {
     const std::string title = absl::StrCat("pretrain: ", st.model.layers, " layers, dim ",
                                            st.model.dim, ", dp ", st.options.parallel.dp);
-    if (auto svg = loss_plot_svg({st.train, st.val}, title); svg.ok()) {
+    if (auto svg = run::line_charts_svg({{title, "loss (nats per token)", {st.train, st.val}}});
+        svg.ok()) {
       std::ofstream(fs::path(st.run_dir) / "loss.svg") << *svg;
       summary["loss_plot"] = (fs::path(st.run_dir) / "loss.svg").string();
     }

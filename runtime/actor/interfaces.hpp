@@ -72,6 +72,10 @@ using inference_worker_actor =
                      caf::reacts_to<tick_atom>,
                      caf::replies_to<sync_atom, uint64_t>::with<weights_ack>>;
 
+/// The RL reward role: `(score, request)` returns one score per response, in order.
+using reward_actor =
+    caf::typed_actor<caf::replies_to<score_atom, reward_request>::with<std::vector<double>>>;
+
 /// An app driver. The supervisor hands it the role actors (`actor_update`) and then `run`; the
 /// driver answers `run` with the job's result when the app is done. `(stop)` asks it to end
 /// early and gracefully (Ctrl-C): a server finishes the requests it has and succeeds, a job

@@ -112,6 +112,14 @@ struct rl_step_report {
   double comm_s = 0;
 };
 
+/// Responses for the RL reward role to score: prompt i, response i (as text, without the end
+/// string) and whether it ended (1) or ran out of tokens (0).
+struct reward_request {
+  std::vector<std::string> prompts;
+  std::vector<std::string> responses;
+  std::vector<uint8_t> ended;
+};
+
 /// A weight-sync participant's acknowledgement: the version it now holds and the checksum of its
 /// weights (actors::weights_checksum), which the sender compares with its own.
 struct weights_ack {

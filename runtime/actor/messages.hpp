@@ -118,6 +118,11 @@ typename Inspector::result_type inspect(Inspector& f, rl_step_report& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, reward_request& x) {
+  return f(caf::meta::type_name("reward_request"), x.prompts, x.responses, x.ended);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, weights_ack& x) {
   return f(caf::meta::type_name("weights_ack"), x.version, x.checksum);
 }
@@ -186,9 +191,12 @@ CAF_ADD_TYPE_ID(troupe, (std::vector<float>))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::rl_batch))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::rl_step_report))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::weights_ack))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::reward_request))
+CAF_ADD_TYPE_ID(troupe, (std::vector<double>))
 CAF_ADD_ATOM(troupe, troupe::actor, rl_step_atom, "rl_step")
 CAF_ADD_ATOM(troupe, troupe::actor, log_probs_atom, "log_probs")
 CAF_ADD_ATOM(troupe, troupe::actor, sync_atom, "sync")
 CAF_ADD_ATOM(troupe, troupe::actor, load_atom, "load")
+CAF_ADD_ATOM(troupe, troupe::actor, score_atom, "score")
 
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -1,10 +1,10 @@
-#include "apps/pretrain/loss_plot.hpp"
+#include "runtime/run/line_chart.hpp"
 
 #include <cmath>
 
 #include <gtest/gtest.h>
 
-namespace troupe::apps {
+namespace troupe::run {
 namespace {
 
 size_t count(const std::string& text, const std::string& what) {
@@ -14,12 +14,12 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-TEST(LossPlot, DrawsEverySeriesWithAxesAndLegend) {
-  loss_series train{"train", {}}, val{"held-out <val>", {}};
+TEST(LineChart, DrawsEverySeriesWithAxesAndLegend) {
+  chart_series train{"train", {}}, val{"held-out <val>", {}};
   for (int step = 1; step <= 600; ++step)
     train.points.push_back({step, 5.5 * std::exp(-step / 200.0) + 2});
   val.points = {{100, 3.1}, {300, 2.6}, {600, std::nan("")}};
-  auto svg = loss_plot_svg({train, val}, "tiny GPT on fortunes");
+  auto svg = line_charts_svg({{"tiny GPT on fortunes", "loss (nats per token)", {train, val}}});
   ASSERT_TRUE(svg.ok()) << svg.status();
   EXPECT_EQ(svg->rfind("<svg", 0), 0u);
   EXPECT_NE(svg->find("</svg>"), std::string::npos);
@@ -35,11 +35,23 @@ TEST(LossPlot, DrawsEverySeriesWithAxesAndLegend) {
   EXPECT_EQ(count(val_points, ","), 2u);
 }
 
-TEST(LossPlot, NothingToDrawIsAnError) {
-  EXPECT_FALSE(loss_plot_svg({}, "empty").ok());
-  EXPECT_FALSE(loss_plot_svg({{"x", {{1, std::nan("")}}}}, "nan").ok());
-  EXPECT_TRUE(loss_plot_svg({{"one", {{5, 2.0}}}}, "one point").ok());
+TEST(LineChart, NothingToDrawIsAnError) {
+  EXPECT_FALSE(line_charts_svg({}).ok());
+  EXPECT_FALSE(line_charts_svg({{"empty", "y", {}}}).ok());
+  EXPECT_FALSE(line_charts_svg({{"nan", "y", {{"x", {{1, std::nan("")}}}}}}).ok());
+  EXPECT_TRUE(line_charts_svg({{"one point", "y", {{"one", {{5, 2.0}}}}}}).ok());
+}
+
+// Charts stack top to bottom in one document, each with its own axis label.
+TEST(LineChart, ChartsStackInOneDocument) {
+  auto svg = line_charts_svg({{"score", "score", {{"mean", {{1, 0.1}, {2, 0.4}}}}},
+                              {"KL", "nats", {{"kl", {{1, 0.0}, {2, 0.02}}}}}});
+  ASSERT_TRUE(svg.ok()) << svg.status();
+  EXPECT_EQ(count(*svg, "<svg"), 1u);
+  EXPECT_EQ(count(*svg, "<polyline"), 2u);
+  EXPECT_NE(svg->find("translate(0 420)"), std::string::npos);
+  EXPECT_NE(svg->find(">nats<"), std::string::npos);
 }
 
 }  // namespace
-}  // namespace troupe::apps
+}  // namespace troupe::run

@@ -1,4 +1,4 @@
-#include "apps/pretrain/loss_plot.hpp"
+#include "runtime/run/line_chart.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 
-namespace troupe::apps {
+namespace troupe::run {
 namespace {
 
 constexpr double width = 720, height = 420, left = 70, right = 20, top = 40, bottom = 50;
@@ -31,10 +31,9 @@ std::vector<double> ticks(double lo, double hi) {
   return out;
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> loss_plot_svg(const std::vector<loss_series>& series,
-                                          const std::string& title) {
+// One chart's elements, its top at `offset`.
+absl::StatusOr<std::string> chart_elements(const line_chart& chart, double offset) {
+  const std::vector<chart_series>& series = chart.series;
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
   for (const auto& s : series) {
     for (const auto& [x, y] : s.points) {
@@ -42,7 +41,10 @@ absl::StatusOr<std::string> loss_plot_svg(const std::vector<loss_series>& series
       x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
     }
   }
-  if (!std::isfinite(x0)) return absl::InvalidArgumentError("loss plot: no finite point to draw");
+  if (!std::isfinite(x0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chart '", chart.title, "': no finite point to draw"));
+  }
   if (x1 == x0) x1 = x0 + 1;
   if (y1 == y0) y1 = y0 + 1;
   const double pad = 0.05 * (y1 - y0);
@@ -51,10 +53,8 @@ absl::StatusOr<std::string> loss_plot_svg(const std::vector<loss_series>& series
   auto py = [&](double y) { return top + (y1 - y) / (y1 - y0) * (height - top - bottom); };
 
   std::string svg = absl::StrFormat(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
-      "fill=\"white\"/>\n<text x=\"%g\" y=\"24\" font-size=\"15\">%s</text>\n",
-      width, height, left, escape(title));
+      "<g transform=\"translate(0 %g)\">\n<text x=\"%g\" y=\"24\" font-size=\"15\">%s</text>\n",
+      offset, left, escape(chart.title));
   for (double t : ticks(x0, x1)) {
     absl::StrAppendFormat(&svg,
                           "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
@@ -70,9 +70,9 @@ absl::StatusOr<std::string> loss_plot_svg(const std::vector<loss_series>& series
   absl::StrAppendFormat(&svg,
                         "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">step</text>\n"
                         "<text x=\"16\" y=\"%.1f\" transform=\"rotate(-90 16 %.1f)\" "
-                        "text-anchor=\"middle\">loss (nats per token)</text>\n",
+                        "text-anchor=\"middle\">%s</text>\n",
                         (left + width - right) / 2, height - 10, (top + height - bottom) / 2,
-                        (top + height - bottom) / 2);
+                        (top + height - bottom) / 2, escape(chart.y_label));
   for (size_t i = 0; i < series.size(); ++i) {
     const char* color = colors[i % 4];
     std::string points;
@@ -88,8 +88,27 @@ absl::StatusOr<std::string> loss_plot_svg(const std::vector<loss_series>& series
                           color, points, width - right - 150, top + 10 + 16.0 * i, color,
                           width - right - 132, top + 15 + 16.0 * i, escape(series[i].label));
   }
+  svg += "</g>\n";
+  return svg;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> line_charts_svg(const std::vector<line_chart>& charts) {
+  if (charts.empty()) return absl::InvalidArgumentError("no chart to draw");
+  std::string svg = absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
+      "fill=\"white\"/>\n",
+      width, height * static_cast<double>(charts.size()));
+  for (size_t i = 0; i < charts.size(); ++i) {
+    absl::StatusOr<std::string> elements =
+        chart_elements(charts[i], height * static_cast<double>(i));
+    if (!elements.ok()) return elements.status();
+    svg += *elements;
+  }
   svg += "</svg>\n";
   return svg;
 }
 
-}  // namespace troupe::apps
+}  // namespace troupe::run

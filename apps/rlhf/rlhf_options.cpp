@@ -1,0 +1,252 @@
+#include "apps/rlhf/rlhf_options.hpp"
+
+#include <algorithm>
+#include <thread>
+
+namespace troupe::apps::rlhf {
+namespace {
+
+config::object_schema<data_spec> data_schema() {
+  config::object_schema<data_spec> s;
+  s.add("train_batch_size", &data_spec::train_batch_size)
+      .range(1, 1 << 20)
+      .help("prompts per RL step (veRL data.train_batch_size)");
+  s.add("seed", &data_spec::seed).range(0, 1 << 30).help("the prompt stream and sampling seeds");
+  return s;
+}
+
+config::object_schema<actor_spec> actor_schema() {
+  config::object_schema<actor_spec> s;
+  s.add("ppo_mini_batch_size", &actor_spec::ppo_mini_batch_size)
+      .range(1, 1 << 20)
+      .help("prompts per optimizer step; times rollout.n responses");
+  s.add("ppo_epochs", &actor_spec::ppo_epochs).range(1, 1000).help("passes over each batch");
+  s.add("clip_ratio", &actor_spec::clip_ratio).range(0.0, 10.0).help("PPO's clip range");
+  s.add("clip_ratio_low", &actor_spec::clip_ratio_low)
+      .range(-1.0, 10.0)
+      .help("the ratio's floor is 1 - clip_ratio_low; -1 = clip_ratio");
+  s.add("clip_ratio_high", &actor_spec::clip_ratio_high)
+      .range(-1.0, 10.0)
+      .help("the ratio's ceiling is 1 + clip_ratio_high; -1 = clip_ratio");
+  s.add("clip_ratio_c", &actor_spec::clip_ratio_c)
+      .range(1.0, 1000.0)
+      .help("dual clip: with a negative advantage the loss is at most -A * clip_ratio_c");
+  s.add("entropy_coeff", &actor_spec::entropy_coeff).range(0.0, 10.0).help("entropy bonus");
+  s.add("use_kl_loss", &actor_spec::use_kl_loss).help("a KL-to-reference term in the loss");
+  s.add("kl_loss_coef", &actor_spec::kl_loss_coef).range(0.0, 100.0).help("its coefficient");
+  s.add("kl_loss_type", &actor_spec::kl_loss_type)
+      .one_of({"kl", "abs", "mse", "low_var_kl", "k1", "k2", "k3"})
+      .help("its estimator");
+  s.add("loss_agg_mode", &actor_spec::loss_agg_mode)
+      .one_of(
+          {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"})
+      .help("how token losses become one number");
+  s.add("lr", &actor_spec::lr).range(0.0, 10.0).help("the policy's learning rate (constant)");
+  s.add("weight_decay", &actor_spec::weight_decay).range(0.0, 10.0).help("AdamW weight decay");
+  s.add("grad_clip", &actor_spec::grad_clip).range(0.0, 1e6).help("0 disables clipping");
+  s.add("dp", &actor_spec::dp).range(1, 4096).help("policy ranks; must equal roles.policy.count");
+  s.add("micro_batch", &actor_spec::micro_batch)
+      .range(0, 1 << 20)
+      .help("sequences per forward/backward pass on a rank; 0 = its whole share");
+  s.add("threads", &actor_spec::threads)
+      .range(0, 1024)
+      .help("cores per policy rank; 0 = this machine's cores / dp");
+  return s;
+}
+
+config::object_schema<rollout_spec> rollout_schema() {
+  config::object_schema<rollout_spec> s;
+  s.add("n", &rollout_spec::n).range(1, 1024).help("responses per prompt");
+  s.add("temperature", &rollout_spec::temperature).range(0.01, 10.0).help("sampling temperature");
+  s.add("top_k", &rollout_spec::top_k).range(0, 1 << 20).help("0 = every token");
+  s.add("top_p", &rollout_spec::top_p).range(0.01, 1.0).help("1 = no nucleus cut");
+  s.add("response_length", &rollout_spec::response_length)
+      .range(0, 1 << 20)
+      .help("tokens per response at most; 0 = what the task needs");
+  s.add("kv_blocks", &rollout_spec::kv_blocks).range(1, 1 << 24).help("KV-cache blocks per worker");
+  s.add("max_batch_tokens", &rollout_spec::max_batch_tokens)
+      .range(1, 1 << 20)
+      .help("new tokens per engine iteration");
+  return s;
+}
+
+config::object_schema<kl_ctrl_spec> kl_ctrl_schema() {
+  config::object_schema<kl_ctrl_spec> s;
+  s.add("type", &kl_ctrl_spec::type).one_of({"fixed", "adaptive"}).help("the KL controller");
+  s.add("kl_coef", &kl_ctrl_spec::kl_coef).range(0.0, 100.0).help("the in-reward KL's beta");
+  s.add("target_kl", &kl_ctrl_spec::target_kl).range(1e-6, 100.0).help("adaptive: the target");
+  s.add("horizon", &kl_ctrl_spec::horizon).range(1, 1 << 30).help("adaptive: its horizon");
+  return s;
+}
+
+config::object_schema<algorithm_spec> algorithm_schema() {
+  config::object_schema<algorithm_spec> s;
+  s.add("adv_estimator", &algorithm_spec::adv_estimator)
+      .one_of({"gae", "grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline"})
+      .help("the advantage estimator");
+  s.add("gamma", &algorithm_spec::gamma).range(0.0, 1.0).help("discount");
+  s.add("lam", &algorithm_spec::lam).range(0.0, 1.0).help("GAE's lambda");
+  s.add("norm_adv_by_std_in_grpo", &algorithm_spec::norm_adv_by_std_in_grpo)
+      .help("false gives Dr.GRPO");
+  s.add("use_kl_in_reward", &algorithm_spec::use_kl_in_reward)
+      .help("subtract beta * KL from the token rewards");
+  s.add("kl_penalty", &algorithm_spec::kl_penalty)
+      .one_of({"kl", "abs", "mse", "low_var_kl", "k1", "k2", "k3"})
+      .help("the in-reward KL's estimator (and the logged actor/reward_kl_penalty's)");
+  s.add("kl_ctrl", &algorithm_spec::kl_ctrl, kl_ctrl_schema()).help("the in-reward KL's beta");
+  return s;
+}
+
+config::object_schema<trainer_spec> trainer_schema() {
+  config::object_schema<trainer_spec> s;
+  s.add("total_training_steps", &trainer_spec::total_training_steps)
+      .range(1, 100000000)
+      .help("RL steps");
+  s.add("test_freq", &trainer_spec::test_freq)
+      .range(0, 100000000)
+      .help("greedy validation every this many steps and after the last; 0 = none");
+  s.add("val_prompts", &trainer_spec::val_prompts).range(1, 1 << 20).help("validation prompts");
+  s.add("samples_per_step", &trainer_spec::samples_per_step)
+      .range(0, 1 << 20)
+      .help("responses per step written to samples.jsonl");
+  return s;
+}
+
+config::object_schema<warmup_spec> warmup_schema() {
+  config::object_schema<warmup_spec> s;
+  s.add("steps", &warmup_spec::steps)
+      .range(0, 100000000)
+      .help("optimizer steps on the task's format-only text before RL; 0 = none");
+  s.add("batch", &warmup_spec::batch).range(1, 1 << 20).help("sequences per warm-up step");
+  s.add("lr", &warmup_spec::lr)
+      .range(0.0, 10.0)
+      .help("the warm-up's first learning rate; cosine down to actor.lr at its end");
+  return s;
+}
+
+config::object_schema<task_spec> task_schema() {
+  config::object_schema<task_spec> s;
+  s.add("name", &task_spec::name).one_of({"digit_completion"}).help("the task and its reward");
+  s.add("max_number", &task_spec::max_number).range(1, 1000000).help("numbers are modulo this");
+  s.add("max_diff", &task_spec::max_diff).range(1, 1000000).help("the largest difference");
+  s.add("max_num_in_response", &task_spec::max_num_in_response)
+      .range(1, 9)
+      .help("the most numbers an answer has");
+  return s;
+}
+
+config::object_schema<sync_spec> sync_schema() {
+  config::object_schema<sync_spec> s;
+  s.add("bucket_mb", &sync_spec::bucket_mb).range(1, 1 << 16).help("broadcast bucket size");
+  s.add("timeout_ms", &sync_spec::timeout_ms)
+      .range(100, 86400000)
+      .help("limit for forming the group and for every broadcast");
+  return s;
+}
+
+}  // namespace
+
+config::object_schema<rlhf_options> rlhf_schema() {
+  config::object_schema<rlhf_options> s;
+  s.add("data", &rlhf_options::data, data_schema()).help("the prompts");
+  s.add("actor", &rlhf_options::actor, actor_schema()).help("the policy's update");
+  s.add("rollout", &rlhf_options::rollout, rollout_schema()).help("generation");
+  s.add("algorithm", &rlhf_options::algorithm, algorithm_schema()).help("advantages and KL");
+  s.add("trainer", &rlhf_options::trainer, trainer_schema()).help("the run's schedule");
+  s.add("warmup", &rlhf_options::warmup, warmup_schema()).help("the policy's format warm-up");
+  s.add("task", &rlhf_options::task, task_schema()).help("the task and its rule reward");
+  s.add("sync", &rlhf_options::sync, sync_schema()).help("the weight sync to the rollout");
+  s.add("seed", &rlhf_options::seed).range(0, 1 << 30).help("the policy's initial weights");
+  return s;
+}
+
+digit_completion_options task_options(const rlhf_options& o) {
+  return {o.task.max_number, o.task.max_diff, o.task.max_num_in_response};
+}
+
+int response_length(const rlhf_options& o) {
+  if (o.rollout.response_length > 0) return o.rollout.response_length;
+  return digit_completion(task_options(o)).max_response_bytes();
+}
+
+rlhf_schedule schedule_of(const rlhf_options& o, int ctx) {
+  rlhf_schedule s;
+  s.steps = o.trainer.total_training_steps;
+  s.warmup_steps = o.warmup.steps;
+  s.prompts = o.data.train_batch_size;
+  s.n = o.rollout.n;
+  s.mini_batch_prompts = o.actor.ppo_mini_batch_size;
+  s.ppo_epochs = o.actor.ppo_epochs;
+  s.policy_ranks = o.actor.dp;
+  s.max_len = ctx;
+  s.response_length = response_length(o);
+  s.test_freq = o.trainer.test_freq;
+  s.val_prompts = o.trainer.val_prompts;
+  s.samples_per_step = o.trainer.samples_per_step;
+  s.seed = static_cast<uint64_t>(o.data.seed);
+  s.temperature = static_cast<float>(o.rollout.temperature);
+  s.top_k = o.rollout.top_k;
+  s.top_p = static_cast<float>(o.rollout.top_p);
+  s.loss_agg_mode = *kernels::parse_loss_agg_mode(o.actor.loss_agg_mode);
+  return s;
+}
+
+rl_algorithm algorithm_of(const rlhf_options& o) {
+  using estimator = rl_algorithm::estimator;
+  rl_algorithm a;
+  const std::string& e = o.algorithm.adv_estimator;
+  a.adv_estimator = e == "gae"                            ? estimator::gae
+                    : e == "rloo"                         ? estimator::rloo
+                    : e == "reinforce_plus_plus"          ? estimator::reinforce_plus_plus
+                    : e == "reinforce_plus_plus_baseline" ? estimator::reinforce_plus_plus_baseline
+                                                          : estimator::grpo;
+  a.norm_adv_by_std_in_grpo = o.algorithm.norm_adv_by_std_in_grpo;
+  a.use_kl_in_reward = o.algorithm.use_kl_in_reward;
+  a.kl_penalty = *kernels::parse_kl_estimator(o.algorithm.kl_penalty);
+  a.gamma = o.algorithm.gamma;
+  a.lam = o.algorithm.lam;
+  return a;
+}
+
+kl_controller kl_controller_of(const rlhf_options& o) {
+  const kl_ctrl_spec& k = o.algorithm.kl_ctrl;
+  return k.type == "adaptive" ? kl_controller::adaptive(k.kl_coef, k.target_kl, k.horizon)
+                              : kl_controller::fixed(k.kl_coef);
+}
+
+actors::policy_objective objective_of(const rlhf_options& o) {
+  actors::policy_objective p;
+  p.temperature = static_cast<float>(o.rollout.temperature);
+  const auto ratio = [&](double v) { return static_cast<float>(v < 0 ? o.actor.clip_ratio : v); };
+  p.clip = {ratio(o.actor.clip_ratio_low), ratio(o.actor.clip_ratio_high),
+            static_cast<float>(o.actor.clip_ratio_c)};
+  p.entropy_coeff = static_cast<float>(o.actor.entropy_coeff);
+  p.use_kl_loss = o.actor.use_kl_loss;
+  p.kl_loss_coef = static_cast<float>(o.actor.kl_loss_coef);
+  p.kl_loss_type = *kernels::parse_kl_estimator(o.actor.kl_loss_type);
+  return p;
+}
+
+actors::trainer_options policy_trainer_options(const rlhf_options& o) {
+  actors::trainer_options t;
+  t.global_batch = o.warmup.steps > 0 ? o.warmup.batch : o.actor.dp;
+  t.rl_rows = o.data.train_batch_size * o.rollout.n / o.actor.dp;  // its share of the log-probs
+  t.micro_batch = o.actor.micro_batch;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  t.threads = o.actor.threads > 0 ? o.actor.threads : std::max(1, cores / o.actor.dp);
+  // The warm-up's learning rate decays (cosine) to RL's over the warm-up; RL's is constant.
+  const float rl_lr = static_cast<float>(o.actor.lr);
+  if (o.warmup.steps > 0 && o.warmup.lr > 0) {
+    t.lr = {static_cast<float>(o.warmup.lr), 0, o.warmup.steps,
+            rl_lr / static_cast<float>(o.warmup.lr)};
+  } else {
+    t.lr = {rl_lr, 0, 1, 1.0f};
+  }
+  t.adamw.weight_decay = static_cast<float>(o.actor.weight_decay);
+  t.grad_clip = static_cast<float>(o.actor.grad_clip);
+  t.overlap_comm = false;
+  t.seed = static_cast<uint64_t>(o.seed);
+  return t;
+}
+
+}  // namespace troupe::apps::rlhf

@@ -1,0 +1,127 @@
+#pragma once
+
+#include <string>
+
+#include "actors/policy_objective.hpp"
+#include "actors/trainer.hpp"
+#include "apps/rlhf/digit_completion.hpp"
+#include "apps/rlhf/kl_controller.hpp"
+#include "apps/rlhf/rlhf_driver.hpp"
+#include "runtime/config/schema.hpp"
+
+namespace troupe::apps::rlhf {
+
+// The `rlhf:` section. Keys are veRL's where the concept is the same (docs/config.md maps them).
+
+/// `rlhf.data`.
+struct data_spec {
+  int train_batch_size = 16;  ///< prompts per RL step
+  int seed = 1;               ///< the prompt stream and every sampling seed
+};
+
+/// `rlhf.actor`: the policy's update (veRL's actor_rollout_ref.actor).
+struct actor_spec {
+  int ppo_mini_batch_size = 8;  ///< prompts per optimizer step (times rollout.n responses)
+  int ppo_epochs = 1;
+  double clip_ratio = 0.2;
+  double clip_ratio_low = -1;   ///< -1: clip_ratio
+  double clip_ratio_high = -1;  ///< -1: clip_ratio
+  double clip_ratio_c = 3.0;    ///< the dual clip
+  double entropy_coeff = 0.0;
+  bool use_kl_loss = false;
+  double kl_loss_coef = 0.001;
+  std::string kl_loss_type = "low_var_kl";
+  std::string loss_agg_mode = "token-mean";
+  double lr = 1e-4;
+  double weight_decay = 0.01;
+  double grad_clip = 1.0;
+  int dp = 1;           ///< policy ranks: roles.policy.count
+  int micro_batch = 0;  ///< sequences per forward/backward pass on a rank; 0: its whole share
+  int threads = 0;      ///< cores per policy rank; 0: this machine's cores / dp
+};
+
+/// `rlhf.rollout` (veRL's actor_rollout_ref.rollout).
+struct rollout_spec {
+  int n = 4;  ///< responses per prompt
+  double temperature = 1.0;
+  int top_k = 0;
+  double top_p = 1.0;
+  int response_length = 0;  ///< tokens per response at most; 0: what the task needs
+  int kv_blocks = 256;
+  int max_batch_tokens = 256;
+};
+
+/// `rlhf.algorithm.kl_ctrl`.
+struct kl_ctrl_spec {
+  std::string type = "fixed";
+  double kl_coef = 0.001;
+  double target_kl = 0.1;
+  int horizon = 10000;
+};
+
+/// `rlhf.algorithm`.
+struct algorithm_spec {
+  std::string adv_estimator = "grpo";
+  double gamma = 1.0;
+  double lam = 1.0;
+  bool norm_adv_by_std_in_grpo = true;
+  bool use_kl_in_reward = false;
+  std::string kl_penalty = "kl";
+  kl_ctrl_spec kl_ctrl;
+};
+
+/// `rlhf.trainer` (veRL's trainer).
+struct trainer_spec {
+  int total_training_steps = 20;
+  int test_freq = 0;  ///< greedy validation every this many steps and after the last; 0: none
+  int val_prompts = 64;
+  int samples_per_step = 4;  ///< rows of samples.jsonl per step
+};
+
+/// `rlhf.warmup`: the format warm-up of the policy before RL (the task's format-only text, the
+/// pretraining objective).
+struct warmup_spec {
+  int steps = 0;
+  int batch = 16;
+  double lr = 3e-3;
+};
+
+/// `rlhf.task`.
+struct task_spec {
+  std::string name = "digit_completion";
+  int max_number = 20;
+  int max_diff = 3;
+  int max_num_in_response = 5;
+};
+
+/// `rlhf.sync`: the weight sync to the rollout.
+struct sync_spec {
+  int bucket_mb = 32;
+  int timeout_ms = 60000;  ///< forming the group and every broadcast
+};
+
+struct rlhf_options {
+  data_spec data;
+  actor_spec actor;
+  rollout_spec rollout;
+  algorithm_spec algorithm;
+  trainer_spec trainer;
+  warmup_spec warmup;
+  task_spec task;
+  sync_spec sync;
+  int seed = 1;  ///< the policy's initial weights
+};
+
+[[nodiscard]] config::object_schema<rlhf_options> rlhf_schema();
+
+[[nodiscard]] digit_completion_options task_options(const rlhf_options& o);
+/// The response length: rollout.response_length, or the task's longest answer.
+[[nodiscard]] int response_length(const rlhf_options& o);
+[[nodiscard]] rlhf_schedule schedule_of(const rlhf_options& o, int ctx);
+[[nodiscard]] rl_algorithm algorithm_of(const rlhf_options& o);
+[[nodiscard]] kl_controller kl_controller_of(const rlhf_options& o);
+[[nodiscard]] actors::policy_objective objective_of(const rlhf_options& o);
+/// The policy ranks' trainer: RL's constant learning rate, or the warm-up's for `warmup`.
+[[nodiscard]] actors::trainer_options policy_trainer_options(const rlhf_options& o);
+
+}  // namespace troupe::apps::rlhf
