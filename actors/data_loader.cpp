@@ -13,10 +13,6 @@ namespace troupe::actors {
 
 absl::StatusOr<text_corpus> text_corpus::load(const std::string& path, double val_fraction,
                                               int ctx) {
-  if (val_fraction <= 0.0 || val_fraction >= 1.0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data.val_fraction ", val_fraction, " must be inside (0, 1)"));
-  }
   TROUPE_ASSIGN_OR_RETURN(std::vector<std::string> files, text_files(path));
   std::string text;
   for (const auto& file : files) {
@@ -26,11 +22,20 @@ absl::StatusOr<text_corpus> text_corpus::load(const std::string& path, double va
     s << in.rdbuf();
     text += s.str();
   }
+  return from_text(std::move(text), val_fraction, ctx, path);
+}
+
+absl::StatusOr<text_corpus> text_corpus::from_text(std::string text, double val_fraction, int ctx,
+                                                   const std::string& origin) {
+  if (val_fraction <= 0.0 || val_fraction >= 1.0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.val_fraction ", val_fraction, " must be inside (0, 1)"));
+  }
   const size_t val_bytes = static_cast<size_t>(text.size() * val_fraction);
   const size_t train_bytes = text.size() - val_bytes;
   if (train_bytes < static_cast<size_t>(ctx) + 1 || val_bytes < static_cast<size_t>(ctx) + 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": ", text.size(),
+        origin, ": ", text.size(),
         " bytes of text cannot hold a training and a validation window "
         "of ",
         ctx + 1, " bytes with val_fraction ", val_fraction, "; name more text in data.path"));

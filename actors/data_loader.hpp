@@ -17,6 +17,9 @@ class text_corpus {
   /// say when the text is too short to hold one training and one validation window.
   [[nodiscard]] static absl::StatusOr<text_corpus> load(const std::string& path,
                                                         double val_fraction, int ctx);
+  /// The same from text in memory (a task's generated text); `origin` names it in errors.
+  [[nodiscard]] static absl::StatusOr<text_corpus> from_text(std::string text, double val_fraction,
+                                                             int ctx, const std::string& origin);
 
   [[nodiscard]] const std::string& train() const { return train_; }
   [[nodiscard]] const std::string& val() const { return val_; }

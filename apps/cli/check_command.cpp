@@ -14,6 +14,11 @@ int check_command(const config_args& args) {
   }
   std::printf("%s: ok (app %s, %zu roles, %d actors)\n", args.config.c_str(),
               plan->spec.app.c_str(), plan->roles.size(), plan->actor_count());
+  auto app = env.registry.find("app", plan->spec.app);
+  if (app.ok() && (*app)->factory.describe_plan) {
+    for (const std::string& line : (*app)->factory.describe_plan(*plan, plan->app_options.get()))
+      std::printf("  %s\n", line.c_str());
+  }
   return exit_ok;
 }
 

@@ -36,6 +36,10 @@ struct role_factory {
   std::function<void(const app::app_plan& plan, const void* options,
                      const config::parse_context& ctx, const YAML::Node& section)>
       check_plan;
+  /// For app drivers: what `troupe check` prints about a valid plan beyond its roles (derived
+  /// sizes a user should see). May be empty.
+  std::function<std::vector<std::string>(const app::app_plan& plan, const void* options)>
+      describe_plan;
 };
 
 /// Builds a factory from a typed options schema and a typed spawn function.

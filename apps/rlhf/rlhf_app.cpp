@@ -1,0 +1,286 @@
+#include "apps/rlhf/rlhf_app.hpp"
+
+#include "absl/strings/str_cat.h"
+#include "actors/inference_worker_actor.hpp"
+#include "actors/reward_actor.hpp"
+#include "actors/trainer_actor.hpp"
+#include "apps/rlhf/digit_completion.hpp"
+#include "apps/rlhf/rlhf_driver_actor.hpp"
+#include "apps/rlhf/rlhf_options.hpp"
+#include "models/gpt/gpt_source.hpp"
+#include "runtime/app/app_plan.hpp"
+#include "runtime/base/status.hpp"
+#include "runtime/config/environment.hpp"
+
+namespace troupe::apps::rlhf {
+namespace {
+
+// The roles have no options; the app's `rlhf:` section configures them.
+struct no_options {};
+
+absl::StatusOr<const rlhf_options*> options_in(const app::app_plan& plan, absl::string_view role) {
+  if (plan.spec.app != "rlhf" || plan.app_options == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the ", role, " role belongs to app: rlhf, not app: ", plan.spec.app));
+  }
+  return static_cast<const rlhf_options*>(plan.app_options.get());
+}
+
+int rollout_workers(const app::app_plan& plan) {
+  const auto* r = plan.find_role("rollout");
+  return r == nullptr ? 0 : r->spec.count;
+}
+
+actors::weight_sync_spec sync_member(const rlhf_options& o, int rank, int size) {
+  actors::weight_sync_spec s;
+  s.group.name = "rlhf/sync";
+  s.group.rank = rank;
+  s.group.size = size;
+  s.group.timeout = std::chrono::milliseconds(o.sync.timeout_ms);
+  s.bucket_bytes = int64_t{o.sync.bucket_mb} << 20;
+  return s;
+}
+
+absl::StatusOr<std::shared_ptr<comm::rendezvous_store>> store_of(actor::role_context& ctx) {
+  if (!ctx.rendezvous) {
+    return absl::FailedPreconditionError(
+        "the RLHF roles need a rendezvous, and this process has none");
+  }
+  return ctx.rendezvous();
+}
+
+absl::StatusOr<caf::actor> spawn_policy(actor::role_context& ctx, const no_options&) {
+  TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "policy"));
+  const models::gpt_config model = models::gpt_config_of(ctx.plan.spec.model);
+  TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<comm::rendezvous_store> store, store_of(ctx));
+  actors::trainer_actor_spec spec;
+  spec.model = model;
+  spec.options = policy_trainer_options(*o);
+  spec.rank = ctx.index;
+  spec.ranks = o->actor.dp;
+  spec.group.name = "rlhf/policy";
+  spec.group.timeout = std::chrono::milliseconds(o->sync.timeout_ms);
+  if (o->warmup.steps > 0) {
+    const digit_completion task(task_options(*o));
+    // Enough examples that the warm-up does not repeat them.
+    const int lines = std::max(2000, o->warmup.steps * o->warmup.batch * model.ctx / 8);
+    TROUPE_ASSIGN_OR_RETURN(
+        actors::text_corpus corpus,
+        actors::text_corpus::from_text(task.format_warmup(static_cast<uint64_t>(o->seed), lines),
+                                       0.05, model.ctx, "the task's format warm-up text"));
+    spec.corpus = std::make_shared<const actors::text_corpus>(std::move(corpus));
+  }
+  spec.data_seed = static_cast<uint64_t>(o->seed);
+  spec.eval_windows = 1;
+  spec.objective = objective_of(*o);
+  if (ctx.index == 0) spec.sync = sync_member(*o, 0, 1 + rollout_workers(ctx.plan));
+  TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
+  spec.pacer = run::work_pacer(std::move(hooks));
+  return caf::actor_cast<caf::actor>(
+      actors::spawn_trainer(ctx.system, ctx.metrics, ctx.actor_name(), store, std::move(spec)));
+}
+
+absl::StatusOr<caf::actor> spawn_reference(actor::role_context& ctx, const no_options&) {
+  TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "reference"));
+  actors::trainer_actor_spec spec;
+  spec.model = models::gpt_config_of(ctx.plan.spec.model);
+  spec.options = policy_trainer_options(*o);  // the policy's initial weights (same seed)
+  spec.options.global_batch = 1;
+  spec.options.rl_rows = o->data.train_batch_size * o->rollout.n;  // it takes the whole batch
+  spec.objective = objective_of(*o);  // for its temperature: the reference's distribution too
+  return caf::actor_cast<caf::actor>(
+      actors::spawn_trainer(ctx.system, ctx.metrics, ctx.actor_name(), nullptr, std::move(spec)));
+}
+
+absl::StatusOr<caf::actor> spawn_rollout(actor::role_context& ctx, const no_options&) {
+  TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "rollout"));
+  TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<comm::rendezvous_store> store, store_of(ctx));
+  const models::gpt_config model = models::gpt_config_of(ctx.plan.spec.model);
+  // Weights until the first sync replaces them: the policy's initialisation.
+  auto served = std::make_shared<actors::served_model>();
+  served->layout = std::make_unique<models::gpt_layout>(model, models::layer_range::all(model));
+  served->params.resize(served->layout->total());
+  served->layout->initialize(served->params.data(), static_cast<uint64_t>(o->seed));
+  actors::inference_engine::options engine;
+  engine.scheduler.ctx = model.ctx;
+  engine.scheduler.max_batch_tokens = o->rollout.max_batch_tokens;
+  engine.scheduler.max_sequences = std::max(1, o->data.train_batch_size * o->rollout.n);
+  engine.kv_blocks = o->rollout.kv_blocks;
+  TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
+  TROUPE_ASSIGN_OR_RETURN(
+      actor::inference_worker_actor worker,
+      actors::spawn_inference_worker(
+          ctx.system, ctx.metrics, ctx.actor_name(), std::move(served), engine,
+          run::work_pacer(std::move(hooks)), std::chrono::milliseconds(500),
+          actors::rollout_sync{store,
+                               sync_member(*o, 1 + ctx.index, 1 + rollout_workers(ctx.plan))}));
+  return caf::actor_cast<caf::actor>(worker);
+}
+
+absl::StatusOr<caf::actor> spawn_reward(actor::role_context& ctx, const no_options&) {
+  TROUPE_RETURN_IF_ERROR(options_in(ctx.plan, "reward").status());
+  return caf::actor_cast<caf::actor>(
+      actors::spawn_rule_reward(ctx.system, ctx.metrics, ctx.actor_name(),
+                                [](std::string_view prompt, std::string_view response, bool ended) {
+                                  return digit_completion::score(prompt, response, ended);
+                                }));
+}
+
+// What each role must be: name, kind, impl, and whether its count is free.
+struct expected_role {
+  const char* name;
+  const char* kind;
+  const char* impl;
+};
+constexpr expected_role expected_roles[] = {{"policy", "trainer", "gpt_policy"},
+                                            {"reference", "trainer", "gpt_reference"},
+                                            {"rollout", "inference_worker", "gpt_rollout"},
+                                            {"reward", "reward", "digit_completion"}};
+
+void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
+                     const config::parse_context& ctx, const YAML::Node& section) {
+  const auto& o = *static_cast<const rlhf_options*>(opaque);
+  const models::gpt_config model = models::gpt_config_of(plan.spec.model);
+  if (absl::Status s = model.validate(); !s.ok()) ctx.error(section, std::string(s.message()));
+  if (model.vocab != 256) {
+    ctx.error(section, absl::StrCat("the task is byte-level text, so model.vocab must be 256, not ",
+                                    model.vocab));
+  }
+  for (const auto& want : expected_roles) {
+    const auto* role = plan.find_role(want.name);
+    if (role == nullptr || role->spec.kind != want.kind || role->spec.impl != want.impl) {
+      ctx.error(section,
+                absl::StrCat("app: rlhf needs a role '", want.name, "' of kind ", want.kind,
+                             " and impl ", want.impl, ", e.g. roles: {", want.name,
+                             ": {kind: ", want.kind, ", impl: ", want.impl, "}}"));
+    } else if (role->spec.elastic) {
+      ctx.error(section, absl::StrCat("roles.", want.name, " cannot be elastic in app: rlhf"));
+    }
+  }
+  for (const auto& role : plan.roles) {
+    bool known = false;
+    for (const auto& want : expected_roles)
+      known = known || role.spec.name == want.name;
+    if (!known) {
+      ctx.error(section, absl::StrCat("app: rlhf has no role '", role.spec.name,
+                                      "' (the critic comes with adv_estimator gae, not built "
+                                      "yet); its roles are policy, reference, rollout, reward"));
+    }
+  }
+  const auto* policy = plan.find_role("policy");
+  if (policy != nullptr && policy->spec.count != o.actor.dp) {
+    ctx.child("actor").child("dp").error(
+        section["actor"]["dp"].IsDefined() ? section["actor"]["dp"] : section,
+        absl::StrCat("is ", o.actor.dp, " but roles.policy.count is ", policy->spec.count,
+                     ": each policy rank is one trainer actor; set both to the same number"));
+  }
+  for (const char* single : {"reference", "reward"}) {
+    const auto* r = plan.find_role(single);
+    if (r != nullptr && r->spec.count != 1) {
+      ctx.error(section, absl::StrCat("roles.", single, ".count is ", r->spec.count,
+                                      "; app: rlhf runs one ", single, " actor"));
+    }
+  }
+  const YAML::Node node_of = section;
+  const auto at = [&](const char* group, const char* key) {
+    const YAML::Node n = section[group][key];
+    return n.IsDefined() ? n : (section[group].IsDefined() ? section[group] : node_of);
+  };
+  if (o.algorithm.adv_estimator == "gae") {
+    ctx.child("algorithm")
+        .child("adv_estimator")
+        .error(at("algorithm", "adv_estimator"),
+               "is gae, which needs the critic role, not built yet: use grpo, rloo, "
+               "reinforce_plus_plus or reinforce_plus_plus_baseline");
+  }
+  if (o.data.train_batch_size % o.actor.ppo_mini_batch_size != 0) {
+    ctx.child("actor")
+        .child("ppo_mini_batch_size")
+        .error(at("actor", "ppo_mini_batch_size"),
+               absl::StrCat("is ", o.actor.ppo_mini_batch_size, ", which does not divide ",
+                            "data.train_batch_size ", o.data.train_batch_size,
+                            " (both count prompts): make the batch a multiple of the mini-batch"));
+  }
+  if ((o.actor.ppo_mini_batch_size * o.rollout.n) % o.actor.dp != 0) {
+    ctx.child("actor").child("dp").error(
+        at("actor", "dp"),
+        absl::StrCat("is ", o.actor.dp, ", which does not divide a mini-batch's ",
+                     o.actor.ppo_mini_batch_size * o.rollout.n,
+                     " responses (actor.ppo_mini_batch_size ", o.actor.ppo_mini_batch_size,
+                     " x rollout.n ", o.rollout.n, ")"));
+  }
+  if (o.warmup.steps > 0 && o.warmup.batch % o.actor.dp != 0) {
+    ctx.child("warmup").child("batch").error(
+        at("warmup", "batch"),
+        absl::StrCat("is ", o.warmup.batch, ", not a multiple of actor.dp ", o.actor.dp));
+  }
+  const digit_completion_options task = task_options(o);
+  if (absl::Status s = digit_completion::validate(task); !s.ok()) {
+    ctx.child("task").error(section["task"].IsDefined() ? section["task"] : section,
+                            std::string(s.message()));
+  }
+  const int prompt_bytes = static_cast<int>(
+      absl::StrCat(task.max_number, ",", task.max_number, ":", task.max_number, ",9=").size());
+  if (prompt_bytes + response_length(o) > model.ctx) {
+    ctx.child("rollout")
+        .child("response_length")
+        .error(at("rollout", "response_length"),
+               absl::StrCat("prompts of up to ", prompt_bytes, " bytes and responses of ",
+                            response_length(o), " tokens do not fit model.ctx ", model.ctx,
+                            ": raise model.ctx or lower rollout.response_length"));
+  }
+}
+
+// The batch units, derived: what one RL step generates and how many optimizer steps it takes.
+std::vector<std::string> describe_rlhf_plan(const app::app_plan& plan, const void* opaque) {
+  const auto& o = *static_cast<const rlhf_options*>(opaque);
+  const rlhf_schedule s = schedule_of(o, models::gpt_config_of(plan.spec.model).ctx);
+  const int mini = s.mini_batch_prompts * s.n;
+  return {
+      absl::StrCat("per RL step: ", s.prompts, " prompts (data.train_batch_size) x ", s.n,
+                   " responses (rollout.n) = ", s.prompts * s.n, " responses of up to ",
+                   s.response_length, " tokens"),
+      absl::StrCat("policy updates per RL step: ", s.updates_per_step(), " (ppo_epochs ",
+                   s.ppo_epochs, " x ", s.prompts, " / ppo_mini_batch_size ", s.mini_batch_prompts,
+                   "), each on ", mini, " responses, ", mini / s.policy_ranks, " per policy rank"),
+      absl::StrCat(s.warmup_steps > 0
+                       ? absl::StrCat("before RL: a format warm-up of ", s.warmup_steps,
+                                      " steps of ", o.warmup.batch, " sequences")
+                       : std::string("no warm-up: RL starts from the initial weights"),
+                   "; ", s.steps, " RL steps")};
+}
+
+}  // namespace
+
+absl::Status register_rlhf(actor::role_registry& registry) {
+  auto app = actor::make_role_factory<rlhf_options>(
+      "RLHF (PPO-style policy updates with GRPO, RLOO or REINFORCE++ advantages) with separate "
+      "policy, reference, rollout and reward roles, weights synced on the data plane",
+      rlhf_schema(), [](actor::role_context& ctx, const rlhf_options& options) {
+        return spawn_rlhf_driver(ctx, options);
+      });
+  app.check_plan = check_rlhf_plan;
+  app.describe_plan = describe_rlhf_plan;
+  TROUPE_RETURN_IF_ERROR(registry.add("app", "rlhf", std::move(app)));
+  auto policy = actor::make_role_factory<no_options>(
+      "one data-parallel rank of app: rlhf's policy (GPT on the CPU, the PPO objective)",
+      config::object_schema<no_options>(), spawn_policy);
+  policy.restartable = false;  // its state is the run's
+  TROUPE_RETURN_IF_ERROR(registry.add("trainer", "gpt_policy", std::move(policy)));
+  auto reference = actor::make_role_factory<no_options>(
+      "app: rlhf's reference: the initial policy, frozen, forward only",
+      config::object_schema<no_options>(), spawn_reference);
+  reference.restartable = false;
+  TROUPE_RETURN_IF_ERROR(registry.add("trainer", "gpt_reference", std::move(reference)));
+  auto rollout = actor::make_role_factory<no_options>(
+      "one rollout worker of app: rlhf (the serving engine; weights synced from the policy)",
+      config::object_schema<no_options>(), spawn_rollout);
+  rollout.restartable = false;  // a fresh worker is outside the weight-sync group
+  TROUPE_RETURN_IF_ERROR(registry.add("inference_worker", "gpt_rollout", std::move(rollout)));
+  return registry.add(
+      "reward", "digit_completion",
+      actor::make_role_factory<no_options>("app: rlhf's rule reward for the digit-completion task",
+                                           config::object_schema<no_options>(), spawn_reward));
+}
+
+}  // namespace troupe::apps::rlhf

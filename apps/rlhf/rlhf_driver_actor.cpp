@@ -1,0 +1,438 @@
+#include "apps/rlhf/rlhf_driver_actor.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "apps/rlhf/digit_completion.hpp"
+#include "apps/rlhf/rlhf_driver.hpp"
+#include "models/gpt/gpt_source.hpp"
+#include "runtime/actor/interfaces.hpp"
+#include "runtime/actor/status_bridge.hpp"
+#include "runtime/app/app_plan.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/run/line_chart.hpp"
+
+namespace troupe::apps::rlhf {
+namespace {
+
+namespace fs = std::filesystem;
+using clock = std::chrono::steady_clock;
+using command = rlhf_driver::command;
+
+// The generation in flight: every request's output so far, by request index.
+struct generation {
+  std::map<uint64_t, size_t> index;  // request id -> index
+  std::vector<actor::generation_event> outputs;
+  std::vector<int> unfinished;  // per rollout worker
+  size_t remaining = 0;
+};
+
+struct controller_state {
+  rlhf_options options;
+  models::gpt_config model;
+  run::event_log* events = nullptr;
+  std::string run_dir;
+  std::vector<actor::trainer_actor> policy;
+  actor::trainer_actor reference;
+  std::vector<actor::inference_worker_actor> rollouts;
+  actor::reward_actor reward;
+  std::unique_ptr<rlhf_driver> logic;
+  caf::typed_response_promise<actor::job_result> done;
+  bool running = false;
+  std::ofstream metrics, samples;
+  run::chart_series score{"critic/score/mean", {}}, val{"validation (greedy)", {}},
+      kl{"actor/reward_kl_penalty", {}}, length{"response_length/mean", {}};
+  generation gen;
+  std::vector<actor::checkpoint_shard> shards;
+  clock::time_point last_progress{};
+};
+
+using self_ptr = actor::role_pointer<actor::app_actor, controller_state>;
+
+void execute(self_ptr self, std::vector<command> commands);
+
+void complete(self_ptr self, actor::job_result result) {
+  auto& st = self->state;
+  if (!st.running) return;
+  st.running = false;
+  st.done.deliver(std::move(result));
+  self->quit();
+}
+
+// An error from role `who` fails the run, naming it.
+void on_error(self_ptr self, const std::string& who, const caf::error& e) {
+  const absl::Status s = actor::to_status(e);
+  execute(self, self->state.logic->on_error(
+                    absl::Status(s.code(), absl::StrCat(who, ": ", s.message()))));
+}
+
+std::string name_of(const char* role, size_t index) {
+  return absl::StrCat(role, "/", index);
+}
+
+nlohmann::json model_json(const models::gpt_config& m) {
+  return {
+      {"vocab", m.vocab}, {"ctx", m.ctx}, {"layers", m.layers}, {"dim", m.dim}, {"heads", m.heads}};
+}
+
+void record(self_ptr self, const nlohmann::json& row) {
+  auto& st = self->state;
+  if (st.metrics.is_open()) st.metrics << row.dump() << '\n' << std::flush;
+  if (!row.contains("step")) {
+    if (row.contains("warmup_step")) {
+      st.events->emit(run::severity::debug, "progress",
+                      absl::StrFormat("warm-up step %d loss %.3f",
+                                      row["warmup_step"].get<int64_t>(), row["loss"].get<double>()),
+                      {{"done", row["warmup_step"]},
+                       {"total", st.options.warmup.steps},
+                       {"unit", "warm-up steps"},
+                       {"detail", absl::StrFormat("loss %.3f", row["loss"].get<double>())}});
+    }
+    return;
+  }
+  const double step = row["step"].get<double>();
+  if (row.contains("val-core/digit_completion/reward/mean@1")) {
+    const double v = row["val-core/digit_completion/reward/mean@1"];
+    st.val.points.emplace_back(step, v);
+    st.events->emit(
+        run::severity::info, "validation",
+        absl::StrFormat("step %d: greedy validation score %.3f", row["step"].get<int64_t>(), v),
+        {{"step", row["step"]}, {"score", v}});
+  }
+  if (!row.contains("critic/score/mean")) return;
+  const double score = row["critic/score/mean"], kl = row["actor/reward_kl_penalty"];
+  st.score.points.emplace_back(step, score);
+  st.kl.points.emplace_back(step, kl);
+  st.length.points.emplace_back(step, row["response_length/mean"].get<double>());
+  const auto now = clock::now();
+  const int64_t done = row["step"];
+  if (done < st.options.trainer.total_training_steps &&
+      now - st.last_progress < std::chrono::milliseconds(200)) {
+    return;
+  }
+  st.last_progress = now;
+  st.events->emit(run::severity::debug, "progress",
+                  absl::StrFormat("step %d/%d score %.3f kl %.4f", done,
+                                  st.options.trainer.total_training_steps, score, kl),
+                  {{"done", done},
+                   {"total", st.options.trainer.total_training_steps},
+                   {"unit", "steps"},
+                   {"detail", absl::StrFormat("score %.3f  kl %.4f", score, kl)}});
+}
+
+void finish(self_ptr self, nlohmann::json summary) {
+  auto& st = self->state;
+  if (!st.run_dir.empty() && !st.score.points.empty()) {
+    std::vector<run::line_chart> charts = {{"rlhf: score per step", "score", {st.score}},
+                                           {"KL to the reference", "nats per token", {st.kl}},
+                                           {"response length", "tokens", {st.length}}};
+    if (!st.val.points.empty()) charts[0].series.push_back(st.val);
+    if (auto svg = run::line_charts_svg(charts); svg.ok()) {
+      std::ofstream(fs::path(st.run_dir) / "reward.svg") << *svg;
+      summary["reward_plot"] = (fs::path(st.run_dir) / "reward.svg").string();
+    }
+    summary["samples"] = (fs::path(st.run_dir) / "samples.jsonl").string();
+  }
+  complete(self, actor::job_result{true, summary.dump(), {}});
+}
+
+// Polls rollout worker `w` until its requests of the generation in flight have ended.
+void poll(self_ptr self, size_t w) {
+  auto& st = self->state;
+  self->request(st.rollouts[w], std::chrono::seconds(120), actor::poll_atom_v)
+      .then(
+          [self, w](actor::worker_report& report) {
+            auto& st = self->state;
+            for (auto& e : report.events) {
+              auto it = st.gen.index.find(e.id);
+              if (it == st.gen.index.end()) continue;
+              actor::generation_event& out = st.gen.outputs[it->second];
+              out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
+              out.logprobs.insert(out.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+              out.weights_version = e.weights_version;
+              if (!e.finished) continue;
+              out.finished = true;
+              out.reason = e.reason;
+              st.gen.index.erase(it);
+              --st.gen.unfinished[w];
+              if (--st.gen.remaining == 0) {
+                execute(self, st.logic->on_generated(std::move(st.gen.outputs)));
+                return;
+              }
+            }
+            if (st.gen.unfinished[w] > 0) poll(self, w);
+          },
+          [self, w](caf::error& e) { on_error(self, name_of("rollout", w), e); });
+}
+
+void generate(self_ptr self, std::vector<actor::generation_request> requests) {
+  auto& st = self->state;
+  st.gen = generation{};
+  st.gen.outputs.resize(requests.size());
+  st.gen.unfinished.assign(st.rollouts.size(), 0);
+  st.gen.remaining = requests.size();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const size_t w = i % st.rollouts.size();
+    st.gen.index[requests[i].id] = i;
+    st.gen.outputs[i].id = requests[i].id;
+    ++st.gen.unfinished[w];
+    self->request(st.rollouts[w], std::chrono::seconds(60), actor::generate_atom_v,
+                  std::move(requests[i]))
+        .then([](caf::ok_atom) {},
+              [self, w](caf::error& e) { on_error(self, name_of("rollout", w), e); });
+  }
+  for (size_t w = 0; w < st.rollouts.size(); ++w) {
+    if (st.gen.unfinished[w] > 0) poll(self, w);
+  }
+}
+
+void sync(self_ptr self, uint64_t version) {
+  auto& st = self->state;
+  // The group's own timeout bounds the broadcast; this bounds an actor that never answers.
+  const auto limit = std::chrono::milliseconds(2 * st.options.sync.timeout_ms + 5000);
+  const auto ask = [&](auto& handle, std::string who, bool sender) {
+    self->request(handle, limit, actor::sync_atom_v, version)
+        .then(
+            [self, who, sender](actor::weights_ack& ack) {
+              execute(self, self->state.logic->on_synced(who, ack, sender));
+            },
+            [self, who, version](caf::error& e) {
+              on_error(self, absl::StrCat("weight sync to version ", version, ": ", who), e);
+            });
+  };
+  ask(st.policy[0], "policy/0", true);
+  for (size_t w = 0; w < st.rollouts.size(); ++w)
+    ask(st.rollouts[w], name_of("rollout", w), false);
+}
+
+void save_initial(self_ptr self, int64_t step) {
+  auto& st = self->state;
+  const std::string root = (fs::path(st.run_dir) / "init").string();
+  st.shards.clear();
+  for (size_t r = 0; r < st.policy.size(); ++r) {
+    self->request(st.policy[r], caf::infinite, actor::checkpoint_atom_v, step, root)
+        .then(
+            [self, step, root](actor::checkpoint_shard& shard) {
+              auto& st = self->state;
+              st.shards.push_back(std::move(shard));
+              if (st.shards.size() < st.policy.size()) return;
+              std::vector<checkpoint::file_record> files;
+              for (const auto& s : st.shards)
+                files.insert(files.end(), s.files.begin(), s.files.end());
+              checkpoint::checkpoint_store store(root);
+              const nlohmann::json meta = {{"app", "rlhf"},
+                                           {"what", "the initial policy (after the warm-up)"},
+                                           {"model", model_json(st.model)},
+                                           {"dp", st.options.actor.dp},
+                                           {"cursor", 0}};
+              if (absl::Status s = store.commit(step, files, meta, 1); !s.ok()) {
+                execute(self, st.logic->on_error(s));
+                return;
+              }
+              execute(self, st.logic->on_initial_saved(store.step_dir(step)));
+            },
+            [self, r](caf::error& e) { on_error(self, name_of("policy", r), e); });
+  }
+}
+
+// Asks every policy rank `message(rank)` (a tuple); `answer(rank, reply)` gives the logic's
+// commands.
+template <class Answer, class Answered, class Message>
+void ask_policy(self_ptr self, Answered answer, Message message) {
+  auto& st = self->state;
+  for (size_t r = 0; r < st.policy.size(); ++r) {
+    const int rank = static_cast<int>(r);
+    std::apply(
+        [&](auto&&... args) {
+          self->request(st.policy[r], caf::infinite, args...)
+              .then([self, rank, answer](Answer& a) { execute(self, answer(rank, a)); },
+                    [self, r](caf::error& e) { on_error(self, name_of("policy", r), e); });
+        },
+        message(rank));
+  }
+}
+
+void execute_one(self_ptr self, command& cmd) {
+  auto& st = self->state;
+  if (std::holds_alternative<rlhf_driver::warmup_step_all>(cmd)) {
+    ask_policy<actor::step_report>(
+        self,
+        [self](int r, actor::step_report& x) { return self->state.logic->on_warmup_step(r, x); },
+        [](int) { return std::tuple{actor::step_atom_v}; });
+  } else if (auto* c = std::get_if<rlhf_driver::save_initial>(&cmd)) {
+    save_initial(self, c->step);
+  } else if (auto* c = std::get_if<rlhf_driver::load_reference>(&cmd)) {
+    self->request(st.reference, caf::infinite, actor::load_atom_v, c->dir)
+        .then([self](int64_t) { execute(self, self->state.logic->on_reference_loaded()); },
+              [self](caf::error& e) { on_error(self, "reference/0", e); });
+  } else if (auto* c = std::get_if<rlhf_driver::sync_all>(&cmd)) {
+    sync(self, c->version);
+  } else if (auto* c = std::get_if<rlhf_driver::generate_all>(&cmd)) {
+    generate(self, std::move(c->requests));
+  } else if (auto* c = std::get_if<rlhf_driver::score_all>(&cmd)) {
+    actor::reward_request request{std::move(c->prompts), std::move(c->responses), {}};
+    for (bool e : c->ended)
+      request.ended.push_back(e ? 1 : 0);
+    self->request(st.reward, caf::infinite, actor::score_atom_v, std::move(request))
+        .then(
+            [self](std::vector<double>& scores) {
+              execute(self, self->state.logic->on_scored(std::move(scores)));
+            },
+            [self](caf::error& e) { on_error(self, "reward/0", e); });
+  } else if (auto* c = std::get_if<rlhf_driver::log_probs_all>(&cmd)) {
+    auto parts = std::make_shared<std::vector<actor::rl_batch>>(std::move(c->policy));
+    ask_policy<std::vector<float>>(
+        self,
+        [self](int r, std::vector<float>& v) {
+          return self->state.logic->on_log_probs(false, r, v);
+        },
+        [parts](int r) {
+          return std::tuple{actor::log_probs_atom_v, (*parts)[r]};
+        });
+    self->request(st.reference, caf::infinite, actor::log_probs_atom_v, std::move(c->reference))
+        .then(
+            [self](std::vector<float>& v) {
+              execute(self, self->state.logic->on_log_probs(true, 0, v));
+            },
+            [self](caf::error& e) { on_error(self, "reference/0", e); });
+  } else if (auto* c = std::get_if<rlhf_driver::update_all>(&cmd)) {
+    auto parts = std::make_shared<std::vector<actor::rl_batch>>(std::move(c->parts));
+    ask_policy<actor::rl_step_report>(
+        self,
+        [self](int r, actor::rl_step_report& x) { return self->state.logic->on_updated(r, x); },
+        [parts](int r) {
+          return std::tuple{actor::rl_step_atom_v, (*parts)[r]};
+        });
+  } else if (auto* m = std::get_if<rlhf_driver::metrics_row>(&cmd)) {
+    record(self, m->row);
+  } else if (auto* s = std::get_if<rlhf_driver::sample_rows>(&cmd)) {
+    if (st.samples.is_open()) {
+      // Responses are bytes: what is not UTF-8 shows as U+FFFD.
+      for (const auto& row : s->rows)
+        st.samples << row.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+      st.samples << std::flush;
+    }
+  } else if (auto* f = std::get_if<rlhf_driver::finish>(&cmd)) {
+    finish(self, std::move(f->summary));
+  } else if (auto* f = std::get_if<rlhf_driver::fail>(&cmd)) {
+    complete(self, actor::job_result{false, {}, std::string(f->why.message())});
+  }
+}
+
+void execute(self_ptr self, std::vector<command> commands) {
+  for (auto& cmd : commands) {
+    if (!self->state.running) return;
+    execute_one(self, cmd);
+  }
+}
+
+void on_update(self_ptr self, const actor::actor_update& update) {
+  auto& st = self->state;
+  const auto [role, index] = actor::parse_actor_name(update.name);
+  if (st.running) {
+    return complete(self, actor::job_result{false,
+                                            {},
+                                            absl::StrCat(update.name,
+                                                         " was replaced mid-run; "
+                                                         "app: rlhf cannot take a "
+                                                         "new role actor yet")});
+  }
+  if (role == "policy" && index >= 0 && index < static_cast<int>(st.policy.size())) {
+    st.policy[index] = caf::actor_cast<actor::trainer_actor>(update.handle);
+  } else if (role == "reference") {
+    st.reference = caf::actor_cast<actor::trainer_actor>(update.handle);
+  } else if (role == "rollout" && index >= 0 && index < static_cast<int>(st.rollouts.size())) {
+    st.rollouts[index] = caf::actor_cast<actor::inference_worker_actor>(update.handle);
+  } else if (role == "reward") {
+    st.reward = caf::actor_cast<actor::reward_actor>(update.handle);
+  }
+}
+
+absl::Status prepare_outputs(controller_state& st) {
+  if (st.run_dir.empty()) {
+    if (st.options.warmup.steps > 0) {
+      return absl::FailedPreconditionError(
+          "rlhf.warmup.steps is set, but there is no run directory to keep the initial policy in");
+    }
+    return absl::OkStatus();
+  }
+  for (auto [file, name] :
+       {std::pair{&st.metrics, "metrics.jsonl"}, {&st.samples, "samples.jsonl"}}) {
+    file->open(fs::path(st.run_dir) / name, std::ios::app);
+    if (!*file) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot write ", (fs::path(st.run_dir) / name).string()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void start(self_ptr self) {
+  auto& st = self->state;
+  const rlhf_options& o = st.options;
+  const digit_completion task(task_options(o));
+  st.logic = std::make_unique<rlhf_driver>(
+      schedule_of(o, st.model.ctx), algorithm_of(o), kl_controller_of(o),
+      rl_task{[task](uint64_t seed, int64_t index) { return task.prompt(seed, index); }},
+      [] { return clock::now(); });
+  st.logic->set_sync_participants(1 + static_cast<int>(st.rollouts.size()));
+  const rlhf_schedule& s = st.logic->schedule();
+  st.events->emit(
+      run::severity::info, "training",
+      absl::StrCat(
+          "rlhf (", o.algorithm.adv_estimator, ") for ", s.steps, " steps: ", s.prompts,
+          " prompts x ", s.n, " responses per step, ", s.updates_per_step(),
+          " policy updates per step on ", o.actor.dp, " policy rank", o.actor.dp > 1 ? "s" : "",
+          ", ", st.rollouts.size(), " rollout worker", st.rollouts.size() > 1 ? "s" : "",
+          o.warmup.steps > 0 ? absl::StrCat(", after a ", o.warmup.steps, "-step format warm-up")
+                             : ""),
+      {{"steps", s.steps}, {"updates_per_step", s.updates_per_step()}});
+  execute(self, st.logic->start());
+}
+
+}  // namespace
+
+absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
+                                             const rlhf_options& options) {
+  auto state = std::make_shared<controller_state>();
+  state->options = options;
+  state->model = models::gpt_config_of(ctx.plan.spec.model);
+  state->events = &ctx.events;
+  state->run_dir = ctx.run_dir;
+  state->policy.resize(options.actor.dp);
+  const auto* rollout = ctx.plan.find_role("rollout");
+  state->rollouts.resize(rollout == nullptr ? 0 : rollout->spec.count);
+  auto handle = ctx.spawn<actor::app_actor, controller_state>(
+      [state](self_ptr self) -> actor::app_actor::behavior_type {
+        auto& st = self->state;
+        st.options = state->options;
+        st.model = state->model;
+        st.events = state->events;
+        st.run_dir = state->run_dir;
+        st.policy = state->policy;
+        st.rollouts = state->rollouts;
+        return {
+            [self](const actor::actor_update& update) { on_update(self, update); },
+            [self](actor::run_atom) {
+              auto& st = self->state;
+              st.done = self->make_response_promise<actor::job_result>();
+              st.running = true;
+              if (absl::Status s = prepare_outputs(st); !s.ok()) {
+                complete(self, actor::job_result{false, {}, std::string(s.message())});
+              } else {
+                start(self);
+              }
+              return st.done;
+            },
+            [self](actor::stop_atom) {
+              complete(self, actor::job_result{false, {}, "interrupted"});
+            },
+        };
+      });
+  return caf::actor_cast<caf::actor>(handle);
+}
+
+}  // namespace troupe::apps::rlhf
