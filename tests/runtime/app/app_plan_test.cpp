@@ -111,7 +111,7 @@ TEST_F(AppPlanTest, UnknownImplementationListsAvailableOnes) {
             "the role names its plugin.");
   EXPECT_EQ(errors("app: pipeline\nroles:\n  src: {kind: sorce, impl: text}\n"),
             "app.yaml:3:28: roles.src.impl: there is no role kind 'sorce'. Did you mean "
-            "'source'? Valid kinds: app, inference_worker, sink, source, trainer.");
+            "'source'? Valid kinds: app, inference_worker, reward, sink, source, trainer.");
 }
 
 TEST_F(AppPlanTest, UnknownPluginListsAvailableOnes) {
@@ -135,7 +135,8 @@ TEST_F(AppPlanTest, UnknownAppListsAvailableOnes) {
   EXPECT_EQ(
       errors("app: pipelin\n"),
       "app.yaml:1:6: app: unknown app. kind 'app' has no implementation 'pipelin'. Did you "
-      "mean 'pipeline'? Valid implementations: pipeline, pretrain, serve. Implementations from "
+      "mean 'pipeline'? Valid implementations: pipeline, pretrain, rlhf, serve. Implementations "
+      "from "
       "plugins "
       "appear once the role names its plugin.");
 }
