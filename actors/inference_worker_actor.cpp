@@ -5,6 +5,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "runtime/actor/role_actor.hpp"
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/comm/gloo_communicator.hpp"
@@ -12,9 +13,9 @@
 namespace troupe::actors {
 namespace {
 
-// A generation that arrived while a weight swap waits for the engine to empty.
+// Generations that arrived while a weight swap waits for the engine to empty.
 struct held_request {
-  actor::generation_request request;
+  std::vector<actor::generation_request> requests;
   caf::typed_response_promise<caf::ok_atom> promise;
 };
 
@@ -73,11 +74,30 @@ void add_events(self_ptr self, std::vector<actor::generation_event> events) {
   if (!st.report.events.empty()) answer_poll(self);
 }
 
-caf::result<caf::ok_atom> add_request(self_ptr self, actor::generation_request request) {
-  if (absl::Status s = self->state.engine->add(std::move(request)); !s.ok()) {
-    return actor::to_error(s);
+// Adds every request or none: the first refused one takes back those added before it. All join
+// the engine before its next iteration, so the batches they run in do not depend on timing.
+absl::Status add_requests(self_ptr self, std::vector<actor::generation_request> requests) {
+  auto& engine = *self->state.engine;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (absl::Status s = engine.add(requests[i]); !s.ok()) {
+      for (size_t k = 0; k < i; ++k)
+        engine.cancel(requests[k].id);
+      return absl::Status(s.code(), absl::StrCat("request ", requests[i].id, ": ", s.message()));
+    }
   }
   keep_stepping(self);
+  return absl::OkStatus();
+}
+
+caf::result<caf::ok_atom> generate(self_ptr self, std::vector<actor::generation_request> requests) {
+  auto& st = self->state;
+  if (st.swap) {  // after the swap
+    st.held.push_back({std::move(requests), self->make_response_promise<caf::ok_atom>()});
+    return st.held.back().promise;
+  }
+  if (absl::Status s = add_requests(self, std::move(requests)); !s.ok()) {
+    return actor::to_error(s);
+  }
   return caf::ok_atom_v;
 }
 
@@ -98,7 +118,7 @@ void finish_swap(self_ptr self) {
   while (!st.held.empty()) {
     held_request h = std::move(st.held.front());
     st.held.pop_front();
-    if (absl::Status s = st.engine->add(std::move(h.request)); !s.ok()) {
+    if (absl::Status s = add_requests(self, std::move(h.requests)); !s.ok()) {
       h.promise.deliver(actor::to_error(s));
     } else {
       h.promise.deliver(caf::ok_atom_v);
@@ -154,69 +174,72 @@ absl::StatusOr<actor::inference_worker_actor> spawn_inference_worker(
     run::work_pacer pacer, std::chrono::milliseconds poll_wait, std::optional<rollout_sync> sync) {
   TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<inference_engine> engine,
                           inference_engine::create(*model->layout, model->params.data(), options));
-  return system.spawn<actor::role_actor<actor::inference_worker_actor, worker_state>,
-                      caf::detached>(
-      metrics.actor(name),
-      [model, engine, poll_wait, pacer,
-       sync](self_ptr self) -> actor::inference_worker_actor::behavior_type {
-        auto& st = self->state;
-        st.model = model;
-        st.engine = engine;
-        st.poll_wait = poll_wait;
-        st.pacer = pacer;
-        st.sync = sync;
-        return {
-            [self](actor::generate_atom,
-                   actor::generation_request& request) -> caf::result<caf::ok_atom> {
-              auto& st = self->state;
-              if (!st.swap) return add_request(self, std::move(request));
-              st.held.push_back({std::move(request), self->make_response_promise<caf::ok_atom>()});
-              return st.held.back().promise;
-            },
-            [self](actor::cancel_atom, uint64_t id) {
-              add_events(self, self->state.engine->cancel(id));
-            },
-            [self](actor::poll_atom) {
-              auto& st = self->state;
-              if (st.polling) answer_poll(self);  // a newer poll replaces an older one
-              st.poll = self->make_response_promise<actor::worker_report>();
-              st.polling = true;
-              if (!st.report.events.empty()) {
-                answer_poll(self);
-              } else {
-                self->delayed_send(self, st.poll_wait, actor::tick_atom_v);
-              }
-              return st.poll;
-            },
-            [self](actor::tick_atom) { answer_poll(self); },
-            [self](actor::step_atom) {
-              auto& st = self->state;
-              st.stepping = false;
-              if (st.engine->idle()) return;
-              if (!st.pacer.may_start()) {  // held by a test: ask again shortly
-                st.stepping = true;
-                self->delayed_send(self, run::work_pacer::recheck, actor::step_atom_v);
-                return;
-              }
-              const auto started = std::chrono::steady_clock::now();
-              absl::StatusOr<std::vector<actor::generation_event>> events = st.engine->step();
-              // A slower machine, simulated: the iteration keeps this thread for longer.
-              std::this_thread::sleep_for(
-                  st.pacer.pause_after(std::chrono::steady_clock::now() - started));
-              if (!events.ok()) {
-                self->quit(actor::to_error(events.status()));
-                return;
-              }
-              auto& sizes = st.report.batch_sizes;
-              if (sizes.size() == max_batch_sizes) sizes.erase(sizes.begin());
-              sizes.push_back(st.engine->last_batch_sequences());
-              add_events(self, *std::move(events));
-              keep_stepping(self);
-              finish_swap(self);
-            },
-            [self](actor::sync_atom, uint64_t version) { return receive_weights(self, version); },
-        };
-      });
+  return system
+      .spawn<actor::role_actor<actor::inference_worker_actor, worker_state>, caf::detached>(
+          metrics.actor(name),
+          [model, engine, poll_wait, pacer,
+           sync](self_ptr self) -> actor::inference_worker_actor::behavior_type {
+            auto& st = self->state;
+            st.model = model;
+            st.engine = engine;
+            st.poll_wait = poll_wait;
+            st.pacer = pacer;
+            st.sync = sync;
+            return {
+                [self](actor::generate_atom, actor::generation_request& request) {
+                  std::vector<actor::generation_request> one;
+                  one.push_back(std::move(request));
+                  return generate(self, std::move(one));
+                },
+                [self](actor::generate_atom, std::vector<actor::generation_request>& requests) {
+                  return generate(self, std::move(requests));
+                },
+                [self](actor::cancel_atom, uint64_t id) {
+                  add_events(self, self->state.engine->cancel(id));
+                },
+                [self](actor::poll_atom) {
+                  auto& st = self->state;
+                  if (st.polling) answer_poll(self);  // a newer poll replaces an older one
+                  st.poll = self->make_response_promise<actor::worker_report>();
+                  st.polling = true;
+                  if (!st.report.events.empty()) {
+                    answer_poll(self);
+                  } else {
+                    self->delayed_send(self, st.poll_wait, actor::tick_atom_v);
+                  }
+                  return st.poll;
+                },
+                [self](actor::tick_atom) { answer_poll(self); },
+                [self](actor::step_atom) {
+                  auto& st = self->state;
+                  st.stepping = false;
+                  if (st.engine->idle()) return;
+                  if (!st.pacer.may_start()) {  // held by a test: ask again shortly
+                    st.stepping = true;
+                    self->delayed_send(self, run::work_pacer::recheck, actor::step_atom_v);
+                    return;
+                  }
+                  const auto started = std::chrono::steady_clock::now();
+                  absl::StatusOr<std::vector<actor::generation_event>> events = st.engine->step();
+                  // A slower machine, simulated: the iteration keeps this thread for longer.
+                  std::this_thread::sleep_for(
+                      st.pacer.pause_after(std::chrono::steady_clock::now() - started));
+                  if (!events.ok()) {
+                    self->quit(actor::to_error(events.status()));
+                    return;
+                  }
+                  auto& sizes = st.report.batch_sizes;
+                  if (sizes.size() == max_batch_sizes) sizes.erase(sizes.begin());
+                  sizes.push_back(st.engine->last_batch_sequences());
+                  add_events(self, *std::move(events));
+                  keep_stepping(self);
+                  finish_swap(self);
+                },
+                [self](actor::sync_atom, uint64_t version) {
+                  return receive_weights(self, version);
+                },
+            };
+          });
 }
 
 }  // namespace troupe::actors

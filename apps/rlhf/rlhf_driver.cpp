@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status.hpp"
 
 namespace troupe::apps::rlhf {
 namespace {
@@ -58,6 +59,34 @@ std::vector<rlhf_driver::command> rlhf_driver::start() {
   return begin_step();
 }
 
+absl::StatusOr<rlhf_driver::resume_point> rlhf_driver::resume_point_of(const nlohmann::json& meta) {
+  resume_point p;
+  const auto field = [&](const char* key) -> absl::StatusOr<nlohmann::json> {
+    if (!meta.contains(key) || !meta[key].is_number()) {
+      return absl::DataLossError(absl::StrCat("meta.", key, " is missing or not a number"));
+    }
+    return meta[key];
+  };
+  TROUPE_ASSIGN_OR_RETURN(nlohmann::json step, field("rl_step"));
+  TROUPE_ASSIGN_OR_RETURN(nlohmann::json cursor, field("prompt_cursor"));
+  TROUPE_ASSIGN_OR_RETURN(nlohmann::json version, field("policy_version"));
+  TROUPE_ASSIGN_OR_RETURN(nlohmann::json kl, field("kl_coef"));
+  p.step = step.get<int64_t>();
+  p.cursor = cursor.get<int64_t>();
+  p.version = version.get<uint64_t>();
+  p.kl_coef = kl.get<double>();
+  return p;
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::resume(const resume_point& at) {
+  started_ = now_();
+  step_ = at.step;
+  cursor_ = at.cursor;
+  version_ = at.version;
+  kl_.restore(at.kl_coef);
+  return begin_step();
+}
+
 std::vector<rlhf_driver::command> rlhf_driver::on_warmup_step(int rank,
                                                               const actor::step_report& report) {
   if (phase_ != phase::warming_up) return {};
@@ -89,7 +118,7 @@ std::vector<rlhf_driver::command> rlhf_driver::on_reference_loaded() {
 std::vector<rlhf_driver::command> rlhf_driver::begin_step() {
   step_started_ = now_();
   row_ = nlohmann::json::object();
-  const bool last = step_ >= schedule_.steps;
+  const bool last = step_ >= schedule_.end();
   if (last && schedule_.test_freq == 0) return end_run();
   phase_ = phase::syncing;
   phase_started_ = now_();
@@ -127,7 +156,7 @@ std::vector<rlhf_driver::command> rlhf_driver::on_synced(const std::string& who,
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::after_sync() {
-  const bool last = step_ >= schedule_.steps;
+  const bool last = step_ >= schedule_.end();
   const bool validate = schedule_.test_freq > 0 && (last || step_ % schedule_.test_freq == 0);
   if (validate) {
     phase_ = phase::validating;
@@ -156,7 +185,7 @@ std::vector<actor::generation_request> rlhf_driver::requests_for(int64_t first_p
       r.top_p = schedule_.top_p;
       r.seed = sample_seed(stream, first_prompt + i, k);
       r.max_tokens = schedule_.response_length;
-      r.stop = {schedule_.end};
+      r.stop = {schedule_.end_string};
       out.push_back(std::move(r));
     }
   }
@@ -198,7 +227,7 @@ std::vector<rlhf_driver::command> rlhf_driver::on_scored(std::vector<double> sco
       sum += s;
     last_val_ = scores.empty() ? 0.0 : sum / static_cast<double>(scores.size());
     row_["val-core/digit_completion/reward/mean@1"] = last_val_;
-    if (step_ >= schedule_.steps) return end_run();
+    if (step_ >= schedule_.end()) return end_run();
     return generate();
   }
   if (phase_ != phase::scoring) return {};
@@ -212,7 +241,8 @@ std::vector<rlhf_driver::command> rlhf_driver::on_scored(std::vector<double> sco
     s.prompt = requests_[i].prompt;
     s.response = e.tokens;
     s.ended = e.reason == actor::finish_reason::stop;
-    if (s.ended) s.response.insert(s.response.end(), schedule_.end.begin(), schedule_.end.end());
+    if (s.ended)
+      s.response.insert(s.response.end(), schedule_.end_string.begin(), schedule_.end_string.end());
     s.logprobs = e.logprobs;
     s.version = e.weights_version;
     samples.push_back(std::move(s));
@@ -329,9 +359,25 @@ std::vector<rlhf_driver::command> rlhf_driver::end_step() {
   }
   std::vector<command> out = {metrics_row{row_}, sample_rows{std::move(samples)}};
   cursor_ += schedule_.prompts;
+  const bool save_due =
+      schedule_.save_freq > 0 && (step_ % schedule_.save_freq == 0 || step_ >= schedule_.end());
+  if (save_due) {
+    phase_ = phase::saving_checkpoint;
+    out.push_back(save_checkpoint{schedule_.warmup_steps + step_ * schedule_.updates_per_step(),
+                                  {{"rl_step", step_},
+                                   {"prompt_cursor", cursor_},
+                                   {"policy_version", version_},
+                                   {"kl_coef", kl_.value()}}});
+    return out;
+  }
   auto next = begin_step();
   out.insert(out.end(), next.begin(), next.end());
   return out;
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_checkpoint_saved() {
+  if (phase_ != phase::saving_checkpoint) return {};
+  return begin_step();
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::end_run() {
@@ -350,6 +396,7 @@ std::vector<rlhf_driver::command> rlhf_driver::end_run() {
                             {"kl_coef", kl_.value()},
                             {"time_s", seconds_since(started_)}};
   if (last_val_ >= 0) summary["val_score"] = last_val_;
+  if (step_ < schedule_.steps) summary["stopped_after"] = step_;
   out.push_back(finish{std::move(summary)});
   return out;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "apps/rlhf/kl_controller.hpp"
 #include "apps/rlhf/rollout_batch.hpp"
 #include "nlohmann/json.hpp"
@@ -30,15 +31,21 @@ struct rlhf_schedule {
   int test_freq = 0;         ///< greedy validation every this many steps (and after the last)
   int val_prompts = 32;      ///< prompts of the validation set
   int samples_per_step = 4;  ///< rows of samples.jsonl per step
+  int save_freq = 0;         ///< a checkpoint every this many steps and after the last; 0: none
+  int stop_after = 0;        ///< end this launch after this step (0: after `steps`)
   uint64_t seed = 1;
   float temperature = 1.0f;
   int top_k = 0;
   float top_p = 1.0f;
-  std::string end = "\n";  ///< the end of a response (a stop string, trained on)
+  std::string end_string = "\n";  ///< the end of a response (a stop string, trained on)
   kernels::loss_agg_mode loss_agg_mode = kernels::loss_agg_mode::token_mean;
 
   /// Optimizer steps of the policy per RL step: ppo_epochs * prompts / mini_batch_prompts.
   [[nodiscard]] int updates_per_step() const { return ppo_epochs * prompts / mini_batch_prompts; }
+  /// The RL step this launch ends after.
+  [[nodiscard]] int end() const {
+    return stop_after > 0 && stop_after < steps ? stop_after : steps;
+  }
 };
 
 /// The task: its prompts by index (training and validation streams) and the reward role's
@@ -56,6 +63,9 @@ struct rl_task {
 ///   -> old log-probs (policy ranks) and reference log-probs (reference), in parallel
 ///   -> advantages -> ppo_epochs x mini-batches, one optimizer step each on every policy rank
 ///   -> metrics row and samples -> next step, or the end
+///
+/// After a step's metrics, when a checkpoint is due: every policy rank's state, committed with
+/// what the controller needs to continue (step, prompt cursor, policy version, KL coefficient).
 ///
 /// Before the first step, with a warm-up: warm-up steps on every policy rank, a checkpoint of
 /// them (the run's initial policy), and the reference loads it. Any error fails the run.
@@ -92,6 +102,12 @@ class rlhf_driver {
   struct update_all {
     std::vector<actor::rl_batch> parts;
   };
+  /// Every policy rank checkpoints its state at optimizer step `optimizer_step`; the actor
+  /// commits it with `meta` and answers on_checkpoint_saved.
+  struct save_checkpoint {
+    int64_t optimizer_step;
+    nlohmann::json meta;
+  };
   struct metrics_row {
     nlohmann::json row;
   };
@@ -104,14 +120,28 @@ class rlhf_driver {
   struct fail {
     absl::Status why;
   };
-  using command =
-      std::variant<warmup_step_all, save_initial, load_reference, sync_all, generate_all, score_all,
-                   log_probs_all, update_all, metrics_row, sample_rows, finish, fail>;
+  using command = std::variant<warmup_step_all, save_initial, load_reference, sync_all,
+                               generate_all, score_all, log_probs_all, update_all, save_checkpoint,
+                               metrics_row, sample_rows, finish, fail>;
+
+  /// Where a resumed run continues: what save_checkpoint's meta holds.
+  struct resume_point {
+    int64_t step = 0;
+    int64_t cursor = 0;
+    uint64_t version = 0;
+    double kl_coef = 0;
+  };
+  /// The resume point in a checkpoint's meta; DATA_LOSS naming the field when one is missing.
+  [[nodiscard]] static absl::StatusOr<resume_point> resume_point_of(const nlohmann::json& meta);
 
   rlhf_driver(rlhf_schedule schedule, rl_algorithm algorithm, kl_controller kl, rl_task task,
               std::function<clock::time_point()> now);
 
   std::vector<command> start();
+  /// start() for a run restored from a checkpoint (the roles restored first): no warm-up, and
+  /// the step, prompts, version and KL coefficient continue from `at`.
+  std::vector<command> resume(const resume_point& at);
+  std::vector<command> on_checkpoint_saved();
   std::vector<command> on_warmup_step(int rank, const actor::step_report& report);
   std::vector<command> on_initial_saved(const std::string& dir);
   std::vector<command> on_reference_loaded();
@@ -146,6 +176,7 @@ class rlhf_driver {
     scoring,
     log_probs,
     updating,
+    saving_checkpoint,
     finished
   };
   std::vector<command> begin_step();

@@ -47,6 +47,7 @@ struct controller_state {
       kl{"actor/reward_kl_penalty", {}}, length{"response_length/mean", {}};
   generation gen;
   std::vector<actor::checkpoint_shard> shards;
+  std::string init_dir;  // the reference's checkpoint, when a warm-up made one
   clock::time_point last_progress{};
 };
 
@@ -174,13 +175,20 @@ void generate(self_ptr self, std::vector<actor::generation_request> requests) {
   st.gen.outputs.resize(requests.size());
   st.gen.unfinished.assign(st.rollouts.size(), 0);
   st.gen.remaining = requests.size();
+  // Request i goes to worker i % workers, each worker's in one message: they join the same
+  // engine iteration, so the batches (and their float rounding) do not depend on timing.
+  std::vector<std::vector<actor::generation_request>> shares(st.rollouts.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     const size_t w = i % st.rollouts.size();
     st.gen.index[requests[i].id] = i;
     st.gen.outputs[i].id = requests[i].id;
     ++st.gen.unfinished[w];
+    shares[w].push_back(std::move(requests[i]));
+  }
+  for (size_t w = 0; w < st.rollouts.size(); ++w) {
+    if (shares[w].empty()) continue;
     self->request(st.rollouts[w], std::chrono::seconds(60), actor::generate_atom_v,
-                  std::move(requests[i]))
+                  std::move(shares[w]))
         .then([](caf::ok_atom) {},
               [self, w](caf::error& e) { on_error(self, name_of("rollout", w), e); });
   }
@@ -208,34 +216,57 @@ void sync(self_ptr self, uint64_t version) {
     ask(st.rollouts[w], name_of("rollout", w), false);
 }
 
-void save_initial(self_ptr self, int64_t step) {
+// Checkpoints every policy rank at optimizer step `step` into `root` and commits it with `meta`
+// (plus the model, dp and the trainers' data cursor); `committed(dir)` continues.
+void checkpoint_policy(self_ptr self, int64_t step, const std::string& root, nlohmann::json meta,
+                       int keep, std::function<void(const std::string&)> committed) {
   auto& st = self->state;
-  const std::string root = (fs::path(st.run_dir) / "init").string();
   st.shards.clear();
   for (size_t r = 0; r < st.policy.size(); ++r) {
     self->request(st.policy[r], caf::infinite, actor::checkpoint_atom_v, step, root)
         .then(
-            [self, step, root](actor::checkpoint_shard& shard) {
+            [self, step, root, meta, keep, committed](actor::checkpoint_shard& shard) mutable {
               auto& st = self->state;
               st.shards.push_back(std::move(shard));
               if (st.shards.size() < st.policy.size()) return;
               std::vector<checkpoint::file_record> files;
               for (const auto& s : st.shards)
                 files.insert(files.end(), s.files.begin(), s.files.end());
+              meta["app"] = "rlhf";
+              meta["model"] = model_json(st.model);
+              meta["dp"] = st.options.actor.dp;
+              meta["cursor"] = st.shards.front().cursor;
               checkpoint::checkpoint_store store(root);
-              const nlohmann::json meta = {{"app", "rlhf"},
-                                           {"what", "the initial policy (after the warm-up)"},
-                                           {"model", model_json(st.model)},
-                                           {"dp", st.options.actor.dp},
-                                           {"cursor", 0}};
-              if (absl::Status s = store.commit(step, files, meta, 1); !s.ok()) {
+              if (absl::Status s = store.commit(step, files, meta, keep); !s.ok()) {
                 execute(self, st.logic->on_error(s));
                 return;
               }
-              execute(self, st.logic->on_initial_saved(store.step_dir(step)));
+              committed(store.step_dir(step));
             },
             [self, r](caf::error& e) { on_error(self, name_of("policy", r), e); });
   }
+}
+
+void save_initial(self_ptr self, int64_t step) {
+  auto& st = self->state;
+  checkpoint_policy(self, step, (fs::path(st.run_dir) / "init").string(),
+                    {{"what", "the initial policy, after the warm-up: the reference"}}, 1,
+                    [self](const std::string& dir) {
+                      self->state.init_dir = fs::absolute(dir).string();
+                      execute(self, self->state.logic->on_initial_saved(dir));
+                    });
+}
+
+void save_checkpoint(self_ptr self, int64_t step, nlohmann::json meta) {
+  auto& st = self->state;
+  meta["init"] = st.init_dir;  // the reference stays pinned to it
+  checkpoint_policy(self, step, (fs::path(st.run_dir) / "checkpoints").string(), std::move(meta),
+                    st.options.trainer.max_actor_ckpt_to_keep, [self](const std::string& dir) {
+                      self->state.events->emit(run::severity::debug, "checkpoint_committed",
+                                               absl::StrCat("checkpoint ", dir, " committed"),
+                                               {{"dir", dir}});
+                      execute(self, self->state.logic->on_checkpoint_saved());
+                    });
 }
 
 // Asks every policy rank `message(rank)` (a tuple); `answer(rank, reply)` gives the logic's
@@ -306,6 +337,8 @@ void execute_one(self_ptr self, command& cmd) {
         [parts](int r) {
           return std::tuple{actor::rl_step_atom_v, (*parts)[r]};
         });
+  } else if (auto* c = std::get_if<rlhf_driver::save_checkpoint>(&cmd)) {
+    save_checkpoint(self, c->optimizer_step, std::move(c->meta));
   } else if (auto* m = std::get_if<rlhf_driver::metrics_row>(&cmd)) {
     record(self, m->row);
   } else if (auto* s = std::get_if<rlhf_driver::sample_rows>(&cmd)) {
@@ -353,9 +386,10 @@ void on_update(self_ptr self, const actor::actor_update& update) {
 
 absl::Status prepare_outputs(controller_state& st) {
   if (st.run_dir.empty()) {
-    if (st.options.warmup.steps > 0) {
+    if (st.options.warmup.steps > 0 || st.options.trainer.save_freq > 0) {
       return absl::FailedPreconditionError(
-          "rlhf.warmup.steps is set, but there is no run directory to keep the initial policy in");
+          "rlhf.warmup.steps or rlhf.trainer.save_freq is set, but there is no run directory to "
+          "keep checkpoints in");
     }
     return absl::OkStatus();
   }
@@ -368,6 +402,60 @@ absl::Status prepare_outputs(controller_state& st) {
     }
   }
   return absl::OkStatus();
+}
+
+// The checkpoint directory a resume reads: RUN_DIR/checkpoints, or the directory itself.
+std::string resume_root(const std::string& resume) {
+  const fs::path nested = fs::path(resume) / "checkpoints";
+  return fs::is_directory(nested) ? nested.string() : resume;
+}
+
+// Restores every policy rank from the newest good checkpoint, the reference from the initial
+// policy it names, and continues the controller where it stopped.
+void resume(self_ptr self) {
+  auto& st = self->state;
+  std::vector<std::string> warnings;
+  const checkpoint::checkpoint_store store(resume_root(st.options.resume));
+  absl::StatusOr<checkpoint::checkpoint> saved = store.read_latest(&warnings);
+  for (const auto& w : warnings)
+    st.events->emit(run::severity::warning, "checkpoint_skipped", w, {{"warning", w}});
+  const auto refuse = [&](const absl::Status& s) {
+    complete(self, actor::job_result{
+                       false, {}, absl::StrCat("--resume ", st.options.resume, ": ", s.message())});
+  };
+  if (!saved.ok()) return refuse(saved.status());
+  if (saved->meta.value("app", "") != "rlhf" ||
+      saved->meta.value("model", nlohmann::json()) != model_json(st.model)) {
+    return refuse(absl::FailedPreconditionError(
+        absl::StrCat(saved->dir, " holds app ", saved->meta.value("app", nlohmann::json()).dump(),
+                     " model ", saved->meta.value("model", nlohmann::json()).dump(),
+                     ", not this config's app rlhf model ", model_json(st.model).dump())));
+  }
+  absl::StatusOr<rlhf_driver::resume_point> at = rlhf_driver::resume_point_of(saved->meta);
+  if (!at.ok())
+    return refuse(absl::Status(
+        at.status().code(), absl::StrCat(saved->dir, "/manifest.json: ", at.status().message())));
+  st.init_dir = saved->meta.value("init", "");
+  st.events->emit(run::severity::info, "resume",
+                  absl::StrCat("resuming from ", saved->dir, " after RL step ", at->step),
+                  {{"dir", saved->dir}, {"step", at->step}});
+  auto restored = std::make_shared<size_t>(0);
+  const auto continue_run = [self, point = *at] {
+    execute(self, self->state.logic->resume(point));
+  };
+  for (size_t r = 0; r < st.policy.size(); ++r) {
+    self->request(st.policy[r], caf::infinite, actor::restore_atom_v, saved->dir)
+        .then(
+            [self, restored, continue_run](int64_t) {
+              auto& st = self->state;
+              if (++*restored < st.policy.size()) return;
+              if (st.init_dir.empty()) return continue_run();  // the reference: the initial weights
+              self->request(st.reference, caf::infinite, actor::load_atom_v, st.init_dir)
+                  .then([continue_run](int64_t) { continue_run(); },
+                        [self](caf::error& e) { on_error(self, "reference/0", e); });
+            },
+            [self, r](caf::error& e) { on_error(self, name_of("policy", r), e); });
+  }
 }
 
 void start(self_ptr self) {
@@ -390,7 +478,11 @@ void start(self_ptr self) {
           o.warmup.steps > 0 ? absl::StrCat(", after a ", o.warmup.steps, "-step format warm-up")
                              : ""),
       {{"steps", s.steps}, {"updates_per_step", s.updates_per_step()}});
-  execute(self, st.logic->start());
+  if (o.resume.empty()) {
+    execute(self, st.logic->start());
+  } else {
+    resume(self);
+  }
 }
 
 }  // namespace

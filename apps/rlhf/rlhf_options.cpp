@@ -109,6 +109,15 @@ config::object_schema<trainer_spec> trainer_schema() {
   s.add("samples_per_step", &trainer_spec::samples_per_step)
       .range(0, 1 << 20)
       .help("responses per step written to samples.jsonl");
+  s.add("save_freq", &trainer_spec::save_freq)
+      .range(0, 100000000)
+      .help("a checkpoint every this many steps and after the last; 0 = none");
+  s.add("max_actor_ckpt_to_keep", &trainer_spec::max_actor_ckpt_to_keep)
+      .range(1, 100000)
+      .help("committed checkpoints kept");
+  s.add("stop_after", &trainer_spec::stop_after)
+      .range(0, 100000000)
+      .help("end this launch after this step (checkpointed when save_freq is set); 0 = the end");
   return s;
 }
 
@@ -157,6 +166,8 @@ config::object_schema<rlhf_options> rlhf_schema() {
   s.add("task", &rlhf_options::task, task_schema()).help("the task and its rule reward");
   s.add("sync", &rlhf_options::sync, sync_schema()).help("the weight sync to the rollout");
   s.add("seed", &rlhf_options::seed).range(0, 1 << 30).help("the policy's initial weights");
+  s.add("resume", &rlhf_options::resume)
+      .help("a run directory to continue from (troupe launch --resume sets it)");
   return s;
 }
 
@@ -183,6 +194,8 @@ rlhf_schedule schedule_of(const rlhf_options& o, int ctx) {
   s.test_freq = o.trainer.test_freq;
   s.val_prompts = o.trainer.val_prompts;
   s.samples_per_step = o.trainer.samples_per_step;
+  s.save_freq = o.trainer.save_freq;
+  s.stop_after = o.trainer.stop_after;
   s.seed = static_cast<uint64_t>(o.data.seed);
   s.temperature = static_cast<float>(o.rollout.temperature);
   s.top_k = o.rollout.top_k;

@@ -76,6 +76,9 @@ struct trainer_spec {
   int test_freq = 0;  ///< greedy validation every this many steps and after the last; 0: none
   int val_prompts = 64;
   int samples_per_step = 4;  ///< rows of samples.jsonl per step
+  int save_freq = 0;         ///< a checkpoint every this many steps and after the last; 0: none
+  int max_actor_ckpt_to_keep = 3;
+  int stop_after = 0;  ///< end this launch after this step; continue with --resume
 };
 
 /// `rlhf.warmup`: the format warm-up of the policy before RL (the task's format-only text, the
@@ -110,6 +113,8 @@ struct rlhf_options {
   task_spec task;
   sync_spec sync;
   int seed = 1;  ///< the policy's initial weights
+  /// A run directory (or checkpoint directory) to continue from; `troupe launch --resume` sets it.
+  std::string resume;
 };
 
 [[nodiscard]] config::object_schema<rlhf_options> rlhf_schema();

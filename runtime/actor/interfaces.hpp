@@ -58,19 +58,20 @@ using checkpoint_writer_actor =
     caf::typed_actor<caf::replies_to<checkpoint_snapshot>::with<checkpoint_shard>>;
 
 /// An inference worker (the serving app's engine): `(generate, request)` queues a generation and
-/// answers at once (or with the error for a request it refuses); `(cancel, id)` ends one;
+/// answers at once (or with the error for a request it refuses); `(generate, requests)` queues
+/// several to join the same iteration, all or none; `(cancel, id)` ends one;
 /// `(poll)` answers with the stream events produced since the last poll and the engine's state
 /// (a worker_report), held until there is an event or a short wait passes, so that a router
 /// long-polls each worker. `(step)` and `(tick)` are its
 /// own prompts: run one batching iteration, end a poll's wait. As the RL rollout, `(sync,
 /// version)` receives new weights over the weight-sync group and swaps them in once no request
 /// runs (requests that arrive meanwhile wait), answering with the version and checksum it holds.
-using inference_worker_actor =
-    caf::typed_actor<caf::replies_to<generate_atom, generation_request>::with<caf::ok_atom>,
-                     caf::reacts_to<cancel_atom, uint64_t>,
-                     caf::replies_to<poll_atom>::with<worker_report>, caf::reacts_to<step_atom>,
-                     caf::reacts_to<tick_atom>,
-                     caf::replies_to<sync_atom, uint64_t>::with<weights_ack>>;
+using inference_worker_actor = caf::typed_actor<
+    caf::replies_to<generate_atom, generation_request>::with<caf::ok_atom>,
+    caf::replies_to<generate_atom, std::vector<generation_request>>::with<caf::ok_atom>,
+    caf::reacts_to<cancel_atom, uint64_t>, caf::replies_to<poll_atom>::with<worker_report>,
+    caf::reacts_to<step_atom>, caf::reacts_to<tick_atom>,
+    caf::replies_to<sync_atom, uint64_t>::with<weights_ack>>;
 
 /// The RL reward role: `(score, request)` returns one score per response, in order.
 using reward_actor =
