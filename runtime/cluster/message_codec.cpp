@@ -10,6 +10,7 @@
 #include "runtime/actor/messages.hpp"
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/cluster/msgpack_view.hpp"
+#include "runtime/cluster/rl_wire.hpp"
 #include "runtime/cluster/wire_structs.hpp"
 
 namespace troupe::cluster {
@@ -159,6 +160,20 @@ const std::vector<element_codec>& codecs() {
                                                       wire::unpack_generation));
     t.push_back(structured<actor::worker_report>("worker_report", wire::pack_worker_report,
                                                  wire::unpack_worker_report));
+    // app: rlhf.
+    t.push_back(structured<std::vector<float>>("f32s", wire::pack_floats, wire::unpack_floats_bin));
+    t.push_back(
+        structured<std::vector<double>>("f64s", wire::pack_doubles, wire::unpack_doubles_bin));
+    t.push_back(
+        structured<actor::rl_batch>("rl_batch", wire::pack_rl_batch, wire::unpack_rl_batch));
+    t.push_back(structured<actor::rl_step_report>("rl_step_report", wire::pack_rl_step,
+                                                  wire::unpack_rl_step));
+    t.push_back(structured<actor::weights_ack>("weights_ack", wire::pack_weights_ack,
+                                               wire::unpack_weights_ack));
+    t.push_back(structured<actor::reward_request>("reward_request", wire::pack_reward_request,
+                                                  wire::unpack_reward_request));
+    t.push_back(structured<std::vector<actor::generation_request>>(
+        "generation_requests", wire::pack_generations, wire::unpack_generations));
     return t;
   }();
   return table;

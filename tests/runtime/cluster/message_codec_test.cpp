@@ -157,6 +157,55 @@ TEST(MessageCodec, RefusesEventsWhoseLogProbsDoNotMatchTheirTokens) {
       << refused.status();
 }
 
+// The RL roles' messages cross processes bit for bit (floats as raw f32 / f64).
+TEST(MessageCodec, RoundTripsTheRlMessages) {
+  actor::rl_batch b{1,
+                    3,
+                    {5, 6, 7},
+                    {-1, 6, 7},
+                    {0.0f, -1.25f, -0.1f},
+                    {0.0f, -1.5f, 1e-30f},
+                    {0.0f, 0.7f, -0.7f},
+                    {0.0f, 0.5f, 0.5f}};
+  caf::message m = round_trip(caf::make_message(actor::rl_step_atom_v, b));
+  const auto& back = m.get_as<actor::rl_batch>(1);
+  EXPECT_EQ(back.targets, b.targets);
+  EXPECT_EQ(back.old_log_probs, b.old_log_probs);
+  EXPECT_EQ(back.ref_log_probs, b.ref_log_probs);
+  EXPECT_EQ(back.advantages, b.advantages);
+  EXPECT_EQ(back.weights, b.weights);
+
+  actor::rl_step_report r;
+  r.step = 7;
+  r.pg_loss = -0.25;
+  r.ppo_kl = -1e-3;
+  r.entropy = 3.5;
+  m = round_trip(caf::make_message(r));
+  EXPECT_EQ(m.get_as<actor::rl_step_report>(0).pg_loss, -0.25);
+  EXPECT_EQ(m.get_as<actor::rl_step_report>(0).ppo_kl, -1e-3);
+  EXPECT_EQ(m.get_as<actor::rl_step_report>(0).step, 7);
+
+  m = round_trip(caf::make_message(std::vector<float>{1.0f, -0.5f, 3e-8f}));
+  EXPECT_EQ(m.get_as<std::vector<float>>(0), (std::vector<float>{1.0f, -0.5f, 3e-8f}));
+  m = round_trip(caf::make_message(std::vector<double>{0.1, 1.0 / 3}));
+  EXPECT_EQ(m.get_as<std::vector<double>>(0), (std::vector<double>{0.1, 1.0 / 3}));
+  m = round_trip(caf::make_message(actor::weights_ack{4, "ab12"}));
+  EXPECT_EQ(m.get_as<actor::weights_ack>(0).checksum, "ab12");
+  m = round_trip(caf::make_message(actor::reward_request{{"1,2:9,1="}, {"3"}, {1}}));
+  EXPECT_EQ(m.get_as<actor::reward_request>(0).ended, (std::vector<uint8_t>{1}));
+  actor::generation_request g;
+  g.id = 3;
+  g.prompt = {1, 2};
+  m = round_trip(caf::make_message(std::vector<actor::generation_request>{g, g}));
+  EXPECT_EQ(m.get_as<std::vector<actor::generation_request>>(0).size(), 2u);
+
+  // A reward request whose lists do not pair up is refused.
+  auto bytes = encode_message(caf::make_message(actor::reward_request{{"a", "b"}, {"c"}, {1, 0}}));
+  ASSERT_TRUE(bytes.ok());
+  auto handle = msgpack::unpack(bytes->data(), bytes->size());
+  EXPECT_EQ(decode_message(handle.get()).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(MessageCodec, RoundTripsErrors) {
   auto m = round_trip(caf::make_message(actor::to_error(absl::UnavailableError("node w2 died"))));
   EXPECT_EQ(actor::to_status(m.get_as<caf::error>(0)), absl::UnavailableError("node w2 died"));

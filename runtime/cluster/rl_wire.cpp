@@ -1,0 +1,216 @@
+#include "runtime/cluster/rl_wire.hpp"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/status.hpp"
+#include "runtime/cluster/msgpack_view.hpp"
+#include "runtime/cluster/wire_structs.hpp"
+
+namespace troupe::cluster::wire {
+namespace {
+
+static_assert(sizeof(float) == 4 && sizeof(double) == 8, "IEEE-754 floats");
+
+template <class T>
+void pack_bin_of(packer& pk, const std::vector<T>& x) {
+  const auto bytes = static_cast<uint32_t>(x.size() * sizeof(T));
+  pk.pack_bin(bytes);
+  pk.pack_bin_body(reinterpret_cast<const char*>(x.data()), bytes);
+}
+
+template <class T>
+absl::StatusOr<std::vector<T>> unpack_bin_of(const msgpack::object& o, absl::string_view what) {
+  if (o.type != msgpack::type::BIN || o.via.bin.size % sizeof(T) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be bin of ", sizeof(T), "-byte floats"));
+  }
+  std::vector<T> x(o.via.bin.size / sizeof(T));
+  std::memcpy(x.data(), o.via.bin.ptr, o.via.bin.size);
+  return x;
+}
+
+// The int32 ids of field `key` of an rl_batch (targets may be -1).
+absl::StatusOr<std::vector<int32_t>> ints(const map_view& m, const char* key) {
+  const msgpack::object* v = m.find(key);
+  if (v == nullptr || v->type != msgpack::type::ARRAY) {
+    return absl::InvalidArgumentError(absl::StrCat("rl_batch: '", key, "' is not an array"));
+  }
+  std::vector<int32_t> out;
+  out.reserve(v->via.array.size);
+  for (uint32_t i = 0; i < v->via.array.size; ++i) {
+    const msgpack::object& e = v->via.array.ptr[i];
+    if ((e.type != msgpack::type::POSITIVE_INTEGER && e.type != msgpack::type::NEGATIVE_INTEGER) ||
+        e.via.i64 < -1 || e.via.i64 > INT32_MAX) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rl_batch: '", key, "' holds a non-id at ", i));
+    }
+    out.push_back(static_cast<int32_t>(e.via.i64));
+  }
+  return out;
+}
+
+constexpr std::pair<const char*, double actor::rl_step_report::*> rl_step_figures[] = {
+    {"pg_loss", &actor::rl_step_report::pg_loss},
+    {"pg_clipfrac", &actor::rl_step_report::pg_clipfrac},
+    {"pg_clipfrac_lower", &actor::rl_step_report::pg_clipfrac_lower},
+    {"ppo_kl", &actor::rl_step_report::ppo_kl},
+    {"entropy", &actor::rl_step_report::entropy},
+    {"kl_loss", &actor::rl_step_report::kl_loss},
+    {"grad_norm", &actor::rl_step_report::grad_norm},
+    {"lr", &actor::rl_step_report::lr},
+    {"compute_s", &actor::rl_step_report::compute_s},
+    {"comm_s", &actor::rl_step_report::comm_s}};
+
+constexpr std::pair<const char*, std::vector<float> actor::rl_batch::*> rl_batch_floats[] = {
+    {"old_log_probs", &actor::rl_batch::old_log_probs},
+    {"ref_log_probs", &actor::rl_batch::ref_log_probs},
+    {"advantages", &actor::rl_batch::advantages},
+    {"weights", &actor::rl_batch::weights}};
+
+}  // namespace
+
+void pack_floats(packer& pk, const std::vector<float>& x) {
+  pack_bin_of(pk, x);
+}
+absl::StatusOr<std::vector<float>> unpack_floats_bin(const msgpack::object& o) {
+  return unpack_bin_of<float>(o, "f32 array");
+}
+
+void pack_doubles(packer& pk, const std::vector<double>& x) {
+  pack_bin_of(pk, x);
+}
+absl::StatusOr<std::vector<double>> unpack_doubles_bin(const msgpack::object& o) {
+  return unpack_bin_of<double>(o, "f64 array");
+}
+
+void pack_rl_batch(packer& pk, const actor::rl_batch& x) {
+  pk.pack_map(8);
+  pk.pack("batch");
+  pk.pack(x.batch);
+  pk.pack("ctx");
+  pk.pack(x.ctx);
+  pk.pack("tokens");
+  pk.pack(x.tokens);
+  pk.pack("targets");
+  pk.pack(x.targets);
+  for (const auto& [key, member] : rl_batch_floats) {
+    pk.pack(key);
+    pack_bin_of(pk, x.*member);
+  }
+}
+
+absl::StatusOr<actor::rl_batch> unpack_rl_batch(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "rl_batch"));
+  actor::rl_batch x;
+  TROUPE_ASSIGN_OR_RETURN(int64_t batch, m.get_int("batch", -1));
+  TROUPE_ASSIGN_OR_RETURN(int64_t ctx, m.get_int("ctx", -1));
+  if (batch < 0 || ctx < 0 || batch > INT32_MAX || ctx > INT32_MAX) {
+    return absl::InvalidArgumentError("rl_batch: 'batch' and 'ctx' must be sizes");
+  }
+  x.batch = static_cast<int32_t>(batch);
+  x.ctx = static_cast<int32_t>(ctx);
+  TROUPE_ASSIGN_OR_RETURN(x.tokens, ints(m, "tokens"));
+  TROUPE_ASSIGN_OR_RETURN(x.targets, ints(m, "targets"));
+  for (const auto& [key, member] : rl_batch_floats) {
+    const msgpack::object* v = m.find(key);
+    if (v == nullptr) return absl::InvalidArgumentError(absl::StrCat("rl_batch: no '", key, "'"));
+    TROUPE_ASSIGN_OR_RETURN(x.*member,
+                            unpack_bin_of<float>(*v, absl::StrCat("rl_batch: '", key, "'")));
+  }
+  // The sizes against batch x ctx are the trainer's to check (actors::validate names the field).
+  return x;
+}
+
+void pack_rl_step(packer& pk, const actor::rl_step_report& x) {
+  pk.pack_map(static_cast<uint32_t>(std::size(rl_step_figures) + 1));
+  pk.pack("step");
+  pk.pack(x.step);
+  for (const auto& [key, member] : rl_step_figures) {
+    pk.pack(key);
+    pk.pack(x.*member);
+  }
+}
+
+absl::StatusOr<actor::rl_step_report> unpack_rl_step(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "rl_step_report"));
+  actor::rl_step_report x;
+  TROUPE_ASSIGN_OR_RETURN(x.step, m.get_int("step", 0));
+  for (const auto& [key, member] : rl_step_figures) {
+    const msgpack::object* v = m.find(key);
+    // A figure of either sign (pg_loss, ppo_kl may be negative); absent figures are zero.
+    if (v == nullptr) continue;
+    if (v->type == msgpack::type::FLOAT32 || v->type == msgpack::type::FLOAT64) {
+      x.*member = v->via.f64;
+    } else if (v->type == msgpack::type::POSITIVE_INTEGER) {
+      x.*member = static_cast<double>(v->via.u64);
+    } else if (v->type == msgpack::type::NEGATIVE_INTEGER) {
+      x.*member = static_cast<double>(v->via.i64);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rl_step_report: '", key, "' is not a number"));
+    }
+  }
+  return x;
+}
+
+void pack_weights_ack(packer& pk, const actor::weights_ack& x) {
+  pk.pack_map(2);
+  pk.pack("version");
+  pk.pack(x.version);
+  pk.pack("checksum");
+  pk.pack(x.checksum);
+}
+
+absl::StatusOr<actor::weights_ack> unpack_weights_ack(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "weights_ack"));
+  actor::weights_ack x;
+  TROUPE_ASSIGN_OR_RETURN(x.version, m.get_uint("version"));
+  TROUPE_ASSIGN_OR_RETURN(x.checksum, m.get_string("checksum"));
+  return x;
+}
+
+void pack_reward_request(packer& pk, const actor::reward_request& x) {
+  pk.pack_map(3);
+  pk.pack("prompts");
+  pk.pack(x.prompts);
+  pk.pack("responses");
+  pk.pack(x.responses);
+  pk.pack("ended");
+  pk.pack(std::string(x.ended.begin(), x.ended.end()));
+}
+
+absl::StatusOr<actor::reward_request> unpack_reward_request(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "reward_request"));
+  actor::reward_request x;
+  TROUPE_ASSIGN_OR_RETURN(x.prompts, m.get_strings("prompts"));
+  TROUPE_ASSIGN_OR_RETURN(x.responses, m.get_strings("responses"));
+  TROUPE_ASSIGN_OR_RETURN(std::string ended, m.get_string("ended"));
+  x.ended.assign(ended.begin(), ended.end());
+  if (x.responses.size() != x.prompts.size() || x.ended.size() != x.prompts.size()) {
+    return absl::InvalidArgumentError(
+        "reward_request: 'prompts', 'responses' and 'ended' must pair up");
+  }
+  return x;
+}
+
+void pack_generations(packer& pk, const std::vector<actor::generation_request>& x) {
+  pk.pack_array(static_cast<uint32_t>(x.size()));
+  for (const auto& r : x)
+    pack_generation(pk, r);
+}
+
+absl::StatusOr<std::vector<actor::generation_request>> unpack_generations(
+    const msgpack::object& o) {
+  if (o.type != msgpack::type::ARRAY) {
+    return absl::InvalidArgumentError("generation requests: expected a list");
+  }
+  std::vector<actor::generation_request> out;
+  for (uint32_t i = 0; i < o.via.array.size; ++i) {
+    TROUPE_ASSIGN_OR_RETURN(auto r, unpack_generation(o.via.array.ptr[i]));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace troupe::cluster::wire

@@ -1,0 +1,38 @@
+#pragma once
+
+// The wire form of the RL roles' messages (app: rlhf across processes), as elements of
+// message_codec's wire form; docs/protocol.md lists their fields. Float arrays travel as msgpack
+// bin of little-endian IEEE-754 f32 (f64 for doubles), so that log-probs and weights cross
+// bit for bit. An unpack_* function checks everything a peer could have sent and names the field
+// it refuses (INVALID_ARGUMENT).
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/actor/message_types.hpp"
+#include "runtime/cluster/envelope.hpp"
+
+namespace troupe::cluster::wire {
+
+void pack_floats(packer& pk, const std::vector<float>& x);
+absl::StatusOr<std::vector<float>> unpack_floats_bin(const msgpack::object& o);
+
+void pack_doubles(packer& pk, const std::vector<double>& x);
+absl::StatusOr<std::vector<double>> unpack_doubles_bin(const msgpack::object& o);
+
+void pack_rl_batch(packer& pk, const actor::rl_batch& x);
+absl::StatusOr<actor::rl_batch> unpack_rl_batch(const msgpack::object& o);
+
+void pack_rl_step(packer& pk, const actor::rl_step_report& x);
+absl::StatusOr<actor::rl_step_report> unpack_rl_step(const msgpack::object& o);
+
+void pack_weights_ack(packer& pk, const actor::weights_ack& x);
+absl::StatusOr<actor::weights_ack> unpack_weights_ack(const msgpack::object& o);
+
+void pack_reward_request(packer& pk, const actor::reward_request& x);
+absl::StatusOr<actor::reward_request> unpack_reward_request(const msgpack::object& o);
+
+void pack_generations(packer& pk, const std::vector<actor::generation_request>& x);
+absl::StatusOr<std::vector<actor::generation_request>> unpack_generations(const msgpack::object& o);
+
+}  // namespace troupe::cluster::wire
