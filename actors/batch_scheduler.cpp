@@ -128,12 +128,23 @@ void batch_scheduler::computed(const std::vector<batch_chunk>& batch) {
   }
 }
 
-std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t token, float logprob) {
+void batch_scheduler::attach_top(const sequence& s, int from, int to, generation_event& e) {
+  const size_t k = static_cast<size_t>(std::max(0, s.request.top_logprobs));
+  if (k == 0) return;
+  e.top_tokens.assign(s.top_tokens.begin() + from * k, s.top_tokens.begin() + to * k);
+  e.top_values.assign(s.top_values.begin() + from * k, s.top_values.begin() + to * k);
+}
+
+std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t token, float logprob,
+                                                        std::span<const int32_t> top_tokens,
+                                                        std::span<const float> top_values) {
   auto it = sequences_.find(id);
   if (it == sequences_.end()) return {};
   sequence& s = it->second;
   s.tokens.push_back(token);
   s.logprobs.push_back(logprob);
+  s.top_tokens.insert(s.top_tokens.end(), top_tokens.begin(), top_tokens.end());
+  s.top_values.insert(s.top_values.end(), top_values.begin(), top_values.end());
   const int prompt = static_cast<int>(s.request.prompt.size());
   const int produced = static_cast<int>(s.tokens.size()) - prompt;
   // Byte-level text of the output, to find stop strings in.
@@ -164,6 +175,7 @@ std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t tok
                                           s.tokens.begin() + prompt + releasable),
                      s.released};
   e.logprobs.assign(s.logprobs.begin() + s.released, s.logprobs.begin() + releasable);
+  attach_top(s, s.released, releasable, e);
   s.released = releasable;
   return {std::move(e)};
 }
@@ -175,6 +187,7 @@ std::vector<generation_event> batch_scheduler::finish(uint64_t id, finish_reason
   if (keep > s.released) {
     e.tokens.assign(s.tokens.begin() + prompt + s.released, s.tokens.begin() + prompt + keep);
     e.logprobs.assign(s.logprobs.begin() + s.released, s.logprobs.begin() + keep);
+    attach_top(s, s.released, keep, e);
   }
   const bool in_static_batch =
       !options_.continuous && std::count(running_.begin(), running_.end(), id) > 0;

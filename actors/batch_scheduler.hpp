@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,8 +67,11 @@ class batch_scheduler {
   [[nodiscard]] std::vector<batch_chunk> schedule();
   /// The batch ran: its chunks' positions are in the cache.
   void computed(const std::vector<batch_chunk>& batch);
-  /// The token sampled after a `samples` chunk of sequence `id`, and its log-prob.
-  std::vector<generation_event> on_token(uint64_t id, int32_t token, float logprob = 0.0f);
+  /// The token sampled after a `samples` chunk of sequence `id`, its log-prob, and the request's
+  /// top_logprobs most likely tokens with theirs (empty when it asks for none).
+  std::vector<generation_event> on_token(uint64_t id, int32_t token, float logprob = 0.0f,
+                                         std::span<const int32_t> top_tokens = {},
+                                         std::span<const float> top_values = {});
 
   /// A sequence's tokens (prompt then output) and block table, for building the batch.
   [[nodiscard]] const std::vector<int32_t>& tokens(uint64_t id) const;
@@ -84,9 +88,11 @@ class batch_scheduler {
  private:
   struct sequence {
     generation_request request;
-    std::vector<int32_t> tokens;  // prompt, then output
-    std::vector<float> logprobs;  // of each output token
-    int computed = 0;             // positions whose keys and values are in the cache
+    std::vector<int32_t> tokens;      // prompt, then output
+    std::vector<float> logprobs;      // of each output token
+    std::vector<int32_t> top_tokens;  // top_logprobs per output token
+    std::vector<float> top_values;
+    int computed = 0;  // positions whose keys and values are in the cache
     std::vector<int32_t> blocks;
     int released = 0;    // output tokens already handed out
     bool ended = false;  // static batching: its row runs on padding until the batch ends
@@ -98,6 +104,8 @@ class batch_scheduler {
   // drops its chunk from `batch`. Returns its id.
   uint64_t preempt_newest(std::vector<batch_chunk>& batch);
   std::vector<generation_event> finish(uint64_t id, finish_reason reason, int keep);
+  // Output tokens [from, to)'s top log-probs into `e`.
+  static void attach_top(const sequence& s, int from, int to, generation_event& e);
   // Static batching: once every sequence of the running batch has ended, frees them all.
   void end_static_batch();
 

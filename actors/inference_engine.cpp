@@ -29,6 +29,10 @@ absl::Status inference_engine::add(generation_request request) {
                                                      ", outside the vocabulary [0, ", vocab, ")"));
     }
   }
+  if (request.top_logprobs < 0 || request.top_logprobs > vocab) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("top_logprobs is ", request.top_logprobs, "; it must be in [0, ", vocab, "]"));
+  }
   return scheduler_.add(std::move(request));
 }
 
@@ -75,9 +79,15 @@ absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
     const int token = kernels::cpu::sample_token(logits_.data() + i * vocab, vocab,
                                                  {r.temperature, r.top_k, r.top_p}, r.seed,
                                                  scheduler_.output_size(c.id));
-    const float logprob =
-        kernels::cpu::token_log_prob(logits_.data() + i * vocab, vocab, r.temperature, token);
-    for (auto& e : scheduler_.on_token(c.id, token, logprob)) {
+    const float* logits = logits_.data() + i * vocab;
+    const float logprob = kernels::cpu::token_log_prob(logits, vocab, r.temperature, token);
+    top_tokens_.resize(r.top_logprobs);
+    top_values_.resize(r.top_logprobs);
+    if (r.top_logprobs > 0) {
+      kernels::cpu::top_log_probs(logits, vocab, r.temperature, r.top_logprobs, top_tokens_.data(),
+                                  top_values_.data());
+    }
+    for (auto& e : scheduler_.on_token(c.id, token, logprob, top_tokens_, top_values_)) {
       e.weights_version = weights_version_;
       events.push_back(std::move(e));
     }

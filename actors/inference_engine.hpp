@@ -56,6 +56,8 @@ class inference_engine {
   kv_block_pool blocks_;
   batch_scheduler scheduler_;
   std::vector<float> logits_;
+  std::vector<int32_t> top_tokens_;  // one sampled token's top log-probs
+  std::vector<float> top_values_;
   uint64_t weights_version_ = 0;
   int last_batch_tokens_ = 0;
   int last_batch_sequences_ = 0;

@@ -111,10 +111,16 @@ std::vector<request_router::command> request_router::on_event(const std::string&
   // A replayed request starts again at index 0: skip what the client already has.
   const int skip = std::max(0, t.delivered - event.first_index);
   generation_event out{event.id, {}, t.delivered, event.finished, event.reason};
+  out.weights_version = event.weights_version;
   if (skip < static_cast<int>(event.tokens.size())) {
     out.tokens.assign(event.tokens.begin() + skip, event.tokens.end());
     if (event.logprobs.size() == event.tokens.size()) {
       out.logprobs.assign(event.logprobs.begin() + skip, event.logprobs.end());
+    }
+    const size_t k = event.top_tokens.size() / event.tokens.size();
+    if (k > 0 && event.top_values.size() == event.top_tokens.size()) {
+      out.top_tokens.assign(event.top_tokens.begin() + skip * k, event.top_tokens.end());
+      out.top_values.assign(event.top_values.begin() + skip * k, event.top_values.end());
     }
   }
   t.delivered += static_cast<int>(out.tokens.size());

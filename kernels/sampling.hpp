@@ -37,6 +37,10 @@ int sample_token(const float* logits, int vocab, const sampling_params& p, uint6
 /// log softmax(logits / temperature)[token] over the whole vocabulary (temperature 1 when it is
 /// 0, greedy), computed as the training forward's cross-entropy does.
 float token_log_prob(const float* logits, int vocab, float temperature, int token);
+/// The `k` most likely tokens of the same distribution and their log-probs, most likely first
+/// (ties by token id), into tokens[k] and values[k].
+void top_log_probs(const float* logits, int vocab, float temperature, int k, int32_t* tokens,
+                   float* values);
 }  // namespace cpu
 
 }  // namespace troupe::kernels

@@ -164,90 +164,121 @@ void http_front_end::install_routes() {
         return count(res.status);
       }
       completion_call call = std::get<completion_call>(std::move(parsed));
-      const uint64_t id = next_id_++;
-      call.request.id = id;
-      if (call.request.seed == 0) call.request.seed = id * 0x9E3779B97F4A7C15ull;
+      // Choice k is request id + k, seeded seed + k: n independent samples of the prompt.
+      const uint64_t id = next_id_.fetch_add(static_cast<uint64_t>(call.n));
       const int prompt_tokens = static_cast<int>(call.request.prompt.size());
-      auto s = std::make_shared<stream>();
+      const uint64_t seed = call.request.seed == 0 ? id * 0x9E3779B97F4A7C15ull : call.request.seed;
+      auto streams = std::make_shared<std::vector<std::shared_ptr<stream>>>();
       {
         std::lock_guard lock(mu_);
-        streams_[id] = s;
+        for (int k = 0; k < call.n; ++k) {
+          streams->push_back(std::make_shared<stream>());
+          streams_[id + k] = streams->back();
+        }
       }
-      const auto forget = [this, id] {
+      const auto forget = [this, id, n = call.n] {
         std::lock_guard lock(mu_);
-        streams_.erase(id);
+        for (int k = 0; k < n; ++k)
+          streams_.erase(id + k);
       };
-      hooks_.submit(std::move(call.request));
-      if (!s->wait_answer(std::chrono::seconds(30))) {
-        forget();
-        reply_error(res, {503, "server_error", "", "the router did not answer within 30 s"});
-        return count(res.status);
+      for (int k = 0; k < call.n; ++k) {
+        actor::generation_request r = call.request;
+        r.id = id + k;
+        r.seed = seed + static_cast<uint64_t>(k);
+        hooks_.submit(std::move(r));
       }
-      if (!*s->accepted) {
-        forget();
-        reply_error(res, s->refusal);
-        return count(res.status);
+      for (const auto& s : *streams) {
+        if (!s->wait_answer(std::chrono::seconds(30))) {
+          forget();
+          for (int k = 0; k < call.n; ++k)
+            hooks_.cancel(id + k);
+          reply_error(res, {503, "server_error", "", "the router did not answer within 30 s"});
+          return count(res.status);
+        }
+        if (!*s->accepted) {
+          forget();
+          for (int k = 0; k < call.n; ++k)
+            hooks_.cancel(id + k);
+          reply_error(res, s->refusal);
+          return count(res.status);
+        }
       }
-      const std::string name = absl::StrCat(chat ? "chatcmpl-" : "cmpl-", id);
+      const std::string name = absl::StrCat(call.chat ? "chatcmpl-" : "cmpl-", id);
       const int64_t created = unix_seconds();
       count(200);
       if (!call.stream) {
-        std::string text;
-        actor::finish_reason reason = actor::finish_reason::length;
-        int produced = 0;
-        for (;;) {
-          auto e = s->next(std::chrono::milliseconds(500));
-          if (!e && closing_) {
-            forget();
-            reply_error(res, {503, "server_error", "", "the server is shutting down"});
-            return;
-          }
-          if (!e) continue;  // generation goes on; the client waits for the whole answer
-          text += text_of(e->tokens);
-          produced += static_cast<int>(e->tokens.size());
-          if (e->finished) {
-            reason = e->reason;
-            break;
+        std::vector<choice_output> choices(call.n);
+        for (int k = 0; k < call.n; ++k) {
+          for (;;) {
+            auto e = (*streams)[k]->next(std::chrono::milliseconds(500));
+            if (!e && closing_) {
+              forget();
+              reply_error(res, {503, "server_error", "", "the server is shutting down"});
+              return;
+            }
+            if (!e) continue;  // generation goes on; the client waits for the whole answer
+            choices[k].add(*e);
+            if (e->finished) break;
           }
         }
         forget();
-        res.set_content(completion_body(name, settings_.limits, created, chat, text, reason,
-                                        prompt_tokens, produced),
-                        "application/json");
+        res.set_content(
+            completion_body(name, settings_.limits, created, call, choices, prompt_tokens),
+            "application/json");
         return;
       }
-      auto pending = std::make_shared<std::string>();  // bytes of a split UTF-8 character
-      auto finished = std::make_shared<bool>(false);
+      // Per choice: bytes of a split UTF-8 character held back, and whether it has ended.
+      struct choice_stream {
+        std::string pending;
+        bool finished = false;
+      };
+      auto state = std::make_shared<std::vector<choice_stream>>(call.n);
+      auto next_choice = std::make_shared<int>(0);
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [this, s, name, created, chat, pending, finished](size_t, httplib::DataSink& sink) {
-            auto e = s->next(std::chrono::milliseconds(100));
+          [this, streams, state, next_choice, name, created, call](size_t,
+                                                                   httplib::DataSink& sink) {
+            // The choices' events, round robin, each stream waited on briefly.
+            const int n = static_cast<int>(streams->size());
+            int k = *next_choice;
+            for (int tried = 0; tried < n && (*state)[k].finished; ++tried)
+              k = (k + 1) % n;
+            *next_choice = (k + 1) % n;
+            choice_stream& c = (*state)[k];
+            auto e = (*streams)[k]->next(std::chrono::milliseconds(100 / n + 1));
             // A client that went away, or a server shutting down, ends the stream.
             if (!e) return sink.is_writable() && !closing_;
-            *pending += text_of(e->tokens);
-            const size_t whole = e->finished ? pending->size() : complete_utf8(*pending);
-            const std::string text = pending->substr(0, whole);
-            pending->erase(0, whole);
+            c.pending += text_of(e->tokens);
+            const size_t whole = e->finished ? c.pending.size() : complete_utf8(c.pending);
+            const std::string text = c.pending.substr(0, whole);
+            c.pending.erase(0, whole);
+            choice_output piece;
+            piece.add(*e);
             if (!text.empty() || e->finished) {
-              const std::string chunk = stream_chunk(name, settings_.limits, created, chat, text,
-                                                     e->finished ? &e->reason : nullptr);
+              const std::string chunk = stream_chunk(name, settings_.limits, created, call, k, text,
+                                                     piece, e->finished ? &e->reason : nullptr);
               if (!sink.write(chunk.data(), chunk.size())) return false;
             }
             if (e->finished) {
-              *finished = true;
-              const std::string done = stream_done();
-              sink.write(done.data(), done.size());
-              sink.done();
+              c.finished = true;
+              if (std::all_of(state->begin(), state->end(),
+                              [](const choice_stream& x) { return x.finished; })) {
+                const std::string done = stream_done();
+                sink.write(done.data(), done.size());
+                sink.done();
+              }
             }
             return true;
           },
-          [this, id, finished](bool) {
-            {
-              std::lock_guard lock(mu_);
-              streams_.erase(id);
+          [this, id, state](bool) {
+            for (size_t k = 0; k < state->size(); ++k) {
+              {
+                std::lock_guard lock(mu_);
+                streams_.erase(id + k);
+              }
+              if (!(*state)[k].finished) hooks_.cancel(id + k);
             }
-            if (!*finished) hooks_.cancel(id);
           });
     };
   };

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe::apps {
@@ -13,6 +14,8 @@ using json = nlohmann::json;
 std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);  // stray bytes become U+FFFD
 }
+
+constexpr int64_t max_choices = 16;  // `n`
 
 api_error invalid(std::string message, std::string code = "") {
   return {400, "invalid_request_error", std::move(code), std::move(message)};
@@ -61,9 +64,10 @@ std::variant<completion_call, api_error> parse_completion(absl::string_view body
   if (!j.is_object()) return invalid("the body must be a JSON object");
   static const std::set<std::string> common = {"model", "max_tokens", "temperature", "top_p",
                                                "top_k", "seed",       "stop",        "stream",
-                                               "n",     "user"};
+                                               "n",     "user",       "logprobs"};
   for (const auto& [key, value] : j.items()) {
-    if (common.count(key) == 0 && key != (chat ? "messages" : "prompt")) {
+    if (common.count(key) == 0 && key != (chat ? "messages" : "prompt") &&
+        !(chat && key == "top_logprobs")) {
       return invalid(absl::StrCat("unknown field '", key, "'"));
     }
   }
@@ -125,7 +129,7 @@ std::variant<completion_call, api_error> parse_completion(absl::string_view body
   auto top_k = integer("top_k", 0, 1 << 20, 0);
   auto max_tokens = integer("max_tokens", 1, 1 << 20, limits.default_max_tokens);
   auto seed = integer("seed", INT64_MIN, INT64_MAX, 0);
-  auto n = integer("n", 1, 1, 1);
+  auto n = integer("n", 1, max_choices, 1);
   for (auto* v : {&temperature, &top_p}) {
     if (auto* e = std::get_if<api_error>(v)) return *e;
   }
@@ -137,6 +141,26 @@ std::variant<completion_call, api_error> parse_completion(absl::string_view body
   r.top_k = static_cast<int32_t>(std::get<int64_t>(top_k));
   r.max_tokens = static_cast<int32_t>(std::get<int64_t>(max_tokens));
   r.seed = static_cast<uint64_t>(std::get<int64_t>(seed));
+  call.n = static_cast<int>(std::get<int64_t>(n));
+  // completions: logprobs is the number of alternatives (0..5); chat: a bool, with top_logprobs.
+  if (j.contains("logprobs") && !j["logprobs"].is_null()) {
+    if (chat) {
+      if (!j["logprobs"].is_boolean()) return invalid("'logprobs' must be true or false");
+      call.logprobs = j["logprobs"];
+      auto top = integer("top_logprobs", 0, 20, 0);
+      if (auto* e = std::get_if<api_error>(&top)) return *e;
+      r.top_logprobs = static_cast<int32_t>(std::get<int64_t>(top));
+    } else {
+      auto top = integer("logprobs", 0, 5, 0);
+      if (auto* e = std::get_if<api_error>(&top)) return *e;
+      call.logprobs = true;
+      r.top_logprobs = static_cast<int32_t>(std::get<int64_t>(top));
+    }
+  }
+  if (chat && r.top_logprobs == 0 && j.contains("top_logprobs") && !j["top_logprobs"].is_null() &&
+      !call.logprobs) {
+    return invalid("'top_logprobs' needs 'logprobs': true");
+  }
   if (j.contains("stop") && !j["stop"].is_null()) {
     const json& stop = j["stop"];
     if (stop.is_string()) {
@@ -175,21 +199,82 @@ size_t complete_utf8(absl::string_view bytes) {
   return n;
 }
 
-std::string completion_body(const std::string& id, const api_limits& limits, int64_t created,
-                            bool chat, const std::string& text, actor::finish_reason reason,
-                            int prompt_tokens, int completion_tokens) {
-  json choice = {{"index", 0}, {"finish_reason", finish_name(reason)}};
+void choice_output::add(const actor::generation_event& e) {
+  tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
+  logprobs.insert(logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+  top_tokens.insert(top_tokens.end(), e.top_tokens.begin(), e.top_tokens.end());
+  top_values.insert(top_values.end(), e.top_values.begin(), e.top_values.end());
+  if (e.finished) reason = e.reason;
+}
+
+namespace {
+
+// OpenAI's logprobs object of `c`'s tokens, whose text starts at byte `offset` of the choice.
+json logprobs_json(const choice_output& c, bool chat, size_t offset) {
+  const size_t n = std::min(c.tokens.size(), c.logprobs.size());
+  const size_t k = n == 0 ? 0 : c.top_tokens.size() / c.tokens.size();
+  // A byte that is not a whole UTF-8 character is shown as OpenAI shows partial tokens.
+  const auto token_text = [](int32_t t) {
+    return t < 0x80 ? std::string(1, static_cast<char>(t)) : absl::StrFormat("bytes:\\x%02x", t);
+  };
   if (chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  } else {
-    choice["text"] = text;
-    choice["logprobs"] = nullptr;
+    json content = json::array();
+    for (size_t i = 0; i < n; ++i) {
+      json top = json::array();
+      for (size_t a = 0; a < k; ++a) {
+        const int32_t t = c.top_tokens[i * k + a];
+        top.push_back(
+            {{"token", token_text(t)}, {"logprob", c.top_values[i * k + a]}, {"bytes", {t}}});
+      }
+      content.push_back({{"token", token_text(c.tokens[i])},
+                         {"logprob", c.logprobs[i]},
+                         {"bytes", {c.tokens[i]}},
+                         {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}};
+  }
+  json tokens = json::array(), values = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (size_t i = 0; i < n; ++i) {
+    tokens.push_back(token_text(c.tokens[i]));
+    values.push_back(c.logprobs[i]);
+    offsets.push_back(offset + i);
+    json top = json::object();
+    for (size_t a = 0; a < k; ++a)
+      top[token_text(c.top_tokens[i * k + a])] = c.top_values[i * k + a];
+    tops.push_back(std::move(top));
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(values)},
+          {"top_logprobs", k > 0 ? std::move(tops) : json(nullptr)},
+          {"text_offset", std::move(offsets)}};
+}
+
+}  // namespace
+
+std::string completion_body(const std::string& id, const api_limits& limits, int64_t created,
+                            const completion_call& call, const std::vector<choice_output>& choices,
+                            int prompt_tokens) {
+  json out = json::array();
+  int completion_tokens = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const choice_output& c = choices[i];
+    completion_tokens += static_cast<int>(c.tokens.size());
+    const std::string text = text_of(c.tokens);
+    json choice = {{"index", i}, {"finish_reason", finish_name(c.reason)}};
+    if (call.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", text}};
+    } else {
+      choice["text"] = text;
+    }
+    choice["logprobs"] = call.logprobs ? logprobs_json(c, call.chat, 0) : json(nullptr);
+    out.push_back(std::move(choice));
   }
   return dump({{"id", id},
-               {"object", chat ? "chat.completion" : "text_completion"},
+               {"object", call.chat ? "chat.completion" : "text_completion"},
                {"created", created},
                {"model", limits.model},
-               {"choices", json::array({choice})},
+               {"choices", std::move(out)},
                {"usage",
                 {{"prompt_tokens", prompt_tokens},
                  {"completion_tokens", completion_tokens},
@@ -197,18 +282,19 @@ std::string completion_body(const std::string& id, const api_limits& limits, int
 }
 
 std::string stream_chunk(const std::string& id, const api_limits& limits, int64_t created,
-                         bool chat, const std::string& text, const actor::finish_reason* reason) {
-  json choice = {{"index", 0},
+                         const completion_call& call, int index, const std::string& text,
+                         const choice_output& piece, const actor::finish_reason* reason) {
+  json choice = {{"index", index},
                  {"finish_reason", reason ? json(finish_name(*reason)) : json(nullptr)}};
-  if (chat) {
+  if (call.chat) {
     choice["delta"] = reason && text.empty() ? json::object() : json{{"content", text}};
   } else {
     choice["text"] = text;
-    choice["logprobs"] = nullptr;
   }
+  choice["logprobs"] = call.logprobs ? logprobs_json(piece, call.chat, 0) : json(nullptr);
   return "data: " +
          dump({{"id", id},
-               {"object", chat ? "chat.completion.chunk" : "text_completion"},
+               {"object", call.chat ? "chat.completion.chunk" : "text_completion"},
                {"created", created},
                {"model", limits.model},
                {"choices", json::array({choice})}}) +

@@ -38,6 +38,20 @@ struct completion_call {
   actor::generation_request request;  ///< id left 0: the server numbers requests
   bool stream = false;
   bool chat = false;
+  int n = 1;              ///< choices: n generations of the prompt, with seeds seed, seed + 1, ...
+  bool logprobs = false;  ///< each token's log-prob (and request.top_logprobs alternatives)
+};
+
+/// What one choice generated: its tokens, with their log-probs when asked for, and why it ended.
+struct choice_output {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::vector<int32_t> top_tokens;  ///< request.top_logprobs per token
+  std::vector<float> top_values;
+  actor::finish_reason reason = actor::finish_reason::length;
+
+  /// Appends an event's tokens and log-probs.
+  void add(const actor::generation_event& e);
 };
 
 /// Parses and checks a request body. Malformed JSON, unknown fields and bad values are 400s
@@ -52,16 +66,20 @@ struct completion_call {
 /// How many of `bytes` form whole UTF-8 characters (a stream holds back a split one).
 [[nodiscard]] size_t complete_utf8(absl::string_view bytes);
 
-/// The body of a finished, non-streamed completion.
+/// The body of a finished, non-streamed completion: one choice per output, with OpenAI's
+/// `logprobs` when the call asked for them (completions: tokens, token_logprobs, top_logprobs,
+/// text_offset; chat: content[{token, logprob, bytes, top_logprobs}]).
 [[nodiscard]] std::string completion_body(const std::string& id, const api_limits& limits,
-                                          int64_t created, bool chat, const std::string& text,
-                                          actor::finish_reason reason, int prompt_tokens,
-                                          int completion_tokens);
+                                          int64_t created, const completion_call& call,
+                                          const std::vector<choice_output>& choices,
+                                          int prompt_tokens);
 
-/// One Server-Sent Events chunk ("data: {...}\n\n") of a streamed completion: `text`, and the
-/// finish reason on the last one.
+/// One Server-Sent Events chunk ("data: {...}\n\n") of a streamed completion: choice `index`'s
+/// `text`, the log-probs of `piece`'s tokens when the call asked for them, and the finish reason
+/// on its last chunk.
 [[nodiscard]] std::string stream_chunk(const std::string& id, const api_limits& limits,
-                                       int64_t created, bool chat, const std::string& text,
+                                       int64_t created, const completion_call& call, int index,
+                                       const std::string& text, const choice_output& piece,
                                        const actor::finish_reason* reason);
 
 /// The stream's end: "data: [DONE]\n\n".

@@ -79,5 +79,19 @@ float token_log_prob(const float* logits, int vocab, float temperature, int toke
   return 0.0f - loss;
 }
 
+void top_log_probs(const float* logits, int vocab, float temperature, int k, int32_t* tokens,
+                   float* values) {
+  k = std::min(k, vocab);
+  std::vector<int> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int a, int b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (int i = 0; i < k; ++i) {
+    tokens[i] = ids[i];
+    values[i] = token_log_prob(logits, vocab, temperature, ids[i]);
+  }
+}
+
 }  // namespace cpu
 }  // namespace troupe::kernels

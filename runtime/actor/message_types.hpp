@@ -160,6 +160,9 @@ struct generation_request {
   int32_t max_tokens = 16;
   /// Generation ends when the output ends with one of these; it is not part of the output.
   std::vector<std::string> stop;
+  /// The most likely tokens to report with each output token, with their log-probs (OpenAI's
+  /// top logprobs); 0: none.
+  int32_t top_logprobs = 0;
 };
 
 /// Why a generation ended (OpenAI's finish_reason): "length" (max_tokens or the context),
@@ -182,6 +185,10 @@ struct generation_event {
   std::vector<float> logprobs;
   /// The version of the weights that generated it (the RL policy_version; 0 before any swap).
   uint64_t weights_version = 0;
+  /// With the request's top_logprobs k: for each token, the k most likely tokens and their
+  /// log-probs (the same distribution as logprobs), most likely first: [tokens.size() * k] each.
+  std::vector<int32_t> top_tokens;
+  std::vector<float> top_values;
 };
 
 /// An inference worker's answer to a poll: the stream events produced since the last poll, and

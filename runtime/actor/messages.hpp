@@ -89,13 +89,13 @@ typename Inspector::result_type inspect(Inspector& f, checkpoint_snapshot& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_request& x) {
   return f(caf::meta::type_name("generation_request"), x.id, x.prompt, x.temperature, x.top_k,
-           x.top_p, x.seed, x.max_tokens, x.stop);
+           x.top_p, x.seed, x.max_tokens, x.stop, x.top_logprobs);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_event& x) {
   return f(caf::meta::type_name("generation_event"), x.id, x.tokens, x.first_index, x.finished,
-           x.reason, x.logprobs, x.weights_version);
+           x.reason, x.logprobs, x.weights_version, x.top_tokens, x.top_values);
 }
 
 template <class Inspector>

@@ -1,5 +1,7 @@
 #include "runtime/cluster/wire_structs.hpp"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status.hpp"
 #include "runtime/cluster/msgpack_view.hpp"
@@ -56,7 +58,7 @@ absl::StatusOr<std::vector<float>> unpack_floats(const msgpack::object& o, absl:
 }
 
 void pack_event(packer& pk, const actor::generation_event& x) {
-  pk.pack_map(7);
+  pk.pack_map(9);
   pk.pack("id");
   pk.pack(x.id);
   pk.pack("tokens");
@@ -71,6 +73,10 @@ void pack_event(packer& pk, const actor::generation_event& x) {
   pk.pack(x.logprobs);
   pk.pack("weights_version");
   pk.pack(x.weights_version);
+  pk.pack("top_tokens");
+  pk.pack(x.top_tokens);
+  pk.pack("top_values");
+  pk.pack(x.top_values);
 }
 absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
   TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "generation_event"));
@@ -98,6 +104,18 @@ absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
       return absl::InvalidArgumentError(absl::StrCat("generation_event: ", x.logprobs.size(),
                                                      " logprobs for ", x.tokens.size(), " tokens"));
     }
+  }
+  if (const msgpack::object* top = m.find("top_tokens"); top != nullptr) {
+    TROUPE_ASSIGN_OR_RETURN(x.top_tokens, unpack_ids(top, "generation_event: 'top_tokens'"));
+  }
+  if (const msgpack::object* top = m.find("top_values"); top != nullptr) {
+    TROUPE_ASSIGN_OR_RETURN(x.top_values, unpack_floats(*top, "generation_event: 'top_values'"));
+  }
+  if (x.top_tokens.size() != x.top_values.size() ||
+      (!x.top_tokens.empty() && x.top_tokens.size() % std::max<size_t>(1, x.tokens.size()) != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("generation_event: ", x.top_tokens.size(),
+                                                   " top tokens and ", x.top_values.size(),
+                                                   " top values for ", x.tokens.size(), " tokens"));
   }
   return x;
 }
@@ -379,9 +397,11 @@ absl::StatusOr<actor::checkpoint_shard> unpack_shard(const msgpack::object& o) {
 }
 
 void pack_generation(packer& pk, const actor::generation_request& x) {
-  pk.pack_map(8);
+  pk.pack_map(9);
   pk.pack("id");
   pk.pack(x.id);
+  pk.pack("top_logprobs");
+  pk.pack(x.top_logprobs);
   pk.pack("prompt");
   pk.pack(x.prompt);
   pk.pack("temperature");
@@ -407,6 +427,11 @@ absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::objec
   TROUPE_ASSIGN_OR_RETURN(int64_t top_k, m.get_int("top_k", 0));
   TROUPE_ASSIGN_OR_RETURN(x.seed, m.get_uint("seed", 0));
   TROUPE_ASSIGN_OR_RETURN(int64_t max_tokens, m.get_int("max_tokens", 16));
+  TROUPE_ASSIGN_OR_RETURN(int64_t top_logprobs, m.get_int("top_logprobs", 0));
+  if (top_logprobs < 0 || top_logprobs > 1 << 20) {
+    return absl::InvalidArgumentError("generation_request: 'top_logprobs' is out of range");
+  }
+  x.top_logprobs = static_cast<int32_t>(top_logprobs);
   TROUPE_ASSIGN_OR_RETURN(x.stop, m.get_strings("stop"));
   x.temperature = static_cast<float>(temperature);
   x.top_p = static_cast<float>(top_p);

@@ -105,11 +105,14 @@ TEST_F(InferenceEngineTest, EachTokenComesWithItsLogProbUnderTheSamplingTemperat
     r.temperature = id == 3 ? 0.0f : 0.6f * static_cast<float>(id);
     r.seed = id;
     r.max_tokens = 10;
+    r.top_logprobs = id == 3 ? 3 : 0;
     ASSERT_TRUE(engine->add(r).ok());
     requests[id] = r;
   }
   std::map<uint64_t, std::vector<int32_t>> tokens;
   std::map<uint64_t, std::vector<float>> logprobs;
+  std::vector<int32_t> top_tokens;  // the greedy request's
+  std::vector<float> top_values;
   for (int i = 0; i < 100 && !engine->idle(); ++i) {
     const auto events = engine->step();
     ASSERT_TRUE(events.ok()) << events.status();
@@ -117,6 +120,9 @@ TEST_F(InferenceEngineTest, EachTokenComesWithItsLogProbUnderTheSamplingTemperat
       ASSERT_EQ(e.logprobs.size(), e.tokens.size());
       tokens[e.id].insert(tokens[e.id].end(), e.tokens.begin(), e.tokens.end());
       logprobs[e.id].insert(logprobs[e.id].end(), e.logprobs.begin(), e.logprobs.end());
+      EXPECT_EQ(e.top_tokens.size(), e.id == 3 ? 3 * e.tokens.size() : 0u);
+      top_tokens.insert(top_tokens.end(), e.top_tokens.begin(), e.top_tokens.end());
+      top_values.insert(top_values.end(), e.top_values.begin(), e.top_values.end());
     }
   }
   for (const auto& [id, r] : requests) {
@@ -134,6 +140,12 @@ TEST_F(InferenceEngineTest, EachTokenComesWithItsLogProbUnderTheSamplingTemperat
       EXPECT_NEAR(logprobs[id][k], -stage.token_losses()[prompt - 1 + k], 2e-5)
           << "request " << id << " token " << k;
       EXPECT_LT(logprobs[id][k], 0.0f);
+      if (id != 3) continue;
+      // Greedy: the sampled token is the most likely one, then two less likely alternatives.
+      EXPECT_EQ(top_tokens[3 * k], tokens[id][k]);
+      EXPECT_EQ(top_values[3 * k], logprobs[id][k]);
+      EXPECT_GE(top_values[3 * k + 1], top_values[3 * k + 2]);
+      EXPECT_LE(top_values[3 * k + 1], top_values[3 * k]);
     }
   }
 }

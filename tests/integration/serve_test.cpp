@@ -202,6 +202,16 @@ TEST_F(ServeTest, TheOfficialOpenAiClientWorksUnchanged) {
   EXPECT_GE(seen["chat_stream_chunks"].get<int>(), 1);
   EXPECT_EQ(seen["error_status"], 404);
   EXPECT_EQ(seen["error_code"], "model_not_found");
+  // n and logprobs.
+  EXPECT_EQ(seen["n_choices"], nlohmann::json::array({0, 1, 2}));
+  EXPECT_GE(seen["n_distinct"].get<int>(), 2) << "three samples with seeds 7, 8, 9";
+  EXPECT_EQ(seen["completion_logprobs"], 5);
+  EXPECT_EQ(seen["completion_top"], 2);
+  EXPECT_EQ(seen["logprobs_negative"], true);
+  EXPECT_EQ(seen["chat_choices"], 2);
+  EXPECT_EQ(seen["chat_logprobs"], 4);
+  EXPECT_EQ(seen["chat_top"], 3);
+  EXPECT_EQ(seen["stream_choices"], nlohmann::json::array({0, 1}));
 }
 
 TEST_F(ServeTest, ABearerTokenIsRequiredWhenSet) {

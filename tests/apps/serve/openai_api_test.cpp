@@ -66,7 +66,7 @@ TEST(OpenAiApi, RefusesBadRequestsWithTheRightStatus) {
             400);
   EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": "x", "max_tokens": 0})").http_status,
             400);
-  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": "x", "n": 2})").http_status, 400);
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": "x", "n": 17})").http_status, 400);
   EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": ""})").http_status, 400);
   EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": "x", "stream": "yes"})").http_status,
             400);
@@ -79,20 +79,32 @@ TEST(OpenAiApi, RefusesBadRequestsWithTheRightStatus) {
   EXPECT_TRUE(body["error"].contains("message"));
 }
 
+choice_output output_of(const std::string& text, actor::finish_reason reason) {
+  choice_output c;
+  c.tokens.assign(text.begin(), text.end());
+  c.reason = reason;
+  return c;
+}
+
 TEST(OpenAiApi, RendersResponsesAndStreamChunks) {
   const auto done = actor::finish_reason::stop;
+  completion_call call;
   auto body = nlohmann::json::parse(
-      completion_body("cmpl-1", limits, 1700000000, false, "Hello", done, 2, 5));
+      completion_body("cmpl-1", limits, 1700000000, call, {output_of("Hello", done)}, 2));
   EXPECT_EQ(body["object"], "text_completion");
   EXPECT_EQ(body["choices"][0]["text"], "Hello");
   EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(body["choices"][0]["logprobs"].is_null());
   EXPECT_EQ(body["usage"]["total_tokens"], 7);
-  body = nlohmann::json::parse(
-      completion_body("chatcmpl-1", limits, 1, true, "Hi", actor::finish_reason::length, 2, 2));
+  completion_call chat;
+  chat.chat = true;
+  body = nlohmann::json::parse(completion_body("chatcmpl-1", limits, 1, chat,
+                                               {output_of("Hi", actor::finish_reason::length)}, 2));
   EXPECT_EQ(body["choices"][0]["message"]["content"], "Hi");
   EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
 
-  const std::string chunk = stream_chunk("cmpl-1", limits, 1, false, "He", nullptr);
+  const std::string chunk =
+      stream_chunk("cmpl-1", limits, 1, call, 0, "He", output_of("He", done), nullptr);
   ASSERT_EQ(chunk.rfind("data: ", 0), 0u);
   ASSERT_EQ(chunk.substr(chunk.size() - 2), "\n\n");
   const auto parsed = nlohmann::json::parse(chunk.substr(6));
@@ -101,7 +113,68 @@ TEST(OpenAiApi, RendersResponsesAndStreamChunks) {
   EXPECT_EQ(stream_done(), "data: [DONE]\n\n");
   // Stray bytes from a byte-level model still make valid JSON.
   EXPECT_NO_THROW(nlohmann::json::parse(
-      stream_chunk("c", limits, 1, true, std::string("\xff\xfe", 2), &done).substr(6)));
+      stream_chunk("c", limits, 1, chat, 0, std::string("\xff\xfe", 2), {}, &done).substr(6)));
+}
+
+// n choices and log-probs: completions' logprobs is the number of alternatives, chat's a bool
+// with top_logprobs; the bodies carry OpenAI's shapes.
+TEST(OpenAiApi, ChoicesAndLogProbs) {
+  auto parsed = parse_completion(
+      R"({"model": "troupe-tiny", "prompt": "x", "n": 3, "logprobs": 2})", limits, false);
+  ASSERT_TRUE(std::holds_alternative<completion_call>(parsed));
+  completion_call call = std::get<completion_call>(parsed);
+  EXPECT_EQ(call.n, 3);
+  EXPECT_TRUE(call.logprobs);
+  EXPECT_EQ(call.request.top_logprobs, 2);
+  parsed = parse_completion(
+      R"({"model": "troupe-tiny", "messages": [{"role": "user", "content": "x"}],
+          "logprobs": true, "top_logprobs": 4})",
+      limits, true);
+  ASSERT_TRUE(std::holds_alternative<completion_call>(parsed));
+  completion_call chat = std::get<completion_call>(parsed);
+  EXPECT_TRUE(chat.logprobs);
+  EXPECT_EQ(chat.request.top_logprobs, 4);
+  const auto refused = [](const char* body, bool is_chat) {
+    auto p = parse_completion(body, limits, is_chat);
+    return std::holds_alternative<api_error>(p) ? std::get<api_error>(p).message : std::string();
+  };
+  EXPECT_NE(refused(R"({"model": "troupe-tiny", "prompt": "x", "n": 17})", false)
+                .find("'n' must be between 1 and 16"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"model": "troupe-tiny", "prompt": "x", "logprobs": 6})", false)
+                .find("'logprobs' must be between 0 and 5"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"model": "troupe-tiny", "messages": [{"role": "user", "content": "x"}],
+                        "top_logprobs": 2})",
+                    true)
+                .find("'top_logprobs' needs 'logprobs': true"),
+            std::string::npos);
+
+  choice_output a = output_of("ab", actor::finish_reason::stop);
+  a.logprobs = {-0.5f, -1.5f};
+  a.top_tokens = {'a', 'c', 'b', 'a'};
+  a.top_values = {-0.5f, -2.0f, -1.5f, -1.75f};
+  const choice_output b = [&] {
+    choice_output c = a;
+    c.tokens = {'c', 'd'};
+    return c;
+  }();
+  auto body = nlohmann::json::parse(completion_body("cmpl-2", limits, 1, call, {a, b}, 1));
+  ASSERT_EQ(body["choices"].size(), 2u);
+  EXPECT_EQ(body["choices"][1]["index"], 1);
+  EXPECT_EQ(body["choices"][1]["text"], "cd");
+  const auto& lp = body["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], (nlohmann::json{"a", "b"}));
+  EXPECT_EQ(lp["token_logprobs"], (nlohmann::json{-0.5, -1.5}));
+  EXPECT_EQ(lp["top_logprobs"][1]["a"], -1.75);
+  EXPECT_EQ(lp["text_offset"], (nlohmann::json{0, 1}));
+  EXPECT_EQ(body["usage"]["completion_tokens"], 4);
+  body = nlohmann::json::parse(completion_body("chatcmpl-2", limits, 1, chat, {a}, 1));
+  const auto& content = body["choices"][0]["logprobs"]["content"];
+  EXPECT_EQ(content[0]["token"], "a");
+  EXPECT_EQ(content[0]["bytes"], (nlohmann::json{97}));
+  EXPECT_EQ(content[1]["top_logprobs"][0]["token"], "b");
+  EXPECT_EQ(content[1]["top_logprobs"][1]["logprob"], -1.75);
 }
 
 TEST(OpenAiApi, StreamsHoldBackASplitUtf8Character) {
