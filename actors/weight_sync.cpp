@@ -2,9 +2,10 @@
 
 #include <algorithm>
 
+#include <xxhash.h>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status.hpp"
-#include "runtime/checkpoint/checkpoint_store.hpp"
 
 namespace troupe::actors {
 
@@ -13,7 +14,8 @@ absl::StatusOr<std::string> weights_checksum(const tensor::tensor& weights) {
     TROUPE_ASSIGN_OR_RETURN(tensor::tensor host, weights.to(tensor::device::cpu()));
     return weights_checksum(host);
   }
-  return checkpoint::sha256_bytes(weights.raw(), weights.nbytes());
+  const XXH128_hash_t h = XXH3_128bits(weights.raw(), weights.nbytes());
+  return absl::StrCat(absl::Hex(h.high64, absl::kZeroPad16), absl::Hex(h.low64, absl::kZeroPad16));
 }
 
 absl::StatusOr<std::string> broadcast_weights(comm::communicator& group,

@@ -17,7 +17,8 @@ struct weight_sync_spec {
   int64_t bucket_bytes = int64_t{32} << 20;
 };
 
-/// The checksum of a weight buffer that a receiver acknowledges: the sha256 of its bytes (a
+/// The checksum of a weight buffer that a receiver acknowledges: XXH3-128 of its bytes, 32 hex
+/// digits (not a cryptographic digest: it catches a torn or mixed transfer, at memory speed; a
 /// device buffer is copied to the host first).
 [[nodiscard]] absl::StatusOr<std::string> weights_checksum(const tensor::tensor& weights);
 

@@ -22,3 +22,4 @@ find_package(OpenSSL REQUIRED)  # sha256 of checkpoint files (OpenSSL::Crypto)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET GLOBAL openblas)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)  # the serving API
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET GLOBAL libxxhash)  # the RL weight-sync checksum

@@ -13,8 +13,8 @@ packages=(
   libcaf-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
   # status types, collectives, CPU GEMM
   libabsl-dev libgloo-dev libopenblas-dev
-  # checkpoint digests (sha256)
-  libssl-dev
+  # checkpoint digests (sha256); the RL weight sync's checksum (XXH3, at memory speed)
+  libssl-dev libxxhash-dev
   # config, HTTP, CLI, logging, JSON
   libyaml-cpp-dev libcpp-httplib-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
   # tests and benchmarks (python3-zmq and python3-msgpack: the foreign-client protocol test)

@@ -28,15 +28,18 @@ absl::Status sync_path(const std::string& path) {
   return absl::OkStatus();
 }
 
-// SHA-256 over the chunks `next` hands out (false: no more), lowercase hex.
-template <class Next>
-std::string sha256_hex(Next next) {
+}  // namespace
+
+absl::StatusOr<std::string> sha256_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  const void* data = nullptr;
-  size_t size = 0;
-  while (next(data, size))
-    EVP_DigestUpdate(ctx, data, size);
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    EVP_DigestUpdate(ctx, buf.data(), static_cast<size_t>(in.gcount()));
+  }
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   EVP_DigestFinal_ex(ctx, digest, &length);
@@ -45,32 +48,6 @@ std::string sha256_hex(Next next) {
   for (unsigned int i = 0; i < length; ++i)
     absl::StrAppend(&hex, absl::Hex(digest[i], absl::kZeroPad2));
   return hex;
-}
-
-}  // namespace
-
-absl::StatusOr<std::string> sha256_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::vector<char> buf(1 << 20);
-  return sha256_hex([&](const void*& data, size_t& size) {
-    if (!in) return false;
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    data = buf.data();
-    size = static_cast<size_t>(in.gcount());
-    return true;
-  });
-}
-
-std::string sha256_bytes(const void* data, size_t size) {
-  bool given = false;
-  return sha256_hex([&](const void*& d, size_t& n) {
-    if (given) return false;
-    given = true;
-    d = data;
-    n = size;
-    return true;
-  });
 }
 
 std::string checkpoint_store::step_dir(int64_t step) const {

@@ -66,7 +66,5 @@ class checkpoint_store {
 
 /// The sha256 of a file's bytes, lowercase hex.
 [[nodiscard]] absl::StatusOr<std::string> sha256_file(const std::string& path);
-/// The sha256 of `size` bytes in memory, lowercase hex.
-[[nodiscard]] std::string sha256_bytes(const void* data, size_t size);
 
 }  // namespace troupe::checkpoint

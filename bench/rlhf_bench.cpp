@@ -1,0 +1,149 @@
+// app: rlhf's weight sync: the policy's weights from rank 0 to 2 rollout workers (3 ranks as
+// threads of this process, loopback TCP). troupe's sync (actors::broadcast_weights: buckets of
+// 32 MiB over its Gloo communicator, then the sha256 every receiver acknowledges) against, in the
+// same run and alternating repeat by repeat, raw Gloo broadcasting the same bytes in one call
+// (target ratio >= 0.9), and raw Gloo broadcasting them tensor by tensor, as OpenRLHF does.
+//
+//   rlhf_bench [--repeats R]
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "actors/weight_sync.hpp"
+#include "bench/bench_report.hpp"
+#include "models/gpt/gpt_layout.hpp"
+#include "runtime/comm/gloo_communicator.hpp"
+
+namespace {
+
+using namespace troupe;
+using clock = std::chrono::steady_clock;
+constexpr int world = 3;  // the policy's rank 0 and two rollout workers
+
+void check(const absl::Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "rlhf_bench: %s\n", std::string(s.message()).c_str());
+    std::exit(1);
+  }
+}
+
+struct timings {
+  std::vector<double> ours, whole, per_tensor;
+};
+
+void run_sync(const models::gpt_config& config, int repeats, const char* name) {
+  const models::gpt_layout layout(config, models::layer_range::all(config));
+  const int64_t n = layout.total();
+  // The parameters' sizes in layout order (they are contiguous): what a per-tensor sync sends.
+  std::vector<int64_t> sizes;
+  {
+    std::vector<float> zeros(n);
+    for (const auto& [tensor_name, t] : layout.to_named(zeros.data()).tensors)
+      sizes.push_back(t.numel());
+  }
+  comm::memory_store store;
+  gloo::rendezvous::HashStore raw_store;
+  timings t;
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < world; ++rank) {
+    ranks.emplace_back([&, rank] {
+      auto group =
+          comm::make_gloo_communicator(store, {.name = "sync", .rank = rank, .size = world});
+      check(group.status());
+      gloo::transport::tcp::attr attr;
+      attr.hostname = "127.0.0.1";
+      auto raw = std::make_shared<gloo::rendezvous::Context>(rank, world);
+      auto device = gloo::transport::tcp::CreateDevice(attr);
+      raw->connectFullMesh(raw_store, device);
+      tensor::tensor weights = tensor::tensor::host({n});
+      if (rank == 0) layout.initialize(weights.data<float>(), 1);
+      uint32_t tag = 1;
+      const auto raw_broadcast = [&](float* data, int64_t count) {
+        gloo::BroadcastOptions o(raw);
+        o.setOutput(data, static_cast<size_t>(count));
+        o.setRoot(0);
+        o.setTag(tag++);
+        gloo::broadcast(o);
+      };
+      const auto barrier = [&] {
+        gloo::BarrierOptions o(raw);
+        o.setTag(tag++);
+        gloo::barrier(o);
+      };
+      const auto timed = [&](const std::function<void()>& fn) {
+        barrier();
+        const auto start = clock::now();
+        fn();
+        barrier();
+        return std::chrono::duration<double>(clock::now() - start).count();
+      };
+      for (int r = 0; r <= repeats; ++r) {  // the first round warms up
+        // Which of the two goes first alternates, so that neither always follows the other.
+        const auto sync = [&] {
+          check(actors::broadcast_weights(**group, weights, int64_t{32} << 20, 0).status());
+        };
+        const auto one_call = [&] { raw_broadcast(weights.data<float>(), n); };
+        double ours = 0, whole = 0;
+        if (r % 2 == 0) {
+          ours = timed(sync);
+          whole = timed(one_call);
+        } else {
+          whole = timed(one_call);
+          ours = timed(sync);
+        }
+        const double per_tensor = timed([&] {
+          int64_t offset = 0;
+          for (int64_t size : sizes) {
+            raw_broadcast(weights.data<float>() + offset, size);
+            offset += size;
+          }
+        });
+        if (rank == 0 && r > 0) {
+          t.ours.push_back(ours);
+          t.whole.push_back(whole);
+          t.per_tensor.push_back(per_tensor);
+        }
+      }
+    });
+  }
+  for (auto& r : ranks)
+    r.join();
+  const double mb = static_cast<double>(n) * sizeof(float) / 1e6;
+  const nlohmann::json extra = {{"model", name},
+                                {"params", n},
+                                {"tensors", sizes.size()},
+                                {"megabytes", mb},
+                                {"receivers", world - 1}};
+  bench::report("rlhf_bench", "weight_sync_s", t.ours, "s", "raw gloo::broadcast, one call",
+                t.whole, bench::better::lower, extra);
+  bench::report("rlhf_bench", "weight_sync_s", t.ours, "s",
+                "raw gloo::broadcast per tensor (OpenRLHF)", t.per_tensor, bench::better::lower,
+                extra);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeats = 7;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--repeats" && i + 1 < argc) {
+      repeats = std::max(1, std::atoi(argv[++i]));
+    } else {
+      return bench::unknown_argument("rlhf_bench", arg);
+    }
+  }
+  run_sync({256, 128, 4, 128, 4}, repeats, "quickstart (4 layers, dim 128)");
+  run_sync({256, 256, 8, 384, 6}, repeats, "8 layers, dim 384");
+  return 0;
+}
