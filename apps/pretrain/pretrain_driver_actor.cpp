@@ -43,11 +43,6 @@ using self_ptr = actor::role_pointer<driver_actor, driver_state>;
 
 void execute(self_ptr self, std::vector<command> commands);
 
-nlohmann::json model_json(const models::gpt_config& m) {
-  return {
-      {"vocab", m.vocab}, {"ctx", m.ctx}, {"layers", m.layers}, {"dim", m.dim}, {"heads", m.heads}};
-}
-
 void complete(self_ptr self, actor::job_result result) {
   auto& st = self->state;
   if (!st.running) return;
@@ -99,7 +94,7 @@ void record(self_ptr self, const nlohmann::json& row) {
 absl::Status commit(self_ptr self, const pretrain_driver::commit& c) {
   auto& st = self->state;
   const nlohmann::json meta = {{"app", "pretrain"},
-                               {"model", model_json(st.model)},
+                               {"model", models::gpt_config_json(st.model)},
                                {"dp", st.options.parallel.dp},
                                {"zero", st.options.parallel.zero},
                                {"batch", st.options.train.batch},
@@ -228,17 +223,11 @@ void start_training(self_ptr self, int64_t first_step) {
   execute(self, st.logic->start());
 }
 
-// The checkpoint directory a resume reads: RUN_DIR/checkpoints, or the directory itself.
-std::string resume_root(const std::string& resume) {
-  const fs::path nested = fs::path(resume) / "checkpoints";
-  return fs::is_directory(nested) ? nested.string() : resume;
-}
-
 // Finds the newest good checkpoint, checks it fits this run, and restores every rank from it.
 void resume(self_ptr self) {
   auto& st = self->state;
   std::vector<std::string> warnings;
-  const checkpoint::checkpoint_store store(resume_root(st.options.resume));
+  const checkpoint::checkpoint_store store(checkpoint::checkpoint_root_of(st.options.resume));
   absl::StatusOr<checkpoint::checkpoint> saved = store.read_latest(&warnings);
   for (const auto& w : warnings) {
     st.events->emit(run::severity::warning, "checkpoint_skipped", w, {{"warning", w}});
@@ -248,11 +237,11 @@ void resume(self_ptr self) {
         self, absl::Status(saved.status().code(), absl::StrCat("--resume ", st.options.resume, ": ",
                                                                saved.status().message())));
   }
-  if (saved->meta.value("model", nlohmann::json()) != model_json(st.model)) {
+  if (saved->meta.value("model", nlohmann::json()) != models::gpt_config_json(st.model)) {
     return fail(
         self, absl::FailedPreconditionError(absl::StrCat(
                   saved->dir, " holds model ", saved->meta.value("model", nlohmann::json()).dump(),
-                  " but this config's model is ", model_json(st.model).dump())));
+                  " but this config's model is ", models::gpt_config_json(st.model).dump())));
   }
   const int saved_dp = saved->meta.value("dp", 0);
   st.events->emit(run::severity::info, "resume",

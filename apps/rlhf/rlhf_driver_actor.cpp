@@ -74,11 +74,6 @@ std::string name_of(const char* role, size_t index) {
   return absl::StrCat(role, "/", index);
 }
 
-nlohmann::json model_json(const models::gpt_config& m) {
-  return {
-      {"vocab", m.vocab}, {"ctx", m.ctx}, {"layers", m.layers}, {"dim", m.dim}, {"heads", m.heads}};
-}
-
 void record(self_ptr self, const nlohmann::json& row) {
   auto& st = self->state;
   if (st.metrics.is_open()) st.metrics << row.dump() << '\n' << std::flush;
@@ -233,7 +228,7 @@ void checkpoint_policy(self_ptr self, int64_t step, const std::string& root, nlo
               for (const auto& s : st.shards)
                 files.insert(files.end(), s.files.begin(), s.files.end());
               meta["app"] = "rlhf";
-              meta["model"] = model_json(st.model);
+              meta["model"] = models::gpt_config_json(st.model);
               meta["dp"] = st.options.actor.dp;
               meta["cursor"] = st.shards.front().cursor;
               checkpoint::checkpoint_store store(root);
@@ -404,18 +399,12 @@ absl::Status prepare_outputs(controller_state& st) {
   return absl::OkStatus();
 }
 
-// The checkpoint directory a resume reads: RUN_DIR/checkpoints, or the directory itself.
-std::string resume_root(const std::string& resume) {
-  const fs::path nested = fs::path(resume) / "checkpoints";
-  return fs::is_directory(nested) ? nested.string() : resume;
-}
-
 // Restores every policy rank from the newest good checkpoint, the reference from the initial
 // policy it names, and continues the controller where it stopped.
 void resume(self_ptr self) {
   auto& st = self->state;
   std::vector<std::string> warnings;
-  const checkpoint::checkpoint_store store(resume_root(st.options.resume));
+  const checkpoint::checkpoint_store store(checkpoint::checkpoint_root_of(st.options.resume));
   absl::StatusOr<checkpoint::checkpoint> saved = store.read_latest(&warnings);
   for (const auto& w : warnings)
     st.events->emit(run::severity::warning, "checkpoint_skipped", w, {{"warning", w}});
@@ -425,11 +414,11 @@ void resume(self_ptr self) {
   };
   if (!saved.ok()) return refuse(saved.status());
   if (saved->meta.value("app", "") != "rlhf" ||
-      saved->meta.value("model", nlohmann::json()) != model_json(st.model)) {
-    return refuse(absl::FailedPreconditionError(
-        absl::StrCat(saved->dir, " holds app ", saved->meta.value("app", nlohmann::json()).dump(),
-                     " model ", saved->meta.value("model", nlohmann::json()).dump(),
-                     ", not this config's app rlhf model ", model_json(st.model).dump())));
+      saved->meta.value("model", nlohmann::json()) != models::gpt_config_json(st.model)) {
+    return refuse(absl::FailedPreconditionError(absl::StrCat(
+        saved->dir, " holds app ", saved->meta.value("app", nlohmann::json()).dump(), " model ",
+        saved->meta.value("model", nlohmann::json()).dump(), ", not this config's app rlhf model ",
+        models::gpt_config_json(st.model).dump())));
   }
   absl::StatusOr<rlhf_driver::resume_point> at = rlhf_driver::resume_point_of(saved->meta);
   if (!at.ok())

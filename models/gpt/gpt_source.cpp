@@ -19,6 +19,11 @@ gpt_config gpt_config_of(const std::optional<config::model_spec>& model) {
   return c;
 }
 
+nlohmann::json gpt_config_json(const gpt_config& c) {
+  return {
+      {"vocab", c.vocab}, {"ctx", c.ctx}, {"layers", c.layers}, {"dim", c.dim}, {"heads", c.heads}};
+}
+
 absl::StatusOr<std::vector<float>> read_gpt_weights(const gpt_layout& layout,
                                                     const std::string& path,
                                                     const std::string& setting) {
@@ -27,10 +32,9 @@ absl::StatusOr<std::vector<float>> read_gpt_weights(const gpt_layout& layout,
   if (fs::exists(fs::path(path) / "manifest.json")) {
     saved = checkpoint::checkpoint_store::read(path);
   } else {
-    const fs::path nested = fs::path(path) / "checkpoints";
     std::vector<std::string> warnings;
-    saved = checkpoint::checkpoint_store(fs::is_directory(nested) ? nested.string() : path)
-                .read_latest(&warnings);
+    saved =
+        checkpoint::checkpoint_store(checkpoint::checkpoint_root_of(path)).read_latest(&warnings);
   }
   if (!saved.ok()) {
     return absl::Status(saved.status().code(),

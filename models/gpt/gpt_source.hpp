@@ -10,12 +10,17 @@
 
 #include "absl/status/statusor.h"
 #include "models/gpt/gpt_layout.hpp"
+#include "nlohmann/json.hpp"
 #include "runtime/config/app_spec.hpp"
 
 namespace troupe::models {
 
 /// The GPT that a config's `model:` section describes (absent: the tiny GPT's defaults).
 [[nodiscard]] gpt_config gpt_config_of(const std::optional<config::model_spec>& model);
+
+/// The shape of `c` as a checkpoint's manifest records it ({vocab, ctx, layers, dim, heads}), to
+/// check that a checkpoint fits a config.
+[[nodiscard]] nlohmann::json gpt_config_json(const gpt_config& c);
 
 /// The flat parameters of `layout` from a checkpoint's model.safetensors. `path` is a checkpoint
 /// directory (it has a manifest.json), a directory of checkpoints, or a run directory (its

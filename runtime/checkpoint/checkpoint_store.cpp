@@ -30,6 +30,11 @@ absl::Status sync_path(const std::string& path) {
 
 }  // namespace
 
+std::string checkpoint_root_of(const std::string& dir) {
+  const fs::path nested = fs::path(dir) / "checkpoints";
+  return fs::is_directory(nested) ? nested.string() : dir;
+}
+
 absl::StatusOr<std::string> sha256_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));

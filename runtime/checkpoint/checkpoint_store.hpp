@@ -64,6 +64,10 @@ class checkpoint_store {
   std::string root_;
 };
 
+/// The checkpoint root a run directory names: RUN_DIR/checkpoints when it exists, else the
+/// directory itself (what `--resume DIR` and a `checkpoint:` setting read).
+[[nodiscard]] std::string checkpoint_root_of(const std::string& dir);
+
 /// The sha256 of a file's bytes, lowercase hex.
 [[nodiscard]] absl::StatusOr<std::string> sha256_file(const std::string& path);
 
