@@ -204,6 +204,9 @@ TEST_F(ClusterTest, AKilledWorkerIsDeclaredDeadWithinThreeSecondsAndTheJobComple
   EXPECT_LE(detection, 3s)
       << "declared dead after "
       << std::chrono::duration_cast<std::chrono::milliseconds>(detection).count() << " ms";
+  // Its actors are restarted while the job is still held (after their backoff), so that the
+  // restart cannot come after the job's end on a loaded machine.
+  EXPECT_FALSE(wait_for_event(run_dir(), "actor_restarted", 30s).is_null());
   hold_.release();
   auto r = head_->wait(60s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
