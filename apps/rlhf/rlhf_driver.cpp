@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "models/gpt/byte_vocab.hpp"
 #include "runtime/base/status.hpp"
 
 namespace troupe::apps::rlhf {
@@ -14,13 +15,6 @@ uint64_t sample_seed(uint64_t seed, int64_t prompt, int k) {
   uint64_t z = seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(prompt + 1));
   z ^= 0xbf58476d1ce4e5b9ull * static_cast<uint64_t>(k + 1);
   return z ^ (z >> 31);
-}
-
-std::string text_of(const std::vector<int32_t>& tokens) {
-  std::string s;
-  for (int32_t t : tokens)
-    s.push_back(static_cast<char>(t));
-  return s;
 }
 
 constexpr uint64_t validation_stream = 0x7a11da7e;
@@ -177,9 +171,7 @@ std::vector<actor::generation_request> rlhf_driver::requests_for(int64_t first_p
     for (int k = 0; k < n; ++k) {
       actor::generation_request r;
       r.id = out.size() + 1;
-      r.prompt.assign(text.begin(), text.end());
-      for (auto& t : r.prompt)
-        t = static_cast<uint8_t>(t);
+      r.prompt = models::tokens_of(text);
       r.temperature = greedy ? 0.0f : schedule_.temperature;
       r.top_k = schedule_.top_k;
       r.top_p = schedule_.top_p;
@@ -211,8 +203,8 @@ std::vector<rlhf_driver::command> rlhf_driver::on_generated(
   outputs_ = std::move(outputs);
   score_all scoring;
   for (size_t i = 0; i < requests_.size(); ++i) {
-    scoring.prompts.push_back(text_of(requests_[i].prompt));
-    scoring.responses.push_back(text_of(outputs_[i].tokens));
+    scoring.prompts.push_back(models::text_of(requests_[i].prompt));
+    scoring.responses.push_back(models::text_of(outputs_[i].tokens));
     scoring.ended.push_back(outputs_[i].reason == actor::finish_reason::stop);
   }
   phase_ = validation ? phase::validation_scoring : phase::scoring;
@@ -349,8 +341,8 @@ std::vector<rlhf_driver::command> rlhf_driver::end_step() {
   for (int r = 0; r < std::min(schedule_.samples_per_step, batch_->rows()); ++r) {
     const rollout_sample& s = batch_->samples()[r];
     samples.push_back({{"step", step_},
-                       {"prompt", text_of(s.prompt)},
-                       {"response", text_of(s.response)},
+                       {"prompt", models::text_of(s.prompt)},
+                       {"response", models::text_of(s.response)},
                        {"score", batch_->score(r)},
                        {"reward", batch_->reward(r)},
                        {"advantage", batch_->advantage(r)},

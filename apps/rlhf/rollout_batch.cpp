@@ -157,10 +157,11 @@ absl::StatusOr<double> rollout_batch::compute_advantages(const std::vector<doubl
 std::vector<actor::rl_batch> rollout_batch::mini_batch(int first, int count, int ranks,
                                                        kernels::loss_agg_mode mode) const {
   // The weights over the whole mini-batch, every rank's rows together.
-  const actor::rl_batch all = sequences(first, count);
-  std::vector<float> mask(all.targets.size()), weights(all.targets.size());
-  for (size_t i = 0; i < mask.size(); ++i)
-    mask[i] = all.targets[i] >= 0 ? 1.0f : 0.0f;
+  std::vector<float> mask(int64_t{count} * seq_len_, 0.0f), weights(mask.size());
+  for (int i = 0; i < count; ++i) {
+    for (size_t j = 0; j < samples_[first + i].response.size(); ++j)
+      mask[position(first + i, static_cast<int>(j)) - int64_t{first} * seq_len_] = 1.0f;
+  }
   kernels::cpu::loss_agg_weights(weights.data(), mask.data(), count, seq_len_, mode);
   std::vector<actor::rl_batch> out;
   const int per_rank = count / ranks;

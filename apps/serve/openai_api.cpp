@@ -96,8 +96,7 @@ std::variant<completion_call, api_error> parse_completion(absl::string_view body
     }
   }
   if (prompt.empty()) return invalid("the prompt is empty");
-  for (unsigned char c : prompt)
-    r.prompt.push_back(c);
+  r.prompt = models::tokens_of(prompt);
   if (static_cast<int>(r.prompt.size()) >= limits.ctx) {
     return api_error{
         413, "invalid_request_error", "context_length_exceeded",
@@ -178,14 +177,6 @@ std::variant<completion_call, api_error> parse_completion(absl::string_view body
     call.stream = j["stream"];
   }
   return call;
-}
-
-std::string text_of(const std::vector<int32_t>& tokens) {
-  std::string s;
-  s.reserve(tokens.size());
-  for (int32_t t : tokens)
-    s.push_back(static_cast<char>(t));
-  return s;
 }
 
 size_t complete_utf8(absl::string_view bytes) {

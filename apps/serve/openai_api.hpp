@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "models/gpt/byte_vocab.hpp"
 #include "runtime/actor/message_types.hpp"
 
 namespace troupe::apps {
@@ -60,8 +61,8 @@ struct choice_output {
                                                                         const api_limits& limits,
                                                                         bool chat);
 
-/// The text of byte tokens, valid UTF-8 (invalid bytes become U+FFFD).
-[[nodiscard]] std::string text_of(const std::vector<int32_t>& tokens);
+/// The text of byte tokens (models/gpt/byte_vocab).
+using models::text_of;
 
 /// How many of `bytes` form whole UTF-8 characters (a stream holds back a split one).
 [[nodiscard]] size_t complete_utf8(absl::string_view bytes);
