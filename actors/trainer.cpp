@@ -88,8 +88,26 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
   return report;
 }
 
+absl::StatusOr<actor::rl_step_report> trainer::rl_step(
+    int rows, const gradient_pass& pass, const std::function<std::vector<float>()>& local_sums,
+    const std::function<actor::rl_step_report(const std::vector<float>&)>& to_report) {
+  step_report base;
+  std::vector<float> sums;
+  TROUPE_RETURN_IF_ERROR(accumulate_and_apply(rows, pass, local_sums, sums, base));
+  actor::rl_step_report report = to_report(sums);
+  report.step = base.step;
+  report.grad_norm = base.grad_norm;
+  report.lr = base.lr;
+  report.compute_s = base.compute_s;
+  report.comm_s = base.comm_s;
+  return report;
+}
+
 absl::StatusOr<actor::rl_step_report> trainer::step(const actor::rl_batch& local,
                                                     const policy_objective& objective) {
+  if (layout_.has_value_head()) {
+    return absl::FailedPreconditionError("a policy step asked of a value-head model (a critic)");
+  }
   TROUPE_RETURN_IF_ERROR(validate(local, objective));
   policy_objective_pass pg(objective, local);
   const gradient_pass pass = [&](int row, int rows,
@@ -99,34 +117,65 @@ absl::StatusOr<actor::rl_step_report> trainer::step(const actor::rl_batch& local
                 local.tokens.data() + offset, local.targets.data() + offset,
                 pg.token_objective(row), ready);
   };
-  step_report base;
-  std::vector<float> sums;
-  TROUPE_RETURN_IF_ERROR(accumulate_and_apply(
-      local.batch, pass, [&] { return pg.local_sums(); }, sums, base));
-  actor::rl_step_report report = policy_objective_pass::report(sums);
-  report.step = base.step;
-  report.grad_norm = base.grad_norm;
-  report.lr = base.lr;
-  report.compute_s = base.compute_s;
-  report.comm_s = base.comm_s;
-  return report;
+  return rl_step(
+      local.batch, pass, [&] { return pg.local_sums(); }, policy_objective_pass::report);
+}
+
+absl::StatusOr<actor::rl_step_report> trainer::step(const actor::rl_batch& local,
+                                                    const value_objective& objective) {
+  if (!layout_.has_value_head()) {
+    return absl::FailedPreconditionError("a critic step asked of a model without a value head");
+  }
+  TROUPE_RETURN_IF_ERROR(validate(local, objective));
+  value_objective_pass vf(objective, local);
+  const gradient_pass pass = [&](int row, int rows,
+                                 const models::gpt_cpu_batch::gradients_ready& ready) {
+    const size_t offset = static_cast<size_t>(row) * local.ctx;
+    model_->run(params_.data<float>(), grads_.data<float>(), rows, local.ctx,
+                local.tokens.data() + offset, vf.objective(row), ready);
+  };
+  return rl_step(
+      local.batch, pass, [&] { return vf.local_sums(); }, value_objective_pass::report);
+}
+
+absl::Status trainer::check_sequences(const char* what, const actor::rl_batch& local,
+                                      bool targets) {
+  const size_t n = static_cast<size_t>(local.batch) * local.ctx;
+  if (local.batch < 1 || local.tokens.size() != n || (targets && local.targets.size() != n)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", local.tokens.size(), " tokens and ",
+                                                   local.targets.size(), " targets for batch ",
+                                                   local.batch, " x ctx ", local.ctx));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<float>> trainer::log_probs(const actor::rl_batch& local,
                                                       float temperature) {
-  const size_t n = static_cast<size_t>(local.batch) * local.ctx;
-  if (local.batch < 1 || local.tokens.size() != n || local.targets.size() != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("log_probs: ", local.tokens.size(), " tokens and ", local.targets.size(),
-                     " targets for batch ", local.batch, " x ctx ", local.ctx));
+  if (layout_.has_value_head()) {
+    return absl::FailedPreconditionError("log-probs asked of a value-head model (a critic)");
   }
-  std::vector<float> out(n);
-  const int micro = pass_rows_;
-  for (int row = 0; row < local.batch; row += micro) {
-    const int rows = std::min(micro, local.batch - row);
+  TROUPE_RETURN_IF_ERROR(check_sequences("log_probs", local, true));
+  std::vector<float> out(static_cast<size_t>(local.batch) * local.ctx);
+  for (int row = 0; row < local.batch; row += pass_rows_) {
+    const int rows = std::min(pass_rows_, local.batch - row);
     const size_t offset = static_cast<size_t>(row) * local.ctx;
     model_->log_probs(params_.data<float>(), rows, local.ctx, local.tokens.data() + offset,
                       local.targets.data() + offset, temperature, out.data() + offset);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<float>> trainer::values(const actor::rl_batch& local) {
+  if (!layout_.has_value_head()) {
+    return absl::FailedPreconditionError("values asked of a model without a value head");
+  }
+  TROUPE_RETURN_IF_ERROR(check_sequences("values", local, false));
+  std::vector<float> out(static_cast<size_t>(local.batch) * local.ctx);
+  for (int row = 0; row < local.batch; row += pass_rows_) {
+    const int rows = std::min(pass_rows_, local.batch - row);
+    const size_t offset = static_cast<size_t>(row) * local.ctx;
+    model_->values(params_.data<float>(), rows, local.ctx, local.tokens.data() + offset,
+                   out.data() + offset);
   }
   return out;
 }
@@ -298,10 +347,14 @@ absl::Status trainer::load_weights(const checkpoint::checkpoint& saved) {
   if (weights == saved.files.end()) {
     return absl::DataLossError(absl::StrCat(saved.dir, ": no model.safetensors"));
   }
-  TROUPE_RETURN_IF_ERROR(tensor::zero(params_));
-  if (absl::Status s = layout_.from_named(weights->second, params_.data<float>()); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(saved.dir, ": ", s.message()));
-  }
+  // A critic starting from a policy's checkpoint keeps the value head it was initialised with.
+  const bool trunk_only =
+      layout_.has_value_head() && !weights->second.get("classifier.weight").ok();
+  if (!trunk_only) TROUPE_RETURN_IF_ERROR(tensor::zero(params_));
+  float* params = params_.data<float>();
+  absl::Status s = trunk_only ? layout_.trunk_from_named(weights->second, params)
+                              : layout_.from_named(weights->second, params);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(saved.dir, ": ", s.message()));
   return absl::OkStatus();
 }
 

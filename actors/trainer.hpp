@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "actors/data_loader.hpp"
 #include "actors/policy_objective.hpp"
+#include "actors/value_objective.hpp"
 #include "models/gpt/adamw_optimizer.hpp"
 #include "models/gpt/gpt_cpu_batch.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
@@ -79,6 +80,12 @@ class trainer {
   /// reports the whole mini-batch's metrics. INVALID_ARGUMENT for a malformed batch.
   [[nodiscard]] absl::StatusOr<actor::rl_step_report> step(const actor::rl_batch& local,
                                                            const policy_objective& objective);
+  /// One optimizer step of the RL critic (a value-head layout) on this rank's share of a
+  /// mini-batch: the clipped value loss. Every rank reports the mini-batch's critic metrics.
+  [[nodiscard]] absl::StatusOr<actor::rl_step_report> step(const actor::rl_batch& local,
+                                                           const value_objective& objective);
+  /// Each position's value of `local`'s sequences, forward only (a value-head layout).
+  [[nodiscard]] absl::StatusOr<std::vector<float>> values(const actor::rl_batch& local);
   /// log p(target) under softmax(logits / temperature) at each position of `local` (0 where the
   /// target is -1), forward only: the old and the reference log-probs of an RL step.
   [[nodiscard]] absl::StatusOr<std::vector<float>> log_probs(const actor::rl_batch& local,
@@ -105,7 +112,8 @@ class trainer {
   /// Restores from a checkpoint that checkpoint_files() of every saving rank made.
   [[nodiscard]] absl::Status restore(const checkpoint::checkpoint& saved);
   /// Takes only the weights of a checkpoint (the RL policy's and reference's start), keeping
-  /// this trainer's optimizer state and step.
+  /// this trainer's optimizer state and step. A value-head trainer takes a language model's
+  /// trunk and keeps its own value head (the RL critic starts from the policy).
   [[nodiscard]] absl::Status load_weights(const checkpoint::checkpoint& saved);
   /// The weights as one flat f32 buffer of layout().total() elements (a view, not a copy).
   [[nodiscard]] tensor::tensor weights() const;
@@ -125,6 +133,14 @@ class trainer {
   absl::Status accumulate_and_apply(int rows, const gradient_pass& pass,
                                     const std::function<std::vector<float>()>& local_sums,
                                     std::vector<float>& sums, step_report& report);
+  // accumulate_and_apply() for an RL objective: `to_report` turns the summed statistics into
+  // the step's metrics, to which the shared figures are added.
+  absl::StatusOr<actor::rl_step_report> rl_step(
+      int rows, const gradient_pass& pass, const std::function<std::vector<float>()>& local_sums,
+      const std::function<actor::rl_step_report(const std::vector<float>&)>& to_report);
+  // INVALID_ARGUMENT unless `local` holds batch x ctx tokens (and targets, when `targets`).
+  [[nodiscard]] static absl::Status check_sequences(const char* what, const actor::rl_batch& local,
+                                                    bool targets);
 
   const models::gpt_layout& layout_;
   trainer_options options_;

@@ -34,8 +34,12 @@ using self_ptr = actor::role_pointer<actor::trainer_actor, trainer_state>;
 
 absl::Status build(self_ptr self, metrics::registry& metrics, const std::string& name) {
   auto& st = self->state;
-  st.layout =
-      std::make_unique<models::gpt_layout>(st.spec.model, models::layer_range::all(st.spec.model));
+  if (st.spec.objective && st.spec.critic) {
+    return absl::InvalidArgumentError("a trainer is the RL policy or the critic, not both");
+  }
+  st.layout = std::make_unique<models::gpt_layout>(
+      st.spec.model, models::layer_range::all(st.spec.model),
+      st.spec.critic ? models::gpt_head::value : models::gpt_head::lm);
   if (st.spec.ranks > 1) {
     comm::group_options g = st.spec.group;
     g.rank = st.spec.rank;
@@ -96,16 +100,22 @@ caf::result<actor::step_report> step(self_ptr self) {
 caf::result<actor::checkpoint_shard> start_checkpoint(self_ptr self, int64_t step,
                                                       const std::string& root) {
   auto& st = self->state;
-  if (step != st.logic->steps()) {
+  // A pretraining checkpoint is named by the optimizer step; an RL one by the RL step (the
+  // policy's and the critic's optimizer steps differ, and their optimizer states record them).
+  const bool rl = st.spec.objective || st.spec.critic;
+  if (!rl && step != st.logic->steps()) {
     return actor::to_error(absl::FailedPreconditionError(absl::StrCat(
         "checkpoint of step ", step, " asked, but this rank is at step ", st.logic->steps())));
   }
   const auto started = clock::now();
+  auto files = st.logic->checkpoint_files();
+  for (auto& [file, contents] : files)
+    file = st.spec.file_prefix + file;
   actor::checkpoint_snapshot snapshot{
       {step, st.spec.rank, st.cursor, {}, 0, 0},
       root,
       std::make_shared<const std::vector<std::pair<std::string, tensor::named_tensors>>>(
-          st.logic->checkpoint_files())};
+          std::move(files))};
   snapshot.shard.stall_s = seconds_since(started);
   auto promise = self->make_response_promise<actor::checkpoint_shard>();
   self->request(st.writer, caf::infinite, std::move(snapshot))
@@ -114,14 +124,26 @@ caf::result<actor::checkpoint_shard> start_checkpoint(self_ptr self, int64_t ste
   return promise;
 }
 
+// The files of `saved` whose names start with `prefix`, under their names without it.
+checkpoint::checkpoint files_named(checkpoint::checkpoint saved, const std::string& prefix) {
+  std::map<std::string, tensor::named_tensors> mine;
+  for (auto& [name, contents] : saved.files) {
+    if (name.starts_with(prefix)) mine.emplace(name.substr(prefix.size()), std::move(contents));
+  }
+  saved.files = std::move(mine);
+  return saved;
+}
+
 caf::result<actor::rl_step_report> rl_step(self_ptr self, const actor::rl_batch& batch) {
   auto& st = self->state;
-  if (!st.spec.objective) {
+  if (!st.spec.objective && !st.spec.critic) {
     return actor::to_error(absl::FailedPreconditionError(
         "(rl_step) asked of a trainer without an RL objective (a pretraining rank)"));
   }
   const auto started = clock::now();
-  absl::StatusOr<actor::rl_step_report> report = st.logic->step(batch, *st.spec.objective);
+  absl::StatusOr<actor::rl_step_report> report = st.spec.critic
+                                                     ? st.logic->step(batch, *st.spec.critic)
+                                                     : st.logic->step(batch, *st.spec.objective);
   std::this_thread::sleep_for(st.spec.pacer.pause_after(clock::now() - started));
   if (!report.ok()) return actor::to_error(report.status());
   return *report;
@@ -175,6 +197,7 @@ caf::result<int64_t> restore(self_ptr self, const std::string& dir) {
   }
   absl::StatusOr<checkpoint::checkpoint> saved = checkpoint::checkpoint_store::read(dir);
   if (!saved.ok()) return actor::to_error(saved.status());
+  if (!st.spec.file_prefix.empty()) *saved = files_named(*std::move(saved), st.spec.file_prefix);
   const nlohmann::json& cursor = saved->meta["cursor"];
   if (!cursor.is_number_integer() || cursor.get<int64_t>() < 0) {
     return actor::to_error(absl::DataLossError(
@@ -220,6 +243,12 @@ actor::trainer_actor spawn_trainer(caf::actor_system& system, metrics::registry&
             },
             [self](actor::log_probs_atom, const actor::rl_batch& batch) {
               return log_probs(self, batch);
+            },
+            [self](actor::values_atom,
+                   const actor::rl_batch& batch) -> caf::result<std::vector<float>> {
+              absl::StatusOr<std::vector<float>> out = self->state.logic->values(batch);
+              if (!out.ok()) return actor::to_error(out.status());
+              return *std::move(out);
             },
             [self](actor::load_atom, const std::string& dir) { return load_weights(self, dir); },
             [self](actor::sync_atom, uint64_t version) { return sync_weights(self, version); },

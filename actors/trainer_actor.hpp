@@ -29,6 +29,12 @@ struct trainer_actor_spec {
   run::work_pacer pacer;
   /// The RL objective of `(rl_step)` (and the temperature of `(log_probs)`); none: pretraining.
   std::optional<policy_objective> objective;
+  /// The RL critic's instead: the model ends in a value head, `(rl_step)` trains it on the
+  /// clipped value loss and `(values)` gives its values.
+  std::optional<value_objective> critic;
+  /// What this trainer's files are called in a checkpoint it shares with another model: the
+  /// critic's "critic-model.safetensors" beside the policy's "model.safetensors".
+  std::string file_prefix;
   /// The weight-sync group `(sync)` sends to (rank 0 of the policy only).
   std::optional<weight_sync_spec> sync;
 };

@@ -35,7 +35,13 @@ loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int se
 loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int seq,
                             const int32_t* tokens, const int32_t* targets,
                             const token_objective& objective, const gradients_ready& ready) {
-  return run_seeded(params, grads, batch, seq, tokens, targets, {0, &objective}, ready);
+  return run_seeded(params, grads, batch, seq, tokens, targets, {0, &objective, nullptr}, ready);
+}
+
+void gpt_cpu_batch::run(const float* params, float* grads, int batch, int seq,
+                        const int32_t* tokens, const value_objective& objective,
+                        const gradients_ready& ready) {
+  run_seeded(params, grads, batch, seq, tokens, nullptr, {0, nullptr, &objective}, ready);
 }
 
 loss_sum gpt_cpu_batch::forward_and_seed(int r, const float* params, float* g, int first, int count,
@@ -44,13 +50,20 @@ loss_sum gpt_cpu_batch::forward_and_seed(int r, const float* params, float* g, i
   gpt_cpu_stage& stage = *replicas_[r];
   const int64_t offset = int64_t{first} * seq, n = int64_t{count} * seq;
   const token_objective* o = seed.objective;
-  const loss_sum loss = stage.forward(params, count, seq, tokens + offset, nullptr,
-                                      targets + offset, o ? o->temperature : 1.0f);
+  const loss_sum loss =
+      stage.forward(params, count, seq, tokens + offset, nullptr,
+                    targets ? targets + offset : nullptr, o ? o->temperature : 1.0f);
+  objective_scratch& s = scratch_[r];
+  if (seed.value != nullptr) {
+    s.dloss.assign(n, 0.0f);
+    seed.value->seed(offset, n, stage.values(), s.dloss.data());
+    stage.backward_head(params, g, value_objective_grad{s.dloss.data()});
+    return loss;
+  }
   if (o == nullptr) {
     stage.backward_head(params, g, nullptr, seed.loss_scale);
     return loss;
   }
-  objective_scratch& s = scratch_[r];
   s.dloss.assign(n, 0.0f);
   float* entropies = nullptr;
   float* dentropy = nullptr;
@@ -145,7 +158,7 @@ loss_sum gpt_cpu_batch::forward_slices(const float* params, int batch, int seq,
     const int count = static_cast<int>(int64_t{batch} * (r + 1) / n) - first;
     const int64_t offset = int64_t{first} * seq;
     losses[r] = replicas_[r]->forward(params, count, seq, tokens + offset, nullptr,
-                                      targets + offset, temperature);
+                                      targets ? targets + offset : nullptr, temperature);
     if (done) done(static_cast<int>(r), first, count);
   };
   if (n == 1) {
@@ -173,6 +186,14 @@ void gpt_cpu_batch::log_probs(const float* params, int batch, int seq, const int
                    for (int64_t i = 0; i < int64_t{count} * seq; ++i)
                      slice[i] = 0.0f - losses[i];  // +0, not -0, where ignored
                  });
+}
+
+void gpt_cpu_batch::values(const float* params, int batch, int seq, const int32_t* tokens,
+                           float* out) {
+  forward_slices(params, batch, seq, tokens, nullptr, 1.0f, [&](int r, int first, int count) {
+    const float* v = replicas_[r]->values();
+    std::copy(v, v + int64_t{count} * seq, out + int64_t{first} * seq);
+  });
 }
 
 }  // namespace troupe::models

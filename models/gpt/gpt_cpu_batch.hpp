@@ -44,6 +44,16 @@ class gpt_cpu_batch {
                const int32_t* targets, const token_objective& objective,
                const gradients_ready& ready = nullptr);
 
+  /// An objective of each position's value (a value-head layout: the RL critic's loss): called
+  /// like token_objective's seed, with the slice's values and where to write d objective /
+  /// d value.
+  struct value_objective {
+    std::function<void(int64_t first, int64_t count, const float* values, float* dvalues)> seed;
+  };
+  /// run() for an objective of the values; returns no loss (the objective keeps its own sums).
+  void run(const float* params, float* grads, int batch, int seq, const int32_t* tokens,
+           const value_objective& objective, const gradients_ready& ready = nullptr);
+
   /// The loss of a batch without gradients (evaluation), split over the replicas like run().
   loss_sum evaluate(const float* params, int batch, int seq, const int32_t* tokens,
                     const int32_t* targets);
@@ -53,16 +63,21 @@ class gpt_cpu_batch {
   void log_probs(const float* params, int batch, int seq, const int32_t* tokens,
                  const int32_t* targets, float temperature, float* out);
 
+  /// Each position's value into `out` [batch * seq], forward only (a value-head layout).
+  void values(const float* params, int batch, int seq, const int32_t* tokens, float* out);
+
   [[nodiscard]] int threads() const { return static_cast<int>(replicas_.size()); }
 
  private:
   const gpt_layout& layout_;
   std::vector<param_range> buckets_;
   std::unique_ptr<kernels::cpu::thread_pool> pool_;
-  // How a replica's last stage seeds its backward: a mean loss, or a per-token objective.
+  // How a replica's last stage seeds its backward: a mean loss, a per-token objective, or an
+  // objective of the values.
   struct seeding {
     float loss_scale = 0;
     const token_objective* objective = nullptr;
+    const value_objective* value = nullptr;
   };
   loss_sum run_seeded(const float* params, float* grads, int batch, int seq, const int32_t* tokens,
                       const int32_t* targets, const seeding& seed, const gradients_ready& ready);

@@ -32,7 +32,11 @@ gpt_cpu_stage::gpt_cpu_stage(const gpt_layout& layout, int max_batch,
   }
   if (layout.range().has_head(c)) {
     lnf_.resize(N * C), lnf_mean_.resize(N), lnf_rstd_.resize(N);
-    probs_.resize(N * c.vocab), losses_.resize(N), targets_.resize(N);
+    if (layout.has_value_head()) {
+      values_.resize(N);
+    } else {
+      probs_.resize(N * c.vocab), losses_.resize(N), targets_.resize(N);
+    }
   }
   tokens_.resize(N), positions_.resize(N);
   dx_.resize(N * C), dtmp_.resize(N * C), dqkv_.resize(N * 3 * C), dfc_.resize(N * 4 * C);
@@ -62,6 +66,11 @@ loss_sum gpt_cpu_stage::forward(const float* params, int batch, int seq, const i
   if (!layout_.range().has_head(c)) return loss;
   k::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x_.back().data(),
                        params + layout_.lnf_w(), params + layout_.lnf_b(), N, C);
+  if (layout_.has_value_head()) {  // values = ln_f(x) @ classifier^T + bias
+    k::matmul(values_.data(), lnf_.data(), params + layout_.value_w(), params + layout_.value_b(),
+              gemm{N, 1, C, false, true});
+    return loss;
+  }
   k::matmul(probs_.data(), lnf_.data(), params + layout_.wte(), nullptr,
             gemm{N, c.vocab, C, false, true, false});
   if (temperature != 1.0f) {
@@ -123,10 +132,28 @@ void gpt_cpu_stage::backward(const float* params, float* grads,
   backward_below_head(params, grads);
 }
 
+void gpt_cpu_stage::backward(const float* params, float* grads,
+                             const value_objective_grad& objective) {
+  backward_head(params, grads, objective);
+  backward_below_head(params, grads);
+}
+
+void gpt_cpu_stage::backward_head(const float* params, float* grads,
+                                  const value_objective_grad& objective) {
+  TROUPE_CHECK(layout_.has_value_head());
+  const int N = batch_ * seq_, C = layout_.config().dim;
+  // d ln_f(x) = dvalues [N, 1] @ classifier [1, C]; d classifier += dvalues^T @ ln_f(x).
+  k::matmul(dtmp_.data(), objective.dvalues, params + layout_.value_w(), nullptr, gemm{N, C, 1});
+  k::matmul(grads + layout_.value_w(), objective.dvalues, lnf_.data(), nullptr,
+            gemm{1, C, N, true, false, true});
+  k::bias_backward(grads + layout_.value_b(), objective.dvalues, N, 1);
+  final_norm_backward(params, grads);
+}
+
 void gpt_cpu_stage::backward_head(const float* params, float* grads,
                                   const token_objective_grad& objective) {
   const gpt_config& c = layout_.config();
-  TROUPE_CHECK(layout_.range().has_head(c));
+  TROUPE_CHECK(layout_.range().has_head(c) && !layout_.has_value_head());
   k::cross_entropy_backward(probs_.data(), probs_.data(), targets_.data(), objective.dloss,
                             objective.entropies, objective.dentropy, batch_ * seq_, c.vocab);
   head_backward(params, grads);
@@ -137,6 +164,7 @@ void gpt_cpu_stage::backward_head(const float* params, float* grads, const float
   const gpt_config& c = layout_.config();
   const int N = batch_ * seq_, C = c.dim;
   if (layout_.range().has_head(c)) {
+    TROUPE_CHECK(!layout_.has_value_head());  // a critic trains on an objective of its values
     k::cross_entropy_backward(probs_.data(), probs_.data(), targets_.data(), loss_scale, N,
                               c.vocab);
     head_backward(params, grads);
@@ -156,6 +184,11 @@ void gpt_cpu_stage::head_backward(const float* params, float* grads) {
   k::matmul(dtmp_.data(), probs_.data(), params + layout_.wte(), nullptr, gemm{N, C, c.vocab});
   k::matmul(grads + layout_.wte(), probs_.data(), lnf_.data(), nullptr,
             gemm{c.vocab, C, N, true, false, true});
+  final_norm_backward(params, grads);
+}
+
+void gpt_cpu_stage::final_norm_backward(const float* params, float* grads) {
+  const int N = batch_ * seq_, C = layout_.config().dim;
   std::memset(dx_.data(), 0, int64_t{N} * C * sizeof(float));
   k::layernorm_backward(dx_.data(), grads + layout_.lnf_w(), grads + layout_.lnf_b(), dtmp_.data(),
                         x_.back().data(), params + layout_.lnf_w(), lnf_mean_.data(),

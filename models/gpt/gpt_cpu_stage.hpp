@@ -26,12 +26,18 @@ struct token_objective_grad {
   const float* dentropy = nullptr;   ///< d objective / d entropy, per token
 };
 
+/// What a value-head stage's backward seeds: d objective / d value at each position.
+struct value_objective_grad {
+  const float* dvalues = nullptr;
+};
+
 /// Forward and backward of a GPT stage (blocks [first, last)) on the CPU, for one batch of
 /// sequences at a time. It owns the activations the backward pass needs; parameters and
 /// gradients are flat buffers laid out by gpt_layout, owned by the caller.
 ///
 /// The first stage reads token ids, a middle stage reads the hidden state of the stage before;
-/// the last stage ends in the loss, a middle one hands its hidden state on.
+/// the last stage ends in the loss (or, with the value head, in a value per position), a middle
+/// one hands its hidden state on.
 class gpt_cpu_stage {
  public:
   /// Room for batches of up to `max_batch` sequences of up to ctx tokens. `pool` runs attention
@@ -48,6 +54,8 @@ class gpt_cpu_stage {
   [[nodiscard]] const float* probabilities() const { return probs_.data(); }
   /// Each position's loss -log p(target) of the last forward (0 where ignored; last stage).
   [[nodiscard]] const float* token_losses() const { return losses_.data(); }
+  /// Each position's value of the last forward (a value-head last stage; no targets, no loss).
+  [[nodiscard]] const float* values() const { return values_.data(); }
   /// Each position's entropy of the last forward's distribution into `h` (before backward).
   void entropies(float* h) const;
   /// The hidden state the last forward produced (not on the last stage).
@@ -58,11 +66,14 @@ class gpt_cpu_stage {
   void backward(const float* params, float* grads, const float* dhidden, float loss_scale);
   /// The same for a per-token objective (last stage only).
   void backward(const float* params, float* grads, const token_objective_grad& objective);
+  /// The same for an objective of the values (a value-head last stage).
+  void backward(const float* params, float* grads, const value_objective_grad& objective);
 
   /// backward() in phases, for callers that act between them (gradient buckets): the head (or
   /// the incoming d(hidden)), then each block from the last to the first, then the embeddings.
   void backward_head(const float* params, float* grads, const float* dhidden, float loss_scale);
   void backward_head(const float* params, float* grads, const token_objective_grad& objective);
+  void backward_head(const float* params, float* grads, const value_objective_grad& objective);
   void backward_block(const float* params, float* grads, int layer);
   void backward_embedding(float* grads);
   /// d(hidden input) of the last backward (not on the first stage).
@@ -77,6 +88,8 @@ class gpt_cpu_stage {
   void block_forward(const float* params, int layer, const float* in, float* out);
   // From d(logits / temperature), held in probs_, to d(final hidden state) in dx_.
   void head_backward(const float* params, float* grads);
+  // From d(final norm output), in dtmp_, to d(final hidden state) in dx_.
+  void final_norm_backward(const float* params, float* grads);
   // Every block from the last to the first, then the embeddings.
   void backward_below_head(const float* params, float* grads);
 
@@ -86,7 +99,7 @@ class gpt_cpu_stage {
   float temperature_ = 1.0f;
   std::vector<std::vector<float>> x_;  // residual stream: input of each block, then the output
   std::vector<block_activations> blocks_;
-  std::vector<float> lnf_, lnf_mean_, lnf_rstd_, probs_, losses_;
+  std::vector<float> lnf_, lnf_mean_, lnf_rstd_, probs_, losses_, values_;
   std::vector<int32_t> tokens_, positions_, targets_;
   std::vector<float> dx_, dtmp_, dqkv_, dfc_;
 };

@@ -8,11 +8,11 @@
 
 namespace troupe::models {
 
-gpt_layout::gpt_layout(const gpt_config& config, layer_range range)
-    : config_(config), range_(range) {
+gpt_layout::gpt_layout(const gpt_config& config, layer_range range, gpt_head head)
+    : config_(config), range_(range), head_(head) {
   const int64_t C = config.dim;
-  if (range.has_embedding() || range.has_head(config))
-    wte_ = add("wte.weight", {config.vocab, C}, true);
+  const bool lm_head = range.has_head(config) && head == gpt_head::lm;
+  if (range.has_embedding() || lm_head) wte_ = add("wte.weight", {config.vocab, C}, true);
   if (range.has_embedding()) wpe_ = add("wpe.weight", {config.ctx, C}, true);
   for (int l = range.first; l < range.last; ++l) {
     const std::string p = absl::StrCat("h.", l, ".");
@@ -34,6 +34,10 @@ gpt_layout::gpt_layout(const gpt_config& config, layer_range range)
   if (range.has_head(config)) {
     lnf_w_ = add("ln_f.weight", {C}, false);
     lnf_b_ = add("ln_f.bias", {C}, false);
+    if (head == gpt_head::value) {
+      value_w_ = add("classifier.weight", {1, C}, true);
+      value_b_ = add("classifier.bias", {1}, false);
+    }
   }
 }
 
@@ -100,7 +104,17 @@ tensor::named_tensors gpt_layout::to_named(const float* params) const {
 }
 
 absl::Status gpt_layout::from_named(const tensor::named_tensors& in, float* params) const {
+  return load(in, params, false);
+}
+
+absl::Status gpt_layout::trunk_from_named(const tensor::named_tensors& in, float* params) const {
+  return load(in, params, true);
+}
+
+absl::Status gpt_layout::load(const tensor::named_tensors& in, float* params,
+                              bool skip_value_head) const {
   for (const auto& s : slots_) {
+    if (skip_value_head && (s.offset == value_w_ || s.offset == value_b_)) continue;
     TROUPE_ASSIGN_OR_RETURN(tensor::tensor t, in.get(s.name));
     if (t.shape() != s.shape || t.type() != tensor::dtype::f32) {
       return absl::InvalidArgumentError(absl::StrCat("parameter '", s.name, "' is ",

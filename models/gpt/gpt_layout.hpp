@@ -25,14 +25,26 @@ struct param_range {
   int64_t end = 0;
 };
 
+/// What the last stage ends in.
+enum class gpt_head {
+  lm,     ///< the tied output embedding: logits over the vocabulary (GPT2LMHeadModel)
+  value,  ///< a scalar per position, "classifier" [1, dim] + bias (GPT2ForTokenClassification
+          ///< with one label): the RL critic
+};
+
 /// Where every parameter of a stage lives in one flat f32 buffer. Linear weights are stored
 /// [in, out] as in GPT-2's Conv1D, so exported weights load in other tools unchanged.
 class gpt_layout {
  public:
-  gpt_layout(const gpt_config& config, layer_range range);
+  gpt_layout(const gpt_config& config, layer_range range, gpt_head head = gpt_head::lm);
 
   [[nodiscard]] const gpt_config& config() const { return config_; }
   [[nodiscard]] layer_range range() const { return range_; }
+  [[nodiscard]] gpt_head head() const { return head_; }
+  /// Whether this stage ends in the value head (the last stage of a critic).
+  [[nodiscard]] bool has_value_head() const {
+    return head_ == gpt_head::value && range_.has_head(config_);
+  }
   [[nodiscard]] const std::vector<parameter_slot>& slots() const { return slots_; }
   [[nodiscard]] int64_t total() const { return total_; }
   /// The slot called `name`; NotFound names it and this stage's layer range.
@@ -54,6 +66,8 @@ class gpt_layout {
   [[nodiscard]] int64_t wpe() const { return wpe_; }
   [[nodiscard]] int64_t lnf_w() const { return lnf_w_; }
   [[nodiscard]] int64_t lnf_b() const { return lnf_b_; }
+  [[nodiscard]] int64_t value_w() const { return value_w_; }
+  [[nodiscard]] int64_t value_b() const { return value_b_; }
 
   /// GPT-2 initialisation (normal 0.02; residual projections 0.02 / sqrt(2 layers); norms 1,
   /// biases 0), the same for a given seed wherever it runs.
@@ -64,16 +78,22 @@ class gpt_layout {
   /// Loads every parameter of this stage from named tensors; a missing name or a shape that
   /// differs is an error naming it.
   [[nodiscard]] absl::Status from_named(const tensor::named_tensors& in, float* params) const;
+  /// from_named() of a language model's tensors into a value-head layout: every parameter but
+  /// the value head, which keeps what `params` holds (a critic starts from the policy's trunk).
+  [[nodiscard]] absl::Status trunk_from_named(const tensor::named_tensors& in, float* params) const;
 
  private:
   int64_t add(const std::string& name, tensor::shape_t shape, bool decay);
+  [[nodiscard]] absl::Status load(const tensor::named_tensors& in, float* params,
+                                  bool skip_value_head) const;
 
   gpt_config config_;
   layer_range range_;
+  gpt_head head_;
   std::vector<parameter_slot> slots_;
   std::vector<block_offsets> blocks_;
   int64_t total_ = 0;
-  int64_t wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1;
+  int64_t wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, value_w_ = -1, value_b_ = -1;
 };
 
 }  // namespace troupe::models

@@ -40,7 +40,8 @@ using data_loader_actor = caf::typed_actor<
 /// returns each position's log-prob, forward only; `(load, dir)` takes the weights (not the
 /// optimizer) of a committed checkpoint and answers its step; `(sync, version)` sends the
 /// weights to the rollout over the weight-sync group (rank 0 of the policy only) and answers with
-/// their checksum.
+/// their checksum. As the RL critic (a value head on the GPT trunk), `(rl_step, batch)` runs one
+/// optimizer step of the clipped value loss and `(values, batch)` returns each position's value.
 using trainer_actor =
     caf::typed_actor<caf::replies_to<step_atom>::with<step_report>,
                      caf::replies_to<eval_atom>::with<double>,
@@ -48,6 +49,7 @@ using trainer_actor =
                      caf::replies_to<restore_atom, std::string>::with<int64_t>,
                      caf::replies_to<rl_step_atom, rl_batch>::with<rl_step_report>,
                      caf::replies_to<log_probs_atom, rl_batch>::with<std::vector<float>>,
+                     caf::replies_to<values_atom, rl_batch>::with<std::vector<float>>,
                      caf::replies_to<load_atom, std::string>::with<int64_t>,
                      caf::replies_to<sync_atom, uint64_t>::with<weights_ack>>;
 

@@ -78,12 +78,14 @@ struct step_report {
   double comm_s = 0;     ///< waiting for collectives (what compute did not hide)
 };
 
-/// One data-parallel rank's share of an RL mini-batch (the policy's update), [batch, ctx] each,
-/// row-major and indexed like `targets`: the sequences (prompt, then response, right-padded), the
-/// next token on each response position (-1 elsewhere: prompt and padding are not trained on),
-/// and per response token its log-prob when it was sampled (old), the reference's, its advantage,
-/// and its weight in the loss aggregation over the whole mini-batch, every rank's rows together
-/// (kernels::cpu::loss_agg_weights), so that the ranks' summed gradients are the mini-batch's.
+/// One data-parallel rank's share of an RL mini-batch (the policy's or the critic's update),
+/// [batch, ctx] each, row-major and indexed like `targets`: the sequences (prompt, then response,
+/// right-padded), the next token on each response position (-1 elsewhere: prompt and padding are
+/// not trained on), and per response token its log-prob when it was sampled (old), the
+/// reference's, its advantage, the critic's value before the update and the return it is trained
+/// towards, and its weight in the loss aggregation over the whole mini-batch, every rank's rows
+/// together (kernels::cpu::loss_agg_weights), so that the ranks' summed gradients are the
+/// mini-batch's. A field its reader does not use may be empty.
 struct rl_batch {
   int32_t batch = 0;
   int32_t ctx = 0;
@@ -92,12 +94,15 @@ struct rl_batch {
   std::vector<float> old_log_probs;
   std::vector<float> ref_log_probs;  ///< read only with the KL loss; may then be empty
   std::vector<float> advantages;
+  std::vector<float> values;   ///< the critic's (GAE only)
+  std::vector<float> returns;  ///< the critic's targets (GAE only)
   std::vector<float> weights;
 };
 
-/// What one policy optimizer step did over its whole mini-batch, with veRL's actor metrics:
-/// pg_loss, entropy and kl_loss aggregated with the batch's weights; pg_clipfrac,
-/// pg_clipfrac_lower and ppo_kl as means over the response tokens.
+/// What one policy (or critic) optimizer step did over its whole mini-batch, with veRL's actor
+/// metrics: pg_loss, entropy and kl_loss aggregated with the batch's weights; pg_clipfrac,
+/// pg_clipfrac_lower and ppo_kl as means over the response tokens; or its critic metrics:
+/// vf_loss aggregated, vf_clipfrac and vpred_mean as means over the response tokens.
 struct rl_step_report {
   int64_t step = 0;  ///< 1-based: the number of optimizer steps done
   double pg_loss = 0;
@@ -106,6 +111,9 @@ struct rl_step_report {
   double ppo_kl = 0;
   double entropy = 0;
   double kl_loss = 0;  ///< 0 without the KL loss
+  double vf_loss = 0;
+  double vf_clipfrac = 0;
+  double vpred_mean = 0;
   double grad_norm = 0;
   double lr = 0;
   double compute_s = 0;

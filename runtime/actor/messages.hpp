@@ -107,14 +107,14 @@ typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rl_batch& x) {
   return f(caf::meta::type_name("rl_batch"), x.batch, x.ctx, x.tokens, x.targets, x.old_log_probs,
-           x.ref_log_probs, x.advantages, x.weights);
+           x.ref_log_probs, x.advantages, x.values, x.returns, x.weights);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rl_step_report& x) {
   return f(caf::meta::type_name("rl_step_report"), x.step, x.pg_loss, x.pg_clipfrac,
-           x.pg_clipfrac_lower, x.ppo_kl, x.entropy, x.kl_loss, x.grad_norm, x.lr, x.compute_s,
-           x.comm_s);
+           x.pg_clipfrac_lower, x.ppo_kl, x.entropy, x.kl_loss, x.vf_loss, x.vf_clipfrac,
+           x.vpred_mean, x.grad_norm, x.lr, x.compute_s, x.comm_s);
 }
 
 template <class Inspector>
@@ -186,7 +186,8 @@ CAF_ADD_ATOM(troupe, troupe::actor, spawn_atom, "spawn")
 // Benchmarks and liveness tests.
 CAF_ADD_ATOM(troupe, troupe::actor, ping_atom, "ping")
 
-// RLHF: the policy's update, log-probs, and the weight sync to the rollout.
+// RLHF: the policy's and the critic's updates, log-probs, values, and the weight sync to the
+// rollout.
 CAF_ADD_TYPE_ID(troupe, (std::vector<float>))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::rl_batch))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::rl_step_report))
@@ -196,6 +197,7 @@ CAF_ADD_TYPE_ID(troupe, (std::vector<double>))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actor::generation_request>))
 CAF_ADD_ATOM(troupe, troupe::actor, rl_step_atom, "rl_step")
 CAF_ADD_ATOM(troupe, troupe::actor, log_probs_atom, "log_probs")
+CAF_ADD_ATOM(troupe, troupe::actor, values_atom, "values")
 CAF_ADD_ATOM(troupe, troupe::actor, sync_atom, "sync")
 CAF_ADD_ATOM(troupe, troupe::actor, load_atom, "load")
 CAF_ADD_ATOM(troupe, troupe::actor, score_atom, "score")

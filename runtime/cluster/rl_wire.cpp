@@ -57,6 +57,9 @@ constexpr std::pair<const char*, double actor::rl_step_report::*> rl_step_figure
     {"ppo_kl", &actor::rl_step_report::ppo_kl},
     {"entropy", &actor::rl_step_report::entropy},
     {"kl_loss", &actor::rl_step_report::kl_loss},
+    {"vf_loss", &actor::rl_step_report::vf_loss},
+    {"vf_clipfrac", &actor::rl_step_report::vf_clipfrac},
+    {"vpred_mean", &actor::rl_step_report::vpred_mean},
     {"grad_norm", &actor::rl_step_report::grad_norm},
     {"lr", &actor::rl_step_report::lr},
     {"compute_s", &actor::rl_step_report::compute_s},
@@ -66,6 +69,8 @@ constexpr std::pair<const char*, std::vector<float> actor::rl_batch::*> rl_batch
     {"old_log_probs", &actor::rl_batch::old_log_probs},
     {"ref_log_probs", &actor::rl_batch::ref_log_probs},
     {"advantages", &actor::rl_batch::advantages},
+    {"values", &actor::rl_batch::values},
+    {"returns", &actor::rl_batch::returns},
     {"weights", &actor::rl_batch::weights}};
 
 }  // namespace
@@ -85,7 +90,7 @@ absl::StatusOr<std::vector<double>> unpack_doubles_bin(const msgpack::object& o)
 }
 
 void pack_rl_batch(packer& pk, const actor::rl_batch& x) {
-  pk.pack_map(8);
+  pk.pack_map(static_cast<uint32_t>(4 + std::size(rl_batch_floats)));
   pk.pack("batch");
   pk.pack(x.batch);
   pk.pack("ctx");

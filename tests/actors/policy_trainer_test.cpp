@@ -1,5 +1,6 @@
 // actors::trainer as the RL policy (issue 16): the PPO objective as the trainer's parameter, on
-// one rank and split over two, and the forward-only log-probs an RL step starts from.
+// one rank and split over two, and the forward-only log-probs an RL step starts from; and as the
+// critic: the same trainer on a value-head model with the clipped value loss.
 
 #include <cmath>
 #include <thread>
@@ -51,14 +52,16 @@ actor::rl_batch rows_of(const actor::rl_batch& b, int first, int count) {
   part.batch = count;
   part.ctx = b.ctx;
   const auto begin = static_cast<ptrdiff_t>(first) * b.ctx, end = begin + ptrdiff_t{count} * b.ctx;
-  auto slice = [&](const auto& v) {
-    return std::decay_t<decltype(v)>(v.begin() + begin, v.begin() + end);
+  auto slice = [&](const auto& v) {  // an empty field stays empty
+    return v.empty() ? v : std::decay_t<decltype(v)>(v.begin() + begin, v.begin() + end);
   };
   part.tokens = slice(b.tokens);
   part.targets = slice(b.targets);
   part.old_log_probs = slice(b.old_log_probs);
   part.ref_log_probs = slice(b.ref_log_probs);
   part.advantages = slice(b.advantages);
+  part.values = slice(b.values);
+  part.returns = slice(b.returns);
   part.weights = slice(b.weights);
   return part;
 }
@@ -217,16 +220,134 @@ TEST_F(PolicyTrainerTest, MalformedBatchesAreRefusedNamingTheField) {
   };
   actor::rl_batch b = make_batch(2);
   b.advantages.pop_back();
-  EXPECT_NE(error(b, {}).find("advantages has 31 entries; batch 2 x ctx 16 needs 32"),
-            std::string::npos);
+  EXPECT_NE(
+      error(b, policy_objective{}).find("advantages has 31 entries; batch 2 x ctx 16 needs 32"),
+      std::string::npos);
   b = make_batch(2);
   b.ref_log_probs.clear();
-  EXPECT_TRUE(t->step(b, {}).ok()) << "the reference is read only with the KL loss";
-  EXPECT_NE(error(b, {.use_kl_loss = true}).find("ref_log_probs (use_kl_loss)"), std::string::npos);
+  EXPECT_TRUE(t->step(b, policy_objective{}).ok()) << "the reference is read only with the KL loss";
+  EXPECT_NE(error(b, policy_objective{.use_kl_loss = true}).find("ref_log_probs (use_kl_loss)"),
+            std::string::npos);
   b = make_batch(2);
   b.weights[0] = 0.5f;  // position 0 is prompt
-  EXPECT_NE(error(b, {}).find("position 0 has weight 0.5 but no target"), std::string::npos);
+  EXPECT_NE(error(b, policy_objective{}).find("position 0 has weight 0.5 but no target"),
+            std::string::npos);
   EXPECT_EQ(t->steps(), 1) << "a refused batch takes no step";
+}
+
+// The critic: values move towards the returns, the report carries veRL's critic metrics, and two
+// ranks make the one-rank step.
+class CriticTrainerTest : public ::testing::Test {
+ protected:
+  CriticTrainerTest()
+      : layout_(config, models::layer_range::all(config), models::gpt_head::value) {}
+
+  // make_batch's rows with the critic's values (its own, before the update) and returns.
+  actor::rl_batch critic_batch(trainer& t) {
+    actor::rl_batch b = make_batch(8);
+    b.values = *t.values(b);
+    b.returns.resize(b.values.size());
+    for (size_t i = 0; i < b.returns.size(); ++i)
+      b.returns[i] = b.targets[i] < 0 ? 0.0f : (i / b.ctx % 2 == 0 ? 1.0f : -0.5f);
+    return b;
+  }
+  // The mean squared error of the values against the returns over the response tokens.
+  static double error(const std::vector<float>& values, const actor::rl_batch& b) {
+    double sum = 0, n = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (b.targets[i] < 0) continue;
+      sum += (values[i] - b.returns[i]) * (values[i] - b.returns[i]);
+      ++n;
+    }
+    return sum / n;
+  }
+
+  models::gpt_layout layout_;
+};
+
+TEST_F(CriticTrainerTest, ValuesMoveTowardsTheReturns) {
+  trainer_options slow = policy_options();
+  slow.lr.peak = 1e-3f;  // Adam moves every weight by about lr: no overshoot
+  auto t = *trainer::create(layout_, slow, nullptr);
+  actor::rl_batch b = critic_batch(*t);
+  const value_objective objective{.cliprange_value = 100.0f};  // no clipping
+  double before = error(b.values, b);
+  // At the values the batch holds, the loss is 0.5 * the weighted squared error.
+  double want = 0;
+  for (size_t i = 0; i < b.values.size(); ++i)
+    want += 0.5 * b.weights[i] * (b.values[i] - b.returns[i]) * (b.values[i] - b.returns[i]);
+  auto report = t->step(b, objective);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->step, 1);
+  EXPECT_NEAR(report->vf_loss, want, 1e-6);
+  EXPECT_EQ(report->vf_clipfrac, 0.0);
+  EXPECT_GT(report->grad_norm, 0.0);
+  double vpred = 0, tokens = 0;
+  for (size_t i = 0; i < b.values.size(); ++i) {
+    if (b.targets[i] < 0) continue;
+    vpred += b.values[i], ++tokens;
+  }
+  EXPECT_NEAR(report->vpred_mean, vpred / tokens, 1e-6);
+  for (int s = 0; s < 5; ++s) {
+    ASSERT_TRUE(t->step(b, objective).ok());
+    const double now = error(*t->values(b), b);
+    EXPECT_LT(now, before) << "step " << s + 2;
+    before = now;
+  }
+  // With a tight clip range the values soon leave the old values' band: clipped tokens.
+  auto clipped = t->step(b, value_objective{.cliprange_value = 1e-4f});
+  ASSERT_TRUE(clipped.ok());
+  EXPECT_GT(clipped->vf_clipfrac, 0.5);
+}
+
+TEST_F(CriticTrainerTest, TheCriticRefusesThePolicysRequestsAndMalformedBatches) {
+  auto t = *trainer::create(layout_, policy_options(), nullptr);
+  actor::rl_batch b = critic_batch(*t);
+  EXPECT_FALSE(t->log_probs(b, 1.0f).ok());
+  EXPECT_FALSE(t->step(b, policy_objective{}).ok());
+  b.returns.pop_back();
+  auto report = t->step(b, value_objective{});
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("returns has 127 entries; batch 8 x ctx 16 needs 128"),
+            std::string::npos)
+      << report.status();
+  auto policy = *trainer::create(models::gpt_layout(config, models::layer_range::all(config)),
+                                 policy_options(), nullptr);
+  EXPECT_FALSE(policy->values(b).ok());
+  EXPECT_FALSE(policy->step(critic_batch(*t), value_objective{}).ok());
+  EXPECT_EQ(t->steps(), 0);
+}
+
+TEST_F(CriticTrainerTest, TwoRanksMatchOne) {
+  auto one = *trainer::create(layout_, policy_options(), nullptr);
+  const actor::rl_batch b = critic_batch(*one);
+  const value_objective objective{.cliprange_value = 0.05f};
+  std::vector<actor::rl_step_report> single;
+  for (int s = 0; s < 3; ++s)
+    single.push_back(*one->step(b, objective));
+  comm::memory_store store;
+  std::vector<std::vector<actor::rl_step_report>> reports(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      auto group = comm::make_gloo_communicator(store, {.name = "critic", .rank = r, .size = 2});
+      ASSERT_TRUE(group.ok()) << group.status();
+      auto t = *trainer::create(layout_, policy_options(), group->get());
+      const actor::rl_batch mine = rows_of(b, 4 * r, 4);
+      for (int s = 0; s < 3; ++s)
+        reports[r].push_back(*t->step(mine, objective));
+    });
+  }
+  for (auto& t : ranks)
+    t.join();
+  ASSERT_EQ(reports[0].size(), 3u);
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(reports[1][s].vf_loss, reports[0][s].vf_loss) << "ranks disagree at step " << s;
+    EXPECT_NEAR(reports[0][s].vf_loss, single[s].vf_loss, 1e-6) << "step " << s;
+    EXPECT_NEAR(reports[0][s].vf_clipfrac, single[s].vf_clipfrac, 1e-6) << "step " << s;
+    EXPECT_NEAR(reports[0][s].vpred_mean, single[s].vpred_mean, 1e-5) << "step " << s;
+    EXPECT_NEAR(reports[0][s].grad_norm, single[s].grad_norm, 1e-4) << "step " << s;
+  }
 }
 
 }  // namespace

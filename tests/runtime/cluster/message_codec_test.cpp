@@ -166,6 +166,8 @@ TEST(MessageCodec, RoundTripsTheRlMessages) {
                     {0.0f, -1.25f, -0.1f},
                     {0.0f, -1.5f, 1e-30f},
                     {0.0f, 0.7f, -0.7f},
+                    {0.0f, 0.25f, -2.0f},
+                    {0.0f, 1.0f, 0.5f},
                     {0.0f, 0.5f, 0.5f}};
   caf::message m = round_trip(caf::make_message(actor::rl_step_atom_v, b));
   const auto& back = m.get_as<actor::rl_batch>(1);
@@ -173,14 +175,25 @@ TEST(MessageCodec, RoundTripsTheRlMessages) {
   EXPECT_EQ(back.old_log_probs, b.old_log_probs);
   EXPECT_EQ(back.ref_log_probs, b.ref_log_probs);
   EXPECT_EQ(back.advantages, b.advantages);
+  EXPECT_EQ(back.values, b.values);
+  EXPECT_EQ(back.returns, b.returns);
   EXPECT_EQ(back.weights, b.weights);
+  b.values.clear();  // a field its reader does not use travels empty
+  m = round_trip(caf::make_message(actor::values_atom_v, b));
+  EXPECT_TRUE(m.get_as<actor::rl_batch>(1).values.empty());
 
   actor::rl_step_report r;
   r.step = 7;
   r.pg_loss = -0.25;
   r.ppo_kl = -1e-3;
   r.entropy = 3.5;
+  r.vf_loss = 0.125;
+  r.vf_clipfrac = 0.5;
+  r.vpred_mean = -0.75;
   m = round_trip(caf::make_message(r));
+  EXPECT_EQ(m.get_as<actor::rl_step_report>(0).vf_loss, 0.125);
+  EXPECT_EQ(m.get_as<actor::rl_step_report>(0).vf_clipfrac, 0.5);
+  EXPECT_EQ(m.get_as<actor::rl_step_report>(0).vpred_mean, -0.75);
   EXPECT_EQ(m.get_as<actor::rl_step_report>(0).pg_loss, -0.25);
   EXPECT_EQ(m.get_as<actor::rl_step_report>(0).ppo_kl, -1e-3);
   EXPECT_EQ(m.get_as<actor::rl_step_report>(0).step, 7);

@@ -1,0 +1,95 @@
+#include "actors/value_objective.hpp"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/value_loss.hpp"
+#include "runtime/base/status.hpp"
+
+namespace troupe::actors {
+namespace {
+
+// The statistics local_sums() adds up, in order.
+enum sum_index { vf_loss, clipped, vpred_sum, tokens, n_sums };
+
+}  // namespace
+
+absl::Status validate(const actor::rl_batch& b, const value_objective&) {
+  if (b.batch < 1 || b.ctx < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rl_batch: batch ", b.batch, " x ctx ", b.ctx, " is empty"));
+  }
+  const size_t n = static_cast<size_t>(b.batch) * b.ctx;
+  const auto check = [&](const char* field, size_t size) -> absl::Status {
+    if (size == n) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("rl_batch for the critic: ", field, " has ",
+                                                   size, " entries; batch ", b.batch, " x ctx ",
+                                                   b.ctx, " needs ", n));
+  };
+  TROUPE_RETURN_IF_ERROR(check("tokens", b.tokens.size()));
+  TROUPE_RETURN_IF_ERROR(check("targets", b.targets.size()));
+  TROUPE_RETURN_IF_ERROR(check("values", b.values.size()));
+  TROUPE_RETURN_IF_ERROR(check("returns", b.returns.size()));
+  TROUPE_RETURN_IF_ERROR(check("weights", b.weights.size()));
+  for (size_t i = 0; i < n; ++i) {
+    if (b.targets[i] < 0 && b.weights[i] != 0.0f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rl_batch: position ", i, " has weight ", b.weights[i],
+                       " but no target (-1): only response tokens are trained on"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+value_objective_pass::value_objective_pass(const value_objective& o, const actor::rl_batch& b)
+    : o_(o), b_(b) {
+  const size_t n = static_cast<size_t>(b.batch) * b.ctx;
+  mask_.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    mask_[i] = b.targets[i] >= 0 ? 1.0f : 0.0f;
+  vpreds_.assign(n, 0.0f);
+}
+
+models::gpt_cpu_batch::value_objective value_objective_pass::objective(int row) {
+  const int64_t offset = int64_t{row} * b_.ctx;
+  return {[this, offset](int64_t first, int64_t count, const float* values, float* dvalues) {
+    seed(offset + first, count, values, dvalues);
+  }};
+}
+
+void value_objective_pass::seed(int64_t first, int64_t count, const float* values, float* dvalues) {
+  std::copy(values, values + count, vpreds_.data() + first);
+  kernels::cpu::clipped_value_loss(dvalues, vpreds_.data() + first, b_.returns.data() + first,
+                                   b_.values.data() + first, mask_.data() + first,
+                                   b_.weights.data() + first, count, o_.cliprange_value);
+}
+
+std::vector<float> value_objective_pass::local_sums() const {
+  const int64_t n = static_cast<int64_t>(mask_.size());
+  std::vector<float> scratch(n);
+  const kernels::value_loss_stats vf = kernels::cpu::clipped_value_loss(
+      scratch.data(), vpreds_.data(), b_.returns.data(), b_.values.data(), mask_.data(),
+      b_.weights.data(), n, o_.cliprange_value);
+  double count = 0, v = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    count += mask_[i];
+    v += double{mask_[i]} * vpreds_[i];
+  }
+  std::vector<float> sums(n_sums);
+  sums[vf_loss] = static_cast<float>(vf.vf_loss);
+  sums[clipped] = static_cast<float>(vf.vf_clipfrac * count);  // the kernel's mean, back to a sum
+  sums[vpred_sum] = static_cast<float>(v);
+  sums[tokens] = static_cast<float>(count);
+  return sums;
+}
+
+actor::rl_step_report value_objective_pass::report(const std::vector<float>& sums) {
+  actor::rl_step_report r;
+  r.vf_loss = sums[vf_loss];
+  const double count = std::max(1.0f, sums[tokens]);
+  r.vf_clipfrac = sums[clipped] / count;
+  r.vpred_mean = sums[vpred_sum] / count;
+  return r;
+}
+
+}  // namespace troupe::actors
