@@ -93,11 +93,15 @@ int digit_completion::max_response_bytes() const {
   return o_.max_num_in_response * (digits + 1);  // numbers, commas and the newline
 }
 
-std::string digit_completion::format_warmup(uint64_t seed, int lines) const {
+std::string digit_completion::warmup_text(uint64_t seed, int lines, bool answers) const {
   std::string text;
   const uint64_t stream = seed ^ 0x5eedf00dull;  // not the RL prompts' stream
   for (int i = 0; i < lines; ++i) {
     const std::string q = prompt(stream, i);
+    if (answers) {
+      absl::StrAppend(&text, q, answer(q), "\n");
+      continue;
+    }
     parsed_prompt p;
     parse(q, p);
     std::vector<int> numbers;

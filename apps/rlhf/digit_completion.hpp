@@ -40,10 +40,11 @@ class digit_completion {
   /// The longest response the task needs, newline included.
   [[nodiscard]] int max_response_bytes() const;
 
-  /// Text for a format warm-up: `lines` examples of prompts followed by n numbers drawn at
-  /// random (not the answer) and a newline. It teaches the format, not the sequence: RL does
-  /// that.
-  [[nodiscard]] std::string format_warmup(uint64_t seed, int lines) const;
+  /// Text for a warm-up: `lines` examples of prompts (from a stream of their own, not the RL
+  /// prompts') each followed by a newline-ended response. With `answers` false the response is n
+  /// numbers drawn at random: the warm-up teaches the format, not the sequence. With `answers`
+  /// true it is the answer: supervised examples of the task itself.
+  [[nodiscard]] std::string warmup_text(uint64_t seed, int lines, bool answers) const;
 
  private:
   digit_completion_options o_;

@@ -66,8 +66,9 @@ absl::StatusOr<caf::actor> spawn_policy(actor::role_context& ctx, const no_optio
     const int lines = std::max(2000, o->warmup.steps * o->warmup.batch * model.ctx / 8);
     TROUPE_ASSIGN_OR_RETURN(
         actors::text_corpus corpus,
-        actors::text_corpus::from_text(task.format_warmup(static_cast<uint64_t>(o->seed), lines),
-                                       0.05, model.ctx, "the task's format warm-up text"));
+        actors::text_corpus::from_text(
+            task.warmup_text(static_cast<uint64_t>(o->seed), lines, o->warmup.text == "answers"),
+            0.05, model.ctx, "the task's warm-up text"));
     spec.corpus = std::make_shared<const actors::text_corpus>(std::move(corpus));
   }
   spec.data_seed = static_cast<uint64_t>(o->seed);
@@ -90,6 +91,24 @@ absl::StatusOr<caf::actor> spawn_reference(actor::role_context& ctx, const no_op
   spec.objective = objective_of(*o);  // for its temperature: the reference's distribution too
   return caf::actor_cast<caf::actor>(
       actors::spawn_trainer(ctx.system, ctx.metrics, ctx.actor_name(), nullptr, std::move(spec)));
+}
+
+absl::StatusOr<caf::actor> spawn_critic(actor::role_context& ctx, const no_options&) {
+  TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "critic"));
+  TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<comm::rendezvous_store> store, store_of(ctx));
+  actors::trainer_actor_spec spec;
+  spec.model = models::gpt_config_of(ctx.plan.spec.model);
+  spec.options = critic_trainer_options(*o);
+  spec.rank = ctx.index;
+  spec.ranks = o->critic.dp;
+  spec.group.name = "rlhf/critic";
+  spec.group.timeout = std::chrono::milliseconds(o->sync.timeout_ms);
+  spec.critic = critic_objective_of(*o);
+  spec.file_prefix = "critic-";  // beside the policy's files in the run's checkpoints
+  TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
+  spec.pacer = run::work_pacer(std::move(hooks));
+  return caf::actor_cast<caf::actor>(
+      actors::spawn_trainer(ctx.system, ctx.metrics, ctx.actor_name(), store, std::move(spec)));
 }
 
 absl::StatusOr<caf::actor> spawn_rollout(actor::role_context& ctx, const no_options&) {
@@ -126,14 +145,16 @@ absl::StatusOr<caf::actor> spawn_reward(actor::role_context& ctx, const no_optio
                                 }));
 }
 
-// What each role must be: name, kind, impl, and whether its count is free.
+// What each role must be: name, kind, impl, and whether only GAE has it.
 struct expected_role {
   const char* name;
   const char* kind;
   const char* impl;
+  bool gae_only = false;
 };
 constexpr expected_role expected_roles[] = {{"policy", "trainer", "gpt_policy"},
                                             {"reference", "trainer", "gpt_reference"},
+                                            {"critic", "trainer", "gpt_critic", true},
                                             {"rollout", "inference_worker", "gpt_rollout"},
                                             {"reward", "reward", "digit_completion"}};
 
@@ -146,8 +167,17 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
     ctx.error(section, absl::StrCat("the task is byte-level text, so model.vocab must be 256, not ",
                                     model.vocab));
   }
+  const bool gae = uses_critic(o);
   for (const auto& want : expected_roles) {
     const auto* role = plan.find_role(want.name);
+    if (want.gae_only && !gae) {
+      if (role != nullptr) {
+        ctx.error(section, absl::StrCat("roles.critic is set, but adv_estimator is ",
+                                        o.algorithm.adv_estimator,
+                                        ", which has no critic: remove the role, or use gae"));
+      }
+      continue;
+    }
     if (role == nullptr || role->spec.kind != want.kind || role->spec.impl != want.impl) {
       ctx.error(section,
                 absl::StrCat("app: rlhf needs a role '", want.name, "' of kind ", want.kind,
@@ -163,8 +193,8 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
       known = known || role.spec.name == want.name;
     if (!known) {
       ctx.error(section, absl::StrCat("app: rlhf has no role '", role.spec.name,
-                                      "' (the critic comes with adv_estimator gae, not built "
-                                      "yet); its roles are policy, reference, rollout, reward"));
+                                      "'; its roles are policy, reference, rollout, reward, and "
+                                      "critic with adv_estimator gae"));
     }
   }
   const auto* policy = plan.find_role("policy");
@@ -186,12 +216,20 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
     const YAML::Node n = section[group][key];
     return n.IsDefined() ? n : (section[group].IsDefined() ? section[group] : node_of);
   };
-  if (o.algorithm.adv_estimator == "gae") {
-    ctx.child("algorithm")
-        .child("adv_estimator")
-        .error(at("algorithm", "adv_estimator"),
-               "is gae, which needs the critic role, not built yet: use grpo, rloo, "
-               "reinforce_plus_plus or reinforce_plus_plus_baseline");
+  // A resolved config (what the head hands its workers) spells every default out: only a critic
+  // section that sets something is refused.
+  if (!gae && !(o.critic == critic_spec{})) {
+    ctx.child("critic").error(
+        section["critic"].IsDefined() ? section["critic"] : section,
+        absl::StrCat("is set, but adv_estimator ", o.algorithm.adv_estimator,
+                     " has no critic (only gae does): remove the section, or use gae"));
+  }
+  const auto* critic = plan.find_role("critic");
+  if (gae && critic != nullptr && critic->spec.count != o.critic.dp) {
+    ctx.child("critic").child("dp").error(
+        at("critic", "dp"),
+        absl::StrCat("is ", o.critic.dp, " but roles.critic.count is ", critic->spec.count,
+                     ": each critic rank is one trainer actor; set both to the same number"));
   }
   if (o.data.train_batch_size % o.actor.ppo_mini_batch_size != 0) {
     ctx.child("actor")
@@ -201,14 +239,18 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
                             "data.train_batch_size ", o.data.train_batch_size,
                             " (both count prompts): make the batch a multiple of the mini-batch"));
   }
-  if ((o.actor.ppo_mini_batch_size * o.rollout.n) % o.actor.dp != 0) {
-    ctx.child("actor").child("dp").error(
-        at("actor", "dp"),
-        absl::StrCat("is ", o.actor.dp, ", which does not divide a mini-batch's ",
-                     o.actor.ppo_mini_batch_size * o.rollout.n,
+  // Each rank of the policy (and of the critic) takes an equal share of a mini-batch.
+  const auto check_share = [&](const char* group, int dp) {
+    const int responses = o.actor.ppo_mini_batch_size * o.rollout.n;
+    if (responses % dp == 0) return;
+    ctx.child(group).child("dp").error(
+        at(group, "dp"),
+        absl::StrCat("is ", dp, ", which does not divide a mini-batch's ", responses,
                      " responses (actor.ppo_mini_batch_size ", o.actor.ppo_mini_batch_size,
                      " x rollout.n ", o.rollout.n, ")"));
-  }
+  };
+  check_share("actor", o.actor.dp);
+  if (gae) check_share("critic", o.critic.dp);
   if (o.warmup.steps > 0 && o.warmup.batch % o.actor.dp != 0) {
     ctx.child("warmup").child("batch").error(
         at("warmup", "batch"),
@@ -240,12 +282,18 @@ std::vector<std::string> describe_rlhf_plan(const app::app_plan& plan, const voi
       absl::StrCat("per RL step: ", s.prompts, " prompts (data.train_batch_size) x ", s.n,
                    " responses (rollout.n) = ", s.prompts * s.n, " responses of up to ",
                    s.response_length, " tokens"),
-      absl::StrCat("policy updates per RL step: ", s.updates_per_step(), " (ppo_epochs ",
-                   s.ppo_epochs, " x ", s.prompts, " / ppo_mini_batch_size ", s.mini_batch_prompts,
-                   "), each on ", mini, " responses, ", mini / s.policy_ranks, " per policy rank"),
+      absl::StrCat(
+          s.critic_ranks > 0 ? "policy and critic" : "policy",
+          " updates per RL step: ", s.updates_per_step(), " (ppo_epochs ", s.ppo_epochs, " x ",
+          s.prompts, " / ppo_mini_batch_size ", s.mini_batch_prompts, "), each on ", mini,
+          " responses, ", mini / s.policy_ranks, " per policy rank",
+          s.critic_ranks > 0 ? absl::StrCat(", ", mini / s.critic_ranks, " per critic rank") : "",
+          s.critic_warmup > 1 ? absl::StrCat("; the policy from RL step ", s.critic_warmup, " on")
+                              : ""),
       absl::StrCat(s.warmup_steps > 0
-                       ? absl::StrCat("before RL: a format warm-up of ", s.warmup_steps,
-                                      " steps of ", o.warmup.batch, " sequences")
+                       ? absl::StrCat("before RL: a warm-up of ", s.warmup_steps, " steps of ",
+                                      o.warmup.batch, " sequences on the task's ",
+                                      o.warmup.text == "answers" ? "answers" : "format-only text")
                        : std::string("no warm-up: RL starts from the initial weights"),
                    "; ", s.steps, " RL steps")};
 }
@@ -254,8 +302,8 @@ std::vector<std::string> describe_rlhf_plan(const app::app_plan& plan, const voi
 
 absl::Status register_rlhf(actor::role_registry& registry) {
   auto app = actor::make_role_factory<rlhf_options>(
-      "RLHF (PPO-style policy updates with GRPO, RLOO or REINFORCE++ advantages) with separate "
-      "policy, reference, rollout and reward roles, weights synced on the data plane",
+      "RLHF (PPO with GAE and a critic, or GRPO, RLOO, REINFORCE++ advantages) with separate "
+      "policy, critic, reference, rollout and reward roles, weights synced on the data plane",
       rlhf_schema(), [](actor::role_context& ctx, const rlhf_options& options) {
         return spawn_rlhf_driver(ctx, options);
       });
@@ -272,6 +320,12 @@ absl::Status register_rlhf(actor::role_registry& registry) {
       config::object_schema<no_options>(), spawn_reference);
   reference.restartable = false;
   TROUPE_RETURN_IF_ERROR(registry.add("trainer", "gpt_reference", std::move(reference)));
+  auto critic = actor::make_role_factory<no_options>(
+      "one data-parallel rank of app: rlhf's critic (the policy's GPT trunk with a value head, "
+      "the clipped value loss)",
+      config::object_schema<no_options>(), spawn_critic);
+  critic.restartable = false;
+  TROUPE_RETURN_IF_ERROR(registry.add("trainer", "gpt_critic", std::move(critic)));
   auto rollout = actor::make_role_factory<no_options>(
       "one rollout worker of app: rlhf (the serving engine; weights synced from the policy)",
       config::object_schema<no_options>(), spawn_rollout);

@@ -101,11 +101,13 @@ std::vector<rlhf_driver::command> rlhf_driver::on_warmup_step(int rank,
 std::vector<rlhf_driver::command> rlhf_driver::on_initial_saved(const std::string& dir) {
   if (phase_ != phase::saving_initial) return {};
   phase_ = phase::loading_reference;
-  return {load_reference{dir}};
+  answers_ = 0;
+  return {load_initial{dir}};
 }
 
-std::vector<rlhf_driver::command> rlhf_driver::on_reference_loaded() {
+std::vector<rlhf_driver::command> rlhf_driver::on_initial_loaded() {
   if (phase_ != phase::loading_reference) return {};
+  if (++answers_ < 1 + schedule_.critic_ranks) return {};
   return begin_step();
 }
 
@@ -244,12 +246,17 @@ std::vector<rlhf_driver::command> rlhf_driver::on_scored(std::vector<double> sco
   if (!batch.ok()) return failed(batch.status());
   batch_ = *std::move(batch);
   scores_ = std::move(scores);
-  // Old log-probs on the policy ranks (each its share of the rows), the reference's on it.
+  // Old log-probs on the policy ranks (each its share of the rows), the reference's on it, the
+  // values on the critic ranks.
   log_probs_all ask;
   const int per_rank = batch_->rows() / schedule_.policy_ranks;
   for (int k = 0; k < schedule_.policy_ranks; ++k)
     ask.policy.push_back(batch_->sequences(k * per_rank, per_rank));
   ask.reference = batch_->sequences(0, batch_->rows());
+  for (int k = 0; k < schedule_.critic_ranks; ++k) {
+    const int per_critic = batch_->rows() / schedule_.critic_ranks;
+    ask.critic.push_back(batch_->sequences(k * per_critic, per_critic));
+  }
   phase_ = phase::log_probs;
   phase_started_ = now_();
   answers_ = 0;
@@ -267,7 +274,20 @@ std::vector<rlhf_driver::command> rlhf_driver::on_log_probs(bool reference, int 
     batch_->set_log_probs(false, rank * per_rank, per_rank, values);
     row_["timing_s/old_log_prob"] = seconds_since(phase_started_);
   }
-  if (++answers_ < schedule_.policy_ranks + 1) return {};
+  return after_log_probs();
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_values(int rank,
+                                                         const std::vector<float>& values) {
+  if (phase_ != phase::log_probs) return {};
+  const int per_rank = batch_->rows() / schedule_.critic_ranks;
+  batch_->set_values(rank * per_rank, per_rank, values);
+  row_["timing_s/values"] = seconds_since(phase_started_);
+  return after_log_probs();
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::after_log_probs() {
+  if (++answers_ < schedule_.policy_ranks + 1 + schedule_.critic_ranks) return {};
   const auto adv_started = now_();
   absl::StatusOr<double> current_kl = batch_->compute_advantages(scores_, algorithm_, kl_.value());
   if (!current_kl.ok()) return failed(current_kl.status());
@@ -276,48 +296,69 @@ std::vector<rlhf_driver::command> rlhf_driver::on_log_probs(bool reference, int 
   if (algorithm_.use_kl_in_reward) kl_.update(*current_kl, batch_->rows());
   row_.update(batch_->data_metrics(schedule_.response_length));
   row_["timing_s/adv"] = seconds_since(adv_started);
-  phase_ = phase::updating;
-  phase_started_ = now_();
-  update_index_ = 0;
   update_reports_.clear();
-  return next_update();
+  critic_reports_.clear();
+  // veRL's order: the critic's update, then the actor's once the critic has warmed up.
+  if (schedule_.critic_ranks > 0) return start_updates(true);
+  if (schedule_.updates_actor_at(step_ + 1)) return start_updates(false);
+  return end_step();
 }
 
-std::vector<rlhf_driver::command> rlhf_driver::next_update() {
+std::vector<rlhf_driver::command> rlhf_driver::start_updates(bool critic) {
+  phase_ = critic ? phase::updating_critic : phase::updating;
+  phase_started_ = now_();
+  update_index_ = 0;
+  return next_update(critic);
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::next_update(bool critic) {
   const int per_epoch = schedule_.prompts / schedule_.mini_batch_prompts;
   const int rows = schedule_.mini_batch_prompts * schedule_.n;
   const int m = update_index_ % per_epoch;
   answers_ = 0;
-  return {update_all{
-      batch_->mini_batch(m * rows, rows, schedule_.policy_ranks, schedule_.loss_agg_mode)}};
+  const int ranks = critic ? schedule_.critic_ranks : schedule_.policy_ranks;
+  return {update_all{batch_->mini_batch(m * rows, rows, ranks, schedule_.loss_agg_mode), critic}};
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::on_updated(int rank,
-                                                          const actor::rl_step_report& report) {
-  if (phase_ != phase::updating) return {};
-  if (rank == 0) update_reports_.push_back(report);
-  if (++answers_ < schedule_.policy_ranks) return {};
-  if (++update_index_ < schedule_.updates_per_step()) return next_update();
+                                                          const actor::rl_step_report& report,
+                                                          bool critic) {
+  if (phase_ != (critic ? phase::updating_critic : phase::updating)) return {};
+  if (rank == 0) (critic ? critic_reports_ : update_reports_).push_back(report);
+  if (++answers_ < (critic ? schedule_.critic_ranks : schedule_.policy_ranks)) return {};
+  if (++update_index_ < schedule_.updates_per_step()) return next_update(critic);
+  row_[critic ? "timing_s/update_critic" : "timing_s/update_actor"] = seconds_since(phase_started_);
+  if (critic && schedule_.updates_actor_at(step_ + 1)) return start_updates(false);
   return end_step();
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::end_step() {
-  row_["timing_s/update_actor"] = seconds_since(phase_started_);
-  // veRL's actor metrics: the mean over the optimizer steps (lr: the last).
-  double pg = 0, clip = 0, clip_lower = 0, ppo_kl = 0, entropy = 0, kl_loss = 0, norm = 0;
-  for (const auto& r : update_reports_) {
-    pg += r.pg_loss, clip += r.pg_clipfrac, clip_lower += r.pg_clipfrac_lower;
-    ppo_kl += r.ppo_kl, entropy += r.entropy, kl_loss += r.kl_loss, norm += r.grad_norm;
+  // veRL's actor and critic metrics: the means over their optimizer steps (lr: the last). The
+  // actor's are absent while the critic warms up.
+  const auto mean = [](const std::vector<actor::rl_step_report>& reports, auto field) {
+    double sum = 0;
+    for (const auto& r : reports)
+      sum += r.*field;
+    return sum / static_cast<double>(std::max<size_t>(1, reports.size()));
+  };
+  using report = actor::rl_step_report;
+  if (!update_reports_.empty()) {
+    row_["actor/pg_loss"] = mean(update_reports_, &report::pg_loss);
+    row_["actor/pg_clipfrac"] = mean(update_reports_, &report::pg_clipfrac);
+    row_["actor/pg_clipfrac_lower"] = mean(update_reports_, &report::pg_clipfrac_lower);
+    row_["actor/ppo_kl"] = mean(update_reports_, &report::ppo_kl);
+    row_["actor/entropy"] = mean(update_reports_, &report::entropy);
+    row_["actor/kl_loss"] = mean(update_reports_, &report::kl_loss);
+    row_["actor/grad_norm"] = mean(update_reports_, &report::grad_norm);
+    row_["actor/lr"] = update_reports_.back().lr;
   }
-  const double u = std::max<size_t>(1, update_reports_.size());
-  row_["actor/pg_loss"] = pg / u;
-  row_["actor/pg_clipfrac"] = clip / u;
-  row_["actor/pg_clipfrac_lower"] = clip_lower / u;
-  row_["actor/ppo_kl"] = ppo_kl / u;
-  row_["actor/entropy"] = entropy / u;
-  row_["actor/kl_loss"] = kl_loss / u;
-  row_["actor/grad_norm"] = norm / u;
-  row_["actor/lr"] = update_reports_.empty() ? 0.0 : update_reports_.back().lr;
+  if (!critic_reports_.empty()) {
+    row_["critic/vf_loss"] = mean(critic_reports_, &report::vf_loss);
+    row_["critic/vf_clipfrac"] = mean(critic_reports_, &report::vf_clipfrac);
+    row_["critic/vpred_mean"] = mean(critic_reports_, &report::vpred_mean);
+    row_["critic/grad_norm"] = mean(critic_reports_, &report::grad_norm);
+    row_["critic/lr"] = critic_reports_.back().lr;
+  }
   ++step_;
   const double step_s = seconds_since(step_started_);
   int64_t tokens = 0, stale = 0;
@@ -355,7 +396,7 @@ std::vector<rlhf_driver::command> rlhf_driver::end_step() {
       schedule_.save_freq > 0 && (step_ % schedule_.save_freq == 0 || step_ >= schedule_.end());
   if (save_due) {
     phase_ = phase::saving_checkpoint;
-    out.push_back(save_checkpoint{schedule_.warmup_steps + step_ * schedule_.updates_per_step(),
+    out.push_back(save_checkpoint{step_,
                                   {{"rl_step", step_},
                                    {"prompt_cursor", cursor_},
                                    {"policy_version", version_},

@@ -26,6 +26,8 @@ struct rlhf_schedule {
   int mini_batch_prompts = 8;  ///< prompts per optimizer step (actor.ppo_mini_batch_size)
   int ppo_epochs = 1;
   int policy_ranks = 1;
+  int critic_ranks = 0;      ///< the critic's ranks (GAE); 0: no critic
+  int critic_warmup = 0;     ///< the policy is updated from RL step critic_warmup on (1-based)
   int max_len = 64;          ///< the model's context: prompt + response fit in it
   int response_length = 16;  ///< tokens per response at most
   int test_freq = 0;         ///< greedy validation every this many steps (and after the last)
@@ -40,8 +42,12 @@ struct rlhf_schedule {
   std::string end_string = "\n";  ///< the end of a response (a stop string, trained on)
   kernels::loss_agg_mode loss_agg_mode = kernels::loss_agg_mode::token_mean;
 
-  /// Optimizer steps of the policy per RL step: ppo_epochs * prompts / mini_batch_prompts.
+  /// Optimizer steps of the policy (and of the critic) per RL step: ppo_epochs * prompts /
+  /// mini_batch_prompts.
   [[nodiscard]] int updates_per_step() const { return ppo_epochs * prompts / mini_batch_prompts; }
+  /// Whether the policy is updated at 1-based RL step `step`: veRL's
+  /// `critic_warmup <= global_steps`.
+  [[nodiscard]] bool updates_actor_at(int64_t step) const { return critic_warmup <= step; }
   /// The RL step this launch ends after.
   [[nodiscard]] int end() const {
     return stop_after > 0 && stop_after < steps ? stop_after : steps;
@@ -60,15 +66,19 @@ struct rl_task {
 ///   sync weights (policy rank 0 -> every rollout worker; each acknowledges version and checksum)
 ///   -> [validation due] greedy generation of the validation prompts -> score -> val metrics
 ///   -> generate n responses per prompt -> score (reward role)
-///   -> old log-probs (policy ranks) and reference log-probs (reference), in parallel
-///   -> advantages -> ppo_epochs x mini-batches, one optimizer step each on every policy rank
+///   -> old log-probs (policy ranks), reference log-probs (reference) and, with a critic, values
+///      (critic ranks), in parallel
+///   -> advantages -> [critic] ppo_epochs x mini-batches, one optimizer step each on every critic
+///      rank -> [from step critic_warmup] the same on every policy rank
 ///   -> metrics row and samples -> next step, or the end
 ///
-/// After a step's metrics, when a checkpoint is due: every policy rank's state, committed with
-/// what the controller needs to continue (step, prompt cursor, policy version, KL coefficient).
+/// After a step's metrics, when a checkpoint is due: every policy and critic rank's state,
+/// committed with what the controller needs to continue (step, prompt cursor, policy version, KL
+/// coefficient).
 ///
 /// Before the first step, with a warm-up: warm-up steps on every policy rank, a checkpoint of
-/// them (the run's initial policy), and the reference loads it. Any error fails the run.
+/// them (the run's initial policy), and the reference and the critic load it (the critic its
+/// trunk). Any error fails the run.
 class rlhf_driver {
  public:
   using clock = std::chrono::steady_clock;
@@ -79,7 +89,9 @@ class rlhf_driver {
   struct save_initial {
     int64_t step;
   };
-  struct load_reference {
+  /// The reference and every critic rank load the initial policy; each answers
+  /// on_initial_loaded.
+  struct load_initial {
     std::string dir;
   };
   struct sync_all {
@@ -93,19 +105,22 @@ class rlhf_driver {
     std::vector<std::string> responses;
     std::vector<bool> ended;
   };
-  /// Policy rank i gives log-probs of policy[i]; the reference of reference (rows in order).
+  /// Policy rank i gives log-probs of policy[i]; the reference of reference (rows in order);
+  /// critic rank i values of critic[i] (none without a critic).
   struct log_probs_all {
     std::vector<actor::rl_batch> policy;
     actor::rl_batch reference;
+    std::vector<actor::rl_batch> critic;
   };
-  /// One optimizer step: policy rank i on parts[i].
+  /// One optimizer step: policy rank i (the critic's with `critic`) on parts[i].
   struct update_all {
     std::vector<actor::rl_batch> parts;
+    bool critic = false;
   };
-  /// Every policy rank checkpoints its state at optimizer step `optimizer_step`; the actor
-  /// commits it with `meta` and answers on_checkpoint_saved.
+  /// Every policy and critic rank checkpoints its state as RL step `step`; the actor commits it
+  /// with `meta` and answers on_checkpoint_saved.
   struct save_checkpoint {
-    int64_t optimizer_step;
+    int64_t step;
     nlohmann::json meta;
   };
   struct metrics_row {
@@ -120,9 +135,9 @@ class rlhf_driver {
   struct fail {
     absl::Status why;
   };
-  using command = std::variant<warmup_step_all, save_initial, load_reference, sync_all,
-                               generate_all, score_all, log_probs_all, update_all, save_checkpoint,
-                               metrics_row, sample_rows, finish, fail>;
+  using command = std::variant<warmup_step_all, save_initial, load_initial, sync_all, generate_all,
+                               score_all, log_probs_all, update_all, save_checkpoint, metrics_row,
+                               sample_rows, finish, fail>;
 
   /// Where a resumed run continues: what save_checkpoint's meta holds.
   struct resume_point {
@@ -144,7 +159,7 @@ class rlhf_driver {
   std::vector<command> on_checkpoint_saved();
   std::vector<command> on_warmup_step(int rank, const actor::step_report& report);
   std::vector<command> on_initial_saved(const std::string& dir);
-  std::vector<command> on_reference_loaded();
+  std::vector<command> on_initial_loaded();
   /// `who` names the participant ("policy/0", "rollout/1") for errors.
   std::vector<command> on_synced(const std::string& who, const actor::weights_ack& ack,
                                  bool sender);
@@ -152,7 +167,11 @@ class rlhf_driver {
   std::vector<command> on_generated(std::vector<actor::generation_event> outputs);
   std::vector<command> on_scored(std::vector<double> scores);
   std::vector<command> on_log_probs(bool reference, int rank, const std::vector<float>& values);
-  std::vector<command> on_updated(int rank, const actor::rl_step_report& report);
+  /// Critic rank `rank`'s values of its rows.
+  std::vector<command> on_values(int rank, const std::vector<float>& values);
+  /// Policy (or critic) rank `rank`'s optimizer step.
+  std::vector<command> on_updated(int rank, const actor::rl_step_report& report,
+                                  bool critic = false);
   std::vector<command> on_error(const absl::Status& error);
 
   [[nodiscard]] int64_t step() const { return step_; }
@@ -175,6 +194,7 @@ class rlhf_driver {
     generating,
     scoring,
     log_probs,
+    updating_critic,
     updating,
     saving_checkpoint,
     finished
@@ -182,7 +202,9 @@ class rlhf_driver {
   std::vector<command> begin_step();
   std::vector<command> after_sync();
   std::vector<command> generate();
-  std::vector<command> next_update();
+  std::vector<command> after_log_probs();
+  std::vector<command> start_updates(bool critic);
+  std::vector<command> next_update(bool critic);
   std::vector<command> end_step();
   std::vector<command> end_run();
   std::vector<command> failed(absl::Status why);
@@ -209,7 +231,7 @@ class rlhf_driver {
   std::optional<rollout_batch> batch_;
   std::vector<double> scores_;
   int update_index_ = 0;
-  std::vector<actor::rl_step_report> update_reports_;
+  std::vector<actor::rl_step_report> update_reports_, critic_reports_;
   nlohmann::json row_;  // the step's metrics so far
   double best_score_ = -1, first_score_ = -1, last_score_ = -1, last_val_ = -1;
   clock::time_point started_{}, step_started_{}, phase_started_{};

@@ -37,6 +37,7 @@ struct controller_state {
   std::string run_dir;
   std::vector<actor::trainer_actor> policy;
   actor::trainer_actor reference;
+  std::vector<actor::trainer_actor> critic;  // GAE only
   std::vector<actor::inference_worker_actor> rollouts;
   actor::reward_actor reward;
   std::unique_ptr<rlhf_driver> logic;
@@ -211,25 +212,34 @@ void sync(self_ptr self, uint64_t version) {
     ask(st.rollouts[w], name_of("rollout", w), false);
 }
 
-// Checkpoints every policy rank at optimizer step `step` into `root` and commits it with `meta`
-// (plus the model, dp and the trainers' data cursor); `committed(dir)` continues.
-void checkpoint_policy(self_ptr self, int64_t step, const std::string& root, nlohmann::json meta,
-                       int keep, std::function<void(const std::string&)> committed) {
+// Checkpoints every policy rank (and, with `critic`, every critic rank) as step `step` into
+// `root` and commits it with `meta` (plus the model, dp and the trainers' data cursor);
+// `committed(dir)` continues.
+void checkpoint_trainers(self_ptr self, int64_t step, const std::string& root, nlohmann::json meta,
+                         int keep, bool critic, std::function<void(const std::string&)> committed) {
   auto& st = self->state;
   st.shards.clear();
-  for (size_t r = 0; r < st.policy.size(); ++r) {
-    self->request(st.policy[r], caf::infinite, actor::checkpoint_atom_v, step, root)
+  std::vector<std::pair<std::string, actor::trainer_actor>> ranks;
+  for (size_t r = 0; r < st.policy.size(); ++r)
+    ranks.emplace_back(name_of("policy", r), st.policy[r]);
+  for (size_t r = 0; critic && r < st.critic.size(); ++r)
+    ranks.emplace_back(name_of("critic", r), st.critic[r]);
+  const size_t expected = ranks.size();
+  for (auto& [who, rank] : ranks) {
+    self->request(rank, caf::infinite, actor::checkpoint_atom_v, step, root)
         .then(
-            [self, step, root, meta, keep, committed](actor::checkpoint_shard& shard) mutable {
+            [self, step, root, meta, keep, committed,
+             expected](actor::checkpoint_shard& shard) mutable {
               auto& st = self->state;
               st.shards.push_back(std::move(shard));
-              if (st.shards.size() < st.policy.size()) return;
+              if (st.shards.size() < expected) return;
               std::vector<checkpoint::file_record> files;
               for (const auto& s : st.shards)
                 files.insert(files.end(), s.files.begin(), s.files.end());
               meta["app"] = "rlhf";
               meta["model"] = models::gpt_config_json(st.model);
               meta["dp"] = st.options.actor.dp;
+              meta["critic_dp"] = st.critic.size();
               meta["cursor"] = st.shards.front().cursor;
               checkpoint::checkpoint_store store(root);
               if (absl::Status s = store.commit(step, files, meta, keep); !s.ok()) {
@@ -238,44 +248,46 @@ void checkpoint_policy(self_ptr self, int64_t step, const std::string& root, nlo
               }
               committed(store.step_dir(step));
             },
-            [self, r](caf::error& e) { on_error(self, name_of("policy", r), e); });
+            [self, who](caf::error& e) { on_error(self, who, e); });
   }
 }
 
 void save_initial(self_ptr self, int64_t step) {
   auto& st = self->state;
-  checkpoint_policy(self, step, (fs::path(st.run_dir) / "init").string(),
-                    {{"what", "the initial policy, after the warm-up: the reference"}}, 1,
-                    [self](const std::string& dir) {
-                      self->state.init_dir = fs::absolute(dir).string();
-                      execute(self, self->state.logic->on_initial_saved(dir));
-                    });
+  checkpoint_trainers(self, step, (fs::path(st.run_dir) / "init").string(),
+                      {{"what", "the initial policy, after the warm-up: the reference"}}, 1, false,
+                      [self](const std::string& dir) {
+                        self->state.init_dir = fs::absolute(dir).string();
+                        execute(self, self->state.logic->on_initial_saved(dir));
+                      });
 }
 
 void save_checkpoint(self_ptr self, int64_t step, nlohmann::json meta) {
   auto& st = self->state;
   meta["init"] = st.init_dir;  // the reference stays pinned to it
-  checkpoint_policy(self, step, (fs::path(st.run_dir) / "checkpoints").string(), std::move(meta),
-                    st.options.trainer.max_actor_ckpt_to_keep, [self](const std::string& dir) {
-                      self->state.events->emit(run::severity::debug, "checkpoint_committed",
-                                               absl::StrCat("checkpoint ", dir, " committed"),
-                                               {{"dir", dir}});
-                      execute(self, self->state.logic->on_checkpoint_saved());
-                    });
+  checkpoint_trainers(
+      self, step, (fs::path(st.run_dir) / "checkpoints").string(), std::move(meta),
+      st.options.trainer.max_actor_ckpt_to_keep, true, [self](const std::string& dir) {
+        self->state.events->emit(run::severity::debug, "checkpoint_committed",
+                                 absl::StrCat("checkpoint ", dir, " committed"), {{"dir", dir}});
+        execute(self, self->state.logic->on_checkpoint_saved());
+      });
 }
 
-// Asks every policy rank `message(rank)` (a tuple); `answer(rank, reply)` gives the logic's
-// commands.
+// Asks every rank of `role` (the policy's or the critic's) `message(rank)` (a tuple);
+// `answer(rank, reply)` gives the logic's commands.
 template <class Answer, class Answered, class Message>
-void ask_policy(self_ptr self, Answered answer, Message message) {
+void ask_ranks(self_ptr self, const char* role, Answered answer, Message message) {
   auto& st = self->state;
-  for (size_t r = 0; r < st.policy.size(); ++r) {
+  const std::vector<actor::trainer_actor>& ranks =
+      std::string_view(role) == "critic" ? st.critic : st.policy;
+  for (size_t r = 0; r < ranks.size(); ++r) {
     const int rank = static_cast<int>(r);
     std::apply(
         [&](auto&&... args) {
-          self->request(st.policy[r], caf::infinite, args...)
+          self->request(ranks[r], caf::infinite, args...)
               .then([self, rank, answer](Answer& a) { execute(self, answer(rank, a)); },
-                    [self, r](caf::error& e) { on_error(self, name_of("policy", r), e); });
+                    [self, role, r](caf::error& e) { on_error(self, name_of(role, r), e); });
         },
         message(rank));
   }
@@ -284,16 +296,20 @@ void ask_policy(self_ptr self, Answered answer, Message message) {
 void execute_one(self_ptr self, command& cmd) {
   auto& st = self->state;
   if (std::holds_alternative<rlhf_driver::warmup_step_all>(cmd)) {
-    ask_policy<actor::step_report>(
-        self,
+    ask_ranks<actor::step_report>(
+        self, "policy",
         [self](int r, actor::step_report& x) { return self->state.logic->on_warmup_step(r, x); },
         [](int) { return std::tuple{actor::step_atom_v}; });
   } else if (auto* c = std::get_if<rlhf_driver::save_initial>(&cmd)) {
     save_initial(self, c->step);
-  } else if (auto* c = std::get_if<rlhf_driver::load_reference>(&cmd)) {
+  } else if (auto* c = std::get_if<rlhf_driver::load_initial>(&cmd)) {
+    const auto loaded = [self](int64_t) { execute(self, self->state.logic->on_initial_loaded()); };
     self->request(st.reference, caf::infinite, actor::load_atom_v, c->dir)
-        .then([self](int64_t) { execute(self, self->state.logic->on_reference_loaded()); },
-              [self](caf::error& e) { on_error(self, "reference/0", e); });
+        .then(loaded, [self](caf::error& e) { on_error(self, "reference/0", e); });
+    for (size_t r = 0; r < st.critic.size(); ++r) {
+      self->request(st.critic[r], caf::infinite, actor::load_atom_v, c->dir)
+          .then(loaded, [self, r](caf::error& e) { on_error(self, name_of("critic", r), e); });
+    }
   } else if (auto* c = std::get_if<rlhf_driver::sync_all>(&cmd)) {
     sync(self, c->version);
   } else if (auto* c = std::get_if<rlhf_driver::generate_all>(&cmd)) {
@@ -310,14 +326,23 @@ void execute_one(self_ptr self, command& cmd) {
             [self](caf::error& e) { on_error(self, "reward/0", e); });
   } else if (auto* c = std::get_if<rlhf_driver::log_probs_all>(&cmd)) {
     auto parts = std::make_shared<std::vector<actor::rl_batch>>(std::move(c->policy));
-    ask_policy<std::vector<float>>(
-        self,
+    ask_ranks<std::vector<float>>(
+        self, "policy",
         [self](int r, std::vector<float>& v) {
           return self->state.logic->on_log_probs(false, r, v);
         },
         [parts](int r) {
           return std::tuple{actor::log_probs_atom_v, (*parts)[r]};
         });
+    auto critic = std::make_shared<std::vector<actor::rl_batch>>(std::move(c->critic));
+    if (!critic->empty()) {
+      ask_ranks<std::vector<float>>(
+          self, "critic",
+          [self](int r, std::vector<float>& v) { return self->state.logic->on_values(r, v); },
+          [critic](int r) {
+            return std::tuple{actor::values_atom_v, (*critic)[r]};
+          });
+    }
     self->request(st.reference, caf::infinite, actor::log_probs_atom_v, std::move(c->reference))
         .then(
             [self](std::vector<float>& v) {
@@ -326,14 +351,17 @@ void execute_one(self_ptr self, command& cmd) {
             [self](caf::error& e) { on_error(self, "reference/0", e); });
   } else if (auto* c = std::get_if<rlhf_driver::update_all>(&cmd)) {
     auto parts = std::make_shared<std::vector<actor::rl_batch>>(std::move(c->parts));
-    ask_policy<actor::rl_step_report>(
-        self,
-        [self](int r, actor::rl_step_report& x) { return self->state.logic->on_updated(r, x); },
+    const bool critic = c->critic;
+    ask_ranks<actor::rl_step_report>(
+        self, critic ? "critic" : "policy",
+        [self, critic](int r, actor::rl_step_report& x) {
+          return self->state.logic->on_updated(r, x, critic);
+        },
         [parts](int r) {
           return std::tuple{actor::rl_step_atom_v, (*parts)[r]};
         });
   } else if (auto* c = std::get_if<rlhf_driver::save_checkpoint>(&cmd)) {
-    save_checkpoint(self, c->optimizer_step, std::move(c->meta));
+    save_checkpoint(self, c->step, std::move(c->meta));
   } else if (auto* m = std::get_if<rlhf_driver::metrics_row>(&cmd)) {
     record(self, m->row);
   } else if (auto* s = std::get_if<rlhf_driver::sample_rows>(&cmd)) {
@@ -372,6 +400,8 @@ void on_update(self_ptr self, const actor::actor_update& update) {
     st.policy[index] = caf::actor_cast<actor::trainer_actor>(update.handle);
   } else if (role == "reference") {
     st.reference = caf::actor_cast<actor::trainer_actor>(update.handle);
+  } else if (role == "critic" && index >= 0 && index < static_cast<int>(st.critic.size())) {
+    st.critic[index] = caf::actor_cast<actor::trainer_actor>(update.handle);
   } else if (role == "rollout" && index >= 0 && index < static_cast<int>(st.rollouts.size())) {
     st.rollouts[index] = caf::actor_cast<actor::inference_worker_actor>(update.handle);
   } else if (role == "reward") {
@@ -399,8 +429,8 @@ absl::Status prepare_outputs(controller_state& st) {
   return absl::OkStatus();
 }
 
-// Restores every policy rank from the newest good checkpoint, the reference from the initial
-// policy it names, and continues the controller where it stopped.
+// Restores every policy and critic rank from the newest good checkpoint, the reference from the
+// initial policy it names, and continues the controller where it stopped.
 void resume(self_ptr self) {
   auto& st = self->state;
   std::vector<std::string> warnings;
@@ -432,18 +462,28 @@ void resume(self_ptr self) {
   const auto continue_run = [self, point = *at] {
     execute(self, self->state.logic->resume(point));
   };
-  for (size_t r = 0; r < st.policy.size(); ++r) {
-    self->request(st.policy[r], caf::infinite, actor::restore_atom_v, saved->dir)
+  if (saved->meta.value("critic_dp", size_t{0}) != st.critic.size()) {
+    return refuse(absl::FailedPreconditionError(absl::StrCat(
+        saved->dir, " holds ", saved->meta.value("critic_dp", 0), " critic ranks; this config has ",
+        st.critic.size(), " (roles.critic.count): resume with the same roles")));
+  }
+  std::vector<std::pair<std::string, actor::trainer_actor>> ranks;
+  for (size_t r = 0; r < st.policy.size(); ++r)
+    ranks.emplace_back(name_of("policy", r), st.policy[r]);
+  for (size_t r = 0; r < st.critic.size(); ++r)
+    ranks.emplace_back(name_of("critic", r), st.critic[r]);
+  for (auto& [who, rank] : ranks) {
+    self->request(rank, caf::infinite, actor::restore_atom_v, saved->dir)
         .then(
-            [self, restored, continue_run](int64_t) {
+            [self, restored, continue_run, expected = ranks.size()](int64_t) {
               auto& st = self->state;
-              if (++*restored < st.policy.size()) return;
+              if (++*restored < expected) return;
               if (st.init_dir.empty()) return continue_run();  // the reference: the initial weights
               self->request(st.reference, caf::infinite, actor::load_atom_v, st.init_dir)
                   .then([continue_run](int64_t) { continue_run(); },
                         [self](caf::error& e) { on_error(self, "reference/0", e); });
             },
-            [self, r](caf::error& e) { on_error(self, name_of("policy", r), e); });
+            [self, who](caf::error& e) { on_error(self, who, e); });
   }
 }
 
@@ -486,6 +526,8 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
   state->policy.resize(options.actor.dp);
   const auto* rollout = ctx.plan.find_role("rollout");
   state->rollouts.resize(rollout == nullptr ? 0 : rollout->spec.count);
+  const auto* critic = ctx.plan.find_role("critic");
+  state->critic.resize(critic == nullptr ? 0 : critic->spec.count);
   auto handle = ctx.spawn<actor::app_actor, controller_state>(
       [state](self_ptr self) -> actor::app_actor::behavior_type {
         auto& st = self->state;
@@ -494,6 +536,7 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
         st.events = state->events;
         st.run_dir = state->run_dir;
         st.policy = state->policy;
+        st.critic = state->critic;
         st.rollouts = state->rollouts;
         return {
             [self](const actor::actor_update& update) { on_update(self, update); },

@@ -15,6 +15,18 @@ config::object_schema<data_spec> data_schema() {
   return s;
 }
 
+// The keys of a trainer role's ranks (the policy's or the critic's): dp, micro_batch, threads.
+template <class Spec>
+void add_rank_keys(config::object_schema<Spec>& s, const std::string& role) {
+  s.add("dp", &Spec::dp).range(1, 4096).help(role + " ranks; must equal roles." + role + ".count");
+  s.add("micro_batch", &Spec::micro_batch)
+      .range(0, 1 << 20)
+      .help("sequences per forward/backward pass on a rank; 0 = its whole share");
+  s.add("threads", &Spec::threads)
+      .range(0, 1024)
+      .help("cores per " + role + " rank; 0 = this machine's cores / dp");
+}
+
 config::object_schema<actor_spec> actor_schema() {
   config::object_schema<actor_spec> s;
   s.add("ppo_mini_batch_size", &actor_spec::ppo_mini_batch_size)
@@ -44,13 +56,19 @@ config::object_schema<actor_spec> actor_schema() {
   s.add("lr", &actor_spec::lr).range(0.0, 10.0).help("the policy's learning rate (constant)");
   s.add("weight_decay", &actor_spec::weight_decay).range(0.0, 10.0).help("AdamW weight decay");
   s.add("grad_clip", &actor_spec::grad_clip).range(0.0, 1e6).help("0 disables clipping");
-  s.add("dp", &actor_spec::dp).range(1, 4096).help("policy ranks; must equal roles.policy.count");
-  s.add("micro_batch", &actor_spec::micro_batch)
-      .range(0, 1 << 20)
-      .help("sequences per forward/backward pass on a rank; 0 = its whole share");
-  s.add("threads", &actor_spec::threads)
-      .range(0, 1024)
-      .help("cores per policy rank; 0 = this machine's cores / dp");
+  add_rank_keys(s, "policy");
+  return s;
+}
+
+config::object_schema<critic_spec> critic_schema() {
+  config::object_schema<critic_spec> s;
+  s.add("lr", &critic_spec::lr).range(0.0, 10.0).help("the critic's learning rate (constant)");
+  s.add("weight_decay", &critic_spec::weight_decay).range(0.0, 10.0).help("AdamW weight decay");
+  s.add("grad_clip", &critic_spec::grad_clip).range(0.0, 1e6).help("0 disables clipping");
+  s.add("cliprange_value", &critic_spec::cliprange_value)
+      .range(0.0, 1e6)
+      .help("the value clip: predictions within the old values +- this");
+  add_rank_keys(s, "critic");
   return s;
 }
 
@@ -118,6 +136,9 @@ config::object_schema<trainer_spec> trainer_schema() {
   s.add("stop_after", &trainer_spec::stop_after)
       .range(0, 100000000)
       .help("end this launch after this step (checkpointed when save_freq is set); 0 = the end");
+  s.add("critic_warmup", &trainer_spec::critic_warmup)
+      .range(0, 100000000)
+      .help("the policy is updated from this RL step on (1-based); before, only the critic");
   return s;
 }
 
@@ -125,7 +146,12 @@ config::object_schema<warmup_spec> warmup_schema() {
   config::object_schema<warmup_spec> s;
   s.add("steps", &warmup_spec::steps)
       .range(0, 100000000)
-      .help("optimizer steps on the task's format-only text before RL; 0 = none");
+      .help("optimizer steps on the task's text before RL; 0 = none");
+  s.add("text", &warmup_spec::text)
+      .one_of({"format", "answers"})
+      .help(
+          "format: prompts followed by random numbers (the format only); answers: the task's "
+          "own examples (supervised fine-tuning)");
   s.add("batch", &warmup_spec::batch).range(1, 1 << 20).help("sequences per warm-up step");
   s.add("lr", &warmup_spec::lr)
       .range(0.0, 10.0)
@@ -159,6 +185,8 @@ config::object_schema<rlhf_options> rlhf_schema() {
   config::object_schema<rlhf_options> s;
   s.add("data", &rlhf_options::data, data_schema()).help("the prompts");
   s.add("actor", &rlhf_options::actor, actor_schema()).help("the policy's update");
+  s.add("critic", &rlhf_options::critic, critic_schema())
+      .help("the value model's update (adv_estimator gae only)");
   s.add("rollout", &rlhf_options::rollout, rollout_schema()).help("generation");
   s.add("algorithm", &rlhf_options::algorithm, algorithm_schema()).help("advantages and KL");
   s.add("trainer", &rlhf_options::trainer, trainer_schema()).help("the run's schedule");
@@ -189,6 +217,8 @@ rlhf_schedule schedule_of(const rlhf_options& o, int ctx) {
   s.mini_batch_prompts = o.actor.ppo_mini_batch_size;
   s.ppo_epochs = o.actor.ppo_epochs;
   s.policy_ranks = o.actor.dp;
+  s.critic_ranks = uses_critic(o) ? o.critic.dp : 0;
+  s.critic_warmup = o.trainer.critic_warmup;
   s.max_len = ctx;
   s.response_length = response_length(o);
   s.test_freq = o.trainer.test_freq;
@@ -240,13 +270,41 @@ actors::policy_objective objective_of(const rlhf_options& o) {
   return p;
 }
 
+namespace {
+int threads_per_rank(int configured, int ranks) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return configured > 0 ? configured : std::max(1, cores / ranks);
+}
+}  // namespace
+
+bool uses_critic(const rlhf_options& o) {
+  return o.algorithm.adv_estimator == "gae";
+}
+
+actors::trainer_options critic_trainer_options(const rlhf_options& o) {
+  actors::trainer_options t;
+  t.global_batch = o.critic.dp;  // it takes RL steps only
+  t.rl_rows = o.data.train_batch_size * o.rollout.n / o.critic.dp;
+  t.micro_batch = o.critic.micro_batch;
+  t.threads = threads_per_rank(o.critic.threads, o.critic.dp);
+  t.lr = {static_cast<float>(o.critic.lr), 0, 1, 1.0f};
+  t.adamw.weight_decay = static_cast<float>(o.critic.weight_decay);
+  t.grad_clip = static_cast<float>(o.critic.grad_clip);
+  t.overlap_comm = false;
+  t.seed = static_cast<uint64_t>(o.seed);
+  return t;
+}
+
+actors::value_objective critic_objective_of(const rlhf_options& o) {
+  return {static_cast<float>(o.critic.cliprange_value)};
+}
+
 actors::trainer_options policy_trainer_options(const rlhf_options& o) {
   actors::trainer_options t;
   t.global_batch = o.warmup.steps > 0 ? o.warmup.batch : o.actor.dp;
   t.rl_rows = o.data.train_batch_size * o.rollout.n / o.actor.dp;  // its share of the log-probs
   t.micro_batch = o.actor.micro_batch;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  t.threads = o.actor.threads > 0 ? o.actor.threads : std::max(1, cores / o.actor.dp);
+  t.threads = threads_per_rank(o.actor.threads, o.actor.dp);
   // The warm-up's learning rate decays (cosine) to RL's over the warm-up; RL's is constant.
   const float rl_lr = static_cast<float>(o.actor.lr);
   if (o.warmup.steps > 0 && o.warmup.lr > 0) {

@@ -40,6 +40,20 @@ struct actor_spec {
   int threads = 0;      ///< cores per policy rank; 0: this machine's cores / dp
 };
 
+/// `rlhf.critic` (veRL's critic): the value model of GAE, the policy's trunk with a value head.
+/// Its mini-batches and epochs are the actor's.
+struct critic_spec {
+  double lr = 1e-3;
+  double weight_decay = 0.01;
+  double grad_clip = 1.0;
+  double cliprange_value = 0.5;
+  int dp = 1;           ///< critic ranks: roles.critic.count
+  int micro_batch = 0;  ///< sequences per forward/backward pass on a rank; 0: its whole share
+  int threads = 0;      ///< cores per critic rank; 0: this machine's cores / dp
+
+  bool operator==(const critic_spec&) const = default;
+};
+
 /// `rlhf.rollout` (veRL's actor_rollout_ref.rollout).
 struct rollout_spec {
   int n = 4;  ///< responses per prompt
@@ -79,12 +93,15 @@ struct trainer_spec {
   int save_freq = 0;         ///< a checkpoint every this many steps and after the last; 0: none
   int max_actor_ckpt_to_keep = 3;
   int stop_after = 0;  ///< end this launch after this step; continue with --resume
+  int critic_warmup =
+      0;  ///< the policy is updated from this RL step on (1-based), the critic always
 };
 
-/// `rlhf.warmup`: the format warm-up of the policy before RL (the task's format-only text, the
-/// pretraining objective).
+/// `rlhf.warmup`: the warm-up of the policy before RL, with the pretraining objective on text the
+/// task generates: format-only examples (random numbers after each prompt) or the task's answers.
 struct warmup_spec {
   int steps = 0;
+  std::string text = "format";
   int batch = 16;
   double lr = 3e-3;
 };
@@ -106,6 +123,7 @@ struct sync_spec {
 struct rlhf_options {
   data_spec data;
   actor_spec actor;
+  critic_spec critic;
   rollout_spec rollout;
   algorithm_spec algorithm;
   trainer_spec trainer;
@@ -128,5 +146,10 @@ struct rlhf_options {
 [[nodiscard]] actors::policy_objective objective_of(const rlhf_options& o);
 /// The policy ranks' trainer: RL's constant learning rate, or the warm-up's for `warmup`.
 [[nodiscard]] actors::trainer_options policy_trainer_options(const rlhf_options& o);
+/// Whether the run has a critic: adv_estimator gae.
+[[nodiscard]] bool uses_critic(const rlhf_options& o);
+/// The critic ranks' trainer (the policy's seed: the same initial trunk).
+[[nodiscard]] actors::trainer_options critic_trainer_options(const rlhf_options& o);
+[[nodiscard]] actors::value_objective critic_objective_of(const rlhf_options& o);
 
 }  // namespace troupe::apps::rlhf

@@ -91,7 +91,16 @@ actor::rl_batch rollout_batch::sequences(int first, int count) const {
 
 void rollout_batch::set_log_probs(bool reference, int first, int count,
                                   const std::vector<float>& per_position) {
-  std::vector<float>& into = reference ? ref_ : old_;
+  copy_rows(reference ? ref_ : old_, first, count, per_position);
+}
+
+void rollout_batch::set_values(int first, int count, const std::vector<float>& per_position) {
+  if (values_.empty()) values_.assign(int64_t{rows()} * seq_len_, 0.0f);
+  copy_rows(values_, first, count, per_position);
+}
+
+void rollout_batch::copy_rows(std::vector<float>& into, int first, int count,
+                              const std::vector<float>& per_position) const {
   const int64_t begin = int64_t{first} * seq_len_;
   const int64_t n =
       std::min<int64_t>(int64_t{count} * seq_len_, static_cast<int64_t>(per_position.size()));
@@ -108,12 +117,15 @@ absl::StatusOr<double> rollout_batch::compute_advantages(const std::vector<doubl
   scores_ = scores;
   const int64_t slots = responses_.size();
   std::vector<float> score_floats(scores.begin(), scores.end()), old(slots, 0.0f), ref(slots, 0.0f);
+  if (!values_.empty()) value_slots_.assign(slots, 0.0f);
   std::vector<int64_t> groups(rows());
   for (int r = 0; r < rows(); ++r) {
     groups[r] = samples_[r].group;
     for (size_t j = 0; j < samples_[r].response.size(); ++j) {
-      old[int64_t{r} * responses_.cols + j] = old_[position(r, static_cast<int>(j))];
-      ref[int64_t{r} * responses_.cols + j] = ref_[position(r, static_cast<int>(j))];
+      const int64_t slot = int64_t{r} * responses_.cols + j, at = position(r, static_cast<int>(j));
+      old[slot] = old_[at];
+      ref[slot] = ref_[at];
+      if (!values_.empty()) value_slots_[slot] = values_[at];
     }
   }
   const std::vector<float> token_scores =
@@ -144,10 +156,15 @@ absl::StatusOr<double> rollout_batch::compute_advantages(const std::vector<doubl
           estimate, reinforce_plus_plus_baseline(rewards_, response_mask_, responses_, groups));
       break;
     }
-    case estimator::gae:
-      return absl::UnimplementedError(
-          "adv_estimator gae needs the critic's values, and the critic role is not built yet: "
-          "use grpo, rloo, reinforce_plus_plus or reinforce_plus_plus_baseline");
+    case estimator::gae: {
+      if (values_.empty()) {
+        return absl::FailedPreconditionError(
+            "rollout batch: adv_estimator gae needs the critic's values, and none were set");
+      }
+      TROUPE_ASSIGN_OR_RETURN(estimate, gae(rewards_, value_slots_, response_mask_, responses_,
+                                            algorithm.gamma, algorithm.lam));
+      break;
+    }
   }
   advantages_ = std::move(estimate.advantages);
   returns_ = std::move(estimate.returns);
@@ -173,11 +190,15 @@ std::vector<actor::rl_batch> rollout_batch::mini_batch(int first, int count, int
     b.ref_log_probs.assign(ref_.begin() + begin, ref_.begin() + begin + n);
     const int64_t local = int64_t{k} * per_rank * seq_len_;
     b.weights.assign(weights.begin() + local, weights.begin() + local + n);
+    const bool critic = !values_.empty();
     b.advantages.assign(n, 0.0f);
+    if (critic) b.values.assign(n, 0.0f), b.returns.assign(n, 0.0f);
     for (int i = 0; i < per_rank; ++i) {
       for (size_t j = 0; j < samples_[row + i].response.size(); ++j) {
-        b.advantages[position(row + i, static_cast<int>(j)) - begin] =
-            advantages_[int64_t{row + i} * responses_.cols + j];
+        const int64_t at = position(row + i, static_cast<int>(j)) - begin;
+        const int64_t slot = int64_t{row + i} * responses_.cols + j;
+        b.advantages[at] = advantages_[slot];
+        if (critic) b.values[at] = value_slots_[slot], b.returns[at] = returns_[slot];
       }
     }
     out.push_back(std::move(b));
@@ -206,7 +227,7 @@ double rollout_batch::kl(int r) const {
 
 nlohmann::json rollout_batch::data_metrics(int max_response) const {
   nlohmann::json m;
-  std::vector<double> rewards, response_lengths, prompt_lengths, advantages, returns;
+  std::vector<double> rewards, response_lengths, prompt_lengths, advantages, returns, values;
   int clipped = 0;
   double diff_max = 0, diff_sum = 0;
   int64_t diff_count = 0;
@@ -219,6 +240,7 @@ nlohmann::json rollout_batch::data_metrics(int max_response) const {
     for (size_t j = 0; j < s.response.size(); ++j) {
       advantages.push_back(advantages_[int64_t{r} * responses_.cols + j]);
       returns.push_back(returns_[int64_t{r} * responses_.cols + j]);
+      if (!value_slots_.empty()) values.push_back(value_slots_[int64_t{r} * responses_.cols + j]);
     }
     for (size_t j = 0; j < s.logprobs.size() && j < s.response.size(); ++j) {
       const double d = std::abs(std::exp(double{s.logprobs[j]}) -
@@ -232,6 +254,23 @@ nlohmann::json rollout_batch::data_metrics(int max_response) const {
   add_stats(m, "critic/rewards", rewards);
   add_stats(m, "critic/advantages", advantages);
   add_stats(m, "critic/returns", returns);
+  if (!values.empty()) {
+    add_stats(m, "critic/values", values);
+    // torch.var's unbiased variances over the response tokens, as veRL's compute_data_metrics.
+    const auto var = [](const std::vector<double>& x) {
+      double mean = 0, sq = 0;
+      for (double v : x)
+        mean += v;
+      mean /= static_cast<double>(x.size());
+      for (double v : x)
+        sq += (v - mean) * (v - mean);
+      return x.size() > 1 ? sq / static_cast<double>(x.size() - 1) : 0.0;
+    };
+    std::vector<double> diff(values.size());
+    for (size_t i = 0; i < values.size(); ++i)
+      diff[i] = returns[i] - values[i];
+    m["critic/vf_explained_var"] = 1.0 - var(diff) / (var(returns) + 1e-5);
+  }
   add_stats(m, "response_length", response_lengths);
   m["response_length/clip_ratio"] = static_cast<double>(clipped) / rows();
   add_stats(m, "prompt_length", prompt_lengths);

@@ -57,9 +57,12 @@ class rollout_batch {
   /// Each position's log-prob under the policy before the update (old) or the reference, for
   /// rows [first, first + count), as sequences(first, count) laid them out.
   void set_log_probs(bool reference, int first, int count, const std::vector<float>& per_position);
+  /// The critic's value at each position, as set_log_probs(); GAE needs them.
+  void set_values(int first, int count, const std::vector<float>& per_position);
 
   /// Scores (one per row, from the reward role) to advantages: veRL's token_level_scores, the
-  /// KL penalty in the reward when use_kl_in_reward (beta `kl_coef`), then the estimator.
+  /// KL penalty in the reward when use_kl_in_reward (beta `kl_coef`), then the estimator (GAE on
+  /// the values set_values() gave, masked to the response as veRL's critic returns them).
   /// Returns the batch's KL to the reference (the mean over responses of each one's masked
   /// mean, with `algorithm.kl_penalty`), measured with or without the penalty in the reward.
   [[nodiscard]] absl::StatusOr<double> compute_advantages(const std::vector<double>& scores,
@@ -67,15 +70,17 @@ class rollout_batch {
                                                           double kl_coef);
 
   /// Mini-batch rows [first, first + count) split over `ranks` (count % ranks == 0), each rank's
-  /// rows with their old and reference log-probs, advantages and the loss-aggregation weights
-  /// over the whole mini-batch.
+  /// rows with their old and reference log-probs, advantages, values and returns (with values
+  /// set) and the loss-aggregation weights over the whole mini-batch: what the policy's and the
+  /// critic's updates read.
   [[nodiscard]] std::vector<actor::rl_batch> mini_batch(int first, int count, int ranks,
                                                         kernels::loss_agg_mode mode) const;
 
   /// veRL's data metrics: critic/score, critic/rewards, critic/advantages, critic/returns
   /// ({mean,max,min}), response_length and prompt_length ({mean,max,min}, and clip_ratio: the
   /// share that hit `max_response`), training/rollout_probs_diff_max and _mean (the rollout's
-  /// probabilities of its tokens against the policy's recomputed ones).
+  /// probabilities of its tokens against the policy's recomputed ones); with values,
+  /// critic/values ({mean,max,min}) and critic/vf_explained_var, 1 - Var(R - V) / (Var(R) + 1e-5).
   [[nodiscard]] nlohmann::json data_metrics(int max_response) const;
 
   /// Row r's advantage (its first response token's) and summed reward, for samples.jsonl.
@@ -89,13 +94,17 @@ class rollout_batch {
   rollout_batch() = default;
   // Response slot j of row r as an index into the sequence grid.
   [[nodiscard]] int64_t position(int r, int j) const;
+  // Rows [first, first + count) of `per_position` into `into`.
+  void copy_rows(std::vector<float>& into, int first, int count,
+                 const std::vector<float>& per_position) const;
 
   std::vector<rollout_sample> samples_;
   int seq_len_ = 0;
   token_grid responses_;
   std::vector<float> response_mask_;                   // [rows, response_len]
-  std::vector<float> old_, ref_;                       // per sequence position
+  std::vector<float> old_, ref_, values_;              // per sequence position
   std::vector<float> advantages_, returns_, rewards_;  // per response slot
+  std::vector<float> value_slots_;                     // per response slot, masked; with values
   std::vector<float> kl_;                              // per response slot
   std::vector<double> scores_;
 };

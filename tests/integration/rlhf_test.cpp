@@ -15,6 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string grpo_config = std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_grpo.yaml";
+const std::string ppo_config = std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_ppo.yaml";
 
 TEST(RlhfTest, GrpoOnDigitCompletionRaisesTheScore) {
   temp_dir dir;
@@ -78,6 +79,64 @@ TEST(RlhfTest, GrpoOnDigitCompletionRaisesTheScore) {
   EXPECT_TRUE(fs::exists(run_dir + "/init/step-60/manifest.json")) << "the initial policy";
 }
 
+// The mean over a run's steps of the KL to the reference, and its last row.
+struct kl_trace {
+  double mean_kl = 0;
+  nlohmann::json last;
+};
+kl_trace kl_of(const std::string& run_dir) {
+  kl_trace t;
+  int steps = 0;
+  for (const auto& row : read_jsonl(run_dir + "/metrics.jsonl")) {
+    if (!row.contains("critic/score/mean")) continue;
+    t.mean_kl += row["actor/reward_kl_penalty"].get<double>();
+    t.last = row;
+    ++steps;
+  }
+  t.mean_kl /= std::max(1, steps);
+  return t;
+}
+
+// PPO with GAE and a critic (configs/rlhf_ppo.yaml for 20 of its steps): the score rises, the
+// critic's metrics are veRL's, and the KL penalty bounds the KL: the same run with kl_coef 0
+// drifts twice as far from the reference.
+TEST(RlhfTest, PpoWithACriticRaisesTheScoreAndItsKlPenaltyBoundsTheKl) {
+  temp_dir dir;
+  const auto launch = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"launch",    ppo_config,
+                                     "--run-dir", dir.file(name),
+                                     "--set",     "rlhf.trainer.total_training_steps=20",
+                                     "--set",     "rlhf.trainer.test_freq=0",
+                                     "--set",     "rlhf.trainer.save_freq=0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const process_result r = troupe(args, std::chrono::minutes(10));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return summary_of(r);
+  };
+  const nlohmann::json ppo = launch("ppo", {});
+  EXPECT_EQ(ppo["status"], "succeeded");
+  EXPECT_GT(ppo["score_best"].get<double>(), ppo["score_first"].get<double>() + 0.08) << ppo;
+  const nlohmann::json free = launch("free", {"--set", "rlhf.algorithm.kl_ctrl.type=fixed", "--set",
+                                              "rlhf.algorithm.kl_ctrl.kl_coef=0"});
+  EXPECT_EQ(free["status"], "succeeded");
+
+  const kl_trace bounded = kl_of(dir.file("ppo")), unbounded = kl_of(dir.file("free"));
+  EXPECT_LT(bounded.mean_kl, 0.75 * unbounded.mean_kl)
+      << "with the KL penalty " << bounded.mean_kl << ", without " << unbounded.mean_kl;
+  EXPECT_NE(bounded.last["actor/reward_kl_penalty_coeff"].get<double>(), 0.01)
+      << "the adaptive controller steers the coefficient";
+  EXPECT_EQ(unbounded.last["actor/reward_kl_penalty_coeff"].get<double>(), 0.0);
+  for (const char* key :
+       {"critic/values/mean", "critic/vf_explained_var", "critic/vf_loss", "critic/vf_clipfrac",
+        "critic/vpred_mean", "critic/grad_norm", "critic/lr", "timing_s/values",
+        "timing_s/update_critic", "actor/pg_loss", "critic/rewards/mean", "critic/returns/mean"}) {
+    EXPECT_TRUE(bounded.last.contains(key)) << key;
+  }
+  // The critic learned something of the returns.
+  EXPECT_GT(bounded.last["critic/vf_explained_var"].get<double>(), 0.0);
+  EXPECT_TRUE(fs::exists(dir.file("ppo") + "/init/step-300/manifest.json"));
+}
+
 // The metrics rows of the RL steps, without what depends on time.
 std::vector<nlohmann::json> step_rows(const std::string& run_dir) {
   std::vector<nlohmann::json> rows;
@@ -95,19 +154,24 @@ std::vector<nlohmann::json> step_rows(const std::string& run_dir) {
 }
 
 // A run stopped after step 3 and resumed continues bit for bit as the uninterrupted run: the
-// policy's weights and optimizer, the prompt cursor, the policy version and the KL coefficient
-// come back, the reference stays on the initial policy, and sampling seeds are a function of
-// the prompt only.
-TEST(RlhfTest, AResumedRunMatchesTheUninterruptedOneBitForBit) {
+// policy's (and with PPO the critic's) weights and optimizer, the prompt cursor, the policy
+// version and the KL coefficient come back, the reference stays on the initial policy, and
+// sampling seeds are a function of the prompt only.
+class RlhfResumeTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RlhfResumeTest, AResumedRunMatchesTheUninterruptedOneBitForBit) {
   temp_dir dir;
+  const std::string config = std::string(TROUPE_SOURCE_DIR) + "/configs/" + GetParam() + ".yaml";
   const std::vector<std::string> shortened = {"--set", "rlhf.trainer.total_training_steps=6",
                                               "--set", "rlhf.trainer.save_freq=3",
                                               "--set", "rlhf.trainer.test_freq=0",
                                               "--set", "rlhf.warmup.steps=20",
+                                              "--set", "rlhf.data.train_batch_size=16",
+                                              "--set", "rlhf.actor.ppo_mini_batch_size=8",
                                               "--set", "rlhf.algorithm.use_kl_in_reward=true",
                                               "--set", "rlhf.algorithm.kl_ctrl.type=adaptive"};
   const auto launch = [&](const std::string& name, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"launch", grpo_config, "--run-dir", dir.file(name)};
+    std::vector<std::string> args = {"launch", config, "--run-dir", dir.file(name)};
     args.insert(args.end(), shortened.begin(), shortened.end());
     args.insert(args.end(), extra.begin(), extra.end());
     const process_result r = troupe(args, std::chrono::minutes(5));
@@ -130,7 +194,13 @@ TEST(RlhfTest, AResumedRunMatchesTheUninterruptedOneBitForBit) {
     EXPECT_EQ(got[i], want[i]) << "step " << i + 1;
   EXPECT_EQ(second["kl_coef"], straight["kl_coef"]);
   EXPECT_NE(straight["kl_coef"], 0.001) << "the adaptive KL coefficient moved";
+  if (GetParam() == "rlhf_ppo") {
+    EXPECT_TRUE(want.back().contains("critic/vf_loss"));
+    EXPECT_TRUE(fs::exists(dir.file("first") + "/checkpoints/step-3/critic-model.safetensors"));
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Configs, RlhfResumeTest, ::testing::Values("rlhf_grpo", "rlhf_ppo"));
 
 TEST(RlhfTest, BadConfigsAreRefusedWithTheirLocation) {
   temp_dir dir;
@@ -155,7 +225,21 @@ TEST(RlhfTest, BadConfigsAreRefusedWithTheirLocation) {
                               "divide data.train_batch_size 16"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("app: rlhf has no role 'critic'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("roles.critic is set, but adv_estimator is grpo, which has no critic"),
+            std::string::npos)
+      << r.err;
+
+  // A critic section with grpo; gae without the critic role.
+  r = troupe({"check", grpo_config, "--set", "rlhf.critic.lr=0.01"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("rlhf.critic: is set, but adv_estimator grpo has no critic (only gae does)"),
+            std::string::npos)
+      << r.err;
+  r = troupe({"check", grpo_config, "--set", "rlhf.algorithm.adv_estimator=gae"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("app: rlhf needs a role 'critic' of kind trainer and impl gpt_critic"),
+            std::string::npos)
+      << r.err;
 
   const std::string unknown =
       dir.write("unknown.yaml",

@@ -45,10 +45,11 @@ TEST(DigitCompletion, PromptsAreAFunctionOfSeedAndIndex) {
   EXPECT_NE(task.prompt(7, 0) + task.prompt(7, 1), task.prompt(8, 0) + task.prompt(8, 1));
 }
 
-// The warm-up teaches the format: prompts, n numbers below max, a newline; not the answers.
+// The format warm-up teaches the format: prompts, n numbers below max, a newline; not the
+// answers. The answers warm-up is the task's own examples.
 TEST(DigitCompletion, TheFormatWarmupHasTheFormatButNotTheAnswers) {
   const digit_completion task({});
-  const std::string text = task.format_warmup(3, 300);
+  const std::string text = task.warmup_text(3, 300, false);
   int right = 0, lines = 0;
   for (absl::string_view l : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     const std::string_view line(l.data(), l.size());
@@ -66,6 +67,18 @@ TEST(DigitCompletion, TheFormatWarmupHasTheFormatButNotTheAnswers) {
   }
   EXPECT_EQ(lines, 300);
   EXPECT_LT(right, 10) << "the warm-up must not teach the answers";
+  const std::string answers = task.warmup_text(3, 300, true);
+  lines = 0;
+  for (absl::string_view l : absl::StrSplit(answers, '\n', absl::SkipEmpty())) {
+    const std::string_view line(l.data(), l.size());
+    const size_t eq = line.find('=');
+    ASSERT_NE(eq, std::string_view::npos) << line;
+    EXPECT_NEAR(digit_completion::score(line.substr(0, eq + 1), line.substr(eq + 1), true), 1.0,
+                1e-12)
+        << line;
+    ++lines;
+  }
+  EXPECT_GT(lines, 200) << "lines with n = 0 are the prompt and the newline alone";
   EXPECT_EQ(digit_completion::validate({.max_num_in_response = 10}).code(),
             absl::StatusCode::kInvalidArgument);
 }

@@ -39,7 +39,8 @@ const T& only(const std::vector<driver::command>& commands) {
 // Answers every command of one step the way the roles would; returns the step's commands after
 // the updates (metrics, samples, the next sync or the end).
 std::vector<driver::command> run_step(driver& d, std::vector<driver::command> commands,
-                                      uint64_t version, int* updates) {
+                                      uint64_t version, int* updates,
+                                      int* critic_updates = nullptr) {
   const auto& sync = only<driver::sync_all>(commands);
   EXPECT_EQ(sync.version, version);
   EXPECT_TRUE(d.on_synced("policy/0", {version, "abc"}, true).empty());
@@ -68,14 +69,30 @@ std::vector<driver::command> run_step(driver& d, std::vector<driver::command> co
   const auto& ask = only<driver::log_probs_all>(asked);
   EXPECT_EQ(ask.policy.size(), 2u);
   EXPECT_EQ(ask.reference.batch, 4);
-  EXPECT_TRUE(d.on_log_probs(false, 0, std::vector<float>(2 * ask.reference.ctx, -1.0f)).empty());
-  EXPECT_TRUE(d.on_log_probs(true, 0, std::vector<float>(4 * ask.reference.ctx, -1.0f)).empty());
-  auto next = d.on_log_probs(false, 1, std::vector<float>(2 * ask.reference.ctx, -1.0f));
+  EXPECT_EQ(ask.critic.size(), d.schedule().critic_ranks);
+  const int ctx = ask.reference.ctx;
+  EXPECT_TRUE(d.on_log_probs(false, 0, std::vector<float>(2 * ctx, -1.0f)).empty());
+  EXPECT_TRUE(d.on_log_probs(true, 0, std::vector<float>(4 * ctx, -1.0f)).empty());
+  auto next = d.on_log_probs(false, 1, std::vector<float>(2 * ctx, -1.0f));
+  if (!ask.critic.empty()) {  // one critic rank, after the log-probs
+    EXPECT_TRUE(next.empty());
+    next = d.on_values(0, std::vector<float>(4 * ctx, 0.25f));
+  }
   for (;;) {
     if (next.size() != 1 || !std::holds_alternative<driver::update_all>(next[0])) return next;
-    EXPECT_EQ(std::get<driver::update_all>(next[0]).parts.size(), 2u);
-    ++*updates;
+    const auto& update = std::get<driver::update_all>(next[0]);
     actor::rl_step_report r;
+    if (update.critic) {
+      EXPECT_EQ(update.parts.size(), 1u);
+      EXPECT_EQ(update.parts[0].returns.size(), update.parts[0].targets.size());
+      EXPECT_EQ(*updates, 0) << "the critic updates before the actor";
+      ++*critic_updates;
+      r.vf_loss = 0.25;
+      next = d.on_updated(0, r, true);
+      continue;
+    }
+    EXPECT_EQ(update.parts.size(), 2u);
+    ++*updates;
     r.pg_loss = 0.5;
     EXPECT_TRUE(d.on_updated(1, r).empty());
     next = d.on_updated(0, r);
@@ -132,9 +149,60 @@ TEST(RlhfDriver, AWarmupRunsThenTheInitialPolicyIsSavedAndLoadedByTheReference) 
   out = d.on_warmup_step(0, {});
   EXPECT_EQ(std::get<driver::save_initial>(out.back()).step, 2);
   const auto load = d.on_initial_saved("/run/init/step-2");
-  EXPECT_EQ(only<driver::load_reference>(load).dir, "/run/init/step-2");
-  const auto sync = d.on_reference_loaded();
+  EXPECT_EQ(only<driver::load_initial>(load).dir, "/run/init/step-2");
+  const auto sync = d.on_initial_loaded();
   EXPECT_EQ(only<driver::sync_all>(sync).version, 1u);
+}
+
+// GAE: the critic gives values with the log-probs, updates first, and the actor only from step
+// critic_warmup on; both get veRL's metrics.
+TEST(RlhfDriver, WithACriticValuesAndCriticUpdatesComeFirstAndTheActorWaitsForItsWarmup) {
+  rlhf_schedule s = schedule();
+  s.critic_ranks = 1;
+  s.critic_warmup = 2;
+  s.warmup_steps = 1;
+  rl_algorithm gae;
+  gae.adv_estimator = rl_algorithm::estimator::gae;
+  driver d(s, gae, kl_controller::fixed(0.0),
+           {[](uint64_t, int64_t i) { return "p" + std::to_string(i) + "="; }},
+           [] { return driver::clock::time_point{}; });
+  d.set_sync_participants(2);
+  d.start();
+  d.on_warmup_step(1, {});
+  d.on_warmup_step(0, {});
+  only<driver::load_initial>(d.on_initial_saved("/run/init/step-1"));
+  EXPECT_TRUE(d.on_initial_loaded().empty()) << "the critic loads the initial policy too";
+  const auto first = d.on_initial_loaded();
+  int updates = 0, critic_updates = 0;
+  auto after = run_step(d, first, 1, &updates, &critic_updates);
+  EXPECT_EQ(critic_updates, 4);
+  EXPECT_EQ(updates, 0) << "step 1 < critic_warmup 2: no actor update";
+  ASSERT_EQ(after.size(), 3u);
+  const auto& row = std::get<driver::metrics_row>(after[0]).row;
+  EXPECT_DOUBLE_EQ(row["critic/vf_loss"].get<double>(), 0.25);
+  EXPECT_TRUE(row.contains("critic/values/mean"));
+  EXPECT_TRUE(row.contains("critic/vf_explained_var"));
+  EXPECT_TRUE(row.contains("timing_s/values"));
+  EXPECT_TRUE(row.contains("timing_s/update_critic"));
+  EXPECT_FALSE(row.contains("actor/pg_loss"));
+  critic_updates = 0;
+  after = run_step(d, {after[2]}, 2, &updates, &critic_updates);
+  EXPECT_EQ(critic_updates, 4);
+  EXPECT_EQ(updates, 4);
+  EXPECT_TRUE(std::get<driver::metrics_row>(after[0]).row.contains("actor/pg_loss"));
+}
+
+TEST(RlhfDriver, GaeWithoutValuesFailsTheRun) {
+  rl_algorithm gae;
+  gae.adv_estimator = rl_algorithm::estimator::gae;
+  driver d(schedule(), gae, kl_controller::fixed(0.0),
+           {[](uint64_t, int64_t i) { return "p" + std::to_string(i) + "="; }},
+           [] { return driver::clock::time_point{}; });
+  d.set_sync_participants(2);
+  int updates = 0;
+  const auto out = run_step(d, d.start(), 1, &updates);
+  EXPECT_NE(only<driver::fail>(out).why.message().find("needs the critic's values"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -79,9 +79,66 @@ TEST(RolloutBatch, GaeWithoutACriticIsRefusedClearly) {
   rl_algorithm a;
   a.adv_estimator = rl_algorithm::estimator::gae;
   const auto kl = b.compute_advantages({1, 0, 0, 1}, a, 0.0);
-  EXPECT_EQ(kl.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(kl.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(kl.status().message().find("needs the critic's values"), std::string::npos);
   EXPECT_EQ(b.compute_advantages({1, 0}, {}, 0.0).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// GAE on the critic's values at the response positions (the rest ignored), the same as gae() on
+// the response grid; the mini-batch carries the values and returns where the targets are.
+TEST(RolloutBatch, GaeUsesTheCriticsValuesAtTheResponsePositions) {
+  auto b = *rollout_batch::create(samples(), 16);
+  std::vector<float> values(4 * 6);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = 0.1f * static_cast<float>(i % 7) - 0.2f;
+  b.set_log_probs(false, 0, 4, std::vector<float>(4 * 6, -1.0f));
+  b.set_log_probs(true, 0, 4, std::vector<float>(4 * 6, -1.0f));
+  b.set_values(0, 2, std::vector<float>(values.begin(), values.begin() + 12));
+  b.set_values(2, 2, std::vector<float>(values.begin() + 12, values.end()));
+  rl_algorithm a;
+  a.adv_estimator = rl_algorithm::estimator::gae;
+  a.gamma = 0.9;
+  a.lam = 0.8;
+  const std::vector<double> scores = {1.0, 0.0, 0.5, 0.25};
+  ASSERT_TRUE(b.compute_advantages(scores, a, 0.0).ok());
+
+  // The same on the response grid [4, 4], built by hand.
+  const token_grid g{4, 4};
+  std::vector<float> rewards(16, 0.0f), slot_values(16, 0.0f), mask(16, 0.0f);
+  const auto all = samples();
+  for (int r = 0; r < 4; ++r) {
+    const int n = static_cast<int>(all[r].response.size());
+    for (int j = 0; j < n; ++j) {
+      mask[r * 4 + j] = 1.0f;
+      slot_values[r * 4 + j] = values[r * 6 + all[r].prompt.size() - 1 + j];
+    }
+    rewards[r * 4 + n - 1] = static_cast<float>(scores[r]);
+  }
+  const auto want = *gae(rewards, slot_values, mask, g, 0.9, 0.8);
+  const auto parts = b.mini_batch(0, 4, 2, kernels::loss_agg_mode::token_mean);
+  for (int k = 0; k < 2; ++k) {
+    const actor::rl_batch& p = parts[k];
+    ASSERT_EQ(p.values.size(), p.targets.size());
+    ASSERT_EQ(p.returns.size(), p.targets.size());
+    for (int i = 0; i < 2; ++i) {
+      const int r = 2 * k + i;
+      for (size_t j = 0; j < all[r].response.size(); ++j) {
+        const size_t at = i * 6 + all[r].prompt.size() - 1 + j;
+        ASSERT_GE(p.targets[at], 0);
+        EXPECT_FLOAT_EQ(p.values[at], slot_values[r * 4 + j]);
+        EXPECT_FLOAT_EQ(p.returns[at], want.returns[r * 4 + j]);
+        EXPECT_FLOAT_EQ(p.advantages[at], want.advantages[r * 4 + j]);
+      }
+    }
+    for (size_t at = 0; at < p.targets.size(); ++at) {
+      if (p.targets[at] < 0) EXPECT_EQ(p.values[at], 0.0f) << "no value off the response";
+    }
+  }
+  const nlohmann::json m = b.data_metrics(4);
+  ASSERT_TRUE(m.contains("critic/values/mean"));
+  ASSERT_TRUE(m.contains("critic/vf_explained_var"));
+  EXPECT_LT(m["critic/vf_explained_var"].get<double>(), 1.0);
 }
 
 }  // namespace
