@@ -22,31 +22,38 @@ enum sum_index {
 
 }  // namespace
 
-absl::Status validate(const actor::rl_batch& b, const policy_objective& o) {
+absl::Status check_rl_batch(const actor::rl_batch& b,
+                            std::initializer_list<std::pair<const char*, size_t>> fields) {
   if (b.batch < 1 || b.ctx < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("rl_batch: batch ", b.batch, " x ctx ", b.ctx, " is empty"));
   }
   const size_t n = static_cast<size_t>(b.batch) * b.ctx;
-  const auto check = [&](const char* field, size_t size) -> absl::Status {
-    if (size == n) return absl::OkStatus();
+  for (const auto& [field, size] : fields) {
+    if (size == n) continue;
     return absl::InvalidArgumentError(absl::StrCat("rl_batch: ", field, " has ", size,
                                                    " entries; batch ", b.batch, " x ctx ", b.ctx,
                                                    " needs ", n));
-  };
-  TROUPE_RETURN_IF_ERROR(check("tokens", b.tokens.size()));
-  TROUPE_RETURN_IF_ERROR(check("targets", b.targets.size()));
-  TROUPE_RETURN_IF_ERROR(check("old_log_probs", b.old_log_probs.size()));
-  TROUPE_RETURN_IF_ERROR(check("advantages", b.advantages.size()));
-  TROUPE_RETURN_IF_ERROR(check("weights", b.weights.size()));
-  if (o.use_kl_loss)
-    TROUPE_RETURN_IF_ERROR(check("ref_log_probs (use_kl_loss)", b.ref_log_probs.size()));
+  }
   for (size_t i = 0; i < n; ++i) {
     if (b.targets[i] < 0 && b.weights[i] != 0.0f) {
       return absl::InvalidArgumentError(
           absl::StrCat("rl_batch: position ", i, " has weight ", b.weights[i],
                        " but no target (-1): only response tokens are trained on"));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status validate(const actor::rl_batch& b, const policy_objective& o) {
+  TROUPE_RETURN_IF_ERROR(check_rl_batch(b, {{"tokens", b.tokens.size()},
+                                            {"targets", b.targets.size()},
+                                            {"old_log_probs", b.old_log_probs.size()},
+                                            {"advantages", b.advantages.size()},
+                                            {"weights", b.weights.size()}}));
+  if (o.use_kl_loss) {
+    TROUPE_RETURN_IF_ERROR(
+        check_rl_batch(b, {{"ref_log_probs (use_kl_loss)", b.ref_log_probs.size()}}));
   }
   return absl::OkStatus();
 }

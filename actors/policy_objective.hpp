@@ -1,5 +1,7 @@
 #pragma once
 
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,6 +25,12 @@ struct policy_objective {
   float kl_loss_coef = 0.001f;
   kernels::kl_estimator kl_loss_type = kernels::kl_estimator::k3;
 };
+
+/// What every reader of an rl_batch checks: a non-empty batch x ctx, each of `fields` (name,
+/// size) of batch x ctx entries, and no weight on a position that is not trained on.
+/// INVALID_ARGUMENT naming the field otherwise.
+[[nodiscard]] absl::Status check_rl_batch(
+    const actor::rl_batch& b, std::initializer_list<std::pair<const char*, size_t>> fields);
 
 /// INVALID_ARGUMENT naming the field when `b` is not a well-formed rl_batch (array sizes, a
 /// weight on a position that is not trained on, no reference log-probs with the KL loss).

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_cat.h"
+#include "actors/policy_objective.hpp"
 #include "kernels/value_loss.hpp"
 #include "runtime/base/status.hpp"
 
@@ -15,30 +15,11 @@ enum sum_index { vf_loss, clipped, vpred_sum, tokens, n_sums };
 }  // namespace
 
 absl::Status validate(const actor::rl_batch& b, const value_objective&) {
-  if (b.batch < 1 || b.ctx < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rl_batch: batch ", b.batch, " x ctx ", b.ctx, " is empty"));
-  }
-  const size_t n = static_cast<size_t>(b.batch) * b.ctx;
-  const auto check = [&](const char* field, size_t size) -> absl::Status {
-    if (size == n) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("rl_batch for the critic: ", field, " has ",
-                                                   size, " entries; batch ", b.batch, " x ctx ",
-                                                   b.ctx, " needs ", n));
-  };
-  TROUPE_RETURN_IF_ERROR(check("tokens", b.tokens.size()));
-  TROUPE_RETURN_IF_ERROR(check("targets", b.targets.size()));
-  TROUPE_RETURN_IF_ERROR(check("values", b.values.size()));
-  TROUPE_RETURN_IF_ERROR(check("returns", b.returns.size()));
-  TROUPE_RETURN_IF_ERROR(check("weights", b.weights.size()));
-  for (size_t i = 0; i < n; ++i) {
-    if (b.targets[i] < 0 && b.weights[i] != 0.0f) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rl_batch: position ", i, " has weight ", b.weights[i],
-                       " but no target (-1): only response tokens are trained on"));
-    }
-  }
-  return absl::OkStatus();
+  return check_rl_batch(b, {{"tokens", b.tokens.size()},
+                            {"targets", b.targets.size()},
+                            {"values", b.values.size()},
+                            {"returns", b.returns.size()},
+                            {"weights", b.weights.size()}});
 }
 
 value_objective_pass::value_objective_pass(const value_objective& o, const actor::rl_batch& b)
