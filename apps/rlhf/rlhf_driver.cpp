@@ -317,7 +317,16 @@ std::vector<rlhf_driver::command> rlhf_driver::next_update(bool critic) {
   const int m = update_index_ % per_epoch;
   answers_ = 0;
   const int ranks = critic ? schedule_.critic_ranks : schedule_.policy_ranks;
-  return {update_all{batch_->mini_batch(m * rows, rows, ranks, schedule_.loss_agg_mode), critic}};
+  std::vector<actor::rl_batch> parts =
+      batch_->mini_batch(m * rows, rows, ranks, schedule_.loss_agg_mode);
+  for (auto& p : parts) {  // each update message carries only what its objective reads
+    if (critic) {
+      p.old_log_probs.clear(), p.ref_log_probs.clear(), p.advantages.clear();
+    } else {
+      p.values.clear(), p.returns.clear();
+    }
+  }
+  return {update_all{std::move(parts), critic}};
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::on_updated(int rank,

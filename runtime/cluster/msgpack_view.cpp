@@ -93,6 +93,8 @@ absl::StatusOr<double> map_view::get_double(absl::string_view key, double fallba
       return o->via.f64;
     case msgpack::type::POSITIVE_INTEGER:
       return static_cast<double>(o->via.u64);
+    case msgpack::type::NEGATIVE_INTEGER:
+      return static_cast<double>(o->via.i64);
     default:
       return wrong_type(key, "a number");
   }

@@ -30,7 +30,7 @@ class map_view {
   [[nodiscard]] absl::StatusOr<uint64_t> get_uint(absl::string_view key) const;
   [[nodiscard]] absl::StatusOr<uint64_t> get_uint(absl::string_view key, uint64_t fallback) const;
   [[nodiscard]] absl::StatusOr<int64_t> get_int(absl::string_view key, int64_t fallback) const;
-  /// A float or a non-negative integer.
+  /// A float or an integer (msgpack packs integral floats as integers).
   [[nodiscard]] absl::StatusOr<double> get_double(absl::string_view key, double fallback) const;
   [[nodiscard]] absl::StatusOr<std::vector<std::string>> get_strings(absl::string_view key) const;
 

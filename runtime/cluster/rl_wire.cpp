@@ -141,20 +141,9 @@ absl::StatusOr<actor::rl_step_report> unpack_rl_step(const msgpack::object& o) {
   TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "rl_step_report"));
   actor::rl_step_report x;
   TROUPE_ASSIGN_OR_RETURN(x.step, m.get_int("step", 0));
+  // A figure of either sign (pg_loss, ppo_kl may be negative); absent figures are zero.
   for (const auto& [key, member] : rl_step_figures) {
-    const msgpack::object* v = m.find(key);
-    // A figure of either sign (pg_loss, ppo_kl may be negative); absent figures are zero.
-    if (v == nullptr) continue;
-    if (v->type == msgpack::type::FLOAT32 || v->type == msgpack::type::FLOAT64) {
-      x.*member = v->via.f64;
-    } else if (v->type == msgpack::type::POSITIVE_INTEGER) {
-      x.*member = static_cast<double>(v->via.u64);
-    } else if (v->type == msgpack::type::NEGATIVE_INTEGER) {
-      x.*member = static_cast<double>(v->via.i64);
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rl_step_report: '", key, "' is not a number"));
-    }
+    TROUPE_ASSIGN_OR_RETURN(x.*member, m.get_double(key, 0.0));
   }
   return x;
 }

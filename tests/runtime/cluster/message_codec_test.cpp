@@ -190,7 +190,9 @@ TEST(MessageCodec, RoundTripsTheRlMessages) {
   r.vf_loss = 0.125;
   r.vf_clipfrac = 0.5;
   r.vpred_mean = -0.75;
+  r.kl_loss = -2.0;  // msgpack packs an integral float as a (negative) integer
   m = round_trip(caf::make_message(r));
+  EXPECT_EQ(m.get_as<actor::rl_step_report>(0).kl_loss, -2.0);
   EXPECT_EQ(m.get_as<actor::rl_step_report>(0).vf_loss, 0.125);
   EXPECT_EQ(m.get_as<actor::rl_step_report>(0).vf_clipfrac, 0.5);
   EXPECT_EQ(m.get_as<actor::rl_step_report>(0).vpred_mean, -0.75);
