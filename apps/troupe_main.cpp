@@ -1,5 +1,6 @@
 // The troupe command line: launch apps from YAML configs, validate configs, list plugins.
 
+#include <csignal>
 #include <cstdio>
 
 #include "CLI/CLI.hpp"
@@ -7,6 +8,9 @@
 
 int main(int argc, char** argv) {
   using namespace troupe::cli;
+  // A write to a dead peer's socket must be an error, not the end of this process: Gloo writes
+  // with writev and no MSG_NOSIGNAL (docs/elastic.md).
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"troupe: an actor runtime for pretraining, RLHF and serving"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every command");

@@ -2,36 +2,33 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstring>
-#include <map>
+#include <functional>
 #include <mutex>
-#include <tuple>
 #include <type_traits>
 #include <vector>
 
-#include <gloo/allgather.h>
-#include <gloo/allreduce.h>
-#include <gloo/barrier.h>
-#include <gloo/broadcast.h>
 #include <gloo/common/error.h>
-#include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 
 namespace troupe::comm {
 namespace {
 
 using tensor::dtype;
 
-// Slot prefix of troupe's own send/recv (Gloo's collectives use 0x01-0x08).
+// Slot prefixes of troupe's send/recv and of its ring collectives (Gloo's own use 0x01-0x08).
 constexpr uint8_t point_to_point_slot = 0x71;
-// Reduce-scatter algorithm instances kept, least recently used dropped first: enough for a few
-// gradient buckets; every live instance's bound buffers cost the shared device loop time.
-constexpr size_t max_cached_reduce_scatters = 4;
+constexpr uint8_t collective_slot = 0x72;
+// The reduce-scatter's receive segment: small enough that summing one overlaps receiving the
+// next, large enough that per-message costs vanish.
+constexpr int64_t segment_bytes = 1 << 20;
 
 // Gloo's Store interface over ours. Gloo expects exceptions from a store; they are caught in
 // make_gloo_communicator, so none leaves this file.
@@ -94,27 +91,11 @@ T add(T a, T b) {
   }
 }
 
-// out = a + b, Gloo's allreduce signature.
-template <class T>
-void add_into(void* out, const void* a, const void* b, size_t n) {
-  T* o = static_cast<T*>(out);
-  const T* x = static_cast<const T*>(a);
-  const T* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i)
-    o[i] = add(x[i], y[i]);
-}
-
-// x += y, Gloo's reduce-scatter signature.
+// x += y.
 template <class T>
 void add_in_place(T* x, const T* y, size_t n) {
   for (size_t i = 0; i < n; ++i)
     x[i] = add(x[i], y[i]);
-}
-
-template <class T>
-const gloo::ReductionFunction<T>* sum_reduction() {
-  static const gloo::ReductionFunction<T> sum(gloo::ReductionType::CUSTOM, &add_in_place<T>);
-  return &sum;
 }
 
 // avg = sum / ranks; integers have no average.
@@ -138,15 +119,28 @@ void scale(const tensor::tensor& t, float factor) {
     p[i] *= factor;
 }
 
+// Which rank holds which elements: chunk i of n elements over P ranks (the first n % P chunks one
+// element longer), as the ring collectives split a buffer.
+struct chunking {
+  int64_t n;
+  int ranks;
+  [[nodiscard]] int64_t begin(int i) const {
+    return i * (n / ranks) + std::min<int64_t>(i, n % ranks);
+  }
+  [[nodiscard]] int64_t size(int i) const { return n / ranks + (i < n % ranks ? 1 : 0); }
+};
+
+// Ring collectives run on Gloo's TCP transport (its pairs, framing and epoll loop) with buffers
+// this class owns, not Gloo's algorithm objects: Debian's Gloo cannot interrupt an algorithm that
+// is blocked on a stopped peer, but every wait here is on a buffer abort() can wake, so a
+// survivor is released at once (docs/elastic.md). Any failure closes the group's connections, so
+// the peers' waits fail too instead of running out their timeouts (Gloo's ring otherwise wakes
+// only a dead rank's two neighbours).
 class gloo_communicator final : public communicator {
  public:
   gloo_communicator(std::shared_ptr<gloo::rendezvous::Context> context,
-                    std::shared_ptr<gloo::rendezvous::Context> reduce_scatter_context,
                     std::shared_ptr<gloo::transport::Device> device, group_options options)
-      : context_(std::move(context)),
-        reduce_scatter_context_(std::move(reduce_scatter_context)),
-        device_(std::move(device)),
-        options_(std::move(options)) {}
+      : context_(std::move(context)), device_(std::move(device)), options_(std::move(options)) {}
 
   ~gloo_communicator() override = default;
 
@@ -158,16 +152,12 @@ class gloo_communicator final : public communicator {
     TROUPE_RETURN_IF_ERROR(check_host(data, "allreduce"));
     TROUPE_RETURN_IF_ERROR(check_average(op, data.type(), "allreduce"));
     TROUPE_RETURN_IF_ERROR(guarded("allreduce", [&] {
-      gloo::AllreduceOptions opts(context_);
-      // Gloo takes the element size from the pointer type.
+      const chunking chunks{data.numel(), options_.size};
       with_element_type(data.type(), [&](auto element) {
         using T = decltype(element);
-        opts.setOutput<T>(data.data<T>(), data.numel());
-        opts.setReduceFunction(&add_into<T>);
+        reduce_scatter_ring(data.data<T>(), chunks);
       });
-      opts.setTimeout(options_.timeout);
-      opts.setTag(next_tag());
-      gloo::allreduce(opts);
+      allgather_ring(static_cast<char*>(data.raw()), chunks, tensor::dtype_size(data.type()));
     }));
     if (op == reduce_op::avg) scale(data, 1.0f / options_.size);
     return absl::OkStatus();
@@ -184,10 +174,14 @@ class gloo_communicator final : public communicator {
     }
     TROUPE_RETURN_IF_ERROR(check_average(op, in.type(), "reduce_scatter"));
     TROUPE_RETURN_IF_ERROR(guarded("reduce_scatter", [&] {
-      with_element_type(in.type(), [&](auto element) { halving_doubling<decltype(element)>(in); });
+      with_element_type(in.type(), [&](auto element) {
+        using T = decltype(element);
+        reduce_scatter_ring(in.data<T>(), chunking{in.numel(), options_.size});
+      });
     }));
-    // Halving-doubling leaves this rank's reduced chunk at the start of `in`.
-    if (out.raw() != in.raw()) std::memcpy(out.raw(), in.raw(), out.nbytes());
+    // The ring leaves this rank's reduced chunk in place; `out` may be the first chunk.
+    const char* mine = static_cast<const char*>(in.raw()) + options_.rank * out.nbytes();
+    if (out.raw() != mine) std::memmove(out.raw(), mine, out.nbytes());
     if (op == reduce_op::avg) scale(out, 1.0f / options_.size);
     return absl::OkStatus();
   }
@@ -200,13 +194,12 @@ class gloo_communicator final : public communicator {
                                                      " must hold ", options_.size, " x in ",
                                                      in.description(), " of the same dtype"));
     }
+    char* all = static_cast<char*>(out.raw());
+    if (in.raw() != all + options_.rank * in.nbytes()) {
+      std::memmove(all + options_.rank * in.nbytes(), in.raw(), in.nbytes());
+    }
     return guarded("allgather", [&] {
-      gloo::AllgatherOptions opts(context_);
-      opts.setInput(static_cast<char*>(in.raw()), in.nbytes());
-      opts.setOutput(static_cast<char*>(out.raw()), out.nbytes());
-      opts.setTimeout(options_.timeout);
-      opts.setTag(next_tag());
-      gloo::allgather(opts);
+      allgather_ring(all, chunking{out.numel(), options_.size}, tensor::dtype_size(out.type()));
     });
   }
 
@@ -214,12 +207,19 @@ class gloo_communicator final : public communicator {
     TROUPE_RETURN_IF_ERROR(check_host(data, "broadcast"));
     TROUPE_RETURN_IF_ERROR(check_rank(root, "broadcast root"));
     return guarded("broadcast", [&] {
-      gloo::BroadcastOptions opts(context_);
-      opts.setOutput(static_cast<char*>(data.raw()), data.nbytes());
-      opts.setRoot(root);
-      opts.setTimeout(options_.timeout);
-      opts.setTag(next_tag());
-      gloo::broadcast(opts);
+      if (options_.size == 1) return;
+      const uint64_t slot = next_slot();
+      tracked_buffer buf(*this, data.raw(), data.nbytes());
+      if (options_.rank != root) {
+        buf->recv(root, slot);
+        wait(buf, "broadcast", false);
+        return;
+      }
+      for (int peer = 0; peer < options_.size; ++peer) {
+        if (peer != root) buf->send(peer, slot);
+      }
+      for (int peer = 1; peer < options_.size; ++peer)
+        wait(buf, "broadcast", true);
     });
   }
 
@@ -227,9 +227,9 @@ class gloo_communicator final : public communicator {
     TROUPE_RETURN_IF_ERROR(check_host(data, "send"));
     TROUPE_RETURN_IF_ERROR(check_peer(peer, "send peer"));
     return guarded("send", [&] {
-      auto buf = context_->createUnboundBuffer(data.raw(), data.nbytes());
+      tracked_buffer buf(*this, data.raw(), data.nbytes());
       buf->send(peer, gloo::Slot::build(point_to_point_slot, tag));
-      wait_send(*buf, "send");
+      wait(buf, "send", true);
     });
   }
 
@@ -237,19 +237,14 @@ class gloo_communicator final : public communicator {
     TROUPE_RETURN_IF_ERROR(check_host(data, "recv"));
     TROUPE_RETURN_IF_ERROR(check_peer(peer, "recv peer"));
     return guarded("recv", [&] {
-      auto buf = context_->createUnboundBuffer(data.raw(), data.nbytes());
+      tracked_buffer buf(*this, data.raw(), data.nbytes());
       buf->recv(peer, gloo::Slot::build(point_to_point_slot, tag));
-      wait_recv(*buf, "recv");
+      wait(buf, "recv", false);
     });
   }
 
   absl::Status barrier() override {
-    return guarded("barrier", [&] {
-      gloo::BarrierOptions opts(context_);
-      opts.setTimeout(options_.timeout);
-      opts.setTag(next_tag());
-      gloo::barrier(opts);
-    });
+    return allreduce(tensor::tensor::host({1}, dtype::i32), reduce_op::sum);
   }
 
   void abort(const std::string& reason) override {
@@ -259,14 +254,38 @@ class gloo_communicator final : public communicator {
       failure_ = absl::AbortedError(absl::StrCat(group_name(), " was aborted: ", reason));
     }
     aborted_.store(true);
+    // Closed first: once no pair reads into a buffer any more, its wait may end.
+    context_->closeConnections();
     std::lock_guard lock(buffer_mutex_);
-    for (auto* buf : waiting_) {  // wake the transfers troupe waits on itself
+    for (auto* buf : live_) {
       buf->abortWaitRecv();
       buf->abortWaitSend();
     }
   }
 
  private:
+  // A transfer buffer abort() can reach while an operation waits on it.
+  class tracked_buffer {
+   public:
+    tracked_buffer(gloo_communicator& group, void* data, size_t bytes)
+        : group_(group), buf_(group.context_->createUnboundBuffer(data, bytes)) {
+      std::lock_guard lock(group_.buffer_mutex_);
+      group_.live_.push_back(buf_.get());
+    }
+    ~tracked_buffer() {
+      std::lock_guard lock(group_.buffer_mutex_);
+      std::erase(group_.live_, buf_.get());
+    }
+    tracked_buffer(const tracked_buffer&) = delete;
+    tracked_buffer& operator=(const tracked_buffer&) = delete;
+    gloo::transport::UnboundBuffer* operator->() const { return buf_.get(); }
+    gloo::transport::UnboundBuffer& operator*() const { return *buf_; }
+
+   private:
+    gloo_communicator& group_;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buf_;
+  };
+
   std::string group_name() const {
     return absl::StrCat("group '", options_.name, "' (epoch ", options_.epoch, ", rank ",
                         options_.rank, " of ", options_.size, ")");
@@ -287,10 +306,93 @@ class gloo_communicator final : public communicator {
     return check_rank(peer, what);
   }
 
-  uint32_t next_tag() { return tag_++; }
+  uint64_t next_slot() { return gloo::Slot::build(collective_slot, tag_++); }
+  int right() const { return (options_.rank + 1) % options_.size; }
+  int left() const { return (options_.rank + options_.size - 1) % options_.size; }
+  int ring_index(int offset) const {
+    return ((options_.rank + offset) % options_.size + options_.size) % options_.size;
+  }
+
+  // Ring reduce-scatter, summing in place: after P - 1 steps chunk `rank` of `data` holds the
+  // sum over the ranks. Step s sends chunk rank - s - 1 to the right and adds chunk rank - s - 2
+  // from the left. What arrives is received in segments into two alternating scratch halves, so
+  // the sum of one segment overlaps the transfer of the next, and each receive is posted two
+  // segments ahead (into the next step too): Gloo holds a send until the receiver says it is
+  // ready, and a receive posted early has said so already.
+  template <class T>
+  void reduce_scatter_ring(T* data, const chunking& chunks) {
+    if (options_.size == 1) return;
+    const int64_t segment =
+        std::min(std::max<int64_t>(1, segment_bytes / sizeof(T)), chunks.size(0));
+    struct piece {
+      int step;
+      int64_t at, len;  // elements of data
+    };
+    const auto pieces = [&](int chunk, int step) {
+      std::vector<piece> out;
+      for (int64_t at = 0; at < chunks.size(chunk); at += segment)
+        out.push_back({step, chunks.begin(chunk) + at, std::min(segment, chunks.size(chunk) - at)});
+      return out;
+    };
+    std::vector<uint64_t> slots;
+    std::vector<piece> arriving;  // every step's, in order
+    for (int step = 0; step < options_.size - 1; ++step) {
+      slots.push_back(next_slot());
+      for (const piece& p : pieces(ring_index(-step - 2), step))
+        arriving.push_back(p);
+    }
+    scratch_.resize(2 * segment * sizeof(T));
+    T* halves[2] = {reinterpret_cast<T*>(scratch_.data()),
+                    reinterpret_cast<T*>(scratch_.data()) + segment};
+    tracked_buffer out(*this, data, chunks.n * sizeof(T));
+    tracked_buffer in0(*this, halves[0], segment * sizeof(T));
+    tracked_buffer in1(*this, halves[1], segment * sizeof(T));
+    tracked_buffer* in[2] = {&in0, &in1};
+    const auto post = [&](size_t g) {
+      (*in[g % 2])->recv(left(), slots[arriving[g].step], 0, arriving[g].len * sizeof(T));
+    };
+    for (size_t g = 0; g < std::min<size_t>(2, arriving.size()); ++g)
+      post(g);
+    size_t g = 0;
+    for (int step = 0; step < options_.size - 1; ++step) {
+      const std::vector<piece> sending = pieces(ring_index(-step - 1), step);
+      for (const piece& p : sending)
+        out->send(right(), slots[step], p.at * sizeof(T), p.len * sizeof(T));
+      for (; g < arriving.size() && arriving[g].step == step; ++g) {
+        wait(*in[g % 2], "reduce", false);
+        add_in_place(data + arriving[g].at, halves[g % 2], arriving[g].len);
+        if (g + 2 < arriving.size()) post(g + 2);
+      }
+      for (size_t k = 0; k < sending.size(); ++k)
+        wait(out, "reduce", true);
+    }
+  }
+
+  // Ring allgather in place: chunk `rank` is this rank's; step s passes chunk rank - s to the
+  // right and receives chunk rank - s - 1 from the left straight into place. Every receive is
+  // posted first (each into its own chunk); one pair delivers them in step order.
+  void allgather_ring(char* data, const chunking& chunks, size_t element) {
+    if (options_.size == 1) return;
+    tracked_buffer out(*this, data, chunks.n * element);
+    tracked_buffer in(*this, data, chunks.n * element);
+    std::vector<uint64_t> slots;
+    for (int step = 0; step < options_.size - 1; ++step) {
+      slots.push_back(next_slot());
+      const int got = ring_index(-step - 1);
+      in->recv(left(), slots[step], chunks.begin(got) * element, chunks.size(got) * element);
+    }
+    for (int step = 0; step < options_.size - 1; ++step) {
+      const int sent = ring_index(-step);
+      out->send(right(), slots[step], chunks.begin(sent) * element, chunks.size(sent) * element);
+      wait(in, "gather", false);  // chunk rank - step - 1: the next step's to pass on
+    }
+    for (int step = 0; step < options_.size - 1; ++step)
+      wait(out, "gather", true);
+  }
 
   // Runs one operation: refused once the group has failed; a Gloo exception (timeout, a peer
-  // gone) becomes a Status and fails the group, since its connections are then unusable.
+  // gone) becomes a Status and fails the group. Its connections are closed at once, so every
+  // peer's wait fails within a round trip.
   absl::Status guarded(const char* what, const std::function<void()>& op) {
     std::lock_guard op_lock(op_mutex_);
     {
@@ -304,6 +406,7 @@ class gloo_communicator final : public communicator {
       op();
       return absl::OkStatus();
     } catch (const std::exception& e) {
+      context_->closeConnections();
       std::lock_guard lock(state_mutex_);
       const bool timed_out = std::strstr(e.what(), "imed out") != nullptr;
       absl::Status s =
@@ -319,66 +422,26 @@ class gloo_communicator final : public communicator {
     }
   }
 
-  void wait_send(gloo::transport::UnboundBuffer& buf, const char* what) { wait(buf, what, true); }
-  void wait_recv(gloo::transport::UnboundBuffer& buf, const char* what) { wait(buf, what, false); }
-  void wait(gloo::transport::UnboundBuffer& buf, const char* what, bool sending) {
-    {
-      std::lock_guard lock(buffer_mutex_);
-      waiting_.push_back(&buf);
-    }
+  // Waits for one send or receive of `buf` to complete; throws when it fails, times out or is
+  // aborted. A buffer joins live_ before this check, so an abort in between still wakes it.
+  void wait(tracked_buffer& buf, const char* what, bool sending) {
     const bool done = aborted_.load() ? false
-                      : sending       ? buf.waitSend(options_.timeout)
-                                      : buf.waitRecv(options_.timeout);
-    {
-      std::lock_guard lock(buffer_mutex_);
-      std::erase(waiting_, &buf);
-    }
-    if (!done) {
-      throw gloo::IoException(absl::StrCat(what, " aborted or timed out"));
-    }
-  }
-
-  // Gloo's halving-doubling reduce-scatter binds its buffers to the pairs when it is built, and
-  // bound buffers slow the pairs' other traffic, so it runs on a context of its own. Building
-  // binds (a handshake), so instances are kept per (buffer, size): a training loop reuses the
-  // same gradient buckets every step.
-  template <class T>
-  void halving_doubling(const tensor::tensor& in) {
-    const auto key = std::make_tuple(in.raw(), in.numel(), in.type());
-    auto it = reduce_scatters_.find(key);
-    if (it == reduce_scatters_.end()) {
-      if (reduce_scatters_.size() >= max_cached_reduce_scatters) {
-        reduce_scatters_.erase(std::min_element(
-            reduce_scatters_.begin(), reduce_scatters_.end(),
-            [](const auto& a, const auto& b) { return a.second.last_used < b.second.last_used; }));
-      }
-      const int chunk = static_cast<int>(in.numel() / options_.size);
-      auto algorithm = std::make_unique<gloo::ReduceScatterHalvingDoubling<T>>(
-          reduce_scatter_context_, std::vector<T*>{in.data<T>()}, static_cast<int>(in.numel()),
-          std::vector<int>(options_.size, chunk), sum_reduction<T>());
-      it = reduce_scatters_.emplace(key, cached_algorithm{std::move(algorithm), 0}).first;
-    }
-    it->second.last_used = ++uses_;
-    it->second.algorithm->run();
+                      : sending       ? buf->waitSend(options_.timeout)
+                                      : buf->waitRecv(options_.timeout);
+    if (!done) throw gloo::IoException(absl::StrCat(what, " aborted"));
   }
 
   std::shared_ptr<gloo::rendezvous::Context> context_;
-  std::shared_ptr<gloo::rendezvous::Context> reduce_scatter_context_;
   std::shared_ptr<gloo::transport::Device> device_;
   group_options options_;
   uint32_t tag_ = 1;
-  struct cached_algorithm {
-    std::unique_ptr<gloo::Algorithm> algorithm;
-    uint64_t last_used;
-  };
-  std::map<std::tuple<void*, int64_t, dtype>, cached_algorithm> reduce_scatters_;
-  uint64_t uses_ = 0;
-  std::mutex op_mutex_;     // one operation at a time, in call order
-  std::mutex state_mutex_;  // failure_
+  std::vector<char> scratch_;  // the reduce-scatter's receive halves
+  std::mutex op_mutex_;        // one operation at a time, in call order
+  std::mutex state_mutex_;     // failure_
   absl::Status failure_;
   std::atomic<bool> aborted_{false};
-  std::mutex buffer_mutex_;  // waiting_
-  std::vector<gloo::transport::UnboundBuffer*> waiting_;
+  std::mutex buffer_mutex_;  // live_
+  std::vector<gloo::transport::UnboundBuffer*> live_;
 };
 
 }  // namespace
@@ -390,22 +453,21 @@ absl::StatusOr<std::unique_ptr<communicator>> make_gloo_communicator(rendezvous_
                                                    options.rank, " of size ", options.size,
                                                    " is not a rank of the group"));
   }
+  // Gloo writes with writev and no MSG_NOSIGNAL: without this, a rank writing to a peer that
+  // died would be killed by SIGPIPE instead of seeing the error.
+  static const bool sigpipe_ignored = [] { return std::signal(SIGPIPE, SIG_IGN) != SIG_ERR; }();
+  (void)sigpipe_ignored;
   const std::string prefix = absl::StrCat("comm/", options.name, "/", options.epoch, "/");
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.host;
     auto device = gloo::transport::tcp::CreateDevice(attr);
-    auto connect = [&](const std::string& key_prefix) {
-      auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
-      context->setTimeout(options.timeout);
-      store_adapter adapter(store, key_prefix, options.timeout);
-      context->connectFullMesh(adapter, device);
-      return context;
-    };
-    auto context = connect(prefix);
-    auto reduce_scatter_context = connect(prefix + "reduce_scatter/");
-    return std::unique_ptr<communicator>(new gloo_communicator(
-        std::move(context), std::move(reduce_scatter_context), std::move(device), options));
+    auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    context->setTimeout(options.timeout);
+    store_adapter adapter(store, prefix, options.timeout);
+    context->connectFullMesh(adapter, device);
+    return std::unique_ptr<communicator>(
+        new gloo_communicator(std::move(context), std::move(device), options));
   } catch (const std::exception& e) {
     const std::string what =
         absl::StrCat("group '", options.name, "' (epoch ", options.epoch, "): rank ", options.rank,

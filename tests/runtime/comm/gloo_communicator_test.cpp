@@ -1,5 +1,8 @@
 #include "runtime/comm/gloo_communicator.hpp"
 
+#include <csignal>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -88,46 +91,119 @@ TEST_F(GlooCommunicatorTest, ARankThatNeverCallsTimesTheOperationOut) {
   EXPECT_EQ(report.value("then", ""), "FAILED_PRECONDITION");  // a failed group refuses work
 }
 
-// Whether the receive is already waiting when the abort comes cannot be seen from outside, so
-// the abort is tried after growing delays until one finds it waiting (a receive that starts
-// after the abort is refused at once, which is right too). A woken receive ends long before the
-// group's timeout.
-TEST(GlooCommunicator, AbortWakesAWaitingReceive) {
-  bool woken = false;
-  for (auto delay = 100ms; !woken && delay <= 3200ms; delay *= 2) {
-    memory_store store;
-    std::unique_ptr<communicator> a, b;
-    const group_options options{.name = "pair", .size = 2, .timeout = 60s};
-    std::thread other([&] {
-      group_options o = options;
-      o.rank = 1;
-      auto g = make_gloo_communicator(store, o);
-      ASSERT_TRUE(g.ok()) << g.status();
-      b = std::move(*g);
-    });
-    auto g = make_gloo_communicator(store, options);
-    other.join();
-    ASSERT_TRUE(g.ok()) << g.status();
-    a = std::move(*g);
-
-    tensor::tensor t = tensor::tensor::host({16});
-    const auto start = std::chrono::steady_clock::now();
-    std::thread aborter([&] {
-      std::this_thread::sleep_for(delay);
-      a->abort("membership changed");
-    });
-    const absl::Status s = a->recv(t, 1);  // rank 1 never sends
-    aborter.join();
-    EXPECT_NE(s.message().find("membership changed"), std::string::npos) << s;
-    EXPECT_LT(std::chrono::steady_clock::now() - start, 30s) << "the abort did not wake it";
-    if (s.code() == absl::StatusCode::kAborted) {
-      woken = true;
-    } else {
-      EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;  // it came after the abort
-    }
-    EXPECT_EQ(a->barrier().code(), absl::StatusCode::kFailedPrecondition);
+// Polls a process's state letter in /proc (T: stopped), bounded.
+bool becomes_stopped(pid_t pid) {
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t paren = all.rfind(')');
+    if (paren != std::string::npos && paren + 2 < all.size() && all[paren + 2] == 'T') return true;
+    std::this_thread::sleep_for(10ms);
   }
-  EXPECT_TRUE(woken) << "no receive was ever waiting when the abort came";
+  return false;
+}
+
+// Four ranks; the last is SIGKILLed while the others are blocked in an allreduce it never
+// joins. Gloo's ring would wake only its two neighbours; every survivor must fail, long before
+// the group's two-minute timeout, with the peer's loss (not a timeout), and none dies of SIGPIPE.
+TEST_F(GlooCommunicatorTest, AKilledRankFailsEverySurvivorsCollectiveAtOnce) {
+  std::vector<std::unique_ptr<testing::subprocess>> ranks;
+  for (int r = 0; r < 4; ++r)
+    ranks.push_back(start_rank(r, 4, "peer_killed", 120000));
+  auto store = head_store::connect(head_->endpoint(), "secret");
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (int r = 0; r < 3; ++r)
+    ASSERT_TRUE((*store)->wait("entered/" + std::to_string(r), 30s).ok()) << r;
+  ranks[3]->signal(SIGKILL);
+  for (int r = 0; r < 3; ++r) {
+    const testing::process_result result = ranks[r]->wait(60s);
+    ASSERT_FALSE(result.timed_out) << "rank " << r << " hung after its peer was killed";
+    EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+    EXPECT_EQ(report_of(result).value("allreduce", ""), "UNAVAILABLE") << result.out;
+  }
+}
+
+// The last rank stops itself (SIGSTOP: no socket error ever reaches its peers). The survivors'
+// allreduces are released by abort(), not by the two-minute timeout; continued, the stopped
+// rank finds its group gone and its allreduce fails instead of completing with stale peers.
+TEST_F(GlooCommunicatorTest, AbortReleasesSurvivorsOfAStoppedRankAndFencesIt) {
+  std::vector<std::unique_ptr<testing::subprocess>> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.push_back(start_rank(r, 3, "peer_stopped", 120000));
+  auto store = head_store::connect(head_->endpoint(), "secret");
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (int r = 0; r < 2; ++r)
+    ASSERT_TRUE((*store)->wait("entered/" + std::to_string(r), 30s).ok()) << r;
+  ASSERT_TRUE(becomes_stopped(ranks[2]->pid()));
+  ASSERT_TRUE((*store)->set("abort", "1").ok());
+  for (int r = 0; r < 2; ++r) {
+    const testing::process_result result = ranks[r]->wait(60s);
+    ASSERT_FALSE(result.timed_out) << "rank " << r << " was not released by the abort";
+    EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+    const nlohmann::json report = report_of(result);
+    // ABORTED when the abort woke it, FAILED_PRECONDITION in the (microsecond) window where the
+    // abort came between "entered" and the allreduce's start: released either way.
+    EXPECT_TRUE(report.value("allreduce", "") == "ABORTED" ||
+                report.value("allreduce", "") == "FAILED_PRECONDITION")
+        << result.out;
+    EXPECT_NE(report.value("message", "").find("the last rank stopped"), std::string::npos)
+        << result.out;
+  }
+  ranks[2]->signal(SIGCONT);
+  const testing::process_result fenced = ranks[2]->wait(60s);
+  ASSERT_FALSE(fenced.timed_out) << "the continued rank hung";
+  EXPECT_EQ(fenced.exit_code, 0) << fenced.out << fenced.err;
+  EXPECT_EQ(report_of(fenced).value("allreduce", ""), "UNAVAILABLE") << fenced.out;
+}
+
+// Whether an operation is already waiting when the abort comes cannot be seen from outside, so
+// the abort is tried after growing delays until one finds it waiting (an operation that starts
+// after the abort is refused at once, which is right too). A woken operation ends long before
+// the group's timeout. Both a receive and a collective (whose waits are the ring's) are tried.
+TEST(GlooCommunicator, AbortWakesAWaitingReceiveAndAWaitingCollective) {
+  const std::vector<std::pair<std::string, std::function<absl::Status(communicator&)>>> ops = {
+      {"recv", [](communicator& c) { return c.recv(tensor::tensor::host({16}), 1); }},
+      {"allreduce",
+       [](communicator& c) {
+         return c.allreduce(tensor::tensor::host({1 << 18}), reduce_op::sum);
+       }},
+  };
+  for (const auto& [name, op] : ops) {
+    bool woken = false;
+    for (auto delay = 100ms; !woken && delay <= 3200ms; delay *= 2) {
+      memory_store store;
+      std::unique_ptr<communicator> a, b;
+      const group_options options{.name = "pair", .size = 2, .timeout = 60s};
+      std::thread other([&] {
+        group_options o = options;
+        o.rank = 1;
+        auto g = make_gloo_communicator(store, o);
+        ASSERT_TRUE(g.ok()) << g.status();
+        b = std::move(*g);
+      });
+      auto g = make_gloo_communicator(store, options);
+      other.join();
+      ASSERT_TRUE(g.ok()) << g.status();
+      a = std::move(*g);
+
+      const auto start = std::chrono::steady_clock::now();
+      std::thread aborter([&] {
+        std::this_thread::sleep_for(delay);
+        a->abort("membership changed");
+      });
+      const absl::Status s = op(*a);  // rank 1 never takes part
+      aborter.join();
+      EXPECT_NE(s.message().find("membership changed"), std::string::npos) << name << ": " << s;
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 30s) << name << " was not woken";
+      if (s.code() == absl::StatusCode::kAborted) {
+        woken = true;
+      } else {
+        EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << name << ": " << s;
+      }
+      EXPECT_EQ(a->barrier().code(), absl::StatusCode::kFailedPrecondition);
+    }
+    EXPECT_TRUE(woken) << "no " << name << " was ever waiting when the abort came";
+  }
 }
 
 // Two ranks (threads) queue all-reduces of three buckets of one buffer and compute meanwhile.

@@ -2,9 +2,10 @@
 // runs a scenario and prints one JSON line with what happened. Exit 0 when every check held.
 //
 //   gloo_rank --head tcp://127.0.0.1:PORT --token T --rank R --size N --timeout-ms MS
-//             --epoch E --scenario every_op|stall
+//             --epoch E --scenario every_op|stall|peer_killed|peer_stopped
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -120,6 +121,49 @@ absl::Status every_op(comm::communicator& c) {
   return c.barrier();
 }
 
+// The last rank is lost while the others are inside an allreduce it never joins: SIGKILLed by
+// the test (peer_killed), or it stops itself (peer_stopped) and the test then writes "abort",
+// which the survivors' watchers turn into abort() calls, as a membership change would. Each
+// survivor reports how its allreduce ended; a stopped rank that is continued reports its own.
+absl::Status peer_lost(comm::communicator& c, comm::rendezvous_store& store, bool stopped,
+                       const std::string& head, const std::string& token, nlohmann::json& report) {
+  using namespace std::chrono_literals;
+  const bool victim = c.rank() == c.size() - 1;
+  host_tensor t = host_tensor::host({1 << 20});
+  if (victim && !stopped) return store.wait("never", 5min).status();  // killed while waiting
+  if (victim) {
+    std::raise(SIGSTOP);
+    // Continued: the survivors have moved on; this rank's group must refuse to go on.
+    const absl::Status s = c.allreduce(t, comm::reduce_op::sum);
+    report["allreduce"] = absl::StatusCodeToString(s.code());
+    return s.ok() ? absl::InternalError("a fenced rank's allreduce succeeded") : absl::OkStatus();
+  }
+  std::thread watcher;
+  if (stopped) {
+    auto watch_store = comm::head_store::connect(head, token);
+    if (!watch_store.ok()) return watch_store.status();
+    watcher = std::thread([&c, ws = std::shared_ptr<comm::head_store>(std::move(*watch_store))] {
+      if (ws->wait("abort", 2min).ok()) c.abort("the last rank stopped");
+    });
+  }
+  TROUPE_RETURN_IF_ERROR(store.set(absl::StrCat("entered/", c.rank()), "1"));
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status s = c.allreduce(t, comm::reduce_op::sum);
+  report["elapsed_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+  report["allreduce"] = absl::StatusCodeToString(s.code());
+  report["message"] = s.message();
+  if (watcher.joinable()) watcher.join();
+  // Alive until every survivor is done: a process that exits closes its sockets, which would
+  // wake its peers for it.
+  TROUPE_RETURN_IF_ERROR(store.set(absl::StrCat("done/", c.rank()), "1"));
+  for (int r = 0; r + 1 < c.size(); ++r)
+    TROUPE_RETURN_IF_ERROR(store.wait(absl::StrCat("done/", r), 3min).status());
+  return s.ok() ? absl::InternalError("the allreduce succeeded without the last rank")
+                : absl::OkStatus();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -177,6 +221,9 @@ int main(int argc, char** argv) {
     report["then"] = absl::StatusCodeToString((*group)->barrier().code());  // the group is failed
     if (absl::Status done = (*store)->set("stall/done", "1"); !done.ok()) return finish(done);
     return finish(s);
+  }
+  if (scenario == "peer_killed" || scenario == "peer_stopped") {
+    return finish(peer_lost(**group, **store, scenario == "peer_stopped", head, token, report));
   }
   return finish(every_op(**group));
 }
