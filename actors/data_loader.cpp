@@ -46,10 +46,10 @@ absl::StatusOr<text_corpus> text_corpus::from_text(std::string text, double val_
 absl::StatusOr<data_loader> data_loader::create(const text_corpus& corpus, int ctx,
                                                 int global_batch, int dp_rank, int dp_size,
                                                 uint64_t seed) {
-  if (dp_size < 1 || dp_rank < 0 || dp_rank >= dp_size || global_batch % dp_size != 0 ||
-      global_batch < dp_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "train.batch ", global_batch, " must be a positive multiple of parallel.dp ", dp_size));
+  if (dp_size < 1 || dp_rank < 0 || dp_rank >= dp_size || global_batch < dp_size) {
+    return absl::InvalidArgumentError(absl::StrCat("train.batch ", global_batch,
+                                                   " must give each of the ", dp_size,
+                                                   " data-parallel ranks a sample at least"));
   }
   return data_loader(corpus, ctx, global_batch, dp_rank, dp_size, seed);
 }
@@ -91,7 +91,7 @@ token_batch data_loader::next() {
   token_batch out{local, ctx_, std::vector<int32_t>(static_cast<size_t>(local) * ctx_),
                   std::vector<int32_t>(static_cast<size_t>(local) * ctx_), 0};
   out.cursor = cursor_;
-  out.first_sample = cursor_ + static_cast<int64_t>(dp_rank_) * local;
+  out.first_sample = cursor_ + even_split{global_batch_, dp_size_}.begin(dp_rank_);
   for (int row = 0; row < local; ++row) {
     fill(out, row, corpus_->train(), sample_at(out.first_sample + row) * ctx_);
   }

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/actor/message_types.hpp"
+#include "runtime/base/even_split.hpp"
 
 namespace troupe::actors {
 
@@ -36,12 +37,13 @@ using actor::token_batch;
 /// stride ctx over the training text. Epoch e visits them in an order shuffled by (seed, e);
 /// the stream is epochs end to end, so a global sample index g is sample perm_e[g mod S] of
 /// epoch e = g / S. Global batch b is stream indices [b * global, (b + 1) * global); rank r
-/// takes the r-th of dp equal slices. Every sample is used exactly once per epoch at any dp, and
-/// the whole state is one number, the next global index: resuming at it replays nothing and
-/// skips nothing.
+/// takes the r-th of dp slices split as evenly as possible (even_split). Every sample is used
+/// exactly once per epoch at any dp, also when dp changes between batches (a rank lost or
+/// joined), and the whole state is one number, the next global index: resuming at it replays
+/// nothing and skips nothing.
 class data_loader {
  public:
-  /// global_batch must be a multiple of dp_size.
+  /// global_batch must be at least dp_size.
   [[nodiscard]] static absl::StatusOr<data_loader> create(const text_corpus& corpus, int ctx,
                                                           int global_batch, int dp_rank,
                                                           int dp_size, uint64_t seed);
@@ -53,7 +55,9 @@ class data_loader {
   [[nodiscard]] int64_t cursor() const { return cursor_; }
   void seek(int64_t cursor) { cursor_ = cursor; }
   [[nodiscard]] int64_t samples_per_epoch() const { return samples_; }
-  [[nodiscard]] int local_batch() const { return global_batch_ / dp_size_; }
+  [[nodiscard]] int local_batch() const {
+    return static_cast<int>(even_split{global_batch_, dp_size_}.size(dp_rank_));
+  }
 
   /// Up to `max_windows` held-out windows, in text order, as batches of `batch` rows (the last
   /// one may be shorter).

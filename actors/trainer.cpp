@@ -33,9 +33,10 @@ absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layou
                                                          const trainer_options& options,
                                                          comm::communicator* group) {
   const int ranks = group ? group->size() : 1;
-  if (options.global_batch % ranks != 0) {
+  if (options.global_batch < ranks) {
     return absl::InvalidArgumentError(absl::StrCat("train.batch ", options.global_batch,
-                                                   " must be a multiple of parallel.dp ", ranks));
+                                                   " must give each of the ", ranks,
+                                                   " data-parallel ranks a sequence at least"));
   }
   std::unique_ptr<trainer> t(new trainer(layout, options, group));
   const int64_t padded = t->shard_ * t->ranks_;
@@ -46,6 +47,50 @@ absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layou
   return t;
 }
 
+absl::StatusOr<std::unique_ptr<trainer>> trainer::regroup(const trainer* previous,
+                                                          const models::gpt_layout& layout,
+                                                          const trainer_options& options,
+                                                          comm::communicator* group, int source) {
+  if (options.zero != zero_stage::none) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the data-parallel group changed, but with parallel.zero ", static_cast<int>(options.zero),
+        " each rank's optimizer shard lives on that rank alone, so a lost rank's is gone; use "
+        "parallel.zero 0 for a job that survives a lost rank, or --resume from the last "
+        "checkpoint"));
+  }
+  const int rank = group ? group->rank() : 0, ranks = group ? group->size() : 1;
+  if (source < 0 || source >= ranks) {
+    return absl::InvalidArgumentError(absl::StrCat("regroup: source rank ", source,
+                                                   " is not a rank of the new group of ", ranks));
+  }
+  if (rank == source && previous == nullptr) {
+    return absl::InvalidArgumentError(
+        "regroup: the source rank must be a survivor (a joining rank has no state to send)");
+  }
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<trainer> t, create(layout, options, group));
+  if (rank == source) {
+    TROUPE_RETURN_IF_ERROR(
+        t->restore(previous->layout().to_named(previous->params()), {previous->optimizer_state()}));
+  }
+  if (ranks > 1) TROUPE_RETURN_IF_ERROR(t->take_state_of(source));
+  return t;
+}
+
+absl::Status trainer::take_state_of(int source) {
+  TROUPE_RETURN_IF_ERROR(group_->broadcast(params_, source));
+  for (std::vector<float>* moment : {&optimizer_->first_moment(), &optimizer_->second_moment()}) {
+    tensor::tensor t = tensor::tensor::host({static_cast<int64_t>(moment->size())});
+    std::memcpy(t.data<float>(), moment->data(), moment->size() * sizeof(float));
+    TROUPE_RETURN_IF_ERROR(group_->broadcast(t, source));
+    std::memcpy(moment->data(), t.data<float>(), moment->size() * sizeof(float));
+  }
+  tensor::tensor steps = tensor::tensor::host({1}, tensor::dtype::i32);
+  steps.data<int32_t>()[0] = static_cast<int32_t>(optimizer_->steps());
+  TROUPE_RETURN_IF_ERROR(group_->broadcast(steps, source));
+  optimizer_->set_steps(steps.data<int32_t>()[0]);
+  return absl::OkStatus();
+}
+
 trainer::trainer(const models::gpt_layout& layout, const trainer_options& options,
                  comm::communicator* group)
     : layout_(layout), options_(options), group_(group) {
@@ -54,7 +99,8 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
     ranks_ = group_->size();
   }
   shard_ = (layout.total() + ranks_ - 1) / ranks_;
-  const int local_batch = std::max(options.global_batch / ranks_, options.rl_rows);
+  // The largest share of the global batch (even_split: the first ranks take one more).
+  const int local_batch = std::max((options.global_batch + ranks_ - 1) / ranks_, options.rl_rows);
   pass_rows_ = options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch;
   model_ = std::make_unique<models::gpt_cpu_batch>(layout, pass_rows_, options.threads);
   if (group_ != nullptr && ranks_ > 1) buckets_ = std::make_unique<comm::collective_queue>(*group_);

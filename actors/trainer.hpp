@@ -73,6 +73,17 @@ class trainer {
  public:
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<trainer>> create(
       const models::gpt_layout& layout, const trainer_options& options, comm::communicator* group);
+  /// A trainer on `group`, a data-parallel group formed anew after its membership changed (a
+  /// rank lost or joined), continuing from the state of the group's rank `source`. A collective
+  /// of the new group: each survivor passes its `previous` trainer, a joining rank nullptr, and
+  /// `source` (a survivor; the one a step completed on when it completed on some ranks only)
+  /// sends its parameters, moments and step count to the others, so every rank continues from
+  /// the same state. The new world splits the global batch as evenly as it goes (the lost
+  /// rank's share spread over the others). ZeRO none only: a lost rank's ZeRO-1/2 optimizer
+  /// shard is gone with it (FAILED_PRECONDITION).
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<trainer>> regroup(
+      const trainer* previous, const models::gpt_layout& layout, const trainer_options& options,
+      comm::communicator* group, int source);
 
   [[nodiscard]] absl::StatusOr<step_report> step(const token_batch& local);
   /// One optimizer step of the RL policy on this rank's share of a mini-batch: the objective
@@ -138,6 +149,8 @@ class trainer {
   absl::StatusOr<actor::rl_step_report> rl_step(
       int rows, const gradient_pass& pass, const std::function<std::vector<float>()>& local_sums,
       const std::function<actor::rl_step_report(const std::vector<float>&)>& to_report);
+  // Makes this rank's parameters, moments and step count rank `source`'s (a broadcast).
+  absl::Status take_state_of(int source);
   // INVALID_ARGUMENT unless `local` holds batch x ctx tokens (and targets, when `targets`).
   [[nodiscard]] static absl::Status check_sequences(const char* what, const actor::rl_batch& local,
                                                     bool targets);

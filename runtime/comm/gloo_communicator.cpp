@@ -17,6 +17,7 @@
 #include <gloo/types.h>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/even_split.hpp"
 
 namespace troupe::comm {
 namespace {
@@ -119,17 +120,6 @@ void scale(const tensor::tensor& t, float factor) {
     p[i] *= factor;
 }
 
-// Which rank holds which elements: chunk i of n elements over P ranks (the first n % P chunks one
-// element longer), as the ring collectives split a buffer.
-struct chunking {
-  int64_t n;
-  int ranks;
-  [[nodiscard]] int64_t begin(int i) const {
-    return i * (n / ranks) + std::min<int64_t>(i, n % ranks);
-  }
-  [[nodiscard]] int64_t size(int i) const { return n / ranks + (i < n % ranks ? 1 : 0); }
-};
-
 // Ring collectives run on Gloo's TCP transport (its pairs, framing and epoll loop) with buffers
 // this class owns, not Gloo's algorithm objects: Debian's Gloo cannot interrupt an algorithm that
 // is blocked on a stopped peer, but every wait here is on a buffer abort() can wake, so a
@@ -152,7 +142,7 @@ class gloo_communicator final : public communicator {
     TROUPE_RETURN_IF_ERROR(check_host(data, "allreduce"));
     TROUPE_RETURN_IF_ERROR(check_average(op, data.type(), "allreduce"));
     TROUPE_RETURN_IF_ERROR(guarded("allreduce", [&] {
-      const chunking chunks{data.numel(), options_.size};
+      const even_split chunks{data.numel(), options_.size};
       with_element_type(data.type(), [&](auto element) {
         using T = decltype(element);
         reduce_scatter_ring(data.data<T>(), chunks);
@@ -176,7 +166,7 @@ class gloo_communicator final : public communicator {
     TROUPE_RETURN_IF_ERROR(guarded("reduce_scatter", [&] {
       with_element_type(in.type(), [&](auto element) {
         using T = decltype(element);
-        reduce_scatter_ring(in.data<T>(), chunking{in.numel(), options_.size});
+        reduce_scatter_ring(in.data<T>(), even_split{in.numel(), options_.size});
       });
     }));
     // The ring leaves this rank's reduced chunk in place; `out` may be the first chunk.
@@ -199,7 +189,7 @@ class gloo_communicator final : public communicator {
       std::memmove(all + options_.rank * in.nbytes(), in.raw(), in.nbytes());
     }
     return guarded("allgather", [&] {
-      allgather_ring(all, chunking{out.numel(), options_.size}, tensor::dtype_size(out.type()));
+      allgather_ring(all, even_split{out.numel(), options_.size}, tensor::dtype_size(out.type()));
     });
   }
 
@@ -320,7 +310,7 @@ class gloo_communicator final : public communicator {
   // segments ahead (into the next step too): Gloo holds a send until the receiver says it is
   // ready, and a receive posted early has said so already.
   template <class T>
-  void reduce_scatter_ring(T* data, const chunking& chunks) {
+  void reduce_scatter_ring(T* data, const even_split& chunks) {
     if (options_.size == 1) return;
     const int64_t segment =
         std::min(std::max<int64_t>(1, segment_bytes / sizeof(T)), chunks.size(0));
@@ -344,7 +334,7 @@ class gloo_communicator final : public communicator {
     scratch_.resize(2 * segment * sizeof(T));
     T* halves[2] = {reinterpret_cast<T*>(scratch_.data()),
                     reinterpret_cast<T*>(scratch_.data()) + segment};
-    tracked_buffer out(*this, data, chunks.n * sizeof(T));
+    tracked_buffer out(*this, data, chunks.total * sizeof(T));
     tracked_buffer in0(*this, halves[0], segment * sizeof(T));
     tracked_buffer in1(*this, halves[1], segment * sizeof(T));
     tracked_buffer* in[2] = {&in0, &in1};
@@ -371,10 +361,10 @@ class gloo_communicator final : public communicator {
   // Ring allgather in place: chunk `rank` is this rank's; step s passes chunk rank - s to the
   // right and receives chunk rank - s - 1 from the left straight into place. Every receive is
   // posted first (each into its own chunk); one pair delivers them in step order.
-  void allgather_ring(char* data, const chunking& chunks, size_t element) {
+  void allgather_ring(char* data, const even_split& chunks, size_t element) {
     if (options_.size == 1) return;
-    tracked_buffer out(*this, data, chunks.n * element);
-    tracked_buffer in(*this, data, chunks.n * element);
+    tracked_buffer out(*this, data, chunks.total * element);
+    tracked_buffer in(*this, data, chunks.total * element);
     std::vector<uint64_t> slots;
     for (int step = 0; step < options_.size - 1; ++step) {
       slots.push_back(next_slot());

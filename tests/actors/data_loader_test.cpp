@@ -75,7 +75,34 @@ TEST(DataLoader, ResumingAtTheCursorContinuesTheSameStream) {
     ASSERT_EQ(straight.next().tokens, resumed.next().tokens) << i;
   auto other_seed = *data_loader::create(corpus, 16, 4, 0, 1, 4);
   EXPECT_NE(other_seed.next().tokens, (*data_loader::create(corpus, 16, 4, 0, 1, 3)).next().tokens);
-  EXPECT_FALSE(data_loader::create(corpus, 16, 5, 0, 2, 3).ok());  // 5 sequences over 2 ranks
+  EXPECT_TRUE(data_loader::create(corpus, 16, 5, 1, 2, 3).ok());   // shares of 3 and 2
+  EXPECT_FALSE(data_loader::create(corpus, 16, 1, 0, 2, 3).ok());  // a rank without a sample
+}
+
+// A rank lost or joined between batches: the ranks of each batch's world, in rank order, hold
+// exactly that batch of the dp=1 stream, with uneven shares when the world does not divide it,
+// so no sample is skipped or repeated whatever the world does.
+TEST(DataLoader, TheSamplesOfEachBatchAreTheSameWhateverTheWorldSize) {
+  testing::temp_dir dir;
+  auto corpus = *text_corpus::load(dir.write("t.txt", sample_text(8000)), 0.05, 16);
+  auto whole = *data_loader::create(corpus, 16, 8, 0, 1, 3);
+  const int worlds[] = {3, 3, 2, 1, 4, 3};
+  for (int b = 0; b < 6; ++b) {
+    const token_batch want = whole.next();
+    std::vector<int32_t> joined;
+    int64_t next_sample = want.first_sample;
+    for (int r = 0; r < worlds[b]; ++r) {
+      auto rank = *data_loader::create(corpus, 16, 8, r, worlds[b], 3);
+      rank.seek(want.cursor);
+      const token_batch part = rank.next();
+      EXPECT_EQ(part.first_sample, next_sample) << "batch " << b << " rank " << r;
+      EXPECT_EQ(part.batch, 8 / worlds[b] + (r < 8 % worlds[b] ? 1 : 0));
+      next_sample += part.batch;
+      joined.insert(joined.end(), part.tokens.begin(), part.tokens.end());
+    }
+    EXPECT_EQ(next_sample, want.first_sample + 8);
+    EXPECT_EQ(joined, want.tokens) << "batch " << b << " over " << worlds[b] << " ranks";
+  }
 }
 
 TEST(DataLoader, ValidationWindowsInTextOrder) {

@@ -168,5 +168,73 @@ TEST_F(TrainerTest, ShardedOptimizerStatesReassembleAtAnotherWorldSize) {
   EXPECT_FALSE(single->restore(weights, {}).ok());
 }
 
+// A job that loses a rank and later gains one: 3 ranks for 2 steps (shares 3, 3, 2 of the
+// global batch of 8), rank 2 lost and the two survivors regrouped (shares 4, 4) for 2 steps, a
+// new rank joined with nothing and regrouped into 3 again for 2 steps. Every step's loss and
+// the end's parameters match one rank training on the same global batches: the same samples,
+// summed in another order (the tolerance of the dp=2 against dp=1 test).
+TEST_F(TrainerTest, ARegroupedJobMatchesOneRankAcrossALostAndAJoinedRank) {
+  const auto [single, single_params] = run(1, zero_stage::none, 6);
+  std::vector<std::unique_ptr<trainer>> trainers(3);
+  std::vector<std::unique_ptr<comm::communicator>> groups(9);  // alive as long as their trainers
+  std::vector<double> losses;
+  comm::memory_store store;
+  // One phase: ranks [0, world) of epoch `epoch` regroup from `source`, then take `steps` steps.
+  const auto phase = [&](uint64_t epoch, int world, int source, int first_step, int steps) {
+    std::vector<std::thread> threads;
+    std::vector<std::vector<double>> phase_losses(world);
+    for (int r = 0; r < world; ++r) {
+      threads.emplace_back([&, r] {
+        auto g = comm::make_gloo_communicator(
+            store, {.name = "dp", .rank = r, .size = world, .epoch = epoch});
+        ASSERT_TRUE(g.ok()) << g.status();
+        groups[epoch * 3 + r] = std::move(*g);
+        auto t = trainer::regroup(trainers[r].get(), layout_, options(zero_stage::none),
+                                  groups[epoch * 3 + r].get(), source);
+        ASSERT_TRUE(t.ok()) << t.status();
+        trainers[r] = std::move(*t);
+        auto loader = *data_loader::create(corpus_, config.ctx, 8, r, world, 5);
+        loader.seek(first_step * 8);
+        for (int s = 0; s < steps; ++s) {
+          auto report = trainers[r]->step(loader.next());
+          ASSERT_TRUE(report.ok()) << report.status();
+          phase_losses[r].push_back(report->loss);
+        }
+      });
+    }
+    for (auto& t : threads)
+      t.join();
+    losses.insert(losses.end(), phase_losses[0].begin(), phase_losses[0].end());
+  };
+  // The first phase starts from the seed's initial state: each rank's own fresh trainer.
+  for (int r = 0; r < 3; ++r)
+    trainers[r] = *trainer::create(layout_, options(zero_stage::none), nullptr);
+  phase(0, 3, 0, 0, 2);
+  trainers[2].reset();  // lost with its process
+  phase(1, 2, 0, 2, 2);
+  phase(2, 3, 1, 4, 2);  // rank 2 joins with nothing; rank 1 sends the state
+  ASSERT_EQ(losses.size(), single.size());
+  for (size_t i = 0; i < losses.size(); ++i)
+    EXPECT_NEAR(losses[i], single[i], 1e-4) << "step " << i;
+  EXPECT_EQ(trainers[2]->steps(), 6);
+  double worst = 0;
+  for (int64_t i = 0; i < layout_.total(); ++i)
+    worst = std::max(worst, std::abs(double(trainers[2]->params()[i]) - single_params[i]));
+  EXPECT_LT(worst, 1e-4);
+}
+
+TEST_F(TrainerTest, RegroupRefusesShardedOptimizerStatesAndAJoinerAsTheSource) {
+  auto t = *trainer::create(layout_, options(zero_stage::none), nullptr);
+  const auto sharded = trainer::regroup(t.get(), layout_, options(zero_stage::one), nullptr, 0);
+  EXPECT_EQ(sharded.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(sharded.status().message().find("parallel.zero 0"), std::string::npos);
+  EXPECT_EQ(
+      trainer::regroup(nullptr, layout_, options(zero_stage::none), nullptr, 0).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      trainer::regroup(t.get(), layout_, options(zero_stage::none), nullptr, 1).status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace troupe::actors
