@@ -43,15 +43,31 @@ absl::StatusOr<text_corpus> text_corpus::from_text(std::string text, double val_
   return text_corpus(text.substr(0, train_bytes), text.substr(train_bytes));
 }
 
-absl::StatusOr<data_loader> data_loader::create(const text_corpus& corpus, int ctx,
-                                                int global_batch, int dp_rank, int dp_size,
-                                                uint64_t seed) {
+namespace {
+
+absl::Status check_share(int global_batch, int dp_rank, int dp_size) {
   if (dp_size < 1 || dp_rank < 0 || dp_rank >= dp_size || global_batch < dp_size) {
     return absl::InvalidArgumentError(absl::StrCat("train.batch ", global_batch,
                                                    " must give each of the ", dp_size,
                                                    " data-parallel ranks a sample at least"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<data_loader> data_loader::create(const text_corpus& corpus, int ctx,
+                                                int global_batch, int dp_rank, int dp_size,
+                                                uint64_t seed) {
+  TROUPE_RETURN_IF_ERROR(check_share(global_batch, dp_rank, dp_size));
   return data_loader(corpus, ctx, global_batch, dp_rank, dp_size, seed);
+}
+
+absl::Status data_loader::reshard(int dp_rank, int dp_size) {
+  TROUPE_RETURN_IF_ERROR(check_share(global_batch_, dp_rank, dp_size));
+  dp_rank_ = dp_rank;
+  dp_size_ = dp_size;
+  return absl::OkStatus();
 }
 
 data_loader::data_loader(const text_corpus& corpus, int ctx, int global_batch, int dp_rank,
@@ -136,6 +152,12 @@ void prefetch_queue::seek(int64_t cursor) {
   credits_ += static_cast<int>(ready_.size());  // the dropped batches' credits come back
   ready_.clear();
   loader_.seek(cursor);
+}
+
+absl::Status prefetch_queue::seek(int64_t cursor, int dp_rank, int dp_size) {
+  TROUPE_RETURN_IF_ERROR(loader_.reshard(dp_rank, dp_size));
+  seek(cursor);
+  return absl::OkStatus();
 }
 
 }  // namespace troupe::actors

@@ -54,6 +54,9 @@ class data_loader {
   /// The next global sample index (what a checkpoint saves).
   [[nodiscard]] int64_t cursor() const { return cursor_; }
   void seek(int64_t cursor) { cursor_ = cursor; }
+  /// Continues as rank `dp_rank` of `dp_size` (the group changed); INVALID_ARGUMENT, changing
+  /// nothing, unless the global batch gives that rank a sample.
+  [[nodiscard]] absl::Status reshard(int dp_rank, int dp_size);
   [[nodiscard]] int64_t samples_per_epoch() const { return samples_; }
   [[nodiscard]] int local_batch() const {
     return static_cast<int>(even_split{global_batch_, dp_size_}.size(dp_rank_));
@@ -100,6 +103,8 @@ class prefetch_queue {
   [[nodiscard]] int64_t cursor() const;
   /// Drops prepared batches and continues from `cursor` (a resume).
   void seek(int64_t cursor);
+  /// seek(cursor) as rank `dp_rank` of `dp_size` (data_loader::reshard).
+  [[nodiscard]] absl::Status seek(int64_t cursor, int dp_rank, int dp_size);
 
  private:
   data_loader loader_;

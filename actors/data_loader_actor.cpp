@@ -1,5 +1,7 @@
 #include "actors/data_loader_actor.hpp"
 
+#include "runtime/actor/status_bridge.hpp"
+
 namespace troupe::actors {
 namespace {
 
@@ -39,6 +41,14 @@ actor::data_loader_actor spawn_data_loader(caf::actor_system& system, metrics::r
             [self](actor::cursor_atom) { return self->state.queue->cursor(); },
             [self](actor::seek_atom, int64_t cursor) {
               self->state.queue->seek(cursor);
+              keep_producing(self);
+              return caf::ok_atom_v;
+            },
+            [self](actor::seek_atom, int64_t cursor, int32_t rank,
+                   int32_t ranks) -> caf::result<caf::ok_atom> {
+              if (absl::Status s = self->state.queue->seek(cursor, rank, ranks); !s.ok()) {
+                return actor::to_error(s);
+              }
               keep_producing(self);
               return caf::ok_atom_v;
             },

@@ -1,10 +1,14 @@
 #include "actors/trainer_actor.hpp"
 
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "actors/checkpoint_writer_actor.hpp"
+#include "actors/job_thread.hpp"
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/comm/gloo_communicator.hpp"
 
@@ -20,6 +24,7 @@ double seconds_since(clock::time_point start) {
 struct trainer_state {
   trainer_actor_spec spec;
   std::unique_ptr<models::gpt_layout> layout;
+  std::mutex group_mutex;  // group: replaced on the job thread, aborted from the actor's
   std::unique_ptr<comm::communicator> group;
   std::unique_ptr<trainer> logic;
   actor::data_loader_actor loader;
@@ -28,9 +33,47 @@ struct trainer_state {
   int64_t cursor = 0;  // the global sample index the next step's batch starts at
   actor::checkpoint_writer_actor writer;
   std::unique_ptr<comm::communicator> sync_group;  // formed at the first (sync)
+  // Steps, evaluations and regroups run on `jobs`; what each does next runs on the actor's
+  // thread, found here by the id its (done) prompt carries.
+  uint64_t next_job = 0;
+  std::map<uint64_t, std::function<void()>> finishing;
+  std::unique_ptr<job_thread> jobs = std::make_unique<job_thread>();
+
+  void abort_group(const std::string& reason) {
+    std::lock_guard lock(group_mutex);
+    if (group) group->abort(reason);
+  }
+  ~trainer_state() {
+    abort_group("the trainer stopped");  // a job waiting in a collective ends now
+    jobs.reset();
+  }
 };
 
 using self_ptr = actor::role_pointer<actor::trainer_actor, trainer_state>;
+
+// Runs `work` on the job thread; `then` gets its result on the actor's thread.
+template <class T>
+void off_thread(self_ptr self, std::function<T()> work, std::function<void(T)> then) {
+  auto& st = self->state;
+  const uint64_t id = ++st.next_job;
+  auto result = std::make_shared<std::optional<T>>();
+  st.finishing.emplace(id, [result, then = std::move(then)] { then(std::move(**result)); });
+  st.jobs->post([result, work = std::move(work), id, me = self->address()] {
+    *result = work();
+    if (auto h = caf::actor_cast<actor::trainer_actor>(me)) {
+      caf::anon_send(h, actor::done_atom_v, id);
+    }
+  });
+}
+
+void on_done(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  auto it = st.finishing.find(id);
+  if (it == st.finishing.end()) return;
+  std::function<void()> then = std::move(it->second);
+  st.finishing.erase(it);
+  then();
+}
 
 absl::Status build(self_ptr self, metrics::registry& metrics, const std::string& name) {
   auto& st = self->state;
@@ -40,7 +83,7 @@ absl::Status build(self_ptr self, metrics::registry& metrics, const std::string&
   st.layout = std::make_unique<models::gpt_layout>(
       st.spec.model, models::layer_range::all(st.spec.model),
       st.spec.critic ? models::gpt_head::value : models::gpt_head::lm);
-  if (st.spec.ranks > 1) {
+  if (st.spec.ranks > 1 && !st.spec.elastic) {  // an elastic rank's group comes with (regroup)
     comm::group_options g = st.spec.group;
     g.rank = st.spec.rank;
     g.size = st.spec.ranks;
@@ -76,23 +119,103 @@ caf::result<actor::step_report> step(self_ptr self) {
           [self, promise, asked](actor::token_batch& batch) mutable {
             auto& st = self->state;
             const double data_s = seconds_since(asked);
+            const int64_t next_cursor = batch.cursor + st.spec.options.global_batch;
             self->send(st.loader, actor::credit_atom_v, int32_t{1});
-            const auto started = clock::now();
-            absl::StatusOr<actor::step_report> report = st.logic->step(batch);
-            std::this_thread::sleep_for(st.spec.pacer.pause_after(clock::now() - started));
-            if (!report.ok()) {
-              promise.deliver(actor::to_error(report.status()));
-              self->quit(actor::to_error(report.status()));
-              return;
-            }
-            st.cursor = batch.cursor + st.spec.options.global_batch;
-            report->data_s = data_s;
-            promise.deliver(*report);
+            off_thread<absl::StatusOr<actor::step_report>>(
+                self,
+                [self, batch = std::move(batch)] {
+                  auto& st = self->state;
+                  const auto started = clock::now();
+                  absl::StatusOr<actor::step_report> report = st.logic->step(batch);
+                  std::this_thread::sleep_for(st.spec.pacer.pause_after(clock::now() - started));
+                  if (report.ok()) {
+                    report->first_sample = batch.first_sample;
+                    report->samples = batch.batch;
+                  }
+                  return report;
+                },
+                [self, promise, data_s, next_cursor](
+                    absl::StatusOr<actor::step_report> report) mutable {
+                  auto& st = self->state;
+                  if (!report.ok()) {
+                    promise.deliver(actor::to_error(report.status()));
+                    // An elastic rank stays for the driver to regroup; a fixed one is done.
+                    if (!st.spec.elastic) self->quit(actor::to_error(report.status()));
+                    return;
+                  }
+                  st.cursor = next_cursor;
+                  report->data_s = data_s;
+                  promise.deliver(*report);
+                });
           },
           [self, promise](caf::error& e) mutable {
             promise.deliver(e);
             self->quit(e);
           });
+  return promise;
+}
+
+caf::result<double> evaluate(self_ptr self) {
+  auto promise = self->make_response_promise<double>();
+  off_thread<absl::StatusOr<double>>(
+      self, [self] { return self->state.logic->evaluate(self->state.validation); },
+      [promise](absl::StatusOr<double> loss) mutable {
+        if (loss.ok()) {
+          promise.deliver(*loss);
+        } else {
+          promise.deliver(actor::to_error(loss.status()));
+        }
+      });
+  return promise;
+}
+
+// On the job thread: forms generation `c.generation` of the group and rebuilds the trainer on
+// it from the source rank's state.
+absl::Status form_group(self_ptr self, const actor::group_change& c) {
+  auto& st = self->state;
+  std::unique_ptr<comm::communicator> group;
+  if (c.ranks > 1) {
+    comm::group_options g = st.spec.group;
+    g.rank = c.rank;
+    g.size = c.ranks;
+    g.epoch = c.generation;
+    TROUPE_ASSIGN_OR_RETURN(group, comm::make_gloo_communicator(*st.store, g));
+  }
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<trainer> next,
+                          trainer::regroup(st.logic.get(), *st.layout, st.spec.options,
+                                           group.get(), c.source));
+  std::lock_guard lock(st.group_mutex);
+  st.logic = std::move(next);  // first: the old trainer uses the old group
+  st.group = std::move(group);
+  return absl::OkStatus();
+}
+
+caf::result<int64_t> regroup(self_ptr self, const actor::group_change& c) {
+  if (!self->state.spec.elastic) {
+    return actor::to_error(absl::FailedPreconditionError(
+        "(regroup) asked of a trainer of a fixed group; an elastic job sets "
+        "roles.trainer.elastic"));
+  }
+  auto promise = self->make_response_promise<int64_t>();
+  off_thread<absl::Status>(
+      self, [self, c] { return form_group(self, c); },
+      [self, promise, c](absl::Status formed) mutable {
+        auto& st = self->state;
+        if (!formed.ok()) {
+          promise.deliver(actor::to_error(formed));
+          return;
+        }
+        st.cursor = c.cursor;
+        if (!st.loader) {
+          promise.deliver(st.logic->steps());
+          return;
+        }
+        self->request(st.loader, caf::infinite, actor::seek_atom_v, c.cursor, c.rank, c.ranks)
+            .then([self, promise](caf::ok_atom) mutable {
+                    promise.deliver(self->state.logic->steps());
+                  },
+                  [promise](caf::error& e) mutable { promise.deliver(e); });
+      });
   return promise;
 }
 
@@ -229,11 +352,7 @@ actor::trainer_actor spawn_trainer(caf::actor_system& system, metrics::registry&
         if (absl::Status s = build(self, metrics, name); !s.ok()) self->quit(actor::to_error(s));
         return {
             [self](actor::step_atom) { return step(self); },
-            [self](actor::eval_atom) -> caf::result<double> {
-              absl::StatusOr<double> loss = self->state.logic->evaluate(self->state.validation);
-              if (!loss.ok()) return actor::to_error(loss.status());
-              return *loss;
-            },
+            [self](actor::eval_atom) { return evaluate(self); },
             [self](actor::checkpoint_atom, int64_t step, const std::string& root) {
               return start_checkpoint(self, step, root);
             },
@@ -252,6 +371,17 @@ actor::trainer_actor spawn_trainer(caf::actor_system& system, metrics::registry&
             },
             [self](actor::load_atom, const std::string& dir) { return load_weights(self, dir); },
             [self](actor::sync_atom, uint64_t version) { return sync_weights(self, version); },
+            [self](actor::regroup_atom, const actor::group_change& c) {
+              return regroup(self, c);
+            },
+            [self](actor::abort_atom, uint64_t generation) {
+              auto& st = self->state;
+              std::lock_guard lock(st.group_mutex);
+              if (st.group && st.group->epoch() < generation) {
+                st.group->abort(absl::StrCat("generation ", generation, " of the group replaces it"));
+              }
+            },
+            [self](actor::done_atom, uint64_t id) { on_done(self, id); },
         };
       });
 }

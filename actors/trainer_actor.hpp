@@ -37,10 +37,16 @@ struct trainer_actor_spec {
   std::string file_prefix;
   /// The weight-sync group `(sync)` sends to (rank 0 of the policy only).
   std::optional<weight_sync_spec> sync;
+  /// An elastic rank: its group is formed by the driver's `(regroup)` messages instead of at
+  /// the start (rank and ranks then only place its first data share), and a failed step leaves
+  /// it running, for the driver to regroup.
+  bool elastic = false;
 };
 
-/// Spawns a trainer on its own thread (collectives block it; they must not block CAF's
-/// scheduler): it forms the group through `store` (when ranks > 1), builds its trainer, and
+/// Spawns a trainer on its own thread, whose steps, evaluations and regroups run on a second one
+/// (collectives block; they must block neither CAF's scheduler nor the messages that abort
+/// them): it forms the group through `store` (when ranks > 1 and not elastic), builds its
+/// trainer, and
 /// spawns its data loader, to which it grants `prefetch` credits and one more per batch taken.
 /// A failure to form the group or build the model stops the actor with that error.
 [[nodiscard]] actor::trainer_actor spawn_trainer(caf::actor_system& system,

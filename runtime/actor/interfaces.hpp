@@ -22,11 +22,14 @@ using sink_actor = caf::typed_actor<caf::replies_to<consume_atom, work_item>::wi
 /// One data-parallel rank's training batches, prepared ahead under credit-based back-pressure:
 /// `(credit, n)` allows n more batches ahead, `(next)` hands one over, `(cursor)` says where the
 /// next batch not yet handed over starts (what a checkpoint saves), `(seek, cursor)` continues
-/// from there. `(produce)` is the loader's own prompt to prepare one batch.
+/// from there, `(seek, cursor, rank, ranks)` too, as rank `rank` of `ranks` (the group changed).
+/// `(produce)` is the loader's own prompt to prepare one batch.
 using data_loader_actor = caf::typed_actor<
     caf::reacts_to<credit_atom, int32_t>, caf::replies_to<next_atom>::with<token_batch>,
     caf::replies_to<cursor_atom>::with<int64_t>,
-    caf::replies_to<seek_atom, int64_t>::with<caf::ok_atom>, caf::reacts_to<produce_atom>>;
+    caf::replies_to<seek_atom, int64_t>::with<caf::ok_atom>,
+    caf::replies_to<seek_atom, int64_t, int32_t, int32_t>::with<caf::ok_atom>,
+    caf::reacts_to<produce_atom>>;
 
 /// One data-parallel rank of a pretraining job: `(step)` runs one optimizer step on the rank's
 /// next batch and reports it; `(eval)` returns the held-out loss, summed over the group.
@@ -34,6 +37,13 @@ using data_loader_actor = caf::typed_actor<
 /// rank's checkpoint writer; the answer comes once the files are durable, and steps asked
 /// meanwhile run at once. `(restore, dir)` loads a committed checkpoint (before the first step)
 /// and answers its step.
+///
+/// Elastic: `(regroup, change)` forms the data-parallel group anew as `change` says (a rank lost
+/// or joined), takes the state of its source rank and continues from sample `change.cursor`,
+/// answering the step count it continues from; `(abort, generation)` gives up a group older
+/// than `generation`, releasing a step blocked on a lost peer (steps, evaluations and regroups
+/// run off the actor's thread, so this arrives while they wait); `(done, id)` is the actor's own
+/// prompt that such a job finished.
 ///
 /// As the RL policy (or the reference), with the objective it was spawned with: `(rl_step,
 /// batch)` runs one optimizer step on the rank's share of a mini-batch; `(log_probs, batch)`
@@ -51,7 +61,9 @@ using trainer_actor =
                      caf::replies_to<log_probs_atom, rl_batch>::with<std::vector<float>>,
                      caf::replies_to<values_atom, rl_batch>::with<std::vector<float>>,
                      caf::replies_to<load_atom, std::string>::with<int64_t>,
-                     caf::replies_to<sync_atom, uint64_t>::with<weights_ack>>;
+                     caf::replies_to<sync_atom, uint64_t>::with<weights_ack>,
+                     caf::replies_to<regroup_atom, group_change>::with<int64_t>,
+                     caf::reacts_to<abort_atom, uint64_t>, caf::reacts_to<done_atom, uint64_t>>;
 
 /// Persists a trainer's checkpoint snapshots, one at a time in arrival order, on its own thread:
 /// each file staged into ROOT/.step-N.partial/ (written, synced, hashed), then the shard answered

@@ -76,6 +76,19 @@ struct step_report {
   double data_s = 0;     ///< waiting for the batch
   double compute_s = 0;  ///< forward, backward and optimizer on this rank
   double comm_s = 0;     ///< waiting for collectives (what compute did not hide)
+  int64_t first_sample = 0;  ///< the global stream index of this rank's first sample
+  int64_t samples = 0;       ///< how many samples this rank trained on
+};
+
+/// A data-parallel group formed anew after its membership changed: the receiving rank's place
+/// in generation `generation` of the group, the rank whose state every rank continues from, and
+/// the global sample index the next step's batch starts at.
+struct group_change {
+  uint64_t generation = 0;
+  int32_t rank = 0;
+  int32_t ranks = 1;
+  int32_t source = 0;
+  int64_t cursor = 0;
 };
 
 /// One data-parallel rank's share of an RL mini-batch (the policy's or the critic's update),

@@ -72,7 +72,13 @@ typename Inspector::result_type inspect(Inspector& f, token_batch& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_report& x) {
   return f(caf::meta::type_name("step_report"), x.step, x.loss, x.grad_norm, x.lr, x.data_s,
-           x.compute_s, x.comm_s);
+           x.compute_s, x.comm_s, x.first_sample, x.samples);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_change& x) {
+  return f(caf::meta::type_name("group_change"), x.generation, x.rank, x.ranks, x.source,
+           x.cursor);
 }
 
 template <class Inspector>
@@ -147,6 +153,7 @@ CAF_ADD_TYPE_ID(troupe, (troupe::actor::actor_down))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::member_event))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::token_batch))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::step_report))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::group_change))
 CAF_ADD_TYPE_ID(troupe, (troupe::checkpoint::file_record))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::checkpoint::file_record>))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::checkpoint_shard))
@@ -171,6 +178,10 @@ CAF_ADD_ATOM(troupe, troupe::actor, step_atom, "step")
 CAF_ADD_ATOM(troupe, troupe::actor, eval_atom, "eval")
 CAF_ADD_ATOM(troupe, troupe::actor, checkpoint_atom, "checkpoint")
 CAF_ADD_ATOM(troupe, troupe::actor, restore_atom, "restore")
+// Elastic training: a group re-formed, a group given up, a rank's own job finished.
+CAF_ADD_ATOM(troupe, troupe::actor, regroup_atom, "regroup")
+CAF_ADD_ATOM(troupe, troupe::actor, abort_atom, "abort")
+CAF_ADD_ATOM(troupe, troupe::actor, done_atom, "done")
 // Serving.
 CAF_ADD_ATOM(troupe, troupe::actor, generate_atom, "generate")
 CAF_ADD_ATOM(troupe, troupe::actor, poll_atom, "poll")

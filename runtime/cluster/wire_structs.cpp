@@ -316,7 +316,7 @@ absl::StatusOr<actor::token_batch> unpack_tokens(const msgpack::object& o) {
 }
 
 void pack_step(packer& pk, const actor::step_report& x) {
-  pk.pack_map(7);
+  pk.pack_map(9);
   for (auto [key, value] : {std::pair{"loss", x.loss},
                             {"grad_norm", x.grad_norm},
                             {"lr", x.lr},
@@ -328,6 +328,10 @@ void pack_step(packer& pk, const actor::step_report& x) {
   }
   pk.pack("step");
   pk.pack(x.step);
+  pk.pack("first_sample");
+  pk.pack(x.first_sample);
+  pk.pack("samples");
+  pk.pack(x.samples);
 }
 absl::StatusOr<actor::step_report> unpack_step(const msgpack::object& o) {
   auto m = map_view::of(o, "step_report");
@@ -336,6 +340,8 @@ absl::StatusOr<actor::step_report> unpack_step(const msgpack::object& o) {
   auto step = m->get_int("step", 0);
   if (!step.ok()) return step.status();
   x.step = *step;
+  TROUPE_ASSIGN_OR_RETURN(x.first_sample, m->get_int("first_sample", 0));
+  TROUPE_ASSIGN_OR_RETURN(x.samples, m->get_int("samples", 0));
   for (auto [key, out] : {std::pair{"loss", &x.loss},
                           {"grad_norm", &x.grad_norm},
                           {"lr", &x.lr},
@@ -344,6 +350,41 @@ absl::StatusOr<actor::step_report> unpack_step(const msgpack::object& o) {
                           {"comm_s", &x.comm_s}}) {
     TROUPE_ASSIGN_OR_RETURN(*out, m->get_double(key, 0));  // absent figures are zero
   }
+  return x;
+}
+
+void pack_group_change(packer& pk, const actor::group_change& x) {
+  pk.pack_map(5);
+  pk.pack("generation");
+  pk.pack(x.generation);
+  pk.pack("rank");
+  pk.pack(x.rank);
+  pk.pack("ranks");
+  pk.pack(x.ranks);
+  pk.pack("source");
+  pk.pack(x.source);
+  pk.pack("cursor");
+  pk.pack(x.cursor);
+}
+
+absl::StatusOr<actor::group_change> unpack_group_change(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "group_change"));
+  actor::group_change x;
+  TROUPE_ASSIGN_OR_RETURN(x.generation, m.get_uint("generation"));
+  TROUPE_ASSIGN_OR_RETURN(uint64_t rank, m.get_uint("rank"));
+  TROUPE_ASSIGN_OR_RETURN(uint64_t ranks, m.get_uint("ranks"));
+  TROUPE_ASSIGN_OR_RETURN(uint64_t source, m.get_uint("source"));
+  TROUPE_ASSIGN_OR_RETURN(uint64_t cursor, m.get_uint("cursor"));
+  if (ranks < 1 || ranks > 65536 || rank >= ranks || source >= ranks ||
+      cursor > uint64_t{1} << 62) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group_change: rank ", rank, " and source ", source, " must be ranks of a group of ",
+        ranks, " (1..65536), and cursor ", cursor, " a sample index"));
+  }
+  x.cursor = static_cast<int64_t>(cursor);
+  x.rank = static_cast<int32_t>(rank);
+  x.ranks = static_cast<int32_t>(ranks);
+  x.source = static_cast<int32_t>(source);
   return x;
 }
 

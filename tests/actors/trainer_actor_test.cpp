@@ -104,5 +104,89 @@ TEST_F(TrainerActorTest, AGroupThatNeverFormsStopsTheTrainerWithTheReason) {
   EXPECT_TRUE(down);
 }
 
+// Elastic ranks as the driver runs them: three regrouped at generation 1 step twice; then rank 2
+// stops answering (as a SIGSTOPped process would: it is simply not asked), so the steps of
+// ranks 0 and 1 cannot complete. (abort, 2) reaches them while the steps are in flight (they
+// run off the actor's thread) and the steps fail; regrouped as two at generation 2 from
+// the committed step, they continue. The losses match one rank training on the same global
+// batches, the redone step included.
+TEST_F(TrainerActorTest, ElasticRanksAbortAStepInFlightOnALostPeerAndContinueRegrouped) {
+  const models::gpt_layout layout(config, models::layer_range::all(config));
+  auto reference = *trainer::create(layout, spec(0, 1).options, nullptr);
+  auto loader = *data_loader::create(*corpus_, config.ctx, 8, 0, 1, 5);
+  std::vector<double> want;
+  for (int s = 0; s < 4; ++s)
+    want.push_back(reference->step(loader.next())->loss);
+
+  auto store = std::make_shared<comm::memory_store>();
+  std::vector<actor::trainer_actor> ranks;
+  for (int r = 0; r < 3; ++r) {
+    trainer_actor_spec s = spec(0, 1);
+    s.elastic = true;
+    s.group.timeout = 60s;  // only the abort can end the blocked steps within the test
+    ranks.push_back(spawn_trainer(system_, metrics_, "trainer/" + std::to_string(r), store, s));
+  }
+  caf::scoped_actor self{system_};
+  // Regroups are collectives: every member's must be asked before any answers.
+  const auto regroup_all = [&](uint64_t generation, int world, int64_t cursor) {
+    for (int r = 0; r < world; ++r)
+      self->send(ranks[r], actor::regroup_atom_v, actor::group_change{generation, r, world, 0, cursor});
+    for (int r = 0; r < world; ++r) {
+      self->receive([&](int64_t steps) { EXPECT_EQ(steps * 8, cursor); },
+                    [&](caf::error& e) { FAIL() << caf::to_string(e); }, caf::after(60s) >> [] {
+                      FAIL() << "a regroup did not answer";
+                    });
+    }
+  };
+  const auto step_all = [&](int world) {
+    std::vector<actor::step_report> reports(world);
+    for (int r = 0; r < world; ++r)
+      self->send(ranks[r], actor::step_atom_v);
+    for (int r = 0; r < world; ++r) {
+      self->receive([&](actor::step_report& x) { reports[r] = x; },
+                    [&](caf::error& e) { FAIL() << caf::to_string(e); },
+                    caf::after(60s) >> [] { FAIL() << "a step did not answer"; });
+    }
+    return reports;
+  };
+  std::vector<double> losses;
+  regroup_all(1, 3, 0);
+  for (int s = 0; s < 2; ++s) {
+    auto reports = step_all(3);
+    losses.push_back(reports[0].loss);
+    int64_t samples = 0;
+    for (const auto& x : reports)
+      samples += x.samples;
+    EXPECT_EQ(samples, 8);  // shares 3, 3, 2 of every global batch
+  }
+  // Rank 2 is lost: the others' step waits for it until the abort.
+  for (int r = 0; r < 2; ++r)
+    self->send(ranks[r], actor::step_atom_v);
+  for (int r = 0; r < 2; ++r)
+    self->send(ranks[r], actor::abort_atom_v, uint64_t{2});
+  for (int r = 0; r < 2; ++r) {
+    self->receive([&](actor::step_report&) { FAIL() << "a step without rank 2 completed"; },
+                  [&](caf::error& e) {
+                    // ABORTED when the allreduce was waiting, FAILED_PRECONDITION when the
+                    // abort came while the step was still computing: released either way,
+                    // while the step was in flight (it was asked first).
+                    const absl::Status why = actor::to_status(e);
+                    EXPECT_TRUE(why.code() == absl::StatusCode::kAborted ||
+                                why.code() == absl::StatusCode::kFailedPrecondition)
+                        << why;
+                    EXPECT_NE(why.message().find("generation 2"), std::string::npos) << why;
+                  },
+                  caf::after(30s) >> [] { FAIL() << "the abort did not release a blocked step"; });
+  }
+  regroup_all(2, 2, 2 * 8);  // no rank applied the aborted step: it is redone
+  for (int s = 0; s < 2; ++s)
+    losses.push_back(step_all(2)[0].loss);
+  ASSERT_EQ(losses.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(losses[i], want[i], 1e-4) << "step " << i;
+  for (auto& r : ranks)
+    self->send_exit(r, caf::exit_reason::user_shutdown);
+}
+
 }  // namespace
 }  // namespace troupe::actors
