@@ -134,8 +134,8 @@ caf::result<actor::step_report> step(self_ptr self) {
                   }
                   return report;
                 },
-                [self, promise, data_s, next_cursor](
-                    absl::StatusOr<actor::step_report> report) mutable {
+                [self, promise, data_s,
+                 next_cursor](absl::StatusOr<actor::step_report> report) mutable {
                   auto& st = self->state;
                   if (!report.ok()) {
                     promise.deliver(actor::to_error(report.status()));
@@ -181,9 +181,9 @@ absl::Status form_group(self_ptr self, const actor::group_change& c) {
     g.epoch = c.generation;
     TROUPE_ASSIGN_OR_RETURN(group, comm::make_gloo_communicator(*st.store, g));
   }
-  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<trainer> next,
-                          trainer::regroup(st.logic.get(), *st.layout, st.spec.options,
-                                           group.get(), c.source));
+  TROUPE_ASSIGN_OR_RETURN(
+      std::unique_ptr<trainer> next,
+      trainer::regroup(st.logic.get(), *st.layout, st.spec.options, group.get(), c.source));
   std::lock_guard lock(st.group_mutex);
   st.logic = std::move(next);  // first: the old trainer uses the old group
   st.group = std::move(group);
@@ -211,9 +211,8 @@ caf::result<int64_t> regroup(self_ptr self, const actor::group_change& c) {
           return;
         }
         self->request(st.loader, caf::infinite, actor::seek_atom_v, c.cursor, c.rank, c.ranks)
-            .then([self, promise](caf::ok_atom) mutable {
-                    promise.deliver(self->state.logic->steps());
-                  },
+            .then([self,
+                   promise](caf::ok_atom) mutable { promise.deliver(self->state.logic->steps()); },
                   [promise](caf::error& e) mutable { promise.deliver(e); });
       });
   return promise;
@@ -371,14 +370,13 @@ actor::trainer_actor spawn_trainer(caf::actor_system& system, metrics::registry&
             },
             [self](actor::load_atom, const std::string& dir) { return load_weights(self, dir); },
             [self](actor::sync_atom, uint64_t version) { return sync_weights(self, version); },
-            [self](actor::regroup_atom, const actor::group_change& c) {
-              return regroup(self, c);
-            },
+            [self](actor::regroup_atom, const actor::group_change& c) { return regroup(self, c); },
             [self](actor::abort_atom, uint64_t generation) {
               auto& st = self->state;
               std::lock_guard lock(st.group_mutex);
               if (st.group && st.group->epoch() < generation) {
-                st.group->abort(absl::StrCat("generation ", generation, " of the group replaces it"));
+                st.group->abort(
+                    absl::StrCat("generation ", generation, " of the group replaces it"));
               }
             },
             [self](actor::done_atom, uint64_t id) { on_done(self, id); },

@@ -3,20 +3,36 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "runtime/actor/message_types.hpp"
+#include "runtime/run/event_log.hpp"
 
 namespace troupe::apps {
+
+/// The range of an elastic trainer role's world, and how long the driver waits on it.
+struct elastic_world {
+  int min = 1;
+  int max = 1;
+  /// Below `min`, how long to wait for a replacement before the job fails.
+  std::chrono::milliseconds worker_wait{30000};
+  /// After a step failed on a rank, how long to wait for the membership to name a lost rank
+  /// before the failure is the job's (a step fails before the heartbeats declare its peer dead).
+  std::chrono::milliseconds loss_wait{10000};
+};
 
 /// The shape of a pretraining run, as the driver needs it.
 struct pretrain_schedule {
   int steps = 1;
-  int ranks = 1;
+  int ranks = 1;      ///< a fixed group's size; an elastic one's is its members'
+  int64_t batch = 0;  ///< sequences per step (the global batch): a step's samples
+  std::optional<elastic_world> elastic;
   int eval_every = 0;        ///< 0: evaluate only at the end
   int checkpoint_every = 0;  ///< 0: no periodic checkpoints
   int64_t tokens_per_step = 0;
@@ -40,8 +56,24 @@ struct pretrain_schedule {
 ///
 /// Checkpoints are asynchronous: a rank snapshots its state and goes on with the next step
 /// while its writer persists the snapshot; it answers (on_saved) once its files are durable.
-/// Any rank's error fails the job with that error. Each event returns the commands the actor
-/// carries out, in order.
+/// In a fixed group any rank's error fails the job with that error. Each event returns the
+/// commands the actor carries out, in order.
+///
+/// Elastic (schedule.elastic): the ranks are the members, in rank order, of a generation of the
+/// group, bumped on every change. The first generation is formed at start (regroup_all), and
+/// answers carry the generation they were asked in, so a stale one is ignored.
+///   - A lost member (on_lost) leaves at once: the survivors still in a step or evaluation are
+///     told to abort it (abort_all), and once each has answered the group is regrouped without
+///     it. A step is transactional: when it completed on some survivors (their ring allreduce
+///     held every rank's gradients) it is committed and those ranks' state is the source;
+///     otherwise no rank applied it and the new generation redoes it from the committed state,
+///     with the same samples (the cursor is the step's). A failed evaluation is redone.
+///   - A failed step without a lost member waits elastic.loss_wait for one (heartbeats declare a
+///     death after the socket errors), then fails the job.
+///   - Below elastic.min the driver waits elastic.worker_wait for joiners, then fails.
+///   - A joiner (on_joined) is admitted at the next step boundary, up to elastic.max: the group
+///     is regrouped with it, and it receives the state from rank 0.
+/// Events worth a line (rank_lost, group_rebuilt, rank_joined, step_redone) come as notes.
 class pretrain_driver {
  public:
   using clock = std::chrono::steady_clock;
@@ -66,21 +98,57 @@ class pretrain_driver {
   struct fail {
     absl::Status why;
   };
-  using command =
-      std::variant<step_all, eval_all, checkpoint_all, metrics_row, commit, finish, fail>;
+  /// Form generation `generation` of the group: members()[r] becomes rank r, continuing from
+  /// rank `source`'s state at sample `cursor`.
+  struct regroup_all {
+    uint64_t generation;
+    int source;
+    int64_t cursor;
+  };
+  /// Tell every member to give up groups older than `generation`.
+  struct abort_all {
+    uint64_t generation;
+  };
+  /// An event for the job's log.
+  struct note {
+    run::severity level;
+    std::string kind;
+    std::string message;
+    nlohmann::json fields;
+  };
+  /// Call on_timer() after `after`.
+  struct wake_after {
+    clock::duration after;
+  };
+  using command = std::variant<step_all, eval_all, checkpoint_all, metrics_row, commit, finish,
+                               fail, regroup_all, abort_all, note, wake_after>;
 
-  pretrain_driver(pretrain_schedule schedule, std::function<clock::time_point()> now);
+  /// `members`: the trainers' names in rank order (a fixed group's ranks, or an elastic job's
+  /// first members).
+  pretrain_driver(pretrain_schedule schedule, std::function<clock::time_point()> now,
+                  std::vector<std::string> members = {});
 
   std::vector<command> start();
-  std::vector<command> on_step(int rank, const actor::step_report& report);
-  std::vector<command> on_eval(int rank, double loss);
+  /// Answers of the members asked in `generation` (a fixed group's is 0).
+  std::vector<command> on_step(int rank, const actor::step_report& report, uint64_t generation = 0);
+  std::vector<command> on_eval(int rank, double loss, uint64_t generation = 0);
   std::vector<command> on_saved(const actor::checkpoint_shard& shard);
-  std::vector<command> on_error(int rank, const absl::Status& error);
+  std::vector<command> on_error(int rank, const absl::Status& error, uint64_t generation = 0);
+  /// Elastic: a member answered its regroup with the step count it continues from.
+  std::vector<command> on_regrouped(int rank, const absl::StatusOr<int64_t>& steps,
+                                    uint64_t generation);
+  /// Elastic: a trainer appeared (a worker joined) or is gone (its worker died or was fenced).
+  std::vector<command> on_joined(const std::string& name);
+  std::vector<command> on_lost(const std::string& name, const std::string& why);
+  std::vector<command> on_timer();
   /// Ctrl-C: end after the step in flight, as if it were the last one (its evaluation, its
   /// checkpoint when checkpoints are on, every checkpoint committed before finish).
   std::vector<command> stop();
 
   [[nodiscard]] int64_t step() const { return step_; }
+  /// The trainers commands go to, in rank order, and the generation they form.
+  [[nodiscard]] const std::vector<std::string>& members() const { return members_; }
+  [[nodiscard]] uint64_t generation() const { return generation_; }
   [[nodiscard]] const pretrain_schedule& schedule() const { return schedule_; }
   [[nodiscard]] bool done() const { return done_; }
   /// Whether stop() cut the run short.
@@ -89,22 +157,42 @@ class pretrain_driver {
   [[nodiscard]] int64_t committed() const { return committed_; }
 
  private:
-  enum class phase { idle, stepping, evaluating, draining, finished };
-  // A checkpoint being written: the ranks' shards received so far.
+  enum class phase { idle, regrouping, waiting, stepping, evaluating, draining, finished };
+  // A checkpoint being written: the ranks' shards received so far, of how many.
   struct saving {
     std::vector<actor::checkpoint_shard> shards;
+    size_t expected = 0;
   };
+  // The members' answers to the request in flight (a step, an evaluation, a regroup).
+  struct asking {
+    uint64_t generation = 0;
+    std::vector<std::string> members;
+    std::vector<bool> answered, ok;
+    std::vector<actor::step_report> reports;
+    absl::Status failure;  // the first error
+    [[nodiscard]] bool all_answered() const;
+  };
+  std::vector<command> ask(phase p);
   std::vector<command> after_step();
   std::vector<command> after_eval();
   std::vector<command> next_or_finish();
-  bool all_answered();
+  std::vector<command> fail_with(absl::Status why);
+  // A fixed group's answered request, or an elastic one's: on to the next phase, or recover.
+  std::vector<command> after_answers();
+  std::vector<command> recover();
+  std::vector<command> regroup_or_wait(int source);
+  std::vector<command> after_regroup();
+  std::vector<command> admit_joiners();
+  // Whether the answers of `generation` are the request's in flight in phase `p`.
+  bool current(phase p, uint64_t generation) const;
+  absl::Status check_samples() const;
 
   pretrain_schedule schedule_;
   std::function<clock::time_point()> now_;
   phase phase_ = phase::idle;
-  int answers_ = 0;
+  asking asking_;
   int64_t step_ = 0;
-  actor::step_report last_;  // rank 0's report of the current step
+  actor::step_report last_;  // a rank's report of the current step
   double step_data_s_ = 0, step_compute_s_ = 0, step_comm_s_ = 0;
   double val_loss_ = -1;
   std::map<int64_t, saving> saving_;  // by step
@@ -113,6 +201,17 @@ class pretrain_driver {
   clock::time_point started_{}, step_started_{};
   bool done_ = false;
   bool stopped_ = false;
+  // Elastic.
+  std::vector<std::string> members_;
+  std::vector<std::string> joiners_;  // admitted at the next step boundary
+  uint64_t generation_ = 0;
+  // What follows a regroup: the next step (or the redone one), the rest of a step committed
+  // on some ranks only, a redone evaluation, or the checkpoint a loss abandoned at the end.
+  enum class then { next_step, after_step, redo_eval, after_eval };
+  then resume_ = then::next_step;
+  uint64_t formed_ = 0;  // the newest generation every member has regrouped into
+  bool lost_during_request_ = false;
+  clock::time_point lost_at_{}, failed_at_{}, waiting_since_{};
 };
 
 }  // namespace troupe::apps

@@ -24,12 +24,13 @@ using sink_actor = caf::typed_actor<caf::replies_to<consume_atom, work_item>::wi
 /// next batch not yet handed over starts (what a checkpoint saves), `(seek, cursor)` continues
 /// from there, `(seek, cursor, rank, ranks)` too, as rank `rank` of `ranks` (the group changed).
 /// `(produce)` is the loader's own prompt to prepare one batch.
-using data_loader_actor = caf::typed_actor<
-    caf::reacts_to<credit_atom, int32_t>, caf::replies_to<next_atom>::with<token_batch>,
-    caf::replies_to<cursor_atom>::with<int64_t>,
-    caf::replies_to<seek_atom, int64_t>::with<caf::ok_atom>,
-    caf::replies_to<seek_atom, int64_t, int32_t, int32_t>::with<caf::ok_atom>,
-    caf::reacts_to<produce_atom>>;
+using data_loader_actor =
+    caf::typed_actor<caf::reacts_to<credit_atom, int32_t>,
+                     caf::replies_to<next_atom>::with<token_batch>,
+                     caf::replies_to<cursor_atom>::with<int64_t>,
+                     caf::replies_to<seek_atom, int64_t>::with<caf::ok_atom>,
+                     caf::replies_to<seek_atom, int64_t, int32_t, int32_t>::with<caf::ok_atom>,
+                     caf::reacts_to<produce_atom>>;
 
 /// One data-parallel rank of a pretraining job: `(step)` runs one optimizer step on the rank's
 /// next batch and reports it; `(eval)` returns the held-out loss, summed over the group.

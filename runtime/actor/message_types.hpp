@@ -73,9 +73,9 @@ struct step_report {
   double loss = 0;   ///< mean token loss over the global batch
   double grad_norm = 0;
   double lr = 0;
-  double data_s = 0;     ///< waiting for the batch
-  double compute_s = 0;  ///< forward, backward and optimizer on this rank
-  double comm_s = 0;     ///< waiting for collectives (what compute did not hide)
+  double data_s = 0;         ///< waiting for the batch
+  double compute_s = 0;      ///< forward, backward and optimizer on this rank
+  double comm_s = 0;         ///< waiting for collectives (what compute did not hide)
   int64_t first_sample = 0;  ///< the global stream index of this rank's first sample
   int64_t samples = 0;       ///< how many samples this rank trained on
 };

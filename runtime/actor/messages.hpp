@@ -77,8 +77,7 @@ typename Inspector::result_type inspect(Inspector& f, step_report& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_change& x) {
-  return f(caf::meta::type_name("group_change"), x.generation, x.rank, x.ranks, x.source,
-           x.cursor);
+  return f(caf::meta::type_name("group_change"), x.generation, x.rank, x.ranks, x.source, x.cursor);
 }
 
 template <class Inspector>

@@ -378,8 +378,8 @@ absl::StatusOr<actor::group_change> unpack_group_change(const msgpack::object& o
   if (ranks < 1 || ranks > 65536 || rank >= ranks || source >= ranks ||
       cursor > uint64_t{1} << 62) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "group_change: rank ", rank, " and source ", source, " must be ranks of a group of ",
-        ranks, " (1..65536), and cursor ", cursor, " a sample index"));
+        "group_change: rank ", rank, " and source ", source, " must be ranks of a group of ", ranks,
+        " (1..65536), and cursor ", cursor, " a sample index"));
   }
   x.cursor = static_cast<int64_t>(cursor);
   x.rank = static_cast<int32_t>(rank);

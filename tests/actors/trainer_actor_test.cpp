@@ -130,12 +130,12 @@ TEST_F(TrainerActorTest, ElasticRanksAbortAStepInFlightOnALostPeerAndContinueReg
   // Regroups are collectives: every member's must be asked before any answers.
   const auto regroup_all = [&](uint64_t generation, int world, int64_t cursor) {
     for (int r = 0; r < world; ++r)
-      self->send(ranks[r], actor::regroup_atom_v, actor::group_change{generation, r, world, 0, cursor});
+      self->send(ranks[r], actor::regroup_atom_v,
+                 actor::group_change{generation, r, world, 0, cursor});
     for (int r = 0; r < world; ++r) {
       self->receive([&](int64_t steps) { EXPECT_EQ(steps * 8, cursor); },
-                    [&](caf::error& e) { FAIL() << caf::to_string(e); }, caf::after(60s) >> [] {
-                      FAIL() << "a regroup did not answer";
-                    });
+                    [&](caf::error& e) { FAIL() << caf::to_string(e); },
+                    caf::after(60s) >> [] { FAIL() << "a regroup did not answer"; });
     }
   };
   const auto step_all = [&](int world) {

@@ -179,5 +179,190 @@ TEST(PretrainDriver, CheckpointsAnsweredOutOfOrderCommitEachOnce) {
   EXPECT_EQ(get<driver::finish>(c).summary["checkpoint_step"], 2);
 }
 
+// -- elastic ---------------------------------------------------------------------------------
+
+// Rank r's report of `step` over `world` ranks of a global batch of 8 (even_split shares).
+actor::step_report share(int64_t step, int r, int world, double loss = 2.0) {
+  actor::step_report x = report(step, loss);
+  const int64_t base = 8 / world, extra = 8 % world;
+  x.first_sample = (step - 1) * 8 + r * base + std::min<int64_t>(r, extra);
+  x.samples = base + (r < extra ? 1 : 0);
+  return x;
+}
+
+pretrain_schedule elastic_schedule(int steps, int min, int max) {
+  return {.steps = steps,
+          .batch = 8,
+          .elastic = elastic_world{min, max, 5s, 2s},
+          .tokens_per_step = 8 * 16};
+}
+
+// Answers every member's regroup of the driver's current generation with `steps`.
+std::vector<driver::command> regrouped(driver& d, int64_t steps) {
+  std::vector<driver::command> c;
+  for (size_t r = 0; r < d.members().size(); ++r)
+    c = d.on_regrouped(static_cast<int>(r), steps, d.generation());
+  return c;
+}
+
+std::vector<driver::command> stepped(driver& d, int64_t step) {
+  std::vector<driver::command> c;
+  const int world = static_cast<int>(d.members().size());
+  for (int r = 0; r < world; ++r)
+    c = d.on_step(r, share(step, r, world), d.generation());
+  return c;
+}
+
+bool noted(const std::vector<driver::command>& commands, const std::string& kind) {
+  return std::any_of(commands.begin(), commands.end(), [&](const driver::command& c) {
+    const auto* n = std::get_if<driver::note>(&c);
+    return n != nullptr && n->kind == kind;
+  });
+}
+
+TEST(ElasticPretrainDriver, FormsTheGroupFirstAndRecordsTheWorldAndTheSamples) {
+  fake_clock clock;
+  driver d(elastic_schedule(3, 2, 4), clock.fn(), {"trainer/0", "trainer/1", "trainer/2"});
+  auto c = d.start();
+  const auto& g = get<driver::regroup_all>(c);
+  EXPECT_EQ(g.generation, 1u);
+  EXPECT_EQ(g.source, 0);
+  EXPECT_EQ(g.cursor, 0);
+  EXPECT_FALSE(has<driver::step_all>(c));
+  c = regrouped(d, 0);
+  EXPECT_TRUE(noted(c, "group_formed"));
+  ASSERT_TRUE(has<driver::step_all>(c));
+  c = stepped(d, 1);
+  const auto& row = get<driver::metrics_row>(c).row;
+  EXPECT_EQ(row["world_size"], 3);
+  EXPECT_EQ(row["first_sample"], 0);
+  EXPECT_TRUE(has<driver::step_all>(c));
+}
+
+// Rank 2 is lost while the others are in step 2: they are told to abort, answer with errors,
+// and the two regroup at generation 2 from the committed step 1 and redo step 2 with its samples.
+TEST(ElasticPretrainDriver, ALostRankAbortsTheStepAndTheSurvivorsRedoIt) {
+  fake_clock clock;
+  driver d(elastic_schedule(4, 2, 4), clock.fn(), {"trainer/0", "trainer/1", "trainer/2"});
+  d.start();
+  regrouped(d, 0);
+  stepped(d, 1);
+  auto c = d.on_lost("trainer/2", "its worker w3 stopped answering heartbeats");
+  EXPECT_TRUE(noted(c, "rank_lost"));
+  EXPECT_EQ(get<driver::abort_all>(c).generation, 2u);
+  EXPECT_EQ(d.members(), (std::vector<std::string>{"trainer/0", "trainer/1"}));
+  EXPECT_TRUE(d.on_error(0, absl::AbortedError("aborted"), 1).empty());
+  clock.now += 300ms;
+  c = d.on_error(1, absl::AbortedError("aborted"), 1);
+  EXPECT_TRUE(noted(c, "step_redone"));
+  const auto& g = get<driver::regroup_all>(c);
+  EXPECT_EQ(g.generation, 2u);
+  EXPECT_EQ(g.cursor, 8);  // step 2's samples again
+  EXPECT_TRUE(d.on_step(0, share(2, 0, 3), 1).empty()) << "a stale answer is ignored";
+  c = regrouped(d, 1);
+  EXPECT_TRUE(noted(c, "group_rebuilt"));
+  ASSERT_TRUE(has<driver::step_all>(c));
+  c = stepped(d, 2);
+  EXPECT_EQ(get<driver::metrics_row>(c).row["world_size"], 2);
+  EXPECT_EQ(get<driver::metrics_row>(c).row["step"], 2);
+}
+
+// A step that completed on a survivor before the loss holds every rank's gradients: it is
+// committed, and that survivor is the source of the new generation's state.
+TEST(ElasticPretrainDriver, AStepCompletedOnASurvivorIsCommittedFromIt) {
+  fake_clock clock;
+  driver d(elastic_schedule(4, 2, 4), clock.fn(), {"trainer/0", "trainer/1", "trainer/2"});
+  d.start();
+  regrouped(d, 0);
+  stepped(d, 1);
+  d.on_error(0, absl::UnavailableError("peer reset"), 1);
+  d.on_step(1, share(2, 1, 3), 1);
+  auto c = d.on_lost("trainer/2", "killed");
+  EXPECT_FALSE(has<driver::abort_all>(c)) << "every survivor has answered";
+  EXPECT_FALSE(noted(c, "step_redone"));
+  const auto& g = get<driver::regroup_all>(c);
+  EXPECT_EQ(g.source, 1);
+  EXPECT_EQ(g.cursor, 16);
+  c = regrouped(d, 2);
+  EXPECT_EQ(get<driver::metrics_row>(c).row["step"], 2);
+  EXPECT_TRUE(has<driver::step_all>(c));
+}
+
+TEST(ElasticPretrainDriver, AFailureNoLostRankExplainsFailsTheJobAfterTheLossWait) {
+  fake_clock clock;
+  driver d(elastic_schedule(4, 1, 4), clock.fn(), {"trainer/0", "trainer/1"});
+  d.start();
+  regrouped(d, 0);
+  d.on_step(0, share(1, 0, 2), 1);
+  auto c = d.on_error(1, absl::InternalError("out of memory"), 1);
+  EXPECT_EQ(get<driver::wake_after>(c).after, 2s);
+  clock.now += 1s;
+  EXPECT_TRUE(d.on_timer().empty());
+  clock.now += 1s;
+  c = d.on_timer();
+  EXPECT_NE(
+      get<driver::fail>(c).why.message().find("trainer rank 1 failed at step 1: out of memory"),
+      std::string::npos);
+}
+
+// Below min the job waits for a worker; one that joins in time is admitted and gets the state;
+// without one the job fails saying what to do.
+TEST(ElasticPretrainDriver, BelowMinItWaitsForAJoinerThenFails) {
+  fake_clock clock;
+  driver d(elastic_schedule(4, 2, 4), clock.fn(), {"trainer/0", "trainer/1"});
+  d.start();
+  regrouped(d, 0);
+  auto c = d.on_lost("trainer/1", "killed");
+  ASSERT_TRUE(has<driver::abort_all>(c));
+  c = d.on_error(0, absl::AbortedError("aborted"), 1);
+  EXPECT_TRUE(noted(c, "waiting_for_workers"));
+  EXPECT_EQ(get<driver::wake_after>(c).after, 5s);
+  c = d.on_joined("trainer/2");
+  EXPECT_TRUE(noted(c, "rank_joined"));
+  EXPECT_EQ(d.members(), (std::vector<std::string>{"trainer/0", "trainer/2"}));
+  EXPECT_EQ(get<driver::regroup_all>(c).source, 0);
+  c = regrouped(d, 0);
+  EXPECT_TRUE(has<driver::step_all>(c));
+
+  driver lonely(elastic_schedule(4, 2, 4), clock.fn(), {"trainer/0"});
+  c = lonely.start();
+  EXPECT_TRUE(noted(c, "waiting_for_workers"));
+  clock.now += 5s;
+  c = lonely.on_timer();
+  const std::string why(get<driver::fail>(c).why.message());
+  EXPECT_NE(why.find("below roles.trainer.elastic.min 2"), std::string::npos) << why;
+  EXPECT_NE(why.find("troupe worker --join"), std::string::npos) << why;
+}
+
+TEST(ElasticPretrainDriver, AJoinerIsAdmittedAtTheNextStepBoundaryUpToMax) {
+  fake_clock clock;
+  driver d(elastic_schedule(4, 1, 3), clock.fn(), {"trainer/0", "trainer/1"});
+  d.start();
+  regrouped(d, 0);
+  EXPECT_TRUE(d.on_joined("trainer/2").empty()) << "step 1 is in flight";
+  EXPECT_TRUE(noted(d.on_joined("trainer/3"), "rank_not_admitted"));
+  auto c = stepped(d, 1);
+  EXPECT_EQ(get<driver::metrics_row>(c).row["world_size"], 2);
+  EXPECT_TRUE(noted(c, "rank_joined"));
+  EXPECT_EQ(get<driver::regroup_all>(c).generation, 2u);
+  EXPECT_EQ(get<driver::regroup_all>(c).cursor, 8);
+  c = regrouped(d, 1);
+  ASSERT_TRUE(has<driver::step_all>(c));
+  c = stepped(d, 2);
+  EXPECT_EQ(get<driver::metrics_row>(c).row["world_size"], 3);
+}
+
+TEST(ElasticPretrainDriver, SamplesThatDoNotTileTheStepFailTheJob) {
+  fake_clock clock;
+  driver d(elastic_schedule(4, 1, 3), clock.fn(), {"trainer/0", "trainer/1"});
+  d.start();
+  regrouped(d, 0);
+  d.on_step(0, share(1, 0, 2), 1);
+  auto c = d.on_step(1, share(1, 0, 2), 1);  // the same samples twice
+  const auto& f = get<driver::fail>(c);
+  EXPECT_EQ(f.why.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(f.why.message().find("instead of exactly [0, 8)"), std::string::npos) << f.why;
+}
+
 }  // namespace
 }  // namespace troupe::apps

@@ -57,8 +57,8 @@ TEST(MessageCodec, RoundTripsTokenBatchesAndRefusesInconsistentOnes) {
 }
 
 TEST(MessageCodec, RoundTripsStepReports) {
-  caf::message m =
-      round_trip(caf::make_message(actor::step_report{12, 2.5, 0.75, 1e-3, 0.01, 0.2, 0.03, 96, 3}));
+  caf::message m = round_trip(
+      caf::make_message(actor::step_report{12, 2.5, 0.75, 1e-3, 0.01, 0.2, 0.03, 96, 3}));
   const auto& r = m.get_as<actor::step_report>(0);
   EXPECT_EQ(r.step, 12);
   EXPECT_EQ(r.loss, 2.5);
@@ -112,23 +112,23 @@ TEST(MessageCodec, FiguresAreNumbersOfEitherKind) {
 }
 
 TEST(MessageCodec, RoundTripsGroupChangesAndRefusesImpossibleOnes) {
-  caf::message m = round_trip(
-      caf::make_message(actor::regroup_atom_v, actor::group_change{7, 1, 3, 2, 4096}));
+  caf::message m =
+      round_trip(caf::make_message(actor::regroup_atom_v, actor::group_change{7, 1, 3, 2, 4096}));
   const auto& c = m.get_as<actor::group_change>(1);
   EXPECT_EQ(c.generation, 7u);
   EXPECT_EQ(c.rank, 1);
   EXPECT_EQ(c.ranks, 3);
   EXPECT_EQ(c.source, 2);
   EXPECT_EQ(c.cursor, 4096);
-  auto outside = decode_struct("group_change", std::pair{"generation", 1}, std::pair{"rank", 3},
-                               std::pair{"ranks", 3}, std::pair{"source", 0},
-                               std::pair{"cursor", 0});
+  auto outside =
+      decode_struct("group_change", std::pair{"generation", 1}, std::pair{"rank", 3},
+                    std::pair{"ranks", 3}, std::pair{"source", 0}, std::pair{"cursor", 0});
   EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(outside.status().message().find("must be ranks of a group of 3"), std::string::npos)
       << outside.status();
-  auto negative = decode_struct("group_change", std::pair{"generation", 1}, std::pair{"rank", -1},
-                                std::pair{"ranks", 3}, std::pair{"source", 0},
-                                std::pair{"cursor", 0});
+  auto negative =
+      decode_struct("group_change", std::pair{"generation", 1}, std::pair{"rank", -1},
+                    std::pair{"ranks", 3}, std::pair{"source", 0}, std::pair{"cursor", 0});
   EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
