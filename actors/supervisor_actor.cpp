@@ -171,8 +171,11 @@ void spawn_instance(self_ptr self, const app::resolved_role& role, int index, bo
 void apply_policy(self_ptr self, const std::string& name, const absl::Status& status) {
   auto& st = self->state;
   const app::resolved_role& role = *st.role_of.at(name);
-  // An elastic role shrinks with its workers, down to its min.
-  if (role.spec.elastic && st.live[role.spec.name] >= role.spec.elastic->min) {
+  // An elastic role shrinks with its workers, down to its min. One that cannot be restarted
+  // shrinks below min too: a fresh actor would not have its state, so its app decides (an
+  // elastic pretraining job waits for a worker to join).
+  if (role.spec.elastic &&
+      (st.live[role.spec.name] >= role.spec.elastic->min || !role.entry->factory.restartable)) {
     st.deps->events.emit(run::severity::warning, "role_shrunk",
                          absl::StrCat(name, " stopped (", status.message(), "); ", role.spec.name,
                                       " continues with ", st.live[role.spec.name], " actors"),

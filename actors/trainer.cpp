@@ -308,10 +308,15 @@ absl::StatusOr<double> trainer::evaluate(const std::vector<token_batch>& batches
   int64_t tokens = 0;
   for (size_t i = rank_; i < batches.size(); i += ranks_) {
     const token_batch& b = batches[i];
-    const models::loss_sum l =
-        model_->evaluate(params_.data<float>(), b.batch, b.ctx, b.tokens.data(), b.targets.data());
-    sum += l.sum;
-    tokens += l.tokens;
+    // In passes the model has room for (a batch made for a smaller world may be larger).
+    for (int row = 0; row < b.batch; row += pass_rows_) {
+      const int rows = std::min(pass_rows_, b.batch - row);
+      const size_t offset = static_cast<size_t>(row) * b.ctx;
+      const models::loss_sum l = model_->evaluate(
+          params_.data<float>(), rows, b.ctx, b.tokens.data() + offset, b.targets.data() + offset);
+      sum += l.sum;
+      tokens += l.tokens;
+    }
   }
   totals.data<float>()[0] = static_cast<float>(sum);
   totals.data<float>()[1] = static_cast<float>(tokens);

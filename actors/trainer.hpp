@@ -105,6 +105,8 @@ class trainer {
   [[nodiscard]] absl::StatusOr<double> evaluate(const std::vector<token_batch>& batches);
 
   [[nodiscard]] int64_t steps() const { return optimizer_->steps(); }
+  /// This rank's place in its group (0 alone).
+  [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] const float* params() const { return params_.data<float>(); }
   [[nodiscard]] const models::gpt_layout& layout() const { return layout_; }
 

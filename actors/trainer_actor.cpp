@@ -234,7 +234,7 @@ caf::result<actor::checkpoint_shard> start_checkpoint(self_ptr self, int64_t ste
   for (auto& [file, contents] : files)
     file = st.spec.file_prefix + file;
   actor::checkpoint_snapshot snapshot{
-      {step, st.spec.rank, st.cursor, {}, 0, 0},
+      {step, st.logic->rank(), st.cursor, {}, 0, 0},
       root,
       std::make_shared<const std::vector<std::pair<std::string, tensor::named_tensors>>>(
           std::move(files))};

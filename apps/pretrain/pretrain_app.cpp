@@ -30,8 +30,10 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   const models::gpt_config model = models::gpt_config_of(ctx.plan.spec.model);
   TROUPE_ASSIGN_OR_RETURN(actors::text_corpus corpus,
                           actors::text_corpus::load(o->data.path, o->data.val_fraction, model.ctx));
+  const auto* role = ctx.plan.find_role(trainer_role);
+  const bool elastic = role != nullptr && role->spec.elastic.has_value();
   std::shared_ptr<comm::rendezvous_store> store;
-  if (o->parallel.dp > 1) {
+  if (o->parallel.dp > 1 || elastic) {
     if (!ctx.rendezvous) {
       return absl::FailedPreconditionError("dp > 1 needs a rendezvous, and this process has none");
     }
@@ -40,8 +42,10 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   actors::trainer_actor_spec spec;
   spec.model = model;
   spec.options = trainer_options_of(*o);
-  spec.rank = ctx.index;
-  spec.ranks = o->parallel.dp;
+  // An elastic rank's place comes with the driver's (regroup); it starts alone.
+  spec.rank = elastic ? 0 : ctx.index;
+  spec.ranks = elastic ? 1 : o->parallel.dp;
+  spec.elastic = elastic;
   spec.group.name = "pretrain/dp";
   spec.group.timeout = std::chrono::milliseconds(o->parallel.timeout_ms);
   spec.corpus = std::make_shared<const actors::text_corpus>(std::move(corpus));
@@ -52,6 +56,36 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   spec.pacer = run::work_pacer(std::move(hooks));
   return caf::actor_cast<caf::actor>(
       actors::spawn_trainer(ctx.system, ctx.metrics, ctx.actor_name(), store, std::move(spec)));
+}
+
+// An elastic trainer role: the world follows the trainers, within [min, max].
+void check_elastic(const pretrain_options& o, const app::resolved_role& trainer,
+                   const config::parse_context& ctx, const YAML::Node& section) {
+  const YAML::Node parallel = section["parallel"];
+  // Compared with the default, not "is it written": workers get the config with every default.
+  if (o.parallel.dp != parallel_spec{}.dp) {
+    ctx.child("parallel")
+        .child("dp")
+        .error(
+            parallel.IsDefined() && parallel["dp"].IsDefined() ? parallel["dp"] : section,
+            absl::StrCat("is ", o.parallel.dp,
+                         ", but roles.trainer.elastic makes the data-parallel world the trainers "
+                         "that are alive (within elastic.min and max); remove it"));
+  }
+  if (o.parallel.zero != 0) {
+    ctx.child("parallel")
+        .child("zero")
+        .error(parallel["zero"].IsDefined() ? parallel["zero"] : section,
+               absl::StrCat("is ", o.parallel.zero,
+                            ", but with roles.trainer.elastic a lost rank's "
+                            "ZeRO shard would be lost with it; use parallel.zero: 0"));
+  }
+  if (o.train.batch < trainer.spec.elastic->max) {
+    ctx.child("train").child("batch").error(
+        section["train"].IsDefined() ? section["train"] : section,
+        absl::StrCat("is ", o.train.batch, ", but roles.trainer.elastic.max ",
+                     trainer.spec.elastic->max, " ranks each need a sequence of every step"));
+  }
 }
 
 // The roles must be exactly the trainer ranks, and the shapes must fit together.
@@ -69,7 +103,9 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
     ctx.error(section,
               "app: pretrain needs a role 'trainer' of kind trainer, e.g. "
               "roles: {trainer: {kind: trainer, impl: gpt, count: 2}}");
-  } else if (trainer->spec.count != o.parallel.dp || trainer->spec.elastic) {
+  } else if (trainer->spec.elastic) {
+    check_elastic(o, *trainer, ctx, section);
+  } else if (trainer->spec.count != o.parallel.dp) {
     ctx.child("parallel")
         .child("dp")
         .error(
@@ -86,7 +122,7 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
   }
   const auto train_ctx = ctx.child("train");
   const YAML::Node train = section["train"].IsDefined() ? section["train"] : section;
-  if (o.train.batch % o.parallel.dp != 0) {
+  if (!(trainer != nullptr && trainer->spec.elastic) && o.train.batch % o.parallel.dp != 0) {
     train_ctx.child("batch").error(
         train,
         absl::StrCat("is ", o.train.batch, ", not a multiple of parallel.dp ", o.parallel.dp));
@@ -114,7 +150,9 @@ actor::role_factory gpt_trainer_factory() {
   auto factory = actor::make_role_factory<gpt_trainer_options>(
       "one data-parallel rank of app: pretrain (GPT on the CPU, Gloo collectives)",
       config::object_schema<gpt_trainer_options>(), spawn_gpt_trainer);
-  factory.restartable = false;  // its state is the run's; a lost rank fails the job
+  // Its state is the run's: a lost rank fails a fixed group's job, and an elastic group goes on
+  // without it.
+  factory.restartable = false;
   return factory;
 }
 

@@ -456,7 +456,10 @@ std::vector<pretrain_driver::command> pretrain_driver::on_joined(const std::stri
   }
   joiners_.push_back(name);
   if (phase_ == phase::waiting) return admit_joiners();
-  return {};  // at the next step boundary
+  return {note{run::severity::info,
+               "rank_joining",
+               absl::StrCat(name, " joins the trainer group at the next step boundary"),
+               {{"name", name}}}};
 }
 
 std::vector<pretrain_driver::command> pretrain_driver::on_timer() {

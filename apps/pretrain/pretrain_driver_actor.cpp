@@ -1,7 +1,10 @@
 #include "apps/pretrain/pretrain_driver_actor.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,8 +23,10 @@ namespace fs = std::filesystem;
 using clock = std::chrono::steady_clock;
 using command = pretrain_driver::command;
 
-// The app driver's interface, and its own prompt to ask again for a step a test holds.
-using driver_actor = actor::app_actor::extend<caf::reacts_to<actor::tick_atom>>;
+// The app driver's interface, its own prompt to ask again for a step a test holds, and its
+// timer (elastic waits).
+using driver_actor =
+    actor::app_actor::extend<caf::reacts_to<actor::tick_atom>, caf::reacts_to<actor::wake_atom>>;
 
 struct driver_state {
   pretrain_options options;
@@ -30,7 +35,9 @@ struct driver_state {
   run::event_log* events = nullptr;
   std::string run_dir;
   std::string checkpoint_root;
-  std::vector<actor::trainer_actor> trainers;
+  std::optional<elastic_world> elastic;                  // roles.trainer.elastic
+  std::map<std::string, actor::trainer_actor> trainers;  // by actor name
+  std::map<caf::actor_addr, std::string> names;          // monitored trainers
   std::unique_ptr<pretrain_driver> logic;
   caf::typed_response_promise<actor::job_result> done;
   bool running = false;
@@ -95,7 +102,7 @@ absl::Status commit(self_ptr self, const pretrain_driver::commit& c) {
   auto& st = self->state;
   const nlohmann::json meta = {{"app", "pretrain"},
                                {"model", models::gpt_config_json(st.model)},
-                               {"dp", st.options.parallel.dp},
+                               {"dp", st.logic->members().size()},
                                {"zero", st.options.parallel.zero},
                                {"batch", st.options.train.batch},
                                {"seed", st.options.train.seed},
@@ -112,7 +119,7 @@ void finish(self_ptr self, nlohmann::json summary) {
   auto& st = self->state;
   if (!st.run_dir.empty()) {
     const std::string title = absl::StrCat("pretrain: ", st.model.layers, " layers, dim ",
-                                           st.model.dim, ", dp ", st.options.parallel.dp);
+                                           st.model.dim, ", dp ", st.logic->members().size());
     if (auto svg = run::line_charts_svg({{title, "loss (nats per token)", {st.train, st.val}}});
         svg.ok()) {
       std::ofstream(fs::path(st.run_dir) / "loss.svg") << *svg;
@@ -140,17 +147,21 @@ void finish(self_ptr self, nlohmann::json summary) {
   complete(self, actor::job_result{true, summary.dump(), {}});
 }
 
-// Runs `on_answer` for every rank's answer to `message`, or the driver's on_error.
+// Runs `on_answer` for every member's answer to `message` (asked in the driver's current
+// generation), or the driver's on_error.
 template <class Answer, class... Ts>
-void ask_all(self_ptr self, std::function<std::vector<command>(int, Answer&)> on_answer,
+void ask_all(self_ptr self, std::function<std::vector<command>(int, Answer&, uint64_t)> on_answer,
              Ts... message) {
   auto& st = self->state;
-  for (size_t rank = 0; rank < st.trainers.size(); ++rank) {
+  const uint64_t generation = st.logic->generation();
+  const std::vector<std::string>& members = st.logic->members();
+  for (size_t rank = 0; rank < members.size(); ++rank) {
     const int r = static_cast<int>(rank);
-    self->request(st.trainers[rank], caf::infinite, message...)
-        .then([self, r, on_answer](Answer& a) { execute(self, on_answer(r, a)); },
-              [self, r](caf::error& e) {
-                execute(self, self->state.logic->on_error(r, actor::to_status(e)));
+    self->request(st.trainers.at(members[rank]), caf::infinite, message...)
+        .then([self, r, generation,
+               on_answer](Answer& a) { execute(self, on_answer(r, a, generation)); },
+              [self, r, generation](caf::error& e) {
+                execute(self, self->state.logic->on_error(r, actor::to_status(e), generation));
               });
   }
 }
@@ -161,8 +172,29 @@ void step_all(self_ptr self) {
     return;
   }
   ask_all<actor::step_report>(
-      self, [self](int r, actor::step_report& x) { return self->state.logic->on_step(r, x); },
+      self,
+      [self](int r, actor::step_report& x, uint64_t g) {
+        return self->state.logic->on_step(r, x, g);
+      },
       actor::step_atom_v);
+}
+
+// Elastic: every member forms the new generation of the group, as rank r of the members.
+void regroup_all(self_ptr self, const pretrain_driver::regroup_all& g) {
+  auto& st = self->state;
+  const std::vector<std::string>& members = st.logic->members();
+  const int ranks = static_cast<int>(members.size());
+  for (int r = 0; r < ranks; ++r) {
+    const actor::group_change change{g.generation, r, ranks, g.source, g.cursor};
+    self->request(st.trainers.at(members[r]), caf::infinite, actor::regroup_atom_v, change)
+        .then(
+            [self, r, g](int64_t steps) {
+              execute(self, self->state.logic->on_regrouped(r, steps, g.generation));
+            },
+            [self, r, g](caf::error& e) {
+              execute(self, self->state.logic->on_regrouped(r, actor::to_status(e), g.generation));
+            });
+  }
 }
 
 void execute_one(self_ptr self, command& cmd) {
@@ -171,11 +203,15 @@ void execute_one(self_ptr self, command& cmd) {
     step_all(self);
   } else if (std::holds_alternative<pretrain_driver::eval_all>(cmd)) {
     ask_all<double>(
-        self, [self](int r, double& loss) { return self->state.logic->on_eval(r, loss); },
+        self,
+        [self](int r, double& loss, uint64_t g) { return self->state.logic->on_eval(r, loss, g); },
         actor::eval_atom_v);
   } else if (auto* c = std::get_if<pretrain_driver::checkpoint_all>(&cmd)) {
     ask_all<actor::checkpoint_shard>(
-        self, [self](int, actor::checkpoint_shard& x) { return self->state.logic->on_saved(x); },
+        self,
+        [self](int, actor::checkpoint_shard& x, uint64_t) {
+          return self->state.logic->on_saved(x);
+        },
         actor::checkpoint_atom_v, c->step, st.checkpoint_root);
   } else if (auto* m = std::get_if<pretrain_driver::metrics_row>(&cmd)) {
     record(self, m->row);
@@ -185,6 +221,15 @@ void execute_one(self_ptr self, command& cmd) {
     finish(self, std::move(f->summary));
   } else if (auto* f = std::get_if<pretrain_driver::fail>(&cmd)) {
     fail(self, f->why);
+  } else if (auto* g = std::get_if<pretrain_driver::regroup_all>(&cmd)) {
+    regroup_all(self, *g);
+  } else if (auto* a = std::get_if<pretrain_driver::abort_all>(&cmd)) {
+    for (const auto& name : st.logic->members())
+      self->send(st.trainers.at(name), actor::abort_atom_v, a->generation);
+  } else if (auto* n = std::get_if<pretrain_driver::note>(&cmd)) {
+    st.events->emit(n->level, n->kind, n->message, n->fields);
+  } else if (auto* w = std::get_if<pretrain_driver::wake_after>(&cmd)) {
+    self->delayed_send(self, w->after, actor::wake_atom_v);
   }
 }
 
@@ -200,6 +245,8 @@ void start_training(self_ptr self, int64_t first_step) {
   const auto& o = st.options;
   pretrain_schedule schedule{.steps = o.train.steps,
                              .ranks = o.parallel.dp,
+                             .batch = o.train.batch,
+                             .elastic = st.elastic,
                              .eval_every = o.data.eval_every,
                              .checkpoint_every = o.checkpoint.every_steps,
                              .tokens_per_step = static_cast<int64_t>(o.train.batch) * st.model.ctx,
@@ -212,14 +259,24 @@ void start_training(self_ptr self, int64_t first_step) {
                                                            "raise pretrain.train.steps (now ",
                                                            o.train.steps, ")")));
   }
-  st.logic = std::make_unique<pretrain_driver>(schedule, [] { return clock::now(); });
+  std::vector<std::string> members;  // in rank order: the trainers' role indices
+  for (const auto& [name, handle] : st.trainers)
+    members.push_back(name);
+  std::sort(members.begin(), members.end(), [](const std::string& a, const std::string& b) {
+    return actor::parse_actor_name(a).index < actor::parse_actor_name(b).index;
+  });
+  const size_t world = members.size();
+  st.logic = std::make_unique<pretrain_driver>(
+      schedule, [] { return clock::now(); }, std::move(members));
   st.events->emit(
       run::severity::info, "training",
       absl::StrCat(
           first_step > 0 ? absl::StrCat("continuing at step ", first_step + 1) : "training",
-          " for ", schedule.end() - first_step, " steps on ", o.parallel.dp, " trainer",
-          o.parallel.dp > 1 ? "s" : "", " (zero ", o.parallel.zero, ")"),
-      {{"first_step", first_step}, {"steps", o.train.steps}});
+          " for ", schedule.end() - first_step, " steps on ", world, " trainer",
+          world != 1 ? "s" : "",
+          st.elastic ? absl::StrCat(" (elastic, ", st.elastic->min, " to ", st.elastic->max, ")")
+                     : absl::StrCat(" (zero ", o.parallel.zero, ")")),
+      {{"first_step", first_step}, {"steps", o.train.steps}, {"world_size", world}});
   execute(self, st.logic->start());
 }
 
@@ -244,28 +301,26 @@ void resume(self_ptr self) {
                   " but this config's model is ", models::gpt_config_json(st.model).dump())));
   }
   const int saved_dp = saved->meta.value("dp", 0);
-  st.events->emit(run::severity::info, "resume",
-                  absl::StrCat("resuming from ", saved->dir,
-                               saved_dp != st.options.parallel.dp
-                                   ? absl::StrCat(" (saved at dp ", saved_dp,
-                                                  ", optimizer state resharded to dp ",
-                                                  st.options.parallel.dp, ")")
-                                   : std::string()),
-                  {{"dir", saved->dir}, {"step", saved->step}});
-  auto restored = std::make_shared<int>(0);
+  const int dp = static_cast<int>(st.trainers.size());
+  st.events->emit(
+      run::severity::info, "resume",
+      absl::StrCat("resuming from ", saved->dir,
+                   saved_dp != dp ? absl::StrCat(" (saved at dp ", saved_dp,
+                                                 ", optimizer state resharded to dp ", dp, ")")
+                                  : std::string()),
+      {{"dir", saved->dir}, {"step", saved->step}});
+  auto restored = std::make_shared<size_t>(0);
   const int64_t step = saved->step;
-  for (size_t rank = 0; rank < st.trainers.size(); ++rank) {
-    self->request(st.trainers[rank], caf::infinite, actor::restore_atom_v, saved->dir)
+  for (const auto& [name, trainer] : st.trainers) {
+    self->request(trainer, caf::infinite, actor::restore_atom_v, saved->dir)
         .then(
             [self, restored, step](int64_t) {
-              if (++*restored == static_cast<int>(self->state.trainers.size())) {
-                start_training(self, step);
-              }
+              if (++*restored == self->state.trainers.size()) start_training(self, step);
             },
-            [self, rank](caf::error& e) {
+            [self, name](caf::error& e) {
               const absl::Status s = actor::to_status(e);
-              fail(self, absl::Status(s.code(), absl::StrCat("trainer rank ", rank,
-                                                             " cannot resume: ", s.message())));
+              fail(self,
+                   absl::Status(s.code(), absl::StrCat(name, " cannot resume: ", s.message())));
             });
   }
 }
@@ -273,12 +328,38 @@ void resume(self_ptr self) {
 void on_update(self_ptr self, const actor::actor_update& update) {
   auto& st = self->state;
   const auto [role, index] = actor::parse_actor_name(update.name);
-  if (role != "trainer" || index < 0 || index >= static_cast<int>(st.trainers.size())) return;
-  if (st.running && st.trainers[index]) {
-    // Trainers are not restarted (their state is the run's); a replacement cannot join.
-    return fail(self, absl::AbortedError(absl::StrCat(update.name, " was replaced mid-run")));
+  if (role != "trainer" || index < 0) return;
+  auto handle = caf::actor_cast<actor::trainer_actor>(update.handle);
+  if (!st.elastic) {
+    if (index >= st.options.parallel.dp) return;
+    if (st.running && st.trainers.contains(update.name)) {
+      // Trainers are not restarted (their state is the run's); a replacement cannot join.
+      return fail(self, absl::AbortedError(absl::StrCat(update.name, " was replaced mid-run")));
+    }
+    st.trainers[update.name] = handle;
+    return;
   }
-  st.trainers[index] = caf::actor_cast<actor::trainer_actor>(update.handle);
+  // Elastic: a trainer on a worker that joined; the group admits it at a step boundary.
+  if (st.trainers.contains(update.name)) return;
+  st.trainers[update.name] = handle;
+  st.names[handle.address()] = update.name;
+  self->monitor(handle);
+  if (st.logic) execute(self, st.logic->on_joined(update.name));
+}
+
+// Elastic: a trainer is gone (its worker died, or was declared dead and fenced).
+void on_down(self_ptr self, const caf::down_msg& down) {
+  auto& st = self->state;
+  auto it = st.names.find(down.source);
+  if (it == st.names.end()) return;
+  const std::string name = it->second;
+  st.names.erase(it);
+  if (st.logic) {
+    // The trainer's handle stays until no command of an older generation can name it.
+    execute(self, st.logic->on_lost(name, std::string(actor::to_status(down.reason).message())));
+  } else {
+    st.trainers.erase(name);  // before the run: it is simply not a member
+  }
 }
 
 absl::Status prepare_outputs(driver_state& st) {
@@ -321,7 +402,14 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
   state->model = models::gpt_config_of(ctx.plan.spec.model);
   state->events = &ctx.events;
   state->run_dir = ctx.run_dir;
-  state->trainers.resize(options.parallel.dp);
+  if (const auto* role = ctx.plan.find_role("trainer"); role != nullptr && role->spec.elastic) {
+    const auto& c = ctx.plan.spec.cluster;
+    const auto heartbeat_timeout =
+        std::chrono::milliseconds(c.heartbeat_interval_ms) * c.heartbeat_misses;
+    state->elastic = elastic_world{
+        role->spec.elastic->min, role->spec.elastic->max, std::chrono::seconds(c.worker_wait_s),
+        std::max<std::chrono::milliseconds>(3 * heartbeat_timeout, std::chrono::seconds(2))};
+  }
   if (!options.checkpoint.dir.empty()) {
     state->checkpoint_root = fs::absolute(options.checkpoint.dir).string();
   } else if (!ctx.run_dir.empty()) {
@@ -340,7 +428,8 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
         st.events = state->events;
         st.run_dir = state->run_dir;
         st.checkpoint_root = state->checkpoint_root;
-        st.trainers = state->trainers;
+        st.elastic = state->elastic;
+        self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
         return {
             [self](const actor::actor_update& update) { on_update(self, update); },
             [self](actor::run_atom) {
@@ -359,6 +448,9 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
             [self](actor::stop_atom) { stop(self); },
             [self](actor::tick_atom) {
               if (self->state.running) step_all(self);
+            },
+            [self](actor::wake_atom) {
+              if (self->state.running) execute(self, self->state.logic->on_timer());
             },
         };
       });

@@ -177,10 +177,12 @@ CAF_ADD_ATOM(troupe, troupe::actor, step_atom, "step")
 CAF_ADD_ATOM(troupe, troupe::actor, eval_atom, "eval")
 CAF_ADD_ATOM(troupe, troupe::actor, checkpoint_atom, "checkpoint")
 CAF_ADD_ATOM(troupe, troupe::actor, restore_atom, "restore")
-// Elastic training: a group re-formed, a group given up, a rank's own job finished.
+// Elastic training: a group re-formed, a group given up, a rank's own job finished, a driver's
+// timer.
 CAF_ADD_ATOM(troupe, troupe::actor, regroup_atom, "regroup")
 CAF_ADD_ATOM(troupe, troupe::actor, abort_atom, "abort")
 CAF_ADD_ATOM(troupe, troupe::actor, done_atom, "done")
+CAF_ADD_ATOM(troupe, troupe::actor, wake_atom, "wake")
 // Serving.
 CAF_ADD_ATOM(troupe, troupe::actor, generate_atom, "generate")
 CAF_ADD_ATOM(troupe, troupe::actor, poll_atom, "poll")

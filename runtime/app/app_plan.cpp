@@ -160,8 +160,11 @@ absl::StatusOr<app_plan> load_app_plan(const load_request& request, actor::role_
   }
   TROUPE_RETURN_IF_ERROR(diag.status());
 
-  for (size_t i = 0; i < plan.roles.size(); ++i)
+  for (size_t i = 0; i < plan.roles.size(); ++i) {
     plan.spec.roles[i] = plan.roles[i].spec;
+    // Written back as configured, so that the resolved YAML parses again: elastic, not a count.
+    if (plan.spec.roles[i].elastic) plan.spec.roles[i].count = 1;
+  }
   return plan;
 }
 

@@ -151,6 +151,15 @@ TEST_F(TrainerActorTest, ElasticRanksAbortAStepInFlightOnALostPeerAndContinueReg
   };
   std::vector<double> losses;
   regroup_all(1, 3, 0);
+  {  // every rank evaluates its part of the held-out windows, summed over the group
+    for (int r = 0; r < 3; ++r)
+      self->send(ranks[r], actor::eval_atom_v);
+    for (int r = 0; r < 3; ++r) {
+      self->receive([&](double loss) { EXPECT_GT(loss, 0.0); },
+                    [&](caf::error& e) { FAIL() << caf::to_string(e); },
+                    caf::after(60s) >> [] { FAIL() << "an evaluation did not answer"; });
+    }
+  }
   for (int s = 0; s < 2; ++s) {
     auto reports = step_all(3);
     losses.push_back(reports[0].loss);

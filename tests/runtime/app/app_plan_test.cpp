@@ -74,8 +74,11 @@ TEST_F(AppPlanTest, ResolvesRolesFromPluginsAndBuiltIns) {
 }
 
 TEST_F(AppPlanTest, ResolvedConfigLoadsToTheSameConfig) {
-  auto plan = load("app: pipeline\nroles:\n  src:\n" + source_yaml() +
-                   "  out: {kind: sink, impl: digest}\npipeline: {flow: [src, out]}\n");
+  // An elastic role too: its resolved form is elastic, not the count it starts with.
+  auto plan =
+      load("app: pipeline\nroles:\n  src:\n" + source_yaml() +
+           "  rot: {kind: stage, impl: caesar, plugin: example, elastic: {min: 2, max: 4}}\n"
+           "  out: {kind: sink, impl: digest}\npipeline: {flow: [src, rot, out]}\n");
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto again = load(plan->resolved_yaml());
   ASSERT_TRUE(again.ok()) << again.status();

@@ -1,0 +1,168 @@
+// Elastic pretraining on a real cluster: a head and `troupe worker --join` processes, one
+// trainer each, a worker killed, frozen or added mid-run. Every wait is bounded; the test hold
+// keeps the job at a step while a test sets up what it needs.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "tests/integration/cluster_harness.hpp"
+
+namespace troupe::testing {
+namespace {
+
+constexpr int batch = 6;
+
+class ElasticTest : public cluster_harness {
+ protected:
+  // A tiny model trained for `steps` steps by one trainer per worker, within [min, max].
+  std::string config(int steps, int min, int max, const std::string& cluster = "") {
+    std::string text;
+    for (int i = 0; i < 3000; ++i)
+      text += "the quick brown fox " + std::to_string(i % 89) + " jumps over the lazy dog\n";
+    return dir_.write("elastic.yaml",
+                      "app: pretrain\n"
+                      "model: {vocab: 256, ctx: 32, layers: 2, dim: 32, heads: 2}\n"
+                      "roles: {trainer: {kind: trainer, impl: gpt, elastic: {min: " +
+                          std::to_string(min) + ", max: " + std::to_string(max) + "}}}\n" +
+                          "cluster: {" + cluster +
+                          "}\n"
+                          "pretrain:\n"
+                          "  train: {steps: " +
+                          std::to_string(steps) + ", batch: " + std::to_string(batch) +
+                          ", lr: 3.0e-3, warmup: 2, seed: 7, threads: 1}\n"
+                          "  data: {path: " +
+                          dir_.write("corpus.txt", text) + ", eval_every: 0, eval_windows: 16}\n");
+  }
+
+  // metrics.jsonl's step rows.
+  std::vector<nlohmann::json> step_rows() const {
+    std::vector<nlohmann::json> rows;
+    for (const auto& row : read_jsonl(run_dir() + "/metrics.jsonl")) {
+      if (row.contains("loss")) rows.push_back(row);
+    }
+    return rows;
+  }
+
+  // Waits (bounded) until `n` steps are done.
+  bool wait_for_steps(size_t n) const {
+    const auto deadline = clock::now() + 60s;
+    while (clock::now() < deadline) {
+      if (step_rows().size() >= n) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  // Every step 1..steps once, on its own samples, on `world(step)` ranks.
+  void expect_exactly_once(int steps, const std::function<int(int)>& world) const {
+    const auto rows = step_rows();
+    ASSERT_EQ(rows.size(), static_cast<size_t>(steps)) << "a step is missing or repeated";
+    for (int s = 1; s <= steps; ++s) {
+      const auto& row = rows[s - 1];
+      EXPECT_EQ(row["step"], s);
+      EXPECT_EQ(row["first_sample"], (s - 1) * batch) << "step " << s;
+      EXPECT_EQ(row["world_size"], world(s)) << "step " << s;
+    }
+  }
+};
+
+// Three trainers; one worker is stopped before step 4 (so step 4 cannot complete anywhere)
+// and then SIGKILLed while the other two are in that step. Its peers' exchange fails at once,
+// the heartbeats declare it dead, and the two survivors regroup and redo step 4 with its
+// samples: no committed step is lost and none is repeated.
+TEST_F(ElasticTest, AKilledTrainerCostsNoCommittedStepAndTheJobGoesOn) {
+  hold_.hold(3);
+  start_head(config(10, 2, 3), {"--set", "cluster.min_workers=3"});
+  for (int i = 0; i < 3; ++i)
+    start_worker();
+  ASSERT_TRUE(wait_for_steps(3)) << head_->stderr_so_far();
+  subprocess& victim = *workers_[1];
+  victim.signal(SIGSTOP);
+  hold_.release();
+  victim.signal(SIGKILL);
+  const process_result r = head_->wait(120s);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json summary = summary_of(r);
+  EXPECT_EQ(summary["steps"], 10);
+  EXPECT_EQ(summary["world_size"], 2);
+  expect_exactly_once(10, [](int s) { return s <= 3 ? 3 : 2; });
+  EXPECT_EQ(events_of(run_dir(), "rank_lost").size(), 1u);
+  const auto redone = events_of(run_dir(), "step_redone");
+  ASSERT_EQ(redone.size(), 1u);
+  EXPECT_EQ(redone[0]["step"], 4);
+  const auto rebuilt = events_of(run_dir(), "group_rebuilt");
+  ASSERT_FALSE(rebuilt.empty());
+  EXPECT_EQ(rebuilt.back()["world_size"], 2);
+}
+
+// A frozen worker (SIGSTOP: no socket error ever comes) is declared dead by the heartbeats; the
+// survivors' step, blocked on it, is aborted and redone by the two of them. Continued later,
+// the frozen worker is refused (fenced) and exits, while the job goes on without it.
+TEST_F(ElasticTest, AFrozenTrainerIsFencedAndTheJobGoesOn) {
+  hold_.hold(3);
+  start_head(config(10, 2, 3), {"--set", "cluster.min_workers=3"});
+  for (int i = 0; i < 3; ++i)
+    start_worker();
+  ASSERT_TRUE(wait_for_steps(3)) << head_->stderr_so_far();
+  subprocess& frozen = *workers_[2];
+  frozen.signal(SIGSTOP);
+  hold_.hold(6);  // step 4, its redo and step 5 may start: the job is still running below
+  ASSERT_FALSE(wait_for_event(run_dir(), "group_rebuilt", 60s).is_null()) << head_->stderr_so_far();
+  ASSERT_TRUE(wait_for_steps(4));
+  frozen.signal(SIGCONT);
+  const process_result woke = frozen.wait(30s);
+  ASSERT_FALSE(woke.timed_out) << "the frozen worker did not exit when continued";
+  EXPECT_EQ(woke.exit_code, 1) << woke.err;
+  EXPECT_NE(woke.err.find("declared"), std::string::npos) << woke.err;
+  hold_.release();
+  const process_result r = head_->wait(120s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_exactly_once(10, [](int s) { return s <= 3 ? 3 : 2; });
+  const auto redone = events_of(run_dir(), "step_redone");
+  ASSERT_EQ(redone.size(), 1u);
+  EXPECT_EQ(redone[0]["step"], 4);
+}
+
+// A worker started mid-run joins at the next step boundary: the group grows from two ranks to
+// three, the new rank receives the state from rank 0, and the global batch stays the same.
+TEST_F(ElasticTest, AWorkerThatJoinsMidRunAddsARankAtAStepBoundary) {
+  hold_.hold(2);
+  start_head(config(10, 2, 3), {"--set", "cluster.min_workers=2"});
+  for (int i = 0; i < 2; ++i)
+    start_worker();
+  ASSERT_TRUE(wait_for_steps(2)) << head_->stderr_so_far();
+  start_worker();
+  // The driver knows of the new trainer before the job goes on, however slow the machine.
+  ASSERT_FALSE(wait_for_event(run_dir(), "rank_joining", 60s).is_null()) << head_->stderr_so_far();
+  hold_.release();
+  const process_result r = head_->wait(120s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(summary_of(r)["world_size"], 3);
+  expect_exactly_once(10, [](int s) { return s <= 3 ? 2 : 3; });
+  const auto joined = events_of(run_dir(), "rank_joined");
+  ASSERT_EQ(joined.size(), 1u);
+  EXPECT_EQ(joined[0]["rank"], 2);
+  EXPECT_EQ(joined[0]["step"], 4);
+}
+
+// Below roles.trainer.elastic.min the job waits cluster.worker_wait_s for a worker, then fails
+// saying so and what to do.
+TEST_F(ElasticTest, BelowMinTheJobFailsClearlyAfterTheWorkerWait) {
+  hold_.hold(2);
+  start_head(config(10, 2, 2, "worker_wait_s: 1"), {"--set", "cluster.min_workers=2"});
+  for (int i = 0; i < 2; ++i)
+    start_worker();
+  ASSERT_TRUE(wait_for_steps(2)) << head_->stderr_so_far();
+  workers_[0]->signal(SIGKILL);
+  hold_.release();
+  const process_result r = head_->wait(120s);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::string error = summary_of(r).value("error", "");
+  EXPECT_NE(error.find("below roles.trainer.elastic.min 2"), std::string::npos) << r.err;
+  EXPECT_NE(error.find("troupe worker --join"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace troupe::testing
