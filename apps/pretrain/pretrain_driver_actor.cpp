@@ -78,7 +78,10 @@ void report_progress(self_ptr self, const nlohmann::json& row) {
                   {{"done", step},
                    {"total", st.logic->schedule().end()},
                    {"unit", "steps"},
-                   {"detail", absl::StrFormat("loss %.3f  %.0f tok/s", loss, tokens_per_s)}});
+                   {"detail", absl::StrFormat("loss %.3f  %.0f tok/s%s", loss, tokens_per_s,
+                                              st.elastic ? absl::StrFormat("  %d ranks",
+                                                                           row.value("world_size", 0))
+                                                         : "")}});
 }
 
 void record(self_ptr self, const nlohmann::json& row) {
