@@ -1,5 +1,6 @@
 #include "actors/trainer_actor.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -26,6 +27,7 @@ struct trainer_state {
   std::unique_ptr<models::gpt_layout> layout;
   std::mutex group_mutex;  // group: replaced on the job thread, aborted from the actor's
   std::unique_ptr<comm::communicator> group;
+  std::atomic<uint64_t> given_up{0};  // groups of older generations are moot (abort)
   std::unique_ptr<trainer> logic;
   actor::data_loader_actor loader;
   std::shared_ptr<comm::rendezvous_store> store;
@@ -179,6 +181,8 @@ absl::Status form_group(self_ptr self, const actor::group_change& c) {
     g.rank = c.rank;
     g.size = c.ranks;
     g.epoch = c.generation;
+    // A newer generation's abort ends a rendezvous that waits for a rank lost meanwhile.
+    g.cancelled = [&st, generation = c.generation] { return st.given_up.load() > generation; };
     TROUPE_ASSIGN_OR_RETURN(group, comm::make_gloo_communicator(*st.store, g));
   }
   TROUPE_ASSIGN_OR_RETURN(
@@ -373,6 +377,9 @@ actor::trainer_actor spawn_trainer(caf::actor_system& system, metrics::registry&
             [self](actor::regroup_atom, const actor::group_change& c) { return regroup(self, c); },
             [self](actor::abort_atom, uint64_t generation) {
               auto& st = self->state;
+              uint64_t seen = st.given_up.load();
+              while (seen < generation && !st.given_up.compare_exchange_weak(seen, generation)) {
+              }
               std::lock_guard lock(st.group_mutex);
               if (st.group && st.group->epoch() < generation) {
                 st.group->abort(

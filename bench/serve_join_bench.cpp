@@ -11,23 +11,18 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include "bench/bench_process.hpp"
 #include "bench/bench_report.hpp"
 #include "httplib.h"
 
 namespace {
 
+using namespace troupe::bench;
 using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -35,43 +30,6 @@ struct settings {
   std::string troupe = TROUPE_BINARY;
   std::string config = TROUPE_SOURCE_DIR "/configs/serve_tiny.yaml";
 };
-
-// Starts `args` with its output discarded; its pid.
-pid_t spawn(const std::vector<std::string>& args) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int null_fd = open("/dev/null", O_WRONLY);
-    dup2(null_fd, STDOUT_FILENO);
-    dup2(null_fd, STDERR_FILENO);
-    std::vector<char*> argv;
-    for (const auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-void stop(pid_t pid) {
-  kill(pid, SIGINT);
-  waitpid(pid, nullptr, 0);
-}
-
-// The first event of `type` in RUN_DIR/events.jsonl, waited for up to 60 s; null if none.
-nlohmann::json wait_event(const std::string& run_dir, const std::string& type) {
-  const auto deadline = clock_type::now() + 60s;
-  while (clock_type::now() < deadline) {
-    std::ifstream in(run_dir + "/events.jsonl");
-    for (std::string line; std::getline(in, line);) {
-      if (in.eof()) break;  // still being written
-      auto e = nlohmann::json::parse(line, nullptr, false);
-      if (e.is_object() && e.value("event", "") == type) return e;
-    }
-    std::this_thread::sleep_for(2ms);
-  }
-  return nullptr;
-}
 
 // Sums the /metrics lines starting with `prefix` whose text does not contain `except`.
 double metric_sum(int port, const std::string& prefix, const std::string& except = "") {
@@ -86,15 +44,6 @@ double metric_sum(int port, const std::string& prefix, const std::string& except
     sum += std::stod(line.substr(line.rfind(' ') + 1));
   }
   return sum;
-}
-
-bool wait_until(const std::function<bool()>& done) {
-  const auto deadline = clock_type::now() + 60s;
-  while (!done()) {
-    if (clock_type::now() > deadline) return false;
-    std::this_thread::sleep_for(2ms);
-  }
-  return true;
 }
 
 bool complete(int port, int max_tokens) {

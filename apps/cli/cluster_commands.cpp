@@ -283,6 +283,10 @@ int status_command(const status_args& args) {
                 absl::StrCat(res.value("cores", 0), "c/", res.value("gpus", 0), "g").c_str(),
                 actors.empty() ? "-" : actors.c_str());
   }
+  // What the running job publishes about itself (an elastic trainer group's generation).
+  for (const auto& [name, value] : status.value("job", nlohmann::json::object()).items()) {
+    std::printf("\njob %s: %s\n", name.c_str(), value.get<std::string>().c_str());
+  }
   return exit_ok;
 }
 

@@ -155,6 +155,9 @@ std::vector<pretrain_driver::command> pretrain_driver::after_regroup() {
   lost_during_request_ = false;
   std::vector<command> out;
   const bool first = formed_ == 1;
+  if (recovering_) out.push_back(recovered{seconds(now_() - lost_at_)});
+  recovering_ = false;
+  out.push_back(group_whole{});
   out.push_back(note{
       run::severity::info,
       first ? "group_formed" : "group_rebuilt",
@@ -399,6 +402,7 @@ std::vector<pretrain_driver::command> pretrain_driver::on_lost(const std::string
   members_.erase(it);
   ++generation_;
   lost_at_ = now_();
+  recovering_ = true;
   std::vector<command> out = {
       note{run::severity::warning,
            "rank_lost",

@@ -120,8 +120,15 @@ class pretrain_driver {
   struct wake_after {
     clock::duration after;
   };
-  using command = std::variant<step_all, eval_all, checkpoint_all, metrics_row, commit, finish,
-                               fail, regroup_all, abort_all, note, wake_after>;
+  /// The group is whole again after a lost member, `seconds` after the loss was known.
+  struct recovered {
+    double seconds;
+  };
+  /// Every member has formed generation() of the group: show it (troupe status).
+  struct group_whole {};
+  using command =
+      std::variant<step_all, eval_all, checkpoint_all, metrics_row, commit, finish, fail,
+                   regroup_all, abort_all, note, wake_after, recovered, group_whole>;
 
   /// `members`: the trainers' names in rank order (a fixed group's ranks, or an elastic job's
   /// first members).
@@ -211,6 +218,7 @@ class pretrain_driver {
   then resume_ = then::next_step;
   uint64_t formed_ = 0;  // the newest generation every member has regrouped into
   bool lost_during_request_ = false;
+  bool recovering_ = false;  // a member was lost since the group was last whole
   clock::time_point lost_at_{}, failed_at_{}, waiting_since_{};
 };
 

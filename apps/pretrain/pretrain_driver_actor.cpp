@@ -14,6 +14,8 @@
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
+#include "runtime/cluster/head_logic.hpp"
+#include "runtime/comm/rendezvous_store.hpp"
 #include "runtime/run/line_chart.hpp"
 
 namespace troupe::apps {
@@ -38,6 +40,10 @@ struct driver_state {
   std::optional<elastic_world> elastic;                  // roles.trainer.elastic
   std::map<std::string, actor::trainer_actor> trainers;  // by actor name
   std::map<caf::actor_addr, std::string> names;          // monitored trainers
+  comm::store_opener rendezvous;                         // the head's store, for troupe status
+  std::shared_ptr<comm::rendezvous_store> job_store;
+  metrics::counter* recoveries = nullptr;
+  metrics::histogram* recovery_seconds = nullptr;
   std::unique_ptr<pretrain_driver> logic;
   caf::typed_response_promise<actor::job_result> done;
   bool running = false;
@@ -73,15 +79,16 @@ void report_progress(self_ptr self, const nlohmann::json& row) {
   st.last_progress = now;
   const double loss = row["loss"];
   const double tokens_per_s = row["tokens_per_s"];
-  st.events->emit(run::severity::debug, "progress",
-                  absl::StrFormat("step %d/%d loss %.3f", step, st.options.train.steps, loss),
-                  {{"done", step},
-                   {"total", st.logic->schedule().end()},
-                   {"unit", "steps"},
-                   {"detail", absl::StrFormat("loss %.3f  %.0f tok/s%s", loss, tokens_per_s,
-                                              st.elastic ? absl::StrFormat("  %d ranks",
-                                                                           row.value("world_size", 0))
-                                                         : "")}});
+  st.events->emit(
+      run::severity::debug, "progress",
+      absl::StrFormat("step %d/%d loss %.3f", step, st.options.train.steps, loss),
+      {{"done", step},
+       {"total", st.logic->schedule().end()},
+       {"unit", "steps"},
+       {"detail",
+        absl::StrFormat(
+            "loss %.3f  %.0f tok/s%s", loss, tokens_per_s,
+            st.elastic ? absl::StrFormat("  %d ranks", row.value("world_size", 0)) : "")}});
 }
 
 void record(self_ptr self, const nlohmann::json& row) {
@@ -182,6 +189,21 @@ void step_all(self_ptr self) {
       actor::step_atom_v);
 }
 
+// Elastic: the group as `troupe status` shows it, in the head's store (when there is a head).
+void publish_group(self_ptr self) {
+  auto& st = self->state;
+  if (!st.rendezvous) return;
+  if (!st.job_store) {
+    absl::StatusOr<std::shared_ptr<comm::rendezvous_store>> store = st.rendezvous();
+    if (!store.ok()) return;  // status shows less; training is not affected
+    st.job_store = *std::move(store);
+  }
+  const nlohmann::json group = {{"generation", st.logic->generation()},
+                                {"world_size", st.logic->members().size()},
+                                {"members", st.logic->members()}};
+  (void)st.job_store->set(absl::StrCat(cluster::job_key_prefix, "trainer_group"), group.dump());
+}
+
 // Elastic: every member forms the new generation of the group, as rank r of the members.
 void regroup_all(self_ptr self, const pretrain_driver::regroup_all& g) {
   auto& st = self->state;
@@ -233,6 +255,11 @@ void execute_one(self_ptr self, command& cmd) {
     st.events->emit(n->level, n->kind, n->message, n->fields);
   } else if (auto* w = std::get_if<pretrain_driver::wake_after>(&cmd)) {
     self->delayed_send(self, w->after, actor::wake_atom_v);
+  } else if (auto* r = std::get_if<pretrain_driver::recovered>(&cmd)) {
+    st.recoveries->inc();
+    st.recovery_seconds->observe(r->seconds);
+  } else if (std::holds_alternative<pretrain_driver::group_whole>(cmd)) {
+    publish_group(self);
   }
 }
 
@@ -405,6 +432,14 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
   state->model = models::gpt_config_of(ctx.plan.spec.model);
   state->events = &ctx.events;
   state->run_dir = ctx.run_dir;
+  state->rendezvous = ctx.rendezvous;
+  state->recoveries = &ctx.metrics.get_counter(
+      "troupe_train_recoveries_total",
+      "times the trainer group was whole again after losing a rank (elastic pretraining)");
+  state->recovery_seconds = &ctx.metrics.get_histogram(
+      "troupe_train_recovery_seconds",
+      "from a lost trainer rank known to the group whole again (elastic pretraining)",
+      {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60});
   if (const auto* role = ctx.plan.find_role("trainer"); role != nullptr && role->spec.elastic) {
     const auto& c = ctx.plan.spec.cluster;
     const auto heartbeat_timeout =
@@ -432,6 +467,9 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
         st.run_dir = state->run_dir;
         st.checkpoint_root = state->checkpoint_root;
         st.elastic = state->elastic;
+        st.recoveries = state->recoveries;
+        st.rendezvous = state->rendezvous;
+        st.recovery_seconds = state->recovery_seconds;
         self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
         return {
             [self](const actor::actor_update& update) { on_update(self, update); },

@@ -301,9 +301,17 @@ std::vector<head_logic::outgoing> head_logic::on_status(const std::string& ident
                                                         const received_envelope& r,
                                                         clock::time_point now) {
   return {reply(identity, r.header, "status", [&](packer& pk) {
-    pk.pack_map(4);
+    pk.pack_map(5);
     pk.pack("epoch");
     pk.pack(members_.epoch());
+    // What the running job publishes about itself under "job/" (the elastic trainer group).
+    const auto job = kv_.with_prefix(job_key_prefix);
+    pk.pack("job");
+    pk.pack_map(static_cast<uint32_t>(job.size()));
+    for (const auto& [key, value] : job) {
+      pk.pack(key.substr(job_key_prefix.size()));
+      pk.pack(value);
+    }
     pk.pack("kv_keys");
     pk.pack(static_cast<uint64_t>(kv_.size()));
     pk.pack("failure_timeout_ms");

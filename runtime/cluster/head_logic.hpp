@@ -12,6 +12,10 @@
 
 namespace troupe::cluster {
 
+/// Keys of the head's store under which a running job publishes what `troupe status` shows of
+/// it: "job/NAME" holds a JSON value shown as NAME.
+inline constexpr absl::string_view job_key_prefix = "job/";
+
 /// What the head is configured with.
 struct head_options {
   /// The shared secret a join (or a request from a client that has not joined) must present.

@@ -1,5 +1,6 @@
 #include "runtime/cluster/kv_store.hpp"
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -36,6 +37,16 @@ std::optional<std::string> kv_store::get(absl::string_view key) const {
   auto it = values_.find(key);
   if (it == values_.end()) return std::nullopt;
   return it->second;
+}
+
+std::vector<std::pair<std::string, std::string>> kv_store::with_prefix(
+    absl::string_view prefix) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto it = values_.lower_bound(prefix);
+       it != values_.end() && absl::StartsWith(it->first, prefix); ++it) {
+    out.emplace_back(it->first, it->second);
+  }
+  return out;
 }
 
 absl::StatusOr<kv_store::add_result> kv_store::add(absl::string_view key, int64_t delta) {

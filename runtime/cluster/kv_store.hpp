@@ -50,6 +50,9 @@ class kv_store {
   void cancel(waiter_id waiter);
 
   [[nodiscard]] size_t size() const { return values_.size(); }
+  /// Every key starting with `prefix` and its value, in key order.
+  [[nodiscard]] std::vector<std::pair<std::string, std::string>> with_prefix(
+      absl::string_view prefix) const;
   [[nodiscard]] size_t waiting() const;
 
  private:

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -20,6 +21,10 @@ struct group_options {
   uint64_t epoch = 0;  ///< the membership epoch the group was formed at; part of its keys
   std::chrono::milliseconds timeout{30000};  ///< rendezvous and every operation
   std::string host = "127.0.0.1";            ///< the address peers connect to
+  /// Polled while the group forms (every 100 ms, when set): once it returns true, forming ends
+  /// with CANCELLED instead of waiting out the timeout for a rank that will not come (a newer
+  /// membership made this group moot).
+  std::function<bool()> cancelled;
 };
 
 /// Collectives and point-to-point transfers over a fixed set of ranks (DESIGN.md plane 3).

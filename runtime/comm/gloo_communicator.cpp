@@ -30,35 +30,57 @@ constexpr uint8_t collective_slot = 0x72;
 // The reduce-scatter's receive segment: small enough that summing one overlaps receiving the
 // next, large enough that per-message costs vanish.
 constexpr int64_t segment_bytes = 1 << 20;
+// How often a forming group asks whether it was cancelled, and what it then says.
+constexpr std::chrono::milliseconds cancel_poll{100};
+constexpr absl::string_view cancelled_message = "cancelled while forming";
 
 // Gloo's Store interface over ours. Gloo expects exceptions from a store; they are caught in
 // make_gloo_communicator, so none leaves this file.
 class store_adapter final : public gloo::rendezvous::Store {
  public:
-  store_adapter(rendezvous_store& store, std::string prefix, std::chrono::milliseconds timeout)
-      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
+  store_adapter(rendezvous_store& store, std::string prefix, std::chrono::milliseconds timeout,
+                std::function<bool()> cancelled)
+      : store_(store),
+        prefix_(std::move(prefix)),
+        timeout_(timeout),
+        cancelled_(std::move(cancelled)) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
     absl::Status s = store_.set(prefix_ + key, std::string(data.begin(), data.end()));
     if (!s.ok()) throw gloo::IoException(std::string(s.message()));
   }
   std::vector<char> get(const std::string& key) override {
-    absl::StatusOr<std::string> v = store_.wait(prefix_ + key, timeout_);
-    if (!v.ok()) throw gloo::IoException(std::string(v.status().message()));
-    return {v->begin(), v->end()};
+    const std::string v = wait_for(key, timeout_);
+    return {v.begin(), v.end()};
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& t) override {
-    for (const auto& key : keys) {
-      absl::StatusOr<std::string> v = store_.wait(prefix_ + key, t);
-      if (!v.ok()) throw gloo::IoException(std::string(v.status().message()));
-    }
+    for (const auto& key : keys)
+      wait_for(key, t);
   }
 
  private:
+  // The key's value; without a cancel hook one wait, with one in slices between which it asks.
+  std::string wait_for(const std::string& key, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      const auto slice = cancelled_ ? std::min(left, cancel_poll) : left;
+      absl::StatusOr<std::string> v =
+          store_.wait(prefix_ + key, std::max(slice, std::chrono::milliseconds{0}));
+      if (v.ok()) return *std::move(v);
+      if (v.status().code() != absl::StatusCode::kDeadlineExceeded || left <= slice) {
+        throw gloo::IoException(std::string(v.status().message()));
+      }
+      if (cancelled_()) throw gloo::IoException(std::string(cancelled_message));
+    }
+  }
+
   rendezvous_store& store_;
   std::string prefix_;
   std::chrono::milliseconds timeout_;
+  std::function<bool()> cancelled_;
 };
 
 absl::Status check_host(const tensor::tensor& t, const char* what) {
@@ -454,7 +476,7 @@ absl::StatusOr<std::unique_ptr<communicator>> make_gloo_communicator(rendezvous_
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
     context->setTimeout(options.timeout);
-    store_adapter adapter(store, prefix, options.timeout);
+    store_adapter adapter(store, prefix, options.timeout, options.cancelled);
     context->connectFullMesh(adapter, device);
     return std::unique_ptr<communicator>(
         new gloo_communicator(std::move(context), std::move(device), options));
@@ -462,6 +484,10 @@ absl::StatusOr<std::unique_ptr<communicator>> make_gloo_communicator(rendezvous_
     const std::string what =
         absl::StrCat("group '", options.name, "' (epoch ", options.epoch, "): rank ", options.rank,
                      " of ", options.size, " could not connect to every other rank");
+    if (std::strstr(e.what(), std::string(cancelled_message).c_str()) != nullptr) {
+      return absl::CancelledError(
+          absl::StrCat(what, ": cancelled, a newer membership made the group moot"));
+    }
     if (std::strstr(e.what(), "not set within") != nullptr ||
         std::strstr(e.what(), "imed out") != nullptr) {
       return absl::DeadlineExceededError(absl::StrCat(what, " within ", options.timeout.count(),

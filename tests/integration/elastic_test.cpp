@@ -2,6 +2,8 @@
 // trainer each, a worker killed, frozen or added mid-run. Every wait is bounded; the test hold
 // keeps the job at a step while a test sets up what it needs.
 
+#include <fstream>
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -94,6 +96,12 @@ TEST_F(ElasticTest, AKilledTrainerCostsNoCommittedStepAndTheJobGoesOn) {
   const auto rebuilt = events_of(run_dir(), "group_rebuilt");
   ASSERT_FALSE(rebuilt.empty());
   EXPECT_EQ(rebuilt.back()["world_size"], 2);
+  // The recovery is counted and timed in the job's metrics.
+  std::ifstream file(run_dir() + "/metrics.json");
+  const auto metrics = nlohmann::json::parse(file, nullptr, false);
+  ASSERT_TRUE(metrics.is_object());
+  EXPECT_EQ(metrics["counters"].value("troupe_train_recoveries_total", 0), 1) << metrics.dump();
+  EXPECT_EQ(metrics["histograms"]["troupe_train_recovery_seconds"].value("count", 0), 1);
 }
 
 // A frozen worker (SIGSTOP: no socket error ever comes) is declared dead by the heartbeats; the
@@ -110,6 +118,11 @@ TEST_F(ElasticTest, AFrozenTrainerIsFencedAndTheJobGoesOn) {
   hold_.hold(6);  // step 4, its redo and step 5 may start: the job is still running below
   ASSERT_FALSE(wait_for_event(run_dir(), "group_rebuilt", 60s).is_null()) << head_->stderr_so_far();
   ASSERT_TRUE(wait_for_steps(4));
+  // troupe status shows the generation the job runs in.
+  const auto group = nlohmann::json::parse(
+      status()["job"].value("trainer_group", std::string("null")), nullptr, false);
+  EXPECT_EQ(group.value("generation", 0), 2) << status().dump();
+  EXPECT_EQ(group.value("world_size", 0), 2);
   frozen.signal(SIGCONT);
   const process_result woke = frozen.wait(30s);
   ASSERT_FALSE(woke.timed_out) << "the frozen worker did not exit when continued";

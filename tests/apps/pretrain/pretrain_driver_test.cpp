@@ -261,6 +261,7 @@ TEST(ElasticPretrainDriver, ALostRankAbortsTheStepAndTheSurvivorsRedoIt) {
   EXPECT_TRUE(d.on_step(0, share(2, 0, 3), 1).empty()) << "a stale answer is ignored";
   c = regrouped(d, 1);
   EXPECT_TRUE(noted(c, "group_rebuilt"));
+  EXPECT_NEAR(get<driver::recovered>(c).seconds, 0.3, 1e-9);  // from the loss to whole again
   ASSERT_TRUE(has<driver::step_all>(c));
   c = stepped(d, 2);
   EXPECT_EQ(get<driver::metrics_row>(c).row["world_size"], 2);
@@ -348,6 +349,7 @@ TEST(ElasticPretrainDriver, AJoinerIsAdmittedAtTheNextStepBoundaryUpToMax) {
   EXPECT_EQ(get<driver::regroup_all>(c).cursor, 8);
   c = regrouped(d, 1);
   ASSERT_TRUE(has<driver::step_all>(c));
+  EXPECT_FALSE(has<driver::recovered>(c)) << "a join is no recovery";
   c = stepped(d, 2);
   EXPECT_EQ(get<driver::metrics_row>(c).row["world_size"], 3);
 }

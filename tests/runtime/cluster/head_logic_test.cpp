@@ -108,6 +108,25 @@ TEST_F(HeadLogicTest, ClientsThatDidNotJoinNeedTheTokenForEverything) {
             (std::vector<std::string>{"unauthenticated", "unauthenticated"}));
 }
 
+// What a job publishes under "job/" in the store is part of the status, by name.
+TEST_F(HeadLogicTest, StatusShowsWhatTheJobPublishes) {
+  join("c1", "tcp://w1");
+  request("c1", "kv.set",
+          std::move(map_builder()
+                        .add("key", std::string("job/trainer_group"))
+                        .add_bin("value", R"({"generation":2})")));
+  request("c1", "kv.set",
+          std::move(map_builder().add("key", std::string("jobless")).add_bin("value", "x")));
+  auto out = request("c1", "status");
+  ASSERT_EQ(out[0].env.header.type, "status");
+  const msgpack::object* job = out[0].payload().find("job");
+  ASSERT_NE(job, nullptr);
+  ASSERT_EQ(job->type, msgpack::type::MAP);
+  ASSERT_EQ(job->via.map.size, 1u);
+  EXPECT_EQ(job->via.map.ptr[0].key.as<std::string>(), "trainer_group");
+  EXPECT_EQ(job->via.map.ptr[0].val.as<std::string>(), R"({"generation":2})");
+}
+
 TEST_F(HeadLogicTest, UnknownTypesAreRefusedAndCounted) {
   auto out = request("c1", "frobnicate");
   EXPECT_EQ(out[0].payload().get_string("code").value(), "UNIMPLEMENTED");

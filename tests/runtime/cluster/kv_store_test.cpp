@@ -18,6 +18,11 @@ TEST(KvStore, SetGetAdd) {
   EXPECT_EQ(kv.add("text", 1).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(kv.set("", "x").ok());
   EXPECT_FALSE(kv.set(std::string(2000, 'k'), "x").ok());
+  ASSERT_TRUE(kv.set("job/b", "2").ok());
+  ASSERT_TRUE(kv.set("job/a", "1").ok());
+  ASSERT_TRUE(kv.set("jobs", "x").ok());
+  EXPECT_EQ(kv.with_prefix("job/"),
+            (std::vector<std::pair<std::string, std::string>>{{"job/a", "1"}, {"job/b", "2"}}));
 }
 
 TEST(KvStore, WaitersAreReleasedBySetAndAddOrExpire) {

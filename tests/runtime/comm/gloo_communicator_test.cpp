@@ -206,6 +206,21 @@ TEST(GlooCommunicator, AbortWakesAWaitingReceiveAndAWaitingCollective) {
   }
 }
 
+// A group waiting for a rank that will not come (it was lost after the membership was sent)
+// ends when its cancel hook says so, long before the timeout.
+TEST(GlooCommunicator, AFormingGroupEndsWhenCancelled) {
+  memory_store store;
+  int asked = 0;
+  const group_options options{.name = "moot", .size = 2, .timeout = 60s, .cancelled = [&] {
+                                return ++asked == 3;
+                              }};  // moot at the 3rd look
+  const auto start = std::chrono::steady_clock::now();
+  auto g = make_gloo_communicator(store, options);  // rank 1 never comes
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kCancelled) << g.status();
+  EXPECT_EQ(asked, 3);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+}
+
 // Two ranks (threads) queue all-reduces of three buckets of one buffer and compute meanwhile.
 TEST(CollectiveQueue, RunsQueuedAllReducesInOrderAndReportsTheFirstError) {
   memory_store store;
