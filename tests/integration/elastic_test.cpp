@@ -55,6 +55,17 @@ class ElasticTest : public cluster_harness {
     return false;
   }
 
+  // The 10-step job on `workers` workers (one trainer each, within [min, max]), held after
+  // `held` steps until the test releases it.
+  void start_held(int held, int workers, int min, int max, const std::string& cluster = "") {
+    hold_.hold(held);
+    start_head(config(10, min, max, cluster),
+               {"--set", "cluster.min_workers=" + std::to_string(workers)});
+    for (int i = 0; i < workers; ++i)
+      start_worker();
+    ASSERT_TRUE(wait_for_steps(held)) << head_->stderr_so_far();
+  }
+
   // Every step 1..steps once, on its own samples, on `world(step)` ranks.
   void expect_exactly_once(int steps, const std::function<int(int)>& world) const {
     const auto rows = step_rows();
@@ -73,11 +84,7 @@ class ElasticTest : public cluster_harness {
 // the heartbeats declare it dead, and the two survivors regroup and redo step 4 with its
 // samples: no committed step is lost and none is repeated.
 TEST_F(ElasticTest, AKilledTrainerCostsNoCommittedStepAndTheJobGoesOn) {
-  hold_.hold(3);
-  start_head(config(10, 2, 3), {"--set", "cluster.min_workers=3"});
-  for (int i = 0; i < 3; ++i)
-    start_worker();
-  ASSERT_TRUE(wait_for_steps(3)) << head_->stderr_so_far();
+  ASSERT_NO_FATAL_FAILURE(start_held(3, 3, 2, 3));
   subprocess& victim = *workers_[1];
   victim.signal(SIGSTOP);
   hold_.release();
@@ -108,11 +115,7 @@ TEST_F(ElasticTest, AKilledTrainerCostsNoCommittedStepAndTheJobGoesOn) {
 // survivors' step, blocked on it, is aborted and redone by the two of them. Continued later,
 // the frozen worker is refused (fenced) and exits, while the job goes on without it.
 TEST_F(ElasticTest, AFrozenTrainerIsFencedAndTheJobGoesOn) {
-  hold_.hold(3);
-  start_head(config(10, 2, 3), {"--set", "cluster.min_workers=3"});
-  for (int i = 0; i < 3; ++i)
-    start_worker();
-  ASSERT_TRUE(wait_for_steps(3)) << head_->stderr_so_far();
+  ASSERT_NO_FATAL_FAILURE(start_held(3, 3, 2, 3));
   subprocess& frozen = *workers_[2];
   frozen.signal(SIGSTOP);
   hold_.hold(6);  // step 4, its redo and step 5 may start: the job is still running below
@@ -140,11 +143,7 @@ TEST_F(ElasticTest, AFrozenTrainerIsFencedAndTheJobGoesOn) {
 // A worker started mid-run joins at the next step boundary: the group grows from two ranks to
 // three, the new rank receives the state from rank 0, and the global batch stays the same.
 TEST_F(ElasticTest, AWorkerThatJoinsMidRunAddsARankAtAStepBoundary) {
-  hold_.hold(2);
-  start_head(config(10, 2, 3), {"--set", "cluster.min_workers=2"});
-  for (int i = 0; i < 2; ++i)
-    start_worker();
-  ASSERT_TRUE(wait_for_steps(2)) << head_->stderr_so_far();
+  ASSERT_NO_FATAL_FAILURE(start_held(2, 2, 2, 3));
   start_worker();
   // The driver knows of the new trainer before the job goes on, however slow the machine.
   ASSERT_FALSE(wait_for_event(run_dir(), "rank_joining", 60s).is_null()) << head_->stderr_so_far();
@@ -162,11 +161,7 @@ TEST_F(ElasticTest, AWorkerThatJoinsMidRunAddsARankAtAStepBoundary) {
 // Below roles.trainer.elastic.min the job waits cluster.worker_wait_s for a worker, then fails
 // saying so and what to do.
 TEST_F(ElasticTest, BelowMinTheJobFailsClearlyAfterTheWorkerWait) {
-  hold_.hold(2);
-  start_head(config(10, 2, 2, "worker_wait_s: 1"), {"--set", "cluster.min_workers=2"});
-  for (int i = 0; i < 2; ++i)
-    start_worker();
-  ASSERT_TRUE(wait_for_steps(2)) << head_->stderr_so_far();
+  ASSERT_NO_FATAL_FAILURE(start_held(2, 2, 2, 2, "worker_wait_s: 1"));
   workers_[0]->signal(SIGKILL);
   hold_.release();
   const process_result r = head_->wait(120s);
