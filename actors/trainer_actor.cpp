@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -46,7 +47,9 @@ struct trainer_state {
     if (group) group->abort(reason);
   }
   ~trainer_state() {
-    abort_group("the trainer stopped");  // a job waiting in a collective ends now
+    // A job waiting in a collective, or for a group to form, ends now.
+    given_up = std::numeric_limits<uint64_t>::max();
+    abort_group("the trainer stopped");
     jobs.reset();
   }
 };

@@ -197,5 +197,27 @@ TEST_F(TrainerActorTest, ElasticRanksAbortAStepInFlightOnALostPeerAndContinueReg
     self->send_exit(r, caf::exit_reason::user_shutdown);
 }
 
+// A trainer stopped while its group forms (a member that never comes) ends at once, not after
+// the rendezvous timeout: the fixture's actor system, destroyed at the end, waits for it, and a
+// wait of the 300 s timeout would run past the test's limit.
+TEST_F(TrainerActorTest, ATrainerStoppedWhileItsGroupFormsEndsAtOnce) {
+  auto store = std::make_shared<comm::memory_store>();
+  trainer_actor_spec s = spec(0, 1);
+  s.elastic = true;
+  s.group.timeout = 300s;
+  auto lonely = spawn_trainer(system_, metrics_, "trainer/0", store, s);
+  caf::scoped_actor self{system_};
+  self->send(lonely, actor::regroup_atom_v, actor::group_change{1, 0, 2, 0, 0});  // rank 1 never
+  self->send(lonely, actor::abort_atom_v, uint64_t{2});  // moot: a newer generation
+  self->receive([](int64_t) { FAIL() << "a group of one rank formed"; },
+                [](caf::error& e) {
+                  EXPECT_EQ(actor::to_status(e).code(), absl::StatusCode::kCancelled)
+                      << caf::to_string(e);
+                },
+                caf::after(30s) >> [] { FAIL() << "the moot rendezvous was not cancelled"; });
+  self->send(lonely, actor::regroup_atom_v, actor::group_change{3, 0, 2, 0, 0});
+  self->send_exit(lonely, caf::exit_reason::user_shutdown);
+}
+
 }  // namespace
 }  // namespace troupe::actors
