@@ -493,7 +493,8 @@ std::vector<pretrain_driver::command> pretrain_driver::stop() {
   if (last >= schedule_.end()) return {};  // it ends there anyway
   stopped_ = true;
   schedule_.stop_after = last;
-  if (phase_ == phase::idle) return next_or_finish();
+  // Nothing in flight leads to the end: waiting for workers (elastic), or not started.
+  if (phase_ == phase::idle || phase_ == phase::waiting) return next_or_finish();
   return {};  // the answers in flight lead to the end
 }
 

@@ -335,6 +335,22 @@ TEST(ElasticPretrainDriver, BelowMinItWaitsForAJoinerThenFails) {
   EXPECT_NE(why.find("troupe worker --join"), std::string::npos) << why;
 }
 
+// Ctrl-C while the job waits for workers ends it at once, after the committed step.
+TEST(ElasticPretrainDriver, AStopWhileWaitingForWorkersEndsTheRun) {
+  fake_clock clock;
+  driver d(elastic_schedule(10, 2, 4), clock.fn(), {"trainer/0", "trainer/1"});
+  d.start();
+  regrouped(d, 0);
+  stepped(d, 1);
+  d.on_lost("trainer/1", "killed");
+  auto c = d.on_error(0, absl::AbortedError("aborted"), 1);
+  ASSERT_TRUE(noted(c, "waiting_for_workers"));
+  c = d.stop();
+  ASSERT_TRUE(has<driver::finish>(c));
+  EXPECT_EQ(get<driver::finish>(c).summary["steps"], 1);
+  EXPECT_TRUE(d.stopped());
+}
+
 TEST(ElasticPretrainDriver, AJoinerIsAdmittedAtTheNextStepBoundaryUpToMax) {
   fake_clock clock;
   driver d(elastic_schedule(4, 1, 3), clock.fn(), {"trainer/0", "trainer/1"});
