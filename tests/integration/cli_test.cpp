@@ -56,6 +56,28 @@ TEST(Cli, CheckExplainsPretrainShapeMistakes) {
   EXPECT_NE(r.err.find("model.vocab must be 256, not 512"), std::string::npos) << r.err;
 }
 
+// An elastic trainer role: the world follows the trainers, so dp is not set, no optimizer
+// shard may live on one rank alone, and every rank of the largest world needs a sequence.
+TEST(Cli, CheckExplainsElasticPretrainMistakes) {
+  const std::string elastic = std::string(TROUPE_SOURCE_DIR) + "/configs/pretrain_elastic.yaml";
+  EXPECT_EQ(troupe({"check", elastic}).exit_code, 0);
+  auto r = troupe({"check", elastic, "--set", "pretrain.parallel.dp=2", "--set",
+                   "pretrain.parallel.zero=1", "--set", "pretrain.train.batch=3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("pretrain.parallel.dp: is 2, but roles.trainer.elastic makes the "
+                       "data-parallel world the trainers that are alive"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("pretrain.parallel.zero: is 1, but with roles.trainer.elastic a lost "
+                       "rank's ZeRO shard would be lost with it; use parallel.zero: 0"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("pretrain.train.batch: is 3, but roles.trainer.elastic.max 4 ranks each "
+                       "need a sequence of every step"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(Cli, ResumeNeedsAnAppThatCheckpoints) {
   temp_dir dir;
   auto r = troupe({"launch", plugin_example, "--resume", dir.path().string()});
