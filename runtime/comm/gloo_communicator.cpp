@@ -1,35 +1,25 @@
 #include "runtime/comm/gloo_communicator.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <functional>
 #include <mutex>
-#include <type_traits>
 #include <vector>
 
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
-#include <gloo/transport/unbound_buffer.h>
-#include <gloo/types.h>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/base/even_split.hpp"
+#include "runtime/comm/gloo_ring.hpp"
 
 namespace troupe::comm {
 namespace {
 
 using tensor::dtype;
 
-// Slot prefixes of troupe's send/recv and of its ring collectives (Gloo's own use 0x01-0x08).
-constexpr uint8_t point_to_point_slot = 0x71;
-constexpr uint8_t collective_slot = 0x72;
-// The reduce-scatter's receive segment: small enough that summing one overlaps receiving the
-// next, large enough that per-message costs vanish.
-constexpr int64_t segment_bytes = 1 << 20;
 // How often a forming group asks whether it was cancelled, and what it then says.
 constexpr std::chrono::milliseconds cancel_poll{100};
 constexpr absl::string_view cancelled_message = "cancelled while forming";
@@ -105,22 +95,6 @@ void with_element_type(dtype type, F&& f) {
   }
 }
 
-template <class T>
-T add(T a, T b) {
-  if constexpr (std::is_same_v<T, tensor::bf16>) {
-    return T(static_cast<float>(a) + static_cast<float>(b));
-  } else {
-    return a + b;
-  }
-}
-
-// x += y.
-template <class T>
-void add_in_place(T* x, const T* y, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    x[i] = add(x[i], y[i]);
-}
-
 // avg = sum / ranks; integers have no average.
 absl::Status check_average(reduce_op op, dtype type, const char* what) {
   if (op == reduce_op::avg && type == dtype::i32) {
@@ -142,19 +116,17 @@ void scale(const tensor::tensor& t, float factor) {
     p[i] *= factor;
 }
 
-// Ring collectives run on Gloo's TCP transport (its pairs, framing and epoll loop) with buffers
-// this class owns, not Gloo's algorithm objects: Debian's Gloo cannot interrupt an algorithm that
-// is blocked on a stopped peer, but every wait here is on a buffer abort() can wake, so a
-// survivor is released at once (docs/elastic.md). Any failure closes the group's connections, so
-// the peers' waits fail too instead of running out their timeouts (Gloo's ring otherwise wakes
-// only a dead rank's two neighbours).
+// The communicator API over a gloo_ring: argument checks, one operation at a time, and the
+// group's failure. Any failure closes the group's connections, so the peers' waits fail too
+// instead of running out their timeouts (Gloo's ring otherwise wakes only a dead rank's two
+// neighbours).
 class gloo_communicator final : public communicator {
  public:
   gloo_communicator(std::shared_ptr<gloo::rendezvous::Context> context,
                     std::shared_ptr<gloo::transport::Device> device, group_options options)
-      : context_(std::move(context)), device_(std::move(device)), options_(std::move(options)) {}
-
-  ~gloo_communicator() override = default;
+      : ring_(std::move(context), options.rank, options.size, options.timeout),
+        device_(std::move(device)),
+        options_(std::move(options)) {}
 
   int rank() const override { return options_.rank; }
   int size() const override { return options_.size; }
@@ -164,12 +136,12 @@ class gloo_communicator final : public communicator {
     TROUPE_RETURN_IF_ERROR(check_host(data, "allreduce"));
     TROUPE_RETURN_IF_ERROR(check_average(op, data.type(), "allreduce"));
     TROUPE_RETURN_IF_ERROR(guarded("allreduce", [&] {
-      const even_split chunks{data.numel(), options_.size};
       with_element_type(data.type(), [&](auto element) {
         using T = decltype(element);
-        reduce_scatter_ring(data.data<T>(), chunks);
+        ring_.reduce_scatter(data.data<T>(), data.numel());
       });
-      allgather_ring(static_cast<char*>(data.raw()), chunks, tensor::dtype_size(data.type()));
+      ring_.allgather(static_cast<char*>(data.raw()), data.numel(),
+                      tensor::dtype_size(data.type()));
     }));
     if (op == reduce_op::avg) scale(data, 1.0f / options_.size);
     return absl::OkStatus();
@@ -188,7 +160,7 @@ class gloo_communicator final : public communicator {
     TROUPE_RETURN_IF_ERROR(guarded("reduce_scatter", [&] {
       with_element_type(in.type(), [&](auto element) {
         using T = decltype(element);
-        reduce_scatter_ring(in.data<T>(), even_split{in.numel(), options_.size});
+        ring_.reduce_scatter(in.data<T>(), in.numel());
       });
     }));
     // The ring leaves this rank's reduced chunk in place; `out` may be the first chunk.
@@ -210,49 +182,26 @@ class gloo_communicator final : public communicator {
     if (in.raw() != all + options_.rank * in.nbytes()) {
       std::memmove(all + options_.rank * in.nbytes(), in.raw(), in.nbytes());
     }
-    return guarded("allgather", [&] {
-      allgather_ring(all, even_split{out.numel(), options_.size}, tensor::dtype_size(out.type()));
-    });
+    return guarded("allgather",
+                   [&] { ring_.allgather(all, out.numel(), tensor::dtype_size(out.type())); });
   }
 
   absl::Status broadcast(const tensor::tensor& data, int root) override {
     TROUPE_RETURN_IF_ERROR(check_host(data, "broadcast"));
     TROUPE_RETURN_IF_ERROR(check_rank(root, "broadcast root"));
-    return guarded("broadcast", [&] {
-      if (options_.size == 1) return;
-      const uint64_t slot = next_slot();
-      tracked_buffer buf(*this, data.raw(), data.nbytes());
-      if (options_.rank != root) {
-        buf->recv(root, slot);
-        wait(buf, "broadcast", false);
-        return;
-      }
-      for (int peer = 0; peer < options_.size; ++peer) {
-        if (peer != root) buf->send(peer, slot);
-      }
-      for (int peer = 1; peer < options_.size; ++peer)
-        wait(buf, "broadcast", true);
-    });
+    return guarded("broadcast", [&] { ring_.broadcast(data.raw(), data.nbytes(), root); });
   }
 
   absl::Status send(const tensor::tensor& data, int peer, uint32_t tag) override {
     TROUPE_RETURN_IF_ERROR(check_host(data, "send"));
     TROUPE_RETURN_IF_ERROR(check_peer(peer, "send peer"));
-    return guarded("send", [&] {
-      tracked_buffer buf(*this, data.raw(), data.nbytes());
-      buf->send(peer, gloo::Slot::build(point_to_point_slot, tag));
-      wait(buf, "send", true);
-    });
+    return guarded("send", [&] { ring_.send(data.raw(), data.nbytes(), peer, tag); });
   }
 
   absl::Status recv(const tensor::tensor& data, int peer, uint32_t tag) override {
     TROUPE_RETURN_IF_ERROR(check_host(data, "recv"));
     TROUPE_RETURN_IF_ERROR(check_peer(peer, "recv peer"));
-    return guarded("recv", [&] {
-      tracked_buffer buf(*this, data.raw(), data.nbytes());
-      buf->recv(peer, gloo::Slot::build(point_to_point_slot, tag));
-      wait(buf, "recv", false);
-    });
+    return guarded("recv", [&] { ring_.recv(data.raw(), data.nbytes(), peer, tag); });
   }
 
   absl::Status barrier() override {
@@ -265,39 +214,10 @@ class gloo_communicator final : public communicator {
       if (!failure_.ok()) return;
       failure_ = absl::AbortedError(absl::StrCat(group_name(), " was aborted: ", reason));
     }
-    aborted_.store(true);
-    // Closed first: once no pair reads into a buffer any more, its wait may end.
-    context_->closeConnections();
-    std::lock_guard lock(buffer_mutex_);
-    for (auto* buf : live_) {
-      buf->abortWaitRecv();
-      buf->abortWaitSend();
-    }
+    ring_.abort();
   }
 
  private:
-  // A transfer buffer abort() can reach while an operation waits on it.
-  class tracked_buffer {
-   public:
-    tracked_buffer(gloo_communicator& group, void* data, size_t bytes)
-        : group_(group), buf_(group.context_->createUnboundBuffer(data, bytes)) {
-      std::lock_guard lock(group_.buffer_mutex_);
-      group_.live_.push_back(buf_.get());
-    }
-    ~tracked_buffer() {
-      std::lock_guard lock(group_.buffer_mutex_);
-      std::erase(group_.live_, buf_.get());
-    }
-    tracked_buffer(const tracked_buffer&) = delete;
-    tracked_buffer& operator=(const tracked_buffer&) = delete;
-    gloo::transport::UnboundBuffer* operator->() const { return buf_.get(); }
-    gloo::transport::UnboundBuffer& operator*() const { return *buf_; }
-
-   private:
-    gloo_communicator& group_;
-    std::unique_ptr<gloo::transport::UnboundBuffer> buf_;
-  };
-
   std::string group_name() const {
     return absl::StrCat("group '", options_.name, "' (epoch ", options_.epoch, ", rank ",
                         options_.rank, " of ", options_.size, ")");
@@ -318,90 +238,6 @@ class gloo_communicator final : public communicator {
     return check_rank(peer, what);
   }
 
-  uint64_t next_slot() { return gloo::Slot::build(collective_slot, tag_++); }
-  int right() const { return (options_.rank + 1) % options_.size; }
-  int left() const { return (options_.rank + options_.size - 1) % options_.size; }
-  int ring_index(int offset) const {
-    return ((options_.rank + offset) % options_.size + options_.size) % options_.size;
-  }
-
-  // Ring reduce-scatter, summing in place: after P - 1 steps chunk `rank` of `data` holds the
-  // sum over the ranks. Step s sends chunk rank - s - 1 to the right and adds chunk rank - s - 2
-  // from the left. What arrives is received in segments into two alternating scratch halves, so
-  // the sum of one segment overlaps the transfer of the next, and each receive is posted two
-  // segments ahead (into the next step too): Gloo holds a send until the receiver says it is
-  // ready, and a receive posted early has said so already.
-  template <class T>
-  void reduce_scatter_ring(T* data, const even_split& chunks) {
-    if (options_.size == 1) return;
-    const int64_t segment =
-        std::min(std::max<int64_t>(1, segment_bytes / sizeof(T)), chunks.size(0));
-    struct piece {
-      int step;
-      int64_t at, len;  // elements of data
-    };
-    const auto pieces = [&](int chunk, int step) {
-      std::vector<piece> out;
-      for (int64_t at = 0; at < chunks.size(chunk); at += segment)
-        out.push_back({step, chunks.begin(chunk) + at, std::min(segment, chunks.size(chunk) - at)});
-      return out;
-    };
-    std::vector<uint64_t> slots;
-    std::vector<piece> arriving;  // every step's, in order
-    for (int step = 0; step < options_.size - 1; ++step) {
-      slots.push_back(next_slot());
-      for (const piece& p : pieces(ring_index(-step - 2), step))
-        arriving.push_back(p);
-    }
-    scratch_.resize(2 * segment * sizeof(T));
-    T* halves[2] = {reinterpret_cast<T*>(scratch_.data()),
-                    reinterpret_cast<T*>(scratch_.data()) + segment};
-    tracked_buffer out(*this, data, chunks.total * sizeof(T));
-    tracked_buffer in0(*this, halves[0], segment * sizeof(T));
-    tracked_buffer in1(*this, halves[1], segment * sizeof(T));
-    tracked_buffer* in[2] = {&in0, &in1};
-    const auto post = [&](size_t g) {
-      (*in[g % 2])->recv(left(), slots[arriving[g].step], 0, arriving[g].len * sizeof(T));
-    };
-    for (size_t g = 0; g < std::min<size_t>(2, arriving.size()); ++g)
-      post(g);
-    size_t g = 0;
-    for (int step = 0; step < options_.size - 1; ++step) {
-      const std::vector<piece> sending = pieces(ring_index(-step - 1), step);
-      for (const piece& p : sending)
-        out->send(right(), slots[step], p.at * sizeof(T), p.len * sizeof(T));
-      for (; g < arriving.size() && arriving[g].step == step; ++g) {
-        wait(*in[g % 2], "reduce", false);
-        add_in_place(data + arriving[g].at, halves[g % 2], arriving[g].len);
-        if (g + 2 < arriving.size()) post(g + 2);
-      }
-      for (size_t k = 0; k < sending.size(); ++k)
-        wait(out, "reduce", true);
-    }
-  }
-
-  // Ring allgather in place: chunk `rank` is this rank's; step s passes chunk rank - s to the
-  // right and receives chunk rank - s - 1 from the left straight into place. Every receive is
-  // posted first (each into its own chunk); one pair delivers them in step order.
-  void allgather_ring(char* data, const even_split& chunks, size_t element) {
-    if (options_.size == 1) return;
-    tracked_buffer out(*this, data, chunks.total * element);
-    tracked_buffer in(*this, data, chunks.total * element);
-    std::vector<uint64_t> slots;
-    for (int step = 0; step < options_.size - 1; ++step) {
-      slots.push_back(next_slot());
-      const int got = ring_index(-step - 1);
-      in->recv(left(), slots[step], chunks.begin(got) * element, chunks.size(got) * element);
-    }
-    for (int step = 0; step < options_.size - 1; ++step) {
-      const int sent = ring_index(-step);
-      out->send(right(), slots[step], chunks.begin(sent) * element, chunks.size(sent) * element);
-      wait(in, "gather", false);  // chunk rank - step - 1: the next step's to pass on
-    }
-    for (int step = 0; step < options_.size - 1; ++step)
-      wait(out, "gather", true);
-  }
-
   // Runs one operation: refused once the group has failed; a Gloo exception (timeout, a peer
   // gone) becomes a Status and fails the group. Its connections are closed at once, so every
   // peer's wait fails within a round trip.
@@ -418,11 +254,11 @@ class gloo_communicator final : public communicator {
       op();
       return absl::OkStatus();
     } catch (const std::exception& e) {
-      context_->closeConnections();
+      ring_.close();
       std::lock_guard lock(state_mutex_);
       const bool timed_out = std::strstr(e.what(), "imed out") != nullptr;
       absl::Status s =
-          aborted_.load() ? failure_
+          ring_.aborted() ? failure_
           : timed_out
               ? absl::DeadlineExceededError(absl::StrCat(
                     "gloo ", what, " in ", group_name(), " did not finish within ",
@@ -434,26 +270,12 @@ class gloo_communicator final : public communicator {
     }
   }
 
-  // Waits for one send or receive of `buf` to complete; throws when it fails, times out or is
-  // aborted. A buffer joins live_ before this check, so an abort in between still wakes it.
-  void wait(tracked_buffer& buf, const char* what, bool sending) {
-    const bool done = aborted_.load() ? false
-                      : sending       ? buf->waitSend(options_.timeout)
-                                      : buf->waitRecv(options_.timeout);
-    if (!done) throw gloo::IoException(absl::StrCat(what, " aborted"));
-  }
-
-  std::shared_ptr<gloo::rendezvous::Context> context_;
+  gloo_ring ring_;
   std::shared_ptr<gloo::transport::Device> device_;
   group_options options_;
-  uint32_t tag_ = 1;
-  std::vector<char> scratch_;  // the reduce-scatter's receive halves
-  std::mutex op_mutex_;        // one operation at a time, in call order
-  std::mutex state_mutex_;     // failure_
+  std::mutex op_mutex_;     // one operation at a time, in call order
+  std::mutex state_mutex_;  // failure_
   absl::Status failure_;
-  std::atomic<bool> aborted_{false};
-  std::mutex buffer_mutex_;  // live_
-  std::vector<gloo::transport::UnboundBuffer*> live_;
 };
 
 }  // namespace

@@ -1,0 +1,70 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "runtime/base/even_split.hpp"
+#include "runtime/tensor/dtype.hpp"
+
+namespace troupe::comm {
+
+/// The transfers of one Gloo group (used by gloo_communicator only): ring collectives,
+/// broadcast and send/recv on Gloo's TCP transport (its pairs, framing and epoll loop) with
+/// buffers this class owns, instead of Gloo's algorithm objects. Debian's Gloo cannot interrupt
+/// an algorithm blocked on a stopped peer, but every wait here is on a buffer abort() can wake,
+/// so a survivor is released at once (docs/elastic.md).
+///
+/// Calls are made one at a time, in the same order on every rank; each throws
+/// gloo::IoException when a transfer fails, times out or is aborted. abort() and close() may be
+/// called from any thread.
+class gloo_ring {
+ public:
+  gloo_ring(std::shared_ptr<gloo::rendezvous::Context> context, int rank, int size,
+            std::chrono::milliseconds timeout)
+      : context_(std::move(context)), rank_(rank), size_(size), timeout_(timeout) {}
+
+  /// Sums chunk `rank` of `n` elements split as even_split{n, size} over every rank, in place;
+  /// the other chunks are working memory. T: float, int32_t or tensor::bf16.
+  template <class T>
+  void reduce_scatter(T* data, int64_t n);
+  /// Fills every chunk of `bytes` split as even_split{n, size} (elements of `element` bytes)
+  /// from the rank that holds it (chunk r from rank r), in place.
+  void allgather(char* data, int64_t n, size_t element);
+  void broadcast(void* data, size_t bytes, int root);
+  void send(void* data, size_t bytes, int peer, uint32_t tag);
+  void recv(void* data, size_t bytes, int peer, uint32_t tag);
+
+  /// Closes the connections, then wakes every wait; every later call fails at once.
+  void abort();
+  /// Closes the connections: the peers' waits on this rank fail within a round trip.
+  void close() { context_->closeConnections(); }
+  [[nodiscard]] bool aborted() const { return aborted_.load(); }
+
+ private:
+  class tracked_buffer;
+  void wait(tracked_buffer& buf, const char* what, bool sending);
+  uint64_t next_slot();
+  [[nodiscard]] int right() const { return (rank_ + 1) % size_; }
+  [[nodiscard]] int left() const { return (rank_ + size_ - 1) % size_; }
+  [[nodiscard]] int ring_index(int offset) const {
+    return ((rank_ + offset) % size_ + size_) % size_;
+  }
+
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  int rank_, size_;
+  std::chrono::milliseconds timeout_;
+  uint32_t tag_ = 1;
+  std::vector<char> scratch_;  // the reduce-scatter's receive halves
+  std::atomic<bool> aborted_{false};
+  std::mutex buffer_mutex_;  // live_
+  std::vector<gloo::transport::UnboundBuffer*> live_;
+};
+
+}  // namespace troupe::comm
