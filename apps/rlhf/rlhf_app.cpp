@@ -231,26 +231,28 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
         absl::StrCat("is ", o.critic.dp, " but roles.critic.count is ", critic->spec.count,
                      ": each critic rank is one trainer actor; set both to the same number"));
   }
-  if (o.data.train_batch_size % o.actor.ppo_mini_batch_size != 0) {
-    ctx.child("actor")
-        .child("ppo_mini_batch_size")
-        .error(at("actor", "ppo_mini_batch_size"),
-               absl::StrCat("is ", o.actor.ppo_mini_batch_size, ", which does not divide ",
-                            "data.train_batch_size ", o.data.train_batch_size,
-                            " (both count prompts): make the batch a multiple of the mini-batch"));
-  }
-  // Each rank of the policy (and of the critic) takes an equal share of a mini-batch.
-  const auto check_share = [&](const char* group, int dp) {
-    const int responses = o.actor.ppo_mini_batch_size * o.rollout.n;
+  // The policy's and the critic's mini-batches divide the batch, and each of their ranks takes
+  // an equal share of one.
+  const auto check_mini_batch = [&](const char* group, int mini, int dp) {
+    if (o.data.train_batch_size % mini != 0) {
+      ctx.child(group)
+          .child("ppo_mini_batch_size")
+          .error(
+              at(group, "ppo_mini_batch_size"),
+              absl::StrCat("is ", mini, ", which does not divide data.train_batch_size ",
+                           o.data.train_batch_size,
+                           " (both count prompts): make the batch a multiple of the mini-batch"));
+      return;
+    }
+    const int responses = mini * o.rollout.n;
     if (responses % dp == 0) return;
     ctx.child(group).child("dp").error(
-        at(group, "dp"),
-        absl::StrCat("is ", dp, ", which does not divide a mini-batch's ", responses,
-                     " responses (actor.ppo_mini_batch_size ", o.actor.ppo_mini_batch_size,
-                     " x rollout.n ", o.rollout.n, ")"));
+        at(group, "dp"), absl::StrCat("is ", dp, ", which does not divide a mini-batch's ",
+                                      responses, " responses (", group, ".ppo_mini_batch_size ",
+                                      mini, " x rollout.n ", o.rollout.n, ")"));
   };
-  check_share("actor", o.actor.dp);
-  if (gae) check_share("critic", o.critic.dp);
+  check_mini_batch("actor", o.actor.ppo_mini_batch_size, o.actor.dp);
+  if (gae) check_mini_batch("critic", critic_mini_batch_size(o), o.critic.dp);
   if (o.warmup.steps > 0 && o.warmup.batch % o.actor.dp != 0) {
     ctx.child("warmup").child("batch").error(
         at("warmup", "batch"),
@@ -277,19 +279,25 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
 std::vector<std::string> describe_rlhf_plan(const app::app_plan& plan, const void* opaque) {
   const auto& o = *static_cast<const rlhf_options*>(opaque);
   const rlhf_schedule s = schedule_of(o, models::gpt_config_of(plan.spec.model).ctx);
-  const int mini = s.mini_batch_prompts * s.n;
+  // "N updates per RL step (ppo_epochs E x P / ppo_mini_batch_size M), each on R responses,
+  // R / ranks per rank" for the policy or the critic.
+  const auto updates = [&](bool critic) {
+    const int mini = s.mini_batch(critic) * s.n;
+    const int ranks = critic ? s.critic_ranks : s.policy_ranks;
+    return absl::StrCat(critic ? "critic" : "policy",
+                        " updates per RL step: ", s.updates_per_step(critic), " (ppo_epochs ",
+                        s.epochs(critic), " x ", s.prompts, " / ppo_mini_batch_size ",
+                        s.mini_batch(critic), "), each on ", mini, " responses, ", mini / ranks,
+                        " per ", critic ? "critic" : "policy", " rank");
+  };
   return {
       absl::StrCat("per RL step: ", s.prompts, " prompts (data.train_batch_size) x ", s.n,
                    " responses (rollout.n) = ", s.prompts * s.n, " responses of up to ",
                    s.response_length, " tokens"),
-      absl::StrCat(
-          s.critic_ranks > 0 ? "policy and critic" : "policy",
-          " updates per RL step: ", s.updates_per_step(), " (ppo_epochs ", s.ppo_epochs, " x ",
-          s.prompts, " / ppo_mini_batch_size ", s.mini_batch_prompts, "), each on ", mini,
-          " responses, ", mini / s.policy_ranks, " per policy rank",
-          s.critic_ranks > 0 ? absl::StrCat(", ", mini / s.critic_ranks, " per critic rank") : "",
-          s.critic_warmup > 1 ? absl::StrCat("; the policy from RL step ", s.critic_warmup, " on")
-                              : ""),
+      absl::StrCat(updates(false), s.critic_ranks > 0 ? absl::StrCat("; ", updates(true)) : "",
+                   s.critic_warmup > 1
+                       ? absl::StrCat("; the policy from RL step ", s.critic_warmup, " on")
+                       : ""),
       absl::StrCat(s.warmup_steps > 0
                        ? absl::StrCat("before RL: a warm-up of ", s.warmup_steps, " steps of ",
                                       o.warmup.batch, " sequences on the task's ",

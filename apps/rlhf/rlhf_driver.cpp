@@ -312,8 +312,8 @@ std::vector<rlhf_driver::command> rlhf_driver::start_updates(bool critic) {
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::next_update(bool critic) {
-  const int per_epoch = schedule_.prompts / schedule_.mini_batch_prompts;
-  const int rows = schedule_.mini_batch_prompts * schedule_.n;
+  const int per_epoch = schedule_.prompts / schedule_.mini_batch(critic);
+  const int rows = schedule_.mini_batch(critic) * schedule_.n;
   const int m = update_index_ % per_epoch;
   answers_ = 0;
   const int ranks = critic ? schedule_.critic_ranks : schedule_.policy_ranks;
@@ -335,7 +335,7 @@ std::vector<rlhf_driver::command> rlhf_driver::on_updated(int rank,
   if (phase_ != (critic ? phase::updating_critic : phase::updating)) return {};
   if (rank == 0) (critic ? critic_reports_ : update_reports_).push_back(report);
   if (++answers_ < (critic ? schedule_.critic_ranks : schedule_.policy_ranks)) return {};
-  if (++update_index_ < schedule_.updates_per_step()) return next_update(critic);
+  if (++update_index_ < schedule_.updates_per_step(critic)) return next_update(critic);
   row_[critic ? "timing_s/update_critic" : "timing_s/update_actor"] = seconds_since(phase_started_);
   if (critic && schedule_.updates_actor_at(step_ + 1)) return start_updates(false);
   return end_step();

@@ -25,6 +25,8 @@ struct rlhf_schedule {
   int n = 4;                   ///< responses per prompt (rollout.n)
   int mini_batch_prompts = 8;  ///< prompts per optimizer step (actor.ppo_mini_batch_size)
   int ppo_epochs = 1;
+  int critic_mini_batch_prompts = 0;  ///< the critic's (critic.ppo_mini_batch_size); 0: as above
+  int critic_ppo_epochs = 0;          ///< the critic's (critic.ppo_epochs); 0: as above
   int policy_ranks = 1;
   int critic_ranks = 0;      ///< the critic's ranks (GAE); 0: no critic
   int critic_warmup = 0;     ///< the policy is updated from RL step critic_warmup on (1-based)
@@ -42,9 +44,19 @@ struct rlhf_schedule {
   std::string end_string = "\n";  ///< the end of a response (a stop string, trained on)
   kernels::loss_agg_mode loss_agg_mode = kernels::loss_agg_mode::token_mean;
 
-  /// Optimizer steps of the policy (and of the critic) per RL step: ppo_epochs * prompts /
-  /// mini_batch_prompts.
-  [[nodiscard]] int updates_per_step() const { return ppo_epochs * prompts / mini_batch_prompts; }
+  /// Optimizer steps of the policy (or the critic) per RL step: ppo_epochs * prompts /
+  /// mini_batch_prompts (the critic's own).
+  [[nodiscard]] int updates_per_step(bool critic = false) const {
+    return epochs(critic) * prompts / mini_batch(critic);
+  }
+  /// Prompts per optimizer step of the policy or the critic.
+  [[nodiscard]] int mini_batch(bool critic) const {
+    return critic && critic_mini_batch_prompts > 0 ? critic_mini_batch_prompts : mini_batch_prompts;
+  }
+  /// Passes over each batch of the policy or the critic.
+  [[nodiscard]] int epochs(bool critic) const {
+    return critic && critic_ppo_epochs > 0 ? critic_ppo_epochs : ppo_epochs;
+  }
   /// Whether the policy is updated at 1-based RL step `step`: veRL's
   /// `critic_warmup <= global_steps`.
   [[nodiscard]] bool updates_actor_at(int64_t step) const { return critic_warmup <= step; }

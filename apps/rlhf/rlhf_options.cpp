@@ -68,6 +68,12 @@ config::object_schema<critic_spec> critic_schema() {
   s.add("cliprange_value", &critic_spec::cliprange_value)
       .range(0.0, 1e6)
       .help("the value clip: predictions within the old values +- this");
+  s.add("ppo_mini_batch_size", &critic_spec::ppo_mini_batch_size)
+      .range(0, 1 << 20)
+      .help("prompts per critic optimizer step (times rollout.n responses); 0: the actor's");
+  s.add("ppo_epochs", &critic_spec::ppo_epochs)
+      .range(0, 1000)
+      .help("the critic's passes over each batch; 0: the actor's");
   add_rank_keys(s, "critic");
   return s;
 }
@@ -215,7 +221,9 @@ rlhf_schedule schedule_of(const rlhf_options& o, int ctx) {
   s.prompts = o.data.train_batch_size;
   s.n = o.rollout.n;
   s.mini_batch_prompts = o.actor.ppo_mini_batch_size;
+  s.critic_mini_batch_prompts = o.critic.ppo_mini_batch_size;  // 0: the actor's
   s.ppo_epochs = o.actor.ppo_epochs;
+  s.critic_ppo_epochs = o.critic.ppo_epochs;
   s.policy_ranks = o.actor.dp;
   s.critic_ranks = uses_critic(o) ? o.critic.dp : 0;
   s.critic_warmup = o.trainer.critic_warmup;
@@ -276,6 +284,11 @@ int threads_per_rank(int configured, int ranks) {
   return configured > 0 ? configured : std::max(1, cores / ranks);
 }
 }  // namespace
+
+int critic_mini_batch_size(const rlhf_options& o) {
+  return o.critic.ppo_mini_batch_size > 0 ? o.critic.ppo_mini_batch_size
+                                          : o.actor.ppo_mini_batch_size;
+}
 
 bool uses_critic(const rlhf_options& o) {
   return o.algorithm.adv_estimator == "gae";

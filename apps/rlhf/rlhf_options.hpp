@@ -47,7 +47,9 @@ struct critic_spec {
   double weight_decay = 0.01;
   double grad_clip = 1.0;
   double cliprange_value = 0.5;
-  int dp = 1;           ///< critic ranks: roles.critic.count
+  int ppo_mini_batch_size = 0;  ///< prompts per critic optimizer step; 0: the actor's (veRL)
+  int ppo_epochs = 0;           ///< passes over each batch; 0: the actor's (veRL)
+  int dp = 1;                   ///< critic ranks: roles.critic.count
   int micro_batch = 0;  ///< sequences per forward/backward pass on a rank; 0: its whole share
   int threads = 0;      ///< cores per critic rank; 0: this machine's cores / dp
 
@@ -148,6 +150,8 @@ struct rlhf_options {
 [[nodiscard]] actors::trainer_options policy_trainer_options(const rlhf_options& o);
 /// Whether the run has a critic: adv_estimator gae.
 [[nodiscard]] bool uses_critic(const rlhf_options& o);
+/// Prompts per critic optimizer step: critic.ppo_mini_batch_size, or the actor's.
+[[nodiscard]] int critic_mini_batch_size(const rlhf_options& o);
 /// The critic ranks' trainer (the policy's seed: the same initial trunk).
 [[nodiscard]] actors::trainer_options critic_trainer_options(const rlhf_options& o);
 [[nodiscard]] actors::value_objective critic_objective_of(const rlhf_options& o);

@@ -263,6 +263,18 @@ TEST(RlhfTest, BadConfigsAreRefusedWithTheirLocation) {
   r = troupe({"check", grpo_config});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("policy updates per RL step: 2"), std::string::npos) << r.out;
+
+  // The critic's own mini-batch must divide the batch too; its updates are listed beside the
+  // policy's.
+  r = troupe({"check", ppo_config, "--set", "rlhf.critic.ppo_mini_batch_size=100"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("rlhf.critic.ppo_mini_batch_size: is 100, which does not divide "
+                       "data.train_batch_size"),
+            std::string::npos)
+      << r.err;
+  r = troupe({"check", ppo_config, "--set", "rlhf.critic.ppo_epochs=2"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("critic updates per RL step: 8 (ppo_epochs 2"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -84,6 +84,7 @@ std::vector<driver::command> run_step(driver& d, std::vector<driver::command> co
     actor::rl_step_report r;
     if (update.critic) {
       EXPECT_EQ(update.parts.size(), 1u);
+      EXPECT_EQ(update.parts[0].batch, d.schedule().mini_batch(true) * d.schedule().n);
       EXPECT_EQ(update.parts[0].returns.size(), update.parts[0].targets.size());
       EXPECT_EQ(*updates, 0) << "the critic updates before the actor";
       ++*critic_updates;
@@ -190,6 +191,27 @@ TEST(RlhfDriver, WithACriticValuesAndCriticUpdatesComeFirstAndTheActorWaitsForIt
   EXPECT_EQ(critic_updates, 4);
   EXPECT_EQ(updates, 4);
   EXPECT_TRUE(std::get<driver::metrics_row>(after[0]).row.contains("actor/pg_loss"));
+}
+
+// critic.ppo_mini_batch_size and ppo_epochs of its own (veRL's keys): the critic's updates
+// follow them, the actor's its own.
+TEST(RlhfDriver, TheCriticsMiniBatchAndEpochsAreItsOwn) {
+  rlhf_schedule s = schedule();
+  s.critic_ranks = 1;
+  s.critic_mini_batch_prompts = 2;  // the whole batch: one update per epoch
+  s.critic_ppo_epochs = 3;
+  EXPECT_EQ(s.updates_per_step(true), 3);
+  EXPECT_EQ(s.updates_per_step(false), 4);
+  rl_algorithm gae;
+  gae.adv_estimator = rl_algorithm::estimator::gae;
+  driver d(s, gae, kl_controller::fixed(0.0),
+           {[](uint64_t, int64_t i) { return "p" + std::to_string(i) + "="; }},
+           [] { return driver::clock::time_point{}; });
+  d.set_sync_participants(2);
+  int updates = 0, critic_updates = 0;
+  run_step(d, d.start(), 1, &updates, &critic_updates);
+  EXPECT_EQ(critic_updates, 3);
+  EXPECT_EQ(updates, 4);
 }
 
 TEST(RlhfDriver, GaeWithoutValuesFailsTheRun) {
