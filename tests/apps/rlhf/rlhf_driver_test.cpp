@@ -20,8 +20,15 @@ rlhf_schedule schedule() {
   return s;
 }
 
-driver make(rlhf_schedule s = schedule()) {
-  driver d(s, {}, kl_controller::fixed(0.0),
+// The algorithm with a critic.
+rl_algorithm gae() {
+  rl_algorithm a;
+  a.adv_estimator = rl_algorithm::estimator::gae;
+  return a;
+}
+
+driver make(rlhf_schedule s = schedule(), rl_algorithm algorithm = {}) {
+  driver d(s, algorithm, kl_controller::fixed(0.0),
            {[](uint64_t, int64_t i) { return "p" + std::to_string(i) + "="; }},
            [] { return driver::clock::time_point{}; });
   d.set_sync_participants(2);  // policy rank 0 and one rollout worker
@@ -162,12 +169,7 @@ TEST(RlhfDriver, WithACriticValuesAndCriticUpdatesComeFirstAndTheActorWaitsForIt
   s.critic_ranks = 1;
   s.critic_warmup = 2;
   s.warmup_steps = 1;
-  rl_algorithm gae;
-  gae.adv_estimator = rl_algorithm::estimator::gae;
-  driver d(s, gae, kl_controller::fixed(0.0),
-           {[](uint64_t, int64_t i) { return "p" + std::to_string(i) + "="; }},
-           [] { return driver::clock::time_point{}; });
-  d.set_sync_participants(2);
+  driver d = make(s, gae());
   d.start();
   d.on_warmup_step(1, {});
   d.on_warmup_step(0, {});
@@ -202,12 +204,7 @@ TEST(RlhfDriver, TheCriticsMiniBatchAndEpochsAreItsOwn) {
   s.critic_ppo_epochs = 3;
   EXPECT_EQ(s.updates_per_step(true), 3);
   EXPECT_EQ(s.updates_per_step(false), 4);
-  rl_algorithm gae;
-  gae.adv_estimator = rl_algorithm::estimator::gae;
-  driver d(s, gae, kl_controller::fixed(0.0),
-           {[](uint64_t, int64_t i) { return "p" + std::to_string(i) + "="; }},
-           [] { return driver::clock::time_point{}; });
-  d.set_sync_participants(2);
+  driver d = make(s, gae());
   int updates = 0, critic_updates = 0;
   run_step(d, d.start(), 1, &updates, &critic_updates);
   EXPECT_EQ(critic_updates, 3);
@@ -215,12 +212,7 @@ TEST(RlhfDriver, TheCriticsMiniBatchAndEpochsAreItsOwn) {
 }
 
 TEST(RlhfDriver, GaeWithoutValuesFailsTheRun) {
-  rl_algorithm gae;
-  gae.adv_estimator = rl_algorithm::estimator::gae;
-  driver d(schedule(), gae, kl_controller::fixed(0.0),
-           {[](uint64_t, int64_t i) { return "p" + std::to_string(i) + "="; }},
-           [] { return driver::clock::time_point{}; });
-  d.set_sync_participants(2);
+  driver d = make(schedule(), gae());
   int updates = 0;
   const auto out = run_step(d, d.start(), 1, &updates);
   EXPECT_NE(only<driver::fail>(out).why.message().find("needs the critic's values"),
