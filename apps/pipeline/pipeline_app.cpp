@@ -58,9 +58,10 @@ void check_flow(const app::app_plan& plan, const void* opaque, const config::par
           element, absl::StrCat("role '", name, "' has kind '", role->spec.kind, "', but position ",
                                 i, " of the flow needs a ", want));
     }
-    if ((want == "source" || want == "sink") && role->spec.count != 1) {
-      element_ctx.error(element, absl::StrCat("the ", want, " role '", name,
-                                              "' must have count 1, not ", role->spec.count));
+    if ((want == "source" || want == "sink") && (role->spec.count != 1 || role->spec.elastic)) {
+      element_ctx.error(
+          element, absl::StrCat("the ", want, " role '", name, "' must have count 1, not ",
+                                role->spec.elastic ? "elastic" : std::to_string(role->spec.count)));
     }
     if (std::count(options.flow.begin(), options.flow.end(), name) > 1) {
       element_ctx.error(element, absl::StrCat("role '", name, "' appears more than once"));

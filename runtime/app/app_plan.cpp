@@ -52,7 +52,6 @@ bool resolve_role(const config::role_spec& role, const YAML::Node& node, const p
   }
   out.spec = role;
   if (out.spec.kind.empty()) out.spec.kind = role.name;
-  if (role.elastic) out.spec.count = role.elastic->min;  // grown as workers join
   auto entry = registry.find(out.spec.kind, role.impl);
   if (!entry.ok()) {
     ctx.child("impl").error(key_or(node, "impl"), entry.status().message());
@@ -101,7 +100,7 @@ const resolved_role* app_plan::find_role(absl::string_view name) const {
 int app_plan::actor_count() const {
   int n = 0;
   for (const auto& r : roles)
-    n += r.spec.count;
+    n += r.spec.elastic ? r.spec.elastic->min : r.spec.count;  // elastic: grown as workers join
   return n;
 }
 
@@ -160,11 +159,8 @@ absl::StatusOr<app_plan> load_app_plan(const load_request& request, actor::role_
   }
   TROUPE_RETURN_IF_ERROR(diag.status());
 
-  for (size_t i = 0; i < plan.roles.size(); ++i) {
+  for (size_t i = 0; i < plan.roles.size(); ++i)
     plan.spec.roles[i] = plan.roles[i].spec;
-    // Written back as configured, so that the resolved YAML parses again: elastic, not a count.
-    if (plan.spec.roles[i].elastic) plan.spec.roles[i].count = 1;
-  }
   return plan;
 }
 

@@ -33,7 +33,7 @@ struct app_plan {
   /// The role named `name`, or nullptr.
   [[nodiscard]] const resolved_role* find_role(absl::string_view name) const;
 
-  /// The number of actors the roles ask for.
+  /// The number of actors the roles ask for (an elastic role: its min, grown as workers join).
   [[nodiscard]] int actor_count() const;
 
   /// The resolved config as YAML: every default explicit, as written to the run directory.

@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include "tests/integration/cluster_harness.hpp"
+#include "tests/support/wait.hpp"
 
 namespace troupe::testing {
 namespace {
@@ -47,12 +48,7 @@ class ElasticTest : public cluster_harness {
 
   // Waits (bounded) until `n` steps are done.
   bool wait_for_steps(size_t n) const {
-    const auto deadline = clock::now() + 60s;
-    while (clock::now() < deadline) {
-      if (step_rows().size() >= n) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
+    return wait_until([&] { return step_rows().size() >= n; }, 60s);
   }
 
   // The 10-step job on `workers` workers (one trainer each, within [min, max]), held after

@@ -80,9 +80,18 @@ TEST_F(AppPlanTest, ResolvedConfigLoadsToTheSameConfig) {
            "  rot: {kind: stage, impl: caesar, plugin: example, elastic: {min: 2, max: 4}}\n"
            "  out: {kind: sink, impl: digest}\npipeline: {flow: [src, rot, out]}\n");
   ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->actor_count(), 4);  // the source, the elastic stage's min, the sink
   auto again = load(plan->resolved_yaml());
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->resolved_yaml(), plan->resolved_yaml());
+  // A pipeline's source and sink are one actor each, never elastic.
+  auto elastic_sink = load("app: pipeline\nroles:\n  src:\n" + source_yaml() +
+                           "  out: {kind: sink, impl: digest, elastic: {min: 1, max: 2}}\n"
+                           "pipeline: {flow: [src, out]}\n");
+  EXPECT_NE(elastic_sink.status().message().find("the sink role 'out' must have count 1, not "
+                                                 "elastic"),
+            std::string::npos)
+      << elastic_sink.status();
 }
 
 TEST_F(AppPlanTest, SetOverridesAreAppliedAndValidated) {

@@ -1,17 +1,21 @@
 #include "runtime/comm/gloo_communicator.hpp"
 
+#include <atomic>
 #include <csignal>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "nlohmann/json.hpp"
 #include "runtime/cluster/head_server.hpp"
 #include "runtime/comm/collective_queue.hpp"
+#include "tests/support/proc_state.hpp"
 #include "tests/support/subprocess.hpp"
+#include "tests/support/wait.hpp"
 
 namespace troupe::comm {
 namespace {
@@ -91,18 +95,6 @@ TEST_F(GlooCommunicatorTest, ARankThatNeverCallsTimesTheOperationOut) {
   EXPECT_EQ(report.value("then", ""), "FAILED_PRECONDITION");  // a failed group refuses work
 }
 
-// Polls a process's state letter in /proc (T: stopped), bounded.
-bool becomes_stopped(pid_t pid) {
-  for (int i = 0; i < 1000; ++i) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    const size_t paren = all.rfind(')');
-    if (paren != std::string::npos && paren + 2 < all.size() && all[paren + 2] == 'T') return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
-}
-
 // Four ranks; the last is SIGKILLed while the others are blocked in an allreduce it never
 // joins. Gloo's ring would wake only its two neighbours; every survivor must fail, long before
 // the group's two-minute timeout, with the peer's loss (not a timeout), and none dies of SIGPIPE.
@@ -134,7 +126,7 @@ TEST_F(GlooCommunicatorTest, AbortReleasesSurvivorsOfAStoppedRankAndFencesIt) {
   ASSERT_TRUE(store.ok()) << store.status();
   for (int r = 0; r < 2; ++r)
     ASSERT_TRUE((*store)->wait("entered/" + std::to_string(r), 30s).ok()) << r;
-  ASSERT_TRUE(becomes_stopped(ranks[2]->pid()));
+  ASSERT_TRUE(testing::wait_until([&] { return testing::proc_state(ranks[2]->pid()) == 'T'; }));
   ASSERT_TRUE((*store)->set("abort", "1").ok());
   for (int r = 0; r < 2; ++r) {
     const testing::process_result result = ranks[r]->wait(60s);
@@ -156,53 +148,51 @@ TEST_F(GlooCommunicatorTest, AbortReleasesSurvivorsOfAStoppedRankAndFencesIt) {
   EXPECT_EQ(report_of(fenced).value("allreduce", ""), "UNAVAILABLE") << fenced.out;
 }
 
-// Whether an operation is already waiting when the abort comes cannot be seen from outside, so
-// the abort is tried after growing delays until one finds it waiting (an operation that starts
-// after the abort is refused at once, which is right too). A woken operation ends long before
-// the group's timeout. Both a receive and a collective (whose waits are the ring's) are tried.
+// An abort wakes an operation that waits for a peer that never takes part. The operation runs
+// on a thread of its own, and the abort comes once that thread sleeps: the only wait on its
+// way is the one for the peer (no lock it takes is contended, and the group's failure check
+// comes before), so the abort finds it waiting. A woken operation ends long before the
+// group's timeout. Both a receive and a collective (whose waits are the ring's) are tried.
 TEST(GlooCommunicator, AbortWakesAWaitingReceiveAndAWaitingCollective) {
+  // The buffers are made here: the operation's thread allocates nothing before its check.
+  const tensor::tensor small = tensor::tensor::host({16}), large = tensor::tensor::host({1 << 18});
   const std::vector<std::pair<std::string, std::function<absl::Status(communicator&)>>> ops = {
-      {"recv", [](communicator& c) { return c.recv(tensor::tensor::host({16}), 1); }},
-      {"allreduce",
-       [](communicator& c) {
-         return c.allreduce(tensor::tensor::host({1 << 18}), reduce_op::sum);
-       }},
+      {"recv", [&](communicator& c) { return c.recv(small, 1); }},
+      {"allreduce", [&](communicator& c) { return c.allreduce(large, reduce_op::sum); }},
   };
   for (const auto& [name, op] : ops) {
-    bool woken = false;
-    for (auto delay = 100ms; !woken && delay <= 3200ms; delay *= 2) {
-      memory_store store;
-      std::unique_ptr<communicator> a, b;
-      const group_options options{.name = "pair", .size = 2, .timeout = 60s};
-      std::thread other([&] {
-        group_options o = options;
-        o.rank = 1;
-        auto g = make_gloo_communicator(store, o);
-        ASSERT_TRUE(g.ok()) << g.status();
-        b = std::move(*g);
-      });
-      auto g = make_gloo_communicator(store, options);
-      other.join();
+    memory_store store;
+    std::unique_ptr<communicator> a, b;
+    const group_options options{.name = "pair", .size = 2, .timeout = 60s};
+    std::thread other([&] {
+      group_options o = options;
+      o.rank = 1;
+      auto g = make_gloo_communicator(store, o);
       ASSERT_TRUE(g.ok()) << g.status();
-      a = std::move(*g);
+      b = std::move(*g);
+    });
+    auto g = make_gloo_communicator(store, options);
+    other.join();
+    ASSERT_TRUE(g.ok()) << g.status();
+    a = std::move(*g);
 
-      const auto start = std::chrono::steady_clock::now();
-      std::thread aborter([&] {
-        std::this_thread::sleep_for(delay);
-        a->abort("membership changed");
-      });
-      const absl::Status s = op(*a);  // rank 1 never takes part
-      aborter.join();
-      EXPECT_NE(s.message().find("membership changed"), std::string::npos) << name << ": " << s;
-      EXPECT_LT(std::chrono::steady_clock::now() - start, 30s) << name << " was not woken";
-      if (s.code() == absl::StatusCode::kAborted) {
-        woken = true;
-      } else {
-        EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << name << ": " << s;
-      }
-      EXPECT_EQ(a->barrier().code(), absl::StatusCode::kFailedPrecondition);
-    }
-    EXPECT_TRUE(woken) << "no " << name << " was ever waiting when the abort came";
+    const auto start = std::chrono::steady_clock::now();
+    std::atomic<pid_t> tid{0};
+    absl::Status s;
+    std::thread waiting([&] {
+      tid = static_cast<pid_t>(syscall(SYS_gettid));
+      s = op(*a);  // rank 1 never takes part
+    });
+    ASSERT_TRUE(testing::wait_until([&] {
+      return tid != 0 && testing::proc_state(getpid(), tid) == 'S';
+    })) << name
+        << " never waited";
+    a->abort("membership changed");
+    waiting.join();
+    EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << name << ": " << s;
+    EXPECT_NE(s.message().find("membership changed"), std::string::npos) << name << ": " << s;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 30s) << name << " was not woken";
+    EXPECT_EQ(a->barrier().code(), absl::StatusCode::kFailedPrecondition);
   }
 }
 
