@@ -335,6 +335,33 @@ TEST(ElasticPretrainDriver, BelowMinItWaitsForAJoinerThenFails) {
   EXPECT_NE(why.find("troupe worker --join"), std::string::npos) << why;
 }
 
+// A second member is lost while the survivors regroup without the first: the regroup in flight
+// is told to give up (its rendezvous would wait for the lost member), its answers are errors,
+// and the one survivor left forms generation 3 and redoes the step.
+TEST(ElasticPretrainDriver, ASecondLossDuringARegroupFormsTheNextGeneration) {
+  fake_clock clock;
+  driver d(elastic_schedule(4, 1, 4), clock.fn(), {"trainer/0", "trainer/1", "trainer/2"});
+  d.start();
+  regrouped(d, 0);
+  stepped(d, 1);
+  d.on_lost("trainer/2", "killed");
+  d.on_error(0, absl::AbortedError("aborted"), 1);
+  auto c = d.on_error(1, absl::AbortedError("aborted"), 1);
+  ASSERT_EQ(get<driver::regroup_all>(c).generation, 2u);
+  c = d.on_lost("trainer/1", "killed too");
+  EXPECT_EQ(get<driver::abort_all>(c).generation, 3u) << "the forming generation 2 is moot";
+  EXPECT_FALSE(has<driver::regroup_all>(c)) << "trainer/0 still forms generation 2";
+  c = d.on_regrouped(0, absl::CancelledError("moot"), 2);
+  const auto& g = get<driver::regroup_all>(c);
+  EXPECT_EQ(g.generation, 3u);
+  EXPECT_EQ(g.cursor, 8);
+  EXPECT_EQ(d.members(), std::vector<std::string>{"trainer/0"});
+  c = regrouped(d, 1);
+  ASSERT_TRUE(has<driver::step_all>(c));
+  c = stepped(d, 2);
+  EXPECT_EQ(get<driver::metrics_row>(c).row["world_size"], 1);
+}
+
 // Ctrl-C while the job waits for workers ends it at once, after the committed step.
 TEST(ElasticPretrainDriver, AStopWhileWaitingForWorkersEndsTheRun) {
   fake_clock clock;
