@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "runtime/tensor/tensor.hpp"
@@ -12,6 +13,13 @@ namespace troupe::comm {
 
 /// How allreduce and reduce_scatter combine the ranks' values.
 enum class reduce_op { sum, avg };
+
+/// One point-to-point transfer of communicator::exchange: `data` to or from rank `peer`.
+struct transfer {
+  tensor::tensor data;
+  int peer = 0;
+  uint32_t tag = 0;  ///< a send matches the peer's receive of the same tag
+};
 
 /// Who a process is in a group and how long an operation may wait.
 struct group_options {
@@ -56,6 +64,13 @@ class communicator {
                                           uint32_t tag = 0) = 0;
   [[nodiscard]] virtual absl::Status recv(const tensor::tensor& data, int peer,
                                           uint32_t tag = 0) = 0;
+  /// Posts every send and every receive at once, then waits for them all, so a rank sends to
+  /// some peers and receives from others (or the same ones) with no order to deadlock on, and
+  /// pulls pieces from several peers at the same time (NCCL: one group of ncclSend/ncclRecv).
+  /// Transfers between two ranks must be listed in the same order on both (NCCL matches them by
+  /// order, Gloo by tag).
+  [[nodiscard]] virtual absl::Status exchange(const std::vector<transfer>& sends,
+                                              const std::vector<transfer>& recvs) = 0;
   /// Returns once every rank has called barrier.
   [[nodiscard]] virtual absl::Status barrier() = 0;
 

@@ -204,6 +204,20 @@ class gloo_communicator final : public communicator {
     return guarded("recv", [&] { ring_.recv(data.raw(), data.nbytes(), peer, tag); });
   }
 
+  absl::Status exchange(const std::vector<transfer>& sends,
+                        const std::vector<transfer>& recvs) override {
+    std::vector<gloo_ring::piece> out, in;
+    for (auto [list, pieces, what] : {std::tuple{&sends, &out, "exchange send"},
+                                      std::tuple{&recvs, &in, "exchange receive"}}) {
+      for (const transfer& t : *list) {
+        TROUPE_RETURN_IF_ERROR(check_host(t.data, what));
+        TROUPE_RETURN_IF_ERROR(check_peer(t.peer, what));
+        pieces->push_back({t.data.raw(), t.data.nbytes(), t.peer, t.tag});
+      }
+    }
+    return guarded("exchange", [&] { ring_.exchange(out, in); });
+  }
+
   absl::Status barrier() override {
     return allreduce(tensor::tensor::host({1}, dtype::i32), reduce_op::sum);
   }

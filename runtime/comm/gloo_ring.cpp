@@ -1,6 +1,7 @@
 #include "runtime/comm/gloo_ring.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <type_traits>
 
 #include <gloo/common/error.h>
@@ -187,6 +188,20 @@ void gloo_ring::recv(void* data, size_t bytes, int peer, uint32_t tag) {
   tracked_buffer buf(*this, data, bytes);
   buf->recv(peer, gloo::Slot::build(point_to_point_slot, tag));
   wait(buf, "recv", false);
+}
+
+void gloo_ring::exchange(const std::vector<piece>& sends, const std::vector<piece>& recvs) {
+  std::deque<tracked_buffer> posted;  // tracked buffers neither move nor copy
+  for (const piece& p : sends) {
+    posted.emplace_back(*this, p.data, p.bytes);
+    posted.back()->send(p.peer, gloo::Slot::build(point_to_point_slot, p.tag));
+  }
+  for (const piece& p : recvs) {
+    posted.emplace_back(*this, p.data, p.bytes);
+    posted.back()->recv(p.peer, gloo::Slot::build(point_to_point_slot, p.tag));
+  }
+  for (size_t i = 0; i < posted.size(); ++i)
+    wait(posted[i], "exchange", i < sends.size());
 }
 
 }  // namespace troupe::comm

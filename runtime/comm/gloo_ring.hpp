@@ -40,6 +40,15 @@ class gloo_ring {
   void broadcast(void* data, size_t bytes, int root);
   void send(void* data, size_t bytes, int peer, uint32_t tag);
   void recv(void* data, size_t bytes, int peer, uint32_t tag);
+  /// One send or receive of exchange(): `bytes` at `data`, to or from `peer`.
+  struct piece {
+    void* data;
+    size_t bytes;
+    int peer;
+    uint32_t tag;
+  };
+  /// Posts every send and receive, then waits for each.
+  void exchange(const std::vector<piece>& sends, const std::vector<piece>& recvs);
 
   /// Closes the connections, then wakes every wait; every later call fails at once.
   void abort();

@@ -134,6 +134,32 @@ class nccl_communicator final : public communicator {
                [&] { return ncclRecv(data.raw(), data.numel(), type, peer, comm_, stream_); });
   }
 
+  absl::Status exchange(const std::vector<transfer>& sends,
+                        const std::vector<transfer>& recvs) override {
+    for (const auto* list : {&sends, &recvs}) {
+      for (const transfer& t : *list) {
+        TROUPE_RETURN_IF_ERROR(check_device(t.data, device_, "exchange"));
+        TROUPE_RETURN_IF_ERROR(check_peer(t.peer, "exchange"));
+        TROUPE_RETURN_IF_ERROR(nccl_type(t.data.type()).status());
+      }
+    }
+    return run("exchange", [&] {
+      ncclResult_t r = ncclGroupStart();
+      for (const transfer& t : sends) {
+        if (r != ncclSuccess) break;
+        r = ncclSend(t.data.raw(), t.data.numel(), *nccl_type(t.data.type()), t.peer, comm_,
+                     stream_);
+      }
+      for (const transfer& t : recvs) {
+        if (r != ncclSuccess) break;
+        r = ncclRecv(t.data.raw(), t.data.numel(), *nccl_type(t.data.type()), t.peer, comm_,
+                     stream_);
+      }
+      const ncclResult_t ended = ncclGroupEnd();  // every ncclGroupStart needs its end
+      return r != ncclSuccess ? r : ended;
+    });
+  }
+
   absl::Status barrier() override {
     return run("barrier", [&] {
       return ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_, stream_);

@@ -258,6 +258,9 @@ TEST(GlooCommunicator, BadArgumentsAreErrorsBeforeAnyTraffic) {
   EXPECT_EQ((*g)->allgather(t, wrong).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*g)->reduce_scatter(t, wrong, reduce_op::sum).code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*g)->exchange({{t, 0, 1}}, {}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*g)->exchange({}, {{t, 3, 1}}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*g)->exchange({}, {}).ok());
   EXPECT_TRUE((*g)->allreduce(t, reduce_op::sum).ok());
 }
 

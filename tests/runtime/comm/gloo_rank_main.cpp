@@ -94,6 +94,28 @@ absl::Status every_op(comm::communicator& c) {
       TROUPE_RETURN_IF_ERROR(c.send(t, right, 5));
     }
     TROUPE_RETURN_IF_ERROR(expect(got.data<float>()[n / 2] == value(left, n / 2), "send/recv"));
+
+    // An exchange: each rank sends its values to every other rank and pulls a piece from each,
+    // all posted at once (blocking sends in this pattern would deadlock), two tags per pair.
+    std::vector<comm::transfer> sends, recvs;
+    std::vector<host_tensor> pulled;
+    for (int q = 0; q < P; ++q) {
+      if (q == r) continue;
+      for (uint32_t tag : {1u, 2u}) {
+        host_tensor out = host_tensor::host({n});
+        for (int64_t i = 0; i < n; ++i)
+          out.data<float>()[i] = value(r, i) + static_cast<float>(tag * 100000 + q);
+        sends.push_back({out, q, tag});
+        pulled.push_back(host_tensor::host({n}));
+        recvs.push_back({pulled.back(), q, tag});
+      }
+    }
+    TROUPE_RETURN_IF_ERROR(c.exchange(sends, recvs));
+    for (const comm::transfer& in : recvs) {
+      const float want = value(in.peer, n - 1) + static_cast<float>(in.tag * 100000 + r);
+      TROUPE_RETURN_IF_ERROR(expect(in.data.data<float>()[n - 1] == want,
+                                    absl::StrCat("exchange from ", in.peer, " tag ", in.tag)));
+    }
   }
   host_tensor ints = host_tensor::host({5}, tensor::dtype::i32);
   for (int i = 0; i < 5; ++i)
