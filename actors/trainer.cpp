@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "actors/state_transfer.hpp"
 #include "kernels/adamw.hpp"
 #include "runtime/base/status.hpp"
 
@@ -43,51 +44,122 @@ absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layou
   TROUPE_ASSIGN_OR_RETURN(t->params_, tensor::tensor::zeros({padded}, tensor::dtype::f32));
   TROUPE_ASSIGN_OR_RETURN(t->grads_, tensor::tensor::zeros({padded}, tensor::dtype::f32));
   TROUPE_ASSIGN_OR_RETURN(t->shard_buffer_, tensor::tensor::zeros({t->shard_}, tensor::dtype::f32));
+  if (options.shard_replicas && options.zero != zero_stage::none && t->ranks_ > 1) {
+    for (tensor::tensor* b : {&t->replica_, &t->incoming_, &t->outgoing_}) {
+      TROUPE_ASSIGN_OR_RETURN(*b, tensor::tensor::zeros({2 * t->shard_}, tensor::dtype::f32));
+    }
+  }
   layout.initialize(t->params_.data<float>(), options.seed);
   return t;
 }
 
-absl::StatusOr<std::unique_ptr<trainer>> trainer::regroup(const trainer* previous,
+absl::StatusOr<std::unique_ptr<trainer>> trainer::regroup(trainer* previous,
                                                           const models::gpt_layout& layout,
                                                           const trainer_options& options,
-                                                          comm::communicator* group, int source) {
-  if (options.zero != zero_stage::none) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the data-parallel group changed, but with parallel.zero ", static_cast<int>(options.zero),
-        " each rank's optimizer shard lives on that rank alone, so a lost rank's is gone; use "
-        "parallel.zero 0 for a job that survives a lost rank, or --resume from the last "
-        "checkpoint"));
-  }
-  const int rank = group ? group->rank() : 0, ranks = group ? group->size() : 1;
-  if (source < 0 || source >= ranks) {
-    return absl::InvalidArgumentError(absl::StrCat("regroup: source rank ", source,
-                                                   " is not a rank of the new group of ", ranks));
-  }
-  if (rank == source && previous == nullptr) {
-    return absl::InvalidArgumentError(
-        "regroup: the source rank must be a survivor (a joining rank has no state to send)");
+                                                          comm::communicator* group,
+                                                          int64_t steps) {
+  if (previous != nullptr && previous->steps() == steps + 1 && previous->undo_.armed) {
+    TROUPE_RETURN_IF_ERROR(previous->rollback_step());
   }
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<trainer> t, create(layout, options, group));
-  if (rank == source) {
-    TROUPE_RETURN_IF_ERROR(
-        t->restore(previous->layout().to_named(previous->params()), {previous->optimizer_state()}));
-  }
-  if (ranks > 1) TROUPE_RETURN_IF_ERROR(t->take_state_of(source));
+  TROUPE_RETURN_IF_ERROR(t->take_state(previous, steps));
   return t;
 }
 
-absl::Status trainer::take_state_of(int source) {
-  TROUPE_RETURN_IF_ERROR(group_->broadcast(params_, source));
-  for (std::vector<float>* moment : {&optimizer_->first_moment(), &optimizer_->second_moment()}) {
-    tensor::tensor t = tensor::tensor::host({static_cast<int64_t>(moment->size())});
-    std::memcpy(t.data<float>(), moment->data(), moment->size() * sizeof(float));
-    TROUPE_RETURN_IF_ERROR(group_->broadcast(t, source));
-    std::memcpy(moment->data(), t.data<float>(), moment->size() * sizeof(float));
+absl::Status trainer::rollback_step() {
+  if (!undo_.armed) {
+    return absl::FailedPreconditionError(
+        "rollback: this rank has no step to undo (only an elastic ZeRO-1/2 step keeps one)");
   }
-  tensor::tensor steps = tensor::tensor::host({1}, tensor::dtype::i32);
-  steps.data<int32_t>()[0] = static_cast<int32_t>(optimizer_->steps());
-  TROUPE_RETURN_IF_ERROR(group_->broadcast(steps, source));
-  optimizer_->set_steps(steps.data<int32_t>()[0]);
+  std::copy(undo_.m.begin(), undo_.m.end(), optimizer_->first_moment().begin());
+  std::copy(undo_.v.begin(), undo_.v.end(), optimizer_->second_moment().begin());
+  optimizer_->set_steps(undo_.steps);
+  if (undo_.committed) {
+    std::swap(params_, grads_);  // grads_ holds the parameters from before the step
+    std::swap(replica_, incoming_);
+  }
+  undo_.armed = undo_.committed = false;
+  return absl::OkStatus();
+}
+
+absl::Status trainer::take_state(trainer* previous, int64_t steps) {
+  // What every member holds: its rank in the group its state is of, that group's size, and
+  // the step its state is at (-1s for a joiner).
+  tensor::tensor held = tensor::tensor::host({3 * ranks_}, tensor::dtype::i32);
+  int32_t* h = held.data<int32_t>();
+  h[3 * rank_] = previous ? previous->rank_ : -1;
+  h[3 * rank_ + 1] = previous ? previous->ranks_ : 0;
+  h[3 * rank_ + 2] = previous ? static_cast<int32_t>(previous->steps()) : -1;
+  if (ranks_ > 1) {
+    tensor::tensor mine = tensor::tensor::host({3}, tensor::dtype::i32);
+    std::copy(h + 3 * rank_, h + 3 * rank_ + 3, mine.data<int32_t>());
+    TROUPE_RETURN_IF_ERROR(group_->allgather(mine, held));
+  }
+  std::vector<member_state> members(ranks_);
+  int basis_ranks = 0;
+  for (int j = 0; j < ranks_; ++j) {
+    members[j] = {h[3 * j], h[3 * j + 2]};
+    if (h[3 * j] < 0) continue;
+    if (basis_ranks != 0 && h[3 * j + 1] != basis_ranks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("regroup: the survivors come from groups of different sizes (", basis_ranks,
+                       " and ", h[3 * j + 1], ")"));
+    }
+    basis_ranks = h[3 * j + 1];
+  }
+  const state_split split{layout_.total(), options_.zero != zero_stage::none,
+                          options_.shard_replicas};
+  TROUPE_ASSIGN_OR_RETURN(std::vector<state_piece> plan,
+                          plan_state_transfer(members, basis_ranks, steps, split));
+
+  // A buffer's elements [begin, end) of the flat buffer, of a trainer (m and v for the moments
+  // and the replica).
+  const auto spans = [](trainer& t, state_buffer b, int64_t begin) -> std::vector<float*> {
+    switch (b) {
+      case state_buffer::params:
+        return {t.params_.data<float>() + begin};
+      case state_buffer::moments: {
+        const int64_t at = begin - t.optimizer_->begin();
+        return {t.optimizer_->first_moment().data() + at,
+                t.optimizer_->second_moment().data() + at};
+      }
+      case state_buffer::replica: {
+        const int64_t at = begin - t.replica_begin_, n = t.replica_.numel() / 2;
+        return {t.replica_.data<float>() + at, t.replica_.data<float>() + n + at};
+      }
+    }
+    return {};
+  };
+  std::vector<comm::transfer> sends, recvs;
+  std::vector<std::pair<tensor::tensor, float*>> arriving;  // copied into place once received
+  for (size_t k = 0; k < plan.size(); ++k) {
+    const state_piece& p = plan[k];
+    if (p.from != rank_ && p.to != rank_) continue;
+    const int64_t n = p.end - p.begin;
+    const std::vector<float*> to =
+        p.to == rank_ ? spans(*this, p.to_buffer, p.begin) : std::vector<float*>{};
+    const std::vector<float*> from =
+        p.from == rank_ ? spans(*previous, p.from_buffer, p.begin) : std::vector<float*>{};
+    const size_t parts = std::max(to.size(), from.size());
+    for (size_t part = 0; part < parts; ++part) {
+      const uint32_t tag = static_cast<uint32_t>(2 * k + part);
+      if (p.from == rank_ && p.to == rank_) {
+        std::memcpy(to[part], from[part], n * sizeof(float));
+      } else if (p.from == rank_) {
+        tensor::tensor out = tensor::tensor::host({n});
+        std::memcpy(out.data<float>(), from[part], n * sizeof(float));
+        sends.push_back({out, p.to, tag});
+      } else {
+        tensor::tensor in = tensor::tensor::host({n});
+        recvs.push_back({in, p.from, tag});
+        arriving.emplace_back(in, to[part]);
+      }
+    }
+  }
+  if (!sends.empty() || !recvs.empty()) TROUPE_RETURN_IF_ERROR(group_->exchange(sends, recvs));
+  for (const auto& [in, to] : arriving)
+    std::memcpy(to, in.data<float>(), in.numel() * sizeof(float));
+  optimizer_->set_steps(steps);
   return absl::OkStatus();
 }
 
@@ -108,6 +180,7 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
   const int64_t begin = sharded ? rank_ * shard_ : 0;
   const int64_t end = sharded ? begin + shard_ : shard_ * ranks_;
   optimizer_ = std::make_unique<models::adamw_optimizer>(layout, begin, end, options.adamw);
+  replica_begin_ = ((rank_ + 1) % ranks_) * shard_;
 }
 
 absl::StatusOr<step_report> trainer::step(const token_batch& local) {
@@ -289,16 +362,51 @@ absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
 
   const auto update_start = clock::now();
   report.lr = options_.lr.at(optimizer_->steps());
-  optimizer_->step(params, grads, static_cast<float>(report.lr), clip);
-  report.compute_s += seconds_since(update_start);
-
-  if (options_.zero != zero_stage::none && ranks_ > 1) {
-    comm_start = clock::now();
-    std::memcpy(shard_buffer_.data<float>(), params + rank_ * shard_, shard_ * sizeof(float));
-    TROUPE_RETURN_IF_ERROR(group_->allgather(shard_buffer_, params_));
-    report.comm_s += seconds_since(comm_start);
+  const bool sharded = options_.zero != zero_stage::none && ranks_ > 1;
+  undo_.armed = undo_.committed = false;
+  if (sharded) {
+    float* mine = params + rank_ * shard_;
+    std::memcpy(shard_buffer_.data<float>(), mine, shard_ * sizeof(float));
+    if (options_.elastic) {
+      undo_.m = optimizer_->first_moment();
+      undo_.v = optimizer_->second_moment();
+      undo_.steps = optimizer_->steps();
+      undo_.armed = true;
+    }
+    optimizer_->step(params, grads, static_cast<float>(report.lr), clip);
+    // The updated shard goes to shard_buffer_ and params_ keeps the old one, so that a step
+    // failing from here on leaves this rank's parameters as they were.
+    std::swap_ranges(mine, mine + shard_, shard_buffer_.data<float>());
+    report.compute_s += seconds_since(update_start);
+    TROUPE_RETURN_IF_ERROR(gather_and_commit(report));
+  } else {
+    optimizer_->step(params, grads, static_cast<float>(report.lr), clip);
+    report.compute_s += seconds_since(update_start);
   }
   report.step = optimizer_->steps();
+  return absl::OkStatus();
+}
+
+absl::Status trainer::gather_and_commit(step_report& report) {
+  const auto comm_start = clock::now();
+  // The gradients are spent: their buffer receives the new parameters.
+  TROUPE_RETURN_IF_ERROR(group_->allgather(shard_buffer_, grads_));
+  report.comm_s += seconds_since(comm_start);
+  if (replica_.defined()) {
+    const auto replica_start = clock::now();
+    // This rank's new moments to the rank that keeps its replica (the previous one); the next
+    // rank's into incoming_.
+    float* out = outgoing_.data<float>();
+    std::copy(optimizer_->first_moment().begin(), optimizer_->first_moment().end(), out);
+    std::copy(optimizer_->second_moment().begin(), optimizer_->second_moment().end(), out + shard_);
+    const int left = (rank_ + ranks_ - 1) % ranks_, right = (rank_ + 1) % ranks_;
+    TROUPE_RETURN_IF_ERROR(group_->exchange({{outgoing_, left, 0}}, {{incoming_, right, 0}}));
+    report.replica_s = seconds_since(replica_start);
+    report.comm_s += report.replica_s;
+    std::swap(replica_, incoming_);
+  }
+  std::swap(params_, grads_);
+  undo_.committed = true;
   return absl::OkStatus();
 }
 
@@ -380,7 +488,13 @@ absl::Status trainer::restore(const tensor::named_tensors& weights,
   const int64_t begin = optimizer_->begin(), n = optimizer_->end() - begin;
   std::memcpy(optimizer_->first_moment().data(), m.data() + begin, n * sizeof(float));
   std::memcpy(optimizer_->second_moment().data(), v.data() + begin, n * sizeof(float));
+  if (replica_.defined()) {  // the next rank's shard, as that rank restores it
+    float* r = replica_.data<float>();
+    std::memcpy(r, m.data() + replica_begin_, shard_ * sizeof(float));
+    std::memcpy(r + shard_, v.data() + replica_begin_, shard_ * sizeof(float));
+  }
   optimizer_->set_steps(steps);
+  undo_.armed = false;
   return absl::OkStatus();
 }
 

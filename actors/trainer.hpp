@@ -55,6 +55,11 @@ struct trainer_options {
   /// with ZeRO-2). It pays when that thread has a core to itself; on a rank whose cores are all
   /// computing it only adds contention.
   bool overlap_comm = true;
+  /// ZeRO-1/2 in an elastic job: each rank keeps a copy of the next rank's optimizer shard,
+  /// refreshed every step, so a lost rank's shard survives it (parallel.shard_replicas: 1).
+  bool shard_replicas = false;
+  /// An elastic job's rank: a ZeRO-1/2 step keeps what undoes it (rollback_step) until the next.
+  bool elastic = false;
   uint64_t seed = 1;
 };
 
@@ -74,16 +79,24 @@ class trainer {
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<trainer>> create(
       const models::gpt_layout& layout, const trainer_options& options, comm::communicator* group);
   /// A trainer on `group`, a data-parallel group formed anew after its membership changed (a
-  /// rank lost or joined), continuing from the state of the group's rank `source`. A collective
-  /// of the new group: each survivor passes its `previous` trainer, a joining rank nullptr, and
-  /// `source` (a survivor; the one a step completed on when it completed on some ranks only)
-  /// sends its parameters, moments and step count to the others, so every rank continues from
-  /// the same state. The new world splits the global batch as evenly as it goes (the lost
-  /// rank's share spread over the others). ZeRO none only: a lost rank's ZeRO-1/2 optimizer
-  /// shard is gone with it (FAILED_PRECONDITION).
+  /// rank lost or joined), continuing from the state of optimizer step `steps`. A collective of
+  /// the new group: each survivor passes its `previous` trainer, a joining rank nullptr. The
+  /// ranks first tell each other what they hold (actors/state_transfer.hpp plans the rest):
+  /// every rank takes the parameters and its new shard of the moments (and of the replica) from
+  /// the ranks that hold them, several at once, a lost rank's shard from the rank that kept its
+  /// replica. A survivor one step ahead (a ZeRO step that did not complete on every rank) rolls
+  /// that step back first; with ZeRO 0, one behind takes the whole state. The new world splits
+  /// the global batch as evenly as it goes (the lost rank's share spread over the others).
+  /// FAILED_PRECONDITION when the state is not all there (a shard lost with its replica): the
+  /// group then restores a checkpoint instead.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<trainer>> regroup(
-      const trainer* previous, const models::gpt_layout& layout, const trainer_options& options,
-      comm::communicator* group, int source);
+      trainer* previous, const models::gpt_layout& layout, const trainer_options& options,
+      comm::communicator* group, int64_t steps);
+
+  /// Undoes the last step, which a ZeRO-1/2 elastic rank completed but some other rank did not:
+  /// the parameters, this rank's moments and replica and the step count are those before it.
+  /// FAILED_PRECONDITION when there is no such step to undo.
+  [[nodiscard]] absl::Status rollback_step();
 
   [[nodiscard]] absl::StatusOr<step_report> step(const token_batch& local);
   /// One optimizer step of the RL policy on this rank's share of a mini-batch: the objective
@@ -151,8 +164,11 @@ class trainer {
   absl::StatusOr<actor::rl_step_report> rl_step(
       int rows, const gradient_pass& pass, const std::function<std::vector<float>()>& local_sums,
       const std::function<actor::rl_step_report(const std::vector<float>&)>& to_report);
-  // Makes this rank's parameters, moments and step count rank `source`'s (a broadcast).
-  absl::Status take_state_of(int source);
+  // Fills this new trainer's state from the members' previous trainers (regroup).
+  absl::Status take_state(trainer* previous, int64_t steps);
+  // After the update of a ZeRO step: the parameters gathered, the replicas refreshed, and only
+  // then the step made this rank's state (params_ keeps the old parameters until then).
+  absl::Status gather_and_commit(step_report& report);
   // INVALID_ARGUMENT unless `local` holds batch x ctx tokens (and targets, when `targets`).
   [[nodiscard]] static absl::Status check_sequences(const char* what, const actor::rl_batch& local,
                                                     bool targets);
@@ -165,7 +181,18 @@ class trainer {
   int pass_rows_ = 1;  // rows of the largest forward/backward pass the model has room for
   int64_t shard_ = 0;  // parameters per rank; the buffers are padded to ranks * shard
   tensor::tensor params_, grads_;
-  tensor::tensor shard_buffer_;  // this rank's updated shard, all-gathered into params_
+  tensor::tensor shard_buffer_;  // this rank's updated shard, all-gathered into grads_
+  // shard_replicas: the moments (m, then v) of the next rank's shard, from `replica_begin_`;
+  // `incoming_` receives them each step and becomes `replica_` once the step is done.
+  tensor::tensor replica_, incoming_, outgoing_;
+  int64_t replica_begin_ = 0;
+  // What undoes this rank's last ZeRO step (options.elastic): its moments and step count
+  // before it; `committed`: params_ and grads_ (then the old parameters) were swapped.
+  struct undo_record {
+    bool armed = false, committed = false;
+    int64_t steps = 0;
+    std::vector<float> m, v;
+  } undo_;
   std::unique_ptr<models::gpt_cpu_batch> model_;
   std::unique_ptr<models::adamw_optimizer> optimizer_;
 };

@@ -30,6 +30,12 @@ struct trainer_state {
   std::unique_ptr<comm::communicator> group;
   std::atomic<uint64_t> given_up{0};  // groups of older generations are moot (abort)
   std::unique_ptr<trainer> logic;
+  // Elastic: the generation `logic` was formed in, and, until the first step on it, the trainer
+  // of the last generation every member formed (`kept`), which a regroup cut short by another
+  // loss starts again from.
+  uint64_t logic_generation = 0;
+  std::unique_ptr<trainer> kept;
+  uint64_t kept_generation = 0;
   actor::data_loader_actor loader;
   std::shared_ptr<comm::rendezvous_store> store;
   std::vector<token_batch> validation;
@@ -130,6 +136,7 @@ caf::result<actor::step_report> step(self_ptr self) {
                 self,
                 [self, batch = std::move(batch)] {
                   auto& st = self->state;
+                  st.kept.reset();  // a step: every member formed this trainer's generation
                   const auto started = clock::now();
                   absl::StatusOr<actor::step_report> report = st.logic->step(batch);
                   std::this_thread::sleep_for(st.spec.pacer.pause_after(clock::now() - started));
@@ -163,7 +170,11 @@ caf::result<actor::step_report> step(self_ptr self) {
 caf::result<double> evaluate(self_ptr self) {
   auto promise = self->make_response_promise<double>();
   off_thread<absl::StatusOr<double>>(
-      self, [self] { return self->state.logic->evaluate(self->state.validation); },
+      self,
+      [self] {
+        self->state.kept.reset();  // as for a step
+        return self->state.logic->evaluate(self->state.validation);
+      },
       [promise](absl::StatusOr<double> loss) mutable {
         if (loss.ok()) {
           promise.deliver(*loss);
@@ -174,8 +185,15 @@ caf::result<double> evaluate(self_ptr self) {
   return promise;
 }
 
-// On the job thread: forms generation `c.generation` of the group and rebuilds the trainer on
-// it from the source rank's state.
+// The trainer of generation `generation`, when this rank has it.
+trainer* trainer_of(trainer_state& st, uint64_t generation) {
+  if (st.logic && st.logic_generation == generation) return st.logic.get();
+  if (st.kept && st.kept_generation == generation) return st.kept.get();
+  return nullptr;
+}
+
+// On the job thread: forms generation `c.generation` of the group and builds its trainer from
+// where the state comes from.
 absl::Status form_group(self_ptr self, const actor::group_change& c) {
   auto& st = self->state;
   std::unique_ptr<comm::communicator> group;
@@ -188,11 +206,34 @@ absl::Status form_group(self_ptr self, const actor::group_change& c) {
     g.cancelled = [&st, generation = c.generation] { return st.given_up.load() > generation; };
     TROUPE_ASSIGN_OR_RETURN(group, comm::make_gloo_communicator(*st.store, g));
   }
-  TROUPE_ASSIGN_OR_RETURN(
-      std::unique_ptr<trainer> next,
-      trainer::regroup(st.logic.get(), *st.layout, st.spec.options, group.get(), c.source));
+  std::unique_ptr<trainer> next;
+  using source = actor::group_change::source;
+  if (c.from == source::members) {
+    TROUPE_ASSIGN_OR_RETURN(next, trainer::regroup(trainer_of(st, c.basis), *st.layout,
+                                                   st.spec.options, group.get(), c.steps));
+  } else {
+    TROUPE_ASSIGN_OR_RETURN(next, trainer::create(*st.layout, st.spec.options, group.get()));
+    if (c.from == source::checkpoint) {
+      TROUPE_ASSIGN_OR_RETURN(checkpoint::checkpoint saved,
+                              checkpoint::checkpoint_store::read(c.checkpoint));
+      TROUPE_RETURN_IF_ERROR(next->restore(saved));
+    }
+    if (next->steps() != c.steps) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "regroup: the state from ", c.from == source::checkpoint ? c.checkpoint : "the seed",
+          " is at step ", next->steps(), ", but the group continues from step ", c.steps));
+    }
+  }
   std::lock_guard lock(st.group_mutex);
-  st.logic = std::move(next);  // first: the old trainer uses the old group
+  // The basis stays until a step runs on the new trainer; anything else is superseded.
+  if (st.logic_generation == c.basis) {
+    st.kept = std::move(st.logic);
+    st.kept_generation = c.basis;
+  } else if (st.kept_generation != c.basis) {
+    st.kept.reset();
+  }
+  st.logic = std::move(next);  // before the group: the old trainer uses the old group
+  st.logic_generation = c.generation;
   st.group = std::move(group);
   return absl::OkStatus();
 }

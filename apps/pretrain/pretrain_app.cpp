@@ -46,6 +46,7 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   spec.rank = elastic ? 0 : ctx.index;
   spec.ranks = elastic ? 1 : o->parallel.dp;
   spec.elastic = elastic;
+  spec.options.elastic = elastic;
   spec.group.name = "pretrain/dp";
   spec.group.timeout = std::chrono::milliseconds(o->parallel.timeout_ms);
   spec.corpus = std::make_shared<const actors::text_corpus>(std::move(corpus));
@@ -72,13 +73,12 @@ void check_elastic(const pretrain_options& o, const app::resolved_role& trainer,
                          ", but roles.trainer.elastic makes the data-parallel world the trainers "
                          "that are alive (within elastic.min and max); remove it"));
   }
-  if (o.parallel.zero != 0) {
+  if (o.parallel.shard_replicas != 0 && o.parallel.zero == 0) {
     ctx.child("parallel")
-        .child("zero")
-        .error(parallel["zero"].IsDefined() ? parallel["zero"] : section,
-               absl::StrCat("is ", o.parallel.zero,
-                            ", but with roles.trainer.elastic a lost rank's "
-                            "ZeRO shard would be lost with it; use parallel.zero: 0"));
+        .child("shard_replicas")
+        .error(parallel["shard_replicas"].IsDefined() ? parallel["shard_replicas"] : section,
+               "is 1, but with parallel.zero 0 every rank holds the whole optimizer state "
+               "already; it applies to zero 1 or 2");
   }
   if (o.train.batch < trainer.spec.elastic->max) {
     ctx.child("train").child("batch").error(
@@ -113,6 +113,15 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
             absl::StrCat("is ", o.parallel.dp, " but roles.trainer.count is ", trainer->spec.count,
                          ": each data-parallel rank is one trainer actor; set both to the same "
                          "number"));
+  }
+  if (trainer != nullptr && !trainer->spec.elastic && o.parallel.shard_replicas != 0) {
+    const YAML::Node parallel = section["parallel"];
+    ctx.child("parallel")
+        .child("shard_replicas")
+        .error(parallel["shard_replicas"].IsDefined() ? parallel["shard_replicas"] : section,
+               "is 1, but the trainer group is fixed: a lost rank fails the job whatever the "
+               "replicas hold; make the role elastic (roles.trainer.elastic: {min, max}) or "
+               "remove it");
   }
   for (const auto& role : plan.roles) {
     if (role.spec.name != trainer_role) {

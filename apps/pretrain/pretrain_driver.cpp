@@ -56,7 +56,7 @@ std::vector<pretrain_driver::command> pretrain_driver::start() {
   if (!schedule_.elastic) return next_or_finish();
   generation_ = 1;
   resume_ = then::next_step;
-  return regroup_or_wait(0);
+  return regroup_or_wait();
 }
 
 std::vector<pretrain_driver::command> pretrain_driver::on_step(int rank,
@@ -253,7 +253,7 @@ std::vector<pretrain_driver::command> pretrain_driver::next_or_finish() {
     if (!joiners_.empty()) return admit_joiners();
     if (formed_ != generation_) {
       resume_ = then::next_step;
-      return regroup_or_wait(0);
+      return regroup_or_wait();
     }
   }
   return ask(phase::stepping);

@@ -25,6 +25,11 @@ struct elastic_world {
   /// After a step failed on a rank, how long to wait for the membership to name a lost rank
   /// before the failure is the job's (a step fails before the heartbeats declare its peer dead).
   std::chrono::milliseconds loss_wait{10000};
+  /// ZeRO-1/2: each rank holds only its shard of the optimizer state, so a lost rank's comes
+  /// back from its replica (`replicas`: parallel.shard_replicas) or, without one, the group
+  /// rolls back to the last checkpoint in place.
+  bool sharded = false;
+  bool replicas = false;
 };
 
 /// The shape of a pretraining run, as the driver needs it.
@@ -64,15 +69,21 @@ struct pretrain_schedule {
 /// answers carry the generation they were asked in, so a stale one is ignored.
 ///   - A lost member (on_lost) leaves at once: the survivors still in a step or evaluation are
 ///     told to abort it (abort_all), and once each has answered the group is regrouped without
-///     it. A step is transactional: when it completed on some survivors (their ring allreduce
-///     held every rank's gradients) it is committed and those ranks' state is the source;
-///     otherwise no rank applied it and the new generation redoes it from the committed state,
-///     with the same samples (the cursor is the step's). A failed evaluation is redone.
+///     it. A step is transactional. With ZeRO 0 it is committed when it completed on some
+///     survivor (their ring allreduce held every rank's gradients), and the others take that
+///     state; with ZeRO-1/2 only when it completed on every survivor (the lost rank's new shard
+///     is then in its replica). Otherwise the new generation redoes it from the committed state
+///     (a survivor that applied it rolls it back), with the same samples (the cursor is the
+///     step's). A failed evaluation is redone.
+///   - The state comes from the last generation every member formed. With ZeRO-1/2, a lost
+///     rank's shard comes from its replica; when no replica survives, every member restores the
+///     last checkpoint in place (or the seed's initial state before one), and the steps since
+///     are redone (rolled_back).
 ///   - A failed step without a lost member waits elastic.loss_wait for one (heartbeats declare a
 ///     death after the socket errors), then fails the job.
 ///   - Below elastic.min the driver waits elastic.worker_wait for joiners, then fails.
 ///   - A joiner (on_joined) is admitted at the next step boundary, up to elastic.max: the group
-///     is regrouped with it, and it receives the state from rank 0.
+///     is regrouped with it, and it pulls its state from the other members.
 /// Events worth a line (rank_lost, group_rebuilt, rank_joined, step_redone) come as notes.
 class pretrain_driver {
  public:
@@ -99,10 +110,13 @@ class pretrain_driver {
     absl::Status why;
   };
   /// Form generation `generation` of the group: members()[r] becomes rank r, continuing from
-  /// rank `source`'s state at sample `cursor`.
+  /// step `steps` at sample `cursor`, with the state of `from`: the members' trainers of
+  /// generation `basis`, the checkpoint of step `steps`, or the seed's.
   struct regroup_all {
     uint64_t generation;
-    int source;
+    actor::group_change::source from;
+    uint64_t basis;
+    int64_t steps;
     int64_t cursor;
   };
   /// Tell every member to give up groups older than `generation`.
@@ -187,7 +201,15 @@ class pretrain_driver {
   // A fixed group's answered request, or an elastic one's: on to the next phase, or recover.
   std::vector<command> after_answers();
   std::vector<command> recover();
-  std::vector<command> regroup_or_wait(int source);
+  std::vector<command> regroup_or_wait();
+  // Where the next generation's state comes from; a checkpoint or the seed's when a ZeRO shard
+  // was lost with no replica.
+  actor::group_change::source state_source() const;
+  // The step a rollback goes back to: the newest committed checkpoint, the one this launch
+  // resumed from, or 0.
+  [[nodiscard]] int64_t restart_step() const {
+    return committed_ >= 0 ? committed_ : schedule_.first_step;
+  }
   std::vector<command> after_regroup();
   std::vector<command> admit_joiners();
   // Whether the answers of `generation` are the request's in flight in phase `p`.
@@ -217,6 +239,7 @@ class pretrain_driver {
   enum class then { next_step, after_step, redo_eval, after_eval };
   then resume_ = then::next_step;
   uint64_t formed_ = 0;  // the newest generation every member has regrouped into
+  std::vector<std::string> formed_members_;  // its members, in rank order
   bool lost_during_request_ = false;
   bool recovering_ = false;  // a member was lost since the group was last whole
   clock::time_point lost_at_{}, failed_at_{}, waiting_since_{};

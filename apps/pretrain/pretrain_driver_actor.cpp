@@ -37,7 +37,8 @@ struct driver_state {
   run::event_log* events = nullptr;
   std::string run_dir;
   std::string checkpoint_root;
-  std::optional<elastic_world> elastic;                  // roles.trainer.elastic
+  std::optional<elastic_world> elastic;  // roles.trainer.elastic
+  std::string resumed_dir;               // elastic: the checkpoint the first generation restores
   std::map<std::string, actor::trainer_actor> trainers;  // by actor name
   std::map<caf::actor_addr, std::string> names;          // monitored trainers
   comm::store_opener rendezvous;                         // the head's store, for troupe status
@@ -209,8 +210,15 @@ void regroup_all(self_ptr self, const pretrain_driver::regroup_all& g) {
   auto& st = self->state;
   const std::vector<std::string>& members = st.logic->members();
   const int ranks = static_cast<int>(members.size());
+  std::string dir;
+  if (g.from == actor::group_change::source::checkpoint) {
+    dir = g.steps == st.logic->schedule().first_step && !st.resumed_dir.empty()
+              ? st.resumed_dir
+              : checkpoint::checkpoint_store(st.checkpoint_root).step_dir(g.steps);
+  }
   for (int r = 0; r < ranks; ++r) {
-    const actor::group_change change{g.generation, r, ranks, g.source, g.cursor};
+    const actor::group_change change{g.generation, r,       ranks,    g.from,
+                                     g.basis,      g.steps, g.cursor, dir};
     self->request(st.trainers.at(members[r]), caf::infinite, actor::regroup_atom_v, change)
         .then(
             [self, r, g](int64_t steps) {
@@ -339,8 +347,12 @@ void resume(self_ptr self) {
                                                  ", optimizer state resharded to dp ", dp, ")")
                                   : std::string()),
       {{"dir", saved->dir}, {"step", saved->step}});
-  auto restored = std::make_shared<size_t>(0);
   const int64_t step = saved->step;
+  if (st.elastic) {  // the first generation of the group restores it as it forms
+    st.resumed_dir = saved->dir;
+    return start_training(self, step);
+  }
+  auto restored = std::make_shared<size_t>(0);
   for (const auto& [name, trainer] : st.trainers) {
     self->request(trainer, caf::infinite, actor::restore_atom_v, saved->dir)
         .then(
@@ -445,8 +457,12 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
     const auto heartbeat_timeout =
         std::chrono::milliseconds(c.heartbeat_interval_ms) * c.heartbeat_misses;
     state->elastic = elastic_world{
-        role->spec.elastic->min, role->spec.elastic->max, std::chrono::seconds(c.worker_wait_s),
-        std::max<std::chrono::milliseconds>(3 * heartbeat_timeout, std::chrono::seconds(2))};
+        role->spec.elastic->min,
+        role->spec.elastic->max,
+        std::chrono::seconds(c.worker_wait_s),
+        std::max<std::chrono::milliseconds>(3 * heartbeat_timeout, std::chrono::seconds(2)),
+        options.parallel.zero > 0,
+        options.parallel.shard_replicas > 0};
   }
   if (!options.checkpoint.dir.empty()) {
     state->checkpoint_root = fs::absolute(options.checkpoint.dir).string();

@@ -38,6 +38,7 @@ std::vector<pretrain_driver::command> pretrain_driver::after_regroup() {
     }
   }
   formed_ = asking_.generation;
+  formed_members_ = asking_.members;
   lost_during_request_ = false;
   std::vector<command> out;
   const bool first = formed_ == 1;
@@ -88,12 +89,30 @@ std::vector<pretrain_driver::command> pretrain_driver::admit_joiners() {
   ++generation_;
   lost_at_ = now_();
   resume_ = then::next_step;
-  auto rest = regroup_or_wait(0);
+  auto rest = regroup_or_wait();
   out.insert(out.end(), rest.begin(), rest.end());
   return out;
 }
 
-std::vector<pretrain_driver::command> pretrain_driver::regroup_or_wait(int source) {
+actor::group_change::source pretrain_driver::state_source() const {
+  using source = actor::group_change::source;
+  const source rollback = restart_step() > 0 ? source::checkpoint : source::initial;
+  if (formed_ == 0) return rollback;  // the first generation: a fresh run's, or a resume's
+  if (!schedule_.elastic->sharded) return source::members;  // every rank holds everything
+  const int n = static_cast<int>(formed_members_.size());
+  const auto alive = [&](int i) {
+    return std::find(members_.begin(), members_.end(), formed_members_[i]) != members_.end();
+  };
+  for (int i = 0; i < n; ++i) {
+    // Rank i's shard is with it, or in the replica that rank i - 1 keeps.
+    if (!alive(i) && !(schedule_.elastic->replicas && n > 1 && alive((i + n - 1) % n))) {
+      return rollback;
+    }
+  }
+  return source::members;
+}
+
+std::vector<pretrain_driver::command> pretrain_driver::regroup_or_wait() {
   if (static_cast<int>(members_.size()) < schedule_.elastic->min) {
     phase_ = phase::waiting;
     waiting_since_ = now_();
@@ -105,27 +124,49 @@ std::vector<pretrain_driver::command> pretrain_driver::regroup_or_wait(int sourc
                  {{"world_size", members_.size()}, {"min", schedule_.elastic->min}}},
             wake_after{schedule_.elastic->worker_wait}};
   }
-  auto out = ask(phase::regrouping);
-  out.push_back(regroup_all{generation_, source, step_ * schedule_.batch});
+  using source = actor::group_change::source;
+  const source from = state_source();
+  std::vector<command> out;
+  if (from != source::members && formed_ > 0) {
+    const int64_t restart = restart_step();
+    out.push_back(note{
+        run::severity::warning,
+        "rolled_back",
+        absl::StrCat("a lost rank's optimizer shard has no replica (parallel.shard_replicas), so ",
+                     members_.size(), " rank", members_.size() == 1 ? "" : "s", " go back to ",
+                     from == source::checkpoint ? absl::StrCat("checkpoint ", restart)
+                                                : std::string("the initial state"),
+                     " in place and redo ", step_ - restart, " step",
+                     step_ - restart == 1 ? "" : "s"),
+        {{"step", restart}, {"redone", step_ - restart}}});
+    step_ = restart;
+    resume_ = then::next_step;
+  }
+  auto asked = ask(phase::regrouping);
+  out.insert(out.end(), asked.begin(), asked.end());
+  out.push_back(regroup_all{generation_, from, formed_, step_, step_ * schedule_.batch});
   return out;
 }
 
 // Every survivor has answered the request a lost member interrupted.
 std::vector<pretrain_driver::command> pretrain_driver::recover() {
   std::vector<command> out;
-  int source = 0;
   if (phase_ == phase::stepping) {
-    // A survivor whose step completed holds the step every rank's gradients made.
-    int committed_on = -1;
-    for (size_t r = 0; r < asking_.ok.size() && committed_on < 0; ++r) {
-      if (!asking_.ok[r]) continue;
-      auto it = std::find(members_.begin(), members_.end(), asking_.members[r]);
-      if (it != members_.end()) {
-        committed_on = static_cast<int>(r);
-        source = static_cast<int>(it - members_.begin());
+    // The survivors the step completed on hold the step every rank's gradients made; with
+    // ZeRO-1/2 it stands only when it completed on all of them (each holds only its shard).
+    int survivors = 0, completed = 0, committed_on = -1;
+    for (size_t r = 0; r < asking_.ok.size(); ++r) {
+      if (std::find(members_.begin(), members_.end(), asking_.members[r]) == members_.end()) {
+        continue;
       }
+      ++survivors;
+      if (!asking_.ok[r]) continue;
+      ++completed;
+      if (committed_on < 0) committed_on = static_cast<int>(r);
     }
-    if (committed_on >= 0) {
+    const bool commit =
+        schedule_.elastic->sharded ? completed > 0 && completed == survivors : completed > 0;
+    if (commit) {
       last_ = asking_.reports[committed_on];
       step_ = last_.step;  // the state every rank continues from
       resume_ = then::after_step;
@@ -135,13 +176,16 @@ std::vector<pretrain_driver::command> pretrain_driver::recover() {
           note{run::severity::warning,
                "step_redone",
                absl::StrCat("step ", step_ + 1, " is redone by ", members_.size(), " rank",
-                            members_.size() == 1 ? "" : "s", " (no rank applied it)"),
+                            members_.size() == 1 ? "" : "s",
+                            completed == 0 ? " (no rank applied it)"
+                                           : " (it did not complete on every rank; those that "
+                                             "applied it roll it back)"),
                {{"step", step_ + 1}, {"world_size", members_.size()}}});
     }
   } else if (phase_ == phase::evaluating) {
     resume_ = then::redo_eval;
   }  // a regroup interrupted keeps what it was to be followed by
-  auto rest = regroup_or_wait(source);
+  auto rest = regroup_or_wait();
   out.insert(out.end(), rest.begin(), rest.end());
   return out;
 }
@@ -196,7 +240,7 @@ std::vector<pretrain_driver::command> pretrain_driver::on_lost(const std::string
     return out;
   }
   if (phase_ == phase::draining) {
-    auto rest = regroup_or_wait(0);
+    auto rest = regroup_or_wait();
     out.insert(out.end(), rest.begin(), rest.end());
   }
   return out;  // waiting: still waiting, for one more

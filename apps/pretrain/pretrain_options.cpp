@@ -81,6 +81,11 @@ config::object_schema<parallel_spec> parallel_schema() {
   s.add("zero", &parallel_spec::zero)
       .range(0, 2)
       .help("0 = plain data parallel, 1 = optimizer state sharded, 2 = gradients sharded too");
+  s.add("shard_replicas", &parallel_spec::shard_replicas)
+      .range(0, 1)
+      .help(
+          "elastic ZeRO-1/2: 1 keeps a copy of each optimizer shard on another rank, refreshed "
+          "every step, so a lost rank costs no rollback; 0 rolls back to the last checkpoint");
   s.add("timeout_ms", &parallel_spec::timeout_ms)
       .range(100, 86400000)
       .help("limit for forming the group and for every collective");
@@ -119,6 +124,7 @@ actors::trainer_options trainer_options_of(const pretrain_options& o) {
   t.adamw.weight_decay = static_cast<float>(o.train.weight_decay);
   t.grad_clip = static_cast<float>(o.train.grad_clip);
   t.zero = static_cast<actors::zero_stage>(o.parallel.zero);
+  t.shard_replicas = o.parallel.shard_replicas > 0;
   t.overlap_comm = o.parallel.overlap == "on" ||
                    (o.parallel.overlap == "auto" && cores > t.threads * o.parallel.dp);
   t.seed = static_cast<uint64_t>(o.train.seed);

@@ -43,8 +43,11 @@ struct checkpoint_spec {
 
 /// `pretrain.parallel`.
 struct parallel_spec {
-  int dp = 1;              ///< data-parallel ranks: the trainer role's count
-  int zero = 0;            ///< 0: plain data parallel; 1: optimizer state sharded; 2: gradients too
+  int dp = 1;    ///< data-parallel ranks: the trainer role's count
+  int zero = 0;  ///< 0: plain data parallel; 1: optimizer state sharded; 2: gradients too
+  /// Elastic ZeRO-1/2: 1 keeps a copy of each rank's optimizer shard on the previous rank, so a
+  /// lost rank's survives; 0: a loss rolls the group back to the last checkpoint in place.
+  int shard_replicas = 0;
   int timeout_ms = 60000;  ///< rendezvous and every collective
   /// Gradient all-reduce during the backward pass: "auto" (when this machine has a core to spare
   /// beyond the trainers' threads), "on" or "off".

@@ -76,19 +76,29 @@ struct step_report {
   double data_s = 0;         ///< waiting for the batch
   double compute_s = 0;      ///< forward, backward and optimizer on this rank
   double comm_s = 0;         ///< waiting for collectives (what compute did not hide)
+  double replica_s = 0;      ///< of comm_s: refreshing the shard replica (shard_replicas)
   int64_t first_sample = 0;  ///< the global stream index of this rank's first sample
   int64_t samples = 0;       ///< how many samples this rank trained on
 };
 
 /// A data-parallel group formed anew after its membership changed: the receiving rank's place
-/// in generation `generation` of the group, the rank whose state every rank continues from, and
-/// the global sample index the next step's batch starts at.
+/// in generation `generation` of the group, where every rank's state comes from, the optimizer
+/// step it is at, and the global sample index the next step's batch starts at.
 struct group_change {
+  /// Where the new group's state comes from.
+  enum class source : int32_t {
+    members = 0,     ///< the members' trainers of generation `basis` (the last one formed)
+    checkpoint = 1,  ///< the checkpoint in `checkpoint` (a shard was lost; or a resume)
+    initial = 2,     ///< the seed's initial state (a fresh run; or a loss before a checkpoint)
+  };
   uint64_t generation = 0;
   int32_t rank = 0;
   int32_t ranks = 1;
-  int32_t source = 0;
+  source from = source::initial;
+  uint64_t basis = 0;
+  int64_t steps = 0;
   int64_t cursor = 0;
+  std::string checkpoint;
 };
 
 /// One data-parallel rank's share of an RL mini-batch (the policy's or the critic's update),

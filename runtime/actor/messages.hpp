@@ -72,12 +72,13 @@ typename Inspector::result_type inspect(Inspector& f, token_batch& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_report& x) {
   return f(caf::meta::type_name("step_report"), x.step, x.loss, x.grad_norm, x.lr, x.data_s,
-           x.compute_s, x.comm_s, x.first_sample, x.samples);
+           x.compute_s, x.comm_s, x.replica_s, x.first_sample, x.samples);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_change& x) {
-  return f(caf::meta::type_name("group_change"), x.generation, x.rank, x.ranks, x.source, x.cursor);
+  return f(caf::meta::type_name("group_change"), x.generation, x.rank, x.ranks, x.from, x.basis,
+           x.steps, x.cursor, x.checkpoint);
 }
 
 template <class Inspector>

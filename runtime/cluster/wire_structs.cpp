@@ -316,13 +316,14 @@ absl::StatusOr<actor::token_batch> unpack_tokens(const msgpack::object& o) {
 }
 
 void pack_step(packer& pk, const actor::step_report& x) {
-  pk.pack_map(9);
+  pk.pack_map(10);
   for (auto [key, value] : {std::pair{"loss", x.loss},
                             {"grad_norm", x.grad_norm},
                             {"lr", x.lr},
                             {"data_s", x.data_s},
                             {"compute_s", x.compute_s},
-                            {"comm_s", x.comm_s}}) {
+                            {"comm_s", x.comm_s},
+                            {"replica_s", x.replica_s}}) {
     pk.pack(key);
     pk.pack(value);
   }
@@ -347,24 +348,31 @@ absl::StatusOr<actor::step_report> unpack_step(const msgpack::object& o) {
                           {"lr", &x.lr},
                           {"data_s", &x.data_s},
                           {"compute_s", &x.compute_s},
-                          {"comm_s", &x.comm_s}}) {
+                          {"comm_s", &x.comm_s},
+                          {"replica_s", &x.replica_s}}) {
     TROUPE_ASSIGN_OR_RETURN(*out, m->get_double(key, 0));  // absent figures are zero
   }
   return x;
 }
 
 void pack_group_change(packer& pk, const actor::group_change& x) {
-  pk.pack_map(5);
+  pk.pack_map(8);
   pk.pack("generation");
   pk.pack(x.generation);
   pk.pack("rank");
   pk.pack(x.rank);
   pk.pack("ranks");
   pk.pack(x.ranks);
-  pk.pack("source");
-  pk.pack(x.source);
+  pk.pack("from");
+  pk.pack(static_cast<int32_t>(x.from));
+  pk.pack("basis");
+  pk.pack(x.basis);
+  pk.pack("steps");
+  pk.pack(x.steps);
   pk.pack("cursor");
   pk.pack(x.cursor);
+  pk.pack("checkpoint");
+  pk.pack(x.checkpoint);
 }
 
 absl::StatusOr<actor::group_change> unpack_group_change(const msgpack::object& o) {
@@ -373,18 +381,23 @@ absl::StatusOr<actor::group_change> unpack_group_change(const msgpack::object& o
   TROUPE_ASSIGN_OR_RETURN(x.generation, m.get_uint("generation"));
   TROUPE_ASSIGN_OR_RETURN(uint64_t rank, m.get_uint("rank"));
   TROUPE_ASSIGN_OR_RETURN(uint64_t ranks, m.get_uint("ranks"));
-  TROUPE_ASSIGN_OR_RETURN(uint64_t source, m.get_uint("source"));
+  TROUPE_ASSIGN_OR_RETURN(uint64_t from, m.get_uint("from"));
+  TROUPE_ASSIGN_OR_RETURN(x.basis, m.get_uint("basis"));
+  TROUPE_ASSIGN_OR_RETURN(uint64_t steps, m.get_uint("steps"));
   TROUPE_ASSIGN_OR_RETURN(uint64_t cursor, m.get_uint("cursor"));
-  if (ranks < 1 || ranks > 65536 || rank >= ranks || source >= ranks ||
-      cursor > uint64_t{1} << 62) {
+  TROUPE_ASSIGN_OR_RETURN(x.checkpoint, m.get_string("checkpoint"));
+  if (ranks < 1 || ranks > 65536 || rank >= ranks || cursor > uint64_t{1} << 62 ||
+      steps > uint64_t{1} << 62 || from > 2) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "group_change: rank ", rank, " and source ", source, " must be ranks of a group of ", ranks,
-        " (1..65536), and cursor ", cursor, " a sample index"));
+        "group_change: rank ", rank, " must be a rank of a group of ", ranks,
+        " (1..65536), cursor ", cursor, " a sample index, steps ", steps,
+        " a step count, and from ", from, " 0 (members), 1 (checkpoint) or 2 (initial)"));
   }
-  x.cursor = static_cast<int64_t>(cursor);
   x.rank = static_cast<int32_t>(rank);
   x.ranks = static_cast<int32_t>(ranks);
-  x.source = static_cast<int32_t>(source);
+  x.from = static_cast<actor::group_change::source>(from);
+  x.steps = static_cast<int64_t>(steps);
+  x.cursor = static_cast<int64_t>(cursor);
   return x;
 }
 

@@ -24,6 +24,8 @@ class TrainerActorTest : public ::testing::Test {
         *text_corpus::load(dir_.write("t.txt", text), 0.05, config.ctx));
   }
 
+  void lose_a_rank_mid_step(zero_stage zero, bool replicas);
+
   trainer_actor_spec spec(int rank, int ranks) const {
     trainer_actor_spec s;
     s.model = config;
@@ -110,7 +112,8 @@ TEST_F(TrainerActorTest, AGroupThatNeverFormsStopsTheTrainerWithTheReason) {
 // run off the actor's thread) and the steps fail; regrouped as two at generation 2 from
 // the committed step, they continue. The losses match one rank training on the same global
 // batches, the redone step included.
-TEST_F(TrainerActorTest, ElasticRanksAbortAStepInFlightOnALostPeerAndContinueRegrouped) {
+// With ZeRO-1 and shard_replicas, rank 2's optimizer shard comes back from rank 1's replica.
+void TrainerActorTest::lose_a_rank_mid_step(zero_stage zero, bool replicas) {
   const models::gpt_layout layout(config, models::layer_range::all(config));
   auto reference = *trainer::create(layout, spec(0, 1).options, nullptr);
   auto loader = *data_loader::create(*corpus_, config.ctx, 8, 0, 1, 5);
@@ -122,16 +125,22 @@ TEST_F(TrainerActorTest, ElasticRanksAbortAStepInFlightOnALostPeerAndContinueReg
   std::vector<actor::trainer_actor> ranks;
   for (int r = 0; r < 3; ++r) {
     trainer_actor_spec s = spec(0, 1);
-    s.elastic = true;
+    s.elastic = s.options.elastic = true;
+    s.options.zero = zero;
+    s.options.shard_replicas = replicas;
     s.group.timeout = 60s;  // only the abort can end the blocked steps within the test
     ranks.push_back(spawn_trainer(system_, metrics_, "trainer/" + std::to_string(r), store, s));
   }
   caf::scoped_actor self{system_};
   // Regroups are collectives: every member's must be asked before any answers.
+  using source = actor::group_change::source;
   const auto regroup_all = [&](uint64_t generation, int world, int64_t cursor) {
+    // The first generation starts from the seed, the next from the members of the first.
+    const source from = generation == 1 ? source::initial : source::members;
     for (int r = 0; r < world; ++r)
-      self->send(ranks[r], actor::regroup_atom_v,
-                 actor::group_change{generation, r, world, 0, cursor});
+      self->send(
+          ranks[r], actor::regroup_atom_v,
+          actor::group_change{generation, r, world, from, generation - 1, cursor / 8, cursor, ""});
     for (int r = 0; r < world; ++r) {
       self->receive([&](int64_t steps) { EXPECT_EQ(steps * 8, cursor); },
                     [&](caf::error& e) { FAIL() << caf::to_string(e); },
@@ -197,6 +206,14 @@ TEST_F(TrainerActorTest, ElasticRanksAbortAStepInFlightOnALostPeerAndContinueReg
     self->send_exit(r, caf::exit_reason::user_shutdown);
 }
 
+TEST_F(TrainerActorTest, ElasticRanksAbortAStepInFlightOnALostPeerAndContinueRegrouped) {
+  lose_a_rank_mid_step(zero_stage::none, false);
+}
+
+TEST_F(TrainerActorTest, ElasticZeroOneRanksRebuildALostShardFromItsReplica) {
+  lose_a_rank_mid_step(zero_stage::one, true);
+}
+
 // A trainer stopped while its group forms (a member that never comes) ends at once, not after
 // the rendezvous timeout: the fixture's actor system, destroyed at the end, waits for it, and a
 // wait of the 300 s timeout would run past the test's limit.
@@ -207,7 +224,8 @@ TEST_F(TrainerActorTest, ATrainerStoppedWhileItsGroupFormsEndsAtOnce) {
   s.group.timeout = 300s;
   auto lonely = spawn_trainer(system_, metrics_, "trainer/0", store, s);
   caf::scoped_actor self{system_};
-  self->send(lonely, actor::regroup_atom_v, actor::group_change{1, 0, 2, 0, 0});  // rank 1 never
+  self->send(lonely, actor::regroup_atom_v,
+             actor::group_change{1, 0, 2, actor::group_change::source::initial, 0, 0, 0, ""});
   self->send(lonely, actor::abort_atom_v, uint64_t{2});  // moot: a newer generation
   self->receive([](int64_t) { FAIL() << "a group of one rank formed"; },
                 [](caf::error& e) {
@@ -215,7 +233,8 @@ TEST_F(TrainerActorTest, ATrainerStoppedWhileItsGroupFormsEndsAtOnce) {
                       << caf::to_string(e);
                 },
                 caf::after(30s) >> [] { FAIL() << "the moot rendezvous was not cancelled"; });
-  self->send(lonely, actor::regroup_atom_v, actor::group_change{3, 0, 2, 0, 0});
+  self->send(lonely, actor::regroup_atom_v,
+             actor::group_change{3, 0, 2, actor::group_change::source::initial, 0, 0, 0, ""});
   self->send_exit(lonely, caf::exit_reason::user_shutdown);
 }
 

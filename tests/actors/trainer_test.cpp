@@ -37,6 +37,8 @@ class TrainerTest : public ::testing::Test {
     return o;
   }
 
+  void lose_and_gain_a_rank(zero_stage zero);
+
   // Losses of `steps` steps on `dp` ranks (threads, one Gloo group), and rank 0's parameters.
   std::pair<std::vector<double>, std::vector<float>> run(int dp, zero_stage zero, int steps) {
     comm::memory_store store;
@@ -170,17 +172,25 @@ TEST_F(TrainerTest, ShardedOptimizerStatesReassembleAtAnotherWorldSize) {
 
 // A job that loses a rank and later gains one: 3 ranks for 2 steps (shares 3, 3, 2 of the
 // global batch of 8), rank 2 lost and the two survivors regrouped (shares 4, 4) for 2 steps, a
-// new rank joined with nothing and regrouped into 3 again for 2 steps. Every step's loss and
-// the end's parameters match one rank training on the same global batches: the same samples,
-// summed in another order (the tolerance of the dp=2 against dp=1 test).
-TEST_F(TrainerTest, ARegroupedJobMatchesOneRankAcrossALostAndAJoinedRank) {
+// new rank joined with nothing and regrouped into 3 again for 2 steps; with ZeRO-1/2 the first
+// phase's third step completed and was then rolled back (as when it did not complete on every
+// rank).
+// Every step's loss and the end's parameters match one rank training on the same global
+// batches: the same samples, summed in another order (the tolerance of the dp=2 against dp=1
+// test). With ZeRO-1/2 the lost rank's optimizer shard comes from the replica rank 1 kept, the
+// shards are re-partitioned over each new world, and the joiner pulls from both survivors.
+void TrainerTest::lose_and_gain_a_rank(zero_stage zero) {
   const auto [single, single_params] = run(1, zero_stage::none, 6);
+  trainer_options o = options(zero);
+  o.elastic = true;
+  o.shard_replicas = zero != zero_stage::none;
   std::vector<std::unique_ptr<trainer>> trainers(3);
   std::vector<std::unique_ptr<comm::communicator>> groups(9);  // alive as long as their trainers
   std::vector<double> losses;
   comm::memory_store store;
-  // One phase: ranks [0, world) of epoch `epoch` regroup from `source`, then take `steps` steps.
-  const auto phase = [&](uint64_t epoch, int world, int source, int first_step, int steps) {
+  // One phase: ranks [0, world) of epoch `epoch` regroup at step `first_step` (epoch 0: each
+  // from the seed), take `steps` steps, and then roll back `undo` of them (0 or 1).
+  const auto phase = [&](uint64_t epoch, int world, int first_step, int steps, int undo) {
     std::vector<std::thread> threads;
     std::vector<std::vector<double>> phase_losses(world);
     for (int r = 0; r < world; ++r) {
@@ -189,8 +199,9 @@ TEST_F(TrainerTest, ARegroupedJobMatchesOneRankAcrossALostAndAJoinedRank) {
             store, {.name = "dp", .rank = r, .size = world, .epoch = epoch});
         ASSERT_TRUE(g.ok()) << g.status();
         groups[epoch * 3 + r] = std::move(*g);
-        auto t = trainer::regroup(trainers[r].get(), layout_, options(zero_stage::none),
-                                  groups[epoch * 3 + r].get(), source);
+        auto t = epoch == 0 ? trainer::create(layout_, o, groups[r].get())
+                            : trainer::regroup(trainers[r].get(), layout_, o,
+                                               groups[epoch * 3 + r].get(), first_step);
         ASSERT_TRUE(t.ok()) << t.status();
         trainers[r] = std::move(*t);
         auto loader = *data_loader::create(corpus_, config.ctx, 8, r, world, 5);
@@ -198,21 +209,21 @@ TEST_F(TrainerTest, ARegroupedJobMatchesOneRankAcrossALostAndAJoinedRank) {
         for (int s = 0; s < steps; ++s) {
           auto report = trainers[r]->step(loader.next());
           ASSERT_TRUE(report.ok()) << report.status();
-          phase_losses[r].push_back(report->loss);
+          if (s < steps - undo) phase_losses[r].push_back(report->loss);
         }
+        if (undo > 0) ASSERT_TRUE(trainers[r]->rollback_step().ok());
       });
     }
     for (auto& t : threads)
       t.join();
     losses.insert(losses.end(), phase_losses[0].begin(), phase_losses[0].end());
   };
-  // The first phase starts from the seed's initial state: each rank's own fresh trainer.
-  for (int r = 0; r < 3; ++r)
-    trainers[r] = *trainer::create(layout_, options(zero_stage::none), nullptr);
-  phase(0, 3, 0, 0, 2);
+  const bool sharded = zero != zero_stage::none;
+  phase(0, 3, 0, sharded ? 3 : 2, sharded ? 1 : 0);  // only a ZeRO step keeps an undo
+  EXPECT_EQ(trainers[1]->steps(), 2);
   trainers[2].reset();  // lost with its process
-  phase(1, 2, 0, 2, 2);
-  phase(2, 3, 1, 4, 2);  // rank 2 joins with nothing; rank 1 sends the state
+  phase(1, 2, 2, 2, 0);
+  phase(2, 3, 4, 2, 0);  // rank 2 joins with nothing
   ASSERT_EQ(losses.size(), single.size());
   for (size_t i = 0; i < losses.size(); ++i)
     EXPECT_NEAR(losses[i], single[i], 1e-4) << "step " << i;
@@ -223,17 +234,42 @@ TEST_F(TrainerTest, ARegroupedJobMatchesOneRankAcrossALostAndAJoinedRank) {
   EXPECT_LT(worst, 1e-4);
 }
 
-TEST_F(TrainerTest, RegroupRefusesShardedOptimizerStatesAndAJoinerAsTheSource) {
-  auto t = *trainer::create(layout_, options(zero_stage::none), nullptr);
-  const auto sharded = trainer::regroup(t.get(), layout_, options(zero_stage::one), nullptr, 0);
-  EXPECT_EQ(sharded.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(sharded.status().message().find("parallel.zero 0"), std::string::npos);
+TEST_F(TrainerTest, ARegroupedJobMatchesOneRankAcrossALostAndAJoinedRank) {
+  lose_and_gain_a_rank(zero_stage::none);
+}
+
+TEST_F(TrainerTest, ARegroupedZeroOneJobWithReplicasMatchesOneRank) {
+  lose_and_gain_a_rank(zero_stage::one);
+}
+
+TEST_F(TrainerTest, ARegroupedZeroTwoJobWithReplicasMatchesOneRank) {
+  lose_and_gain_a_rank(zero_stage::two);
+}
+
+// Without a replica a lost rank's shard is gone: the regroup says so (the group then restores
+// a checkpoint). A joiner alone has no state, and only a ZeRO step keeps an undo.
+TEST_F(TrainerTest, RegroupRefusesALostShardWithoutAReplicaAndAGroupWithoutState) {
+  comm::memory_store store;
+  std::vector<std::unique_ptr<trainer>> first(2);
+  std::vector<std::unique_ptr<comm::communicator>> groups(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      groups[r] = *comm::make_gloo_communicator(store, {.name = "dp", .rank = r, .size = 2});
+      first[r] = *trainer::create(layout_, options(zero_stage::one), groups[r].get());
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  const auto alone =
+      trainer::regroup(first[0].get(), layout_, options(zero_stage::one), nullptr, 0);
+  EXPECT_EQ(alone.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(alone.status().message().find("shard_replicas"), std::string::npos) << alone.status();
   EXPECT_EQ(
       trainer::regroup(nullptr, layout_, options(zero_stage::none), nullptr, 0).status().code(),
-      absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      trainer::regroup(t.get(), layout_, options(zero_stage::none), nullptr, 1).status().code(),
-      absl::StatusCode::kInvalidArgument);
+      absl::StatusCode::kFailedPrecondition);
+  auto t = *trainer::create(layout_, options(zero_stage::none), nullptr);
+  EXPECT_EQ(t->rollback_step().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -61,19 +61,31 @@ TEST(Cli, CheckExplainsPretrainShapeMistakes) {
 TEST(Cli, CheckExplainsElasticPretrainMistakes) {
   const std::string elastic = std::string(TROUPE_SOURCE_DIR) + "/configs/pretrain_elastic.yaml";
   EXPECT_EQ(troupe({"check", elastic}).exit_code, 0);
+  EXPECT_EQ(troupe({"check", elastic, "--set", "pretrain.parallel.zero=1", "--set",
+                    "pretrain.parallel.shard_replicas=1"})
+                .exit_code,
+            0);
   auto r = troupe({"check", elastic, "--set", "pretrain.parallel.dp=2", "--set",
-                   "pretrain.parallel.zero=1", "--set", "pretrain.train.batch=3"});
+                   "pretrain.parallel.shard_replicas=1", "--set", "pretrain.train.batch=3"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("pretrain.parallel.dp: is 2, but roles.trainer.elastic makes the "
                        "data-parallel world the trainers that are alive"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("pretrain.parallel.zero: is 1, but with roles.trainer.elastic a lost "
-                       "rank's ZeRO shard would be lost with it; use parallel.zero: 0"),
+  EXPECT_NE(r.err.find("pretrain.parallel.shard_replicas: is 1, but with parallel.zero 0 every "
+                       "rank holds the whole optimizer state already"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("pretrain.train.batch: is 3, but roles.trainer.elastic.max 4 ranks each "
                        "need a sequence of every step"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(Cli, ShardReplicasNeedAnElasticTrainerRole) {
+  auto r = troupe({"check", quickstart, "--set", "pretrain.parallel.shard_replicas=1"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("pretrain.parallel.shard_replicas: is 1, but the trainer group is fixed"),
             std::string::npos)
       << r.err;
 }

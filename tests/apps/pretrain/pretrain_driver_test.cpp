@@ -190,6 +190,8 @@ actor::step_report share(int64_t step, int r, int world, double loss = 2.0) {
   return x;
 }
 
+using source = actor::group_change::source;
+
 pretrain_schedule elastic_schedule(int steps, int min, int max) {
   return {.steps = steps,
           .batch = 8,
@@ -226,7 +228,8 @@ TEST(ElasticPretrainDriver, FormsTheGroupFirstAndRecordsTheWorldAndTheSamples) {
   auto c = d.start();
   const auto& g = get<driver::regroup_all>(c);
   EXPECT_EQ(g.generation, 1u);
-  EXPECT_EQ(g.source, 0);
+  EXPECT_EQ(g.from, source::initial);  // a fresh run: every rank from the seed
+  EXPECT_EQ(g.steps, 0);
   EXPECT_EQ(g.cursor, 0);
   EXPECT_FALSE(has<driver::step_all>(c));
   c = regrouped(d, 0);
@@ -257,6 +260,9 @@ TEST(ElasticPretrainDriver, ALostRankAbortsTheStepAndTheSurvivorsRedoIt) {
   EXPECT_TRUE(noted(c, "step_redone"));
   const auto& g = get<driver::regroup_all>(c);
   EXPECT_EQ(g.generation, 2u);
+  EXPECT_EQ(g.from, source::members);
+  EXPECT_EQ(g.basis, 1u);  // the generation whose trainers hold the state
+  EXPECT_EQ(g.steps, 1);
   EXPECT_EQ(g.cursor, 8);  // step 2's samples again
   EXPECT_TRUE(d.on_step(0, share(2, 0, 3), 1).empty()) << "a stale answer is ignored";
   c = regrouped(d, 1);
@@ -269,7 +275,7 @@ TEST(ElasticPretrainDriver, ALostRankAbortsTheStepAndTheSurvivorsRedoIt) {
 }
 
 // A step that completed on a survivor before the loss holds every rank's gradients: it is
-// committed, and that survivor is the source of the new generation's state.
+// committed, and the survivor it did not complete on takes the state of step 2 from the other.
 TEST(ElasticPretrainDriver, AStepCompletedOnASurvivorIsCommittedFromIt) {
   fake_clock clock;
   driver d(elastic_schedule(4, 2, 4), clock.fn(), {"trainer/0", "trainer/1", "trainer/2"});
@@ -282,7 +288,7 @@ TEST(ElasticPretrainDriver, AStepCompletedOnASurvivorIsCommittedFromIt) {
   EXPECT_FALSE(has<driver::abort_all>(c)) << "every survivor has answered";
   EXPECT_FALSE(noted(c, "step_redone"));
   const auto& g = get<driver::regroup_all>(c);
-  EXPECT_EQ(g.source, 1);
+  EXPECT_EQ(g.steps, 2);
   EXPECT_EQ(g.cursor, 16);
   c = regrouped(d, 2);
   EXPECT_EQ(get<driver::metrics_row>(c).row["step"], 2);
@@ -321,7 +327,7 @@ TEST(ElasticPretrainDriver, BelowMinItWaitsForAJoinerThenFails) {
   c = d.on_joined("trainer/2");
   EXPECT_TRUE(noted(c, "rank_joined"));
   EXPECT_EQ(d.members(), (std::vector<std::string>{"trainer/0", "trainer/2"}));
-  EXPECT_EQ(get<driver::regroup_all>(c).source, 0);
+  EXPECT_EQ(get<driver::regroup_all>(c).from, source::members);
   c = regrouped(d, 0);
   EXPECT_TRUE(has<driver::step_all>(c));
 
@@ -407,6 +413,127 @@ TEST(ElasticPretrainDriver, SamplesThatDoNotTileTheStepFailTheJob) {
   const auto& f = get<driver::fail>(c);
   EXPECT_EQ(f.why.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(f.why.message().find("instead of exactly [0, 8)"), std::string::npos) << f.why;
+}
+
+// -- elastic ZeRO-1/2: each rank holds its shard of the optimizer state -------------------------
+
+pretrain_schedule sharded_schedule(int steps, bool replicas, int checkpoint_every = 0) {
+  pretrain_schedule s = elastic_schedule(steps, 1, 4);
+  s.elastic->sharded = true;
+  s.elastic->replicas = replicas;
+  s.checkpoint_every = checkpoint_every;
+  return s;
+}
+
+// A ZeRO step stands only when it completed on every survivor: here it completed on rank 1 but
+// not on rank 0, so it is redone, rank 1 rolling it back, and the lost rank's shard comes from
+// the replica rank 1 kept.
+TEST(ElasticPretrainDriver, AZeroStepCompletedOnSomeSurvivorsOnlyIsRedone) {
+  fake_clock clock;
+  driver d(sharded_schedule(4, true), clock.fn(), {"trainer/0", "trainer/1", "trainer/2"});
+  d.start();
+  regrouped(d, 0);
+  stepped(d, 1);
+  d.on_error(0, absl::UnavailableError("peer reset"), 1);
+  d.on_step(1, share(2, 1, 3), 1);
+  auto c = d.on_lost("trainer/2", "killed");
+  EXPECT_TRUE(noted(c, "step_redone"));
+  EXPECT_FALSE(noted(c, "rolled_back"));
+  const auto& g = get<driver::regroup_all>(c);
+  EXPECT_EQ(g.from, source::members);
+  EXPECT_EQ(g.steps, 1);
+  EXPECT_EQ(g.cursor, 8);
+  c = regrouped(d, 1);
+  EXPECT_TRUE(has<driver::step_all>(c));
+
+  // Completed on every survivor: committed, as with ZeRO 0.
+  driver whole(sharded_schedule(4, true), clock.fn(), {"trainer/0", "trainer/1", "trainer/2"});
+  whole.start();
+  regrouped(whole, 0);
+  whole.on_step(0, share(1, 0, 3), 1);
+  whole.on_step(1, share(1, 1, 3), 1);
+  c = whole.on_lost("trainer/2", "killed");
+  EXPECT_EQ(get<driver::regroup_all>(c).steps, 1);
+  EXPECT_FALSE(noted(c, "step_redone"));
+}
+
+// Without replicas a lost rank's shard is gone: the group goes back to the last checkpoint in
+// place (no process restarted) and redoes the steps since; before any checkpoint, to the seed.
+TEST(ElasticPretrainDriver, ALostShardWithoutAReplicaRollsBackToTheLastCheckpoint) {
+  fake_clock clock;
+  driver d(sharded_schedule(6, false, 2), clock.fn(), {"trainer/0", "trainer/1", "trainer/2"});
+  d.start();
+  regrouped(d, 0);
+  stepped(d, 1);
+  auto c = stepped(d, 2);
+  ASSERT_EQ(get<driver::checkpoint_all>(c).step, 2);
+  for (int r = 0; r < 3; ++r)
+    c = d.on_saved(shard(2, r));
+  ASSERT_EQ(get<driver::commit>(c).step, 2);
+  stepped(d, 3);
+  c = d.on_lost("trainer/1", "killed");  // between steps: nobody to abort
+  d.on_error(0, absl::AbortedError("aborted"), 1);
+  c = d.on_error(2, absl::AbortedError("aborted"), 1);
+  EXPECT_TRUE(noted(c, "rolled_back"));
+  const auto& g = get<driver::regroup_all>(c);
+  EXPECT_EQ(g.from, source::checkpoint);
+  EXPECT_EQ(g.steps, 2);
+  EXPECT_EQ(g.cursor, 16);
+  EXPECT_EQ(d.step(), 2);
+  c = regrouped(d, 2);
+  ASSERT_TRUE(has<driver::step_all>(c));
+  c = stepped(d, 3);
+  EXPECT_EQ(get<driver::metrics_row>(c).row["step"], 3);
+
+  driver early(sharded_schedule(6, false), clock.fn(), {"trainer/0", "trainer/1"});
+  early.start();
+  regrouped(early, 0);
+  stepped(early, 1);
+  c = early.on_lost("trainer/0", "killed");
+  c = early.on_error(1, absl::AbortedError("aborted"), 1);
+  EXPECT_EQ(get<driver::regroup_all>(c).from, source::initial);
+  EXPECT_EQ(get<driver::regroup_all>(c).steps, 0);
+}
+
+// With replicas, two lost neighbours take a shard and its replica with them; two that are not
+// neighbours leave every shard somewhere.
+TEST(ElasticPretrainDriver, ReplicasCoverLossesThatAreNotNeighbours) {
+  fake_clock clock;
+  const std::vector<std::string> four = {"trainer/0", "trainer/1", "trainer/2", "trainer/3"};
+  driver apart(sharded_schedule(6, true), clock.fn(), four);
+  apart.start();
+  regrouped(apart, 0);
+  stepped(apart, 1);
+  apart.on_lost("trainer/1", "killed");
+  apart.on_lost("trainer/3", "killed");
+  apart.on_error(0, absl::AbortedError("aborted"), 1);
+  auto c = apart.on_error(2, absl::AbortedError("aborted"), 1);
+  EXPECT_EQ(get<driver::regroup_all>(c).from, source::members);
+
+  driver neighbours(sharded_schedule(6, true), clock.fn(), four);
+  neighbours.start();
+  regrouped(neighbours, 0);
+  stepped(neighbours, 1);
+  neighbours.on_lost("trainer/1", "killed");
+  neighbours.on_lost("trainer/2", "killed");
+  neighbours.on_error(0, absl::AbortedError("aborted"), 1);
+  c = neighbours.on_error(3, absl::AbortedError("aborted"), 1);
+  EXPECT_TRUE(noted(c, "rolled_back"));
+  EXPECT_EQ(get<driver::regroup_all>(c).from, source::initial);
+}
+
+// A resumed elastic job's first generation restores the checkpoint it resumed from.
+TEST(ElasticPretrainDriver, AResumedJobsFirstGenerationRestoresItsCheckpoint) {
+  fake_clock clock;
+  pretrain_schedule s = sharded_schedule(8, true);
+  s.first_step = 5;
+  driver d(s, clock.fn(), {"trainer/0", "trainer/1"});
+  auto c = d.start();
+  const auto& g = get<driver::regroup_all>(c);
+  EXPECT_EQ(g.from, source::checkpoint);
+  EXPECT_EQ(g.steps, 5);
+  EXPECT_EQ(g.cursor, 40);
+  EXPECT_FALSE(noted(c, "rolled_back"));
 }
 
 }  // namespace

@@ -58,12 +58,13 @@ TEST(MessageCodec, RoundTripsTokenBatchesAndRefusesInconsistentOnes) {
 
 TEST(MessageCodec, RoundTripsStepReports) {
   caf::message m = round_trip(
-      caf::make_message(actor::step_report{12, 2.5, 0.75, 1e-3, 0.01, 0.2, 0.03, 96, 3}));
+      caf::make_message(actor::step_report{12, 2.5, 0.75, 1e-3, 0.01, 0.2, 0.03, 0.02, 96, 3}));
   const auto& r = m.get_as<actor::step_report>(0);
   EXPECT_EQ(r.step, 12);
   EXPECT_EQ(r.loss, 2.5);
   EXPECT_EQ(r.lr, 1e-3);
   EXPECT_EQ(r.comm_s, 0.03);
+  EXPECT_EQ(r.replica_s, 0.02);
   EXPECT_EQ(r.first_sample, 96);
   EXPECT_EQ(r.samples, 3);
 }
@@ -112,24 +113,32 @@ TEST(MessageCodec, FiguresAreNumbersOfEitherKind) {
 }
 
 TEST(MessageCodec, RoundTripsGroupChangesAndRefusesImpossibleOnes) {
-  caf::message m =
-      round_trip(caf::make_message(actor::regroup_atom_v, actor::group_change{7, 1, 3, 2, 4096}));
+  using source = actor::group_change::source;
+  caf::message m = round_trip(caf::make_message(
+      actor::regroup_atom_v,
+      actor::group_change{7, 1, 3, source::checkpoint, 5, 40, 4096, "/run/checkpoints/step-40"}));
   const auto& c = m.get_as<actor::group_change>(1);
   EXPECT_EQ(c.generation, 7u);
   EXPECT_EQ(c.rank, 1);
   EXPECT_EQ(c.ranks, 3);
-  EXPECT_EQ(c.source, 2);
+  EXPECT_EQ(c.from, source::checkpoint);
+  EXPECT_EQ(c.basis, 5u);
+  EXPECT_EQ(c.steps, 40);
   EXPECT_EQ(c.cursor, 4096);
-  auto outside =
-      decode_struct("group_change", std::pair{"generation", 1}, std::pair{"rank", 3},
-                    std::pair{"ranks", 3}, std::pair{"source", 0}, std::pair{"cursor", 0});
+  EXPECT_EQ(c.checkpoint, "/run/checkpoints/step-40");
+  const auto change = [](int rank, int from) {
+    return decode_struct("group_change", std::pair{"generation", 1}, std::pair{"rank", rank},
+                         std::pair{"ranks", 3}, std::pair{"from", from}, std::pair{"basis", 0},
+                         std::pair{"steps", 0}, std::pair{"cursor", 0},
+                         std::pair{"checkpoint", ""});
+  };
+  ASSERT_TRUE(change(2, 0).ok()) << change(2, 0).status();
+  auto outside = change(3, 0);
   EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(outside.status().message().find("must be ranks of a group of 3"), std::string::npos)
+  EXPECT_NE(outside.status().message().find("must be a rank of a group of 3"), std::string::npos)
       << outside.status();
-  auto negative =
-      decode_struct("group_change", std::pair{"generation", 1}, std::pair{"rank", -1},
-                    std::pair{"ranks", 3}, std::pair{"source", 0}, std::pair{"cursor", 0});
-  EXPECT_EQ(negative.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(change(-1, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(change(0, 3).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
