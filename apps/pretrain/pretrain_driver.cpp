@@ -39,7 +39,7 @@ std::vector<pretrain_driver::command> pretrain_driver::ask(phase p) {
              std::vector<actor::step_report>(n),
              {}};
   if (p == phase::stepping) {
-    step_data_s_ = step_compute_s_ = step_comm_s_ = 0;
+    step_data_s_ = step_compute_s_ = step_comm_s_ = step_replica_s_ = 0;
     step_started_ = now_();
     return {step_all{}};
   }
@@ -72,6 +72,7 @@ std::vector<pretrain_driver::command> pretrain_driver::on_step(int rank,
   step_data_s_ = std::max(step_data_s_, r.data_s);
   step_compute_s_ = std::max(step_compute_s_, r.compute_s);
   step_comm_s_ = std::max(step_comm_s_, r.comm_s);
+  step_replica_s_ = std::max(step_replica_s_, r.replica_s);
   return asking_.all_answered() ? after_answers() : std::vector<command>{};
 }
 
@@ -168,6 +169,9 @@ std::vector<pretrain_driver::command> pretrain_driver::after_step() {
                           {"data", step_data_s_},
                           {"compute", step_compute_s_},
                           {"comm", step_comm_s_}}}};
+  if (schedule_.elastic && schedule_.elastic->replicas) {
+    row["time_s"]["replica"] = step_replica_s_;  // of comm: the shard replicas' refresh
+  }
   if (schedule_.batch > 0) row["first_sample"] = (step_ - 1) * schedule_.batch;
   out.push_back(metrics_row{std::move(row)});
   const bool last_step = step_ >= schedule_.end();

@@ -222,7 +222,7 @@ class pretrain_driver {
   asking asking_;
   int64_t step_ = 0;
   actor::step_report last_;  // a rank's report of the current step
-  double step_data_s_ = 0, step_compute_s_ = 0, step_comm_s_ = 0;
+  double step_data_s_ = 0, step_compute_s_ = 0, step_comm_s_ = 0, step_replica_s_ = 0;
   double val_loss_ = -1;
   std::map<int64_t, saving> saving_;  // by step
   int64_t committed_ = -1;            // the newest committed step

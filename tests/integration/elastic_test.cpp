@@ -18,7 +18,8 @@ constexpr int batch = 6;
 class ElasticTest : public cluster_harness {
  protected:
   // A tiny model trained for `steps` steps by one trainer per worker, within [min, max].
-  std::string config(int steps, int min, int max, const std::string& cluster = "") {
+  std::string config(int steps, int min, int max, const std::string& cluster = "",
+                     const std::string& pretrain = "") {
     std::string text;
     for (int i = 0; i < 3000; ++i)
       text += "the quick brown fox " + std::to_string(i % 89) + " jumps over the lazy dog\n";
@@ -34,7 +35,8 @@ class ElasticTest : public cluster_harness {
                           std::to_string(steps) + ", batch: " + std::to_string(batch) +
                           ", lr: 3.0e-3, warmup: 2, seed: 7, threads: 1}\n"
                           "  data: {path: " +
-                          dir_.write("corpus.txt", text) + ", eval_every: 0, eval_windows: 16}\n");
+                          dir_.write("corpus.txt", text) + ", eval_every: 0, eval_windows: 16}\n" +
+                          pretrain);
   }
 
   // metrics.jsonl's step rows.
@@ -53,18 +55,30 @@ class ElasticTest : public cluster_harness {
 
   // The 10-step job on `workers` workers (one trainer each, within [min, max]), held after
   // `held` steps until the test releases it.
-  void start_held(int held, int workers, int min, int max, const std::string& cluster = "") {
+  void start_held(int held, int workers, int min, int max, const std::string& cluster = "",
+                  const std::string& pretrain = "") {
     hold_.hold(held);
-    start_head(config(10, min, max, cluster),
+    start_head(config(10, min, max, cluster, pretrain),
                {"--set", "cluster.min_workers=" + std::to_string(workers)});
     for (int i = 0; i < workers; ++i)
       start_worker();
     ASSERT_TRUE(wait_for_steps(held)) << head_->stderr_so_far();
   }
 
-  // Every step 1..steps once, on its own samples, on `world(step)` ranks.
-  void expect_exactly_once(int steps, const std::function<int(int)>& world) const {
-    const auto rows = step_rows();
+  // Every step 1..steps once, on its own samples, on `world(step)` ranks: the rows after a
+  // rollback's `redone` steps replace theirs.
+  void expect_exactly_once(int steps, const std::function<int(int)>& world, int redone = 0) const {
+    auto rows = step_rows();
+    if (redone > 0) {
+      std::vector<nlohmann::json> standing;
+      for (const auto& row : rows) {
+        while (!standing.empty() && standing.back()["step"] >= row["step"])
+          standing.pop_back();
+        standing.push_back(row);
+      }
+      EXPECT_EQ(rows.size() - standing.size(), static_cast<size_t>(redone));
+      rows = standing;
+    }
     ASSERT_EQ(rows.size(), static_cast<size_t>(steps)) << "a step is missing or repeated";
     for (int s = 1; s <= steps; ++s) {
       const auto& row = rows[s - 1];
@@ -105,6 +119,53 @@ TEST_F(ElasticTest, AKilledTrainerCostsNoCommittedStepAndTheJobGoesOn) {
   ASSERT_TRUE(metrics.is_object());
   EXPECT_EQ(metrics["counters"].value("troupe_train_recoveries_total", 0), 1) << metrics.dump();
   EXPECT_EQ(metrics["histograms"]["troupe_train_recovery_seconds"].value("count", 0), 1);
+}
+
+// The same kill with ZeRO-1: each rank holds a third of the optimizer state, and the lost rank's
+// comes back from the replica its neighbour kept (parallel.shard_replicas), re-partitioned
+// over the two survivors. The replica's refresh is timed in every step's row.
+TEST_F(ElasticTest, AKilledZeroOneTrainerComesBackFromItsShardReplica) {
+  ASSERT_NO_FATAL_FAILURE(start_held(3, 3, 2, 3, "", "  parallel: {zero: 1, shard_replicas: 1}\n"));
+  subprocess& victim = *workers_[0];
+  victim.signal(SIGSTOP);
+  hold_.release();
+  victim.signal(SIGKILL);
+  const process_result r = head_->wait(120s);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_exactly_once(10, [](int s) { return s <= 3 ? 3 : 2; });
+  EXPECT_TRUE(events_of(run_dir(), "rolled_back").empty());
+  const auto redone = events_of(run_dir(), "step_redone");
+  ASSERT_EQ(redone.size(), 1u);
+  EXPECT_EQ(redone[0]["step"], 4);
+  for (const auto& row : step_rows())
+    EXPECT_GT(row["time_s"].value("replica", 0.0), 0.0) << row.dump();
+}
+
+// Without a replica the lost rank's shard is gone: the two survivors go back to checkpoint 2
+// in place (their processes keep running) and redo steps 3 and 4.
+TEST_F(ElasticTest, AKilledZeroOneTrainerWithoutReplicasRollsBackToTheCheckpointInPlace) {
+  ASSERT_NO_FATAL_FAILURE(start_held(3, 3, 2, 3, "",
+                                     "  parallel: {zero: 1}\n"
+                                     "  checkpoint: {every_steps: 2}\n"));
+  ASSERT_FALSE(wait_for_event(run_dir(), "checkpoint_committed", 60s).is_null());
+  subprocess& victim = *workers_[1];
+  victim.signal(SIGSTOP);
+  hold_.release();
+  victim.signal(SIGKILL);
+  const process_result r = head_->wait(120s);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rolled = events_of(run_dir(), "rolled_back");
+  ASSERT_EQ(rolled.size(), 1u);
+  EXPECT_EQ(rolled[0]["step"], 2);
+  EXPECT_EQ(rolled[0]["redone"], 1);  // step 3, and the aborted step 4 after it
+  expect_exactly_once(
+      10, [](int s) { return s <= 2 ? 3 : 2; }, 1);
+  // In place: the survivors' trainers went back, none was replaced and nobody joined.
+  EXPECT_EQ(events_of(run_dir(), "rank_lost").size(), 1u);
+  EXPECT_TRUE(events_of(run_dir(), "rank_joined").empty());
+  EXPECT_EQ(summary_of(r)["world_size"], 2);
 }
 
 // A frozen worker (SIGSTOP: no socket error ever comes) is declared dead by the heartbeats; the
