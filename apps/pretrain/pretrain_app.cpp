@@ -41,7 +41,8 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   }
   actors::trainer_actor_spec spec;
   spec.model = model;
-  spec.options = trainer_options_of(*o);
+  spec.options =
+      trainer_options_of(*o, elastic ? ctx.plan.spec.cluster.local_workers : o->parallel.dp);
   // An elastic rank's place comes with the driver's (regroup); it starts alone.
   spec.rank = elastic ? 0 : ctx.index;
   spec.ranks = elastic ? 1 : o->parallel.dp;

@@ -111,12 +111,13 @@ config::object_schema<pretrain_options> pretrain_schema() {
   return s;
 }
 
-actors::trainer_options trainer_options_of(const pretrain_options& o) {
+actors::trainer_options trainer_options_of(const pretrain_options& o, int trainers_here) {
+  trainers_here = std::max(1, trainers_here);
   actors::trainer_options t;
   t.global_batch = o.train.batch;
   t.micro_batch = o.train.micro_batch;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  t.threads = o.train.threads > 0 ? o.train.threads : std::max(1, cores / o.parallel.dp);
+  t.threads = o.train.threads > 0 ? o.train.threads : std::max(1, cores / trainers_here);
   t.lr = {static_cast<float>(o.train.lr), o.train.warmup, o.train.steps,
           static_cast<float>(o.train.min_lr_ratio)};
   t.adamw.beta1 = static_cast<float>(o.train.beta1);
@@ -126,7 +127,7 @@ actors::trainer_options trainer_options_of(const pretrain_options& o) {
   t.zero = static_cast<actors::zero_stage>(o.parallel.zero);
   t.shard_replicas = o.parallel.shard_replicas > 0;
   t.overlap_comm = o.parallel.overlap == "on" ||
-                   (o.parallel.overlap == "auto" && cores > t.threads * o.parallel.dp);
+                   (o.parallel.overlap == "auto" && cores > t.threads * trainers_here);
   t.seed = static_cast<uint64_t>(o.train.seed);
   return t;
 }

@@ -67,7 +67,10 @@ struct pretrain_options {
 [[nodiscard]] config::object_schema<pretrain_options> pretrain_schema();
 
 /// The trainer's options from the app's: the schedule, AdamW, clipping, ZeRO and the threads
-/// each of the dp ranks on this machine computes on.
-[[nodiscard]] actors::trainer_options trainer_options_of(const pretrain_options& o);
+/// each rank computes on. `trainers_here`: the trainers sharing this machine's cores (dp for a
+/// fixed group on local workers; an elastic job's local workers), which the defaults of threads and
+/// overlap divide the cores among.
+[[nodiscard]] actors::trainer_options trainer_options_of(const pretrain_options& o,
+                                                         int trainers_here);
 
 }  // namespace troupe::apps

@@ -172,7 +172,8 @@ class object_schema {
         [schema](const M& m) { return schema->to_node(m); }, "a map");
   }
 
-  /// An optional nested map: absent stays `nullopt` (and is left out of the resolved config).
+  /// An optional nested map: absent or null (`key: null`, so `--set a.key=null` removes it)
+  /// stays `nullopt` (and is left out of the resolved config).
   template <class M>
   field<T, std::optional<M>>& add(std::string key, std::optional<M> T::*member,
                                   object_schema<M> nested) {
@@ -180,6 +181,10 @@ class object_schema {
     return emplace<std::optional<M>>(
         std::move(key), member,
         [schema](const YAML::Node& n, const parse_context& c, std::optional<M>& m) {
+          if (n.IsNull()) {
+            m.reset();
+            return true;
+          }
           M value{};
           if (!schema->parse(n, c, value)) return false;
           m = std::move(value);

@@ -8,12 +8,13 @@ namespace troupe::testing {
 namespace {
 
 const std::string quickstart = std::string(TROUPE_SOURCE_DIR) + "/configs/quickstart.yaml";
+const std::string pretrain_tiny = std::string(TROUPE_SOURCE_DIR) + "/configs/pretrain_tiny.yaml";
 const std::string plugin_example = std::string(TROUPE_SOURCE_DIR) + "/configs/plugin_example.yaml";
 
 TEST(Cli, CheckAcceptsAValidConfig) {
   auto r = troupe({"check", quickstart});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("ok (app pretrain, 1 roles, 2 actors)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok (app pretrain, 1 roles, 1 actors)"), std::string::npos) << r.out;
 }
 
 TEST(Cli, CheckRejectsABrokenConfigWithExitTwo) {
@@ -43,9 +44,9 @@ TEST(Cli, CheckAppliesSetOverrides) {
 }
 
 TEST(Cli, CheckExplainsPretrainShapeMistakes) {
-  auto r = troupe({"check", quickstart, "--set", "pretrain.parallel.dp=3"});
+  auto r = troupe({"check", pretrain_tiny, "--set", "pretrain.parallel.dp=3"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("pretrain.parallel.dp: is 3 but roles.trainer.count is 2"),
+  EXPECT_NE(r.err.find("pretrain.parallel.dp: is 3 but roles.trainer.count is 1"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("pretrain.train.batch: is 16, not a multiple of parallel.dp 3"),
@@ -56,8 +57,8 @@ TEST(Cli, CheckExplainsPretrainShapeMistakes) {
   EXPECT_NE(r.err.find("model.vocab must be 256, not 512"), std::string::npos) << r.err;
 }
 
-// An elastic trainer role: the world follows the trainers, so dp is not set, no optimizer
-// shard may live on one rank alone, and every rank of the largest world needs a sequence.
+// An elastic trainer role: the world follows the trainers, so dp is not set, shard replicas
+// need sharded optimizer state, and every rank of the largest world needs a sequence.
 TEST(Cli, CheckExplainsElasticPretrainMistakes) {
   const std::string elastic = std::string(TROUPE_SOURCE_DIR) + "/configs/pretrain_elastic.yaml";
   EXPECT_EQ(troupe({"check", elastic}).exit_code, 0);
@@ -83,7 +84,8 @@ TEST(Cli, CheckExplainsElasticPretrainMistakes) {
 }
 
 TEST(Cli, ShardReplicasNeedAnElasticTrainerRole) {
-  auto r = troupe({"check", quickstart, "--set", "pretrain.parallel.shard_replicas=1"});
+  auto r = troupe({"check", pretrain_tiny, "--set", "pretrain.parallel.zero=1", "--set",
+                   "pretrain.parallel.shard_replicas=1"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("pretrain.parallel.shard_replicas: is 1, but the trainer group is fixed"),
             std::string::npos)

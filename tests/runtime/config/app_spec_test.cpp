@@ -94,6 +94,10 @@ TEST(AppSpec, ClusterAndElasticRoles) {
   EXPECT_EQ(p.spec.cluster.local_workers, 2);
   EXPECT_EQ(p.spec.cluster.heartbeat_interval_ms, 500);
   EXPECT_EQ(p.spec.roles[0].elastic->max, 8);
+  // null unsets an optional part (what `--set roles.w.elastic=null` writes)
+  auto fixed = parse("app: x\nroles:\n  w: {impl: i, count: 2, elastic: null}\n");
+  ASSERT_EQ(fixed.errors, "");
+  EXPECT_FALSE(fixed.spec.roles[0].elastic.has_value());
   EXPECT_EQ(parse("app: x\nroles:\n  w: {impl: i, elastic: {min: 4, max: 2}}\n").errors,
             "a.yaml:3:25: roles.w.elastic: min 4 is larger than max 2");
   EXPECT_EQ(parse("app: x\ncluster: {listen: 'localhost'}\n").errors,
