@@ -5,7 +5,9 @@
 #                                  with their libraries into .device-bundle/bundle.tar.gz
 #                                  (git-ignored; gzipped to fit the device tool's 64 MiB carry)
 #   scripts/gpu_check.sh run       there (device tool, carry [".device-bundle"]): run the `gpu`
-#                                  tests, the PyTorch reference and gpu_bench (GEMM at 8192^3
+#                                  tests (nccl_test: an aborted group rebuilt at the next epoch,
+#                                  and with 2+ GPUs the survivors of a lost rank regrouping),
+#                                  the PyTorch reference and gpu_bench (GEMM at 8192^3
 #                                  against cuBLAS, HBM bandwidth, GPT-2 124M training tokens/s),
 #                                  and serve_bench with the inference workers on CUDA, writing
 #                                  JSON results to $OUT

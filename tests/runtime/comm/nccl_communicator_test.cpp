@@ -1,8 +1,13 @@
-// The NCCL communicator on the one GPU a device machine has (NCCL puts one rank per GPU, so
-// multi-rank traffic needs more devices): single-rank operations, and the bound on forming a
-// group whose other rank never arrives. CTest label `gpu`; skips without a CUDA device.
+// The NCCL communicator on the GPUs there are (NCCL puts one rank per GPU, so multi-rank
+// traffic needs more devices than a device machine's one): single-rank operations, the bound on
+// forming a group whose other rank never arrives, and the elastic path, an aborted group
+// rebuilt at a new epoch (on one GPU for a single rank; with a lost rank and an exchange on two
+// or more). CTest label `gpu`; skips without a CUDA device.
 
 #include "runtime/comm/nccl_communicator.hpp"
+
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -46,6 +51,89 @@ TEST_F(NcclCommunicator, AMissingRankFailsWithinTheTimeout) {
       store, {.name = "pair", .rank = 0, .size = 2, .timeout = std::chrono::milliseconds(2000)}, 0);
   EXPECT_EQ(group.status().code(), absl::StatusCode::kDeadlineExceeded) << group.status();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+}
+
+// A tensor of `n` copies of `value` on GPU `device`.
+tensor::tensor filled(int64_t n, float value, int device) {
+  tensor::tensor host = tensor::tensor::host({n});
+  for (int64_t i = 0; i < n; ++i)
+    host.data<float>()[i] = value;
+  return *host.to(tensor::device::cuda(device));
+}
+
+float first_of(const tensor::tensor& t) {
+  return (*t.to(tensor::device::cpu())).data<float>()[0];
+}
+
+// ncclCommAbort, then a new communicator: an aborted group refuses every later operation, and
+// the group formed at the next epoch works.
+TEST_F(NcclCommunicator, AnAbortedGroupRefusesWorkAndIsRebuiltAtTheNextEpoch) {
+  memory_store store;
+  auto old = make_nccl_communicator(store, {.name = "dp", .rank = 0, .size = 1, .epoch = 1}, 0);
+  ASSERT_TRUE(old.ok()) << old.status();
+  (*old)->abort("generation 2 replaces it");
+  const absl::Status refused = (*old)->allreduce(filled(16, 1, 0), reduce_op::sum);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("generation 2 replaces it"), std::string::npos) << refused;
+  auto rebuilt = make_nccl_communicator(store, {.name = "dp", .rank = 0, .size = 1, .epoch = 2}, 0);
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
+  tensor::tensor t = filled(16, 3, 0);
+  ASSERT_TRUE((*rebuilt)->allreduce(t, reduce_op::sum).ok());
+  EXPECT_EQ(first_of(t), 3.0f);
+}
+
+// One rank per GPU; the last is lost (it never joins the second allreduce). The survivors'
+// allreduce, blocked on it, is aborted from another thread (before or while it waits: released
+// either way), and the survivors form the next epoch without it, where an allreduce and an
+// exchange between neighbours work.
+TEST_F(NcclCommunicator, SurvivorsOfALostRankAbortAndRegroup) {
+  const int gpus = static_cast<int>(tensor::cuda_devices()->size());
+  if (gpus < 2) GTEST_SKIP() << "a lost rank needs two GPUs or more; this machine has " << gpus;
+  memory_store store;
+  std::vector<std::unique_ptr<communicator>> first(gpus), second(gpus - 1);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < gpus; ++r) {
+    ranks.emplace_back([&, r] {
+      auto g =
+          make_nccl_communicator(store, {.name = "dp", .rank = r, .size = gpus, .epoch = 1}, r);
+      ASSERT_TRUE(g.ok()) << g.status();
+      first[r] = std::move(*g);
+      tensor::tensor t = filled(1024, 1, r);
+      ASSERT_TRUE(first[r]->allreduce(t, reduce_op::sum).ok());
+      EXPECT_EQ(first_of(t), static_cast<float>(gpus));
+    });
+  }
+  for (auto& t : ranks)
+    t.join();
+  ranks.clear();
+  for (int r = 0; r + 1 < gpus; ++r) {
+    ranks.emplace_back(
+        [&, r] { EXPECT_FALSE(first[r]->allreduce(filled(1 << 20, 1, r), reduce_op::sum).ok()); });
+  }
+  for (int r = 0; r + 1 < gpus; ++r)
+    first[r]->abort("rank " + std::to_string(gpus - 1) + " was lost");
+  for (auto& t : ranks)
+    t.join();
+  ranks.clear();
+  const int world = gpus - 1;
+  for (int r = 0; r < world; ++r) {
+    ranks.emplace_back([&, r] {
+      auto g =
+          make_nccl_communicator(store, {.name = "dp", .rank = r, .size = world, .epoch = 2}, r);
+      ASSERT_TRUE(g.ok()) << g.status();
+      second[r] = std::move(*g);
+      tensor::tensor t = filled(1024, 2, r);
+      ASSERT_TRUE(second[r]->allreduce(t, reduce_op::sum).ok());
+      EXPECT_EQ(first_of(t), 2.0f * world);
+      if (world < 2) return;
+      const int left = (r + world - 1) % world, right = (r + 1) % world;
+      tensor::tensor out = filled(256, static_cast<float>(r), r), in = filled(256, -1, r);
+      ASSERT_TRUE(second[r]->exchange({{out, left, 0}}, {{in, right, 0}}).ok());
+      EXPECT_EQ(first_of(in), static_cast<float>(right));
+    });
+  }
+  for (auto& t : ranks)
+    t.join();
 }
 
 }  // namespace
