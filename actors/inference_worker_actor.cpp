@@ -129,7 +129,9 @@ void finish_swap(self_ptr self) {
 
 // Receives weights version `version` into the buffer the engine does not run on, then swaps
 // them in at once when the engine is empty, else after its last running request.
-caf::result<actor::weights_ack> receive_weights(self_ptr self, uint64_t version) {
+caf::result<actor::weights_ack> receive_weights(self_ptr self,
+                                                const actor::weight_sync_round& round) {
+  const uint64_t version = round.version;
   auto& st = self->state;
   if (!st.sync) {
     return actor::to_error(absl::FailedPreconditionError(
@@ -141,8 +143,10 @@ caf::result<actor::weights_ack> receive_weights(self_ptr self, uint64_t version)
         absl::StrCat("(sync) to version ", version, " while version ", st.swap->ack.version,
                      " still waits to be swapped in")));
   }
-  if (st.sync_group == nullptr) {
-    auto group = comm::make_gloo_communicator(*st.sync->store, st.sync->spec.group);
+  if (st.sync_group == nullptr || st.sync_group->epoch() != round.epoch) {
+    st.sync_group.reset();
+    auto group = comm::make_gloo_communicator(*st.sync->store,
+                                              sync_group_options(st.sync->spec.group, round));
     if (!group.ok()) return actor::to_error(group.status());
     st.sync_group = *std::move(group);
   }
@@ -235,8 +239,8 @@ absl::StatusOr<actor::inference_worker_actor> spawn_inference_worker(
                   keep_stepping(self);
                   finish_swap(self);
                 },
-                [self](actor::sync_atom, uint64_t version) {
-                  return receive_weights(self, version);
+                [self](actor::sync_atom, const actor::weight_sync_round& round) {
+                  return receive_weights(self, round);
                 },
             };
           });

@@ -76,6 +76,8 @@ void announce(self_ptr self, const std::string& name) {
   if (st.running) self->send(st.driver, actor::actor_update{name, st.children->at(name)});
 }
 
+void grow(self_ptr self);
+
 // After the initial spawns: hand the driver every actor, then run it.
 void maybe_run(self_ptr self) {
   auto& st = self->state;
@@ -95,6 +97,7 @@ void maybe_run(self_ptr self) {
             [self](caf::error& e) {
               fail(self, absl::StrCat("the app driver failed: ", actor::to_status(e).message()));
             });
+  grow(self);  // workers that joined while the job started get their elastic actors now
 }
 
 // Spawns actor `index` of `role` in this process.

@@ -336,17 +336,23 @@ caf::result<int64_t> load_weights(self_ptr self, const std::string& dir) {
   return saved->step;
 }
 
-// Rank 0 of the policy sends its weights to the rollout (the group's other members).
-caf::result<actor::weights_ack> sync_weights(self_ptr self, uint64_t version) {
+// Rank 0 of the policy sends its weights to the rollout (the group's other members), in the
+// round's group (formed anew at each new epoch: a rollout worker lost or joined).
+caf::result<actor::weights_ack> sync_weights(self_ptr self, const actor::weight_sync_round& round) {
   auto& st = self->state;
   if (!st.spec.sync || st.spec.rank != 0) {
     return actor::to_error(absl::FailedPreconditionError(
         absl::StrCat("(sync) asked of trainer rank ", st.spec.rank,
                      ", which is not the sender of a weight-sync group (rank 0 of the policy)")));
   }
-  if (st.sync_group == nullptr) {
+  if (round.rank != 0) {
+    return actor::to_error(absl::InvalidArgumentError(absl::StrCat(
+        "(sync) names policy rank 0 rank ", round.rank, " of its group; the sender is rank 0")));
+  }
+  if (st.sync_group == nullptr || st.sync_group->epoch() != round.epoch) {
+    st.sync_group.reset();
     absl::StatusOr<std::unique_ptr<comm::communicator>> group =
-        comm::make_gloo_communicator(*st.store, st.spec.sync->group);
+        comm::make_gloo_communicator(*st.store, sync_group_options(st.spec.sync->group, round));
     if (!group.ok()) return actor::to_error(group.status());
     st.sync_group = *std::move(group);
   }
@@ -356,7 +362,7 @@ caf::result<actor::weights_ack> sync_weights(self_ptr self, uint64_t version) {
     st.sync_group.reset();  // a failed group refuses further work; the next sync forms anew
     return actor::to_error(checksum.status());
   }
-  return actor::weights_ack{version, *std::move(checksum)};
+  return actor::weights_ack{round.version, *std::move(checksum)};
 }
 
 caf::result<int64_t> restore(self_ptr self, const std::string& dir) {
@@ -417,7 +423,9 @@ actor::trainer_actor spawn_trainer(caf::actor_system& system, metrics::registry&
               return *std::move(out);
             },
             [self](actor::load_atom, const std::string& dir) { return load_weights(self, dir); },
-            [self](actor::sync_atom, uint64_t version) { return sync_weights(self, version); },
+            [self](actor::sync_atom, const actor::weight_sync_round& round) {
+              return sync_weights(self, round);
+            },
             [self](actor::regroup_atom, const actor::group_change& c) { return regroup(self, c); },
             [self](actor::abort_atom, uint64_t generation) {
               auto& st = self->state;

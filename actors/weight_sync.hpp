@@ -4,18 +4,28 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "runtime/actor/message_types.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/tensor/tensor.hpp"
 
 namespace troupe::actors {
 
-/// Where a weight-sync participant finds its group: the group's name, this member's rank (the
-/// sender is 0), its size and timeout, formed through the job's rendezvous store at the first
-/// sync; and the broadcast's bucket size.
+/// Where a weight-sync participant finds its group: the group's name and timeout (each sync
+/// round says the rank, the size and the epoch), formed through the job's rendezvous store;
+/// and the broadcast's bucket size.
 struct weight_sync_spec {
   comm::group_options group;
   int64_t bucket_bytes = int64_t{32} << 20;
 };
+
+/// `group` as sync round `round` forms it: its rank, size and epoch.
+[[nodiscard]] inline comm::group_options sync_group_options(comm::group_options group,
+                                                            const actor::weight_sync_round& round) {
+  group.rank = round.rank;
+  group.size = round.ranks;
+  group.epoch = round.epoch;
+  return group;
+}
 
 /// The checksum of a weight buffer that a receiver acknowledges: XXH3-128 of its bytes, 32 hex
 /// digits (not a cryptographic digest: it catches a torn or mixed transfer, at memory speed; a

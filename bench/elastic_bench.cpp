@@ -128,8 +128,8 @@ struct elastic_run {
 elastic_run elastic(const settings& s, const std::string& config, const std::string& dir) {
   elastic_run out;
   cluster c(s, config, dir,
-            {"cluster.local_workers=0", "pretrain.train.steps=100000", "pretrain.train.batch=18",
-             "pretrain.train.threads=1", "pretrain.data.eval_every=0"},
+            {"cluster.local_workers=0", "cluster.min_workers=3", "pretrain.train.steps=100000",
+             "pretrain.train.batch=18", "pretrain.train.threads=1", "pretrain.data.eval_every=0"},
             3);
   if (!wait_until([&] { return step_rows(dir).size() >= 5; }, 120s)) return out;
   size_t seen = step_rows(dir).size();

@@ -26,16 +26,10 @@ absl::StatusOr<const rlhf_options*> options_in(const app::app_plan& plan, absl::
   return static_cast<const rlhf_options*>(plan.app_options.get());
 }
 
-int rollout_workers(const app::app_plan& plan) {
-  const auto* r = plan.find_role("rollout");
-  return r == nullptr ? 0 : r->spec.count;
-}
-
-actors::weight_sync_spec sync_member(const rlhf_options& o, int rank, int size) {
+// A weight-sync participant: the group's name and limits (each sync round brings its members).
+actors::weight_sync_spec sync_member(const rlhf_options& o) {
   actors::weight_sync_spec s;
   s.group.name = "rlhf/sync";
-  s.group.rank = rank;
-  s.group.size = size;
   s.group.timeout = std::chrono::milliseconds(o.sync.timeout_ms);
   s.bucket_bytes = int64_t{o.sync.bucket_mb} << 20;
   return s;
@@ -74,7 +68,7 @@ absl::StatusOr<caf::actor> spawn_policy(actor::role_context& ctx, const no_optio
   spec.data_seed = static_cast<uint64_t>(o->seed);
   spec.eval_windows = 1;
   spec.objective = objective_of(*o);
-  if (ctx.index == 0) spec.sync = sync_member(*o, 0, 1 + rollout_workers(ctx.plan));
+  if (ctx.index == 0) spec.sync = sync_member(*o);
   TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
   spec.pacer = run::work_pacer(std::move(hooks));
   return caf::actor_cast<caf::actor>(
@@ -126,13 +120,11 @@ absl::StatusOr<caf::actor> spawn_rollout(actor::role_context& ctx, const no_opti
   engine.scheduler.max_sequences = std::max(1, o->data.train_batch_size * o->rollout.n);
   engine.kv_blocks = o->rollout.kv_blocks;
   TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
-  TROUPE_ASSIGN_OR_RETURN(
-      actor::inference_worker_actor worker,
-      actors::spawn_inference_worker(
-          ctx.system, ctx.metrics, ctx.actor_name(), std::move(served), engine,
-          run::work_pacer(std::move(hooks)), std::chrono::milliseconds(500),
-          actors::rollout_sync{store,
-                               sync_member(*o, 1 + ctx.index, 1 + rollout_workers(ctx.plan))}));
+  TROUPE_ASSIGN_OR_RETURN(actor::inference_worker_actor worker,
+                          actors::spawn_inference_worker(
+                              ctx.system, ctx.metrics, ctx.actor_name(), std::move(served), engine,
+                              run::work_pacer(std::move(hooks)), std::chrono::milliseconds(500),
+                              actors::rollout_sync{store, sync_member(*o)}));
   return caf::actor_cast<caf::actor>(worker);
 }
 
@@ -183,8 +175,10 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
                 absl::StrCat("app: rlhf needs a role '", want.name, "' of kind ", want.kind,
                              " and impl ", want.impl, ", e.g. roles: {", want.name,
                              ": {kind: ", want.kind, ", impl: ", want.impl, "}}"));
-    } else if (role->spec.elastic) {
-      ctx.error(section, absl::StrCat("roles.", want.name, " cannot be elastic in app: rlhf"));
+    } else if (role->spec.elastic && std::string_view(want.name) != "rollout") {
+      ctx.error(section, absl::StrCat("roles.", want.name,
+                                      " cannot be elastic in app: rlhf (only the rollout can: "
+                                      "one rollout worker per worker process)"));
     }
   }
   for (const auto& role : plan.roles) {
@@ -337,7 +331,7 @@ absl::Status register_rlhf(actor::role_registry& registry) {
   auto rollout = actor::make_role_factory<no_options>(
       "one rollout worker of app: rlhf (the serving engine; weights synced from the policy)",
       config::object_schema<no_options>(), spawn_rollout);
-  rollout.restartable = false;  // a fresh worker is outside the weight-sync group
+  // A lost rollout worker restarted elsewhere joins the weight-sync group at the next sync.
   TROUPE_RETURN_IF_ERROR(registry.add("inference_worker", "gpt_rollout", std::move(rollout)));
   return registry.add(
       "reward", "digit_completion",

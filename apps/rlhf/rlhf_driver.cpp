@@ -124,6 +124,14 @@ std::vector<rlhf_driver::command> rlhf_driver::begin_step() {
   return {sync_all{version_ + 1}};
 }
 
+std::vector<rlhf_driver::command> rlhf_driver::resync() {
+  if (phase_ != phase::syncing) return {};
+  answers_ = 0;
+  acks_.clear();
+  sender_checksum_.clear();
+  return {sync_all{version_ + 1}};
+}
+
 std::vector<rlhf_driver::command> rlhf_driver::on_synced(const std::string& who,
                                                          const actor::weights_ack& ack,
                                                          bool sender) {
@@ -199,6 +207,14 @@ std::vector<rlhf_driver::command> rlhf_driver::on_generated(
   if (outputs.size() != requests_.size()) {
     return failed(absl::InternalError(
         absl::StrCat("rollout: ", outputs.size(), " outputs for ", requests_.size(), " requests")));
+  }
+  for (size_t i = 0; i < requests_.size(); ++i) {
+    // Each request exactly once, ended: none lost with a rollout worker, none twice.
+    if (outputs[i].id != requests_[i].id || !outputs[i].finished) {
+      return failed(absl::DataLossError(absl::StrCat(
+          "rollout: output ", i, " is of request ", outputs[i].id,
+          outputs[i].finished ? "" : " (unfinished)", ", not of request ", requests_[i].id)));
+    }
   }
   const bool validation = phase_ == phase::validating;
   row_[validation ? "timing_s/testing" : "timing_s/gen"] = seconds_since(phase_started_);

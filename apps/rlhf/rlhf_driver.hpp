@@ -175,6 +175,9 @@ class rlhf_driver {
   /// `who` names the participant ("policy/0", "rollout/1") for errors.
   std::vector<command> on_synced(const std::string& who, const actor::weights_ack& ack,
                                  bool sender);
+  /// The sync in flight lost a participant (a rollout worker): it is asked again of the
+  /// participants there are now (set_sync_participants), the acknowledgements so far dropped.
+  std::vector<command> resync();
   /// Every request's whole output, in request order.
   std::vector<command> on_generated(std::vector<actor::generation_event> outputs);
   std::vector<command> on_scored(std::vector<double> scores);
@@ -191,7 +194,8 @@ class rlhf_driver {
   [[nodiscard]] double kl_coef() const { return kl_.value(); }
   [[nodiscard]] bool done() const { return phase_ == phase::finished; }
   [[nodiscard]] const rlhf_schedule& schedule() const { return schedule_; }
-  /// How many sync participants answer a sync (policy rank 0 and the rollout workers).
+  /// How many sync participants answer a sync (policy rank 0 and the rollout workers), set
+  /// before each sync (a rollout worker may have joined or been lost).
   void set_sync_participants(int n) { sync_participants_ = n; }
 
  private:

@@ -62,7 +62,7 @@ using trainer_actor =
                      caf::replies_to<log_probs_atom, rl_batch>::with<std::vector<float>>,
                      caf::replies_to<values_atom, rl_batch>::with<std::vector<float>>,
                      caf::replies_to<load_atom, std::string>::with<int64_t>,
-                     caf::replies_to<sync_atom, uint64_t>::with<weights_ack>,
+                     caf::replies_to<sync_atom, weight_sync_round>::with<weights_ack>,
                      caf::replies_to<regroup_atom, group_change>::with<int64_t>,
                      caf::reacts_to<abort_atom, uint64_t>, caf::reacts_to<done_atom, uint64_t>>;
 
@@ -86,7 +86,7 @@ using inference_worker_actor = caf::typed_actor<
     caf::replies_to<generate_atom, std::vector<generation_request>>::with<caf::ok_atom>,
     caf::reacts_to<cancel_atom, uint64_t>, caf::replies_to<poll_atom>::with<worker_report>,
     caf::reacts_to<step_atom>, caf::reacts_to<tick_atom>,
-    caf::replies_to<sync_atom, uint64_t>::with<weights_ack>>;
+    caf::replies_to<sync_atom, weight_sync_round>::with<weights_ack>>;
 
 /// The RL reward role: `(score, request)` returns one score per response, in order.
 using reward_actor =

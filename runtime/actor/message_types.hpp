@@ -151,6 +151,16 @@ struct reward_request {
   std::vector<uint8_t> ended;
 };
 
+/// One weight sync of the RL policy to its rollout workers: the version it carries and the
+/// group it travels in, formed anew at each new `epoch` (a rollout worker lost or joined):
+/// `rank` of `ranks` (the sender, policy rank 0, is rank 0).
+struct weight_sync_round {
+  uint64_t version = 0;
+  uint64_t epoch = 0;
+  int32_t rank = 0;
+  int32_t ranks = 1;
+};
+
 /// A weight-sync participant's acknowledgement: the version it now holds and the checksum of its
 /// weights (actors::weights_checksum), which the sender compares with its own.
 struct weights_ack {

@@ -129,6 +129,11 @@ typename Inspector::result_type inspect(Inspector& f, reward_request& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, weight_sync_round& x) {
+  return f(caf::meta::type_name("weight_sync_round"), x.version, x.epoch, x.rank, x.ranks);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, weights_ack& x) {
   return f(caf::meta::type_name("weights_ack"), x.version, x.checksum);
 }
@@ -205,6 +210,7 @@ CAF_ADD_TYPE_ID(troupe, (std::vector<float>))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::rl_batch))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::rl_step_report))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::weights_ack))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::weight_sync_round))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::reward_request))
 CAF_ADD_TYPE_ID(troupe, (std::vector<double>))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actor::generation_request>))

@@ -170,6 +170,8 @@ const std::vector<element_codec>& codecs() {
         structured<actor::rl_batch>("rl_batch", wire::pack_rl_batch, wire::unpack_rl_batch));
     t.push_back(structured<actor::rl_step_report>("rl_step_report", wire::pack_rl_step,
                                                   wire::unpack_rl_step));
+    t.push_back(structured<actor::weight_sync_round>("weight_sync_round", wire::pack_sync_round,
+                                                     wire::unpack_sync_round));
     t.push_back(structured<actor::weights_ack>("weights_ack", wire::pack_weights_ack,
                                                wire::unpack_weights_ack));
     t.push_back(structured<actor::reward_request>("reward_request", wire::pack_reward_request,

@@ -148,6 +148,34 @@ absl::StatusOr<actor::rl_step_report> unpack_rl_step(const msgpack::object& o) {
   return x;
 }
 
+void pack_sync_round(packer& pk, const actor::weight_sync_round& x) {
+  pk.pack_map(4);
+  pk.pack("version");
+  pk.pack(x.version);
+  pk.pack("epoch");
+  pk.pack(x.epoch);
+  pk.pack("rank");
+  pk.pack(x.rank);
+  pk.pack("ranks");
+  pk.pack(x.ranks);
+}
+
+absl::StatusOr<actor::weight_sync_round> unpack_sync_round(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "weight_sync_round"));
+  actor::weight_sync_round x;
+  TROUPE_ASSIGN_OR_RETURN(x.version, m.get_uint("version"));
+  TROUPE_ASSIGN_OR_RETURN(x.epoch, m.get_uint("epoch"));
+  TROUPE_ASSIGN_OR_RETURN(uint64_t rank, m.get_uint("rank"));
+  TROUPE_ASSIGN_OR_RETURN(uint64_t ranks, m.get_uint("ranks"));
+  if (ranks < 1 || ranks > 65536 || rank >= ranks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "weight_sync_round: rank ", rank, " must be a rank of a group of ", ranks, " (1..65536)"));
+  }
+  x.rank = static_cast<int32_t>(rank);
+  x.ranks = static_cast<int32_t>(ranks);
+  return x;
+}
+
 void pack_weights_ack(packer& pk, const actor::weights_ack& x) {
   pk.pack_map(2);
   pk.pack("version");

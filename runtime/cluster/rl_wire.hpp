@@ -26,6 +26,9 @@ absl::StatusOr<actor::rl_batch> unpack_rl_batch(const msgpack::object& o);
 void pack_rl_step(packer& pk, const actor::rl_step_report& x);
 absl::StatusOr<actor::rl_step_report> unpack_rl_step(const msgpack::object& o);
 
+void pack_sync_round(packer& pk, const actor::weight_sync_round& x);
+absl::StatusOr<actor::weight_sync_round> unpack_sync_round(const msgpack::object& o);
+
 void pack_weights_ack(packer& pk, const actor::weights_ack& x);
 absl::StatusOr<actor::weights_ack> unpack_weights_ack(const msgpack::object& o);
 

@@ -22,11 +22,16 @@ using namespace std::chrono_literals;
 
 const models::gpt_config config{256, 48, 2, 32, 4};
 
-weight_sync_spec sync_member(int rank, int size) {
+weight_sync_spec sync_spec() {
   weight_sync_spec s;
-  s.group = {.name = "rlhf/sync", .rank = rank, .size = size, .timeout = 20s};
+  s.group = {.name = "rlhf/sync", .timeout = 20s};
   s.bucket_bytes = 4096;  // many buckets
   return s;
+}
+
+// Sync round `version` at `epoch`: rank `rank` of `ranks` (the policy is rank 0).
+actor::weight_sync_round round(uint64_t version, int rank, int ranks, uint64_t epoch = 1) {
+  return {version, epoch, rank, ranks};
 }
 
 class RolloutSyncTest : public ::testing::Test {
@@ -37,17 +42,17 @@ class RolloutSyncTest : public ::testing::Test {
         store_(std::make_shared<comm::memory_store>()),
         self_(system_) {}
 
-  actor::trainer_actor policy(int size) {
+  actor::trainer_actor policy() {
     trainer_actor_spec s;
     s.model = config;
     s.options.global_batch = 1;
     s.options.seed = 21;  // not the rollout's initial weights
     s.objective = policy_objective{};
-    s.sync = sync_member(0, size);
+    s.sync = sync_spec();
     return spawn_trainer(system_, metrics_, "policy/0", store_, s);
   }
 
-  actor::inference_worker_actor rollout(int index, int size) {
+  actor::inference_worker_actor rollout(int index) {
     auto model = std::make_shared<served_model>();
     model->layout = std::make_unique<models::gpt_layout>(config, models::layer_range::all(config));
     model->params.resize(model->layout->total());
@@ -55,7 +60,7 @@ class RolloutSyncTest : public ::testing::Test {
     return *spawn_inference_worker(system_, metrics_, "rollout/" + std::to_string(index),
                                    std::move(model),
                                    {.scheduler = {.ctx = config.ctx, .max_batch_tokens = 64}}, {},
-                                   20s, rollout_sync{store_, sync_member(1 + index, size)});
+                                   20s, rollout_sync{store_, sync_spec()});
   }
 
   // Generations `ids` from `worker` to their ends: tokens, log-probs and the versions they came
@@ -108,12 +113,13 @@ class RolloutSyncTest : public ::testing::Test {
 // its log-probs of what it generates are the policy's for the same tokens, up to the decoder's
 // float rounding (the RL update recomputes them on the policy, so it never trains on these).
 TEST_F(RolloutSyncTest, AfterASyncTheRolloutGeneratesWithThePolicysWeights) {
-  auto sender = policy(3);
-  std::vector<actor::inference_worker_actor> workers = {rollout(0, 3), rollout(1, 3)};
-  auto sent = self_->request(sender, 30s, actor::sync_atom_v, uint64_t{1});
-  std::vector<decltype(self_->request(workers[0], 30s, actor::sync_atom_v, uint64_t{1}))> acks;
-  for (const auto& w : workers)
-    acks.push_back(self_->request(w, 30s, actor::sync_atom_v, uint64_t{1}));
+  auto sender = policy();
+  std::vector<actor::inference_worker_actor> workers = {rollout(0), rollout(1)};
+  auto sent = self_->request(sender, 30s, actor::sync_atom_v, round(1, 0, 3));
+  std::vector<decltype(self_->request(workers[0], 30s, actor::sync_atom_v, round(1, 1, 3)))> acks;
+  for (size_t w = 0; w < workers.size(); ++w)
+    acks.push_back(
+        self_->request(workers[w], 30s, actor::sync_atom_v, round(1, 1 + static_cast<int>(w), 3)));
   std::string want;
   sent.receive([&](actor::weights_ack& a) { want = a.checksum; },
                [](caf::error& e) { FAIL() << caf::to_string(e); });
@@ -159,11 +165,11 @@ TEST_F(RolloutSyncTest, AfterASyncTheRolloutGeneratesWithThePolicysWeights) {
 // A sync that arrives while a request runs: the request ends on the old weights (version 0);
 // one that arrives after the sync waits and runs on the new ones (version 1).
 TEST_F(RolloutSyncTest, ASwapWaitsForTheRequestsRunningOnTheOldWeights) {
-  auto sender = policy(2);
-  auto worker = rollout(0, 2);
+  auto sender = policy();
+  auto worker = rollout(0);
   generate(worker, 1, 30);  // queued before the sync: the engine is busy when it arrives
-  auto sent = self_->request(sender, 30s, actor::sync_atom_v, uint64_t{1});
-  auto ack = self_->request(worker, 30s, actor::sync_atom_v, uint64_t{1});
+  auto sent = self_->request(sender, 30s, actor::sync_atom_v, round(1, 0, 2));
+  auto ack = self_->request(worker, 30s, actor::sync_atom_v, round(1, 1, 2));
   generate(worker, 2, 5);  // arrives while the swap waits
   auto outs = collect(worker, {1, 2});
   const output& old_weights = outs[1];
@@ -178,10 +184,44 @@ TEST_F(RolloutSyncTest, ASwapWaitsForTheRequestsRunningOnTheOldWeights) {
   self_->send_exit(sender, caf::exit_reason::user_shutdown);
 }
 
+// The rollout changes between syncs (a worker lost, another joined): each new epoch forms the
+// group anew with its members, and a joiner holds the policy's weights after its first round.
+TEST_F(RolloutSyncTest, ANewEpochFormsTheGroupWithItsMembers) {
+  auto sender = policy();
+  auto first = rollout(0), joiner = rollout(1);
+  const auto sync = [&](uint64_t version, uint64_t epoch,
+                        const std::vector<actor::inference_worker_actor*>& workers) {
+    const int ranks = 1 + static_cast<int>(workers.size());
+    // Every member is asked before any answer is awaited: the sync is one collective.
+    auto sent = self_->request(sender, 30s, actor::sync_atom_v, round(version, 0, ranks, epoch));
+    std::vector<decltype(sent)> acks;
+    for (size_t w = 0; w < workers.size(); ++w) {
+      acks.push_back(self_->request(*workers[w], 30s, actor::sync_atom_v,
+                                    round(version, 1 + static_cast<int>(w), ranks, epoch)));
+    }
+    std::string want;
+    sent.receive([&](actor::weights_ack& a) { want = a.checksum; },
+                 [](caf::error& e) { FAIL() << caf::to_string(e); });
+    for (auto& a : acks) {
+      a.receive(
+          [&](actor::weights_ack& ack) {
+            EXPECT_EQ(ack.version, version);
+            EXPECT_EQ(ack.checksum, want);
+          },
+          [](caf::error& e) { FAIL() << caf::to_string(e); });
+    }
+  };
+  sync(1, 1, {&first});
+  sync(2, 2, {&joiner, &first});  // the joiner takes rank 1 in the new group
+  for (auto* w : {&first, &joiner})
+    self_->send_exit(*w, caf::exit_reason::user_shutdown);
+  self_->send_exit(sender, caf::exit_reason::user_shutdown);
+}
+
 // A rollout worker whose sender never comes fails its sync after the group's timeout with the
 // reason, and a serving worker (no sync group) refuses a sync.
 TEST_F(RolloutSyncTest, AStuckOrImpossibleSyncIsAnErrorNotAHang) {
-  weight_sync_spec lonely = sync_member(1, 2);
+  weight_sync_spec lonely = sync_spec();
   lonely.group.timeout = 300ms;
   auto model = std::make_shared<served_model>();
   model->layout = std::make_unique<models::gpt_layout>(config, models::layer_range::all(config));
@@ -189,7 +229,7 @@ TEST_F(RolloutSyncTest, AStuckOrImpossibleSyncIsAnErrorNotAHang) {
   auto worker = *spawn_inference_worker(system_, metrics_, "rollout/0", model,
                                         {.scheduler = {.ctx = config.ctx}}, {}, 20s,
                                         rollout_sync{store_, lonely});
-  self_->request(worker, 30s, actor::sync_atom_v, uint64_t{1})
+  self_->request(worker, 30s, actor::sync_atom_v, round(1, 1, 2))
       .receive([](actor::weights_ack&) { FAIL() << "no sender, yet synced"; },
                [](caf::error& e) {
                  EXPECT_EQ(actor::to_status(e).code(), absl::StatusCode::kDeadlineExceeded)
@@ -197,7 +237,7 @@ TEST_F(RolloutSyncTest, AStuckOrImpossibleSyncIsAnErrorNotAHang) {
                });
   auto serving = *spawn_inference_worker(system_, metrics_, "worker/0", model,
                                          {.scheduler = {.ctx = config.ctx}});
-  self_->request(serving, 30s, actor::sync_atom_v, uint64_t{1})
+  self_->request(serving, 30s, actor::sync_atom_v, round(1, 1, 2))
       .receive([](actor::weights_ack&) { FAIL() << "a serving worker synced"; },
                [](caf::error& e) {
                  EXPECT_NE(actor::to_status(e).message().find("not an RL rollout worker"),

@@ -143,6 +143,43 @@ TEST(RlhfDriver, ARolloutWorkerWithOtherWeightsFailsTheRunNamingIt) {
       << why;
 }
 
+// A sync that lost a rollout worker is asked again of those left: the acknowledgements before
+// it count for nothing, and the new round's complete it.
+TEST(RlhfDriver, ASyncThatLostAWorkerIsAskedAgainOfThoseLeft) {
+  driver d = make();
+  d.set_sync_participants(3);
+  d.start();
+  EXPECT_TRUE(d.on_synced("policy/0", {1, "abc"}, true).empty());
+  EXPECT_TRUE(d.on_synced("rollout/0", {1, "abc"}, false).empty());  // rollout/1 never answers
+  d.set_sync_participants(2);
+  EXPECT_EQ(only<driver::sync_all>(d.resync()).version, 1u);
+  EXPECT_TRUE(d.on_synced("policy/0", {1, "abc"}, true).empty())
+      << "the old round's answers are gone";
+  EXPECT_EQ(only<driver::generate_all>(d.on_synced("rollout/0", {1, "abc"}, false)).requests.size(),
+            4u);
+  EXPECT_TRUE(d.resync().empty()) << "no sync in flight";
+}
+
+// Every request's output exactly once and ended: a missing one (lost with a worker) or one of
+// another request fails the run.
+TEST(RlhfDriver, AGenerationWithAnOutputMissingOrRepeatedFailsTheRun) {
+  driver d = make();
+  d.start();
+  d.on_synced("policy/0", {1, "abc"}, true);
+  const auto generate = d.on_synced("rollout/0", {1, "abc"}, false);
+  const auto& requests = only<driver::generate_all>(generate).requests;
+  std::vector<actor::generation_event> outputs;
+  for (const auto& r : requests) {
+    actor::generation_event e;
+    e.id = requests[0].id;  // the first request's output, over and over
+    e.finished = true;
+    outputs.push_back(e);
+  }
+  const absl::Status why = only<driver::fail>(d.on_generated(outputs)).why;
+  EXPECT_EQ(why.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(why.message().find("output 1 is of request"), std::string::npos) << why;
+}
+
 TEST(RlhfDriver, AWarmupRunsThenTheInitialPolicyIsSavedAndLoadedByTheReference) {
   rlhf_schedule s = schedule();
   s.warmup_steps = 2;
