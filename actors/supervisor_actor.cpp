@@ -26,6 +26,10 @@ struct supervisor_state {
   // The next index of each elastic role.
   std::map<std::string, int> next_index;
   std::map<caf::actor_addr, std::string> names;
+  // The app's colocation: each colocated role's group, and where each group's actors of one
+  // index run (a worker node; empty: this process).
+  std::map<std::string, int> group_of;
+  std::map<std::pair<int, int>, std::string> slot_node;
   // Shared with the exit hook that stops every child when the supervisor terminates.
   std::shared_ptr<std::map<std::string, caf::actor>> children =
       std::make_shared<std::map<std::string, caf::actor>>();
@@ -135,20 +139,35 @@ void spawn_instance(self_ptr self, const app::resolved_role& role, int index, bo
   const std::string name = absl::StrCat(role.spec.name, "/", index);
   st.role_of[name] = &role;
   ++st.live[role.spec.name];
-  if (st.deps->node == nullptr || role.spec.placement == "head") {
+  // A colocated actor goes where its group's actor of the same index went (unless that worker
+  // is gone); the first of them is placed by the role's own placement.
+  std::optional<std::pair<int, int>> slot;
+  std::optional<std::string> with;
+  if (auto g = st.group_of.find(role.spec.name); g != st.group_of.end()) {
+    slot = std::pair{g->second, index};
+    if (auto s = st.slot_node.find(*slot);
+        s != st.slot_node.end() && (s->second.empty() || st.nodes.has_worker(s->second))) {
+      with = s->second;
+    }
+  }
+  const bool here =
+      st.deps->node == nullptr || (with ? with->empty() : role.spec.placement == "head");
+  if (here) {
+    if (slot) st.slot_node[*slot] = "";
     auto handle = spawn_here(self, role.entry->factory, role.options.get(), role.spec.name, index);
     if (!handle.ok()) return spawn_failed(self, name, initial, handle.status());
     if (st.deps->node != nullptr) st.deps->node->publish(name, *handle);
     watch(self, name, *handle);
     return announce(self, name);
   }
-  const auto node = st.nodes.choose();
+  const auto node = with ? with : st.nodes.choose();
   if (!node) {
     return spawn_failed(
         self, name, initial,
         absl::UnavailableError(absl::StrCat("no live worker to run ", name, " on")));
   }
   st.nodes.assign(name, *node);
+  if (slot) st.slot_node[*slot] = *node;
   if (initial) ++st.starting;
   auto host = caf::actor_cast<role_host_actor>(st.deps->node->remote(role_host_name(*node), *node));
   const auto timeout = std::chrono::milliseconds(st.deps->plan.spec.cluster.request_timeout_ms);
@@ -239,6 +258,13 @@ void grow(self_ptr self) {
 void start(self_ptr self) {
   auto& st = self->state;
   const auto& plan = st.deps->plan;
+  if (const auto& colocation = plan.app_entry->factory.colocation) {
+    const auto groups = colocation(plan.app_options.get());
+    for (size_t g = 0; g < groups.size(); ++g) {
+      for (const auto& role : groups[g])
+        st.group_of[role] = static_cast<int>(g);
+    }
+  }
   if (st.deps->node != nullptr) {
     for (const auto& p : st.deps->node->peers()) {
       if (!p.head && p.state == cluster::member_state::alive) st.nodes.add_worker(p.node);

@@ -1,6 +1,9 @@
 #include "apps/rlhf/rlhf_app.hpp"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "actors/inference_worker_actor.hpp"
 #include "actors/reward_actor.hpp"
 #include "actors/trainer_actor.hpp"
@@ -198,6 +201,38 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
         absl::StrCat("is ", o.actor.dp, " but roles.policy.count is ", policy->spec.count,
                      ": each policy rank is one trainer actor; set both to the same number"));
   }
+  // Colocated groups: roles of the run, each in one group, none elastic (a group's actors are
+  // placed together by index).
+  std::set<std::string> grouped;
+  const YAML::Node placement = section["placement"];
+  const YAML::Node colocate =
+      placement.IsDefined() && placement["colocate"].IsDefined() ? placement["colocate"] : section;
+  for (const auto& group : o.placement.colocate) {
+    if (group.size() < 2) {
+      ctx.child("placement")
+          .child("colocate")
+          .error(colocate, "each group names two roles or more, e.g. [[policy, reference]]");
+    }
+    for (const auto& name : group) {
+      const auto* role = plan.find_role(name);
+      if (role == nullptr) {
+        ctx.child("placement")
+            .child("colocate")
+            .error(colocate, absl::StrCat("names '", name, "', which is not a role of this run"));
+      } else if (role->spec.elastic) {
+        ctx.child("placement")
+            .child("colocate")
+            .error(colocate,
+                   absl::StrCat("names '", name,
+                                "', an elastic role: its actors follow the workers, so they "
+                                "cannot share a process with another role's"));
+      } else if (!grouped.insert(name).second) {
+        ctx.child("placement")
+            .child("colocate")
+            .error(colocate, absl::StrCat("names '", name, "' in two groups; a role is in one"));
+      }
+    }
+  }
   for (const char* single : {"reference", "reward"}) {
     const auto* r = plan.find_role(single);
     if (r != nullptr && r->spec.count != 1) {
@@ -269,6 +304,39 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
   }
 }
 
+// Where the roles land: which share a process, which run beside the driver, which spread.
+std::string placement_of(const app::app_plan& plan, const rlhf_options& o) {
+  if (plan.spec.cluster.local_workers == 0) {
+    return "placement: every role in this process (cluster.local_workers 0); under troupe head, "
+           "spread over the workers that join";
+  }
+  std::vector<std::string> together, head, spread;
+  std::set<std::string> grouped;
+  for (const auto& group : o.placement.colocate) {
+    together.push_back(absl::StrCat("[", absl::StrJoin(group, ", "), "]"));
+    grouped.insert(group.begin(), group.end());
+  }
+  for (const auto& role : plan.roles) {
+    const std::string& name = role.spec.name;
+    if (role.spec.placement == "head") {
+      head.push_back(name);
+    } else if (!grouped.contains(name)) {
+      spread.push_back(role.spec.elastic ? absl::StrCat(name, " (one per worker)") : name);
+    }
+  }
+  std::string out =
+      absl::StrCat("placement over ", plan.spec.cluster.local_workers, " worker processes:");
+  if (!together.empty()) {
+    absl::StrAppend(&out, " one process each for ", absl::StrJoin(together, " and "),
+                    " (rlhf.placement.colocate);");
+  }
+  if (!head.empty()) absl::StrAppend(&out, " beside the driver: ", absl::StrJoin(head, ", "), ";");
+  if (!spread.empty()) {
+    absl::StrAppend(&out, " spread over the workers: ", absl::StrJoin(spread, ", "));
+  }
+  return out;
+}
+
 // The batch units, derived: what one RL step generates and how many optimizer steps it takes.
 std::vector<std::string> describe_rlhf_plan(const app::app_plan& plan, const void* opaque) {
   const auto& o = *static_cast<const rlhf_options*>(opaque);
@@ -297,7 +365,8 @@ std::vector<std::string> describe_rlhf_plan(const app::app_plan& plan, const voi
                                       o.warmup.batch, " sequences on the task's ",
                                       o.warmup.text == "answers" ? "answers" : "format-only text")
                        : std::string("no warm-up: RL starts from the initial weights"),
-                   "; ", s.steps, " RL steps")};
+                   "; ", s.steps, " RL steps"),
+      placement_of(plan, o)};
 }
 
 }  // namespace
@@ -311,6 +380,9 @@ absl::Status register_rlhf(actor::role_registry& registry) {
       });
   app.check_plan = check_rlhf_plan;
   app.describe_plan = describe_rlhf_plan;
+  app.colocation = [](const void* opaque) {
+    return static_cast<const rlhf_options*>(opaque)->placement.colocate;
+  };
   TROUPE_RETURN_IF_ERROR(registry.add("app", "rlhf", std::move(app)));
   auto policy = actor::make_role_factory<no_options>(
       "one data-parallel rank of app: rlhf's policy (GPT on the CPU, the PPO objective)",

@@ -185,6 +185,15 @@ config::object_schema<sync_spec> sync_schema() {
   return s;
 }
 
+config::object_schema<placement_spec> placement_schema() {
+  config::object_schema<placement_spec> s;
+  s.add("colocate", &placement_spec::colocate)
+      .help(
+          "groups of roles whose actors of the same index share a worker process, e.g. "
+          "[[policy, reference], [critic, reward]]");
+  return s;
+}
+
 }  // namespace
 
 config::object_schema<rlhf_options> rlhf_schema() {
@@ -199,6 +208,8 @@ config::object_schema<rlhf_options> rlhf_schema() {
   s.add("warmup", &rlhf_options::warmup, warmup_schema()).help("the policy's format warm-up");
   s.add("task", &rlhf_options::task, task_schema()).help("the task and its rule reward");
   s.add("sync", &rlhf_options::sync, sync_schema()).help("the weight sync to the rollout");
+  s.add("placement", &rlhf_options::placement, placement_schema())
+      .help("which roles share a worker process");
   s.add("seed", &rlhf_options::seed).range(0, 1 << 30).help("the policy's initial weights");
   s.add("resume", &rlhf_options::resume)
       .help("a run directory to continue from (troupe launch --resume sets it)");

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "actors/policy_objective.hpp"
 #include "actors/trainer.hpp"
@@ -122,6 +123,12 @@ struct sync_spec {
   int timeout_ms = 60000;  ///< forming the group and every broadcast
 };
 
+/// `rlhf.placement`: which roles share a process. Each group's actors of the same index run in
+/// one worker process (veRL's colocated worker groups), e.g. [[policy, reference]].
+struct placement_spec {
+  std::vector<std::vector<std::string>> colocate;
+};
+
 struct rlhf_options {
   data_spec data;
   actor_spec actor;
@@ -132,6 +139,7 @@ struct rlhf_options {
   warmup_spec warmup;
   task_spec task;
   sync_spec sync;
+  placement_spec placement;
   int seed = 1;  ///< the policy's initial weights
   /// A run directory (or checkpoint directory) to continue from; `troupe launch --resume` sets it.
   std::string resume;

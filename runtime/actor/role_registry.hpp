@@ -40,6 +40,9 @@ struct role_factory {
   /// sizes a user should see). May be empty.
   std::function<std::vector<std::string>(const app::app_plan& plan, const void* options)>
       describe_plan;
+  /// For app drivers: groups of roles whose actors of the same index run in one process (the
+  /// supervisor places each on the node of the first one placed). May be empty.
+  std::function<std::vector<std::vector<std::string>>(const void* options)> colocation;
 };
 
 /// Builds a factory from a typed options schema and a typed spawn function.

@@ -275,6 +275,27 @@ TEST(RlhfTest, BadConfigsAreRefusedWithTheirLocation) {
   r = troupe({"check", ppo_config, "--set", "rlhf.critic.ppo_epochs=2"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("critic updates per RL step: 8 (ppo_epochs 2"), std::string::npos) << r.out;
+
+  // Where the roles land, and colocation groups that cannot be.
+  r = troupe({"check", ppo_config, "--set",
+              "rlhf.placement.colocate=[[policy, reference], [critic, reward]]"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("one process each for [policy, reference] and [critic, reward] "
+                       "(rlhf.placement.colocate); spread over the workers: rollout"),
+            std::string::npos)
+      << r.out;
+  r = troupe({"check", grpo_config, "--set", "rlhf.placement.colocate=[[policy, critic], [policy]]",
+              "--set", "roles.rollout.elastic={min: 1, max: 2}"});
+  EXPECT_EQ(r.exit_code, 2);
+  for (const char* error : {"names 'critic', which is not a role of this run",
+                            "each group names two roles or more", "names 'policy' in two groups"}) {
+    EXPECT_NE(r.err.find(std::string("rlhf.placement.colocate: ") + error), std::string::npos)
+        << error << "\n"
+        << r.err;
+  }
+  r = troupe({"check", grpo_config, "--set", "rlhf.placement.colocate=[[rollout, reward]]", "--set",
+              "roles.rollout.elastic={min: 1, max: 2}"});
+  EXPECT_NE(r.err.find("names 'rollout', an elastic role"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -1,0 +1,112 @@
+// `app: rlhf` on a real cluster: rollout workers that come and go (the training roles on the
+// head, placement: head; one rollout worker per `troupe worker --join` process, an elastic
+// rollout role; the test hold keeps the engines at their second iteration, so a generation is
+// in flight by construction while the test kills a worker and starts another), and colocated
+// roles (rlhf.placement.colocate) sharing a worker process.
+
+#include <map>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "tests/integration/cluster_harness.hpp"
+#include "tests/support/wait.hpp"
+
+namespace troupe::testing {
+namespace {
+
+const std::string grpo_config = std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_grpo.yaml";
+
+class RlhfClusterTest : public cluster_harness {
+ protected:
+  // GRPO for `steps` steps from scratch (no warm-up, no validation) with `sets`, on `workers`
+  // workers, every paced loop held after `held` units.
+  void start(int steps, int workers, int held, std::vector<std::string> sets) {
+    hold_.hold(held);
+    for (const std::string& set :
+         {std::string("cluster.local_workers=0"), "cluster.min_workers=" + std::to_string(workers),
+          std::string("rlhf.warmup.steps=0"), std::string("rlhf.trainer.test_freq=0"),
+          "rlhf.trainer.total_training_steps=" + std::to_string(steps)}) {
+      sets.insert(sets.end(), {"--set", set});
+    }
+    start_head(grpo_config, sets);
+    for (int i = 0; i < workers; ++i)
+      start_worker();
+  }
+
+  // The training roles on the head and one rollout worker per worker (an elastic role), the
+  // engines held at their second iteration: mid-generation.
+  void start_elastic_rollout(int steps, int workers) {
+    start(
+        steps, workers, 2,
+        {"--set", "roles.policy.placement=head", "--set", "roles.reference.placement=head", "--set",
+         "roles.reward.placement=head", "--set", "roles.rollout.elastic={min: 1, max: 3}"});
+  }
+};
+
+// Two rollout workers generate step 1; one is SIGKILLed with its sequences unfinished. They are
+// regenerated on the other with the same seeds and the step completes with every sequence once
+// (the controller refuses a missing or repeated one). A worker started meanwhile joins the
+// weight-sync group at the next step's sync and gets prompts from then on; the run ends.
+TEST_F(RlhfClusterTest, AKilledRolloutWorkersSequencesAreRegeneratedAndAJoinerGetsTheWeightsFirst) {
+  ASSERT_NO_FATAL_FAILURE(start_elastic_rollout(3, 2));
+  const nlohmann::json generating = wait_for_event(run_dir(), "generating", 120s);
+  ASSERT_FALSE(generating.is_null()) << head_->stderr_so_far();
+  ASSERT_EQ(generating["workers"].size(), 2u) << generating.dump();
+  workers_[1]->signal(SIGKILL);
+  const nlohmann::json lost = wait_for_event(run_dir(), "rollout_lost", 60s);
+  ASSERT_FALSE(lost.is_null()) << head_->stderr_so_far();
+  EXPECT_GT(lost.value("regenerated", 0), 0) << lost.dump();
+  start_worker();
+  ASSERT_FALSE(wait_for_event(run_dir(), "rollout_joining", 60s).is_null())
+      << head_->stderr_so_far();
+  hold_.release();
+  const process_result r = head_->wait(300s);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(summary_of(r)["steps"], 3);
+  // The sync groups: two workers at epoch 1; at step 2's sync, epoch 2, the survivor and the
+  // joiner, which generates from step 2 on.
+  std::vector<nlohmann::json> groups;
+  for (const auto& e : events_of(run_dir(), "rollout_group"))
+    groups.push_back(e["workers"]);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[1].size(), 2u);
+  EXPECT_NE(groups[1], groups[0]) << "the joiner replaced the lost worker";
+  const auto generations = events_of(run_dir(), "generating");
+  ASSERT_EQ(generations.size(), 3u);
+  EXPECT_EQ(generations[1]["workers"].size(), 2u) << "the joiner generates in step 2";
+  // Every step generated with the version just synced.
+  for (const auto& row : read_jsonl(run_dir() + "/metrics.jsonl")) {
+    if (row.contains("staleness/max")) EXPECT_EQ(row["staleness/max"], 0) << row.dump();
+  }
+}
+
+// rlhf.placement.colocate: each group's actors share a worker process. With two workers and
+// the least-loaded placement, policy and rollout would land on one worker and reference and
+// reward on the other; colocated, policy goes with reference and rollout with reward.
+TEST_F(RlhfClusterTest, ColocatedRolesShareAWorkerProcess) {
+  ASSERT_NO_FATAL_FAILURE(start(
+      1, 2, 0, {"--set", "rlhf.placement.colocate=[[policy, reference], [rollout, reward]]"}));
+  std::map<std::string, std::string> node_of;  // actor -> worker, once all four are placed
+  ASSERT_TRUE(wait_until(
+      [&] {
+        node_of.clear();
+        for (const auto& m : status().value("members", nlohmann::json::array())) {
+          for (const auto& a : m.value("actors", nlohmann::json::array()))
+            node_of[a.get<std::string>()] = m["node"];
+        }
+        return node_of.size() >= 4;
+      },
+      60s))
+      << head_->stderr_so_far();
+  EXPECT_EQ(node_of["policy/0"], node_of["reference/0"]);
+  EXPECT_EQ(node_of["rollout/0"], node_of["reward/0"]);
+  EXPECT_NE(node_of["policy/0"], node_of["rollout/0"]);
+  hold_.release();
+  const process_result r = head_->wait(120s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
+}  // namespace
+}  // namespace troupe::testing
