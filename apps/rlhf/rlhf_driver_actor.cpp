@@ -1,5 +1,8 @@
 #include "apps/rlhf/rlhf_driver_actor.hpp"
 
+// The RLHF controller: the roles, the run's outputs and resume. The rollout workers and the
+// weight sync are in rlhf_rollout_control.cpp.
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -8,8 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "apps/rlhf/digit_completion.hpp"
-#include "apps/rlhf/rlhf_driver.hpp"
-#include "apps/rlhf/rollout_pool.hpp"
+#include "apps/rlhf/rlhf_controller_state.hpp"
 #include "models/gpt/gpt_source.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/status_bridge.hpp"
@@ -18,66 +20,10 @@
 #include "runtime/run/line_chart.hpp"
 
 namespace troupe::apps::rlhf {
-namespace {
+namespace control {
 
 namespace fs = std::filesystem;
-using clock = std::chrono::steady_clock;
-using command = rlhf_driver::command;
 
-// The generation in flight: every request's output so far, by request index.
-struct generation {
-  std::map<uint64_t, size_t> index;                        // unfinished request id -> index
-  std::map<uint64_t, actor::generation_request> requests;  // by id: a lost worker's go again
-  std::vector<actor::generation_event> outputs;
-  std::set<std::string> polling;  // the workers asked for events now
-  size_t remaining = 0;
-};
-
-// The weight sync in flight: its answers, and the first error among them.
-struct sync_round {
-  uint64_t id = 0;
-  uint64_t version = 0;
-  size_t answers = 0, expected = 0;
-  bool active = false;
-  absl::Status failure;
-  clock::time_point failed_at{};
-};
-
-// The controller with its own timer (a failure waiting for the loss that explains it).
-using driver_actor = actor::app_actor::extend<caf::reacts_to<actor::wake_atom>>;
-
-struct controller_state {
-  rlhf_options options;
-  models::gpt_config model;
-  run::event_log* events = nullptr;
-  std::string run_dir;
-  std::vector<actor::trainer_actor> policy;
-  actor::trainer_actor reference;
-  std::vector<actor::trainer_actor> critic;                       // GAE only
-  std::map<std::string, actor::inference_worker_actor> rollouts;  // by actor name
-  std::unique_ptr<rollout_pool> pool;              // the rollout workers in the weight-sync group
-  std::map<caf::actor_addr, std::string> watched;  // every role actor, monitored once running
-  std::chrono::milliseconds loss_wait{10000};      // how long a failure waits for a loss
-  // Rollout workers whose error no loss explains yet, with when it came.
-  std::map<std::string, std::pair<absl::Status, clock::time_point>> suspects;
-  sync_round sync;
-  int64_t last_checkpoint = -1;
-  actor::reward_actor reward;
-  std::unique_ptr<rlhf_driver> logic;
-  caf::typed_response_promise<actor::job_result> done;
-  bool running = false;
-  std::ofstream metrics, samples;
-  run::chart_series score{"critic/score/mean", {}}, val{"validation (greedy)", {}},
-      kl{"actor/reward_kl_penalty", {}}, length{"response_length/mean", {}};
-  generation gen;
-  std::vector<actor::checkpoint_shard> shards;
-  std::string init_dir;  // the reference's checkpoint, when a warm-up made one
-  clock::time_point last_progress{};
-};
-
-using self_ptr = actor::role_pointer<driver_actor, controller_state>;
-
-void execute(self_ptr self, std::vector<command> commands);
 
 void complete(self_ptr self, actor::job_result result) {
   auto& st = self->state;
@@ -157,241 +103,6 @@ void finish(self_ptr self, nlohmann::json summary) {
     summary["samples"] = (fs::path(st.run_dir) / "samples.jsonl").string();
   }
   complete(self, actor::job_result{true, summary.dump(), {}});
-}
-
-void poll(self_ptr self, const std::string& w);
-void send_requests(self_ptr self, const std::string& w,
-                   std::vector<actor::generation_request> requests);
-void settle_sync(self_ptr self);
-
-// `who` is gone, or its worker is: a rollout worker leaves the pool, its unfinished requests
-// regenerated on the others with the same seeds (their partial outputs dropped); a training
-// role ends the run, saying how to resume it.
-void on_lost(self_ptr self, const std::string& who, const std::string& why) {
-  auto& st = self->state;
-  if (!st.running) return;
-  st.suspects.erase(who);
-  if (actor::parse_actor_name(who).role != "rollout") {
-    const std::string resume =
-        st.last_checkpoint >= 0
-            ? absl::StrCat("troupe launch CONFIG --resume ",
-                           st.run_dir.empty() ? "RUN_DIR" : st.run_dir,
-                           " continues from checkpoint ", st.last_checkpoint)
-            : std::string("no checkpoint was committed yet (rlhf.trainer.save_freq), so relaunch");
-    return complete(
-        self, actor::job_result{false,
-                                {},
-                                absl::StrCat(who, " was lost (", why,
-                                             "); app: rlhf does not survive "
-                                             "a lost ",
-                                             actor::parse_actor_name(who).role,
-                                             " (only rollout workers come and go): ", resume)});
-  }
-  bool known = false;
-  const auto moved = st.pool->remove(who, &known);
-  if (!known) return;
-  size_t regenerated = 0;
-  for (const auto& r : moved)
-    regenerated += r.ids.size();
-  st.events->emit(
-      run::severity::warning, "rollout_lost",
-      absl::StrCat(who, " lost (", why, "); ", st.pool->members().size(), " rollout worker",
-                   st.pool->members().size() == 1 ? "" : "s", " left",
-                   regenerated > 0
-                       ? absl::StrCat(", ", regenerated, " sequences regenerated on them")
-                       : std::string()),
-      {{"name", who}, {"why", why}, {"regenerated", regenerated}});
-  if (st.pool->members().empty()) {
-    return execute(self, st.logic->on_error(absl::UnavailableError(absl::StrCat(
-                             "every rollout worker is lost (the last: ", who, ", ", why,
-                             "); start one with `troupe worker --join HEAD`, or relaunch with "
-                             "--resume RUN_DIR"))));
-  }
-  for (const auto& r : moved) {
-    std::vector<actor::generation_request> again;
-    for (uint64_t id : r.ids) {
-      actor::generation_event& out = st.gen.outputs[st.gen.index.at(id)];
-      out.tokens.clear();
-      out.logprobs.clear();
-      again.push_back(st.gen.requests.at(id));
-    }
-    send_requests(self, r.to, std::move(again));
-  }
-  settle_sync(self);  // a sync waiting on the lost worker is asked again without it
-}
-
-// An error from rollout worker `w`: its loss when its actor is gone; otherwise the run's
-// failure, once no loss explains it within loss_wait (a killed worker's socket errors come
-// before the heartbeats declare it dead).
-void on_rollout_error(self_ptr self, const std::string& w, const caf::error& e) {
-  auto& st = self->state;
-  if (!st.running || !st.pool->is_member(w)) return;
-  if (e == caf::sec::request_receiver_down) return on_lost(self, w, "its actor is gone");
-  st.suspects.emplace(w, std::pair{absl::Status(actor::to_status(e)), clock::now()});
-  self->delayed_send(self, st.loss_wait, actor::wake_atom_v);
-}
-
-// The timer: a suspect's error no loss explained fails the run; a failed sync settles.
-void on_wake(self_ptr self) {
-  auto& st = self->state;
-  if (!st.running) return;
-  for (const auto& [w, failure] : st.suspects) {
-    if (st.pool->is_member(w) && clock::now() - failure.second >= st.loss_wait) {
-      const absl::Status s = failure.first;
-      return execute(
-          self, st.logic->on_error(absl::Status(s.code(), absl::StrCat(w, ": ", s.message()))));
-    }
-  }
-  settle_sync(self);
-}
-
-// Rollout worker `w`'s requests `requests` join its engine.
-void send_requests(self_ptr self, const std::string& w,
-                   std::vector<actor::generation_request> requests) {
-  auto& st = self->state;
-  self->request(st.rollouts.at(w), std::chrono::seconds(60), actor::generate_atom_v,
-                std::move(requests))
-      .then([](caf::ok_atom) {}, [self, w](caf::error& e) { on_rollout_error(self, w, e); });
-  if (!st.gen.polling.contains(w)) poll(self, w);
-}
-
-// Polls rollout worker `w` until its requests of the generation in flight have ended.
-void poll(self_ptr self, const std::string& w) {
-  auto& st = self->state;
-  st.gen.polling.insert(w);
-  self->request(st.rollouts.at(w), std::chrono::seconds(120), actor::poll_atom_v)
-      .then(
-          [self, w](actor::worker_report& report) {
-            auto& st = self->state;
-            st.gen.polling.erase(w);
-            if (!st.pool->is_member(w)) return;  // lost meanwhile: its requests went elsewhere
-            for (auto& e : report.events) {
-              auto it = st.gen.index.find(e.id);
-              if (it == st.gen.index.end() || !st.pool->holds(w, e.id)) continue;
-              actor::generation_event& out = st.gen.outputs[it->second];
-              out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
-              out.logprobs.insert(out.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
-              out.weights_version = e.weights_version;
-              if (!e.finished) continue;
-              out.finished = true;
-              out.reason = e.reason;
-              st.gen.index.erase(it);
-              st.pool->finish(w, e.id);
-              if (--st.gen.remaining == 0) {
-                execute(self, st.logic->on_generated(std::move(st.gen.outputs)));
-                return;
-              }
-            }
-            if (st.pool->unfinished(w) > 0) poll(self, w);
-          },
-          [self, w](caf::error& e) {
-            self->state.gen.polling.erase(w);
-            on_rollout_error(self, w, e);
-          });
-}
-
-void generate(self_ptr self, std::vector<actor::generation_request> requests) {
-  auto& st = self->state;
-  st.gen = generation{};
-  st.gen.outputs.resize(requests.size());
-  st.gen.remaining = requests.size();
-  std::vector<uint64_t> ids;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    st.gen.index[requests[i].id] = i;
-    st.gen.outputs[i].id = requests[i].id;
-    ids.push_back(requests[i].id);
-    st.gen.requests.emplace(requests[i].id, std::move(requests[i]));
-  }
-  // Request i goes to worker i % workers, each worker's in one message: they join the same
-  // engine iteration, so the batches (and their float rounding) do not depend on timing.
-  const auto assigned = st.pool->assign(ids);
-  nlohmann::json shares = nlohmann::json::object();
-  for (const auto& [w, mine] : assigned)
-    shares[w] = mine.size();
-  st.events->emit(run::severity::debug, "generating",
-                  absl::StrCat(ids.size(), " sequences on ", assigned.size(), " rollout worker",
-                               assigned.size() == 1 ? "" : "s"),
-                  {{"workers", shares}});
-  for (auto& [w, mine] : assigned) {
-    std::vector<actor::generation_request> share;
-    for (uint64_t id : mine)
-      share.push_back(st.gen.requests.at(id));
-    send_requests(self, w, std::move(share));
-  }
-}
-
-// The sync in flight has every answer: done, asked again without a lost worker, or failed
-// (once no loss explains the failure within loss_wait).
-void settle_sync(self_ptr self) {
-  auto& st = self->state;
-  if (!st.sync.active || st.sync.answers < st.sync.expected) return;
-  if (st.pool->changed_since_sync()) {
-    st.sync.active = false;
-    st.events->emit(run::severity::warning, "sync_redone",
-                    absl::StrCat("the weight sync to version ", st.sync.version,
-                                 " lost a rollout worker; it is redone with ",
-                                 st.pool->members().size(), " (epoch ", st.pool->epoch() + 1, ")"),
-                    {{"version", st.sync.version}});
-    execute(self, st.logic->resync());
-    return;
-  }
-  if (st.sync.failure.ok()) {
-    st.sync.active = false;  // the logic went on at the last acknowledgement
-    return;
-  }
-  if (clock::now() - st.sync.failed_at >= st.loss_wait) {
-    st.sync.active = false;
-    execute(self, st.logic->on_error(st.sync.failure));
-    return;
-  }
-  self->delayed_send(self, st.loss_wait, actor::wake_atom_v);
-}
-
-void sync(self_ptr self, uint64_t version) {
-  auto& st = self->state;
-  // Joiners come in now, and the group is formed anew when the workers changed.
-  const uint64_t previous = st.pool->epoch();
-  const uint64_t epoch = st.pool->begin_sync();
-  const std::vector<std::string>& members = st.pool->members();
-  const int ranks = 1 + static_cast<int>(members.size());
-  if (epoch != previous) {
-    st.events->emit(run::severity::info, "rollout_group",
-                    absl::StrCat("weight-sync group epoch ", epoch, ": policy/0 and ",
-                                 members.size(), " rollout worker", members.size() == 1 ? "" : "s"),
-                    {{"epoch", epoch}, {"workers", members}});
-  }
-  st.logic->set_sync_participants(ranks);
-  st.sync = {st.sync.id + 1, version, 0, static_cast<size_t>(ranks), true, {}, {}};
-  // The group's own timeout bounds the broadcast; this bounds an actor that never answers.
-  const auto limit = std::chrono::milliseconds(2 * st.options.sync.timeout_ms + 5000);
-  const auto ask = [&](auto& handle, std::string who, int rank) {
-    const actor::weight_sync_round round{version, epoch, rank, ranks};
-    self->request(handle, limit, actor::sync_atom_v, round)
-        .then(
-            [self, who, rank, id = st.sync.id](actor::weights_ack& ack) {
-              auto& st = self->state;
-              if (id != st.sync.id) return;
-              ++st.sync.answers;
-              execute(self, st.logic->on_synced(who, ack, rank == 0));
-              settle_sync(self);
-            },
-            [self, who, version, id = st.sync.id](caf::error& e) {
-              auto& st = self->state;
-              if (id != st.sync.id) return;
-              ++st.sync.answers;
-              if (st.sync.failure.ok()) {
-                const absl::Status s = actor::to_status(e);
-                st.sync.failure = absl::Status(
-                    s.code(),
-                    absl::StrCat("weight sync to version ", version, ": ", who, ": ", s.message()));
-                st.sync.failed_at = clock::now();
-              }
-              settle_sync(self);
-            });
-  };
-  ask(st.policy[0], "policy/0", 0);
-  for (size_t i = 0; i < members.size(); ++i)
-    ask(st.rollouts.at(members[i]), members[i], 1 + static_cast<int>(i));
 }
 
 // Checkpoints every policy rank (and, with `critic`, every critic rank) as step `step` into
@@ -723,10 +434,11 @@ void start(self_ptr self) {
   }
 }
 
-}  // namespace
+}  // namespace control
 
 absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
                                              const rlhf_options& options) {
+  using namespace control;
   auto state = std::make_shared<controller_state>();
   state->options = options;
   state->model = models::gpt_config_of(ctx.plan.spec.model);

@@ -1,0 +1,100 @@
+#pragma once
+
+// The RLHF controller actor's state and the parts of it shared by its two files: the roles and
+// the run's outputs (rlhf_driver_actor.cpp), and the rollout workers, their generations and the
+// weight sync (rlhf_rollout_control.cpp). Internal to app: rlhf.
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "apps/rlhf/rlhf_driver.hpp"
+#include "apps/rlhf/rlhf_options.hpp"
+#include "apps/rlhf/rollout_pool.hpp"
+#include "models/gpt/gpt_config.hpp"
+#include "runtime/actor/interfaces.hpp"
+#include "runtime/actor/role_actor.hpp"
+#include "runtime/run/event_log.hpp"
+#include "runtime/run/line_chart.hpp"
+
+namespace troupe::apps::rlhf::control {
+
+using clock = std::chrono::steady_clock;
+using command = rlhf_driver::command;
+
+// The generation in flight: every request's output so far, by request index.
+struct generation {
+  std::map<uint64_t, size_t> index;                        // unfinished request id -> index
+  std::map<uint64_t, actor::generation_request> requests;  // by id: a lost worker's go again
+  std::vector<actor::generation_event> outputs;
+  std::set<std::string> polling;  // the workers asked for events now
+  size_t remaining = 0;
+};
+
+// The weight sync in flight: its answers, and the first error among them.
+struct sync_round {
+  uint64_t id = 0;
+  uint64_t version = 0;
+  size_t answers = 0, expected = 0;
+  bool active = false;
+  absl::Status failure;
+  clock::time_point failed_at{};
+};
+
+// The controller with its own timer (a failure waiting for the loss that explains it).
+using driver_actor = actor::app_actor::extend<caf::reacts_to<actor::wake_atom>>;
+
+struct controller_state {
+  rlhf_options options;
+  models::gpt_config model;
+  run::event_log* events = nullptr;
+  std::string run_dir;
+  std::vector<actor::trainer_actor> policy;
+  actor::trainer_actor reference;
+  std::vector<actor::trainer_actor> critic;                       // GAE only
+  std::map<std::string, actor::inference_worker_actor> rollouts;  // by actor name
+  std::unique_ptr<rollout_pool> pool;              // the rollout workers in the weight-sync group
+  std::map<caf::actor_addr, std::string> watched;  // every role actor, monitored once running
+  std::chrono::milliseconds loss_wait{10000};      // how long a failure waits for a loss
+  // Rollout workers whose error no loss explains yet, with when it came.
+  std::map<std::string, std::pair<absl::Status, clock::time_point>> suspects;
+  sync_round sync;
+  int64_t last_checkpoint = -1;
+  actor::reward_actor reward;
+  std::unique_ptr<rlhf_driver> logic;
+  caf::typed_response_promise<actor::job_result> done;
+  bool running = false;
+  std::ofstream metrics, samples;
+  run::chart_series score{"critic/score/mean", {}}, val{"validation (greedy)", {}},
+      kl{"actor/reward_kl_penalty", {}}, length{"response_length/mean", {}};
+  generation gen;
+  std::vector<actor::checkpoint_shard> shards;
+  std::string init_dir;  // the reference's checkpoint, when a warm-up made one
+  clock::time_point last_progress{};
+};
+
+using self_ptr = actor::role_pointer<driver_actor, controller_state>;
+
+/// Carries out the logic's commands, in order, while the run is on.
+void execute(self_ptr self, std::vector<command> commands);
+/// Ends the run with `result` (once).
+void complete(self_ptr self, actor::job_result result);
+/// An error from role `who` fails the run, naming it.
+void on_error(self_ptr self, const std::string& who, const caf::error& e);
+/// "role/index".
+[[nodiscard]] std::string name_of(const char* role, size_t index);
+
+/// The rollout side (rlhf_rollout_control.cpp): spreads a generation's requests over the
+/// rollout workers and collects their outputs; runs a weight sync round; takes a lost role
+/// (a rollout worker's requests go to the others; a training role ends the run); and the timer
+/// that fails a rollout error no loss explained.
+void generate(self_ptr self, std::vector<actor::generation_request> requests);
+void sync(self_ptr self, uint64_t version);
+void on_lost(self_ptr self, const std::string& who, const std::string& why);
+void on_wake(self_ptr self);
+
+}  // namespace troupe::apps::rlhf::control
