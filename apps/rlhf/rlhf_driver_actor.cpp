@@ -24,7 +24,6 @@ namespace control {
 
 namespace fs = std::filesystem;
 
-
 void complete(self_ptr self, actor::job_result result) {
   auto& st = self->state;
   if (!st.running) return;

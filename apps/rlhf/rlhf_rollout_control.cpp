@@ -11,7 +11,7 @@ namespace troupe::apps::rlhf::control {
 
 static void poll(self_ptr self, const std::string& w);
 static void send_requests(self_ptr self, const std::string& w,
-                   std::vector<actor::generation_request> requests);
+                          std::vector<actor::generation_request> requests);
 static void settle_sync(self_ptr self);
 
 // `who` is gone, or its worker is: a rollout worker leaves the pool, its unfinished requests
@@ -97,7 +97,7 @@ void on_wake(self_ptr self) {
 
 // Rollout worker `w`'s requests `requests` join its engine.
 static void send_requests(self_ptr self, const std::string& w,
-                   std::vector<actor::generation_request> requests) {
+                          std::vector<actor::generation_request> requests) {
   auto& st = self->state;
   self->request(st.rollouts.at(w), std::chrono::seconds(60), actor::generate_atom_v,
                 std::move(requests))
