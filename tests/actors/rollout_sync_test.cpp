@@ -63,6 +63,33 @@ class RolloutSyncTest : public ::testing::Test {
                                    20s, rollout_sync{store_, sync_spec()});
   }
 
+  // One sync round of `version` at `epoch` from `sender` to `workers` (ranks 1..), every member
+  // asked before any answer is awaited (the sync is one collective); every worker must
+  // acknowledge the version and the sender's checksum, which is returned.
+  std::string sync_all(const actor::trainer_actor& sender,
+                       const std::vector<actor::inference_worker_actor>& workers, uint64_t version,
+                       uint64_t epoch = 1) {
+    const int ranks = 1 + static_cast<int>(workers.size());
+    auto sent = self_->request(sender, 30s, actor::sync_atom_v, round(version, 0, ranks, epoch));
+    std::vector<decltype(sent)> acks;
+    for (size_t w = 0; w < workers.size(); ++w) {
+      acks.push_back(self_->request(workers[w], 30s, actor::sync_atom_v,
+                                    round(version, 1 + static_cast<int>(w), ranks, epoch)));
+    }
+    std::string want;
+    sent.receive([&](actor::weights_ack& a) { want = a.checksum; },
+                 [](caf::error& e) { FAIL() << caf::to_string(e); });
+    for (auto& a : acks) {
+      a.receive(
+          [&](actor::weights_ack& ack) {
+            EXPECT_EQ(ack.version, version);
+            EXPECT_EQ(ack.checksum, want);
+          },
+          [](caf::error& e) { FAIL() << caf::to_string(e); });
+    }
+    return want;
+  }
+
   // Generations `ids` from `worker` to their ends: tokens, log-probs and the versions they came
   // with. (One poll may carry several generations' events.)
   struct output {
@@ -115,22 +142,7 @@ class RolloutSyncTest : public ::testing::Test {
 TEST_F(RolloutSyncTest, AfterASyncTheRolloutGeneratesWithThePolicysWeights) {
   auto sender = policy();
   std::vector<actor::inference_worker_actor> workers = {rollout(0), rollout(1)};
-  auto sent = self_->request(sender, 30s, actor::sync_atom_v, round(1, 0, 3));
-  std::vector<decltype(self_->request(workers[0], 30s, actor::sync_atom_v, round(1, 1, 3)))> acks;
-  for (size_t w = 0; w < workers.size(); ++w)
-    acks.push_back(
-        self_->request(workers[w], 30s, actor::sync_atom_v, round(1, 1 + static_cast<int>(w), 3)));
-  std::string want;
-  sent.receive([&](actor::weights_ack& a) { want = a.checksum; },
-               [](caf::error& e) { FAIL() << caf::to_string(e); });
-  for (auto& a : acks) {
-    a.receive(
-        [&](actor::weights_ack& ack) {
-          EXPECT_EQ(ack.version, 1u);
-          EXPECT_EQ(ack.checksum, want);
-        },
-        [](caf::error& e) { FAIL() << caf::to_string(e); });
-  }
+  const std::string want = sync_all(sender, workers, 1);
   ASSERT_FALSE(want.empty());
 
   generate(workers[1], 7, 20);
@@ -189,32 +201,10 @@ TEST_F(RolloutSyncTest, ASwapWaitsForTheRequestsRunningOnTheOldWeights) {
 TEST_F(RolloutSyncTest, ANewEpochFormsTheGroupWithItsMembers) {
   auto sender = policy();
   auto first = rollout(0), joiner = rollout(1);
-  const auto sync = [&](uint64_t version, uint64_t epoch,
-                        const std::vector<actor::inference_worker_actor*>& workers) {
-    const int ranks = 1 + static_cast<int>(workers.size());
-    // Every member is asked before any answer is awaited: the sync is one collective.
-    auto sent = self_->request(sender, 30s, actor::sync_atom_v, round(version, 0, ranks, epoch));
-    std::vector<decltype(sent)> acks;
-    for (size_t w = 0; w < workers.size(); ++w) {
-      acks.push_back(self_->request(*workers[w], 30s, actor::sync_atom_v,
-                                    round(version, 1 + static_cast<int>(w), ranks, epoch)));
-    }
-    std::string want;
-    sent.receive([&](actor::weights_ack& a) { want = a.checksum; },
-                 [](caf::error& e) { FAIL() << caf::to_string(e); });
-    for (auto& a : acks) {
-      a.receive(
-          [&](actor::weights_ack& ack) {
-            EXPECT_EQ(ack.version, version);
-            EXPECT_EQ(ack.checksum, want);
-          },
-          [](caf::error& e) { FAIL() << caf::to_string(e); });
-    }
-  };
-  sync(1, 1, {&first});
-  sync(2, 2, {&joiner, &first});  // the joiner takes rank 1 in the new group
-  for (auto* w : {&first, &joiner})
-    self_->send_exit(*w, caf::exit_reason::user_shutdown);
+  EXPECT_FALSE(sync_all(sender, {first}, 1, 1).empty());
+  EXPECT_FALSE(sync_all(sender, {joiner, first}, 2, 2).empty());  // the joiner takes rank 1
+  for (const auto& w : {first, joiner})
+    self_->send_exit(w, caf::exit_reason::user_shutdown);
   self_->send_exit(sender, caf::exit_reason::user_shutdown);
 }
 

@@ -65,6 +65,15 @@ class ElasticTest : public cluster_harness {
     ASSERT_TRUE(wait_for_steps(held)) << head_->stderr_so_far();
   }
 
+  // Stops `victim` before the next step (so that step cannot complete anywhere), lets the job
+  // go on, and SIGKILLs it while the others are in that step; the head's result at the end.
+  process_result kill_mid_step(subprocess& victim) {
+    victim.signal(SIGSTOP);
+    hold_.release();
+    victim.signal(SIGKILL);
+    return head_->wait(120s);
+  }
+
   // Every step 1..steps once, on its own samples, on `world(step)` ranks: the rows after a
   // rollback's `redone` steps replace theirs.
   void expect_exactly_once(int steps, const std::function<int(int)>& world, int redone = 0) const {
@@ -95,11 +104,7 @@ class ElasticTest : public cluster_harness {
 // samples: no committed step is lost and none is repeated.
 TEST_F(ElasticTest, AKilledTrainerCostsNoCommittedStepAndTheJobGoesOn) {
   ASSERT_NO_FATAL_FAILURE(start_held(3, 3, 2, 3));
-  subprocess& victim = *workers_[1];
-  victim.signal(SIGSTOP);
-  hold_.release();
-  victim.signal(SIGKILL);
-  const process_result r = head_->wait(120s);
+  const process_result r = kill_mid_step(*workers_[1]);
   ASSERT_FALSE(r.timed_out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json summary = summary_of(r);
@@ -126,11 +131,7 @@ TEST_F(ElasticTest, AKilledTrainerCostsNoCommittedStepAndTheJobGoesOn) {
 // over the two survivors. The replica's refresh is timed in every step's row.
 TEST_F(ElasticTest, AKilledZeroOneTrainerComesBackFromItsShardReplica) {
   ASSERT_NO_FATAL_FAILURE(start_held(3, 3, 2, 3, "", "  parallel: {zero: 1, shard_replicas: 1}\n"));
-  subprocess& victim = *workers_[0];
-  victim.signal(SIGSTOP);
-  hold_.release();
-  victim.signal(SIGKILL);
-  const process_result r = head_->wait(120s);
+  const process_result r = kill_mid_step(*workers_[0]);
   ASSERT_FALSE(r.timed_out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   expect_exactly_once(10, [](int s) { return s <= 3 ? 3 : 2; });
@@ -149,11 +150,7 @@ TEST_F(ElasticTest, AKilledZeroOneTrainerWithoutReplicasRollsBackToTheCheckpoint
                                      "  parallel: {zero: 1}\n"
                                      "  checkpoint: {every_steps: 2}\n"));
   ASSERT_FALSE(wait_for_event(run_dir(), "checkpoint_committed", 60s).is_null());
-  subprocess& victim = *workers_[1];
-  victim.signal(SIGSTOP);
-  hold_.release();
-  victim.signal(SIGKILL);
-  const process_result r = head_->wait(120s);
+  const process_result r = kill_mid_step(*workers_[1]);
   ASSERT_FALSE(r.timed_out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto rolled = events_of(run_dir(), "rolled_back");

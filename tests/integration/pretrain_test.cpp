@@ -99,62 +99,50 @@ class PretrainTest : public ::testing::Test {
     }
   }
 
+  // A 40-step ZeRO-1 run on two workers (`dp` ranks and `extra`), against the same run stopped
+  // after step 20 and resumed: the losses and the final checkpoint's files agree bit for bit.
+  void expect_exact_resume(int dp, const std::vector<std::string>& extra) {
+    const auto with = [&](std::vector<std::string> more) {
+      more.insert(more.begin(), extra.begin(), extra.end());
+      return more;
+    };
+    const run_result straight = launch("straight", dp, 1, extra);
+    ASSERT_EQ(straight.process.exit_code, 0) << straight.process.err;
+    EXPECT_EQ(straight.summary["steps"], 40);
+    ASSERT_EQ(straight.losses.size(), 40u);
+    const run_result first =
+        launch("first", dp, 1, with({"--set", "pretrain.train.stop_after=20"}));
+    ASSERT_EQ(first.process.exit_code, 0) << first.process.err;
+    EXPECT_EQ(first.summary["steps"], 20);
+    const run_result second = launch("second", dp, 1, with({"--resume", dir_.file("first")}));
+    ASSERT_EQ(second.process.exit_code, 0) << second.process.err;
+    EXPECT_EQ(second.first_step, 21);
+    std::vector<double> split = first.losses;
+    split.insert(split.end(), second.losses.begin(), second.losses.end());
+    EXPECT_EQ(split, straight.losses);  // bit for bit
+    EXPECT_EQ(second.summary["val_loss"], straight.summary["val_loss"]);
+    for (const char* file :
+         {"model.safetensors", "optimizer-0.safetensors", "optimizer-1.safetensors"}) {
+      const std::string a = file_bytes(dir_.file("straight") + "/checkpoints/step-40/" + file);
+      ASSERT_FALSE(a.empty()) << file;
+      EXPECT_TRUE(a == file_bytes(dir_.file("second") + "/checkpoints/step-40/" + file)) << file;
+    }
+  }
+
   temp_dir dir_;
   std::string text_, config_;
 };
 
 TEST_F(PretrainTest, ResumeIsBitExactAcrossTwoWorkers) {
-  const run_result straight = launch("straight", 2, 1);
-  ASSERT_EQ(straight.process.exit_code, 0) << straight.process.err;
-  EXPECT_EQ(straight.summary["steps"], 40);
-  ASSERT_EQ(straight.losses.size(), 40u);
-
-  const run_result first = launch("first", 2, 1, {"--set", "pretrain.train.stop_after=20"});
-  ASSERT_EQ(first.process.exit_code, 0) << first.process.err;
-  EXPECT_EQ(first.summary["steps"], 20);
-  const run_result second = launch("second", 2, 1, {"--resume", dir_.file("first")});
-  ASSERT_EQ(second.process.exit_code, 0) << second.process.err;
-  EXPECT_EQ(second.first_step, 21);
-
-  std::vector<double> split = first.losses;
-  split.insert(split.end(), second.losses.begin(), second.losses.end());
-  EXPECT_EQ(split, straight.losses);  // bit for bit
-  EXPECT_EQ(second.summary["val_loss"], straight.summary["val_loss"]);
-  for (const char* file :
-       {"model.safetensors", "optimizer-0.safetensors", "optimizer-1.safetensors"}) {
-    const std::string a = file_bytes(dir_.file("straight") + "/checkpoints/step-40/" + file);
-    ASSERT_FALSE(a.empty()) << file;
-    EXPECT_TRUE(a == file_bytes(dir_.file("second") + "/checkpoints/step-40/" + file)) << file;
-  }
+  expect_exact_resume(2, {});
 }
 
 // The quickstart's kind of group, elastic with ZeRO-1 and shard replicas, resumes bit for bit
 // too: the first generation restores the checkpoint (moments, replicas and all) as it forms.
 TEST_F(PretrainTest, AnElasticZeroOneResumeIsBitExact) {
-  const std::vector<std::string> elastic = {"--set", "roles.trainer.elastic={min: 2, max: 2}",
-                                            "--set", "pretrain.parallel.shard_replicas=1",
-                                            "--set", "cluster.local_workers=2"};
-  const auto with = [&](std::vector<std::string> more) {
-    more.insert(more.begin(), elastic.begin(), elastic.end());
-    return more;
-  };
-  const run_result straight = launch("straight", 1, 1, elastic);
-  ASSERT_EQ(straight.process.exit_code, 0) << straight.process.err;
-  ASSERT_EQ(straight.losses.size(), 40u);
-  const run_result first = launch("first", 1, 1, with({"--set", "pretrain.train.stop_after=20"}));
-  ASSERT_EQ(first.process.exit_code, 0) << first.process.err;
-  const run_result second = launch("second", 1, 1, with({"--resume", dir_.file("first")}));
-  ASSERT_EQ(second.process.exit_code, 0) << second.process.err;
-  EXPECT_EQ(second.first_step, 21);
-  std::vector<double> split = first.losses;
-  split.insert(split.end(), second.losses.begin(), second.losses.end());
-  EXPECT_EQ(split, straight.losses);  // bit for bit
-  for (const char* file :
-       {"model.safetensors", "optimizer-0.safetensors", "optimizer-1.safetensors"}) {
-    const std::string a = file_bytes(dir_.file("straight") + "/checkpoints/step-40/" + file);
-    ASSERT_FALSE(a.empty()) << file;
-    EXPECT_TRUE(a == file_bytes(dir_.file("second") + "/checkpoints/step-40/" + file)) << file;
-  }
+  expect_exact_resume(1,
+                      {"--set", "roles.trainer.elastic={min: 2, max: 2}", "--set",
+                       "pretrain.parallel.shard_replicas=1", "--set", "cluster.local_workers=2"});
 }
 
 // Ctrl-C mid-run, with step 31 held (so the run is in flight by construction): the driver makes

@@ -499,25 +499,25 @@ TEST(ElasticPretrainDriver, ALostShardWithoutAReplicaRollsBackToTheLastCheckpoin
 // neighbours leave every shard somewhere.
 TEST(ElasticPretrainDriver, ReplicasCoverLossesThatAreNotNeighbours) {
   fake_clock clock;
-  const std::vector<std::string> four = {"trainer/0", "trainer/1", "trainer/2", "trainer/3"};
-  driver apart(sharded_schedule(6, true), clock.fn(), four);
-  apart.start();
-  regrouped(apart, 0);
-  stepped(apart, 1);
-  apart.on_lost("trainer/1", "killed");
-  apart.on_lost("trainer/3", "killed");
-  apart.on_error(0, absl::AbortedError("aborted"), 1);
-  auto c = apart.on_error(2, absl::AbortedError("aborted"), 1);
-  EXPECT_EQ(get<driver::regroup_all>(c).from, source::members);
-
-  driver neighbours(sharded_schedule(6, true), clock.fn(), four);
-  neighbours.start();
-  regrouped(neighbours, 0);
-  stepped(neighbours, 1);
-  neighbours.on_lost("trainer/1", "killed");
-  neighbours.on_lost("trainer/2", "killed");
-  neighbours.on_error(0, absl::AbortedError("aborted"), 1);
-  c = neighbours.on_error(3, absl::AbortedError("aborted"), 1);
+  // Four ranks in step 2 lose `lost`; the survivors' aborted steps answer; the regroup's source.
+  const auto regroup_after_losing = [&](std::vector<int> lost) {
+    driver d(sharded_schedule(6, true), clock.fn(),
+             {"trainer/0", "trainer/1", "trainer/2", "trainer/3"});
+    d.start();
+    regrouped(d, 0);
+    stepped(d, 1);
+    for (int r : lost)
+      d.on_lost("trainer/" + std::to_string(r), "killed");
+    std::vector<driver::command> c;
+    for (int r = 0; r < 4; ++r) {
+      if (std::find(lost.begin(), lost.end(), r) == lost.end()) {
+        c = d.on_error(r, absl::AbortedError("aborted"), 1);
+      }
+    }
+    return c;
+  };
+  EXPECT_EQ(get<driver::regroup_all>(regroup_after_losing({1, 3})).from, source::members);
+  const auto c = regroup_after_losing({1, 2});
   EXPECT_TRUE(noted(c, "rolled_back"));
   EXPECT_EQ(get<driver::regroup_all>(c).from, source::initial);
 }
