@@ -197,25 +197,49 @@ std::vector<actor::generation_request> rlhf_driver::requests_for(int64_t first_p
 std::vector<rlhf_driver::command> rlhf_driver::generate() {
   phase_ = phase::generating;
   phase_started_ = now_();
+  if (prefetched_) {  // generated while the last step updated, on the weights before it
+    requests_ = std::move(prefetch_requests_);
+    std::vector<actor::generation_event> outputs = *std::move(prefetched_);
+    prefetched_.reset();
+    std::vector<command> out = on_generated(std::move(outputs));
+    row_["timing_s/gen"] = prefetch_s_;
+    return out;
+  }
   requests_ = requests_for(cursor_, schedule_.prompts, schedule_.n, false, schedule_.seed);
   return {generate_all{requests_}};
 }
 
-std::vector<rlhf_driver::command> rlhf_driver::on_generated(
-    std::vector<actor::generation_event> outputs) {
-  if (phase_ != phase::generating && phase_ != phase::validating) return {};
-  if (outputs.size() != requests_.size()) {
-    return failed(absl::InternalError(
-        absl::StrCat("rollout: ", outputs.size(), " outputs for ", requests_.size(), " requests")));
+absl::Status rlhf_driver::check_outputs(const std::vector<actor::generation_request>& requests,
+                                        const std::vector<actor::generation_event>& outputs) {
+  if (outputs.size() != requests.size()) {
+    return absl::InternalError(
+        absl::StrCat("rollout: ", outputs.size(), " outputs for ", requests.size(), " requests"));
   }
-  for (size_t i = 0; i < requests_.size(); ++i) {
+  for (size_t i = 0; i < requests.size(); ++i) {
     // Each request exactly once, ended: none lost with a rollout worker, none twice.
-    if (outputs[i].id != requests_[i].id || !outputs[i].finished) {
-      return failed(absl::DataLossError(absl::StrCat(
+    if (outputs[i].id != requests[i].id || !outputs[i].finished) {
+      return absl::DataLossError(absl::StrCat(
           "rollout: output ", i, " is of request ", outputs[i].id,
-          outputs[i].finished ? "" : " (unfinished)", ", not of request ", requests_[i].id)));
+          outputs[i].finished ? "" : " (unfinished)", ", not of request ", requests[i].id));
     }
   }
+  return absl::OkStatus();
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_generated(
+    std::vector<actor::generation_event> outputs) {
+  if (prefetching_) {  // the next step's, which waits for it
+    if (absl::Status s = check_outputs(prefetch_requests_, outputs); !s.ok()) return failed(s);
+    prefetching_ = false;
+    prefetched_ = std::move(outputs);
+    prefetch_s_ = seconds_since(prefetch_started_);
+    if (!waiting_for_prefetch_) return {};
+    waiting_for_prefetch_ = false;
+    row_["timing_s/wait_prev_gen"] = seconds_since(wait_started_);  // veRL's one-step-off name
+    return end_step();
+  }
+  if (phase_ != phase::generating && phase_ != phase::validating) return {};
+  if (absl::Status s = check_outputs(requests_, outputs); !s.ok()) return failed(s);
   const bool validation = phase_ == phase::validating;
   row_[validation ? "timing_s/testing" : "timing_s/gen"] = seconds_since(phase_started_);
   outputs_ = std::move(outputs);
@@ -314,10 +338,22 @@ std::vector<rlhf_driver::command> rlhf_driver::after_log_probs() {
   row_["timing_s/adv"] = seconds_since(adv_started);
   update_reports_.clear();
   critic_reports_.clear();
+  std::vector<command> out;
+  if (schedule_.max_staleness > 0 && step_ + 1 < schedule_.end()) {
+    // One step off policy: the next step's prompts go to the rollout now, on the weights this
+    // step generated with, while this step's updates run.
+    prefetch_requests_ = requests_for(cursor_ + schedule_.prompts, schedule_.prompts, schedule_.n,
+                                      false, schedule_.seed);
+    prefetching_ = true;
+    prefetch_started_ = now_();
+    out.push_back(generate_all{prefetch_requests_});
+  }
   // veRL's order: the critic's update, then the actor's once the critic has warmed up.
-  if (schedule_.critic_ranks > 0) return start_updates(true);
-  if (schedule_.updates_actor_at(step_ + 1)) return start_updates(false);
-  return end_step();
+  std::vector<command> rest = schedule_.critic_ranks > 0              ? start_updates(true)
+                              : schedule_.updates_actor_at(step_ + 1) ? start_updates(false)
+                                                                      : end_step();
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::start_updates(bool critic) {
@@ -358,6 +394,11 @@ std::vector<rlhf_driver::command> rlhf_driver::on_updated(int rank,
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::end_step() {
+  if (prefetching_) {  // the next step's generation is still running: it ends the step
+    waiting_for_prefetch_ = true;
+    wait_started_ = now_();
+    return {};
+  }
   // veRL's actor and critic metrics: the means over their optimizer steps (lr: the last). The
   // actor's are absent while the critic warms up.
   const auto mean = [](const std::vector<actor::rl_step_report>& reports, auto field) {

@@ -37,6 +37,8 @@ struct rlhf_schedule {
   int samples_per_step = 4;  ///< rows of samples.jsonl per step
   int save_freq = 0;         ///< a checkpoint every this many steps and after the last; 0: none
   int stop_after = 0;        ///< end this launch after this step (0: after `steps`)
+  /// 0: synchronous; 1 or more: the next step's generation overlaps this step's update.
+  int max_staleness = 0;
   uint64_t seed = 1;
   float temperature = 1.0f;
   int top_k = 0;
@@ -83,6 +85,10 @@ struct rl_task {
 ///   -> advantages -> [critic] ppo_epochs x mini-batches, one optimizer step each on every critic
 ///      rank -> [from step critic_warmup] the same on every policy rank
 ///   -> metrics row and samples -> next step, or the end
+///
+/// One step off policy (max_staleness > 0): with the advantages, the next step's generation
+/// starts beside this step's updates, on the weights this step generated with; the step ends
+/// when both have, and the next one scores those outputs after its sync (staleness 1).
 ///
 /// After a step's metrics, when a checkpoint is due: every policy and critic rank's state,
 /// committed with what the controller needs to continue (step, prompt cursor, policy version, KL
@@ -226,6 +232,9 @@ class rlhf_driver {
   std::vector<command> failed(absl::Status why);
   std::vector<actor::generation_request> requests_for(int64_t first_prompt, int prompts, int n,
                                                       bool greedy, uint64_t stream);
+  // OK when `outputs` holds each of `requests` once, ended, in order.
+  static absl::Status check_outputs(const std::vector<actor::generation_request>& requests,
+                                    const std::vector<actor::generation_event>& outputs);
   double seconds_since(clock::time_point t) const;
 
   rlhf_schedule schedule_;
@@ -245,6 +254,13 @@ class rlhf_driver {
   std::vector<actor::generation_request> requests_;
   std::vector<actor::generation_event> outputs_;
   std::optional<rollout_batch> batch_;
+  // One-step-off-policy (max_staleness > 0): the next step's generation, started once this
+  // step's log-probs are in and run while it updates; its outputs wait for the next step.
+  bool prefetching_ = false, waiting_for_prefetch_ = false;
+  std::vector<actor::generation_request> prefetch_requests_;
+  std::optional<std::vector<actor::generation_event>> prefetched_;
+  clock::time_point prefetch_started_{}, wait_started_{};
+  double prefetch_s_ = 0;
   std::vector<double> scores_;
   int update_index_ = 0;
   std::vector<actor::rl_step_report> update_reports_, critic_reports_;

@@ -185,6 +185,16 @@ config::object_schema<sync_spec> sync_schema() {
   return s;
 }
 
+config::object_schema<async_spec> async_schema() {
+  config::object_schema<async_spec> s;
+  s.add("max_staleness", &async_spec::max_staleness)
+      .range(0, 16)
+      .help(
+          "0: synchronous; 1 or more: the next step's generation overlaps this step's update "
+          "(one-step-off-policy, samples one policy version old)");
+  return s;
+}
+
 config::object_schema<placement_spec> placement_schema() {
   config::object_schema<placement_spec> s;
   s.add("colocate", &placement_spec::colocate)
@@ -208,6 +218,8 @@ config::object_schema<rlhf_options> rlhf_schema() {
   s.add("warmup", &rlhf_options::warmup, warmup_schema()).help("the policy's format warm-up");
   s.add("task", &rlhf_options::task, task_schema()).help("the task and its rule reward");
   s.add("sync", &rlhf_options::sync, sync_schema()).help("the weight sync to the rollout");
+  s.add("async", &rlhf_options::async, async_schema())
+      .help("generation ahead of the update (one-step-off-policy)");
   s.add("placement", &rlhf_options::placement, placement_schema())
       .help("which roles share a worker process");
   s.add("seed", &rlhf_options::seed).range(0, 1 << 30).help("the policy's initial weights");
@@ -245,6 +257,7 @@ rlhf_schedule schedule_of(const rlhf_options& o, int ctx) {
   s.samples_per_step = o.trainer.samples_per_step;
   s.save_freq = o.trainer.save_freq;
   s.stop_after = o.trainer.stop_after;
+  s.max_staleness = o.async.max_staleness;
   s.seed = static_cast<uint64_t>(o.data.seed);
   s.temperature = static_cast<float>(o.rollout.temperature);
   s.top_k = o.rollout.top_k;

@@ -123,6 +123,14 @@ struct sync_spec {
   int timeout_ms = 60000;  ///< forming the group and every broadcast
 };
 
+/// `rlhf.async`: how far generation may run ahead of the update.
+struct async_spec {
+  /// 0: synchronous (each step generates with the weights just synced; bit-exact on resume).
+  /// 1 or more: one-step-off-policy, the next step's generation overlapping this step's update
+  /// on the weights before it (its samples one version old, never more than this).
+  int max_staleness = 0;
+};
+
 /// `rlhf.placement`: which roles share a process. Each group's actors of the same index run in
 /// one worker process (veRL's colocated worker groups), e.g. [[policy, reference]].
 struct placement_spec {
@@ -140,6 +148,7 @@ struct rlhf_options {
   task_spec task;
   sync_spec sync;
   placement_spec placement;
+  async_spec async;
   int seed = 1;  ///< the policy's initial weights
   /// A run directory (or checkpoint directory) to continue from; `troupe launch --resume` sets it.
   std::string resume;

@@ -17,6 +17,25 @@ namespace fs = std::filesystem;
 const std::string grpo_config = std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_grpo.yaml";
 const std::string ppo_config = std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_ppo.yaml";
 
+// rlhf.async.max_staleness 1: each step after the first trains on samples generated while the
+// step before it updated, one policy version old, and says so.
+TEST(RlhfTest, OneStepOffPolicyTrainsOnSamplesOneVersionOld) {
+  temp_dir dir;
+  const std::string run_dir = dir.file("run");
+  const process_result r =
+      troupe({"launch", grpo_config, "--run-dir", run_dir, "--set", "rlhf.async.max_staleness=1",
+              "--set", "rlhf.warmup.steps=0", "--set", "rlhf.trainer.test_freq=0", "--set",
+              "rlhf.trainer.total_training_steps=4", "--set", "cluster.local_workers=0"},
+             std::chrono::minutes(5));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(summary_of(r)["steps"], 4);
+  std::vector<int> staleness;
+  for (const auto& row : read_jsonl(run_dir + "/metrics.jsonl")) {
+    if (row.contains("staleness/max")) staleness.push_back(row["staleness/max"]);
+  }
+  EXPECT_EQ(staleness, (std::vector<int>{0, 1, 1, 1}));
+}
+
 TEST(RlhfTest, GrpoOnDigitCompletionRaisesTheScore) {
   temp_dir dir;
   const std::string run_dir = dir.file("run");

@@ -43,6 +43,23 @@ const T& only(const std::vector<driver::command>& commands) {
   return *c;
 }
 
+// Each request's output: "7", ended by the stop string for odd ids, with `version`.
+std::vector<actor::generation_event> outputs_for(
+    const std::vector<actor::generation_request>& requests, uint64_t version) {
+  std::vector<actor::generation_event> outputs;
+  for (const auto& r : requests) {
+    actor::generation_event e;
+    e.id = r.id;
+    e.tokens = {'7'};
+    e.finished = true;
+    e.reason = r.id % 2 ? actor::finish_reason::stop : actor::finish_reason::length;
+    e.logprobs = {-1.0f};
+    e.weights_version = version;
+    outputs.push_back(e);
+  }
+  return outputs;
+}
+
 // Answers every command of one step the way the roles would; returns the step's commands after
 // the updates (metrics, samples, the next sync or the end).
 std::vector<driver::command> run_step(driver& d, std::vector<driver::command> commands,
@@ -58,18 +75,7 @@ std::vector<driver::command> run_step(driver& d, std::vector<driver::command> co
   // Each step's prompts follow the last step's: 2 per step.
   const std::string first = "p" + std::to_string(2 * (version - 1)) + "=";
   EXPECT_EQ(std::string(requests[0].prompt.begin(), requests[0].prompt.end()), first);
-  std::vector<actor::generation_event> outputs;
-  for (const auto& r : requests) {
-    actor::generation_event e;
-    e.id = r.id;
-    e.tokens = {'7'};
-    e.finished = true;
-    e.reason = r.id % 2 ? actor::finish_reason::stop : actor::finish_reason::length;
-    e.logprobs = {-1.0f};
-    e.weights_version = version;
-    outputs.push_back(e);
-  }
-  const auto scored = d.on_generated(outputs);
+  const auto scored = d.on_generated(outputs_for(requests, version));
   const auto& scoring = only<driver::score_all>(scored);
   EXPECT_EQ(scoring.responses[0], "7");
   const auto asked = d.on_scored({1.0, 0.0, 0.5, 0.5});
@@ -129,6 +135,53 @@ TEST(RlhfDriver, StepsSyncGenerateScoreAndUpdateInOrder) {
   const auto& summary = std::get<driver::finish>(last[2]).summary;
   EXPECT_EQ(summary["steps"], 2);
   EXPECT_TRUE(d.done());
+}
+
+// One step off policy: once step 1's log-probs are in, step 2's prompts go to the rollout on
+// the weights step 1 used, beside step 1's update; step 1 ends only when that generation has;
+// step 2, after its sync, scores those outputs at once: one version old.
+TEST(RlhfDriver, OneStepOffPolicyGeneratesTheNextStepDuringTheUpdate) {
+  rlhf_schedule s = schedule();
+  s.max_staleness = 1;
+  s.ppo_epochs = 1;
+  s.mini_batch_prompts = 2;  // one update per step
+  driver d = make(s);
+  d.start();
+  const auto log_probs = [&] {
+    const int ctx = d.schedule().max_len;
+    EXPECT_TRUE(d.on_log_probs(false, 0, std::vector<float>(2 * ctx, -1.0f)).empty());
+    EXPECT_TRUE(d.on_log_probs(true, 0, std::vector<float>(4 * ctx, -1.0f)).empty());
+    return d.on_log_probs(false, 1, std::vector<float>(2 * ctx, -1.0f));
+  };
+  const auto update = [&] {
+    EXPECT_TRUE(d.on_updated(1, {}).empty());
+    return d.on_updated(0, {});
+  };
+  d.on_synced("policy/0", {1, "abc"}, true);
+  const auto first = d.on_synced("rollout/0", {1, "abc"}, false);
+  const auto requests = only<driver::generate_all>(first).requests;
+  d.on_generated(outputs_for(requests, 1));
+  only<driver::log_probs_all>(d.on_scored({1.0, 0.0, 0.5, 0.5}));
+  const auto overlapped = log_probs();
+  ASSERT_EQ(overlapped.size(), 2u);
+  const auto& ahead = std::get<driver::generate_all>(overlapped[0]).requests;
+  EXPECT_EQ(std::string(ahead[0].prompt.begin(), ahead[0].prompt.end()), "p2=") << "step 2's";
+  EXPECT_TRUE(std::holds_alternative<driver::update_all>(overlapped[1]));
+  EXPECT_TRUE(update().empty()) << "step 1 waits for step 2's generation";
+  const auto ended = d.on_generated(outputs_for(ahead, 1));
+  ASSERT_EQ(ended.size(), 3u);
+  EXPECT_EQ(std::get<driver::metrics_row>(ended[0]).row["staleness/max"], 0);
+  EXPECT_EQ(std::get<driver::sync_all>(ended[2]).version, 2u);
+  d.on_synced("policy/0", {2, "abc"}, true);
+  const auto scored = d.on_synced("rollout/0", {2, "abc"}, false);
+  EXPECT_EQ(only<driver::score_all>(scored).prompts[0], "p2=") << "no generation: it is done";
+  only<driver::log_probs_all>(d.on_scored({1.0, 1.0, 0.5, 0.5}));
+  EXPECT_EQ(log_probs().size(), 1u) << "the last step generates nothing ahead";
+  const auto last = update();
+  ASSERT_FALSE(last.empty());
+  const auto& row = std::get<driver::metrics_row>(last[0]).row;
+  EXPECT_EQ(row["step"], 2);
+  EXPECT_EQ(row["staleness/max"], 1) << "generated with version 1, trained at version 2";
 }
 
 TEST(RlhfDriver, ARolloutWorkerWithOtherWeightsFailsTheRunNamingIt) {
