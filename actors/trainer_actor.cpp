@@ -346,9 +346,9 @@ caf::result<actor::weights_ack> sync_weights(self_ptr self, const actor::weight_
                      ", which is not the sender of a weight-sync group (rank 0 of the policy)")));
   }
   if (round.rank != 0) {
-    return actor::to_error(absl::InvalidArgumentError(absl::StrCat(
-        "(sync) makes policy rank 0 rank ", round.rank,
-        " of the weight-sync group, but the sender is always rank 0")));
+    return actor::to_error(absl::InvalidArgumentError(
+        absl::StrCat("(sync) makes policy rank 0 rank ", round.rank,
+                     " of the weight-sync group, but the sender is always rank 0")));
   }
   if (st.sync_group == nullptr || st.sync_group->epoch() != round.epoch) {
     st.sync_group.reset();

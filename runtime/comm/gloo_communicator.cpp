@@ -207,8 +207,8 @@ class gloo_communicator final : public communicator {
   absl::Status exchange(const std::vector<transfer>& sends,
                         const std::vector<transfer>& recvs) override {
     std::vector<gloo_ring::piece> out, in;
-    for (auto [list, pieces, what] : {std::tuple{&sends, &out, "exchange send"},
-                                      std::tuple{&recvs, &in, "exchange receive"}}) {
+    for (auto [list, pieces, what] :
+         {std::tuple{&sends, &out, "exchange send"}, std::tuple{&recvs, &in, "exchange receive"}}) {
       for (const transfer& t : *list) {
         TROUPE_RETURN_IF_ERROR(check_host(t.data, what));
         TROUPE_RETURN_IF_ERROR(check_peer(t.peer, what));

@@ -12,8 +12,8 @@ constexpr int64_t total = 1001;  // not a multiple of any world size below
 
 // Carries the plan out on simulated members: every piece must come from a member that holds it
 // (a current one, over its ranges in the basis world `basis_ranks`), and every member's new
-// buffers must be filled over the new world's ranges, each element exactly once. Returns the number of
-// distinct peers each member received from.
+// buffers must be filled over the new world's ranges, each element exactly once. Returns the number
+// of distinct peers each member received from.
 std::vector<int> carry_out(const std::vector<member_state>& members, int basis_ranks, int64_t steps,
                            const state_split& split, const std::vector<state_piece>& plan) {
   const int m = static_cast<int>(members.size());
