@@ -204,6 +204,12 @@ void apply_policy(self_ptr self, const std::string& name, const absl::Status& st
                          {{"actor", name}, {"error", std::string(status.message())}});
     return;
   }
+  if (role.entry->factory.app_decides_loss && st.running) {
+    st.deps->events.emit(run::severity::warning, "actor_lost",
+                         absl::StrCat(name, " stopped (", status.message(), "); its app decides"),
+                         {{"actor", name}, {"error", std::string(status.message())}});
+    return;
+  }
   const auto d = st.policy.on_exit(name, status);
   switch (d.what) {
     case supervision::decision::action::ignore:

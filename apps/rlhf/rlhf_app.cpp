@@ -387,18 +387,21 @@ absl::Status register_rlhf(actor::role_registry& registry) {
   auto policy = actor::make_role_factory<no_options>(
       "one data-parallel rank of app: rlhf's policy (GPT on the CPU, the PPO objective)",
       config::object_schema<no_options>(), spawn_policy);
-  policy.restartable = false;  // its state is the run's
+  policy.restartable = false;      // its state is the run's
+  policy.app_decides_loss = true;  // the controller ends the run, saying how to resume
   TROUPE_RETURN_IF_ERROR(registry.add("trainer", "gpt_policy", std::move(policy)));
   auto reference = actor::make_role_factory<no_options>(
       "app: rlhf's reference: the initial policy, frozen, forward only",
       config::object_schema<no_options>(), spawn_reference);
   reference.restartable = false;
+  reference.app_decides_loss = true;
   TROUPE_RETURN_IF_ERROR(registry.add("trainer", "gpt_reference", std::move(reference)));
   auto critic = actor::make_role_factory<no_options>(
       "one data-parallel rank of app: rlhf's critic (the policy's GPT trunk with a value head, "
       "the clipped value loss)",
       config::object_schema<no_options>(), spawn_critic);
   critic.restartable = false;
+  critic.app_decides_loss = true;
   TROUPE_RETURN_IF_ERROR(registry.add("trainer", "gpt_critic", std::move(critic)));
   auto rollout = actor::make_role_factory<no_options>(
       "one rollout worker of app: rlhf (the serving engine; weights synced from the policy)",

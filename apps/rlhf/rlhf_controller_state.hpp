@@ -32,7 +32,6 @@ struct generation {
   std::map<uint64_t, actor::generation_request> requests;  // by id: a lost worker's go again
   std::vector<actor::generation_event> outputs;
   std::set<std::string> polling;  // the workers asked for events now
-  size_t remaining = 0;
 };
 
 // The weight sync in flight: its answers, and the first error among them.
@@ -63,7 +62,10 @@ struct controller_state {
   // Rollout workers whose error no loss explains yet, with when it came.
   std::map<std::string, std::pair<absl::Status, clock::time_point>> suspects;
   sync_round sync;
+  // The newest checkpoint a relaunch can resume from: its step (-1: none) and the run
+  // directory holding it (this run's, or the one this launch resumed from).
   int64_t last_checkpoint = -1;
+  std::string last_checkpoint_run;
   actor::reward_actor reward;
   std::unique_ptr<rlhf_driver> logic;
   caf::typed_response_promise<actor::job_result> done;

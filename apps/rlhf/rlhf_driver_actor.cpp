@@ -163,6 +163,7 @@ void save_checkpoint(self_ptr self, int64_t step, nlohmann::json meta) {
         self->state.events->emit(run::severity::debug, "checkpoint_committed",
                                  absl::StrCat("checkpoint ", dir, " committed"), {{"dir", dir}});
         self->state.last_checkpoint = self->state.logic->step();
+        self->state.last_checkpoint_run = self->state.run_dir;
         execute(self, self->state.logic->on_checkpoint_saved());
       });
 }
@@ -355,6 +356,8 @@ void resume(self_ptr self) {
     return refuse(absl::Status(
         at.status().code(), absl::StrCat(saved->dir, "/manifest.json: ", at.status().message())));
   st.init_dir = saved->meta.value("init", "");
+  st.last_checkpoint = at->step;
+  st.last_checkpoint_run = st.options.resume;
   st.events->emit(run::severity::info, "resume",
                   absl::StrCat("resuming from ", saved->dir, " after RL step ", at->step),
                   {{"dir", saved->dir}, {"step", at->step}});

@@ -25,7 +25,7 @@ void on_lost(self_ptr self, const std::string& who, const std::string& why) {
     const std::string resume =
         st.last_checkpoint >= 0
             ? absl::StrCat("troupe launch CONFIG --resume ",
-                           st.run_dir.empty() ? "RUN_DIR" : st.run_dir,
+                           st.last_checkpoint_run.empty() ? "RUN_DIR" : st.last_checkpoint_run,
                            " continues from checkpoint ", st.last_checkpoint)
             : std::string("no checkpoint was committed yet (rlhf.trainer.save_freq), so relaunch");
     return complete(
@@ -127,7 +127,7 @@ static void poll(self_ptr self, const std::string& w) {
               out.reason = e.reason;
               st.gen.index.erase(it);
               st.pool->finish(w, e.id);
-              if (--st.gen.remaining == 0) {
+              if (st.gen.index.empty()) {
                 execute(self, st.logic->on_generated(std::move(st.gen.outputs)));
                 return;
               }
@@ -144,7 +144,6 @@ void generate(self_ptr self, std::vector<actor::generation_request> requests) {
   auto& st = self->state;
   st.gen = generation{};
   st.gen.outputs.resize(requests.size());
-  st.gen.remaining = requests.size();
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < requests.size(); ++i) {
     st.gen.index[requests[i].id] = i;

@@ -29,6 +29,9 @@ struct role_factory {
   /// Whether a failed actor may be restarted. A role whose state cannot be rebuilt (a sink that
   /// accumulates the run's output) says no, and its failures always fail the job.
   bool restartable = true;
+  /// For a role whose app driver watches its actors (and says how to resume): once the job
+  /// runs, a lost actor is neither restarted nor the job's failure here; its app decides.
+  bool app_decides_loss = false;
   /// Spawns actor `ctx.index` of the role with parsed `options` (from `options->parse`).
   std::function<absl::StatusOr<caf::actor>(role_context& ctx, const void* options)> spawn;
   /// For app drivers: checks that the plan's roles fit the app, reporting through `ctx`

@@ -82,6 +82,33 @@ TEST_F(RlhfClusterTest, AKilledRolloutWorkersSequencesAreRegeneratedAndAJoinerGe
   }
 }
 
+// A lost training role ends the run, naming it and the way back. A first launch (one process)
+// checkpoints step 1; the relaunch resumes it on the cluster with the policy alone on the
+// worker, held mid-generation; the worker is killed: the run fails naming policy/0 and the
+// resume command for checkpoint 1.
+TEST_F(RlhfClusterTest, ALostPolicyFailsTheRunNamingItAndTheResumeCommand) {
+  const std::string first = dir_.file("first");
+  const process_result one =
+      troupe({"launch", grpo_config, "--run-dir", first, "--set", "cluster.local_workers=0",
+              "--set", "rlhf.warmup.steps=0", "--set", "rlhf.trainer.test_freq=0", "--set",
+              "rlhf.trainer.total_training_steps=1", "--set", "rlhf.trainer.save_freq=1"},
+             std::chrono::minutes(3));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_NO_FATAL_FAILURE(
+      start(3, 1, 0,
+            {"--set", "roles.reference.placement=head", "--set", "roles.reward.placement=head",
+             "--set", "roles.rollout.placement=head", "--set", "rlhf.resume=" + first}));
+  ASSERT_FALSE(wait_for_event(run_dir(), "generating", 120s).is_null()) << head_->stderr_so_far();
+  workers_[0]->signal(SIGKILL);
+  const process_result r = head_->wait(60s);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_code, 0);
+  const std::string error = summary_of(r).value("error", "");
+  EXPECT_NE(error.find("policy/0 was lost"), std::string::npos) << r.err;
+  EXPECT_NE(error.find("--resume " + first + " continues from checkpoint 1"), std::string::npos)
+      << error;
+}
+
 // rlhf.placement.colocate: each group's actors share a worker process. With two workers and
 // the least-loaded placement, policy and rollout would land on one worker and reference and
 // reward on the other; colocated, policy goes with reference and rollout with reward.
