@@ -88,6 +88,11 @@ double digit_completion::score(std::string_view prompt, std::string_view respons
   return s;
 }
 
+int digit_completion::max_prompt_bytes() const {
+  return static_cast<int>(
+      absl::StrCat(o_.max_number, ",", o_.max_number, ":", o_.max_number, ",9=").size());
+}
+
 int digit_completion::max_response_bytes() const {
   const int digits = static_cast<int>(std::to_string(o_.max_number).size());
   return o_.max_num_in_response * (digits + 1);  // numbers, commas and the newline

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "apps/rlhf/text_task.hpp"
 
 namespace troupe::apps::rlhf {
 
@@ -21,7 +22,7 @@ struct digit_completion_options {
   int max_num_in_response = 5;  ///< n is drawn from [0, max_num_in_response]
 };
 
-class digit_completion {
+class digit_completion final : public text_task {
  public:
   /// INVALID_ARGUMENT unless max_number > 0, max_diff > 0 and 0 < max_num_in_response < 10
   /// (veRL's bounds).
@@ -29,22 +30,26 @@ class digit_completion {
 
   explicit digit_completion(digit_completion_options o) : o_(o) {}
 
-  /// Prompt `index` of the stream `seed`: the same pair always gives the same prompt, so a
-  /// prompt cursor is all a resume needs.
-  [[nodiscard]] std::string prompt(uint64_t seed, int64_t index) const;
+  [[nodiscard]] std::string prompt(uint64_t seed, int64_t index) const override;
   /// The answer to `prompt` (without the newline); empty for a prompt that is not the task's.
   [[nodiscard]] static std::string answer(std::string_view prompt);
   /// The score of `response` (without its newline) in [0, 1]; `ended` says whether the response
   /// ended with the newline rather than running out of tokens.
   [[nodiscard]] static double score(std::string_view prompt, std::string_view response, bool ended);
+  [[nodiscard]] double reward(std::string_view prompt, std::string_view response,
+                              bool ended) const override {
+    return score(prompt, response, ended);
+  }
+  /// "max,max:max,9=" at most.
+  [[nodiscard]] int max_prompt_bytes() const override;
   /// The longest response the task needs, newline included.
-  [[nodiscard]] int max_response_bytes() const;
+  [[nodiscard]] int max_response_bytes() const override;
 
   /// Text for a warm-up: `lines` examples of prompts (from a stream of their own, not the RL
   /// prompts') each followed by a newline-ended response. With `answers` false the response is n
   /// numbers drawn at random: the warm-up teaches the format, not the sequence. With `answers`
   /// true it is the answer: supervised examples of the task itself.
-  [[nodiscard]] std::string warmup_text(uint64_t seed, int lines, bool answers) const;
+  [[nodiscard]] std::string warmup_text(uint64_t seed, int lines, bool answers) const override;
 
  private:
   digit_completion_options o_;

@@ -5,12 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/inference_worker_actor.hpp"
-#include "actors/reward_actor.hpp"
 #include "actors/trainer_actor.hpp"
-#include "apps/rlhf/digit_completion.hpp"
 #include "apps/rlhf/rlhf_driver_actor.hpp"
 #include "apps/rlhf/rlhf_options.hpp"
 #include "models/gpt/gpt_source.hpp"
+#include "runtime/actor/rule_reward.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/config/environment.hpp"
@@ -58,13 +57,13 @@ absl::StatusOr<caf::actor> spawn_policy(actor::role_context& ctx, const no_optio
   spec.group.name = "rlhf/policy";
   spec.group.timeout = std::chrono::milliseconds(o->sync.timeout_ms);
   if (o->warmup.steps > 0) {
-    const digit_completion task(task_options(*o));
+    TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<const text_task> task, make_task(o->task));
     // Enough examples that the warm-up does not repeat them.
     const int lines = std::max(2000, o->warmup.steps * o->warmup.batch * model.ctx / 8);
     TROUPE_ASSIGN_OR_RETURN(
         actors::text_corpus corpus,
         actors::text_corpus::from_text(
-            task.warmup_text(static_cast<uint64_t>(o->seed), lines, o->warmup.text == "answers"),
+            task->warmup_text(static_cast<uint64_t>(o->seed), lines, o->warmup.text == "answers"),
             0.05, model.ctx, "the task's warm-up text"));
     spec.corpus = std::make_shared<const actors::text_corpus>(std::move(corpus));
   }
@@ -131,16 +130,24 @@ absl::StatusOr<caf::actor> spawn_rollout(actor::role_context& ctx, const no_opti
   return caf::actor_cast<caf::actor>(worker);
 }
 
-absl::StatusOr<caf::actor> spawn_reward(actor::role_context& ctx, const no_options&) {
-  TROUPE_RETURN_IF_ERROR(options_in(ctx.plan, "reward").status());
-  return caf::actor_cast<caf::actor>(
-      actors::spawn_rule_reward(ctx.system, ctx.metrics, ctx.actor_name(),
-                                [](std::string_view prompt, std::string_view response, bool ended) {
-                                  return digit_completion::score(prompt, response, ended);
-                                }));
+// The built-in reward of the task named like it (reward/<task>): that task's rule.
+absl::StatusOr<caf::actor> spawn_task_reward(actor::role_context& ctx, const no_options&) {
+  TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "reward"));
+  const std::string impl = ctx.plan.find_role("reward")->spec.impl;
+  if (o->task.name != impl) {
+    return absl::FailedPreconditionError(absl::StrCat("the reward ", impl, " scores the task ",
+                                                      impl, ", not rlhf.task.name ", o->task.name));
+  }
+  TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<const text_task> task, make_task(o->task));
+  return caf::actor_cast<caf::actor>(actor::spawn_rule_reward(
+      ctx.system, ctx.metrics, ctx.actor_name(), impl,
+      [task](std::string_view prompt, std::string_view response, bool ended) {
+        return task->reward(prompt, response, ended);
+      }));
 }
 
-// What each role must be: name, kind, impl, and whether only GAE has it.
+// What each role must be: name, kind, impl (any, when empty: the reward may be a plugin's
+// rule), and whether only GAE has it.
 struct expected_role {
   const char* name;
   const char* kind;
@@ -151,7 +158,7 @@ constexpr expected_role expected_roles[] = {{"policy", "trainer", "gpt_policy"},
                                             {"reference", "trainer", "gpt_reference"},
                                             {"critic", "trainer", "gpt_critic", true},
                                             {"rollout", "inference_worker", "gpt_rollout"},
-                                            {"reward", "reward", "digit_completion"}};
+                                            {"reward", "reward", ""}};
 
 void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
                      const config::parse_context& ctx, const YAML::Node& section) {
@@ -173,11 +180,21 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
       }
       continue;
     }
-    if (role == nullptr || role->spec.kind != want.kind || role->spec.impl != want.impl) {
+    const std::string impl = *want.impl != 0 ? want.impl : o.task.name;
+    if (role == nullptr || role->spec.kind != want.kind ||
+        (*want.impl != 0 && role->spec.impl != want.impl)) {
       ctx.error(section,
                 absl::StrCat("app: rlhf needs a role '", want.name, "' of kind ", want.kind,
-                             " and impl ", want.impl, ", e.g. roles: {", want.name,
-                             ": {kind: ", want.kind, ", impl: ", want.impl, "}}"));
+                             *want.impl != 0 ? absl::StrCat(" and impl ", want.impl) : "",
+                             ", e.g. roles: {", want.name, ": {kind: ", want.kind, ", impl: ", impl,
+                             "}}"));
+    } else if (*want.impl == 0 && role->spec.impl != o.task.name &&
+               std::find(task_names().begin(), task_names().end(), role->spec.impl) !=
+                   task_names().end()) {
+      ctx.error(section,
+                absl::StrCat("roles.reward.impl is ", role->spec.impl,
+                             ", the reward of that task, but rlhf.task.name is ", o.task.name,
+                             ": use impl ", o.task.name, ", or a plugin's reward rule"));
     } else if (role->spec.elastic && std::string_view(want.name) != "rollout") {
       ctx.error(section, absl::StrCat("roles.", want.name,
                                       " cannot be elastic in app: rlhf (only the rollout can: "
@@ -287,13 +304,20 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
         at("warmup", "batch"),
         absl::StrCat("is ", o.warmup.batch, ", not a multiple of actor.dp ", o.actor.dp));
   }
-  const digit_completion_options task = task_options(o);
-  if (absl::Status s = digit_completion::validate(task); !s.ok()) {
-    ctx.child("task").error(section["task"].IsDefined() ? section["task"] : section,
-                            std::string(s.message()));
+  absl::StatusOr<std::shared_ptr<const text_task>> task = make_task(o.task);
+  if (!task.ok()) {
+    // "KEY: what is wrong" from a task's files is located at rlhf.task.KEY.
+    const std::string message(task.status().message());
+    const size_t colon = message.find(": ");
+    const std::string key = colon == std::string::npos ? "" : message.substr(0, colon);
+    if (!key.empty() && section["task"].IsDefined() && section["task"][key].IsDefined()) {
+      ctx.child("task").child(key).error(at("task", key.c_str()), message.substr(colon + 2));
+    } else {
+      ctx.child("task").error(section["task"].IsDefined() ? section["task"] : section, message);
+    }
+    return;
   }
-  const int prompt_bytes = static_cast<int>(
-      absl::StrCat(task.max_number, ",", task.max_number, ":", task.max_number, ",9=").size());
+  const int prompt_bytes = (*task)->max_prompt_bytes();
   if (prompt_bytes + response_length(o) > model.ctx) {
     ctx.child("rollout")
         .child("response_length")
@@ -352,21 +376,22 @@ std::vector<std::string> describe_rlhf_plan(const app::app_plan& plan, const voi
                         s.mini_batch(critic), "), each on ", mini, " responses, ", mini / ranks,
                         " per ", critic ? "critic" : "policy", " rank");
   };
-  return {
-      absl::StrCat("per RL step: ", s.prompts, " prompts (data.train_batch_size) x ", s.n,
-                   " responses (rollout.n) = ", s.prompts * s.n, " responses of up to ",
-                   s.response_length, " tokens"),
-      absl::StrCat(updates(false), s.critic_ranks > 0 ? absl::StrCat("; ", updates(true)) : "",
-                   s.critic_warmup > 1
-                       ? absl::StrCat("; the policy from RL step ", s.critic_warmup, " on")
-                       : ""),
-      absl::StrCat(s.warmup_steps > 0
-                       ? absl::StrCat("before RL: a warm-up of ", s.warmup_steps, " steps of ",
-                                      o.warmup.batch, " sequences on the task's ",
-                                      o.warmup.text == "answers" ? "answers" : "format-only text")
-                       : std::string("no warm-up: RL starts from the initial weights"),
-                   "; ", s.steps, " RL steps"),
-      placement_of(plan, o)};
+  return {absl::StrCat("per RL step: ", s.prompts, " prompts (data.train_batch_size) x ", s.n,
+                       " responses (rollout.n) = ", s.prompts * s.n, " responses of up to ",
+                       s.response_length, " tokens"),
+          absl::StrCat(updates(false), s.critic_ranks > 0 ? absl::StrCat("; ", updates(true)) : "",
+                       s.critic_warmup > 1
+                           ? absl::StrCat("; the policy from RL step ", s.critic_warmup, " on")
+                           : ""),
+          absl::StrCat(s.warmup_steps > 0
+                           ? absl::StrCat("before RL: a warm-up of ", s.warmup_steps, " steps of ",
+                                          o.warmup.batch, " sequences on ",
+                                          warmup_description(o.task, o.warmup.text == "answers"))
+                           : std::string("no warm-up"),
+                       o.init_from.empty() ? ", from the seed's weights"
+                                           : absl::StrCat(", from the checkpoint ", o.init_from),
+                       "; ", s.steps, " RL steps"),
+          placement_of(plan, o)};
 }
 
 }  // namespace
@@ -408,10 +433,15 @@ absl::Status register_rlhf(actor::role_registry& registry) {
       config::object_schema<no_options>(), spawn_rollout);
   // A lost rollout worker restarted elsewhere joins the weight-sync group at the next sync.
   TROUPE_RETURN_IF_ERROR(registry.add("inference_worker", "gpt_rollout", std::move(rollout)));
+  TROUPE_RETURN_IF_ERROR(registry.add("reward", "digit_completion",
+                                      actor::make_role_factory<no_options>(
+                                          "app: rlhf's rule reward for the digit-completion task",
+                                          config::object_schema<no_options>(), spawn_task_reward)));
   return registry.add(
-      "reward", "digit_completion",
-      actor::make_role_factory<no_options>("app: rlhf's rule reward for the digit-completion task",
-                                           config::object_schema<no_options>(), spawn_reward));
+      "reward", "fortunes",
+      actor::make_role_factory<no_options>(
+          "app: rlhf's rule reward for the fortunes task: the share of distinct known words",
+          config::object_schema<no_options>(), spawn_task_reward));
 }
 
 }  // namespace troupe::apps::rlhf

@@ -45,10 +45,29 @@ std::vector<rlhf_driver::command> rlhf_driver::on_error(const absl::Status& erro
 
 std::vector<rlhf_driver::command> rlhf_driver::start() {
   started_ = now_();
+  if (!schedule_.init_from.empty()) {
+    phase_ = phase::loading_policy;
+    answers_ = 0;
+    return {load_policy{schedule_.init_from}};
+  }
+  return warm_up_or_begin();
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_policy_loaded() {
+  if (phase_ != phase::loading_policy) return {};
+  if (++answers_ < schedule_.policy_ranks) return {};
+  return warm_up_or_begin();
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::warm_up_or_begin() {
+  answers_ = 0;
   if (schedule_.warmup_steps > 0) {
     phase_ = phase::warming_up;
-    answers_ = 0;
     return {warmup_step_all{}};
+  }
+  if (!schedule_.init_from.empty()) {  // the reference and the critic start from it too
+    phase_ = phase::loading_reference;
+    return {load_initial{schedule_.init_from}};
   }
   return begin_step();
 }
@@ -260,7 +279,7 @@ std::vector<rlhf_driver::command> rlhf_driver::on_scored(std::vector<double> sco
     for (double s : scores)
       sum += s;
     last_val_ = scores.empty() ? 0.0 : sum / static_cast<double>(scores.size());
-    row_["val-core/digit_completion/reward/mean@1"] = last_val_;
+    row_[schedule_.val_metric()] = last_val_;
     if (step_ >= schedule_.end()) return end_run();
     return generate();
   }
@@ -482,7 +501,7 @@ std::vector<rlhf_driver::command> rlhf_driver::on_checkpoint_saved() {
 std::vector<rlhf_driver::command> rlhf_driver::end_run() {
   phase_ = phase::finished;
   std::vector<command> out;
-  if (row_.contains("val-core/digit_completion/reward/mean@1")) {
+  if (row_.contains(schedule_.val_metric())) {
     row_["step"] = step_;
     out.push_back(metrics_row{row_});
   }

@@ -40,11 +40,18 @@ struct rlhf_schedule {
   /// 0: synchronous; 1 or more: the next step's generation overlaps this step's update.
   int max_staleness = 0;
   uint64_t seed = 1;
+  std::string task = "digit_completion";  ///< names the validation score (veRL's data source)
+  /// The checkpoint (a directory) the policy, the reference and the critic's trunk start from;
+  /// empty: the seed's weights.
+  std::string init_from;
   float temperature = 1.0f;
   int top_k = 0;
   float top_p = 1.0f;
   std::string end_string = "\n";  ///< the end of a response (a stop string, trained on)
   kernels::loss_agg_mode loss_agg_mode = kernels::loss_agg_mode::token_mean;
+
+  /// The metric of the greedy validation's mean score: "val-core/<task>/reward/mean@1".
+  [[nodiscard]] std::string val_metric() const { return "val-core/" + task + "/reward/mean@1"; }
 
   /// Optimizer steps of the policy (or the critic) per RL step: ppo_epochs * prompts /
   /// mini_batch_prompts (the critic's own).
@@ -94,13 +101,19 @@ struct rl_task {
 /// committed with what the controller needs to continue (step, prompt cursor, policy version, KL
 /// coefficient).
 ///
-/// Before the first step, with a warm-up: warm-up steps on every policy rank, a checkpoint of
-/// them (the run's initial policy), and the reference and the critic load it (the critic its
-/// trunk). Any error fails the run.
+/// Before the first step, from a checkpoint (init_from): every policy rank loads its weights.
+/// Then, with a warm-up: warm-up steps on every policy rank and a checkpoint of them (the run's
+/// initial policy). The reference and the critic load the initial policy (the critic its trunk):
+/// the warm-up's checkpoint, or else init_from's. Any error fails the run.
 class rlhf_driver {
  public:
   using clock = std::chrono::steady_clock;
 
+  /// Every policy rank loads the weights (not the optimizer's state) of the checkpoint `dir`;
+  /// each answers on_policy_loaded.
+  struct load_policy {
+    std::string dir;
+  };
   struct warmup_step_all {};
   /// Every policy rank checkpoints its state at optimizer step `step`; the actor commits it in
   /// the initial-policy root and answers on_initial_saved.
@@ -153,9 +166,9 @@ class rlhf_driver {
   struct fail {
     absl::Status why;
   };
-  using command = std::variant<warmup_step_all, save_initial, load_initial, sync_all, generate_all,
-                               score_all, log_probs_all, update_all, save_checkpoint, metrics_row,
-                               sample_rows, finish, fail>;
+  using command = std::variant<load_policy, warmup_step_all, save_initial, load_initial, sync_all,
+                               generate_all, score_all, log_probs_all, update_all, save_checkpoint,
+                               metrics_row, sample_rows, finish, fail>;
 
   /// Where a resumed run continues: what save_checkpoint's meta holds.
   struct resume_point {
@@ -175,6 +188,7 @@ class rlhf_driver {
   /// the step, prompts, version and KL coefficient continue from `at`.
   std::vector<command> resume(const resume_point& at);
   std::vector<command> on_checkpoint_saved();
+  std::vector<command> on_policy_loaded();
   std::vector<command> on_warmup_step(int rank, const actor::step_report& report);
   std::vector<command> on_initial_saved(const std::string& dir);
   std::vector<command> on_initial_loaded();
@@ -207,6 +221,7 @@ class rlhf_driver {
  private:
   enum class phase {
     idle,
+    loading_policy,
     warming_up,
     saving_initial,
     loading_reference,
@@ -221,6 +236,7 @@ class rlhf_driver {
     saving_checkpoint,
     finished
   };
+  std::vector<command> warm_up_or_begin();
   std::vector<command> begin_step();
   std::vector<command> after_sync();
   std::vector<command> generate();

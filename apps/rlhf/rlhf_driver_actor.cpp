@@ -10,12 +10,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "apps/rlhf/digit_completion.hpp"
 #include "apps/rlhf/rlhf_controller_state.hpp"
 #include "models/gpt/gpt_source.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/app/app_plan.hpp"
+#include "runtime/base/status.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/run/line_chart.hpp"
 
@@ -59,8 +59,8 @@ void record(self_ptr self, const nlohmann::json& row) {
     return;
   }
   const double step = row["step"].get<double>();
-  if (row.contains("val-core/digit_completion/reward/mean@1")) {
-    const double v = row["val-core/digit_completion/reward/mean@1"];
+  if (const std::string val = st.logic->schedule().val_metric(); row.contains(val)) {
+    const double v = row[val];
     st.val.points.emplace_back(step, v);
     st.events->emit(
         run::severity::info, "validation",
@@ -189,7 +189,13 @@ void ask_ranks(self_ptr self, const char* role, Answered answer, Message message
 
 void execute_one(self_ptr self, command& cmd) {
   auto& st = self->state;
-  if (std::holds_alternative<rlhf_driver::warmup_step_all>(cmd)) {
+  if (auto* c = std::get_if<rlhf_driver::load_policy>(&cmd)) {
+    ask_ranks<int64_t>(
+        self, "policy", [self](int, int64_t) { return self->state.logic->on_policy_loaded(); },
+        [dir = c->dir](int) {
+          return std::tuple{actor::load_atom_v, dir};
+        });
+  } else if (std::holds_alternative<rlhf_driver::warmup_step_all>(cmd)) {
     ask_ranks<actor::step_report>(
         self, "policy",
         [self](int r, actor::step_report& x) { return self->state.logic->on_warmup_step(r, x); },
@@ -390,13 +396,44 @@ void resume(self_ptr self) {
   }
 }
 
+// The checkpoint directory `path` (rlhf.init_from) names, if it holds a GPT of `model`'s shape.
+absl::StatusOr<std::string> initial_checkpoint(const std::string& path,
+                                               const models::gpt_config& model) {
+  TROUPE_ASSIGN_OR_RETURN(checkpoint::checkpoint saved,
+                          models::read_checkpoint_at(path, "rlhf.init_from"));
+  if (!saved.files.contains("model.safetensors")) {
+    return absl::NotFoundError(
+        absl::StrCat("rlhf.init_from ", path, ": ", saved.dir, " holds no model.safetensors"));
+  }
+  const nlohmann::json want = models::gpt_config_json(model);
+  if (saved.meta.contains("model") && saved.meta["model"] != want) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rlhf.init_from ", path, ": ", saved.dir,
+        " holds a GPT of model: ", saved.meta["model"].dump(), ", but this config's model: is ",
+        want.dump(), "; set model: to the checkpoint's"));
+  }
+  return fs::absolute(saved.dir).string();
+}
+
 void start(self_ptr self) {
   auto& st = self->state;
   const rlhf_options& o = st.options;
-  const digit_completion task(task_options(o));
+  const auto refuse = [self](const absl::Status& why) {
+    complete(self, actor::job_result{false, {}, std::string(why.message())});
+  };
+  absl::StatusOr<std::shared_ptr<const text_task>> task = make_task(o.task);
+  if (!task.ok()) {
+    return refuse(absl::InvalidArgumentError(absl::StrCat("rlhf.task: ", task.status().message())));
+  }
+  rlhf_schedule schedule = schedule_of(o, st.model.ctx);
+  if (!o.init_from.empty() && o.resume.empty()) {  // a resumed run's reference is pinned already
+    absl::StatusOr<std::string> dir = initial_checkpoint(o.init_from, st.model);
+    if (!dir.ok()) return refuse(dir.status());
+    schedule.init_from = st.init_dir = *dir;
+  }
   st.logic = std::make_unique<rlhf_driver>(
-      schedule_of(o, st.model.ctx), algorithm_of(o), kl_controller_of(o),
-      rl_task{[task](uint64_t seed, int64_t index) { return task.prompt(seed, index); }},
+      std::move(schedule), algorithm_of(o), kl_controller_of(o),
+      rl_task{[task = *task](uint64_t seed, int64_t index) { return task->prompt(seed, index); }},
       [] { return clock::now(); });
   // The rollout workers in index order (the sync group's ranks 1..); every role watched.
   std::vector<std::string> rollouts;
@@ -426,7 +463,9 @@ void start(self_ptr self) {
           " prompts x ", s.n, " responses per step, ", s.updates_per_step(),
           " policy updates per step on ", o.actor.dp, " policy rank", o.actor.dp > 1 ? "s" : "",
           ", ", st.rollouts.size(), " rollout worker", st.rollouts.size() > 1 ? "s" : "",
-          o.warmup.steps > 0 ? absl::StrCat(", after a ", o.warmup.steps, "-step format warm-up")
+          o.init_from.empty() ? "" : absl::StrCat(", from ", st.init_dir),
+          o.warmup.steps > 0 ? absl::StrCat(", after a ", o.warmup.steps, "-step warm-up on ",
+                                            warmup_description(o.task, o.warmup.text == "answers"))
                              : ""),
       {{"steps", s.steps}, {"updates_per_step", s.updates_per_step()}});
   if (o.resume.empty()) {

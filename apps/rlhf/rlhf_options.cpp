@@ -167,12 +167,25 @@ config::object_schema<warmup_spec> warmup_schema() {
 
 config::object_schema<task_spec> task_schema() {
   config::object_schema<task_spec> s;
-  s.add("name", &task_spec::name).one_of({"digit_completion"}).help("the task and its reward");
+  s.add("name", &task_spec::name)
+      .one_of(task_names())
+      .help("the task and its rule reward: digit_completion, or fortunes (text)");
   s.add("max_number", &task_spec::max_number).range(1, 1000000).help("numbers are modulo this");
   s.add("max_diff", &task_spec::max_diff).range(1, 1000000).help("the largest difference");
   s.add("max_num_in_response", &task_spec::max_num_in_response)
       .range(1, 9)
       .help("the most numbers an answer has");
+  s.add("path", &task_spec::path)
+      .help("fortunes: a fortune file, or a directory of them (records between \"%\" lines)");
+  s.add("prompt_words", &task_spec::prompt_words)
+      .range(1, 8)
+      .help("fortunes: the words of a fortune's first line that make the prompt");
+  s.add("min_words", &task_spec::min_words)
+      .range(1, 64)
+      .help("fortunes: a response counts at least this many words (a shorter line scores less)");
+  s.add("max_response", &task_spec::max_response)
+      .range(2, 4096)
+      .help("fortunes: the longest response (the rest of the line and its newline), in bytes");
   return s;
 }
 
@@ -223,18 +236,18 @@ config::object_schema<rlhf_options> rlhf_schema() {
   s.add("placement", &rlhf_options::placement, placement_schema())
       .help("which roles share a worker process");
   s.add("seed", &rlhf_options::seed).range(0, 1 << 30).help("the policy's initial weights");
+  s.add("init_from", &rlhf_options::init_from)
+      .help(
+          "a checkpoint to start from instead of the seed's weights: a pretraining run "
+          "directory (its newest checkpoint), or one checkpoint; the model must be its model");
   s.add("resume", &rlhf_options::resume)
       .help("a run directory to continue from (troupe launch --resume sets it)");
   return s;
 }
 
-digit_completion_options task_options(const rlhf_options& o) {
-  return {o.task.max_number, o.task.max_diff, o.task.max_num_in_response};
-}
-
 int response_length(const rlhf_options& o) {
   if (o.rollout.response_length > 0) return o.rollout.response_length;
-  return digit_completion(task_options(o)).max_response_bytes();
+  return max_response_bytes(o.task);
 }
 
 rlhf_schedule schedule_of(const rlhf_options& o, int ctx) {
@@ -258,6 +271,7 @@ rlhf_schedule schedule_of(const rlhf_options& o, int ctx) {
   s.save_freq = o.trainer.save_freq;
   s.stop_after = o.trainer.stop_after;
   s.max_staleness = o.async.max_staleness;
+  s.task = o.task.name;
   s.seed = static_cast<uint64_t>(o.data.seed);
   s.temperature = static_cast<float>(o.rollout.temperature);
   s.top_k = o.rollout.top_k;

@@ -5,9 +5,9 @@
 
 #include "actors/policy_objective.hpp"
 #include "actors/trainer.hpp"
-#include "apps/rlhf/digit_completion.hpp"
 #include "apps/rlhf/kl_controller.hpp"
 #include "apps/rlhf/rlhf_driver.hpp"
+#include "apps/rlhf/text_task.hpp"
 #include "runtime/config/schema.hpp"
 
 namespace troupe::apps::rlhf {
@@ -109,14 +109,6 @@ struct warmup_spec {
   double lr = 3e-3;
 };
 
-/// `rlhf.task`.
-struct task_spec {
-  std::string name = "digit_completion";
-  int max_number = 20;
-  int max_diff = 3;
-  int max_num_in_response = 5;
-};
-
 /// `rlhf.sync`: the weight sync to the rollout.
 struct sync_spec {
   int bucket_mb = 32;
@@ -150,13 +142,15 @@ struct rlhf_options {
   placement_spec placement;
   async_spec async;
   int seed = 1;  ///< the policy's initial weights
+  /// A checkpoint to start from instead (a pretraining run directory, its checkpoints/, or one
+  /// checkpoint): the policy's, the reference's and the critic trunk's weights.
+  std::string init_from;
   /// A run directory (or checkpoint directory) to continue from; `troupe launch --resume` sets it.
   std::string resume;
 };
 
 [[nodiscard]] config::object_schema<rlhf_options> rlhf_schema();
 
-[[nodiscard]] digit_completion_options task_options(const rlhf_options& o);
 /// The response length: rollout.response_length, or the task's longest answer.
 [[nodiscard]] int response_length(const rlhf_options& o);
 [[nodiscard]] rlhf_schedule schedule_of(const rlhf_options& o, int ctx);

@@ -3,7 +3,6 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/checkpoint/checkpoint_store.hpp"
 
 namespace troupe::models {
 
@@ -24,9 +23,8 @@ nlohmann::json gpt_config_json(const gpt_config& c) {
       {"vocab", c.vocab}, {"ctx", c.ctx}, {"layers", c.layers}, {"dim", c.dim}, {"heads", c.heads}};
 }
 
-absl::StatusOr<std::vector<float>> read_gpt_weights(const gpt_layout& layout,
-                                                    const std::string& path,
-                                                    const std::string& setting) {
+absl::StatusOr<checkpoint::checkpoint> read_checkpoint_at(const std::string& path,
+                                                          const std::string& setting) {
   namespace fs = std::filesystem;
   absl::StatusOr<checkpoint::checkpoint> saved;
   if (fs::exists(fs::path(path) / "manifest.json")) {
@@ -40,6 +38,14 @@ absl::StatusOr<std::vector<float>> read_gpt_weights(const gpt_layout& layout,
     return absl::Status(saved.status().code(),
                         absl::StrCat(setting, " ", path, ": ", saved.status().message()));
   }
+  return saved;
+}
+
+absl::StatusOr<std::vector<float>> read_gpt_weights(const gpt_layout& layout,
+                                                    const std::string& path,
+                                                    const std::string& setting) {
+  absl::StatusOr<checkpoint::checkpoint> saved = read_checkpoint_at(path, setting);
+  if (!saved.ok()) return saved.status();
   auto weights = saved->files.find("model.safetensors");
   if (weights == saved->files.end()) {
     return absl::NotFoundError(absl::StrCat(saved->dir, " holds no model.safetensors"));

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "models/gpt/gpt_layout.hpp"
 #include "nlohmann/json.hpp"
+#include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/config/app_spec.hpp"
 
 namespace troupe::models {
@@ -21,6 +22,12 @@ namespace troupe::models {
 /// The shape of `c` as a checkpoint's manifest records it ({vocab, ctx, layers, dim, heads}), to
 /// check that a checkpoint fits a config.
 [[nodiscard]] nlohmann::json gpt_config_json(const gpt_config& c);
+
+/// The checkpoint at `path`: a checkpoint directory (it has a manifest.json), a directory of
+/// checkpoints, or a run directory (its checkpoints/): then the newest good one. `setting`
+/// names where the path came from in the errors (e.g. "serve.checkpoint").
+[[nodiscard]] absl::StatusOr<checkpoint::checkpoint> read_checkpoint_at(const std::string& path,
+                                                                        const std::string& setting);
 
 /// The flat parameters of `layout` from a checkpoint's model.safetensors. `path` is a checkpoint
 /// directory (it has a manifest.json), a directory of checkpoints, or a run directory (its

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "runtime/actor/role_registry.hpp"
+#include "runtime/actor/rule_reward.hpp"
 #include "runtime/plugin/plugin_abi.h"
 
 namespace troupe::plugin {
@@ -25,6 +26,10 @@ class registrar {
 
   /// Adds the role implementation (kind, name).
   void add_role(std::string kind, std::string name, actor::role_factory factory);
+
+  /// Adds the reward role reward/`name` scoring with `rule` (what troupe_plugin_add_reward_rule
+  /// does for a C plugin).
+  void add_reward_rule(std::string name, std::string description, actor::reward_rule rule);
 
   /// Records a problem found while registering; the load then fails with it.
   void add_error(absl::Status status) { errors_.push_back(std::move(status)); }

@@ -40,6 +40,23 @@ void registrar::add_role(std::string kind, std::string name, actor::role_factory
   roles_.push_back({std::move(kind), std::move(name), std::move(factory)});
 }
 
+void registrar::add_reward_rule(std::string name, std::string description,
+                                actor::reward_rule rule) {
+  if (!is_plugin_name(name)) {
+    add_error(absl::InvalidArgumentError(absl::StrCat(
+        "reward rule name '", name, "' is invalid: use lowercase letters, digits and '_'")));
+    return;
+  }
+  if (!rule) {
+    add_error(
+        absl::InvalidArgumentError(absl::StrCat("reward rule '", name, "' has no score function")));
+    return;
+  }
+  actor::role_factory factory =
+      actor::rule_reward_factory(name, std::move(description), std::move(rule));
+  add_role("reward", std::move(name), std::move(factory));
+}
+
 std::string plugin_loader::file_name(absl::string_view name) {
   return absl::StrCat(file_prefix, name, file_suffix);
 }
@@ -166,3 +183,18 @@ absl::StatusOr<const loaded_plugin*> plugin_loader::load_file(const std::string&
 }
 
 }  // namespace troupe::plugin
+
+extern "C" void troupe_plugin_add_reward_rule(troupe_plugin_registrar* registrar, const char* name,
+                                              const char* description, troupe_reward_fn score,
+                                              void* user_data) {
+  auto& r = troupe::plugin::registrar::from_c(registrar);
+  troupe::actor::reward_rule rule;
+  if (score != nullptr) {
+    rule = [score, user_data](std::string_view prompt, std::string_view response, bool ended) {
+      return score(user_data, prompt.data(), prompt.size(), response.data(), response.size(),
+                   ended ? 1 : 0);
+    };
+  }
+  r.add_reward_rule(name != nullptr ? name : "", description != nullptr ? description : "",
+                    std::move(rule));
+}

@@ -130,7 +130,7 @@ TEST(Cli, PluginsListShowsRolesAndWhereTheyCameFrom) {
   std::vector<std::string> loaded;
   for (const auto& p : out["plugins"])
     loaded.push_back(p["name"]);
-  EXPECT_EQ(loaded, (std::vector<std::string>{"example", "faulty"}));
+  EXPECT_EQ(loaded, (std::vector<std::string>{"example", "faulty", "reward_example"}));
   ASSERT_EQ(out["errors"].size(), 2u);
   EXPECT_NE(out["errors"][0].get<std::string>().find("plugin ABI mismatch"), std::string::npos);
 

@@ -252,6 +252,29 @@ TEST(RlhfDriver, AWarmupRunsThenTheInitialPolicyIsSavedAndLoadedByTheReference) 
   EXPECT_EQ(only<driver::sync_all>(sync).version, 1u);
 }
 
+// init_from: every policy rank loads the checkpoint, then the reference (and a critic) load it
+// too, before the first sync; with a warm-up, it runs on the loaded weights and its checkpoint
+// is the reference's instead.
+TEST(RlhfDriver, ARunFromACheckpointLoadsItIntoThePolicyThenTheReference) {
+  rlhf_schedule s = schedule();
+  s.init_from = "/pretrain/checkpoints/step-600";
+  driver d = make(s);
+  EXPECT_EQ(only<driver::load_policy>(d.start()).dir, "/pretrain/checkpoints/step-600");
+  EXPECT_TRUE(d.on_policy_loaded().empty()) << "one of two policy ranks";
+  EXPECT_EQ(only<driver::load_initial>(d.on_policy_loaded()).dir, "/pretrain/checkpoints/step-600");
+  EXPECT_EQ(only<driver::sync_all>(d.on_initial_loaded()).version, 1u);
+
+  s.warmup_steps = 1;
+  driver warmed = make(s);
+  warmed.start();
+  warmed.on_policy_loaded();
+  only<driver::warmup_step_all>(warmed.on_policy_loaded());
+  warmed.on_warmup_step(1, {});
+  EXPECT_EQ(std::get<driver::save_initial>(warmed.on_warmup_step(0, {}).back()).step, 1);
+  EXPECT_EQ(only<driver::load_initial>(warmed.on_initial_saved("/run/init/step-1")).dir,
+            "/run/init/step-1");
+}
+
 // GAE: the critic gives values with the log-probs, updates first, and the actor only from step
 // critic_warmup on; both get veRL's metrics.
 TEST(RlhfDriver, WithACriticValuesAndCriticUpdatesComeFirstAndTheActorWaitsForItsWarmup) {

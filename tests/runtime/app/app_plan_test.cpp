@@ -131,8 +131,9 @@ TEST_F(AppPlanTest, UnknownPluginListsAvailableOnes) {
       errors("app: pipeline\nroles:\n  r: {kind: stage, impl: caesar, plugin: exampel}\n");
   EXPECT_TRUE(absl::StartsWith(msg, "app.yaml:3:42: roles.r.plugin: no plugin 'exampel'")) << msg;
   EXPECT_NE(msg.find("Did you mean 'example'?"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("Valid plugins: abi_mismatch, example, faulty, size_mismatch."),
-            std::string::npos)
+  EXPECT_NE(
+      msg.find("Valid plugins: abi_mismatch, example, faulty, reward_example, size_mismatch."),
+      std::string::npos)
       << msg;
 }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "runtime/plugin/plugin_abi.h"
+#include "runtime/plugin/plugin_api.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace troupe::plugin {
@@ -29,6 +30,43 @@ TEST(PluginLoader, LoadsTheExamplePluginByName) {
   auto again = loader.load("example", registry);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *p);
+}
+
+// plugins/reward_example is C: its rule reward comes through troupe_plugin_add_reward_rule.
+TEST(PluginLoader, LoadsARewardRuleWrittenInC) {
+  actor::role_registry registry;
+  plugin_loader loader({TROUPE_PLUGIN_DIR});
+  auto p = loader.load("reward_example", registry);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->roles, std::vector<std::string>{"reward/digits_format"});
+  auto entry = registry.find("reward", "digits_format");
+  ASSERT_TRUE(entry.ok());
+  EXPECT_EQ((*entry)->origin.plugin, "reward_example");
+  EXPECT_TRUE(absl::StrContains((*entry)->factory.description, "digits or commas"));
+}
+
+double half(void*, const char*, size_t, const char*, size_t, int) {
+  return 0.5;
+}
+
+TEST(PluginLoader, TheRegistrarRefusesABadRewardRule) {
+  registrar bad_name("p");
+  troupe_plugin_add_reward_rule(bad_name.as_c(), "Bad-Name", "", half, nullptr);
+  ASSERT_EQ(bad_name.errors().size(), 1u);
+  EXPECT_TRUE(absl::StrContains(bad_name.errors()[0].message(), "'Bad-Name' is invalid"));
+  EXPECT_TRUE(bad_name.roles().empty());
+
+  registrar no_function("p");
+  troupe_plugin_add_reward_rule(no_function.as_c(), "rule", "", nullptr, nullptr);
+  ASSERT_EQ(no_function.errors().size(), 1u);
+  EXPECT_TRUE(absl::StrContains(no_function.errors()[0].message(), "no score function"));
+
+  registrar good("p");
+  troupe_plugin_add_reward_rule(good.as_c(), "rule", "one half", half, nullptr);
+  EXPECT_TRUE(good.errors().empty());
+  ASSERT_EQ(good.roles().size(), 1u);
+  EXPECT_EQ(good.roles()[0].kind, "reward");
+  EXPECT_EQ(good.roles()[0].factory.description, "one half");
 }
 
 TEST(PluginLoader, RefusesAbiVersionMismatchNamingBothNumbers) {
@@ -68,8 +106,9 @@ TEST(PluginLoader, UnknownPluginListsAvailableOnes) {
   EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
   const std::string msg(p.status().message());
   EXPECT_NE(msg.find("Did you mean 'example'?"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("Valid plugins: abi_mismatch, example, faulty, size_mismatch."),
-            std::string::npos)
+  EXPECT_NE(
+      msg.find("Valid plugins: abi_mismatch, example, faulty, reward_example, size_mismatch."),
+      std::string::npos)
       << msg;
 }
 

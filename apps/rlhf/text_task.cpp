@@ -1,0 +1,42 @@
+#include "apps/rlhf/text_task.hpp"
+
+#include "apps/rlhf/digit_completion.hpp"
+#include "apps/rlhf/fortune_lines.hpp"
+#include "runtime/base/status.hpp"
+
+namespace troupe::apps::rlhf {
+
+const std::vector<std::string>& task_names() {
+  static const std::vector<std::string> names = {"digit_completion", "fortunes"};
+  return names;
+}
+
+namespace {
+
+digit_completion_options digit_options(const task_spec& spec) {
+  return {spec.max_number, spec.max_diff, spec.max_num_in_response};
+}
+
+}  // namespace
+
+int max_response_bytes(const task_spec& spec) {
+  if (spec.name == "fortunes") return spec.max_response;
+  return digit_completion(digit_options(spec)).max_response_bytes();
+}
+
+std::string warmup_description(const task_spec& spec, bool answers) {
+  if (spec.name == "fortunes") return "the fortunes themselves";
+  return answers ? "the task's answers" : "the task's format-only text";
+}
+
+absl::StatusOr<std::shared_ptr<const text_task>> make_task(const task_spec& spec) {
+  if (spec.name == "fortunes") {
+    TROUPE_ASSIGN_OR_RETURN(fortune_lines task, fortune_lines::load(spec));
+    return std::make_shared<const fortune_lines>(std::move(task));
+  }
+  const digit_completion_options o = digit_options(spec);
+  TROUPE_RETURN_IF_ERROR(digit_completion::validate(o));
+  return std::make_shared<const digit_completion>(o);
+}
+
+}  // namespace troupe::apps::rlhf
