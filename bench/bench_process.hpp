@@ -4,8 +4,10 @@
 // starting and stopping its processes, and reading what a run directory says.
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +38,17 @@ inline pid_t spawn(const std::vector<std::string>& args) {
     _exit(127);
   }
   return pid;
+}
+
+/// Runs the shell command `cmd` to its end; what it printed on stdout.
+inline std::string read_command(const std::string& cmd) {
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  if (!pipe) return {};
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, pipe.get()))
+    out += buf;
+  return out;
 }
 
 /// Ctrl-C, then waits for the process to end.

@@ -19,27 +19,19 @@
 #include <memory>
 #include <string>
 
+#include "bench/bench_process.hpp"
 #include "bench/bench_report.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using troupe::bench::median;
+using troupe::bench::read_command;
 
 struct app_run {
   double tokens_per_s = 0;               // the median step's
   std::vector<double> stall_s, write_s;  // per checkpoint
 };
-
-std::string read_command(const std::string& cmd) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  if (!pipe) return {};
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof buf, pipe.get()))
-    out += buf;
-  return out;
-}
 
 // Launches the tiny config with `sets` and reads its metrics; nullopt when the run failed.
 std::optional<app_run> launch(int steps, const std::vector<std::string>& sets) {

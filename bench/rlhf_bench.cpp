@@ -4,7 +4,10 @@
 // same run and alternating repeat by repeat, raw Gloo broadcasting the same bytes in one call
 // (target ratio >= 0.9), and raw Gloo broadcasting them tensor by tensor, as OpenRLHF does.
 //
-//   rlhf_bench [--repeats R]
+// Then the app itself (bench/rlhf_bench_app.cpp): the step's split into phases and the
+// rollout's throughput inside RLHF against the serving engine alone, for PPO and GRPO.
+//
+//   rlhf_bench [--repeats R] [--steps S] [--only sync|app]
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -21,6 +24,7 @@
 
 #include "actors/weight_sync.hpp"
 #include "bench/bench_report.hpp"
+#include "bench/rlhf_bench_app.hpp"
 #include "models/gpt/gpt_layout.hpp"
 #include "runtime/comm/gloo_communicator.hpp"
 
@@ -134,16 +138,25 @@ void run_sync(const models::gpt_config& config, int repeats, const char* name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int repeats = 7;
+  int repeats = 7, steps = 8;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--repeats" && i + 1 < argc) {
       repeats = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--steps" && i + 1 < argc) {
+      steps = std::max(2, std::atoi(argv[++i]));
+    } else if (arg == "--only" && i + 1 < argc &&
+               (std::string(argv[i + 1]) == "sync" || std::string(argv[i + 1]) == "app")) {
+      only = argv[++i];
     } else {
       return bench::unknown_argument("rlhf_bench", arg);
     }
   }
-  run_sync({256, 128, 4, 128, 4}, repeats, "quickstart (4 layers, dim 128)");
-  run_sync({256, 256, 8, 384, 6}, repeats, "8 layers, dim 384");
+  if (only != "app") {
+    run_sync({256, 128, 4, 128, 4}, repeats, "quickstart (4 layers, dim 128)");
+    run_sync({256, 256, 8, 384, 6}, repeats, "8 layers, dim 384");
+  }
+  if (only != "sync") bench::run_rlhf_app_benchmarks(steps);
   return 0;
 }

@@ -116,11 +116,7 @@ absl::StatusOr<caf::actor> spawn_rollout(actor::role_context& ctx, const no_opti
   served->layout = std::make_unique<models::gpt_layout>(model, models::layer_range::all(model));
   served->params.resize(served->layout->total());
   served->layout->initialize(served->params.data(), static_cast<uint64_t>(o->seed));
-  actors::inference_engine::options engine;
-  engine.scheduler.ctx = model.ctx;
-  engine.scheduler.max_batch_tokens = o->rollout.max_batch_tokens;
-  engine.scheduler.max_sequences = std::max(1, o->data.train_batch_size * o->rollout.n);
-  engine.kv_blocks = o->rollout.kv_blocks;
+  const actors::inference_engine::options engine = rollout_engine_options(*o, model);
   TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
   TROUPE_ASSIGN_OR_RETURN(actor::inference_worker_actor worker,
                           actors::spawn_inference_worker(

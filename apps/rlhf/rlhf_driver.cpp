@@ -193,7 +193,7 @@ std::vector<rlhf_driver::command> rlhf_driver::after_sync() {
 
 std::vector<actor::generation_request> rlhf_driver::requests_for(int64_t first_prompt, int prompts,
                                                                  int n, bool greedy,
-                                                                 uint64_t stream) {
+                                                                 uint64_t stream) const {
   std::vector<actor::generation_request> out;
   for (int i = 0; i < prompts; ++i) {
     const std::string text = task_.prompt(stream, first_prompt + i);

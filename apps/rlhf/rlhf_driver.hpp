@@ -214,6 +214,12 @@ class rlhf_driver {
   [[nodiscard]] double kl_coef() const { return kl_.value(); }
   [[nodiscard]] bool done() const { return phase_ == phase::finished; }
   [[nodiscard]] const rlhf_schedule& schedule() const { return schedule_; }
+  /// The sampled generation requests of RL step `step` (1-based) of a run from its start: what
+  /// that step asks of the rollout (bench/rlhf_bench's engine-alone baseline replays them).
+  [[nodiscard]] std::vector<actor::generation_request> step_requests(int64_t step) const {
+    return requests_for((step - 1) * schedule_.prompts, schedule_.prompts, schedule_.n, false,
+                        schedule_.seed);
+  }
   /// How many sync participants answer a sync (policy rank 0 and the rollout workers), set
   /// before each sync (a rollout worker may have joined or been lost).
   void set_sync_participants(int n) { sync_participants_ = n; }
@@ -247,7 +253,7 @@ class rlhf_driver {
   std::vector<command> end_run();
   std::vector<command> failed(absl::Status why);
   std::vector<actor::generation_request> requests_for(int64_t first_prompt, int prompts, int n,
-                                                      bool greedy, uint64_t stream);
+                                                      bool greedy, uint64_t stream) const;
   // OK when `outputs` holds each of `requests` once, ended, in order.
   static absl::Status check_outputs(const std::vector<actor::generation_request>& requests,
                                     const std::vector<actor::generation_event>& outputs);

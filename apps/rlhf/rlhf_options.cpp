@@ -371,4 +371,14 @@ actors::trainer_options policy_trainer_options(const rlhf_options& o) {
   return t;
 }
 
+actors::inference_engine::options rollout_engine_options(const rlhf_options& o,
+                                                         const models::gpt_config& model) {
+  actors::inference_engine::options engine;
+  engine.scheduler.ctx = model.ctx;
+  engine.scheduler.max_batch_tokens = o.rollout.max_batch_tokens;
+  engine.scheduler.max_sequences = std::max(1, o.data.train_batch_size * o.rollout.n);
+  engine.kv_blocks = o.rollout.kv_blocks;
+  return engine;
+}
+
 }  // namespace troupe::apps::rlhf

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/inference_engine.hpp"
 #include "actors/policy_objective.hpp"
 #include "actors/trainer.hpp"
 #include "apps/rlhf/kl_controller.hpp"
@@ -166,5 +167,8 @@ struct rlhf_options {
 /// The critic ranks' trainer (the policy's seed: the same initial trunk).
 [[nodiscard]] actors::trainer_options critic_trainer_options(const rlhf_options& o);
 [[nodiscard]] actors::value_objective critic_objective_of(const rlhf_options& o);
+/// A rollout worker's engine for `model`: room for a whole step's sequences at once.
+[[nodiscard]] actors::inference_engine::options rollout_engine_options(
+    const rlhf_options& o, const models::gpt_config& model);
 
 }  // namespace troupe::apps::rlhf

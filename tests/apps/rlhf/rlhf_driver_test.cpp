@@ -215,6 +215,25 @@ TEST(RlhfDriver, ASyncThatLostAWorkerIsAskedAgainOfThoseLeft) {
 
 // Every request's output exactly once and ended: a missing one (lost with a worker) or one of
 // another request fails the run.
+// step_requests(k) is what step k asks of the rollout (bench/rlhf_bench replays it).
+TEST(RlhfDriver, StepRequestsAreTheRequestsOfThatStep) {
+  driver d = make();
+  d.start();
+  d.on_synced("policy/0", {1, "abc"}, true);
+  const auto generate = d.on_synced("rollout/0", {1, "abc"}, false);
+  const auto& requests = only<driver::generate_all>(generate).requests;
+  const auto replayed = d.step_requests(1);
+  ASSERT_EQ(replayed.size(), requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(replayed[i].id, requests[i].id);
+    EXPECT_EQ(replayed[i].prompt, requests[i].prompt);
+    EXPECT_EQ(replayed[i].seed, requests[i].seed);
+    EXPECT_EQ(replayed[i].max_tokens, requests[i].max_tokens);
+    EXPECT_EQ(replayed[i].stop, requests[i].stop);
+  }
+  EXPECT_NE(d.step_requests(2)[0].prompt, requests[0].prompt) << "step 2: the next prompts";
+}
+
 TEST(RlhfDriver, AGenerationWithAnOutputMissingOrRepeatedFailsTheRun) {
   driver d = make();
   d.start();
@@ -222,7 +241,7 @@ TEST(RlhfDriver, AGenerationWithAnOutputMissingOrRepeatedFailsTheRun) {
   const auto generate = d.on_synced("rollout/0", {1, "abc"}, false);
   const auto& requests = only<driver::generate_all>(generate).requests;
   std::vector<actor::generation_event> outputs;
-  for (const auto& r : requests) {
+  for (size_t i = 0; i < requests.size(); ++i) {
     actor::generation_event e;
     e.id = requests[0].id;  // the first request's output, over and over
     e.finished = true;
