@@ -215,13 +215,17 @@ TEST(RlhfDriver, ASyncThatLostAWorkerIsAskedAgainOfThoseLeft) {
 
 // Every request's output exactly once and ended: a missing one (lost with a worker) or one of
 // another request fails the run.
+// Starts `d` and syncs its first version: the requests of its first generation.
+std::vector<actor::generation_request> first_generation(driver& d) {
+  d.start();
+  d.on_synced("policy/0", {1, "abc"}, true);
+  return only<driver::generate_all>(d.on_synced("rollout/0", {1, "abc"}, false)).requests;
+}
+
 // step_requests(k) is what step k asks of the rollout (bench/rlhf_bench replays it).
 TEST(RlhfDriver, StepRequestsAreTheRequestsOfThatStep) {
   driver d = make();
-  d.start();
-  d.on_synced("policy/0", {1, "abc"}, true);
-  const auto generate = d.on_synced("rollout/0", {1, "abc"}, false);
-  const auto& requests = only<driver::generate_all>(generate).requests;
+  const std::vector<actor::generation_request> requests = first_generation(d);
   const auto replayed = d.step_requests(1);
   ASSERT_EQ(replayed.size(), requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -236,10 +240,7 @@ TEST(RlhfDriver, StepRequestsAreTheRequestsOfThatStep) {
 
 TEST(RlhfDriver, AGenerationWithAnOutputMissingOrRepeatedFailsTheRun) {
   driver d = make();
-  d.start();
-  d.on_synced("policy/0", {1, "abc"}, true);
-  const auto generate = d.on_synced("rollout/0", {1, "abc"}, false);
-  const auto& requests = only<driver::generate_all>(generate).requests;
+  const std::vector<actor::generation_request> requests = first_generation(d);
   std::vector<actor::generation_event> outputs;
   for (size_t i = 0; i < requests.size(); ++i) {
     actor::generation_event e;
