@@ -72,13 +72,11 @@ std::vector<nlohmann::json> launch(const std::string& config,
 // The engine alone on RL step `step`'s requests: the responses' tokens (their end included, as
 // RLHF counts them) and seconds.
 std::pair<int64_t, double> engine_alone(const apps::rlhf::rlhf_options& o,
-                                        const models::gpt_config& model,
+                                        const models::gpt_layout& layout,
+                                        const std::vector<float>& params,
                                         const apps::rlhf::rlhf_driver& driver, int64_t step) {
-  const models::gpt_layout layout(model, models::layer_range::all(model));
-  std::vector<float> params(layout.total());
-  layout.initialize(params.data(), static_cast<uint64_t>(o.seed));  // the policy's initial weights
-  auto engine = actors::inference_engine::create(layout, params.data(),
-                                                 apps::rlhf::rollout_engine_options(o, model));
+  auto engine = actors::inference_engine::create(
+      layout, params.data(), apps::rlhf::rollout_engine_options(o, layout.config()));
   if (!engine.ok()) fail(std::string(engine.status().message()));
   const auto start = clock::now();
   for (auto& r : driver.step_requests(step)) {
@@ -121,6 +119,9 @@ void bench_config(const std::string& name, int steps) {
       {[t = *task](uint64_t seed, int64_t index) { return t->prompt(seed, index); }},
       [] { return clock::now(); });
 
+  const models::gpt_layout layout(model, models::layer_range::all(model));
+  std::vector<float> params(layout.total());
+  layout.initialize(params.data(), static_cast<uint64_t>(o.seed));  // the policy's initial weights
   std::vector<double> step_s, ours, alone;
   std::map<std::string, std::vector<double>> split;
   double covered = 0;
@@ -132,7 +133,7 @@ void bench_config(const std::string& name, int steps) {
     for (const auto& p : phases) {
       if (row.contains("timing_s/" + p)) split[p].push_back(row["timing_s/" + p]);
     }
-    const auto [tokens, seconds] = engine_alone(o, model, driver, s);
+    const auto [tokens, seconds] = engine_alone(o, layout, params, driver, s);
     const double rl_tokens = row["response_length/mean"].get<double>() * rows_per_step;
     mismatched += std::llround(rl_tokens) != tokens;
     ours.push_back(static_cast<double>(tokens) / row["timing_s/gen"].get<double>());

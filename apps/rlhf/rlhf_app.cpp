@@ -129,14 +129,10 @@ absl::StatusOr<caf::actor> spawn_rollout(actor::role_context& ctx, const no_opti
 // The built-in reward of the task named like it (reward/<task>): that task's rule.
 absl::StatusOr<caf::actor> spawn_task_reward(actor::role_context& ctx, const no_options&) {
   TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "reward"));
-  const std::string impl = ctx.plan.find_role("reward")->spec.impl;
-  if (o->task.name != impl) {
-    return absl::FailedPreconditionError(absl::StrCat("the reward ", impl, " scores the task ",
-                                                      impl, ", not rlhf.task.name ", o->task.name));
-  }
+  // check_rlhf_plan refused a built-in reward of another task than rlhf.task.name.
   TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<const text_task> task, make_task(o->task));
   return caf::actor_cast<caf::actor>(actor::spawn_rule_reward(
-      ctx.system, ctx.metrics, ctx.actor_name(), impl,
+      ctx.system, ctx.metrics, ctx.actor_name(), o->task.name,
       [task](std::string_view prompt, std::string_view response, bool ended) {
         return task->reward(prompt, response, ended);
       }));

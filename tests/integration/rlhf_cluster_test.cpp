@@ -23,12 +23,9 @@ class RlhfClusterTest : public cluster_harness {
   // workers, every paced loop held after `held` units.
   void start(int steps, int workers, int held, std::vector<std::string> sets) {
     hold_.hold(held);
-    for (const std::string& set :
-         {std::string("cluster.local_workers=0"), "cluster.min_workers=" + std::to_string(workers),
-          std::string("rlhf.warmup.steps=0"), std::string("rlhf.trainer.test_freq=0"),
-          "rlhf.trainer.total_training_steps=" + std::to_string(steps)}) {
-      sets.insert(sets.end(), {"--set", set});
-    }
+    const std::vector<std::string> run = short_rl_run(
+        steps, {"cluster.local_workers=0", "cluster.min_workers=" + std::to_string(workers)});
+    sets.insert(sets.end(), run.begin(), run.end());
     start_head(grpo_config, sets);
     for (int i = 0; i < workers; ++i)
       start_worker();
@@ -78,7 +75,9 @@ TEST_F(RlhfClusterTest, AKilledRolloutWorkersSequencesAreRegeneratedAndAJoinerGe
   EXPECT_EQ(generations[1]["workers"].size(), 2u) << "the joiner generates in step 2";
   // Every step generated with the version just synced.
   for (const auto& row : read_jsonl(run_dir() + "/metrics.jsonl")) {
-    if (row.contains("staleness/max")) EXPECT_EQ(row["staleness/max"], 0) << row.dump();
+    if (row.contains("staleness/max")) {
+      EXPECT_EQ(row["staleness/max"], 0) << row.dump();
+    }
   }
 }
 
@@ -89,9 +88,8 @@ TEST_F(RlhfClusterTest, AKilledRolloutWorkersSequencesAreRegeneratedAndAJoinerGe
 TEST_F(RlhfClusterTest, ALostPolicyFailsTheRunNamingItAndTheResumeCommand) {
   const std::string first = dir_.file("first");
   const process_result one =
-      troupe({"launch", grpo_config, "--run-dir", first, "--set", "cluster.local_workers=0",
-              "--set", "rlhf.warmup.steps=0", "--set", "rlhf.trainer.test_freq=0", "--set",
-              "rlhf.trainer.total_training_steps=1", "--set", "rlhf.trainer.save_freq=1"},
+      troupe(launch_args(grpo_config, first,
+                         short_rl_run(1, {"cluster.local_workers=0", "rlhf.trainer.save_freq=1"})),
              std::chrono::minutes(3));
   ASSERT_EQ(one.exit_code, 0) << one.err;
   ASSERT_NO_FATAL_FAILURE(

@@ -75,22 +75,14 @@ TEST(RlhfTaskTest, TheFortunesTaskRunsFromAPretrainingCheckpoint) {
   temp_dir dir;
   const models::gpt_config config{256, 64, 2, 32, 4};
   save_pretrained(dir.file("pretrain"), config, 99);
-  const std::vector<std::string> small = {
-      "--set", "model={vocab: 256, ctx: 64, layers: 2, dim: 32, heads: 4}",
-      "--set", "rlhf.task.max_response=16",
-      "--set", "rlhf.warmup.steps=0",
-      "--set", "rlhf.trainer.total_training_steps=2",
-      "--set", "rlhf.trainer.test_freq=0",
-      "--set", "rlhf.trainer.samples_per_step=8",
-      "--set", "cluster.local_workers=0"};
   const auto launch = [&](const std::string& name, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"launch", fortunes_config, "--run-dir", dir.file(name)};
-    args.insert(args.end(), small.begin(), small.end());
-    args.insert(args.end(), extra.begin(), extra.end());
-    return troupe(args, std::chrono::minutes(5));
+    extra.insert(extra.begin(), {"model={vocab: 256, ctx: 64, layers: 2, dim: 32, heads: 4}",
+                                 "rlhf.task.max_response=16", "rlhf.trainer.samples_per_step=8",
+                                 "cluster.local_workers=0"});
+    return troupe(launch_args(fortunes_config, dir.file(name), short_rl_run(2, extra)),
+                  std::chrono::minutes(5));
   };
-  const process_result from_checkpoint =
-      launch("rl", {"--set", "rlhf.init_from=" + dir.file("pretrain")});
+  const process_result from_checkpoint = launch("rl", {"rlhf.init_from=" + dir.file("pretrain")});
   ASSERT_EQ(from_checkpoint.exit_code, 0) << from_checkpoint.err;
   EXPECT_EQ(summary_of(from_checkpoint)["steps"], 2);
   const process_result from_seed = launch("scratch", {});
@@ -123,7 +115,7 @@ TEST(RlhfTaskTest, TheFortunesTaskRunsFromAPretrainingCheckpoint) {
   EXPECT_TRUE(announced);
 
   const process_result other_shape =
-      launch("bad", {"--set", "rlhf.init_from=" + dir.file("pretrain"), "--set",
+      launch("bad", {"rlhf.init_from=" + dir.file("pretrain"),
                      "model={vocab: 256, ctx: 64, layers: 3, dim: 32, heads: 4}"});
   EXPECT_NE(other_shape.exit_code, 0);
   EXPECT_NE(other_shape.err.find("holds a GPT of model: {\"ctx\":64,\"dim\":32,\"heads\":4,"

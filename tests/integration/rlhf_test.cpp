@@ -22,11 +22,10 @@ const std::string ppo_config = std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_p
 TEST(RlhfTest, OneStepOffPolicyTrainsOnSamplesOneVersionOld) {
   temp_dir dir;
   const std::string run_dir = dir.file("run");
-  const process_result r =
-      troupe({"launch", grpo_config, "--run-dir", run_dir, "--set", "rlhf.async.max_staleness=1",
-              "--set", "rlhf.warmup.steps=0", "--set", "rlhf.trainer.test_freq=0", "--set",
-              "rlhf.trainer.total_training_steps=4", "--set", "cluster.local_workers=0"},
-             std::chrono::minutes(5));
+  const process_result r = troupe(
+      launch_args(grpo_config, run_dir,
+                  short_rl_run(4, {"rlhf.async.max_staleness=1", "cluster.local_workers=0"})),
+      std::chrono::minutes(5));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(summary_of(r)["steps"], 4);
   std::vector<int> staleness;

@@ -22,6 +22,26 @@ inline process_result troupe(std::vector<std::string> args,
   return run(args, timeout, {std::string("TROUPE_PLUGIN_PATH=") + TROUPE_TEST_PLUGIN_DIR});
 }
 
+/// The `--set` arguments of a short RL run from scratch: no warm-up, no validation, `steps`
+/// steps, and then each of `sets` ("key=value").
+inline std::vector<std::string> short_rl_run(int steps, const std::vector<std::string>& sets = {}) {
+  std::vector<std::string> args = {
+      "--set", "rlhf.warmup.steps=0",
+      "--set", "rlhf.trainer.test_freq=0",
+      "--set", "rlhf.trainer.total_training_steps=" + std::to_string(steps)};
+  for (const std::string& set : sets)
+    args.insert(args.end(), {"--set", set});
+  return args;
+}
+
+/// `troupe launch CONFIG --run-dir RUN_DIR` and then `extra`.
+inline std::vector<std::string> launch_args(const std::string& config, const std::string& run_dir,
+                                            const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"launch", config, "--run-dir", run_dir};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
 /// The JSON summary: the last line of stdout.
 inline nlohmann::json summary_of(const process_result& r) {
   std::string out = r.out;
