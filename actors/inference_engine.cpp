@@ -8,15 +8,24 @@ namespace troupe::actors {
 
 absl::StatusOr<std::unique_ptr<inference_engine>> inference_engine::create(
     const models::gpt_layout& layout, const float* params, options o) {
-  TROUPE_ASSIGN_OR_RETURN(auto decoder,
-                          models::make_gpt_decoder(layout, params, o.scheduler.max_batch_tokens,
-                                                   o.kv_blocks, o.block_size, o.device));
-  return std::unique_ptr<inference_engine>(new inference_engine(layout, std::move(decoder), o));
+  if (o.threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("inference engine: threads is ", o.threads, "; it must be at least 1"));
+  }
+  std::unique_ptr<kernels::cpu::thread_pool> pool;
+  if (o.threads > 1 && o.device < 0) pool = std::make_unique<kernels::cpu::thread_pool>(o.threads);
+  TROUPE_ASSIGN_OR_RETURN(
+      auto decoder, models::make_gpt_decoder(layout, params, o.scheduler.max_batch_tokens,
+                                             o.kv_blocks, o.block_size, o.device, pool.get()));
+  return std::unique_ptr<inference_engine>(
+      new inference_engine(layout, std::move(pool), std::move(decoder), o));
 }
 
 inference_engine::inference_engine(const models::gpt_layout& layout,
+                                   std::unique_ptr<kernels::cpu::thread_pool> pool,
                                    std::unique_ptr<models::gpt_decoder> decoder, options o)
     : layout_(layout),
+      pool_(std::move(pool)),
       decoder_(std::move(decoder)),
       blocks_(o.kv_blocks, o.block_size),
       scheduler_(o.scheduler, blocks_) {}
@@ -71,23 +80,30 @@ absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
   logits_.resize(batch.size() * vocab);
   TROUPE_RETURN_IF_ERROR(decoder_->forward(requests, logits_.data()));
   scheduler_.computed(batch);
+  // The draws are independent (each seeded by its request and output index): on the pool.
+  draws_.resize(batch.size());
+  kernels::cpu::parallel_for(pool_.get(), static_cast<int64_t>(batch.size()), [&](int64_t i) {
+    const batch_chunk& c = batch[i];
+    if (!c.samples) return;
+    const generation_request& r = scheduler_.request(c.id);
+    const float* logits = logits_.data() + i * vocab;
+    draw& d = draws_[i];
+    d.token = kernels::cpu::sample_token(logits, vocab, {r.temperature, r.top_k, r.top_p}, r.seed,
+                                         scheduler_.output_size(c.id));
+    d.logprob = kernels::cpu::token_log_prob(logits, vocab, r.temperature, d.token);
+    d.top_tokens.resize(r.top_logprobs);
+    d.top_values.resize(r.top_logprobs);
+    if (r.top_logprobs > 0) {
+      kernels::cpu::top_log_probs(logits, vocab, r.temperature, r.top_logprobs, d.top_tokens.data(),
+                                  d.top_values.data());
+    }
+  });
   std::vector<generation_event> events;
   for (size_t i = 0; i < batch.size(); ++i) {
     const batch_chunk& c = batch[i];
     if (!c.samples) continue;
-    const generation_request& r = scheduler_.request(c.id);
-    const int token = kernels::cpu::sample_token(logits_.data() + i * vocab, vocab,
-                                                 {r.temperature, r.top_k, r.top_p}, r.seed,
-                                                 scheduler_.output_size(c.id));
-    const float* logits = logits_.data() + i * vocab;
-    const float logprob = kernels::cpu::token_log_prob(logits, vocab, r.temperature, token);
-    top_tokens_.resize(r.top_logprobs);
-    top_values_.resize(r.top_logprobs);
-    if (r.top_logprobs > 0) {
-      kernels::cpu::top_log_probs(logits, vocab, r.temperature, r.top_logprobs, top_tokens_.data(),
-                                  top_values_.data());
-    }
-    for (auto& e : scheduler_.on_token(c.id, token, logprob, top_tokens_, top_values_)) {
+    const draw& d = draws_[i];
+    for (auto& e : scheduler_.on_token(c.id, d.token, d.logprob, d.top_tokens, d.top_values)) {
       e.weights_version = weights_version_;
       events.push_back(std::move(e));
     }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "actors/batch_scheduler.hpp"
+#include "kernels/cpu/thread_pool.hpp"
 #include "models/gpt/gpt_decoder.hpp"
 
 namespace troupe::actors {
@@ -19,6 +20,8 @@ class inference_engine {
     int kv_blocks = 256;
     int block_size = 16;
     int device = -1;  ///< the CUDA device the model runs on; -1: the CPU
+    /// CPU threads an iteration's batch (its requests' forward passes and draws) is split over.
+    int threads = 1;
   };
 
   /// `params` is the whole model's flat buffer, laid out by `layout`; both must outlive this.
@@ -48,16 +51,25 @@ class inference_engine {
   [[nodiscard]] int last_batch_sequences() const { return last_batch_sequences_; }
 
  private:
-  inference_engine(const models::gpt_layout& layout, std::unique_ptr<models::gpt_decoder> decoder,
-                   options o);
+  inference_engine(const models::gpt_layout& layout,
+                   std::unique_ptr<kernels::cpu::thread_pool> pool,
+                   std::unique_ptr<models::gpt_decoder> decoder, options o);
+
+  // The draw after one sampling chunk: its token, log-prob and top alternatives.
+  struct draw {
+    int32_t token = 0;
+    float logprob = 0;
+    std::vector<int32_t> top_tokens;
+    std::vector<float> top_values;
+  };
 
   const models::gpt_layout& layout_;
+  std::unique_ptr<kernels::cpu::thread_pool> pool_;  // null with one thread; before the decoder
   std::unique_ptr<models::gpt_decoder> decoder_;
   kv_block_pool blocks_;
   batch_scheduler scheduler_;
   std::vector<float> logits_;
-  std::vector<int32_t> top_tokens_;  // one sampled token's top log-probs
-  std::vector<float> top_values_;
+  std::vector<draw> draws_;  // one per chunk of the iteration
   uint64_t weights_version_ = 0;
   int last_batch_tokens_ = 0;
   int last_batch_sequences_ = 0;

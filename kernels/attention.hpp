@@ -33,8 +33,9 @@ namespace cuda {
 namespace cpu {
 class thread_pool;
 
-/// Saves the attention probabilities, probs [batch, heads, seq, seq], for backward. Blocked by
-/// query rows so the masked upper triangle is mostly skipped; (batch, head) pairs run on `pool`.
+/// Saves the attention probabilities, probs [batch, heads, seq, seq], for backward; (batch,
+/// head) pairs run on `pool`. Batch-invariant: each query row is computed by the same function
+/// as cached_attention_forward's, from its own data only, so the two agree bit for bit.
 void attention_forward(float* out, float* probs, const float* qkv, const attention_shape& s,
                        thread_pool* pool);
 /// dqkv = d/dqkv (overwrites).
@@ -42,11 +43,12 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         const attention_shape& s, thread_pool* pool);
 
 /// Attention of `queries` new rows against a cache: q [queries, dim] (row stride q_stride) at
-/// positions first_position.. attends to k and v [first_position + queries, dim] (row stride
-/// kv_stride); out is [queries, dim]. The incremental decoding step.
-void cached_attention_forward(float* out, const float* q, int64_t q_stride, const float* k,
-                              const float* v, int64_t kv_stride, int queries, int first_position,
-                              int dim, int heads);
+/// positions first_position.. attends to the keys and values of positions [0, first_position
+/// + queries), keys[s] and values[s] pointing at position s's dim floats (in a paged cache's
+/// blocks, read in place); out is [queries, dim]. The incremental decoding step.
+void cached_attention_forward(float* out, const float* q, int64_t q_stride,
+                              const float* const* keys, const float* const* values, int queries,
+                              int first_position, int dim, int heads);
 }  // namespace cpu
 
 }  // namespace troupe::kernels

@@ -45,6 +45,9 @@ void kv_append(float* cache, const int32_t* block_table, const kv_layout& l, int
 /// Copies positions [0, n) into out [n, width], contiguous.
 void kv_gather(float* out, const float* cache, const int32_t* block_table, const kv_layout& l,
                int64_t n);
+/// Where positions [0, n) are: rows[s] points at position s's width floats in the cache.
+void kv_rows(const float** rows, const float* cache, const int32_t* block_table, const kv_layout& l,
+             int64_t n);
 }  // namespace cpu
 
 }  // namespace troupe::kernels

@@ -22,16 +22,19 @@ float seeded_uniform(uint64_t seed, uint64_t counter);
 
 namespace cuda {
 /// Draws a token from device logits [vocab]: the same candidates as the CPU (temperature,
-/// top-k, top-p; greedy at temperature 0) with the same probabilities; the token a given
-/// (seed, counter) picks among them follows token order, not rank order, so only greedy draws
-/// equal the CPU's. Waits for the stream.
+/// top-k, top-p; greedy at temperature 0) with the same probabilities, picked by (seed, counter)
+/// in token order as on the CPU (a draw near a boundary between two tokens may still differ:
+/// the weights are f32 here). Waits for the stream.
 [[nodiscard]] absl::StatusOr<int> sample_token(const float* logits, int vocab,
                                                const sampling_params& p, uint64_t seed,
                                                uint64_t counter, void* stream);
 }  // namespace cuda
 
 namespace cpu {
-/// Draws a token id from logits [vocab].
+/// Draws a token id from logits [vocab]: the candidates (all tokens, or the top_k by logit with
+/// ties by id, then the smallest most likely prefix holding top_p of their mass) weighted by
+/// exp((logit - max) / temperature), and the uniform draw of (seed, counter) located among them
+/// in token order.
 int sample_token(const float* logits, int vocab, const sampling_params& p, uint64_t seed,
                  uint64_t counter);
 /// log softmax(logits / temperature)[token] over the whole vocabulary (temperature 1 when it is

@@ -25,6 +25,9 @@ config::object_schema<engine_spec> engine_schema() {
       .help("sequences a worker runs at once");
   s.add("kv_blocks", &engine_spec::kv_blocks).range(1, 1 << 24).help("KV cache blocks per worker");
   s.add("block_size", &engine_spec::block_size).range(1, 1024).help("positions per KV block");
+  s.add("threads", &engine_spec::threads)
+      .range(1, 1024)
+      .help("CPU threads each iteration's batch is split over");
   return s;
 }
 
@@ -81,6 +84,7 @@ actors::inference_engine::options engine_options(const app::app_plan& plan,
   o.scheduler.continuous = options.engine.batching == "continuous";
   o.kv_blocks = options.engine.kv_blocks;
   o.block_size = options.engine.block_size;
+  o.threads = options.engine.threads;
   if (options.engine.device == "cuda") {
     o.device = 0;
   } else if (options.engine.device == "auto") {

@@ -21,6 +21,7 @@ struct engine_spec {
   int kv_blocks = 512;
   int block_size = 16;
   std::string device = "auto";  ///< "cpu", "cuda" (device 0), or "auto": CUDA when a GPU is seen
+  int threads = 1;              ///< CPU threads per worker's engine
 };
 
 /// The `serve:` section.

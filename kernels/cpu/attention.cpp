@@ -5,33 +5,125 @@
 #include <vector>
 
 #include <cblas.h>
+#include <immintrin.h>
 
-#include "kernels/cpu/fast_math.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
 
-// Query rows are processed in blocks: block [r0, r0 + block) needs only keys [0, r0 + block),
-// so the GEMMs skip most of the masked upper triangle.
+// The backward pass works on blocks of query rows: block [r0, r0 + block) needs only keys
+// [0, r0 + block), so its GEMMs skip most of the masked upper triangle.
 constexpr int row_block = 32;
 
-// Softmax of row t over keys [0, t], scaled logits in place; keys after t become 0.
-void causal_softmax_row(float* row, int t, int width) {
-  float max = row[0];
-  for (int s = 1; s <= t; ++s)
-    max = row[s] > max ? row[s] : max;
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int s = 0; s <= t; ++s) {
-    row[s] = fast_exp(row[s] - max);
-    sum += row[s];
+constexpr int lanes = 8;
+int padded(int n) {
+  return (n + lanes - 1) / lanes * lanes;
+}
+
+// fast_exp's arithmetic on eight lanes.
+__m256 exp8(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  x = _mm256_min_ps(x, _mm256_set1_ps(88.0f));
+  const __m256 magic = _mm256_set1_ps(12582912.0f);
+  const __m256 n =
+      _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), magic), magic);
+  const __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f),
+                                   _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x));
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+// Lanes [0, n) of a block of eight.
+__m256 first_lanes(int n) {
+  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), index));
+}
+
+// The attention of one query row against keys [0, n): the one function both the training
+// forward and the decoder run, each on the row's own data, so that a row's output does not
+// depend on which rows come with it (batch invariance: a decoder's log-probs are the
+// training forward's, bit for bit). q holds hd values; kt is K^T, hd rows of stride ldk with
+// room for padded(n) keys (what lies past n is never read into a result); v[s] points at key
+// s's hd values. p receives the softmax probabilities in [0, n) and zeros up to padded(n); out
+// receives hd values.
+void attend_row(const float* q, const float* kt, int64_t ldk, const float* const* v, int n, int hd,
+                float* p, float* out) {
+  const __m256 scale = _mm256_set1_ps(1.0f / std::sqrt(static_cast<float>(hd)));
+  const int np = padded(n);
+  int s0 = 0;
+  for (; s0 + 4 * lanes <= np; s0 += 4 * lanes) {  // four independent chains at a time
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int d = 0; d < hd; ++d) {
+      const __m256 x = _mm256_broadcast_ss(q + d);
+      const float* k = kt + d * ldk + s0;
+      a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k), a0);
+      a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k + 8), a1);
+      a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k + 16), a2);
+      a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k + 24), a3);
+    }
+    _mm256_storeu_ps(p + s0, _mm256_mul_ps(a0, scale));
+    _mm256_storeu_ps(p + s0 + 8, _mm256_mul_ps(a1, scale));
+    _mm256_storeu_ps(p + s0 + 16, _mm256_mul_ps(a2, scale));
+    _mm256_storeu_ps(p + s0 + 24, _mm256_mul_ps(a3, scale));
   }
-  const float inv = 1.0f / sum;
-  for (int s = 0; s <= t; ++s)
-    row[s] *= inv;
-  for (int s = t + 1; s < width; ++s)
-    row[s] = 0.0f;
+  for (; s0 < np; s0 += lanes) {
+    __m256 a = _mm256_setzero_ps();
+    for (int d = 0; d < hd; ++d)
+      a = _mm256_fmadd_ps(_mm256_broadcast_ss(q + d), _mm256_loadu_ps(kt + d * ldk + s0), a);
+    _mm256_storeu_ps(p + s0, _mm256_mul_ps(a, scale));
+  }
+  float max = p[0];
+  for (int s = 1; s < n; ++s)
+    max = p[s] > max ? p[s] : max;
+  __m256 sum = _mm256_setzero_ps();
+  for (s0 = 0; s0 < np; s0 += lanes) {
+    const __m256 e = _mm256_and_ps(
+        exp8(_mm256_sub_ps(_mm256_loadu_ps(p + s0), _mm256_set1_ps(max))), first_lanes(n - s0));
+    _mm256_storeu_ps(p + s0, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  alignas(32) float part[lanes];
+  _mm256_store_ps(part, sum);
+  const float total =
+      ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+  const __m256 inv = _mm256_set1_ps(1.0f / total);
+  for (s0 = 0; s0 < np; s0 += lanes)
+    _mm256_storeu_ps(p + s0, _mm256_mul_ps(_mm256_loadu_ps(p + s0), inv));
+  // out = sum_s p[s] v[s], eight dimensions at a time, even and odd keys in two chains.
+  for (int d0 = 0; d0 < hd; d0 += lanes) {
+    const __m256i mask = _mm256_castps_si256(first_lanes(hd - d0));
+    __m256 even = _mm256_setzero_ps(), odd = even;
+    int s = 0;
+    for (; s + 1 < n; s += 2) {
+      even = _mm256_fmadd_ps(_mm256_broadcast_ss(p + s), _mm256_maskload_ps(v[s] + d0, mask), even);
+      odd = _mm256_fmadd_ps(_mm256_broadcast_ss(p + s + 1), _mm256_maskload_ps(v[s + 1] + d0, mask),
+                            odd);
+    }
+    if (s < n) {
+      even = _mm256_fmadd_ps(_mm256_broadcast_ss(p + s), _mm256_maskload_ps(v[s] + d0, mask), even);
+    }
+    _mm256_maskstore_ps(out + d0, mask, _mm256_add_ps(even, odd));
+  }
+}
+
+// K^T of one head: kt[d][s] = k[s][d] for s < n, in rows of stride padded(n) whose padding is
+// zero.
+void transpose_keys(float* kt, const float* const* k, int n, int hd) {
+  const int np = padded(n);
+  for (int s = 0; s < n; ++s)
+    for (int d = 0; d < hd; ++d)
+      kt[int64_t{d} * np + s] = k[s][d];
+  for (int d = 0; d < hd; ++d)
+    std::fill(kt + int64_t{d} * np + n, kt + int64_t{d} * np + np, 0.0f);
 }
 
 void head_forward(float* out, float* probs, const float* qkv, const attention_shape& sh, int b,
@@ -39,20 +131,24 @@ void head_forward(float* out, float* probs, const float* qkv, const attention_sh
   const int T = sh.seq, C = sh.dim, hd = sh.head_dim();
   const int ld = 3 * C;
   const float* q = qkv + int64_t{b} * T * ld + h * hd;
-  const float* k = q + C;
-  const float* v = q + 2 * C;
+  thread_local std::vector<float> kt, row;
+  thread_local std::vector<const float*> keys, values;
+  kt.resize(int64_t{hd} * padded(T));
+  row.resize(padded(T));
+  keys.resize(T);
+  values.resize(T);
+  for (int s = 0; s < T; ++s) {
+    keys[s] = q + int64_t{s} * ld + C;
+    values[s] = q + int64_t{s} * ld + 2 * C;
+  }
+  transpose_keys(kt.data(), keys.data(), T, hd);
   float* p = probs + (int64_t{b} * sh.heads + h) * T * T;
   float* o = out + int64_t{b} * T * C + h * hd;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (int r0 = 0; r0 < T; r0 += row_block) {
-    const int rows = std::min(row_block, T - r0), keys = r0 + rows;
-    float* pb = p + int64_t{r0} * T;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hd, scale,
-                q + int64_t{r0} * ld, ld, k, ld, 0.0f, pb, T);
-    for (int i = 0; i < rows; ++i)
-      causal_softmax_row(pb + int64_t{i} * T, r0 + i, T);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, keys, 1.0f, pb, T, v, ld, 0.0f,
-                o + int64_t{r0} * C, C);
+  for (int t = 0; t < T; ++t) {
+    attend_row(q + int64_t{t} * ld, kt.data(), padded(T), values.data(), t + 1, hd, row.data(),
+               o + int64_t{t} * C);
+    std::copy(row.data(), row.data() + t + 1, p + int64_t{t} * T);
+    std::fill(p + int64_t{t} * T + t + 1, p + int64_t{t + 1} * T, 0.0f);
   }
 }
 
@@ -122,22 +218,27 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   });
 }
 
-void cached_attention_forward(float* out, const float* q, int64_t q_stride, const float* k,
-                              const float* v, int64_t kv_stride, int queries, int first_position,
-                              int dim, int heads) {
+void cached_attention_forward(float* out, const float* q, int64_t q_stride,
+                              const float* const* keys, const float* const* values, int queries,
+                              int first_position, int dim, int heads) {
   const int hd = dim / heads;
-  const int keys = first_position + queries;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  thread_local std::vector<float> scores;
-  scores.resize(int64_t{queries} * keys);
+  const int n = first_position + queries;
+  thread_local std::vector<float> kt, row;
+  thread_local std::vector<const float*> head_keys, head_values;
+  kt.resize(int64_t{hd} * padded(n));
+  row.resize(padded(n));
+  head_keys.resize(n);
+  head_values.resize(n);
   for (int h = 0; h < heads; ++h) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, queries, keys, hd, scale, q + h * hd,
-                q_stride, k + h * hd, kv_stride, 0.0f, scores.data(), keys);
-    for (int i = 0; i < queries; ++i) {
-      causal_softmax_row(scores.data() + int64_t{i} * keys, first_position + i, keys);
+    for (int s = 0; s < n; ++s) {
+      head_keys[s] = keys[s] + h * hd;
+      head_values[s] = values[s] + h * hd;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, queries, hd, keys, 1.0f, scores.data(),
-                keys, v + h * hd, kv_stride, 0.0f, out + h * hd, dim);
+    transpose_keys(kt.data(), head_keys.data(), n, hd);
+    for (int i = 0; i < queries; ++i) {
+      attend_row(q + i * q_stride + h * hd, kt.data(), padded(n), head_values.data(),
+                 first_position + i + 1, hd, row.data(), out + int64_t{i} * dim + h * hd);
+    }
   }
 }
 

@@ -64,7 +64,7 @@ void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* t
     const float scale = targets[r] < 0 ? 0.0f : dloss[r];
     for (int j = 0; j < vocab; ++j) {  // dH/dz_j = -p_j (log p_j + H)
       const float pj = p[j];
-      d[j] = pj * scale - (pj > 0 ? de * pj * (std::log(pj) + h[r]) : 0.0f);
+      d[j] = pj * scale - (pj > 1e-30f ? de * pj * (fast_log(pj) + h[r]) : 0.0f);
     }
     if (targets[r] >= 0) d[targets[r]] -= scale;
   }

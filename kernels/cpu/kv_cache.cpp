@@ -1,5 +1,6 @@
 #include "kernels/kv_cache.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace troupe::kernels::cpu {
@@ -20,10 +21,18 @@ void kv_append(float* cache, const int32_t* block_table, const kv_layout& l, int
 
 void kv_gather(float* out, const float* cache, const int32_t* block_table, const kv_layout& l,
                int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
+  // A block's positions are contiguous in the cache: one copy per block.
+  for (int64_t i = 0; i < n; i += l.block_size) {
+    const int64_t rows = std::min<int64_t>(l.block_size, n - i);
     std::memcpy(out + i * l.width, slot(const_cast<float*>(cache), block_table, l, i),
-                l.width * sizeof(float));
+                rows * l.width * sizeof(float));
   }
+}
+
+void kv_rows(const float** rows, const float* cache, const int32_t* block_table, const kv_layout& l,
+             int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    rows[i] = slot(const_cast<float*>(cache), block_table, l, i);
 }
 
 }  // namespace troupe::kernels::cpu

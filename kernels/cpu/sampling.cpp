@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/cpu/fast_math.hpp"
 #include "kernels/cross_entropy.hpp"
 
 namespace troupe::kernels {
@@ -24,44 +25,54 @@ int sample_token(const float* logits, int vocab, const sampling_params& p, uint6
   if (p.temperature <= 0.0f) {
     return static_cast<int>(std::max_element(logits, logits + vocab) - logits);
   }
-  // Candidates in descending logit order (ties by id, so the order is deterministic).
-  std::vector<int> ids(vocab);
-  std::iota(ids.begin(), ids.end(), 0);
-  auto by_logit = [&](int a, int b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  };
-  int keep = vocab;
-  if (p.top_k > 0 && p.top_k < vocab) {
-    keep = p.top_k;
-    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), by_logit);
-  } else {
-    std::sort(ids.begin(), ids.end(), by_logit);
+  // Every token's weight exp((z - max) / T); a cut-off token's becomes 0. The draw walks the
+  // tokens in id order (as the CUDA sampler does), so no sort is needed without a cut.
+  thread_local std::vector<float> weights;
+  weights.resize(vocab);
+  const float max = *std::max_element(logits, logits + vocab);
+  for (int i = 0; i < vocab; ++i) {  // vectorized: fast_exp, not the library's exp
+    const float x = (logits[i] - max) / p.temperature;
+    weights[i] = x < -87.0f ? 0.0f : fast_exp(x);  // below f32's range: never drawn
   }
-  std::vector<double> probs(keep);
-  const double max = logits[ids[0]];
-  double sum = 0.0;
-  for (int i = 0; i < keep; ++i) {
-    probs[i] = std::exp((logits[ids[i]] - max) / p.temperature);
-    sum += probs[i];
-  }
-  if (p.top_p < 1.0f) {  // the smallest prefix whose mass reaches top_p
-    double mass = 0.0;
-    for (int i = 0; i < keep; ++i) {
-      mass += probs[i] / sum;
-      if (mass >= p.top_p) {
-        keep = i + 1;
-        break;
+  const bool top_k = p.top_k > 0 && p.top_k < vocab;
+  if (top_k || p.top_p < 1.0f) {
+    // Candidates in descending logit order, ties by id, as far as the cut needs them.
+    thread_local std::vector<int> ids;
+    ids.resize(vocab);
+    std::iota(ids.begin(), ids.end(), 0);
+    auto by_logit = [&](int a, int b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    };
+    int keep = top_k ? p.top_k : vocab;
+    if (top_k) std::nth_element(ids.begin(), ids.begin() + keep, ids.end(), by_logit);
+    if (p.top_p < 1.0f) {  // the smallest prefix of the candidates whose mass reaches top_p
+      std::sort(ids.begin(), ids.begin() + keep, by_logit);
+      double sum = 0.0;
+      for (int i = 0; i < keep; ++i)
+        sum += double{weights[ids[i]]};
+      double mass = 0.0;
+      for (int i = 0; i < keep; ++i) {
+        mass += weights[ids[i]] / sum;
+        if (mass >= p.top_p) {
+          keep = i + 1;
+          break;
+        }
       }
     }
-    sum = std::accumulate(probs.begin(), probs.begin() + keep, 0.0);
+    for (int i = keep; i < vocab; ++i)
+      weights[ids[i]] = 0.0f;
   }
+  const double sum = std::accumulate(weights.begin(), weights.end(), 0.0);
   const double target = seeded_uniform(seed, counter) * sum;
   double acc = 0.0;
-  for (int i = 0; i < keep; ++i) {
-    acc += probs[i];
-    if (target < acc) return ids[i];
+  int last = 0;
+  for (int i = 0; i < vocab; ++i) {
+    if (weights[i] == 0.0f) continue;
+    acc += double{weights[i]};
+    last = i;
+    if (target < acc) break;
   }
-  return ids[keep - 1];
+  return last;
 }
 
 float token_log_prob(const float* logits, int vocab, float temperature, int token) {

@@ -1,18 +1,24 @@
 #pragma once
 
+#include <memory>
 #include <vector>
 
+#include "kernels/cpu/thread_pool.hpp"
 #include "models/gpt/gpt_decoder.hpp"
 #include "models/gpt/gpt_kv_cache.hpp"
 
 namespace troupe::models {
 
-/// The GPT decoder on the CPU in f32, over a host KV cache.
+/// The GPT decoder on the CPU in f32, over a host KV cache. A batch is split into as many groups
+/// of whole requests as `pool` has threads, each run through the model on its own thread (the
+/// requests own distinct cache blocks). The kernels are batch-invariant, so a request's logits
+/// are the same bits however the batch is split, and the same as the training forward's.
 class gpt_cpu_decoder final : public gpt_decoder {
  public:
-  /// A whole model (`layout` covers every layer) with weights `params`, which must outlive it.
+  /// A whole model (`layout` covers every layer) with weights `params`, which must outlive it, as
+  /// must `pool` (nullptr: the calling thread alone).
   gpt_cpu_decoder(const gpt_layout& layout, const float* params, int max_tokens, int cache_blocks,
-                  int block_size);
+                  int block_size, kernels::cpu::thread_pool* pool = nullptr);
 
   [[nodiscard]] absl::Status forward(std::span<const decode_request> requests,
                                      float* logits) override;
@@ -24,12 +30,21 @@ class gpt_cpu_decoder final : public gpt_decoder {
   [[nodiscard]] const gpt_kv_cache& cache() const { return cache_; }
 
  private:
+  // One thread's working memory, room for every token of a batch.
+  struct scratch {
+    std::vector<float> x, ln, qkv, atty, tmp, fc, last;
+    std::vector<const float*> k, v;  // where a request's keys and values are in the cache
+    std::vector<int32_t> tokens, positions;
+  };
+  // Requests [first, first + count) through the model on the calling thread, with `s`.
+  void forward_group(std::span<const decode_request> requests, float* logits, scratch& s);
+
   const gpt_layout& layout_;
   const float* params_;
   int max_tokens_;
   gpt_kv_cache cache_;
-  std::vector<float> x_, ln_, qkv_, atty_, tmp_, fc_, k_, v_, last_;
-  std::vector<int32_t> tokens_, positions_;
+  kernels::cpu::thread_pool* pool_;
+  std::vector<scratch> scratch_;  // one per thread of the pool
 };
 
 }  // namespace troupe::models

@@ -49,9 +49,11 @@ absl::Status validate_decode_batch(const gpt_config& c, int cache_blocks, int bl
 absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(const gpt_layout& layout,
                                                               const float* params, int max_tokens,
                                                               int cache_blocks, int block_size,
-                                                              int device) {
+                                                              int device,
+                                                              kernels::cpu::thread_pool* pool) {
   if (device < 0) {
-    return std::make_unique<gpt_cpu_decoder>(layout, params, max_tokens, cache_blocks, block_size);
+    return std::make_unique<gpt_cpu_decoder>(layout, params, max_tokens, cache_blocks, block_size,
+                                             pool);
   }
   return make_gpt_cuda_decoder(layout, params, max_tokens, cache_blocks, block_size, device);
 }

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "absl/status/statusor.h"
+#include "kernels/cpu/thread_pool.hpp"
 #include "models/gpt/gpt_layout.hpp"
 
 namespace troupe::models {
@@ -48,10 +49,11 @@ class gpt_decoder {
 
 /// A decoder of up to `max_tokens` new tokens per call for `layout` (a whole model) with weights
 /// `params` (host f32, laid out by `layout`): on the CPU when `device` < 0, reading `params` in
-/// place (they must outlive it); else on CUDA device `device`, with a bf16 copy of them.
+/// place (they must outlive it), its batches split over `pool`'s threads (nullptr: the caller's
+/// alone; it must outlive the decoder); else on CUDA device `device`, with a bf16 copy of them.
 /// UNAVAILABLE when this build has no CUDA or the device does not exist.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(
     const gpt_layout& layout, const float* params, int max_tokens, int cache_blocks, int block_size,
-    int device);
+    int device, kernels::cpu::thread_pool* pool = nullptr);
 
 }  // namespace troupe::models

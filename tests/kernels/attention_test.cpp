@@ -73,18 +73,34 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
   testing::expect_gradient("dqkv", qkv, dqkv, loss, 1e-2f, 2e-3, 2e-2, 400);
 }
 
-TEST(Attention, CachedAttentionEqualsTheMatchingFullRows) {
-  const attention_shape s{1, 29, 16, 4};
-  auto qkv = random_values(int64_t{s.seq} * 3 * s.dim, 9);
-  std::vector<float> full(s.seq * s.dim), probs(s.heads * s.seq * s.seq);
-  cpu::attention_forward(full.data(), probs.data(), qkv.data(), s, nullptr);
-  const int first = 20, queries = s.seq - first;
-  std::vector<float> out(queries * s.dim);
-  cpu::cached_attention_forward(out.data(), qkv.data() + first * 3 * s.dim, 3 * s.dim,
-                                qkv.data() + s.dim, qkv.data() + 2 * s.dim, 3 * s.dim, queries,
-                                first, s.dim, s.heads);
-  for (int i = 0; i < queries * s.dim; ++i) {
-    EXPECT_NEAR(out[i], full[first * s.dim + i], 1e-5) << i;
+// Batch invariance: a decoder's rows, computed from the cache in chunks of any size, equal the
+// training forward's rows bit for bit, whatever else is in the batch.
+TEST(Attention, CachedAttentionEqualsTheMatchingFullRowsBitForBit) {
+  const attention_shape s{3, 29, 24, 3};  // head_dim 8; 29 keys cross the 8-key blocks unevenly
+  auto qkv = random_values(int64_t{s.batch} * s.seq * 3 * s.dim, 9, -2, 2);
+  std::vector<float> full(int64_t{s.batch} * s.seq * s.dim),
+      probs(int64_t{s.batch} * s.heads * s.seq * s.seq);
+  cpu::thread_pool pool(2);
+  cpu::attention_forward(full.data(), probs.data(), qkv.data(), s, &pool);
+  for (int b = 0; b < s.batch; ++b) {
+    const float* seq = qkv.data() + int64_t{b} * s.seq * 3 * s.dim;
+    for (int chunk : {1, 3, 8, 29}) {
+      for (int first = 0; first < s.seq; first += chunk) {
+        const int queries = std::min(chunk, s.seq - first);
+        std::vector<float> out(queries * s.dim);
+        std::vector<const float*> keys, values;
+        for (int p = 0; p < first + queries; ++p) {
+          keys.push_back(seq + (p * 3 + 1) * s.dim);
+          values.push_back(seq + (p * 3 + 2) * s.dim);
+        }
+        cpu::cached_attention_forward(out.data(), seq + first * 3 * s.dim, 3 * s.dim, keys.data(),
+                                      values.data(), queries, first, s.dim, s.heads);
+        for (int i = 0; i < queries * s.dim; ++i) {
+          ASSERT_EQ(out[i], full[(int64_t{b} * s.seq + first) * s.dim + i])
+              << "sequence " << b << ", chunks of " << chunk << ", position " << first + i / s.dim;
+        }
+      }
+    }
   }
 }
 

@@ -12,6 +12,15 @@ namespace {
 
 using testing::random_values;
 
+TEST(FastMath, LogIsAccurate) {
+  for (float x = 1e-30f; x < 1e30f; x *= 1.37f) {
+    const double want = std::log(double{x});
+    EXPECT_NEAR(cpu::fast_log(x), want, 2e-7 * std::max(1.0, std::abs(want))) << x;
+  }
+  for (float x = 0.5f; x < 2.0f; x += 0.001f)  // around 1, where log(x) is small
+    EXPECT_NEAR(cpu::fast_log(x), std::log(double{x}), 1e-7) << x;
+}
+
 TEST(FastMath, ExpAndTanhAreAccurate) {
   for (float x = -80.0f; x < 80.0f; x += 0.37f) {
     EXPECT_NEAR(cpu::fast_exp(x) / std::exp(x), 1.0, 5e-7) << x;

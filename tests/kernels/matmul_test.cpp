@@ -1,5 +1,7 @@
 #include "kernels/matmul.hpp"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "tests/kernels/gradient_check.hpp"
@@ -45,6 +47,36 @@ TEST(Matmul, EveryTransposeWithBiasAndAccumulate) {
       for (int i = 0; i < g.m * g.n; ++i) {
         EXPECT_NEAR(out[i], 2 * want[i] + bias[i % g.n], 1e-5) << ta << tb << " at " << i;
       }
+    }
+  }
+}
+
+// Batch invariance: without trans_a or accumulate, a row's result is the same bits whatever
+// rows come with it, also across the kernel's row blocks (6) and its packed chunks of k and n
+// (256 each).
+TEST(Matmul, EachRowIsTheSameBitsWhateverRowsComeWithIt) {
+  for (bool tb : {false, true}) {
+    for (const auto& [n, k] : {std::pair{13, 5}, {300, 70}, {40, 600}}) {
+      const int rows = 20;
+      auto a = random_values(rows * k, 5), b = random_values(k * n, 6);
+      auto bias = random_values(n, 7);
+      std::vector<float> alone(n);
+      std::vector<float> batch(int64_t{rows} * n);
+      for (int m : {1, 4, 7, 12, 20}) {
+        cpu::matmul(batch.data(), a.data(), b.data(), bias.data(), {m, n, k, false, tb});
+        for (int r = 0; r < m; ++r) {
+          cpu::matmul(alone.data(), a.data() + int64_t{r} * k, b.data(), bias.data(),
+                      {1, n, k, false, tb});
+          for (int j = 0; j < n; ++j) {
+            ASSERT_EQ(batch[int64_t{r} * n + j], alone[j])
+                << "trans_b " << tb << ", n " << n << ", k " << k << ": row " << r << " of " << m
+                << ", column " << j;
+          }
+        }
+      }
+      auto want = reference(a, b, {rows, n, k, false, tb});
+      for (int i = 0; i < rows * n; ++i)
+        ASSERT_NEAR(batch[i], want[i] + bias[i % n], 1e-5 * std::sqrt(k)) << i;
     }
   }
 }

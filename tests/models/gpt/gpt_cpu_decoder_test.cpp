@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/sampling.hpp"
 #include "models/gpt/gpt_cpu_stage.hpp"
-#include "tests/models/gpt/softmax.hpp"
 
 namespace troupe::models {
 namespace {
@@ -20,23 +20,32 @@ class GptCpuDecoderTest : public ::testing::Test {
       p *= 5;  // sharper distributions than the 0.02 init
   }
 
-  // Softmax of the training forward's logits at every position of `tokens`.
-  std::vector<float> training_probabilities(const std::vector<int32_t>& tokens) {
+  // The training forward's logits at every position of `tokens`, as the policy sees them: the
+  // negated token losses of every possible next token, one forward per target.
+  std::vector<float> training_log_probs(const std::vector<int32_t>& tokens) {
+    const int T = static_cast<int>(tokens.size());
+    std::vector<float> out(int64_t{T} * config.vocab);
     gpt_cpu_stage stage(layout_, 1, nullptr);
-    std::vector<int32_t> targets(tokens.size(), 0);
-    stage.forward(params_.data(), 1, static_cast<int>(tokens.size()), tokens.data(), nullptr,
-                  targets.data());
-    return {stage.probabilities(), stage.probabilities() + tokens.size() * config.vocab};
+    for (int v = 0; v < config.vocab; ++v) {
+      std::vector<int32_t> targets(T, v);
+      stage.forward(params_.data(), 1, T, tokens.data(), nullptr, targets.data());
+      for (int t = 0; t < T; ++t)
+        out[int64_t{t} * config.vocab + v] = -stage.token_losses()[t];
+    }
+    return out;
   }
 
   gpt_layout layout_;
   std::vector<float> params_;
 };
 
-TEST_F(GptCpuDecoderTest, IncrementalDecodingMatchesTheFullForward) {
+// Batch invariance: the decoder's log-probs (prefill chunks and single tokens, two sequences
+// in one batch, scrambled cache blocks) are the training forward's, bit for bit, so an RL
+// rollout's log-probs are the policy's.
+TEST_F(GptCpuDecoderTest, IncrementalDecodingEqualsTheFullForwardBitForBit) {
   const std::vector<int32_t> a = {3, 17, 5, 22, 9, 1, 30, 12, 8, 39, 0, 4, 6};
   const std::vector<int32_t> b = {7, 7, 2, 35, 11, 19, 26, 13, 33};
-  const auto want_a = training_probabilities(a), want_b = training_probabilities(b);
+  const auto want_a = training_log_probs(a), want_b = training_log_probs(b);
 
   gpt_cpu_decoder decoder(layout_, params_.data(), 16, 8, 4);
   const std::vector<int32_t> table_a = {5, 0, 7, 2}, table_b = {1, 6, 3};  // scrambled blocks
@@ -51,9 +60,10 @@ TEST_F(GptCpuDecoderTest, IncrementalDecodingMatchesTheFullForward) {
       const bool is_a = batch[r].tokens >= a.data() && batch[r].tokens < a.data() + a.size();
       const int last = batch[r].first_position + batch[r].count - 1;
       const auto& want = is_a ? want_a : want_b;
-      const auto got = softmax(logits.data() + r * config.vocab, config.vocab);
       for (int v = 0; v < config.vocab; ++v) {
-        ASSERT_NEAR(got[v], want[last * config.vocab + v], 2e-5)
+        ASSERT_EQ(
+            kernels::cpu::token_log_prob(logits.data() + r * config.vocab, config.vocab, 1.0f, v),
+            want[last * config.vocab + v])
             << (is_a ? "a" : "b") << " position " << last << " token " << v;
       }
     }
