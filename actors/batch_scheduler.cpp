@@ -156,7 +156,8 @@ std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t tok
     if (stop.empty()) continue;
     if (text.size() >= stop.size() &&
         text.compare(text.size() - stop.size(), stop.size(), stop) == 0) {
-      return finish(id, finish_reason::stop, produced - static_cast<int>(stop.size()));
+      const int kept = s.request.include_stop_str_in_output ? 0 : static_cast<int>(stop.size());
+      return finish(id, finish_reason::stop, produced - kept);
     }
     for (size_t k = std::min(stop.size() - 1, text.size()); k > hold; --k) {
       if (text.compare(text.size() - k, k, stop, 0, k) == 0) {

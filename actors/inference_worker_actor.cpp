@@ -5,6 +5,8 @@
 #include <thread>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/actor/role_actor.hpp"
 #include "runtime/actor/status_bridge.hpp"
@@ -30,6 +32,10 @@ struct worker_state {
   std::shared_ptr<const served_model> model;
   std::shared_ptr<inference_engine> engine;
   actor::worker_report report;  // events and batch sizes not yet polled
+  // Requests with stream false that run, and where report holds their merged event.
+  absl::flat_hash_set<uint64_t> quiet;
+  absl::flat_hash_map<uint64_t, size_t> merged;
+  bool report_wanted = false;  // report holds an event a poll waits for
   caf::typed_response_promise<actor::worker_report> poll;
   bool polling = false;   // a poll waits for events
   bool stepping = false;  // a (step) is on its way
@@ -48,6 +54,8 @@ using self_ptr = actor::role_pointer<actor::inference_worker_actor, worker_state
 // Batch sizes a report keeps (the latest), however long since the last poll.
 constexpr size_t max_batch_sizes = 256;
 
+// Delivers the report to the poll that waits, if one does. A quiet request's merged event stays
+// behind until the request has ended: nobody waits for it before.
 void answer_poll(self_ptr self) {
   auto& st = self->state;
   if (!st.polling) return;
@@ -57,7 +65,20 @@ void answer_poll(self_ptr self) {
   st.report.kv_blocks_total = blocks.total();
   st.report.waiting = static_cast<int32_t>(st.engine->scheduler().waiting());
   st.report.running = static_cast<int32_t>(st.engine->scheduler().running());
+  std::vector<actor::generation_event> kept, delivered;
+  st.merged.clear();
+  for (auto& e : st.report.events) {
+    if (st.quiet.contains(e.id)) {  // running still
+      st.merged.emplace(e.id, kept.size());
+      kept.push_back(std::move(e));
+    } else {
+      delivered.push_back(std::move(e));
+    }
+  }
+  st.report.events = std::move(delivered);
+  st.report_wanted = false;
   st.poll.deliver(std::exchange(st.report, {}));
+  st.report.events = std::move(kept);
 }
 
 void keep_stepping(self_ptr self) {
@@ -67,23 +88,46 @@ void keep_stepping(self_ptr self) {
   self->send(self, actor::step_atom_v);  // behind the messages already queued: they join first
 }
 
+// A streamed request's events are each wanted by a poll; a quiet one's (stream false) are merged
+// into one event, wanted once it has finished.
 void add_events(self_ptr self, std::vector<actor::generation_event> events) {
   auto& st = self->state;
-  for (auto& e : events)
-    st.report.events.push_back(std::move(e));
-  if (!st.report.events.empty()) answer_poll(self);
+  for (auto& e : events) {
+    const bool quiet = st.quiet.contains(e.id);
+    if (e.finished) st.quiet.erase(e.id);
+    st.report_wanted = st.report_wanted || !quiet || e.finished;
+    auto it = quiet ? st.merged.find(e.id) : st.merged.end();
+    if (it == st.merged.end()) {
+      if (quiet) st.merged.emplace(e.id, st.report.events.size());
+      st.report.events.push_back(std::move(e));
+      continue;
+    }
+    actor::generation_event& into = st.report.events[it->second];
+    into.tokens.insert(into.tokens.end(), e.tokens.begin(), e.tokens.end());
+    into.logprobs.insert(into.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+    into.top_tokens.insert(into.top_tokens.end(), e.top_tokens.begin(), e.top_tokens.end());
+    into.top_values.insert(into.top_values.end(), e.top_values.begin(), e.top_values.end());
+    into.finished = e.finished;
+    into.reason = e.reason;
+    into.weights_version = e.weights_version;
+  }
+  if (st.report_wanted) answer_poll(self);
 }
 
 // Adds every request or none: the first refused one takes back those added before it. All join
 // the engine before its next iteration, so the batches they run in do not depend on timing.
 absl::Status add_requests(self_ptr self, std::vector<actor::generation_request> requests) {
-  auto& engine = *self->state.engine;
+  auto& st = self->state;
+  auto& engine = *st.engine;
   for (size_t i = 0; i < requests.size(); ++i) {
     if (absl::Status s = engine.add(requests[i]); !s.ok()) {
-      for (size_t k = 0; k < i; ++k)
+      for (size_t k = 0; k < i; ++k) {
         engine.cancel(requests[k].id);
+        st.quiet.erase(requests[k].id);
+      }
       return absl::Status(s.code(), absl::StrCat("request ", requests[i].id, ": ", s.message()));
     }
+    if (!requests[i].stream) st.quiet.insert(requests[i].id);
   }
   keep_stepping(self);
   return absl::OkStatus();
@@ -150,6 +194,11 @@ caf::result<actor::weights_ack> receive_weights(self_ptr self,
     if (!group.ok()) return actor::to_error(group.status());
     st.sync_group = *std::move(group);
   }
+  // The transfer is a paced unit: a test holds it here, with the group formed, so that it can
+  // take a member away in the middle of a sync. (The worker's thread would block in the
+  // broadcast anyway.)
+  while (!st.pacer.may_start())
+    std::this_thread::sleep_for(run::work_pacer::recheck);
   const int buffer = st.live == 0 ? 1 : 0;
   if (!st.weights[buffer].defined()) {
     absl::StatusOr<tensor::tensor> fresh =
@@ -206,7 +255,7 @@ absl::StatusOr<actor::inference_worker_actor> spawn_inference_worker(
                   if (st.polling) answer_poll(self);  // a newer poll replaces an older one
                   st.poll = self->make_response_promise<actor::worker_report>();
                   st.polling = true;
-                  if (!st.report.events.empty()) {
+                  if (st.report_wanted) {
                     answer_poll(self);
                   } else {
                     self->delayed_send(self, st.poll_wait, actor::tick_atom_v);

@@ -29,8 +29,10 @@ struct rollout_sync {
 
 /// Spawns an inference worker on its own thread (each iteration is a model forward pass): it
 /// runs `model` through an inference_engine with `options`, iterating while it has work, and
-/// answers polls with the events produced. `pacer` paces the iterations for tests (a held
-/// iteration is asked again later; a slowdown keeps the worker's thread busy for longer). A
+/// answers polls with the events produced (a request with stream false: its events merged into
+/// one, a poll answered for it once it ends). `pacer` paces the iterations for tests (a held
+/// iteration is asked again later; a slowdown keeps the worker's thread busy for longer; a
+/// weight transfer is a unit too, held after its group is formed). A
 /// poll waits at most `poll_wait` for an event. With `sync` it is an RL rollout worker, whose
 /// `(sync)` receives weights from the policy into a second buffer (the worker's thread is busy
 /// with the transfer meanwhile) and swaps them in once the requests running on the old ones

@@ -63,8 +63,10 @@ std::variant<completion_call, api_error> parse_completion(absl::string_view body
   if (j.is_discarded()) return invalid("the body is not valid JSON");
   if (!j.is_object()) return invalid("the body must be a JSON object");
   static const std::set<std::string> common = {"model", "max_tokens", "temperature", "top_p",
-                                               "top_k", "seed",       "stop",        "stream",
-                                               "n",     "user",       "logprobs"};
+                                               "top_k", "seed", "stop", "stream", "n", "user",
+                                               "logprobs",
+                                               // vLLM's extra sampling parameter
+                                               "include_stop_str_in_output"};
   for (const auto& [key, value] : j.items()) {
     if (common.count(key) == 0 && key != (chat ? "messages" : "prompt") &&
         !(chat && key == "top_logprobs")) {
@@ -171,6 +173,12 @@ std::variant<completion_call, api_error> parse_completion(absl::string_view body
     } else {
       return invalid("'stop' must be a string or a list of at most 4 strings");
     }
+  }
+  if (j.contains("include_stop_str_in_output") && !j["include_stop_str_in_output"].is_null()) {
+    if (!j["include_stop_str_in_output"].is_boolean()) {
+      return invalid("'include_stop_str_in_output' must be true or false");
+    }
+    r.include_stop_str_in_output = j["include_stop_str_in_output"];
   }
   if (j.contains("stream") && !j["stream"].is_null()) {
     if (!j["stream"].is_boolean()) return invalid("'stream' must be true or false");

@@ -199,8 +199,16 @@ struct generation_request {
   float top_p = 1.0f;
   uint64_t seed = 0;
   int32_t max_tokens = 16;
-  /// Generation ends when the output ends with one of these; it is not part of the output.
+  /// Generation ends when the output ends with one of these; it is not part of the output unless
+  /// include_stop_str_in_output.
   std::vector<std::string> stop;
+  /// vLLM's sampling parameter: keep the stop string that ended the output in it, with its
+  /// tokens' log-probs (an RL response is trained on its end).
+  bool include_stop_str_in_output = false;
+  /// false: the requester wants the output only when it ends (OpenAI's stream: false). A worker
+  /// then merges its tokens into one event and answers a poll for it only when it ends, so a
+  /// batch of such requests costs a few polls instead of one per iteration.
+  bool stream = true;
   /// The most likely tokens to report with each output token, with their log-probs (OpenAI's
   /// top logprobs); 0: none.
   int32_t top_logprobs = 0;

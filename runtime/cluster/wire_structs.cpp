@@ -451,9 +451,13 @@ absl::StatusOr<actor::checkpoint_shard> unpack_shard(const msgpack::object& o) {
 }
 
 void pack_generation(packer& pk, const actor::generation_request& x) {
-  pk.pack_map(9);
+  pk.pack_map(11);
   pk.pack("id");
   pk.pack(x.id);
+  pk.pack("stream");
+  pk.pack(x.stream);
+  pk.pack("include_stop_str_in_output");
+  pk.pack(x.include_stop_str_in_output);
   pk.pack("top_logprobs");
   pk.pack(x.top_logprobs);
   pk.pack("prompt");
@@ -487,6 +491,16 @@ absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::objec
   }
   x.top_logprobs = static_cast<int32_t>(top_logprobs);
   TROUPE_ASSIGN_OR_RETURN(x.stop, m.get_strings("stop"));
+  for (auto [key, out] : {std::pair{"include_stop_str_in_output", &x.include_stop_str_in_output},
+                          {"stream", &x.stream}}) {
+    if (const msgpack::object* flag = m.find(key); flag != nullptr) {
+      if (flag->type != msgpack::type::BOOLEAN) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("generation_request: '", key, "' must be a boolean"));
+      }
+      *out = flag->via.boolean;
+    }
+  }
   x.temperature = static_cast<float>(temperature);
   x.top_p = static_cast<float>(top_p);
   x.top_k = static_cast<int32_t>(top_k);

@@ -175,6 +175,30 @@ TEST(BatchScheduler, StopStringsEndTheOutputAndAreHeldBackWhileTheyMightStart) {
   EXPECT_EQ(streamed, "xyx");
 }
 
+// vLLM's include_stop_str_in_output: the stop string stays in the output with its log-probs.
+TEST(BatchScheduler, AStopStringCanStayInTheOutput) {
+  kv_block_pool pool(16, 16);
+  batch_scheduler s({.ctx = 64, .max_batch_tokens = 64}, pool);
+  generation_request r = request(1, 4, 10, {"yz"});
+  r.include_stop_str_in_output = true;
+  ASSERT_TRUE(s.add(r).ok());
+  std::vector<batch_chunk> batch;
+  std::string streamed;
+  std::vector<float> logprobs;
+  finish_reason reason{};
+  for (char c : std::string("xyz")) {
+    for (const auto& e : run(s, batch, c)) {
+      for (int32_t t : e.tokens)
+        streamed.push_back(static_cast<char>(t));
+      logprobs.insert(logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+      reason = e.reason;
+    }
+  }
+  EXPECT_EQ(reason, finish_reason::stop);
+  EXPECT_EQ(streamed, "xyz");
+  EXPECT_EQ(logprobs, (std::vector<float>{-'x', -'y', -'z'}));
+}
+
 TEST(BatchScheduler, RefusesWhatCannotRunAndCancelsAnywhere) {
   kv_block_pool pool(4, 16);
   batch_scheduler s({.ctx = 32, .max_batch_tokens = 64}, pool);

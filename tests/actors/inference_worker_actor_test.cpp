@@ -141,5 +141,41 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
   self->send_exit(long_worker, caf::exit_reason::user_shutdown);
 }
 
+// Requests that do not stream (RL rollouts): a poll is answered only when one of them ends, with
+// its tokens merged into one event (the others' stay with the worker until they end), so two
+// requests of 5 and 10 tokens take two polls, not ten. The poll wait is far longer than the
+// generation: the requests' ends answer the polls.
+TEST(InferenceWorkerActor, RequestsThatDoNotStreamAreAnsweredWhenTheyEnd) {
+  auto cfg = actor::make_system_config({.scheduler_threads = 2});
+  caf::actor_system system(*cfg);
+  metrics::registry metrics;
+  auto worker =
+      *spawn_inference_worker(system, metrics, "worker/0", tiny_model(),
+                              {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, {}, 120s);
+  caf::scoped_actor self(system);
+  std::vector<actor::generation_request> requests = {request(1, 5), request(2, 10)};
+  for (auto& r : requests)
+    r.stream = false;
+  self->request(worker, 10s, actor::generate_atom_v, requests)
+      .receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
+  std::vector<std::vector<actor::generation_event>> polls;
+  for (int i = 0; i < 2; ++i) {
+    self->request(worker, 240s, actor::poll_atom_v)
+        .receive([&](actor::worker_report& report) { polls.push_back(report.events); },
+                 [](caf::error& e) { FAIL() << caf::to_string(e); });
+  }
+  ASSERT_EQ(polls.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(polls[i].size(), 1u) << "poll " << i << ": the request that ended, alone";
+    const actor::generation_event& e = polls[i][0];
+    EXPECT_EQ(e.id, i + 1);
+    EXPECT_TRUE(e.finished);
+    EXPECT_EQ(e.first_index, 0);
+    EXPECT_EQ(e.tokens.size(), 5u * (i + 1));
+    EXPECT_EQ(e.logprobs.size(), e.tokens.size());
+  }
+  self->send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
 }  // namespace
 }  // namespace troupe::actors

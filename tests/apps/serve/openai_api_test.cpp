@@ -36,7 +36,10 @@ TEST(OpenAiApi, ParsesCompletionsWithEveryOption) {
   EXPECT_EQ(c.request.seed, 42u);
   EXPECT_EQ(c.request.stop, std::vector<std::string>{"\n"});
   EXPECT_TRUE(c.stream);
+  EXPECT_FALSE(c.request.include_stop_str_in_output);
   EXPECT_EQ(ok(R"({"model": "troupe-tiny", "prompt": "x"})").request.max_tokens, 16);
+  EXPECT_TRUE(ok(R"({"model": "troupe-tiny", "prompt": "x", "include_stop_str_in_output": true})")
+                  .request.include_stop_str_in_output);
 }
 
 TEST(OpenAiApi, ChatMessagesBecomeOneTemplatedPrompt) {
@@ -56,6 +59,10 @@ TEST(OpenAiApi, RefusesBadRequestsWithTheRightStatus) {
   auto e = refused(R"({"model": "troupe-tiny", "prompt": "x", "temprature": 1})");
   EXPECT_EQ(e.http_status, 400);
   EXPECT_NE(e.message.find("unknown field 'temprature'"), std::string::npos);
+  e = refused(R"({"model": "troupe-tiny", "prompt": "x", "include_stop_str_in_output": 1})");
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_NE(e.message.find("'include_stop_str_in_output' must be true or false"),
+            std::string::npos);
   e = refused(R"({"model": "gpt-4", "prompt": "x"})");
   EXPECT_EQ(e.http_status, 404);
   EXPECT_EQ(e.code, "model_not_found");

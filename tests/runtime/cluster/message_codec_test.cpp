@@ -142,9 +142,12 @@ TEST(MessageCodec, RoundTripsGroupChangesAndRefusesImpossibleOnes) {
 }
 
 TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
-  actor::generation_request r{7, {72, 105}, 0.7f, 40, 0.9f, 1234, 32, {"\n\n"}};
+  actor::generation_request r{7, {72, 105}, 0.7f, 40, 0.9f, 1234, 32, {"\n\n"}, true};
+  r.stream = false;
   caf::message m = round_trip(caf::make_message(actor::generate_atom_v, r));
   const auto& back = m.get_as<actor::generation_request>(1);
+  EXPECT_TRUE(back.include_stop_str_in_output);
+  EXPECT_FALSE(back.stream);
   EXPECT_EQ(back.id, 7u);
   EXPECT_EQ(back.prompt, (std::vector<int32_t>{72, 105}));
   EXPECT_FLOAT_EQ(back.temperature, 0.7f);
