@@ -5,7 +5,8 @@
 // (target ratio >= 0.9), and raw Gloo broadcasting them tensor by tensor, as OpenRLHF does.
 //
 // Then the app itself (bench/rlhf_bench_app.cpp): the step's split into phases and the
-// rollout's throughput inside RLHF against the serving engine alone, for PPO and GRPO.
+// rollout's throughput inside RLHF against the serving engine alone, for PPO and GRPO, and
+// PPO's whole step against the same step in PyTorch (bench/ref_ppo_torch.py), R / 2 times.
 //
 //   rlhf_bench [--repeats R] [--steps S] [--only sync|app]
 #include <chrono>
@@ -157,6 +158,6 @@ int main(int argc, char** argv) {
     run_sync({256, 128, 4, 128, 4}, repeats, "quickstart (4 layers, dim 128)");
     run_sync({256, 256, 8, 384, 6}, repeats, "8 layers, dim 384");
   }
-  if (only != "sync") bench::run_rlhf_app_benchmarks(steps);
+  if (only != "sync") bench::run_rlhf_app_benchmarks(steps, std::max(1, repeats / 2));
   return 0;
 }

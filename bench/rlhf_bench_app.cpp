@@ -3,14 +3,19 @@
 //
 // - {grpo,ppo}_step_split_s: the median step time and each phase's median (veRL's timing_s
 //   names); the baseline is the step itself, so the ratio is the share of the step its named
-//   phases account for (old_log_prob, ref and values run at once: the longest counts), 1 less
-//   what the controller spends between them.
+//   phases account for (old_log_prob, ref and values run at once, and so do update_critic and
+//   update_actor: the longest of each counts), 1 less what the controller spends between them.
 // - {grpo,ppo}_rollout_tokens_per_s: generation inside RLHF (its tokens over timing_s/gen, which
 //   includes sending the requests to the rollout worker's process and gathering the outputs)
 //   against the serving engine alone (actors::inference_engine in this process, on the same
 //   weights, the same requests: prompts, seeds, lengths and stop string) step by step. The runs
 //   keep the policy's learning rate at 0, so that every step generates with the initial weights,
 //   which the baseline then has too: both generate the same tokens, checked.
+// - ppo_step_s: configs/rlhf_ppo.yaml's whole step with one PPO epoch (the shipped learning
+//   rates) against the same step written in PyTorch (bench/ref_ppo_torch.py: the same model,
+//   batch and response length, a KV cache for the generation), at its faster of 1 and 2 threads,
+//   the two alternating repeat by repeat; and the same run one step off policy
+//   (max_staleness 1) against it.
 
 #include "bench/rlhf_bench_app.hpp"
 
@@ -69,14 +74,14 @@ std::vector<nlohmann::json> launch(const std::string& config,
   return rows;
 }
 
-// The engine alone on RL step `step`'s requests: the responses' tokens (their end included, as
-// RLHF counts them) and seconds.
-std::pair<int64_t, double> engine_alone(const apps::rlhf::rlhf_options& o,
+// The engine alone on RL step `step`'s requests: the responses' tokens (their end included: the
+// requests keep the stop string in the output, as RLHF counts them) and seconds.
+std::pair<int64_t, double> engine_alone(const apps::rlhf::rlhf_options& o, int workers,
                                         const models::gpt_layout& layout,
                                         const std::vector<float>& params,
                                         const apps::rlhf::rlhf_driver& driver, int64_t step) {
   auto engine = actors::inference_engine::create(
-      layout, params.data(), apps::rlhf::rollout_engine_options(o, layout.config()));
+      layout, params.data(), apps::rlhf::rollout_engine_options(o, layout.config(), workers));
   if (!engine.ok()) fail(std::string(engine.status().message()));
   const auto start = clock::now();
   for (auto& r : driver.step_requests(step)) {
@@ -86,11 +91,8 @@ std::pair<int64_t, double> engine_alone(const apps::rlhf::rlhf_options& o,
   while (!(*engine)->idle()) {
     auto events = (*engine)->step();
     if (!events.ok()) fail(std::string(events.status().message()));
-    for (const auto& e : *events) {
-      // A stop string's token is left out of the output and is the response's end in RLHF.
-      const bool stopped = e.finished && e.reason == actor::finish_reason::stop;
-      tokens += static_cast<int64_t>(e.tokens.size()) + (stopped ? 1 : 0);
-    }
+    for (const auto& e : *events)
+      tokens += static_cast<int64_t>(e.tokens.size());
   }
   return {tokens, std::chrono::duration<double>(clock::now() - start).count()};
 }
@@ -111,6 +113,7 @@ void bench_config(const std::string& name, int steps) {
   if (!plan.ok()) fail(std::string(plan.status().message()));
   const auto& o = *static_cast<const apps::rlhf::rlhf_options*>(plan->app_options.get());
   const models::gpt_config model = models::gpt_config_of(plan->spec.model);
+  const int workers = plan->find_role("rollout")->spec.count;  // the engine's threads follow it
   auto task = apps::rlhf::make_task(o.task);
   if (!task.ok()) fail(std::string(task.status().message()));
   const apps::rlhf::rlhf_driver driver(
@@ -133,24 +136,26 @@ void bench_config(const std::string& name, int steps) {
     for (const auto& p : phases) {
       if (row.contains("timing_s/" + p)) split[p].push_back(row["timing_s/" + p]);
     }
-    const auto [tokens, seconds] = engine_alone(o, layout, params, driver, s);
+    const auto [tokens, seconds] = engine_alone(o, workers, layout, params, driver, s);
     const double rl_tokens = row["response_length/mean"].get<double>() * rows_per_step;
     mismatched += std::llround(rl_tokens) != tokens;
     ours.push_back(static_cast<double>(tokens) / row["timing_s/gen"].get<double>());
     alone.push_back(static_cast<double>(tokens) / seconds);
   }
-  // old_log_prob, ref and values run at once: the longest of them counts.
+  // old_log_prob, ref and values run at once, and so do the updates: the longest of each counts.
   nlohmann::json phase_medians = nlohmann::json::object();
-  double concurrent = 0;
+  double forwards = 0, updates = 0;
   for (const auto& [p, xs] : split) {
     phase_medians[p] = median(xs);
     if (p == "old_log_prob" || p == "ref" || p == "values") {
-      concurrent = std::max(concurrent, median(xs));
+      forwards = std::max(forwards, median(xs));
+    } else if (p == "update_critic" || p == "update_actor") {
+      updates = std::max(updates, median(xs));
     } else {
       covered += median(xs);
     }
   }
-  covered += concurrent;
+  covered += forwards + updates;
   const nlohmann::json line = {{"bench", "rlhf_bench"},
                                {"metric", name + "_step_split_s"},
                                {"value", median(step_s)},
@@ -170,9 +175,53 @@ void bench_config(const std::string& name, int steps) {
 
 }  // namespace
 
-void run_rlhf_app_benchmarks(int steps) {
+// The median step of `steps` steps of PyTorch's PPO (bench/ref_ppo_torch.py) on `threads`.
+double torch_ppo_step_s(int steps, int threads) {
+  const auto out = nlohmann::json::parse(
+      read_command("/usr/bin/python3 " TROUPE_SOURCE_DIR "/bench/ref_ppo_torch.py --steps " +
+                   std::to_string(steps) + " --threads " + std::to_string(threads) +
+                   " 2>/dev/null"),
+      nullptr, false);
+  if (!out.is_object()) {
+    fail(
+        "bench/ref_ppo_torch.py printed no result: is python3-torch installed (scripts/setup.sh)?");
+  }
+  return out["step_s"];
+}
+
+// The median step (the first left out) of configs/rlhf_ppo.yaml with one PPO epoch, from
+// scratch, with `sets`.
+double ppo_step_s(int steps, std::vector<std::string> sets) {
+  sets.insert(sets.end(),
+              {"rlhf.warmup.steps=0", "rlhf.trainer.test_freq=0", "rlhf.actor.ppo_epochs=1",
+               "rlhf.trainer.total_training_steps=" + std::to_string(steps)});
+  const auto rows = launch(std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_ppo.yaml", sets);
+  std::vector<double> step_s;
+  for (size_t s = 1; s < rows.size(); ++s)  // the first step warms up
+    step_s.push_back(rows[s]["timing_s/step"]);
+  return median(step_s);
+}
+
+// PPO's step against PyTorch's, and one step off policy (rlhf.async.max_staleness 1: the next
+// step's generation overlaps this step's updates) against synchronous.
+void bench_ppo_against_torch(int steps, int repeats) {
+  std::vector<double> ours, torch, async;
+  for (int r = 0; r < repeats; ++r) {
+    ours.push_back(ppo_step_s(steps, {}));
+    torch.push_back(std::min(torch_ppo_step_s(steps, 1), torch_ppo_step_s(steps, 2)));
+    async.push_back(ppo_step_s(steps, {"rlhf.async.max_staleness=1"}));
+  }
+  report("rlhf_bench", "ppo_step_s", ours, "s",
+         "PyTorch 1.13, the same PPO step (bench/ref_ppo_torch.py), its faster of 1 and 2 threads",
+         torch, better::lower, {{"steps", steps}, {"ppo_epochs", 1}, {"sequences", 256}});
+  report("rlhf_bench", "ppo_step_s_one_step_off_policy", async, "s",
+         "the synchronous step (max_staleness 0)", ours, better::lower, {{"steps", steps}});
+}
+
+void run_rlhf_app_benchmarks(int steps, int repeats) {
   bench_config("grpo", steps);
   bench_config("ppo", steps);
+  bench_ppo_against_torch(steps, repeats);
 }
 
 }  // namespace troupe::bench

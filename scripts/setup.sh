@@ -19,6 +19,8 @@ packages=(
   libyaml-cpp-dev libcpp-httplib-dev libcli11-dev libspdlog-dev nlohmann-json3-dev
   # tests and benchmarks (python3-zmq and python3-msgpack: the foreign-client protocol test)
   libgtest-dev libgmock-dev libbenchmark-dev python3-zmq python3-msgpack
+  # the PyTorch baselines of the benchmarks (bench/ref_*_torch.py, ../shared/tools)
+  python3-torch
   # a busy machine for the suite's repeated runs (scripts/test.sh --busy-cores, docs/testing.md)
   stress-ng
   # the OpenAI client compatibility test (tests/integration/openai_client); npm comes with it

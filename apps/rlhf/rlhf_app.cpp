@@ -116,7 +116,9 @@ absl::StatusOr<caf::actor> spawn_rollout(actor::role_context& ctx, const no_opti
   served->layout = std::make_unique<models::gpt_layout>(model, models::layer_range::all(model));
   served->params.resize(served->layout->total());
   served->layout->initialize(served->params.data(), static_cast<uint64_t>(o->seed));
-  const actors::inference_engine::options engine = rollout_engine_options(*o, model);
+  const config::role_spec& role = ctx.plan.find_role("rollout")->spec;
+  const actors::inference_engine::options engine =
+      rollout_engine_options(*o, model, role.elastic ? role.elastic->min : role.count);
   TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
   TROUPE_ASSIGN_OR_RETURN(actor::inference_worker_actor worker,
                           actors::spawn_inference_worker(

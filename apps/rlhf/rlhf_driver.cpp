@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "models/gpt/byte_vocab.hpp"
 #include "runtime/base/status.hpp"
@@ -207,6 +208,8 @@ std::vector<actor::generation_request> rlhf_driver::requests_for(int64_t first_p
       r.seed = sample_seed(stream, first_prompt + i, k);
       r.max_tokens = schedule_.response_length;
       r.stop = {schedule_.end_string};
+      r.include_stop_str_in_output = true;  // the response's end is trained on, log-prob and all
+      r.stream = false;                     // wanted whole: a poll per finished request at most
       out.push_back(std::move(r));
     }
   }
@@ -229,7 +232,7 @@ std::vector<rlhf_driver::command> rlhf_driver::generate() {
 }
 
 absl::Status rlhf_driver::check_outputs(const std::vector<actor::generation_request>& requests,
-                                        const std::vector<actor::generation_event>& outputs) {
+                                        const std::vector<actor::generation_event>& outputs) const {
   if (outputs.size() != requests.size()) {
     return absl::InternalError(
         absl::StrCat("rollout: ", outputs.size(), " outputs for ", requests.size(), " requests"));
@@ -240,6 +243,19 @@ absl::Status rlhf_driver::check_outputs(const std::vector<actor::generation_requ
       return absl::DataLossError(absl::StrCat(
           "rollout: output ", i, " is of request ", outputs[i].id,
           outputs[i].finished ? "" : " (unfinished)", ", not of request ", requests[i].id));
+    }
+    // A response that ended holds its end string (include_stop_str_in_output), with a log-prob
+    // per token.
+    const std::string text = models::text_of(outputs[i].tokens);
+    if (outputs[i].reason == actor::finish_reason::stop &&
+        !absl::EndsWith(text, schedule_.end_string)) {
+      return absl::DataLossError(absl::StrCat("rollout: request ", requests[i].id,
+                                              " ended without its stop string in the output"));
+    }
+    if (outputs[i].logprobs.size() != outputs[i].tokens.size()) {
+      return absl::DataLossError(absl::StrCat("rollout: request ", requests[i].id, " has ",
+                                              outputs[i].logprobs.size(), " log-probs for ",
+                                              outputs[i].tokens.size(), " tokens"));
     }
   }
   return absl::OkStatus();
@@ -264,9 +280,12 @@ std::vector<rlhf_driver::command> rlhf_driver::on_generated(
   outputs_ = std::move(outputs);
   score_all scoring;
   for (size_t i = 0; i < requests_.size(); ++i) {
+    const bool ended = outputs_[i].reason == actor::finish_reason::stop;
+    std::string response = models::text_of(outputs_[i].tokens);
+    if (ended) response.resize(response.size() - schedule_.end_string.size());  // scored without
     scoring.prompts.push_back(models::text_of(requests_[i].prompt));
-    scoring.responses.push_back(models::text_of(outputs_[i].tokens));
-    scoring.ended.push_back(outputs_[i].reason == actor::finish_reason::stop);
+    scoring.responses.push_back(std::move(response));
+    scoring.ended.push_back(ended);
   }
   phase_ = validation ? phase::validation_scoring : phase::scoring;
   phase_started_ = now_();
@@ -292,10 +311,8 @@ std::vector<rlhf_driver::command> rlhf_driver::on_scored(std::vector<double> sco
     rollout_sample s;
     s.group = cursor_ + static_cast<int64_t>(i) / schedule_.n;
     s.prompt = requests_[i].prompt;
-    s.response = e.tokens;
+    s.response = e.tokens;  // with the end string when it ended
     s.ended = e.reason == actor::finish_reason::stop;
-    if (s.ended)
-      s.response.insert(s.response.end(), schedule_.end_string.begin(), schedule_.end_string.end());
     s.logprobs = e.logprobs;
     s.version = e.weights_version;
     samples.push_back(std::move(s));
@@ -305,12 +322,16 @@ std::vector<rlhf_driver::command> rlhf_driver::on_scored(std::vector<double> sco
   if (!batch.ok()) return failed(batch.status());
   batch_ = *std::move(batch);
   scores_ = std::move(scores);
-  // Old log-probs on the policy ranks (each its share of the rows), the reference's on it, the
-  // values on the critic ranks.
+  // Old log-probs from the rollout, or on the policy ranks (each its share of the rows); the
+  // reference's on it, the values on the critic ranks.
   log_probs_all ask;
-  const int per_rank = batch_->rows() / schedule_.policy_ranks;
-  for (int k = 0; k < schedule_.policy_ranks; ++k)
-    ask.policy.push_back(batch_->sequences(k * per_rank, per_rank));
+  if (schedule_.bypass_old_log_prob) {
+    if (absl::Status s = batch_->use_rollout_log_probs(); !s.ok()) return failed(s);
+  } else {
+    const int per_rank = batch_->rows() / schedule_.policy_ranks;
+    for (int k = 0; k < schedule_.policy_ranks; ++k)
+      ask.policy.push_back(batch_->sequences(k * per_rank, per_rank));
+  }
   ask.reference = batch_->sequences(0, batch_->rows());
   for (int k = 0; k < schedule_.critic_ranks; ++k) {
     const int per_critic = batch_->rows() / schedule_.critic_ranks;
@@ -346,7 +367,8 @@ std::vector<rlhf_driver::command> rlhf_driver::on_values(int rank,
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::after_log_probs() {
-  if (++answers_ < schedule_.policy_ranks + 1 + schedule_.critic_ranks) return {};
+  const int policy_answers = schedule_.bypass_old_log_prob ? 0 : schedule_.policy_ranks;
+  if (++answers_ < policy_answers + 1 + schedule_.critic_ranks) return {};
   const auto adv_started = now_();
   absl::StatusOr<double> current_kl = batch_->compute_advantages(scores_, algorithm_, kl_.value());
   if (!current_kl.ok()) return failed(current_kl.status());
@@ -355,8 +377,6 @@ std::vector<rlhf_driver::command> rlhf_driver::after_log_probs() {
   if (algorithm_.use_kl_in_reward) kl_.update(*current_kl, batch_->rows());
   row_.update(batch_->data_metrics(schedule_.response_length));
   row_["timing_s/adv"] = seconds_since(adv_started);
-  update_reports_.clear();
-  critic_reports_.clear();
   std::vector<command> out;
   if (schedule_.max_staleness > 0 && step_ + 1 < schedule_.end()) {
     // One step off policy: the next step's prompts go to the rollout now, on the weights this
@@ -367,26 +387,30 @@ std::vector<rlhf_driver::command> rlhf_driver::after_log_probs() {
     prefetch_started_ = now_();
     out.push_back(generate_all{prefetch_requests_});
   }
-  // veRL's order: the critic's update, then the actor's once the critic has warmed up.
-  std::vector<command> rest = schedule_.critic_ranks > 0              ? start_updates(true)
-                              : schedule_.updates_actor_at(step_ + 1) ? start_updates(false)
-                                                                      : end_step();
+  std::vector<command> rest = start_updates();
   out.insert(out.end(), rest.begin(), rest.end());
   return out;
 }
 
-std::vector<rlhf_driver::command> rlhf_driver::start_updates(bool critic) {
-  phase_ = critic ? phase::updating_critic : phase::updating;
+// The critic's update and, once the critic has warmed up, the actor's, at once: veRL runs them
+// one after the other, but neither reads what the other writes.
+std::vector<rlhf_driver::command> rlhf_driver::start_updates() {
+  tracks_[0] = {.active = schedule_.updates_actor_at(step_ + 1)};
+  tracks_[1] = {.active = schedule_.critic_ranks > 0};
+  if (!tracks_[0].active && !tracks_[1].active) return end_step();
+  phase_ = phase::updating;
   phase_started_ = now_();
-  update_index_ = 0;
-  return next_update(critic);
+  std::vector<command> out;
+  for (bool critic : {true, false}) {
+    if (tracks_[critic].active) out.push_back(next_update(critic).front());
+  }
+  return out;
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::next_update(bool critic) {
   const int per_epoch = schedule_.prompts / schedule_.mini_batch(critic);
   const int rows = schedule_.mini_batch(critic) * schedule_.n;
-  const int m = update_index_ % per_epoch;
-  answers_ = 0;
+  const int m = tracks_[critic].index % per_epoch;
   const int ranks = critic ? schedule_.critic_ranks : schedule_.policy_ranks;
   std::vector<actor::rl_batch> parts =
       batch_->mini_batch(m * rows, rows, ranks, schedule_.loss_agg_mode);
@@ -403,12 +427,15 @@ std::vector<rlhf_driver::command> rlhf_driver::next_update(bool critic) {
 std::vector<rlhf_driver::command> rlhf_driver::on_updated(int rank,
                                                           const actor::rl_step_report& report,
                                                           bool critic) {
-  if (phase_ != (critic ? phase::updating_critic : phase::updating)) return {};
-  if (rank == 0) (critic ? critic_reports_ : update_reports_).push_back(report);
-  if (++answers_ < (critic ? schedule_.critic_ranks : schedule_.policy_ranks)) return {};
-  if (++update_index_ < schedule_.updates_per_step(critic)) return next_update(critic);
+  update_track& track = tracks_[critic];
+  if (phase_ != phase::updating || !track.active) return {};
+  if (rank == 0) track.reports.push_back(report);
+  if (++track.answers < (critic ? schedule_.critic_ranks : schedule_.policy_ranks)) return {};
+  track.answers = 0;
+  if (++track.index < schedule_.updates_per_step(critic)) return next_update(critic);
+  track.active = false;
   row_[critic ? "timing_s/update_critic" : "timing_s/update_actor"] = seconds_since(phase_started_);
-  if (critic && schedule_.updates_actor_at(step_ + 1)) return start_updates(false);
+  if (tracks_[!critic].active) return {};
   return end_step();
 }
 
@@ -427,22 +454,24 @@ std::vector<rlhf_driver::command> rlhf_driver::end_step() {
     return sum / static_cast<double>(std::max<size_t>(1, reports.size()));
   };
   using report = actor::rl_step_report;
-  if (!update_reports_.empty()) {
-    row_["actor/pg_loss"] = mean(update_reports_, &report::pg_loss);
-    row_["actor/pg_clipfrac"] = mean(update_reports_, &report::pg_clipfrac);
-    row_["actor/pg_clipfrac_lower"] = mean(update_reports_, &report::pg_clipfrac_lower);
-    row_["actor/ppo_kl"] = mean(update_reports_, &report::ppo_kl);
-    row_["actor/entropy"] = mean(update_reports_, &report::entropy);
-    row_["actor/kl_loss"] = mean(update_reports_, &report::kl_loss);
-    row_["actor/grad_norm"] = mean(update_reports_, &report::grad_norm);
-    row_["actor/lr"] = update_reports_.back().lr;
+  const std::vector<report>& actor_reports = tracks_[0].reports;
+  const std::vector<report>& critic_reports = tracks_[1].reports;
+  if (!actor_reports.empty()) {
+    row_["actor/pg_loss"] = mean(actor_reports, &report::pg_loss);
+    row_["actor/pg_clipfrac"] = mean(actor_reports, &report::pg_clipfrac);
+    row_["actor/pg_clipfrac_lower"] = mean(actor_reports, &report::pg_clipfrac_lower);
+    row_["actor/ppo_kl"] = mean(actor_reports, &report::ppo_kl);
+    row_["actor/entropy"] = mean(actor_reports, &report::entropy);
+    row_["actor/kl_loss"] = mean(actor_reports, &report::kl_loss);
+    row_["actor/grad_norm"] = mean(actor_reports, &report::grad_norm);
+    row_["actor/lr"] = actor_reports.back().lr;
   }
-  if (!critic_reports_.empty()) {
-    row_["critic/vf_loss"] = mean(critic_reports_, &report::vf_loss);
-    row_["critic/vf_clipfrac"] = mean(critic_reports_, &report::vf_clipfrac);
-    row_["critic/vpred_mean"] = mean(critic_reports_, &report::vpred_mean);
-    row_["critic/grad_norm"] = mean(critic_reports_, &report::grad_norm);
-    row_["critic/lr"] = critic_reports_.back().lr;
+  if (!critic_reports.empty()) {
+    row_["critic/vf_loss"] = mean(critic_reports, &report::vf_loss);
+    row_["critic/vf_clipfrac"] = mean(critic_reports, &report::vf_clipfrac);
+    row_["critic/vpred_mean"] = mean(critic_reports, &report::vpred_mean);
+    row_["critic/grad_norm"] = mean(critic_reports, &report::grad_norm);
+    row_["critic/lr"] = critic_reports.back().lr;
   }
   ++step_;
   const double step_s = seconds_since(step_started_);

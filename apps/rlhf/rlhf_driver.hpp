@@ -39,6 +39,9 @@ struct rlhf_schedule {
   int stop_after = 0;        ///< end this launch after this step (0: after `steps`)
   /// 0: synchronous; 1 or more: the next step's generation overlaps this step's update.
   int max_staleness = 0;
+  /// The rollout's log-probs are the old log-probs (veRL's bypass mode); false: the policy
+  /// ranks recompute them.
+  bool bypass_old_log_prob = false;
   uint64_t seed = 1;
   std::string task = "digit_completion";  ///< names the validation score (veRL's data source)
   /// The checkpoint (a directory) the policy, the reference and the critic's trunk start from;
@@ -136,8 +139,9 @@ class rlhf_driver {
     std::vector<std::string> responses;
     std::vector<bool> ended;
   };
-  /// Policy rank i gives log-probs of policy[i]; the reference of reference (rows in order);
-  /// critic rank i values of critic[i] (none without a critic).
+  /// Policy rank i gives log-probs of policy[i] (none when the rollout's are the old ones); the
+  /// reference of reference (rows in order); critic rank i values of critic[i] (none without a
+  /// critic).
   struct log_probs_all {
     std::vector<actor::rl_batch> policy;
     actor::rl_batch reference;
@@ -237,7 +241,6 @@ class rlhf_driver {
     generating,
     scoring,
     log_probs,
-    updating_critic,
     updating,
     saving_checkpoint,
     finished
@@ -247,16 +250,17 @@ class rlhf_driver {
   std::vector<command> after_sync();
   std::vector<command> generate();
   std::vector<command> after_log_probs();
-  std::vector<command> start_updates(bool critic);
+  std::vector<command> start_updates();
   std::vector<command> next_update(bool critic);
   std::vector<command> end_step();
   std::vector<command> end_run();
   std::vector<command> failed(absl::Status why);
   std::vector<actor::generation_request> requests_for(int64_t first_prompt, int prompts, int n,
                                                       bool greedy, uint64_t stream) const;
-  // OK when `outputs` holds each of `requests` once, ended, in order.
-  static absl::Status check_outputs(const std::vector<actor::generation_request>& requests,
-                                    const std::vector<actor::generation_event>& outputs);
+  // OK when `outputs` holds each of `requests` once, ended, in order, with a log-prob per
+  // token and the end string in a response that ended with it.
+  absl::Status check_outputs(const std::vector<actor::generation_request>& requests,
+                             const std::vector<actor::generation_event>& outputs) const;
   double seconds_since(clock::time_point t) const;
 
   rlhf_schedule schedule_;
@@ -284,8 +288,15 @@ class rlhf_driver {
   clock::time_point prefetch_started_{}, wait_started_{};
   double prefetch_s_ = 0;
   std::vector<double> scores_;
-  int update_index_ = 0;
-  std::vector<actor::rl_step_report> update_reports_, critic_reports_;
+  // The policy's and the critic's updates of a step run at once, each its optimizer steps in
+  // turn: [0] the policy's, [1] the critic's.
+  struct update_track {
+    bool active = false;
+    int index = 0;    // optimizer steps done
+    int answers = 0;  // ranks done with the current one
+    std::vector<actor::rl_step_report> reports;
+  };
+  update_track tracks_[2];
   nlohmann::json row_;  // the step's metrics so far
   double best_score_ = -1, first_score_ = -1, last_score_ = -1, last_val_ = -1;
   clock::time_point started_{}, step_started_{}, phase_started_{};

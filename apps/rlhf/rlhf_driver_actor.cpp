@@ -226,14 +226,16 @@ void execute_one(self_ptr self, command& cmd) {
             [self](caf::error& e) { on_error(self, "reward/0", e); });
   } else if (auto* c = std::get_if<rlhf_driver::log_probs_all>(&cmd)) {
     auto parts = std::make_shared<std::vector<actor::rl_batch>>(std::move(c->policy));
-    ask_ranks<std::vector<float>>(
-        self, "policy",
-        [self](int r, std::vector<float>& v) {
-          return self->state.logic->on_log_probs(false, r, v);
-        },
-        [parts](int r) {
-          return std::tuple{actor::log_probs_atom_v, (*parts)[r]};
-        });
+    if (!parts->empty()) {
+      ask_ranks<std::vector<float>>(
+          self, "policy",
+          [self](int r, std::vector<float>& v) {
+            return self->state.logic->on_log_probs(false, r, v);
+          },
+          [parts](int r) {
+            return std::tuple{actor::log_probs_atom_v, (*parts)[r]};
+          });
+    }
     auto critic = std::make_shared<std::vector<actor::rl_batch>>(std::move(c->critic));
     if (!critic->empty()) {
       ask_ranks<std::vector<float>>(

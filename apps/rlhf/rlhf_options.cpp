@@ -91,6 +91,9 @@ config::object_schema<rollout_spec> rollout_schema() {
   s.add("max_batch_tokens", &rollout_spec::max_batch_tokens)
       .range(1, 1 << 20)
       .help("new tokens per engine iteration");
+  s.add("threads", &rollout_spec::threads)
+      .range(0, 1024)
+      .help("CPU threads per rollout worker's engine; 0 = this machine's cores / rollout workers");
   return s;
 }
 
@@ -100,6 +103,15 @@ config::object_schema<kl_ctrl_spec> kl_ctrl_schema() {
   s.add("kl_coef", &kl_ctrl_spec::kl_coef).range(0.0, 100.0).help("the in-reward KL's beta");
   s.add("target_kl", &kl_ctrl_spec::target_kl).range(1e-6, 100.0).help("adaptive: the target");
   s.add("horizon", &kl_ctrl_spec::horizon).range(1, 1 << 30).help("adaptive: its horizon");
+  return s;
+}
+
+config::object_schema<rollout_correction_spec> rollout_correction_schema() {
+  config::object_schema<rollout_correction_spec> s;
+  s.add("bypass_mode", &rollout_correction_spec::bypass_mode)
+      .help(
+          "the rollout's log-probs are the old log-probs (on the CPU they are the policy's, "
+          "bit for bit); false: the policy recomputes them");
   return s;
 }
 
@@ -118,6 +130,8 @@ config::object_schema<algorithm_spec> algorithm_schema() {
       .one_of({"kl", "abs", "mse", "low_var_kl", "k1", "k2", "k3"})
       .help("the in-reward KL's estimator (and the logged actor/reward_kl_penalty's)");
   s.add("kl_ctrl", &algorithm_spec::kl_ctrl, kl_ctrl_schema()).help("the in-reward KL's beta");
+  s.add("rollout_correction", &algorithm_spec::rollout_correction, rollout_correction_schema())
+      .help("where the old log-probs come from");
   return s;
 }
 
@@ -271,6 +285,7 @@ rlhf_schedule schedule_of(const rlhf_options& o, int ctx) {
   s.save_freq = o.trainer.save_freq;
   s.stop_after = o.trainer.stop_after;
   s.max_staleness = o.async.max_staleness;
+  s.bypass_old_log_prob = o.algorithm.rollout_correction.bypass_mode;
   s.task = o.task.name;
   s.seed = static_cast<uint64_t>(o.data.seed);
   s.temperature = static_cast<float>(o.rollout.temperature);
@@ -372,8 +387,10 @@ actors::trainer_options policy_trainer_options(const rlhf_options& o) {
 }
 
 actors::inference_engine::options rollout_engine_options(const rlhf_options& o,
-                                                         const models::gpt_config& model) {
+                                                         const models::gpt_config& model,
+                                                         int workers) {
   actors::inference_engine::options engine;
+  engine.threads = threads_per_rank(o.rollout.threads, workers);
   engine.scheduler.ctx = model.ctx;
   engine.scheduler.max_batch_tokens = o.rollout.max_batch_tokens;
   engine.scheduler.max_sequences = std::max(1, o.data.train_batch_size * o.rollout.n);

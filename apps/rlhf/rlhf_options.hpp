@@ -67,6 +67,7 @@ struct rollout_spec {
   int response_length = 0;  ///< tokens per response at most; 0: what the task needs
   int kv_blocks = 256;
   int max_batch_tokens = 256;
+  int threads = 0;  ///< CPU threads per worker's engine; 0: this machine's cores / workers
 };
 
 /// `rlhf.algorithm.kl_ctrl`.
@@ -75,6 +76,12 @@ struct kl_ctrl_spec {
   double kl_coef = 0.001;
   double target_kl = 0.1;
   int horizon = 10000;
+};
+
+/// `rlhf.algorithm.rollout_correction` (veRL's).
+struct rollout_correction_spec {
+  /// The rollout's log-probs are the old log-probs; the policy does not recompute them.
+  bool bypass_mode = true;
 };
 
 /// `rlhf.algorithm`.
@@ -86,6 +93,7 @@ struct algorithm_spec {
   bool use_kl_in_reward = false;
   std::string kl_penalty = "kl";
   kl_ctrl_spec kl_ctrl;
+  rollout_correction_spec rollout_correction;
 };
 
 /// `rlhf.trainer` (veRL's trainer).
@@ -167,8 +175,9 @@ struct rlhf_options {
 /// The critic ranks' trainer (the policy's seed: the same initial trunk).
 [[nodiscard]] actors::trainer_options critic_trainer_options(const rlhf_options& o);
 [[nodiscard]] actors::value_objective critic_objective_of(const rlhf_options& o);
-/// A rollout worker's engine for `model`: room for a whole step's sequences at once.
+/// A rollout worker's engine for `model`: room for a whole step's sequences at once, and
+/// rollout.threads threads (0: this machine's cores / `workers`, the rollout role's count).
 [[nodiscard]] actors::inference_engine::options rollout_engine_options(
-    const rlhf_options& o, const models::gpt_config& model);
+    const rlhf_options& o, const models::gpt_config& model, int workers);
 
 }  // namespace troupe::apps::rlhf

@@ -94,6 +94,21 @@ void rollout_batch::set_log_probs(bool reference, int first, int count,
   copy_rows(reference ? ref_ : old_, first, count, per_position);
 }
 
+absl::Status rollout_batch::use_rollout_log_probs() {
+  for (int r = 0; r < rows(); ++r) {
+    const rollout_sample& s = samples_[r];
+    if (s.logprobs.size() != s.response.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("rollout batch: sample ", r, " has ",
+                                                     s.logprobs.size(), " log-probs for ",
+                                                     s.response.size(), " response tokens"));
+    }
+    for (size_t j = 0; j < s.response.size(); ++j)
+      old_[position(r, static_cast<int>(j))] = s.logprobs[j];
+  }
+  old_from_rollout_ = true;
+  return absl::OkStatus();
+}
+
 void rollout_batch::set_values(int first, int count, const std::vector<float>& per_position) {
   if (values_.empty()) values_.assign(int64_t{rows()} * seq_len_, 0.0f);
   copy_rows(values_, first, count, per_position);
@@ -242,7 +257,7 @@ nlohmann::json rollout_batch::data_metrics(int max_response) const {
       returns.push_back(returns_[int64_t{r} * responses_.cols + j]);
       if (!value_slots_.empty()) values.push_back(value_slots_[int64_t{r} * responses_.cols + j]);
     }
-    for (size_t j = 0; j < s.logprobs.size() && j < s.response.size(); ++j) {
+    for (size_t j = 0; !old_from_rollout_ && j < s.logprobs.size() && j < s.response.size(); ++j) {
       const double d = std::abs(std::exp(double{s.logprobs[j]}) -
                                 std::exp(double{old_[position(r, static_cast<int>(j))]}));
       diff_max = std::max(diff_max, d);
@@ -274,8 +289,10 @@ nlohmann::json rollout_batch::data_metrics(int max_response) const {
   add_stats(m, "response_length", response_lengths);
   m["response_length/clip_ratio"] = static_cast<double>(clipped) / rows();
   add_stats(m, "prompt_length", prompt_lengths);
-  m["training/rollout_probs_diff_max"] = diff_max;
-  m["training/rollout_probs_diff_mean"] = diff_count > 0 ? diff_sum / diff_count : 0.0;
+  if (!old_from_rollout_) {
+    m["training/rollout_probs_diff_max"] = diff_max;
+    m["training/rollout_probs_diff_mean"] = diff_count > 0 ? diff_sum / diff_count : 0.0;
+  }
   return m;
 }
 

@@ -18,8 +18,7 @@ struct rollout_sample {
   /// The response's tokens, the end token included when it ended (it is trained on too).
   std::vector<int32_t> response;
   bool ended = false;  ///< it ended with the end token rather than at the length limit
-  /// The rollout's log-prob of each token it sampled (the end token, a stop string the engine
-  /// strips, has none).
+  /// The rollout's log-prob of each response token, the end token included.
   std::vector<float> logprobs;
   uint64_t version = 0;  ///< the policy version that generated it
 };
@@ -57,6 +56,9 @@ class rollout_batch {
   /// Each position's log-prob under the policy before the update (old) or the reference, for
   /// rows [first, first + count), as sequences(first, count) laid them out.
   void set_log_probs(bool reference, int first, int count, const std::vector<float>& per_position);
+  /// The rollout's log-probs as the old ones (veRL's bypass mode). INVALID_ARGUMENT when a
+  /// sample has not one per response token.
+  [[nodiscard]] absl::Status use_rollout_log_probs();
   /// The critic's value at each position, as set_log_probs(); GAE needs them.
   void set_values(int first, int count, const std::vector<float>& per_position);
 
@@ -79,7 +81,8 @@ class rollout_batch {
   /// veRL's data metrics: critic/score, critic/rewards, critic/advantages, critic/returns
   /// ({mean,max,min}), response_length and prompt_length ({mean,max,min}, and clip_ratio: the
   /// share that hit `max_response`), training/rollout_probs_diff_max and _mean (the rollout's
-  /// probabilities of its tokens against the policy's recomputed ones); with values,
+  /// probabilities of its tokens against the policy's recomputed ones; not when the rollout's
+  /// are the old log-probs); with values,
   /// critic/values ({mean,max,min}) and critic/vf_explained_var, 1 - Var(R - V) / (Var(R) + 1e-5).
   [[nodiscard]] nlohmann::json data_metrics(int max_response) const;
 
@@ -107,6 +110,7 @@ class rollout_batch {
   std::vector<float> value_slots_;                     // per response slot, masked; with values
   std::vector<float> kl_;                              // per response slot
   std::vector<double> scores_;
+  bool old_from_rollout_ = false;
 };
 
 }  // namespace troupe::apps::rlhf

@@ -1,9 +1,11 @@
 // `app: rlhf` on a real cluster: rollout workers that come and go (the training roles on the
 // head, placement: head; one rollout worker per `troupe worker --join` process, an elastic
 // rollout role; the test hold keeps the engines at their second iteration, so a generation is
-// in flight by construction while the test kills a worker and starts another), and colocated
-// roles (rlhf.placement.colocate) sharing a worker process.
+// in flight by construction while the test kills a worker and starts another, or keeps a
+// weight sync in flight), and colocated roles (rlhf.placement.colocate) sharing a worker
+// process. A rollout worker's weight transfer is a held unit too, ahead of its iterations.
 
+#include <algorithm>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -20,7 +22,8 @@ const std::string grpo_config = std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_
 class RlhfClusterTest : public cluster_harness {
  protected:
   // GRPO for `steps` steps from scratch (no warm-up, no validation) with `sets`, on `workers`
-  // workers, every paced loop held after `held` units.
+  // workers, every paced loop held after `held` units (a rollout worker's first is the first
+  // weight sync's transfer).
   void start(int steps, int workers, int held, std::vector<std::string> sets) {
     hold_.hold(held);
     const std::vector<std::string> run = short_rl_run(
@@ -31,13 +34,15 @@ class RlhfClusterTest : public cluster_harness {
       start_worker();
   }
 
-  // The training roles on the head and one rollout worker per worker (an elastic role), the
-  // engines held at their second iteration: mid-generation.
-  void start_elastic_rollout(int steps, int workers) {
-    start(
-        steps, workers, 2,
+  // The training roles on the head and one rollout worker per worker (an elastic role), each
+  // held after `held` units: 0, in the first weight sync, its group formed; 3, at the second
+  // iteration of the first generation.
+  void start_elastic_rollout(int steps, int workers, int held, std::vector<std::string> sets = {}) {
+    sets.insert(
+        sets.end(),
         {"--set", "roles.policy.placement=head", "--set", "roles.reference.placement=head", "--set",
          "roles.reward.placement=head", "--set", "roles.rollout.elastic={min: 1, max: 3}"});
+    start(steps, workers, held, std::move(sets));
   }
 };
 
@@ -46,7 +51,7 @@ class RlhfClusterTest : public cluster_harness {
 // (the controller refuses a missing or repeated one). A worker started meanwhile joins the
 // weight-sync group at the next step's sync and gets prompts from then on; the run ends.
 TEST_F(RlhfClusterTest, AKilledRolloutWorkersSequencesAreRegeneratedAndAJoinerGetsTheWeightsFirst) {
-  ASSERT_NO_FATAL_FAILURE(start_elastic_rollout(3, 2));
+  ASSERT_NO_FATAL_FAILURE(start_elastic_rollout(3, 2, 3));
   const nlohmann::json generating = wait_for_event(run_dir(), "generating", 120s);
   ASSERT_FALSE(generating.is_null()) << head_->stderr_so_far();
   ASSERT_EQ(generating["workers"].size(), 2u) << generating.dump();
@@ -81,6 +86,38 @@ TEST_F(RlhfClusterTest, AKilledRolloutWorkersSequencesAreRegeneratedAndAJoinerGe
   }
 }
 
+// A rollout worker lost in the middle of a weight sync: both workers hold the first sync's
+// transfer with its group formed (or still forming: then the others' wait ends at
+// sync.timeout_ms), and one is SIGKILLed. The round fails on every member, the worker leaves
+// the pool, and the sync is redone with the survivor in a group of the next epoch, which then
+// generates every step alone; the run ends.
+TEST_F(RlhfClusterTest, ARolloutWorkerLostDuringAWeightSyncLeavesAndTheSyncIsRedone) {
+  ASSERT_NO_FATAL_FAILURE(start_elastic_rollout(2, 2, 0, {"--set", "rlhf.sync.timeout_ms=10000"}));
+  const nlohmann::json group = wait_for_event(run_dir(), "rollout_group", 120s);
+  ASSERT_FALSE(group.is_null()) << head_->stderr_so_far();
+  ASSERT_EQ(group["workers"].size(), 2u) << group.dump();
+  workers_[1]->signal(SIGKILL);
+  const nlohmann::json lost = wait_for_event(run_dir(), "rollout_lost", 60s);
+  ASSERT_FALSE(lost.is_null()) << head_->stderr_so_far();
+  hold_.release();
+  const process_result r = head_->wait(300s);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(summary_of(r)["steps"], 2);
+  const auto redone = events_of(run_dir(), "sync_redone");
+  ASSERT_EQ(redone.size(), 1u);
+  EXPECT_EQ(redone[0]["version"], 1);
+  std::vector<nlohmann::json> groups;
+  for (const auto& e : events_of(run_dir(), "rollout_group"))
+    groups.push_back(e["workers"]);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[1].size(), 1u) << "the survivor alone, in the next epoch's group";
+  EXPECT_NE(std::find(groups[0].begin(), groups[0].end(), groups[1][0]), groups[0].end());
+  EXPECT_EQ(std::find(groups[1].begin(), groups[1].end(), lost["name"]), groups[1].end());
+  for (const auto& e : events_of(run_dir(), "generating"))
+    EXPECT_EQ(e["workers"].size(), 1u) << e.dump();
+}
+
 // A lost training role ends the run, naming it and the way back. A first launch (one process)
 // checkpoints step 1; the relaunch resumes it on the cluster with the policy alone on the
 // worker, held mid-generation; the worker is killed: the run fails naming policy/0 and the
@@ -93,7 +130,7 @@ TEST_F(RlhfClusterTest, ALostPolicyFailsTheRunNamingItAndTheResumeCommand) {
              std::chrono::minutes(3));
   ASSERT_EQ(one.exit_code, 0) << one.err;
   ASSERT_NO_FATAL_FAILURE(
-      start(3, 1, 0,
+      start(3, 1, 1,  // the rollout's first sync, then held at its first iteration
             {"--set", "roles.reference.placement=head", "--set", "roles.reward.placement=head",
              "--set", "roles.rollout.placement=head", "--set", "rlhf.resume=" + first}));
   ASSERT_FALSE(wait_for_event(run_dir(), "generating", 120s).is_null()) << head_->stderr_so_far();

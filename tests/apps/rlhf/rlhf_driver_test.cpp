@@ -1,5 +1,8 @@
 #include "apps/rlhf/rlhf_driver.hpp"
 
+#include <algorithm>
+#include <deque>
+
 #include <gtest/gtest.h>
 
 namespace troupe::apps::rlhf {
@@ -43,17 +46,19 @@ const T& only(const std::vector<driver::command>& commands) {
   return *c;
 }
 
-// Each request's output: "7", ended by the stop string for odd ids, with `version`.
+// Each request's output: "7", ended by the stop string for odd ids (kept in the output, as the
+// request asks), with `version`.
 std::vector<actor::generation_event> outputs_for(
     const std::vector<actor::generation_request>& requests, uint64_t version) {
   std::vector<actor::generation_event> outputs;
   for (const auto& r : requests) {
     actor::generation_event e;
     e.id = r.id;
-    e.tokens = {'7'};
     e.finished = true;
     e.reason = r.id % 2 ? actor::finish_reason::stop : actor::finish_reason::length;
-    e.logprobs = {-1.0f};
+    e.tokens = {'7'};
+    if (e.reason == actor::finish_reason::stop) e.tokens.push_back('\n');
+    e.logprobs.assign(e.tokens.size(), -1.0f);
     e.weights_version = version;
     outputs.push_back(e);
   }
@@ -91,15 +96,27 @@ std::vector<driver::command> run_step(driver& d, std::vector<driver::command> co
     EXPECT_TRUE(next.empty());
     next = d.on_values(0, std::vector<float>(4 * ctx, 0.25f));
   }
+  // The critic's and the actor's updates run at once: both first optimizer steps come together,
+  // and each track asks for its next step when its last one is answered.
+  if (!ask.critic.empty() && d.schedule().updates_actor_at(version)) {
+    EXPECT_EQ(next.size(), 2u) << "both updates start at once";
+  }
+  std::deque<driver::update_all> pending;
+  const auto is_update = [](const driver::command& c) {
+    return std::holds_alternative<driver::update_all>(c);
+  };
   for (;;) {
-    if (next.size() != 1 || !std::holds_alternative<driver::update_all>(next[0])) return next;
-    const auto& update = std::get<driver::update_all>(next[0]);
+    if (!std::all_of(next.begin(), next.end(), is_update)) return next;
+    for (const auto& c : next)
+      pending.push_back(std::get<driver::update_all>(c));
+    if (pending.empty()) return next;
+    const driver::update_all update = pending.front();
+    pending.pop_front();
     actor::rl_step_report r;
     if (update.critic) {
       EXPECT_EQ(update.parts.size(), 1u);
       EXPECT_EQ(update.parts[0].batch, d.schedule().mini_batch(true) * d.schedule().n);
       EXPECT_EQ(update.parts[0].returns.size(), update.parts[0].targets.size());
-      EXPECT_EQ(*updates, 0) << "the critic updates before the actor";
       ++*critic_updates;
       r.vf_loss = 0.25;
       next = d.on_updated(0, r, true);
@@ -213,8 +230,6 @@ TEST(RlhfDriver, ASyncThatLostAWorkerIsAskedAgainOfThoseLeft) {
   EXPECT_TRUE(d.resync().empty()) << "no sync in flight";
 }
 
-// Every request's output exactly once and ended: a missing one (lost with a worker) or one of
-// another request fails the run.
 // Starts `d` and syncs its first version: the requests of its first generation.
 std::vector<actor::generation_request> first_generation(driver& d) {
   d.start();
@@ -238,6 +253,8 @@ TEST(RlhfDriver, StepRequestsAreTheRequestsOfThatStep) {
   EXPECT_NE(d.step_requests(2)[0].prompt, requests[0].prompt) << "step 2: the next prompts";
 }
 
+// Every request's output exactly once and ended: a missing one (lost with a worker) or one of
+// another request fails the run.
 TEST(RlhfDriver, AGenerationWithAnOutputMissingOrRepeatedFailsTheRun) {
   driver d = make();
   const std::vector<actor::generation_request> requests = first_generation(d);
@@ -251,6 +268,63 @@ TEST(RlhfDriver, AGenerationWithAnOutputMissingOrRepeatedFailsTheRun) {
   const absl::Status why = only<driver::fail>(d.on_generated(outputs)).why;
   EXPECT_EQ(why.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(why.message().find("output 1 is of request"), std::string::npos) << why;
+}
+
+// The responses are trained on whole: an output that ended holds its stop string (the request
+// asks for include_stop_str_in_output), and every token its log-prob.
+TEST(RlhfDriver, AnOutputWithoutItsEndOrItsLogProbsFailsTheRun) {
+  for (int broken : {0, 1}) {
+    driver d = make();
+    const std::vector<actor::generation_request> requests = first_generation(d);
+    EXPECT_TRUE(requests[0].include_stop_str_in_output);
+    std::vector<actor::generation_event> outputs = outputs_for(requests, 1);
+    ASSERT_EQ(outputs[0].reason, actor::finish_reason::stop);
+    if (broken == 0) {
+      outputs[0].tokens.pop_back(), outputs[0].logprobs.pop_back();
+    } else {
+      outputs[0].logprobs.pop_back();
+    }
+    const absl::Status why = only<driver::fail>(d.on_generated(outputs)).why;
+    EXPECT_EQ(why.code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(why.message().find(broken == 0 ? "ended without its stop string"
+                                             : "has 1 log-probs for 2 tokens"),
+              std::string::npos)
+        << why;
+  }
+}
+
+// veRL's bypass mode: the rollout's log-probs are the old ones, so no policy rank is asked, and
+// the update carries them at the positions of their tokens.
+TEST(RlhfDriver, InBypassModeTheRolloutsLogProbsAreTheOldOnes) {
+  rlhf_schedule s = schedule();
+  s.bypass_old_log_prob = true;
+  s.mini_batch_prompts = 2;  // one mini-batch: every row
+  driver d = make(s);
+  const std::vector<actor::generation_request> requests = first_generation(d);
+  std::vector<actor::generation_event> outputs = outputs_for(requests, 1);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (size_t j = 0; j < outputs[i].logprobs.size(); ++j)
+      outputs[i].logprobs[j] = -0.25f * static_cast<float>(i + 1) - 0.01f * static_cast<float>(j);
+  }
+  only<driver::score_all>(d.on_generated(outputs));
+  const auto asked = d.on_scored({1.0, 0.0, 0.5, 0.5});
+  const auto& ask = only<driver::log_probs_all>(asked);
+  EXPECT_TRUE(ask.policy.empty()) << "the policy recomputes nothing";
+  const int ctx = ask.reference.ctx;
+  const auto updates = d.on_log_probs(true, 0, std::vector<float>(4 * ctx, -1.0f));
+  const auto& update = only<driver::update_all>(updates);
+  ASSERT_EQ(update.parts.size(), 2u);  // two policy ranks, two rows each
+  for (int rank = 0; rank < 2; ++rank) {
+    const actor::rl_batch& part = update.parts[rank];
+    std::vector<float> old;
+    for (size_t p = 0; p < part.targets.size(); ++p) {
+      if (part.targets[p] >= 0) old.push_back(part.old_log_probs[p]);
+    }
+    std::vector<float> want;
+    for (int row = 2 * rank; row < 2 * rank + 2; ++row)
+      want.insert(want.end(), outputs[row].logprobs.begin(), outputs[row].logprobs.end());
+    EXPECT_EQ(old, want) << "rank " << rank;
+  }
 }
 
 TEST(RlhfDriver, AWarmupRunsThenTheInitialPolicyIsSavedAndLoadedByTheReference) {
@@ -295,9 +369,9 @@ TEST(RlhfDriver, ARunFromACheckpointLoadsItIntoThePolicyThenTheReference) {
             "/run/init/step-1");
 }
 
-// GAE: the critic gives values with the log-probs, updates first, and the actor only from step
-// critic_warmup on; both get veRL's metrics.
-TEST(RlhfDriver, WithACriticValuesAndCriticUpdatesComeFirstAndTheActorWaitsForItsWarmup) {
+// GAE: the critic gives values with the log-probs and updates every step, the actor (at the same
+// time) only from step critic_warmup on; both get veRL's metrics.
+TEST(RlhfDriver, WithACriticValuesAndCriticUpdatesRunAndTheActorWaitsForItsWarmup) {
   rlhf_schedule s = schedule();
   s.critic_ranks = 1;
   s.critic_warmup = 2;
