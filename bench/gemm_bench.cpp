@@ -1,5 +1,6 @@
 // GFLOP/s of troupe's CPU matmul at the tiny GPT's shapes (batch 16 x 128 tokens) against calling
-// OpenBLAS's cblas_sgemm directly on the same buffers, alternating, in the same run.
+// OpenBLAS's cblas_sgemm directly on the same buffers, alternating, in the same run, both on one
+// core: the trainer runs one model replica per core, single-threaded kernels in each.
 //
 //   gemm_bench [--repeats R]
 
@@ -45,6 +46,7 @@ double seconds_per_call(const std::function<void()>& fn, int calls) {
 int main(int argc, char** argv) {
   int repeats = 7;
   if (argc == 3 && std::string(argv[1]) == "--repeats") repeats = std::atoi(argv[2]);
+  troupe::kernels::cpu::set_blas_threads(1);
   for (const shape& s : shapes) {
     const gemm& g = s.g;
     std::vector<float> a(int64_t{g.m} * g.k, 0.5f), b(int64_t{g.k} * g.n, 0.25f),
