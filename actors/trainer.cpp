@@ -174,7 +174,8 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
   // The largest share of the global batch (even_split: the first ranks take one more).
   const int local_batch = std::max((options.global_batch + ranks_ - 1) / ranks_, options.rl_rows);
   pass_rows_ = options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch;
-  model_ = std::make_unique<models::gpt_cpu_batch>(layout, pass_rows_, options.threads);
+  model_ = std::make_unique<models::gpt_cpu_batch>(layout, pass_rows_, options.threads,
+                                                   options.checkpoint_segment);
   if (group_ != nullptr && ranks_ > 1) buckets_ = std::make_unique<comm::collective_queue>(*group_);
   const bool sharded = options.zero != zero_stage::none;
   const int64_t begin = sharded ? rank_ * shard_ : 0;

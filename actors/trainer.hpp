@@ -47,6 +47,8 @@ struct trainer_options {
   /// at most this many rows (or micro_batch).
   int rl_rows = 0;
   int threads = 1;  ///< cores this rank computes on
+  /// Activation checkpointing: blocks per recomputed segment (1: every block); 0: none.
+  int checkpoint_segment = 0;
   lr_schedule lr;
   models::adamw_options adamw;
   float grad_clip = 1.0f;  ///< global gradient norm limit; 0 disables clipping
@@ -122,6 +124,8 @@ class trainer {
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] const float* params() const { return params_.data<float>(); }
   [[nodiscard]] const models::gpt_layout& layout() const { return layout_; }
+  /// The activations this rank holds for backward at its largest pass, in bytes.
+  [[nodiscard]] int64_t activation_bytes() const { return model_->activation_bytes(); }
 
   /// This rank's optimizer moments and step count, for a checkpoint ("m", "v"; metadata
   /// begin, end, steps). With ZeRO none, only rank 0's is needed.

@@ -94,6 +94,15 @@ config::object_schema<parallel_spec> parallel_schema() {
       .help(
           "all-reduce gradient buckets while the backward pass goes on; auto = when a core is "
           "left beyond the trainers' threads");
+  s.add("activation_checkpointing", &parallel_spec::activation_checkpointing)
+      .one_of({"none", "blocks", "every_k"})
+      .help(
+          "recompute activations in the backward pass: blocks = keep each block's input only, "
+          "every_k = keep every checkpoint_every-th block's and recompute that many at a time; "
+          "the same arithmetic, so the same results");
+  s.add("checkpoint_every", &parallel_spec::checkpoint_every)
+      .range(1, 1 << 16)
+      .help("every_k: blocks per recomputed segment");
   return s;
 }
 
@@ -126,6 +135,10 @@ actors::trainer_options trainer_options_of(const pretrain_options& o, int traine
   t.grad_clip = static_cast<float>(o.train.grad_clip);
   t.zero = static_cast<actors::zero_stage>(o.parallel.zero);
   t.shard_replicas = o.parallel.shard_replicas > 0;
+  const std::string& checkpointing = o.parallel.activation_checkpointing;
+  t.checkpoint_segment = checkpointing == "blocks"    ? 1
+                         : checkpointing == "every_k" ? o.parallel.checkpoint_every
+                                                      : 0;
   t.overlap_comm = o.parallel.overlap == "on" ||
                    (o.parallel.overlap == "auto" && cores > t.threads * trainers_here);
   t.seed = static_cast<uint64_t>(o.train.seed);

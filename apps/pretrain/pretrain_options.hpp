@@ -52,6 +52,11 @@ struct parallel_spec {
   /// Gradient all-reduce during the backward pass: "auto" (when this machine has a core to spare
   /// beyond the trainers' threads), "on" or "off".
   std::string overlap = "auto";
+  /// Recompute activations in the backward pass instead of keeping them: "none", "blocks"
+  /// (keep each block's input only) or "every_k" (keep the input of every checkpoint_every-th
+  /// block; a segment of that many blocks is recomputed at a time).
+  std::string activation_checkpointing = "none";
+  int checkpoint_every = 2;
 };
 
 /// The `pretrain:` section.

@@ -8,7 +8,8 @@
 
 namespace troupe::models {
 
-gpt_cpu_batch::gpt_cpu_batch(const gpt_layout& layout, int max_batch, int threads)
+gpt_cpu_batch::gpt_cpu_batch(const gpt_layout& layout, int max_batch, int threads,
+                             int checkpoint_segment)
     : layout_(layout), buckets_(layout.backward_buckets()) {
   const int requested = std::max(1, threads);
   threads = std::max(1, std::min(threads, max_batch));
@@ -16,14 +17,21 @@ gpt_cpu_batch::gpt_cpu_batch(const gpt_layout& layout, int max_batch, int thread
   const int per_replica = (max_batch + threads - 1) / threads;
   for (int i = 0; i < threads; ++i) {
     // A lone replica may use every core inside its kernels; several use one core each.
-    replicas_.push_back(
-        std::make_unique<gpt_cpu_stage>(layout, per_replica, threads == 1 ? pool_.get() : nullptr));
+    replicas_.push_back(std::make_unique<gpt_cpu_stage>(
+        layout, per_replica, threads == 1 ? pool_.get() : nullptr, checkpoint_segment));
   }
   replica_grads_.assign(threads > 1 ? threads : 0, std::vector<float>(layout.total()));
   scratch_.resize(threads);
   // OpenBLAS threads are process-wide: one per replica's core, or every core for a lone replica
   // (which also spreads its attention heads over the pool).
   kernels::cpu::set_blas_threads(threads > 1 ? 1 : requested);
+}
+
+int64_t gpt_cpu_batch::activation_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& r : replicas_)
+    bytes += r->activation_bytes();
+  return bytes;
 }
 
 loss_sum gpt_cpu_batch::run(const float* params, float* grads, int batch, int seq,

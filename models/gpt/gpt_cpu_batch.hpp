@@ -15,7 +15,8 @@ namespace troupe::models {
 /// depend on timing. Used by the trainer on one worker.
 class gpt_cpu_batch {
  public:
-  gpt_cpu_batch(const gpt_layout& layout, int max_batch, int threads);
+  /// `checkpoint_segment`: each replica's activation checkpointing (gpt_cpu_stage).
+  gpt_cpu_batch(const gpt_layout& layout, int max_batch, int threads, int checkpoint_segment = 0);
 
   /// Called on the caller's thread as soon as `grads` over a range is final, in the order of
   /// gpt_layout::backward_buckets(), while the backward pass goes on with the layers below.
@@ -67,6 +68,8 @@ class gpt_cpu_batch {
   void values(const float* params, int batch, int seq, const int32_t* tokens, float* out);
 
   [[nodiscard]] int threads() const { return static_cast<int>(replicas_.size()); }
+  /// The activations every replica holds for backward at its largest batch, in bytes.
+  [[nodiscard]] int64_t activation_bytes() const;
 
  private:
   const gpt_layout& layout_;

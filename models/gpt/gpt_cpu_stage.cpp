@@ -1,5 +1,6 @@
 #include "models/gpt/gpt_cpu_stage.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cross_entropy.hpp"
@@ -17,13 +18,14 @@ namespace k = kernels::cpu;
 using kernels::gemm;
 
 gpt_cpu_stage::gpt_cpu_stage(const gpt_layout& layout, int max_batch,
-                             kernels::cpu::thread_pool* pool)
+                             kernels::cpu::thread_pool* pool, int checkpoint_segment)
     : layout_(layout), pool_(pool) {
   const gpt_config& c = layout.config();
   const int64_t N = int64_t{max_batch} * c.ctx, C = c.dim;
   const int blocks = layout.range().last - layout.range().first;
+  segment_ = checkpoint_segment > 0 && checkpoint_segment < blocks ? checkpoint_segment : 0;
   x_.assign(blocks + 1, std::vector<float>(N * C));
-  blocks_.resize(blocks);
+  blocks_.resize(segment_ > 0 ? segment_ : blocks);
   for (auto& b : blocks_) {
     b.ln1.resize(N * C), b.ln1_mean.resize(N), b.ln1_rstd.resize(N), b.qkv.resize(N * 3 * C);
     b.probs.resize(int64_t{max_batch} * c.heads * c.ctx * c.ctx), b.atty.resize(N * C);
@@ -88,10 +90,42 @@ loss_sum gpt_cpu_stage::forward(const float* params, int batch, int seq, const i
   return loss;
 }
 
+int64_t gpt_cpu_stage::activation_bytes() const {
+  int64_t floats = 0;
+  for (const auto& x : x_)
+    floats += static_cast<int64_t>(x.size());
+  for (const auto& b : blocks_) {
+    for (const auto* v : {&b.ln1, &b.ln1_mean, &b.ln1_rstd, &b.qkv, &b.probs, &b.atty, &b.mid,
+                          &b.ln2, &b.ln2_mean, &b.ln2_rstd, &b.fc, &b.fc_gelu}) {
+      floats += static_cast<int64_t>(v->size());
+    }
+  }
+  for (const auto* v : {&lnf_, &lnf_mean_, &lnf_rstd_, &probs_, &losses_, &values_})
+    floats += static_cast<int64_t>(v->size());
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
+gpt_cpu_stage::block_activations& gpt_cpu_stage::activations(int layer) {
+  const int i = layer - layout_.range().first;
+  return blocks_[segment_ > 0 ? i % segment_ : i];
+}
+
+void gpt_cpu_stage::materialize(const float* params, int layer) {
+  if (segment_ == 0) return;
+  const int i = layer - layout_.range().first, segment = i / segment_;
+  if (segment == held_segment_) return;
+  const int first = segment * segment_;
+  const int last = std::min(first + segment_, layout_.range().last - layout_.range().first);
+  for (int b = first; b < last; ++b)  // the same forward again: the same activations
+    block_forward(params, layout_.range().first + b, x_[b].data(), x_[b + 1].data());
+  held_segment_ = segment;
+}
+
 void gpt_cpu_stage::block_forward(const float* params, int layer, const float* in, float* out) {
   const gpt_config& c = layout_.config();
   const auto& o = layout_.block(layer);
-  auto& a = blocks_[layer - layout_.range().first];
+  auto& a = activations(layer);
+  if (segment_ > 0) held_segment_ = (layer - layout_.range().first) / segment_;
   const int N = batch_ * seq_, C = c.dim;
   float* tmp = dtmp_.data();
   k::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), in, params + o.ln1_w,
@@ -207,7 +241,8 @@ void gpt_cpu_stage::backward_block(const float* params, float* grads, int layer)
   const gpt_config& c = layout_.config();
   const auto& o = layout_.block(layer);
   const int i = layer - layout_.range().first;
-  auto& a = blocks_[i];
+  materialize(params, layer);
+  auto& a = activations(layer);
   const int N = batch_ * seq_, C = c.dim;
   float* dx = dx_.data();
   float* dtmp = dtmp_.data();

@@ -42,7 +42,13 @@ class gpt_cpu_stage {
  public:
   /// Room for batches of up to `max_batch` sequences of up to ctx tokens. `pool` runs attention
   /// heads in parallel; nullptr runs everything on the calling thread.
-  gpt_cpu_stage(const gpt_layout& layout, int max_batch, kernels::cpu::thread_pool* pool);
+  ///
+  /// Activation checkpointing with `checkpoint_segment` k > 0: the blocks form segments of k,
+  /// and only the input of every block is kept through the forward pass; the activations of one
+  /// segment at a time are held, and backward recomputes a segment's forward (the same
+  /// arithmetic, so the same bits) before it goes through it. 0 keeps every block's.
+  gpt_cpu_stage(const gpt_layout& layout, int max_batch, kernels::cpu::thread_pool* pool,
+                int checkpoint_segment = 0);
 
   /// Runs the stage on [batch, seq] inputs: `tokens` on the first stage, `hidden` [batch * seq,
   /// dim] otherwise. The last stage takes `targets` (-1 ignores a position) and returns the loss
@@ -79,6 +85,10 @@ class gpt_cpu_stage {
   /// d(hidden input) of the last backward (not on the first stage).
   [[nodiscard]] const float* dhidden_in() const { return dx_.data(); }
 
+  /// Bytes of the activations this stage holds for backward at its largest batch: the residual
+  /// stream, the blocks' (one segment's with checkpointing) and the head's.
+  [[nodiscard]] int64_t activation_bytes() const;
+
  private:
   struct block_activations {
     std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, probs, atty, mid, ln2, ln2_mean, ln2_rstd, fc,
@@ -86,6 +96,10 @@ class gpt_cpu_stage {
   };
 
   void block_forward(const float* params, int layer, const float* in, float* out);
+  // The activations of `layer` (its slot in its segment's with checkpointing).
+  block_activations& activations(int layer);
+  // Recomputes the forward pass of `layer`'s segment unless its activations are held.
+  void materialize(const float* params, int layer);
   // From d(logits / temperature), held in probs_, to d(final hidden state) in dx_.
   void head_backward(const float* params, float* grads);
   // From d(final norm output), in dtmp_, to d(final hidden state) in dx_.
@@ -98,7 +112,9 @@ class gpt_cpu_stage {
   int batch_ = 0, seq_ = 0;
   float temperature_ = 1.0f;
   std::vector<std::vector<float>> x_;  // residual stream: input of each block, then the output
-  std::vector<block_activations> blocks_;
+  std::vector<block_activations> blocks_;  // every block's, or one segment's
+  int segment_ = 0;                        // blocks per checkpointed segment; 0: none
+  int held_segment_ = -1;                  // the segment whose activations blocks_ holds
   std::vector<float> lnf_, lnf_mean_, lnf_rstd_, probs_, losses_, values_;
   std::vector<int32_t> tokens_, positions_, targets_;
   std::vector<float> dx_, dtmp_, dqkv_, dfc_;

@@ -261,6 +261,28 @@ TEST_F(PretrainTest, TwoRanksAndZeroStagesMatchOneRank) {
   }
 }
 
+// pretrain.parallel.activation_checkpointing recomputes the activations it did not keep with
+// the same arithmetic: with every block's input kept (blocks) and with segments of 2 of the 4
+// blocks (every_k), the run trains as the one that keeps everything, loss for loss, bit for bit,
+// and ends with the same weights.
+TEST_F(PretrainTest, ActivationCheckpointingTrainsBitForBitAsWithout) {
+  const std::vector<std::string> four_layers = {"--set", "model.layers=4"};
+  const run_result none = launch("none", 1, 0, four_layers);
+  ASSERT_EQ(none.process.exit_code, 0) << none.process.err;
+  ASSERT_EQ(none.losses.size(), 40u);
+  for (const std::string mode : {"blocks", "every_k"}) {
+    std::vector<std::string> sets = four_layers;
+    sets.insert(sets.end(), {"--set", "pretrain.parallel.activation_checkpointing=" + mode, "--set",
+                             "pretrain.parallel.checkpoint_every=2"});
+    const run_result checkpointed = launch(mode, 1, 0, sets);
+    ASSERT_EQ(checkpointed.process.exit_code, 0) << checkpointed.process.err;
+    EXPECT_EQ(checkpointed.losses, none.losses) << mode;  // bit for bit
+    EXPECT_EQ(file_bytes(dir_.file(mode) + "/checkpoints/step-40/model.safetensors"),
+              file_bytes(dir_.file("none") + "/checkpoints/step-40/model.safetensors"))
+        << mode;
+  }
+}
+
 TEST_F(PretrainTest, ResumingAtAnotherDpReshardsTheOptimizer) {
   const run_result straight = launch("straight", 2, 2);
   ASSERT_EQ(straight.process.exit_code, 0) << straight.process.err;

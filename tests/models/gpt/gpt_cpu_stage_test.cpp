@@ -172,5 +172,45 @@ TEST(GptCpuBatch, ReportsEachGradientBucketOnceItIsFinal) {
   }
 }
 
+// Activation checkpointing recomputes what it did not keep with the same arithmetic: every
+// block (segments of 1), segments of 2 of 5 blocks (the last one shorter) and of 3, on the loss
+// and on a per-token objective, give the loss and the gradients of the run that keeps
+// everything, bit for bit, and hold fewer bytes of activations.
+TEST(GptCpuStage, ActivationCheckpointingChangesNoBitAndHoldsLess) {
+  const gpt_config config{48, 16, 5, 16, 2};
+  gpt_layout layout(config, layer_range::all(config));
+  std::vector<float> params(layout.total());
+  layout.initialize(params.data(), 5);
+  const int batch = 3, seq = 16;
+  std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
+  for (int i = 0; i < batch * seq; ++i)
+    tokens[i] = (i * 7) % 48, targets[i] = i % 5 == 0 ? -1 : (i * 11 + 2) % 48;
+  std::vector<float> dloss(batch * seq);
+  for (int i = 0; i < batch * seq; ++i)
+    dloss[i] = 0.01f * static_cast<float>(i % 7 - 3);
+  // The loss's gradients, then a per-token objective's (the RL path), added up.
+  const auto run = [&](int segment, int64_t* bytes) {
+    gpt_cpu_stage stage(layout, batch, nullptr, segment);
+    *bytes = stage.activation_bytes();
+    std::vector<float> grads(layout.total(), 0.0f);
+    const loss_sum loss =
+        stage.forward(params.data(), batch, seq, tokens.data(), nullptr, targets.data());
+    stage.backward(params.data(), grads.data(), nullptr, 1.0f / loss.tokens);
+    stage.forward(params.data(), batch, seq, tokens.data(), nullptr, targets.data(), 0.7f);
+    std::vector<float> losses(stage.token_losses(), stage.token_losses() + batch * seq);
+    stage.backward(params.data(), grads.data(), token_objective_grad{dloss.data()});
+    grads.push_back(static_cast<float>(loss.sum));
+    grads.insert(grads.end(), losses.begin(), losses.end());
+    return grads;
+  };
+  int64_t full_bytes = 0;
+  const std::vector<float> want = run(0, &full_bytes);
+  for (int segment : {1, 2, 3}) {
+    int64_t bytes = 0;
+    EXPECT_EQ(run(segment, &bytes), want) << "segments of " << segment;
+    EXPECT_LT(bytes, full_bytes) << "segments of " << segment;
+  }
+}
+
 }  // namespace
 }  // namespace troupe::models
