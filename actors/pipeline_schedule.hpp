@@ -20,7 +20,7 @@ struct pipeline_action {
 
 /// The schedules of `pretrain.parallel.schedule`.
 enum class pipeline_schedule_kind {
-  gpipe,  ///< every forward, then every backward (Huang et al., 2019)
+  gpipe,        ///< every forward, then every backward (Huang et al., 2019)
   one_f_one_b,  ///< PipeDream-Flush / Megatron: p - s - 1 forwards, then one forward and one
                 ///< backward in turn, then the backwards left; at most p - s micro-batches stashed
   zb1,  ///< ZB-H1 (Qi et al., 2023): 1F1B's order with each backward split, stage s deferring

@@ -32,14 +32,27 @@ float lr_schedule::at(int64_t step) const {
 
 absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layout& layout,
                                                          const trainer_options& options,
-                                                         comm::communicator* group) {
+                                                         comm::communicator* group,
+                                                         comm::communicator* pipe) {
   const int ranks = group ? group->size() : 1;
   if (options.global_batch < ranks) {
     return absl::InvalidArgumentError(absl::StrCat("train.batch ", options.global_batch,
                                                    " must give each of the ", ranks,
                                                    " data-parallel ranks a sequence at least"));
   }
-  std::unique_ptr<trainer> t(new trainer(layout, options, group));
+  const pipeline_options& p = options.pipeline;
+  if (p.stages > 1) {
+    if (pipe == nullptr || pipe->size() != p.stages || pipe->rank() != p.stage) {
+      return absl::InvalidArgumentError(absl::StrCat("pipeline stage ", p.stage, " of ", p.stages,
+                                                     " needs its pipeline group (rank = stage)"));
+    }
+    if (options.global_batch % ranks != 0 || options.global_batch / ranks % p.micro_batches != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "train.batch ", options.global_batch, " over ", ranks,
+          " data-parallel ranks does not split into ", p.micro_batches, " micro-batches each"));
+    }
+  }
+  std::unique_ptr<trainer> t(new trainer(layout, options, group, p.stages > 1 ? pipe : nullptr));
   const int64_t padded = t->shard_ * t->ranks_;
   TROUPE_ASSIGN_OR_RETURN(t->params_, tensor::tensor::zeros({padded}, tensor::dtype::f32));
   TROUPE_ASSIGN_OR_RETURN(t->grads_, tensor::tensor::zeros({padded}, tensor::dtype::f32));
@@ -60,6 +73,10 @@ absl::StatusOr<std::unique_ptr<trainer>> trainer::regroup(trainer* previous,
                                                           int64_t steps) {
   if (previous != nullptr && previous->steps() == steps + 1 && previous->undo_.armed) {
     TROUPE_RETURN_IF_ERROR(previous->rollback_step());
+  }
+  if (options.pipeline.stages > 1) {
+    return absl::FailedPreconditionError(
+        "a pipeline stage is not elastic: only the data-parallel dimension regroups");
   }
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<trainer> t, create(layout, options, group));
   TROUPE_RETURN_IF_ERROR(t->take_state(previous, steps));
@@ -164,8 +181,8 @@ absl::Status trainer::take_state(trainer* previous, int64_t steps) {
 }
 
 trainer::trainer(const models::gpt_layout& layout, const trainer_options& options,
-                 comm::communicator* group)
-    : layout_(layout), options_(options), group_(group) {
+                 comm::communicator* group, comm::communicator* pipe)
+    : layout_(layout), options_(options), group_(group), pipe_(pipe) {
   if (group_ != nullptr) {
     rank_ = group_->rank();
     ranks_ = group_->size();
@@ -174,8 +191,16 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
   // The largest share of the global batch (even_split: the first ranks take one more).
   const int local_batch = std::max((options.global_batch + ranks_ - 1) / ranks_, options.rl_rows);
   pass_rows_ = options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch;
-  model_ = std::make_unique<models::gpt_cpu_batch>(layout, pass_rows_, options.threads,
-                                                   options.checkpoint_segment);
+  if (pipe_ != nullptr) {
+    // A stage's units run one after the other on this thread; its cores spread attention heads.
+    if (options.threads > 1) pool_ = std::make_unique<kernels::cpu::thread_pool>(options.threads);
+    pass_rows_ = local_batch / options.pipeline.micro_batches;
+    pipeline_ = std::make_unique<pipeline_stage>(layout, options.pipeline, pass_rows_, pool_.get(),
+                                                 options.checkpoint_segment);
+  } else {
+    model_ = std::make_unique<models::gpt_cpu_batch>(layout, pass_rows_, options.threads,
+                                                     options.checkpoint_segment);
+  }
   if (group_ != nullptr && ranks_ > 1) buckets_ = std::make_unique<comm::collective_queue>(*group_);
   const bool sharded = options.zero != zero_stage::none;
   const int64_t begin = sharded ? rank_ * shard_ : 0;
@@ -189,12 +214,18 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
   models::loss_sum loss;
   const gradient_pass pass = [&](int row, int rows,
                                  const models::gpt_cpu_batch::gradients_ready& ready) {
+    if (pipeline_) {  // the stage's schedule over every micro-batch of the share
+      TROUPE_ASSIGN_OR_RETURN(loss, pipeline_->train(params_.data<float>(), grads_.data<float>(),
+                                                     local, loss_scale, *pipe_));
+      return absl::OkStatus();
+    }
     const size_t offset = static_cast<size_t>(row) * local.ctx;
     const models::loss_sum part =
         model_->run(params_.data<float>(), grads_.data<float>(), rows, local.ctx,
                     local.tokens.data() + offset, local.targets.data() + offset, loss_scale, ready);
     loss.sum += part.sum;
     loss.tokens += part.tokens;
+    return absl::OkStatus();
   };
   step_report report;
   std::vector<float> totals;
@@ -228,6 +259,7 @@ absl::StatusOr<actor::rl_step_report> trainer::step(const actor::rl_batch& local
   if (layout_.has_value_head()) {
     return absl::FailedPreconditionError("a policy step asked of a value-head model (a critic)");
   }
+  TROUPE_RETURN_IF_ERROR(not_on_a_pipeline("an RL policy step"));
   TROUPE_RETURN_IF_ERROR(validate(local, objective));
   policy_objective_pass pg(objective, local);
   const gradient_pass pass = [&](int row, int rows,
@@ -236,6 +268,7 @@ absl::StatusOr<actor::rl_step_report> trainer::step(const actor::rl_batch& local
     model_->run(params_.data<float>(), grads_.data<float>(), rows, local.ctx,
                 local.tokens.data() + offset, local.targets.data() + offset,
                 pg.token_objective(row), ready);
+    return absl::OkStatus();
   };
   return rl_step(
       local.batch, pass, [&] { return pg.local_sums(); }, policy_objective_pass::report);
@@ -246,6 +279,7 @@ absl::StatusOr<actor::rl_step_report> trainer::step(const actor::rl_batch& local
   if (!layout_.has_value_head()) {
     return absl::FailedPreconditionError("a critic step asked of a model without a value head");
   }
+  TROUPE_RETURN_IF_ERROR(not_on_a_pipeline("an RL critic step"));
   TROUPE_RETURN_IF_ERROR(validate(local, objective));
   value_objective_pass vf(objective, local);
   const gradient_pass pass = [&](int row, int rows,
@@ -253,9 +287,35 @@ absl::StatusOr<actor::rl_step_report> trainer::step(const actor::rl_batch& local
     const size_t offset = static_cast<size_t>(row) * local.ctx;
     model_->run(params_.data<float>(), grads_.data<float>(), rows, local.ctx,
                 local.tokens.data() + offset, vf.objective(row), ready);
+    return absl::OkStatus();
   };
   return rl_step(
       local.batch, pass, [&] { return vf.local_sums(); }, value_objective_pass::report);
+}
+
+absl::Status trainer::not_on_a_pipeline(const char* what) const {
+  if (!pipeline_) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, " asked of pipeline stage ", options_.pipeline.stage, " of ",
+                   options_.pipeline.stages, ": pipeline stages train the language model only"));
+}
+
+absl::Status trainer::sum_tied_embedding() {
+  const pipeline_options& p = options_.pipeline;
+  const bool first = p.stage == 0, last = p.stage == p.stages - 1;
+  if (!first && !last) return absl::OkStatus();
+  // The first stage's wte gradient (from the embedding) and the last stage's copy's (from the
+  // head) swapped and added: the same sum, the same bits, on both (addition commutes).
+  const int64_t n = int64_t{layout_.config().vocab} * layout_.config().dim;
+  TROUPE_ASSIGN_OR_RETURN(tensor::tensor mine, grads_.narrow(0, layout_.wte(), n));
+  tensor::tensor theirs = tensor::tensor::host({n});
+  const int peer = first ? p.stages - 1 : 0;
+  TROUPE_RETURN_IF_ERROR(pipe_->exchange({{mine, peer, 0}}, {{theirs, peer, 0}}));
+  float* g = mine.data<float>();
+  const float* other = theirs.data<float>();
+  for (int64_t i = 0; i < n; ++i)
+    g[i] += other[i];
+  return absl::OkStatus();
 }
 
 absl::Status trainer::check_sequences(const char* what, const actor::rl_batch& local,
@@ -274,6 +334,7 @@ absl::StatusOr<std::vector<float>> trainer::log_probs(const actor::rl_batch& loc
   if (layout_.has_value_head()) {
     return absl::FailedPreconditionError("log-probs asked of a value-head model (a critic)");
   }
+  TROUPE_RETURN_IF_ERROR(not_on_a_pipeline("log-probs"));
   TROUPE_RETURN_IF_ERROR(check_sequences("log_probs", local, true));
   std::vector<float> out(static_cast<size_t>(local.batch) * local.ctx);
   for (int row = 0; row < local.batch; row += pass_rows_) {
@@ -289,6 +350,7 @@ absl::StatusOr<std::vector<float>> trainer::values(const actor::rl_batch& local)
   if (!layout_.has_value_head()) {
     return absl::FailedPreconditionError("values asked of a model without a value head");
   }
+  TROUPE_RETURN_IF_ERROR(not_on_a_pipeline("values"));
   TROUPE_RETURN_IF_ERROR(check_sequences("values", local, false));
   std::vector<float> out(static_cast<size_t>(local.batch) * local.ctx);
   for (int row = 0; row < local.batch; row += pass_rows_) {
@@ -311,22 +373,29 @@ absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
   // last pass's backward finishes them, overlapping the layers still to go; otherwise they are
   // all-reduced (ZeRO-2: reduce-scattered) afterwards.
   const bool zero2 = options_.zero == zero_stage::two && ranks_ > 1;
-  const bool overlap = ranks_ > 1 && !zero2 && options_.overlap_comm;
+  // (A pipeline stage's gradients are final only once its whole schedule has run.)
+  const bool overlap = ranks_ > 1 && !zero2 && options_.overlap_comm && !pipeline_;
   const models::gpt_cpu_batch::gradients_ready start_allreduce = [&](models::param_range b) {
     absl::StatusOr<tensor::tensor> bucket = grads_.narrow(0, b.begin, b.end - b.begin);
     TROUPE_CHECK(bucket.ok());  // the buckets lie inside the buffer
     buckets_->allreduce(*std::move(bucket), comm::reduce_op::sum);
   };
-  const int micro = pass_rows_;
-  for (int row = 0; row < rows; row += micro) {
-    const int part = std::min(micro, rows - row);
-    const bool last_pass = row + part >= rows;
-    pass(row, part, overlap && last_pass ? start_allreduce : nullptr);
+  if (pipeline_) {
+    // One pass: the stage's schedule over every micro-batch; the data-parallel sum follows it.
+    TROUPE_RETURN_IF_ERROR(pass(0, rows, nullptr));
+  } else {
+    const int micro = pass_rows_;
+    for (int row = 0; row < rows; row += micro) {
+      const int part = std::min(micro, rows - row);
+      const bool last_pass = row + part >= rows;
+      TROUPE_RETURN_IF_ERROR(pass(row, part, overlap && last_pass ? start_allreduce : nullptr));
+    }
   }
   report.compute_s += seconds_since(compute_start);
 
   // Sum the rest of the gradients (and the statistics) over the ranks.
   auto comm_start = clock::now();
+  if (pipeline_) TROUPE_RETURN_IF_ERROR(sum_tied_embedding());
   sums = local_sums();
   tensor::tensor totals = tensor::tensor::host({static_cast<int64_t>(sums.size())});
   std::copy(sums.begin(), sums.end(), totals.data<float>());
@@ -342,18 +411,39 @@ absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
       TROUPE_RETURN_IF_ERROR(group_->allreduce(grads_, comm::reduce_op::sum));
     }
   }
+  // A pipeline's statistics (the loss is the last stage's) are summed over its stages too.
+  if (pipeline_) TROUPE_RETURN_IF_ERROR(pipe_->allreduce(totals, comm::reduce_op::sum));
   std::copy(totals.data<float>(), totals.data<float>() + sums.size(), sums.begin());
 
-  // The global gradient norm: with ZeRO-2 each rank holds one shard, so partial sums are added.
+  // The global gradient norm: with ZeRO-2 each rank holds one shard, so partial sums are added;
+  // a pipeline's stages add theirs (the last stage's copy of the tied embedding left out: it
+  // is the first stage's).
+  // Squares of the gradients in [begin, end) that count: a last stage's copy of the tied
+  // embedding does not (the first stage's does).
+  const pipeline_options& pipe_shape = options_.pipeline;
+  const bool tied_copy =
+      pipeline_ && pipe_shape.stage == pipe_shape.stages - 1 && pipe_shape.stage != 0;
+  const int64_t copy_end =
+      tied_copy ? layout_.wte() + int64_t{layout_.config().vocab} * layout_.config().dim : 0;
+  const auto counted_squares = [&](int64_t begin, int64_t end) {
+    if (tied_copy) begin = std::max(begin, copy_end);  // the copy comes first in its layout
+    return end > begin ? kernels::cpu::sum_of_squares(grads + begin, end - begin) : 0.0;
+  };
   double squares = 0;
   if (zero2) {
     tensor::tensor partial = tensor::tensor::host({1});
     partial.data<float>()[0] =
-        static_cast<float>(kernels::cpu::sum_of_squares(grads + rank_ * shard_, shard_));
+        static_cast<float>(counted_squares(rank_ * shard_, (rank_ + 1) * shard_));
     TROUPE_RETURN_IF_ERROR(group_->allreduce(partial, comm::reduce_op::sum));
     squares = partial.data<float>()[0];
   } else {
-    squares = kernels::cpu::sum_of_squares(grads, shard_ * ranks_);
+    squares = counted_squares(0, shard_ * ranks_);
+  }
+  if (pipeline_) {
+    tensor::tensor partial = tensor::tensor::host({1});
+    partial.data<float>()[0] = static_cast<float>(squares);
+    TROUPE_RETURN_IF_ERROR(pipe_->allreduce(partial, comm::reduce_op::sum));
+    squares = partial.data<float>()[0];
   }
   report.comm_s += seconds_since(comm_start);
   report.grad_norm = std::sqrt(squares);
@@ -417,6 +507,13 @@ absl::StatusOr<double> trainer::evaluate(const std::vector<token_batch>& batches
   int64_t tokens = 0;
   for (size_t i = rank_; i < batches.size(); i += ranks_) {
     const token_batch& b = batches[i];
+    if (pipeline_) {
+      TROUPE_ASSIGN_OR_RETURN(const models::loss_sum l,
+                              pipeline_->evaluate(params_.data<float>(), b, *pipe_));
+      sum += l.sum;
+      tokens += l.tokens;
+      continue;
+    }
     // In passes the model has room for (a batch made for a smaller world may be larger).
     for (int row = 0; row < b.batch; row += pass_rows_) {
       const int rows = std::min(pass_rows_, b.batch - row);
@@ -430,6 +527,7 @@ absl::StatusOr<double> trainer::evaluate(const std::vector<token_batch>& batches
   totals.data<float>()[0] = static_cast<float>(sum);
   totals.data<float>()[1] = static_cast<float>(tokens);
   if (ranks_ > 1) TROUPE_RETURN_IF_ERROR(group_->allreduce(totals, comm::reduce_op::sum));
+  if (pipeline_) TROUPE_RETURN_IF_ERROR(pipe_->allreduce(totals, comm::reduce_op::sum));
   if (totals.data<float>()[1] == 0) {
     return absl::FailedPreconditionError("evaluation: no held-out tokens");
   }

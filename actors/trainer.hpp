@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "actors/data_loader.hpp"
+#include "actors/pipeline_stage.hpp"
 #include "actors/policy_objective.hpp"
 #include "actors/value_objective.hpp"
 #include "models/gpt/adamw_optimizer.hpp"
@@ -49,6 +50,9 @@ struct trainer_options {
   int threads = 1;  ///< cores this rank computes on
   /// Activation checkpointing: blocks per recomputed segment (1: every block); 0: none.
   int checkpoint_segment = 0;
+  /// A pipeline stage (stages > 1): the layout holds this stage's blocks, and a step runs the
+  /// stage's schedule over micro-batches, with its neighbours on the pipeline group.
+  pipeline_options pipeline;
   lr_schedule lr;
   models::adamw_options adamw;
   float grad_clip = 1.0f;  ///< global gradient norm limit; 0 disables clipping
@@ -78,8 +82,13 @@ using actor::step_report;
 /// ends the step with the same parameters.
 class trainer {
  public:
+  /// `group`: the data-parallel group (of this stage); `pipe`: with options.pipeline.stages > 1,
+  /// the pipeline group (rank = stage), which also sums the tied embedding's gradient between
+  /// the first and the last stage, the loss and the gradient norm. INVALID_ARGUMENT when the
+  /// batch does not split into the ranks' shares and those into the micro-batches.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<trainer>> create(
-      const models::gpt_layout& layout, const trainer_options& options, comm::communicator* group);
+      const models::gpt_layout& layout, const trainer_options& options, comm::communicator* group,
+      comm::communicator* pipe = nullptr);
   /// A trainer on `group`, a data-parallel group formed anew after its membership changed (a
   /// rank lost or joined), continuing from the state of optimizer step `steps`. A collective of
   /// the new group: each survivor passes its `previous` trainer, a joining rank nullptr. The
@@ -125,7 +134,13 @@ class trainer {
   [[nodiscard]] const float* params() const { return params_.data<float>(); }
   [[nodiscard]] const models::gpt_layout& layout() const { return layout_; }
   /// The activations this rank holds for backward at its largest pass, in bytes.
-  [[nodiscard]] int64_t activation_bytes() const { return model_->activation_bytes(); }
+  [[nodiscard]] int64_t activation_bytes() const {
+    return pipeline_ ? pipeline_->activation_bytes() : model_->activation_bytes();
+  }
+  /// A pipeline stage's busy and idle time in its last step.
+  [[nodiscard]] pipeline_times last_pipeline_times() const {
+    return pipeline_ ? pipeline_->last_times() : pipeline_times{};
+  }
 
   /// This rank's optimizer moments and step count, for a checkpoint ("m", "v"; metadata
   /// begin, end, steps). With ZeRO none, only rank 0's is needed.
@@ -150,12 +165,17 @@ class trainer {
 
  private:
   trainer(const models::gpt_layout& layout, const trainer_options& options,
-          comm::communicator* group);
+          comm::communicator* group, comm::communicator* pipe);
 
   // One micro-batch pass over `rows` rows from `row`, adding its gradients; `ready` (when set)
   // hears of the gradient buckets as they finish.
-  using gradient_pass =
-      std::function<void(int row, int rows, const models::gpt_cpu_batch::gradients_ready& ready)>;
+  using gradient_pass = std::function<absl::Status(
+      int row, int rows, const models::gpt_cpu_batch::gradients_ready& ready)>;
+  // FAILED_PRECONDITION for what a pipeline stage does not do (`what`).
+  [[nodiscard]] absl::Status not_on_a_pipeline(const char* what) const;
+  // A pipeline stage's part between the passes and the update: the tied embedding's gradient
+  // summed over the first and last stages (before the data-parallel sum).
+  [[nodiscard]] absl::Status sum_tied_embedding();
   // The part of a step every objective shares: the passes over this rank's `rows` rows, then
   // `sums` (read after the passes: statistics to add up over the ranks) and the gradients summed
   // over the ranks, the global norm clipped, AdamW, the parameters gathered. `report` gets the
@@ -180,6 +200,7 @@ class trainer {
   const models::gpt_layout& layout_;
   trainer_options options_;
   comm::communicator* group_;
+  comm::communicator* pipe_ = nullptr;               // a pipeline stage's group, rank = stage
   std::unique_ptr<comm::collective_queue> buckets_;  // gradient all-reduces during backward
   int rank_ = 0, ranks_ = 1;
   int pass_rows_ = 1;  // rows of the largest forward/backward pass the model has room for
@@ -197,7 +218,9 @@ class trainer {
     int64_t steps = 0;
     std::vector<float> m, v;
   } undo_;
-  std::unique_ptr<models::gpt_cpu_batch> model_;
+  std::unique_ptr<models::gpt_cpu_batch> model_;     // a whole model (no pipeline)
+  std::unique_ptr<kernels::cpu::thread_pool> pool_;  // a pipeline stage's attention heads
+  std::unique_ptr<pipeline_stage> pipeline_;
   std::unique_ptr<models::adamw_optimizer> optimizer_;
 };
 

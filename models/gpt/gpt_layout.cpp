@@ -12,37 +12,40 @@ gpt_layout::gpt_layout(const gpt_config& config, layer_range range, gpt_head hea
     : config_(config), range_(range), head_(head) {
   const int64_t C = config.dim;
   const bool lm_head = range.has_head(config) && head == gpt_head::lm;
-  if (range.has_embedding() || lm_head) wte_ = add("wte.weight", {config.vocab, C}, true);
-  if (range.has_embedding()) wpe_ = add("wpe.weight", {config.ctx, C}, true);
+  // The whole model's order: wte, wpe, twelve per block, ln_f, the value head.
+  const int64_t head_index = 2 + 12 * int64_t{config.layers};
+  if (range.has_embedding() || lm_head) wte_ = add("wte.weight", {config.vocab, C}, true, 0);
+  if (range.has_embedding()) wpe_ = add("wpe.weight", {config.ctx, C}, true, 1);
   for (int l = range.first; l < range.last; ++l) {
     const std::string p = absl::StrCat("h.", l, ".");
+    int64_t index = 2 + 12 * int64_t{l};
     block_offsets b;
-    b.ln1_w = add(p + "ln_1.weight", {C}, false);
-    b.ln1_b = add(p + "ln_1.bias", {C}, false);
-    b.attn_w = add(p + "attn.c_attn.weight", {C, 3 * C}, true);
-    b.attn_b = add(p + "attn.c_attn.bias", {3 * C}, false);
-    b.proj_w = add(p + "attn.c_proj.weight", {C, C}, true);
-    b.proj_b = add(p + "attn.c_proj.bias", {C}, false);
-    b.ln2_w = add(p + "ln_2.weight", {C}, false);
-    b.ln2_b = add(p + "ln_2.bias", {C}, false);
-    b.fc_w = add(p + "mlp.c_fc.weight", {C, 4 * C}, true);
-    b.fc_b = add(p + "mlp.c_fc.bias", {4 * C}, false);
-    b.fc2_w = add(p + "mlp.c_proj.weight", {4 * C, C}, true);
-    b.fc2_b = add(p + "mlp.c_proj.bias", {C}, false);
+    b.ln1_w = add(p + "ln_1.weight", {C}, false, index++);
+    b.ln1_b = add(p + "ln_1.bias", {C}, false, index++);
+    b.attn_w = add(p + "attn.c_attn.weight", {C, 3 * C}, true, index++);
+    b.attn_b = add(p + "attn.c_attn.bias", {3 * C}, false, index++);
+    b.proj_w = add(p + "attn.c_proj.weight", {C, C}, true, index++);
+    b.proj_b = add(p + "attn.c_proj.bias", {C}, false, index++);
+    b.ln2_w = add(p + "ln_2.weight", {C}, false, index++);
+    b.ln2_b = add(p + "ln_2.bias", {C}, false, index++);
+    b.fc_w = add(p + "mlp.c_fc.weight", {C, 4 * C}, true, index++);
+    b.fc_b = add(p + "mlp.c_fc.bias", {4 * C}, false, index++);
+    b.fc2_w = add(p + "mlp.c_proj.weight", {4 * C, C}, true, index++);
+    b.fc2_b = add(p + "mlp.c_proj.bias", {C}, false, index++);
     blocks_.push_back(b);
   }
   if (range.has_head(config)) {
-    lnf_w_ = add("ln_f.weight", {C}, false);
-    lnf_b_ = add("ln_f.bias", {C}, false);
+    lnf_w_ = add("ln_f.weight", {C}, false, head_index);
+    lnf_b_ = add("ln_f.bias", {C}, false, head_index + 1);
     if (head == gpt_head::value) {
-      value_w_ = add("classifier.weight", {1, C}, true);
-      value_b_ = add("classifier.bias", {1}, false);
+      value_w_ = add("classifier.weight", {1, C}, true, head_index + 2);
+      value_b_ = add("classifier.bias", {1}, false, head_index + 3);
     }
   }
 }
 
-int64_t gpt_layout::add(const std::string& name, tensor::shape_t shape, bool decay) {
-  parameter_slot s{name, shape, total_, tensor::shape_numel(shape), decay};
+int64_t gpt_layout::add(const std::string& name, tensor::shape_t shape, bool decay, int64_t index) {
+  parameter_slot s{name, shape, total_, tensor::shape_numel(shape), decay, index};
   total_ += (s.numel + 15) / 16 * 16;  // 64-byte aligned starts for vector loads
   slots_.push_back(std::move(s));
   return slots_.back().offset;
@@ -71,10 +74,9 @@ absl::StatusOr<const parameter_slot*> gpt_layout::find(const std::string& name) 
 void gpt_layout::initialize(float* params, uint64_t seed) const {
   std::memset(params, 0, total_ * sizeof(float));
   const float residual_std = 0.02f / std::sqrt(2.0f * config_.layers);
-  uint64_t stream = 0;
   for (const auto& s : slots_) {
     float* p = params + s.offset;
-    ++stream;
+    const uint64_t stream = static_cast<uint64_t>(s.index) + 1;
     if (s.shape.size() == 1) {  // norms start at 1, biases at 0
       if (s.name.ends_with("ln_1.weight") || s.name.ends_with("ln_2.weight") ||
           s.name == "ln_f.weight") {

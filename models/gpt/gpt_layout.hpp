@@ -17,6 +17,9 @@ struct parameter_slot {
   int64_t offset = 0;  ///< in floats from the buffer start
   int64_t numel = 0;
   bool decay = false;  ///< weight decay applies (matrices and embeddings, not biases or norms)
+  /// Its place among the whole model's parameters (wte, wpe, each block's twelve, ln_f, the
+  /// value head): what seeds its initialisation, so that a stage starts as the whole model.
+  int64_t index = 0;
 };
 
 /// A range [begin, end) of the flat parameter buffer, in floats.
@@ -70,7 +73,8 @@ class gpt_layout {
   [[nodiscard]] int64_t value_b() const { return value_b_; }
 
   /// GPT-2 initialisation (normal 0.02; residual projections 0.02 / sqrt(2 layers); norms 1,
-  /// biases 0), the same for a given seed wherever it runs.
+  /// biases 0), the same for a given seed wherever it runs, and for a stage the same as the
+  /// whole model's parameters of the same names (the tied wte of a last stage included).
   void initialize(float* params, uint64_t seed) const;
 
   /// The parameters as named tensors (copies), for safetensors.
@@ -83,7 +87,7 @@ class gpt_layout {
   [[nodiscard]] absl::Status trunk_from_named(const tensor::named_tensors& in, float* params) const;
 
  private:
-  int64_t add(const std::string& name, tensor::shape_t shape, bool decay);
+  int64_t add(const std::string& name, tensor::shape_t shape, bool decay, int64_t index);
   [[nodiscard]] absl::Status load(const tensor::named_tensors& in, float* params,
                                   bool skip_value_head) const;
 

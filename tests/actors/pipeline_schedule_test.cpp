@@ -17,9 +17,7 @@ std::string text(const std::vector<pipeline_action>& actions) {
   std::string out;
   for (const auto& a : actions) {
     if (!out.empty()) out += ' ';
-    out += a.op == kind::forward                                             ? "F"
-           : a.op == kind::backward_weight                                   ? "W"
-                                                                             : "B";
+    out += a.op == kind::forward ? "F" : a.op == kind::backward_weight ? "W" : "B";
     out += std::to_string(a.micro_batch + 1);
   }
   return out;

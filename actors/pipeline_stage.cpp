@@ -1,0 +1,172 @@
+#include "actors/pipeline_stage.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/base/status.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using clock = std::chrono::steady_clock;
+using kind = pipeline_action::kind;
+
+double seconds_since(clock::time_point t) {
+  return std::chrono::duration<double>(clock::now() - t).count();
+}
+
+// Tags of a micro-batch's transfers: its activations downstream, their gradients upstream.
+uint32_t activation_tag(int mb) {
+  return static_cast<uint32_t>(2 * mb);
+}
+uint32_t gradient_tag(int mb) {
+  return static_cast<uint32_t>(2 * mb + 1);
+}
+
+// The most micro-batches a stage's plan holds at once (forward done, backward not yet).
+int peak_in_flight(const std::vector<pipeline_action>& plan) {
+  int now = 0, peak = 0;
+  for (const auto& a : plan) {
+    if (a.op == kind::forward) peak = std::max(peak, ++now);
+    if (a.op == kind::backward) --now;
+  }
+  return peak;
+}
+
+}  // namespace
+
+pipeline_stage::pipeline_stage(const models::gpt_layout& layout, const pipeline_options& options,
+                               int micro_rows, kernels::cpu::thread_pool* pool,
+                               int checkpoint_segment)
+    : layout_(layout),
+      options_(options),
+      micro_rows_(micro_rows),
+      plan_(
+          stage_schedule(options.schedule, options.stages, options.stage, options.micro_batches)) {
+  const int copies = std::max(1, peak_in_flight(plan_));
+  for (int i = 0; i < copies; ++i) {
+    copies_.push_back(
+        std::make_unique<models::gpt_cpu_stage>(layout, micro_rows, pool, checkpoint_segment));
+  }
+  const int64_t n = int64_t{micro_rows} * layout.config().ctx * layout.config().dim;
+  in_ = tensor::tensor::host({n});
+  out_ = tensor::tensor::host({n});
+}
+
+int64_t pipeline_stage::activation_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& c : copies_)
+    bytes += c->activation_bytes();
+  return bytes;
+}
+
+absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, float* grads,
+                                                       const actor::token_batch& local,
+                                                       float loss_scale, comm::communicator& pipe) {
+  const int m = options_.micro_batches, r = micro_rows_, T = local.ctx;
+  const int C = layout_.config().dim;
+  if (local.batch != m * r || static_cast<int>(local.tokens.size()) != local.batch * T) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline stage ", options_.stage, ": a batch of ", local.batch,
+                     " sequences is not ", m, " micro-batches of ", r));
+  }
+  const auto started = clock::now();
+  double busy = 0;
+  const int64_t hidden = int64_t{r} * T * C;
+  std::vector<int> copy_of(m, -1);  // which copy holds micro-batch mb's activations
+  std::vector<int> free_copies(copies_.size());
+  for (size_t i = 0; i < copies_.size(); ++i)
+    free_copies[i] = static_cast<int>(copies_.size() - 1 - i);
+  std::optional<comm::transfer> pending;  // the last unit's output, not yet sent
+  models::loss_sum loss;
+  for (const pipeline_action& a : plan_) {
+    const int mb = a.micro_batch;
+    const size_t offset = static_cast<size_t>(mb) * r * T;
+    // What this unit needs from a neighbour, received together with the last unit's output.
+    std::vector<comm::transfer> recvs;
+    if (a.op == kind::forward && !first())
+      recvs.push_back({in_, options_.stage - 1, activation_tag(mb)});
+    if (a.op == kind::backward && !last())
+      recvs.push_back({in_, options_.stage + 1, gradient_tag(mb)});
+    if (pending || !recvs.empty()) {
+      std::vector<comm::transfer> sends;
+      if (pending) sends.push_back(*std::move(pending));
+      pending.reset();
+      TROUPE_RETURN_IF_ERROR(pipe.exchange(sends, recvs));
+    }
+    const auto unit_started = clock::now();
+    if (a.op == kind::forward) {
+      if (free_copies.empty()) {
+        return absl::InternalError("pipeline stage: more micro-batches in flight than copies");
+      }
+      copy_of[mb] = free_copies.back();
+      free_copies.pop_back();
+      models::gpt_cpu_stage& stage = *copies_[copy_of[mb]];
+      const models::loss_sum part = stage.forward(
+          params, r, T, first() ? local.tokens.data() + offset : nullptr,
+          first() ? nullptr : in_.data<float>(), last() ? local.targets.data() + offset : nullptr);
+      if (last()) {
+        loss.sum += part.sum;
+        loss.tokens += part.tokens;
+      } else {
+        std::memcpy(out_.data<float>(), stage.hidden_out(), hidden * sizeof(float));
+        pending = comm::transfer{out_, options_.stage + 1, activation_tag(mb)};
+      }
+    } else {
+      models::gpt_cpu_stage& stage = *copies_[copy_of[mb]];
+      stage.backward(params, grads, last() ? nullptr : in_.data<float>(), loss_scale);
+      if (!first()) {
+        std::memcpy(out_.data<float>(), stage.dhidden_in(), hidden * sizeof(float));
+        pending = comm::transfer{out_, options_.stage - 1, gradient_tag(mb)};
+      }
+      free_copies.push_back(copy_of[mb]);
+      copy_of[mb] = -1;
+    }
+    busy += seconds_since(unit_started);
+  }
+  if (pending) TROUPE_RETURN_IF_ERROR(pipe.exchange({*std::move(pending)}, {}));
+  times_.busy_s = busy;
+  times_.idle_s = seconds_since(started) - busy;
+  return loss;
+}
+
+absl::StatusOr<models::loss_sum> pipeline_stage::evaluate(const float* params,
+                                                          const actor::token_batch& batch,
+                                                          comm::communicator& pipe) {
+  const int T = batch.ctx, C = layout_.config().dim;
+  models::gpt_cpu_stage& stage = *copies_.front();
+  models::loss_sum loss;
+  std::optional<comm::transfer> pending;
+  int mb = 0;
+  for (int row = 0; row < batch.batch; row += micro_rows_, ++mb) {
+    const int rows = std::min(micro_rows_, batch.batch - row);
+    const size_t offset = static_cast<size_t>(row) * T;
+    std::vector<comm::transfer> recvs;
+    TROUPE_ASSIGN_OR_RETURN(tensor::tensor in, in_.narrow(0, 0, int64_t{rows} * T * C));
+    if (!first()) recvs.push_back({in, options_.stage - 1, activation_tag(mb)});
+    if (pending || !recvs.empty()) {
+      std::vector<comm::transfer> sends;
+      if (pending) sends.push_back(*std::move(pending));
+      pending.reset();
+      TROUPE_RETURN_IF_ERROR(pipe.exchange(sends, recvs));
+    }
+    const models::loss_sum part = stage.forward(
+        params, rows, T, first() ? batch.tokens.data() + offset : nullptr,
+        first() ? nullptr : in_.data<float>(), last() ? batch.targets.data() + offset : nullptr);
+    if (last()) {
+      loss.sum += part.sum;
+      loss.tokens += part.tokens;
+    } else {
+      TROUPE_ASSIGN_OR_RETURN(tensor::tensor out, out_.narrow(0, 0, int64_t{rows} * T * C));
+      std::memcpy(out.data<float>(), stage.hidden_out(), out.nbytes());
+      pending = comm::transfer{out, options_.stage + 1, activation_tag(mb)};
+    }
+  }
+  if (pending) TROUPE_RETURN_IF_ERROR(pipe.exchange({*std::move(pending)}, {}));
+  return loss;
+}
+
+}  // namespace troupe::actors

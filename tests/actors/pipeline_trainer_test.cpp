@@ -1,0 +1,152 @@
+// actors::trainer as a pipeline stage (issue 18): dp x pp ranks as threads of this process, each
+// with its data-parallel group (its stage across the replicas) and its pipeline group (its
+// replica's stages) over Gloo. A grid trains as the whole model on one rank, within float
+// tolerance: the same micro-batches, the same kernels (batch-invariant), only the order in which
+// the tied embedding's two gradients and the ranks' gradients are added differs.
+
+#include <map>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "actors/trainer.hpp"
+#include "runtime/comm/gloo_communicator.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace troupe::actors {
+namespace {
+
+const models::gpt_config config{256, 32, 4, 32, 2};
+constexpr int global_batch = 8;
+
+std::string sample_text() {
+  std::string text;
+  for (int i = 0; text.size() < 30000; ++i)
+    text += "the quick brown fox " + std::to_string(i % 97) + " jumps over the lazy dog\n";
+  return text;
+}
+
+struct grid_run {
+  std::vector<double> losses;                        // per step
+  std::map<std::string, std::vector<float>> params;  // replica 0's, by name, after the steps
+  double val_loss = 0;
+};
+
+class PipelineTrainerTest : public ::testing::Test {
+ protected:
+  PipelineTrainerTest()
+      : corpus_(*text_corpus::load(dir_.write("t.txt", sample_text()), 0.05, config.ctx)) {}
+
+  trainer_options options(int micro_batches, pipeline_schedule_kind schedule, zero_stage zero,
+                          int stages, int stage) const {
+    trainer_options o;
+    o.global_batch = global_batch;
+    o.threads = 1;
+    o.lr = {3e-3f, 2, 10, 0.1f};
+    o.zero = zero;
+    o.seed = 11;
+    o.micro_batch = stages == 1 ? global_batch / micro_batches : 0;
+    o.pipeline = {stages, stage, micro_batches, schedule};
+    return o;
+  }
+
+  // `steps` steps of dp x pp ranks; replica d's stage s is rank d * pp + s.
+  grid_run run(int dp, int pp, int micro_batches, pipeline_schedule_kind schedule, zero_stage zero,
+               int steps) {
+    comm::memory_store store;
+    std::vector<std::vector<double>> losses(dp * pp);
+    std::vector<double> val(dp * pp);
+    grid_run out;
+    std::mutex out_mutex;
+    std::vector<std::thread> ranks;
+    for (int rank = 0; rank < dp * pp; ++rank) {
+      ranks.emplace_back([&, rank] {
+        const int d = rank / pp, s = rank % pp;
+        const int per = config.layers / pp;
+        models::gpt_layout layout(config, {s * per, (s + 1) * per});
+        std::unique_ptr<comm::communicator> data_group, pipe_group;
+        if (dp > 1) {
+          auto g = comm::make_gloo_communicator(
+              store, {.name = "dp" + std::to_string(s), .rank = d, .size = dp});
+          ASSERT_TRUE(g.ok()) << g.status();
+          data_group = *std::move(g);
+        }
+        if (pp > 1) {
+          auto g = comm::make_gloo_communicator(
+              store, {.name = "pp" + std::to_string(d), .rank = s, .size = pp});
+          ASSERT_TRUE(g.ok()) << g.status();
+          pipe_group = *std::move(g);
+        }
+        auto t = trainer::create(layout, options(micro_batches, schedule, zero, pp, s),
+                                 data_group.get(), pipe_group.get());
+        ASSERT_TRUE(t.ok()) << t.status();
+        auto loader = *data_loader::create(corpus_, config.ctx, global_batch, d, dp, 5);
+        for (int step = 0; step < steps; ++step) {
+          auto report = (*t)->step(loader.next());
+          ASSERT_TRUE(report.ok()) << report.status();
+          losses[rank].push_back(report->loss);
+        }
+        auto v = (*t)->evaluate(loader.validation(2, 8));
+        ASSERT_TRUE(v.ok()) << v.status();
+        val[rank] = *v;
+        if (d == 0) {
+          std::lock_guard lock(out_mutex);
+          for (const auto& [name, tensor] : layout.to_named((*t)->params()).tensors) {
+            out.params[name].assign(tensor.data<float>(), tensor.data<float>() + tensor.numel());
+          }
+        }
+      });
+    }
+    for (auto& t : ranks)
+      t.join();
+    for (int r = 1; r < dp * pp; ++r) {
+      EXPECT_EQ(losses[r], losses[0]) << "every rank reports the same loss";
+      EXPECT_EQ(val[r], val[0]);
+    }
+    out.losses = losses[0];
+    out.val_loss = val[0];
+    return out;
+  }
+
+  void expect_like_the_whole_model(const grid_run& grid, const grid_run& whole,
+                                   const std::string& what) {
+    ASSERT_EQ(grid.losses.size(), whole.losses.size());
+    for (size_t i = 0; i < grid.losses.size(); ++i)
+      EXPECT_NEAR(grid.losses[i], whole.losses[i], 1e-5 * whole.losses[i]) << what << " step " << i;
+    EXPECT_NEAR(grid.val_loss, whole.val_loss, 1e-5 * whole.val_loss) << what;
+    ASSERT_EQ(grid.params.size(), whole.params.size()) << what;
+    for (const auto& [name, want] : whole.params) {
+      const auto& got = grid.params.at(name);
+      double worst = 0;
+      for (size_t i = 0; i < want.size(); ++i)
+        worst = std::max(worst, static_cast<double>(std::abs(got[i] - want[i])));
+      EXPECT_LT(worst, 2e-5) << what << ": " << name;
+    }
+  }
+
+  testing::temp_dir dir_;
+  text_corpus corpus_;
+};
+
+TEST_F(PipelineTrainerTest, TwoAndFourStagesTrainAsTheWholeModel) {
+  const auto one_f_one_b = pipeline_schedule_kind::one_f_one_b;
+  const grid_run whole = run(1, 1, 4, one_f_one_b, zero_stage::none, 5);
+  expect_like_the_whole_model(run(1, 2, 4, one_f_one_b, zero_stage::none, 5), whole, "pp 2, 1f1b");
+  expect_like_the_whole_model(run(1, 2, 4, pipeline_schedule_kind::gpipe, zero_stage::none, 5),
+                              whole, "pp 2, gpipe");
+  expect_like_the_whole_model(run(1, 4, 4, one_f_one_b, zero_stage::none, 5), whole, "pp 4, 1f1b");
+}
+
+TEST_F(PipelineTrainerTest, DataAndPipelineParallelTogetherTrainAsTheWholeModel) {
+  const auto one_f_one_b = pipeline_schedule_kind::one_f_one_b;
+  const grid_run whole = run(1, 1, 4, one_f_one_b, zero_stage::none, 4);
+  // dp 2 x pp 2: each replica's share of 4 sequences in 2 micro-batches of 2, as the whole
+  // model's micro-batches of 2.
+  for (zero_stage zero : {zero_stage::none, zero_stage::one, zero_stage::two}) {
+    expect_like_the_whole_model(run(2, 2, 2, one_f_one_b, zero, 4), whole,
+                                "dp 2 x pp 2, zero " + std::to_string(static_cast<int>(zero)));
+  }
+}
+
+}  // namespace
+}  // namespace troupe::actors
