@@ -46,14 +46,18 @@ pipeline_stage::pipeline_stage(const models::gpt_layout& layout, const pipeline_
       micro_rows_(micro_rows),
       plan_(
           stage_schedule(options.schedule, options.stages, options.stage, options.micro_batches)) {
-  const int copies = std::max(1, peak_in_flight(plan_));
-  for (int i = 0; i < copies; ++i) {
+  for (int i = 0; i < copies(options); ++i) {
     copies_.push_back(
         std::make_unique<models::gpt_cpu_stage>(layout, micro_rows, pool, checkpoint_segment));
   }
   const int64_t n = int64_t{micro_rows} * layout.config().ctx * layout.config().dim;
   in_ = tensor::tensor::host({n});
   out_ = tensor::tensor::host({n});
+}
+
+int pipeline_stage::copies(const pipeline_options& o) {
+  return std::max(1,
+                  peak_in_flight(stage_schedule(o.schedule, o.stages, o.stage, o.micro_batches)));
 }
 
 int64_t pipeline_stage::activation_bytes() const {

@@ -61,6 +61,9 @@ class pipeline_stage {
   /// The activations every copy holds at its largest micro-batch, in bytes.
   [[nodiscard]] int64_t activation_bytes() const;
   [[nodiscard]] const pipeline_options& options() const { return options_; }
+  /// Copies of the stage a schedule needs: the most micro-batches it holds at once (forward
+  /// done, backward not yet).
+  [[nodiscard]] static int copies(const pipeline_options& options);
   [[nodiscard]] int micro_rows() const { return micro_rows_; }
 
  private:

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "actors/state_transfer.hpp"
 #include "kernels/adamw.hpp"
+#include "kernels/matmul.hpp"
+#include "models/gpt/gpt_checkpoint.hpp"
 #include "runtime/base/status.hpp"
 
 namespace troupe::actors {
@@ -64,6 +66,32 @@ absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layou
   }
   layout.initialize(t->params_.data<float>(), options.seed);
   return t;
+}
+
+trainer_memory trainer::memory(const models::gpt_layout& layout, const trainer_options& options,
+                               int ranks) {
+  // As the constructor and create() size them.
+  const int64_t shard = (layout.total() + ranks - 1) / ranks, padded = shard * ranks;
+  const bool sharded = options.zero != zero_stage::none && ranks > 1;
+  trainer_memory m;
+  m.parameters = padded * 4;
+  m.gradients = padded * 4;
+  m.optimizer = 2 * (sharded ? shard : padded) * 4 + shard * 4;  // and the updated shard
+  if (sharded && options.shard_replicas) m.optimizer += 3 * 2 * shard * 4;
+  const int local_batch = std::max((options.global_batch + ranks - 1) / ranks, options.rl_rows);
+  int rows = options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch;
+  if (options.pipeline.stages > 1) {
+    rows = local_batch / options.pipeline.micro_batches;
+    m.activations =
+        pipeline_stage::copies(options.pipeline) *
+        models::gpt_cpu_stage::activation_bytes(layout, rows, options.checkpoint_segment);
+  } else {
+    const int replicas = std::max(1, std::min(options.threads, rows));
+    m.activations =
+        replicas * models::gpt_cpu_stage::activation_bytes(layout, (rows + replicas - 1) / replicas,
+                                                           options.checkpoint_segment);
+  }
+  return m;
 }
 
 absl::StatusOr<std::unique_ptr<trainer>> trainer::regroup(trainer* previous,
@@ -192,8 +220,10 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
   const int local_batch = std::max((options.global_batch + ranks_ - 1) / ranks_, options.rl_rows);
   pass_rows_ = options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch;
   if (pipe_ != nullptr) {
-    // A stage's units run one after the other on this thread; its cores spread attention heads.
+    // A stage's units run one after the other on this thread; its cores spread attention heads
+    // and OpenBLAS's weight gradients (whose idle threads would otherwise spin on other cores).
     if (options.threads > 1) pool_ = std::make_unique<kernels::cpu::thread_pool>(options.threads);
+    kernels::cpu::set_blas_threads(options.threads);
     pass_rows_ = local_batch / options.pipeline.micro_batches;
     pipeline_ = std::make_unique<pipeline_stage>(layout, options.pipeline, pass_rows_, pool_.get(),
                                                  options.checkpoint_segment);
@@ -535,55 +565,23 @@ absl::StatusOr<double> trainer::evaluate(const std::vector<token_batch>& batches
 }
 
 tensor::named_tensors trainer::optimizer_state() const {
-  tensor::named_tensors out;
-  const int64_t n = optimizer_->end() - optimizer_->begin();
-  tensor::tensor m = tensor::tensor::host({n}), v = tensor::tensor::host({n});
-  std::memcpy(m.data<float>(), optimizer_->first_moment().data(), n * sizeof(float));
-  std::memcpy(v.data<float>(), optimizer_->second_moment().data(), n * sizeof(float));
-  out.tensors = {{"m", m}, {"v", v}};
-  out.metadata = {{"begin", std::to_string(optimizer_->begin())},
-                  {"end", std::to_string(optimizer_->end())},
-                  {"steps", std::to_string(optimizer_->steps())}};
-  return out;
+  return models::moments_file(layout_, optimizer_->begin(), optimizer_->end(),
+                              optimizer_->first_moment().data(), optimizer_->second_moment().data(),
+                              optimizer_->steps());
 }
 
 absl::Status trainer::restore(const tensor::named_tensors& weights,
                               const std::vector<tensor::named_tensors>& optimizer_states) {
   TROUPE_RETURN_IF_ERROR(tensor::zero(params_));
   TROUPE_RETURN_IF_ERROR(layout_.from_named(weights, params_.data<float>()));
-  // Reassemble the moments over the whole buffer from the saved ranges, then take this rank's.
+  // Reassemble the moments of every parameter of this layout from the saved slices (whichever
+  // layout and ranks wrote them), then take this rank's.
   const int64_t padded = shard_ * ranks_;
   std::vector<float> m(std::max<int64_t>(padded, layout_.total()), 0.0f), v(m.size(), 0.0f);
-  int64_t steps = -1;
-  for (const auto& state : optimizer_states) {
-    auto field = [&](const char* key) -> absl::StatusOr<int64_t> {
-      auto it = state.metadata.find(key);
-      int64_t value = 0;
-      if (it == state.metadata.end() || !absl::SimpleAtoi(it->second, &value)) {
-        return absl::DataLossError(
-            absl::StrCat("optimizer state: metadata '", key, "' is missing or not a number"));
-      }
-      return value;
-    };
-    TROUPE_ASSIGN_OR_RETURN(int64_t begin, field("begin"));
-    TROUPE_ASSIGN_OR_RETURN(int64_t end, field("end"));
-    TROUPE_ASSIGN_OR_RETURN(int64_t saved_steps, field("steps"));
-    TROUPE_ASSIGN_OR_RETURN(tensor::tensor sm, state.get("m"));
-    TROUPE_ASSIGN_OR_RETURN(tensor::tensor sv, state.get("v"));
-    if (begin < 0 || end < begin || sm.numel() != end - begin || sv.numel() != end - begin) {
-      return absl::DataLossError(absl::StrCat("optimizer state: range [", begin, ", ", end,
-                                              ") does not match its moments"));
-    }
-    if (steps >= 0 && saved_steps != steps) {
-      return absl::DataLossError("optimizer states of different steps in one checkpoint");
-    }
-    steps = saved_steps;
-    // Saved ranges past this run's buffer are padding (a run with more ranks pads more).
-    const int64_t keep = std::max<int64_t>(0, std::min<int64_t>(end, m.size()) - begin);
-    std::memcpy(m.data() + begin, sm.data<float>(), keep * sizeof(float));
-    std::memcpy(v.data() + begin, sv.data<float>(), keep * sizeof(float));
-  }
-  if (steps < 0) return absl::DataLossError("checkpoint holds no optimizer state");
+  const models::gpt_layout whole(layout_.config(), models::layer_range::all(layout_.config()),
+                                 layout_.head());
+  TROUPE_ASSIGN_OR_RETURN(const int64_t steps, models::read_moments(optimizer_states, layout_,
+                                                                    whole, m.data(), v.data()));
   const int64_t begin = optimizer_->begin(), n = optimizer_->end() - begin;
   std::memcpy(optimizer_->first_moment().data(), m.data() + begin, n * sizeof(float));
   std::memcpy(optimizer_->second_moment().data(), v.data() + begin, n * sizeof(float));
@@ -599,25 +597,27 @@ absl::Status trainer::restore(const tensor::named_tensors& weights,
 
 std::vector<std::pair<std::string, tensor::named_tensors>> trainer::checkpoint_files() const {
   std::vector<std::pair<std::string, tensor::named_tensors>> files;
-  if (rank_ == 0) files.emplace_back("model.safetensors", layout_.to_named(params_.data<float>()));
+  // A pipeline's stages each write their own weights, under names no other stage writes.
+  const std::string stage = pipeline_ ? absl::StrCat(options_.pipeline.stage, "-") : "";
+  if (rank_ == 0) {
+    files.emplace_back(pipeline_ ? models::stage_model_file(options_.pipeline.stage)
+                                 : std::string("model.safetensors"),
+                       layout_.to_named(params_.data<float>()));
+  }
   if (rank_ == 0 || options_.zero != zero_stage::none) {
-    files.emplace_back(absl::StrCat("optimizer-", rank_, ".safetensors"), optimizer_state());
+    files.emplace_back(absl::StrCat("optimizer-", stage, rank_, ".safetensors"), optimizer_state());
   }
   return files;
 }
 
 absl::Status trainer::load_weights(const checkpoint::checkpoint& saved) {
-  auto weights = saved.files.find("model.safetensors");
-  if (weights == saved.files.end()) {
-    return absl::DataLossError(absl::StrCat(saved.dir, ": no model.safetensors"));
-  }
+  TROUPE_ASSIGN_OR_RETURN(const tensor::named_tensors weights, models::checkpoint_model(saved));
   // A critic starting from a policy's checkpoint keeps the value head it was initialised with.
-  const bool trunk_only =
-      layout_.has_value_head() && !weights->second.get("classifier.weight").ok();
+  const bool trunk_only = layout_.has_value_head() && !weights.get("classifier.weight").ok();
   if (!trunk_only) TROUPE_RETURN_IF_ERROR(tensor::zero(params_));
   float* params = params_.data<float>();
-  absl::Status s = trunk_only ? layout_.trunk_from_named(weights->second, params)
-                              : layout_.from_named(weights->second, params);
+  absl::Status s =
+      trunk_only ? layout_.trunk_from_named(weights, params) : layout_.from_named(weights, params);
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(saved.dir, ": ", s.message()));
   return absl::OkStatus();
 }
@@ -629,15 +629,13 @@ tensor::tensor trainer::weights() const {
 }
 
 absl::Status trainer::restore(const checkpoint::checkpoint& saved) {
-  auto weights = saved.files.find("model.safetensors");
-  if (weights == saved.files.end()) {
-    return absl::DataLossError(absl::StrCat(saved.dir, ": no model.safetensors"));
-  }
+  absl::StatusOr<tensor::named_tensors> weights = models::checkpoint_model(saved);
+  if (!weights.ok()) return absl::DataLossError(weights.status().message());
   std::vector<tensor::named_tensors> states;
   for (const auto& [name, contents] : saved.files) {
     if (absl::StartsWith(name, "optimizer-")) states.push_back(contents);
   }
-  if (absl::Status s = restore(weights->second, states); !s.ok()) {
+  if (absl::Status s = restore(*weights, states); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(saved.dir, ": ", s.message()));
   }
   return absl::OkStatus();

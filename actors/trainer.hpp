@@ -71,6 +71,13 @@ struct trainer_options {
 
 using actor::step_report;
 
+/// What one rank holds, in bytes (f32): its parameters, their gradients, its optimizer state
+/// (the moments of its shard, and of its replica), and the activations kept for backward at its
+/// largest pass (a pipeline stage: every micro-batch in flight).
+struct trainer_memory {
+  int64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;
+};
+
 /// One data-parallel rank of the training loop, without CAF: its model replica, its share of the
 /// optimizer, and the group it synchronises with (nullptr when it trains alone).
 ///
@@ -103,6 +110,11 @@ class trainer {
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<trainer>> regroup(
       trainer* previous, const models::gpt_layout& layout, const trainer_options& options,
       comm::communicator* group, int64_t steps);
+
+  /// What a trainer of `layout` with `options` in a data-parallel group of `ranks` holds, without
+  /// making one.
+  [[nodiscard]] static trainer_memory memory(const models::gpt_layout& layout,
+                                             const trainer_options& options, int ranks);
 
   /// Undoes the last step, which a ZeRO-1/2 elastic rank completed but some other rank did not:
   /// the parameters, this rank's moments and replica and the step count are those before it.

@@ -28,7 +28,8 @@ struct trainer_state {
   std::unique_ptr<models::gpt_layout> layout;
   std::mutex group_mutex;  // group: replaced on the job thread, aborted from the actor's
   std::unique_ptr<comm::communicator> group;
-  std::atomic<uint64_t> given_up{0};  // groups of older generations are moot (abort)
+  std::unique_ptr<comm::communicator> pipe;  // a pipeline stage's, formed at the start
+  std::atomic<uint64_t> given_up{0};         // groups of older generations are moot (abort)
   std::unique_ptr<trainer> logic;
   // Elastic: the generation `logic` was formed in, and, until the first step on it, the trainer
   // of the last generation every member formed (`kept`), which a regroup cut short by another
@@ -51,6 +52,7 @@ struct trainer_state {
   void abort_group(const std::string& reason) {
     std::lock_guard lock(group_mutex);
     if (group) group->abort(reason);
+    if (pipe) pipe->abort(reason);
   }
   ~trainer_state() {
     // A job waiting in a collective, or for a group to form, ends now.
@@ -91,16 +93,28 @@ absl::Status build(self_ptr self, metrics::registry& metrics, const std::string&
   if (st.spec.objective && st.spec.critic) {
     return absl::InvalidArgumentError("a trainer is the RL policy or the critic, not both");
   }
+  const pipeline_options& pipeline = st.spec.options.pipeline;
+  const int per_stage = st.spec.model.layers / std::max(1, pipeline.stages);
+  const models::layer_range range =
+      pipeline.stages > 1
+          ? models::layer_range{pipeline.stage * per_stage, (pipeline.stage + 1) * per_stage}
+          : models::layer_range::all(st.spec.model);
   st.layout = std::make_unique<models::gpt_layout>(
-      st.spec.model, models::layer_range::all(st.spec.model),
-      st.spec.critic ? models::gpt_head::value : models::gpt_head::lm);
+      st.spec.model, range, st.spec.critic ? models::gpt_head::value : models::gpt_head::lm);
   if (st.spec.ranks > 1 && !st.spec.elastic) {  // an elastic rank's group comes with (regroup)
     comm::group_options g = st.spec.group;
     g.rank = st.spec.rank;
     g.size = st.spec.ranks;
     TROUPE_ASSIGN_OR_RETURN(st.group, comm::make_gloo_communicator(*st.store, g));
   }
-  TROUPE_ASSIGN_OR_RETURN(st.logic, trainer::create(*st.layout, st.spec.options, st.group.get()));
+  if (pipeline.stages > 1) {
+    comm::group_options g = st.spec.pipe;
+    g.rank = pipeline.stage;
+    g.size = pipeline.stages;
+    TROUPE_ASSIGN_OR_RETURN(st.pipe, comm::make_gloo_communicator(*st.store, g));
+  }
+  TROUPE_ASSIGN_OR_RETURN(
+      st.logic, trainer::create(*st.layout, st.spec.options, st.group.get(), st.pipe.get()));
   st.writer = spawn_checkpoint_writer(self->system(), metrics, absl::StrCat(name, "/writer"));
   self->link_to(st.writer);  // the loader and the writer live and die with their trainer
   if (st.spec.corpus == nullptr) return absl::OkStatus();  // RL steps and log-probs only
@@ -141,8 +155,11 @@ caf::result<actor::step_report> step(self_ptr self) {
                   absl::StatusOr<actor::step_report> report = st.logic->step(batch);
                   std::this_thread::sleep_for(st.spec.pacer.pause_after(clock::now() - started));
                   if (report.ok()) {
+                    // A replica's samples, said once: by its first stage.
                     report->first_sample = batch.first_sample;
-                    report->samples = batch.batch;
+                    report->samples = st.spec.options.pipeline.stage == 0 ? batch.batch : 0;
+                    report->stage_busy_s = st.logic->last_pipeline_times().busy_s;
+                    report->stage_idle_s = st.logic->last_pipeline_times().idle_s;
                   }
                   return report;
                 },

@@ -6,7 +6,13 @@
 //   against keeping every block's (target <= 0.3 with blocks), and the step time (forward,
 //   backward and AdamW) against it (target <= 1.4x), alternating repeat by repeat.
 //
-//   parallel_bench [--repeats R] [--steps S] [--threads T]
+// - pp2_m{4,8,16}_tokens_per_s: two pipeline stages (1F1B, m micro-batches) against two
+//   data-parallel ranks, one core each (two ranks as threads of this process, their groups over
+//   Gloo on loopback), the same global batch of 16 sequences (target: m = 8 at least 0.8 of
+//   dp's); and each pipeline run's bubble (the stages' idle share of the schedule) against
+//   (pp - 1) / (m + pp - 1) (target: within 0.05 at m = 8).
+//
+//   parallel_bench [--repeats R] [--steps S] [--threads T] [--only checkpointing|pipeline]
 
 #include <chrono>
 #include <cstdio>
@@ -15,9 +21,11 @@
 #include <thread>
 #include <vector>
 
+#include "actors/trainer.hpp"
 #include "bench/bench_report.hpp"
 #include "models/gpt/adamw_optimizer.hpp"
 #include "models/gpt/gpt_cpu_batch.hpp"
+#include "runtime/comm/gloo_communicator.hpp"
 
 namespace {
 
@@ -52,8 +60,7 @@ struct rank_model {
                  1.0f / (batch * model.ctx));
       optimizer.step(params.data(), grads.data(), 1e-4f, 1.0f);
     }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-           steps;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
   }
 
   models::gpt_layout layout;
@@ -93,8 +100,91 @@ void activation_checkpointing(int threads, int steps, int repeats) {
         {"ratio", full / mine}};
     std::printf("%s\n", memory.dump().c_str());
     bench::report("parallel_bench", std::string("activation_checkpointing_") + name + "_step_s",
-                  ours, "s", "every block's activations kept", theirs, bench::better::lower,
-                  extra);
+                  ours, "s", "every block's activations kept", theirs, bench::better::lower, extra);
+  }
+}
+
+// Sequences of the text the ranks read: made up, every byte value present.
+actors::text_corpus bench_corpus() {
+  std::string text;
+  for (uint32_t x = 1; text.size() < (1u << 20);) {
+    x = x * 1664525u + 1013904223u;
+    text.push_back(static_cast<char>(x >> 24));
+  }
+  return *actors::text_corpus::from_text(std::move(text), 0.05, model.ctx, "parallel_bench");
+}
+
+struct grid_result {
+  double tokens_per_s = 0;
+  double bubble = 0;  // the stages' idle share (pipelines)
+};
+
+// `steps` steps (after one) of two ranks, each on one core: data parallel, or two pipeline
+// stages over `micro_batches` micro-batches.
+grid_result two_ranks(bool pipeline, int micro_batches, int steps,
+                      const actors::text_corpus& corpus) {
+  constexpr int global = 16;
+  comm::memory_store store;
+  std::vector<double> seconds(2), busy(2), idle(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      const models::layer_range range =
+          pipeline ? models::layer_range{r * model.layers / 2, (r + 1) * model.layers / 2}
+                   : models::layer_range::all(model);
+      const models::gpt_layout layout(model, range);
+      auto group = comm::make_gloo_communicator(
+          store, {.name = pipeline ? "pp" : "dp", .rank = r, .size = 2});
+      if (!group.ok()) std::abort();
+      actors::trainer_options o;
+      o.global_batch = global;
+      o.threads = 1;
+      o.overlap_comm = false;
+      if (pipeline) {
+        o.pipeline = {2, r, micro_batches, actors::pipeline_schedule_kind::one_f_one_b};
+      }
+      auto t = actors::trainer::create(layout, o, pipeline ? nullptr : group->get(),
+                                       pipeline ? group->get() : nullptr);
+      if (!t.ok()) std::abort();
+      auto loader = *actors::data_loader::create(corpus, model.ctx, global, pipeline ? 0 : r,
+                                                 pipeline ? 1 : 2, 1);
+      if (!(*t)->step(loader.next()).ok()) std::abort();  // warm up
+      const auto start = std::chrono::steady_clock::now();
+      for (int s = 0; s < steps; ++s) {
+        if (!(*t)->step(loader.next()).ok()) std::abort();
+        busy[r] += (*t)->last_pipeline_times().busy_s;
+        idle[r] += (*t)->last_pipeline_times().idle_s;
+      }
+      seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    });
+  }
+  for (auto& t : ranks)
+    t.join();
+  grid_result g;
+  g.tokens_per_s =
+      static_cast<double>(steps) * global * model.ctx / std::max(seconds[0], seconds[1]);
+  if (pipeline) g.bubble = (idle[0] + idle[1]) / (busy[0] + busy[1] + idle[0] + idle[1]);
+  return g;
+}
+
+void pipeline_against_data_parallel(int steps, int repeats) {
+  const actors::text_corpus corpus = bench_corpus();
+  for (int m : {4, 8, 16}) {
+    std::vector<double> ours, theirs, bubbles;
+    for (int r = 0; r < repeats; ++r) {
+      const grid_result pp = two_ranks(true, m, steps, corpus);
+      ours.push_back(pp.tokens_per_s);
+      bubbles.push_back(pp.bubble);
+      theirs.push_back(two_ranks(false, 1, steps, corpus).tokens_per_s);
+    }
+    bench::report("parallel_bench", "pp2_m" + std::to_string(m) + "_tokens_per_s", ours, "tokens/s",
+                  "dp 2, one core per rank, the same global batch of 16", theirs,
+                  bench::better::higher,
+                  {{"micro_batches", m},
+                   {"bubble", bench::median(bubbles)},
+                   {"bubble_theory", actors::theoretical_bubble(2, m)},
+                   {"layers", model.layers},
+                   {"dim", model.dim}});
   }
 }
 
@@ -103,6 +193,7 @@ void activation_checkpointing(int threads, int steps, int repeats) {
 int main(int argc, char** argv) {
   int repeats = 5, steps = 3;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--repeats" && i + 1 < argc) {
@@ -111,10 +202,15 @@ int main(int argc, char** argv) {
       steps = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--threads" && i + 1 < argc) {
       threads = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--only" && i + 1 < argc &&
+               (std::string(argv[i + 1]) == "checkpointing" ||
+                std::string(argv[i + 1]) == "pipeline")) {
+      only = argv[++i];
     } else {
       return bench::unknown_argument("parallel_bench", arg);
     }
   }
-  activation_checkpointing(threads, steps, repeats);
+  if (only != "pipeline") activation_checkpointing(threads, steps, repeats);
+  if (only != "checkpointing") pipeline_against_data_parallel(steps, repeats);
   return 0;
 }

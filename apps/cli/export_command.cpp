@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "apps/cli/commands.hpp"
+#include "models/gpt/gpt_checkpoint.hpp"
 #include "models/gpt/hf_export.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 
@@ -55,14 +56,13 @@ int export_command(const export_args& args) {
   if (!c.ok()) return fail(exit_runtime_failure, std::string(c.status().message()));
   absl::StatusOr<models::gpt_config> config = model_of(*c);
   if (!config.ok()) return fail(exit_runtime_failure, std::string(config.status().message()));
-  auto model = c->files.find("model.safetensors");
-  if (model == c->files.end()) {
-    return fail(exit_runtime_failure, absl::StrCat(c->dir, ": no model.safetensors"));
-  }
+  // One file, or a pipeline's stages gathered by name.
+  absl::StatusOr<tensor::named_tensors> model = models::checkpoint_model(*c);
+  if (!model.ok()) return fail(exit_runtime_failure, std::string(model.status().message()));
   const models::gpt_layout layout(*config, models::layer_range::all(*config));
   std::vector<float> params(layout.total());
-  if (absl::Status s = layout.from_named(model->second, params.data()); !s.ok()) {
-    return fail(exit_runtime_failure, absl::StrCat(c->dir, "/model.safetensors: ", s.message()));
+  if (absl::Status s = layout.from_named(*model, params.data()); !s.ok()) {
+    return fail(exit_runtime_failure, absl::StrCat(c->dir, ": ", s.message()));
   }
   if (absl::Status s = models::write_hf_gpt2(layout, params.data(), args.out); !s.ok()) {
     return fail(exit_runtime_failure, std::string(s.message()));

@@ -1,6 +1,7 @@
 #include "apps/pretrain/pretrain_app.hpp"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "actors/trainer_actor.hpp"
 #include "apps/pretrain/pretrain_driver_actor.hpp"
 #include "apps/pretrain/pretrain_options.hpp"
@@ -33,23 +34,31 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   const auto* role = ctx.plan.find_role(trainer_role);
   const bool elastic = role != nullptr && role->spec.elastic.has_value();
   std::shared_ptr<comm::rendezvous_store> store;
-  if (o->parallel.dp > 1 || elastic) {
+  const int pp = o->parallel.pp;
+  if (o->parallel.dp > 1 || pp > 1 || elastic) {
     if (!ctx.rendezvous) {
-      return absl::FailedPreconditionError("dp > 1 needs a rendezvous, and this process has none");
+      return absl::FailedPreconditionError(
+          "dp > 1 or pp > 1 needs a rendezvous, and this process has none");
     }
     TROUPE_ASSIGN_OR_RETURN(store, ctx.rendezvous());
   }
   actors::trainer_actor_spec spec;
   spec.model = model;
   spec.options =
-      trainer_options_of(*o, elastic ? ctx.plan.spec.cluster.local_workers : o->parallel.dp);
-  // An elastic rank's place comes with the driver's (regroup); it starts alone.
-  spec.rank = elastic ? 0 : ctx.index;
+      trainer_options_of(*o, elastic ? ctx.plan.spec.cluster.local_workers : o->parallel.dp * pp);
+  // An elastic rank's place comes with the driver's (regroup); it starts alone. Trainer r of a
+  // pipeline is replica r / pp's stage r % pp: its data-parallel group is its stage's across the
+  // replicas, its pipeline group its replica's stages.
+  const int replica = ctx.index / pp, stage = ctx.index % pp;
+  spec.rank = elastic ? 0 : replica;
   spec.ranks = elastic ? 1 : o->parallel.dp;
   spec.elastic = elastic;
   spec.options.elastic = elastic;
-  spec.group.name = "pretrain/dp";
+  spec.options.pipeline.stage = stage;
+  spec.group.name = pp > 1 ? absl::StrCat("pretrain/dp/stage-", stage) : "pretrain/dp";
   spec.group.timeout = std::chrono::milliseconds(o->parallel.timeout_ms);
+  spec.pipe.name = absl::StrCat("pretrain/pp/replica-", replica);
+  spec.pipe.timeout = spec.group.timeout;
   spec.corpus = std::make_shared<const actors::text_corpus>(std::move(corpus));
   spec.data_seed = static_cast<uint64_t>(o->train.seed);
   spec.prefetch = o->data.prefetch;
@@ -89,6 +98,55 @@ void check_elastic(const pretrain_options& o, const app::resolved_role& trainer,
   }
 }
 
+// A pipeline's shape: the blocks split evenly over the stages, each replica's share of a step
+// into the micro-batches; a fixed group (the elastic one is data parallel only).
+void check_pipeline(const pretrain_options& o, const models::gpt_config& model, bool elastic,
+                    const config::parse_context& ctx, const YAML::Node& section) {
+  const YAML::Node parallel = section["parallel"].IsDefined() ? section["parallel"] : section;
+  const auto at = [&](const char* key) {
+    return parallel[key].IsDefined() ? parallel[key] : parallel;
+  };
+  const auto parallel_ctx = ctx.child("parallel");
+  const parallel_spec& p = o.parallel;
+  if (p.pp == 1) {
+    if (p.micro_batches != 1) {
+      parallel_ctx.child("micro_batches")
+          .error(at("micro_batches"),
+                 absl::StrCat("is ", p.micro_batches,
+                              ", but it splits a pipeline's work and parallel.pp is 1; use "
+                              "train.micro_batch to accumulate gradients over smaller passes"));
+    }
+    return;
+  }
+  if (model.layers % p.pp != 0) {
+    parallel_ctx.child("pp").error(at("pp"),
+                                   absl::StrCat("is ", p.pp, ", but model.layers ", model.layers,
+                                                " do not split evenly over ", p.pp, " stages"));
+  }
+  if (elastic) {
+    parallel_ctx.child("pp").error(
+        at("pp"), absl::StrCat("is ", p.pp,
+                               ", but roles.trainer.elastic regroups the data-parallel dimension "
+                               "only; make the group fixed (roles.trainer.count) or set pp 1"));
+  }
+  if (o.train.batch % p.dp == 0 && o.train.batch / p.dp % p.micro_batches != 0) {
+    parallel_ctx.child("micro_batches")
+        .error(at("micro_batches"),
+               absl::StrCat("is ", p.micro_batches, ", but each replica's share of a step is ",
+                            o.train.batch / p.dp, " sequences (train.batch ", o.train.batch,
+                            " over dp ", p.dp, "), which it does not divide"));
+  }
+  if (o.train.micro_batch != 0) {
+    const YAML::Node train = section["train"].IsDefined() ? section["train"] : section;
+    ctx.child("train")
+        .child("micro_batch")
+        .error(train["micro_batch"].IsDefined() ? train["micro_batch"] : train,
+               absl::StrCat("is ", o.train.micro_batch,
+                            ", but a pipeline's passes are its micro-batches; set "
+                            "parallel.micro_batches instead"));
+  }
+}
+
 // The roles must be exactly the trainer ranks, and the shapes must fit together.
 void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
                          const config::parse_context& ctx, const YAML::Node& section) {
@@ -106,15 +164,21 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
               "roles: {trainer: {kind: trainer, impl: gpt, count: 2}}");
   } else if (trainer->spec.elastic) {
     check_elastic(o, *trainer, ctx, section);
-  } else if (trainer->spec.count != o.parallel.dp) {
+  } else if (trainer->spec.count != o.parallel.dp * o.parallel.pp) {
     ctx.child("parallel")
         .child("dp")
-        .error(
-            section["parallel"]["dp"].IsDefined() ? section["parallel"]["dp"] : section,
-            absl::StrCat("is ", o.parallel.dp, " but roles.trainer.count is ", trainer->spec.count,
-                         ": each data-parallel rank is one trainer actor; set both to the same "
-                         "number"));
+        .error(section["parallel"]["dp"].IsDefined() ? section["parallel"]["dp"] : section,
+               o.parallel.pp > 1
+                   ? absl::StrCat("is ", o.parallel.dp, " and parallel.pp is ", o.parallel.pp,
+                                  ", but roles.trainer.count is ", trainer->spec.count,
+                                  ": the grid is dp x pp trainer actors; set the count to ",
+                                  o.parallel.dp * o.parallel.pp)
+                   : absl::StrCat("is ", o.parallel.dp, " but roles.trainer.count is ",
+                                  trainer->spec.count,
+                                  ": each data-parallel rank is one trainer actor; set both to "
+                                  "the same number"));
   }
+  check_pipeline(o, model, trainer != nullptr && trainer->spec.elastic, ctx, section);
   if (trainer != nullptr && !trainer->spec.elastic && o.parallel.shard_replicas != 0) {
     const YAML::Node parallel = section["parallel"];
     ctx.child("parallel")
@@ -143,6 +207,47 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
   }
 }
 
+std::string megabytes(int64_t bytes) {
+  return absl::StrFormat("%.1f MB", static_cast<double>(bytes) / 1e6);
+}
+
+// troupe check: the grid (which blocks each trainer holds) and what each rank holds in memory.
+std::vector<std::string> describe_pretrain_plan(const app::app_plan& plan, const void* opaque) {
+  const auto& o = *static_cast<const pretrain_options*>(opaque);
+  const models::gpt_config model = models::gpt_config_of(plan.spec.model);
+  const auto* trainer = plan.find_role(trainer_role);
+  if (trainer == nullptr || trainer->spec.elastic) return {};
+  const int dp = o.parallel.dp, pp = o.parallel.pp, per_stage = model.layers / pp;
+  std::vector<std::string> out;
+  if (pp > 1) {
+    out.push_back(absl::StrCat("grid: dp ", dp, " x pp ", pp, "; each replica's ",
+                               o.train.batch / dp, " sequences in ", o.parallel.micro_batches,
+                               " micro-batches, schedule ", o.parallel.schedule));
+  } else {
+    out.push_back(absl::StrCat("grid: dp ", dp, " (zero ", o.parallel.zero, ")"));
+  }
+  for (int rank = 0; rank < dp * pp; ++rank) {
+    const int stage = rank % pp;
+    const models::layer_range range{stage * per_stage, (stage + 1) * per_stage};
+    const models::gpt_layout layout(model, pp > 1 ? range : models::layer_range::all(model));
+    actors::trainer_options t = trainer_options_of(o, dp * pp);
+    t.pipeline.stage = stage;
+    const actors::trainer_memory m = actors::trainer::memory(layout, t, dp);
+    std::string holds = absl::StrCat("blocks ", layout.range().first, "-", layout.range().last - 1);
+    if (layout.range().has_embedding()) absl::StrAppend(&holds, ", the embeddings");
+    if (layout.range().has_head(model)) {
+      absl::StrAppend(&holds, ", the final norm and the head",
+                      pp > 1 && stage > 0 ? " (a copy of the tied embedding)" : "");
+    }
+    out.push_back(absl::StrCat("trainer/", rank, ": replica ", rank / pp,
+                               pp > 1 ? absl::StrCat(", stage ", stage) : "", ": ", holds,
+                               "; parameters ", megabytes(m.parameters), ", gradients ",
+                               megabytes(m.gradients), ", optimizer ", megabytes(m.optimizer),
+                               ", activations ", megabytes(m.activations)));
+  }
+  return out;
+}
+
 }  // namespace
 
 actor::role_factory pretrain_app_factory() {
@@ -153,6 +258,7 @@ actor::role_factory pretrain_app_factory() {
         return spawn_pretrain_driver(ctx, options, run::work_pacer(std::move(hooks)));
       });
   factory.check_plan = check_pretrain_plan;
+  factory.describe_plan = describe_pretrain_plan;
   return factory;
 }
 

@@ -173,6 +173,23 @@ std::vector<pretrain_driver::command> pretrain_driver::after_step() {
     row["time_s"]["replica"] = step_replica_s_;  // of comm: the shard replicas' refresh
   }
   if (schedule_.batch > 0) row["first_sample"] = (step_ - 1) * schedule_.batch;
+  if (schedule_.stages > 1) {
+    // Replica 0's stages: what each computed and waited, and the share of the step they were
+    // idle, against 1F1B's and GPipe's (p - 1) / (m + p - 1).
+    nlohmann::json busy = nlohmann::json::array(), idle = nlohmann::json::array();
+    double busy_sum = 0, idle_sum = 0;
+    for (int s = 0; s < schedule_.stages && s < static_cast<int>(asking_.reports.size()); ++s) {
+      busy.push_back(asking_.reports[s].stage_busy_s);
+      idle.push_back(asking_.reports[s].stage_idle_s);
+      busy_sum += asking_.reports[s].stage_busy_s;
+      idle_sum += asking_.reports[s].stage_idle_s;
+    }
+    row["pipeline"] = {{"busy_s", busy},
+                       {"idle_s", idle},
+                       {"bubble", busy_sum + idle_sum > 0 ? idle_sum / (busy_sum + idle_sum) : 0.0},
+                       {"bubble_theory", static_cast<double>(schedule_.stages - 1) /
+                                             (schedule_.micro_batches + schedule_.stages - 1)}};
+  }
   out.push_back(metrics_row{std::move(row)});
   const bool last_step = step_ >= schedule_.end();
   const bool eval_due =

@@ -43,6 +43,9 @@ struct pretrain_schedule {
   int64_t tokens_per_step = 0;
   int64_t first_step = 0;  ///< steps already done (a resume)
   int64_t stop_after = 0;  ///< end this launch after this step (0: after `steps`)
+  /// A pipeline's stages per replica (ranks 0 .. stages - 1 are replica 0's) and micro-batches.
+  int stages = 1;
+  int micro_batches = 1;
 
   /// The step this launch ends after.
   [[nodiscard]] int64_t end() const {

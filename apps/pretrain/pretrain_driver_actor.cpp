@@ -282,14 +282,16 @@ void start_training(self_ptr self, int64_t first_step) {
   auto& st = self->state;
   const auto& o = st.options;
   pretrain_schedule schedule{.steps = o.train.steps,
-                             .ranks = o.parallel.dp,
+                             .ranks = o.parallel.dp * o.parallel.pp,
                              .batch = o.train.batch,
                              .elastic = st.elastic,
                              .eval_every = o.data.eval_every,
                              .checkpoint_every = o.checkpoint.every_steps,
                              .tokens_per_step = static_cast<int64_t>(o.train.batch) * st.model.ctx,
                              .first_step = first_step,
-                             .stop_after = o.train.stop_after};
+                             .stop_after = o.train.stop_after,
+                             .stages = o.parallel.pp,
+                             .micro_batches = o.parallel.micro_batches};
   if (first_step >= schedule.end()) {
     return fail(self,
                 absl::FailedPreconditionError(absl::StrCat("the checkpoint is at step ", first_step,
@@ -313,7 +315,10 @@ void start_training(self_ptr self, int64_t first_step) {
           " for ", schedule.end() - first_step, " steps on ", world, " trainer",
           world != 1 ? "s" : "",
           st.elastic ? absl::StrCat(" (elastic, ", st.elastic->min, " to ", st.elastic->max, ")")
-                     : absl::StrCat(" (zero ", o.parallel.zero, ")")),
+          : o.parallel.pp > 1 ? absl::StrCat(" (dp ", o.parallel.dp, " x pp ", o.parallel.pp, ", ",
+                                             o.parallel.micro_batches, " micro-batches, ",
+                                             o.parallel.schedule, ", zero ", o.parallel.zero, ")")
+                              : absl::StrCat(" (zero ", o.parallel.zero, ")")),
       {{"first_step", first_step}, {"steps", o.train.steps}, {"world_size", world}});
   execute(self, st.logic->start());
 }
@@ -373,7 +378,7 @@ void on_update(self_ptr self, const actor::actor_update& update) {
   if (role != "trainer" || index < 0) return;
   auto handle = caf::actor_cast<actor::trainer_actor>(update.handle);
   if (!st.elastic) {
-    if (index >= st.options.parallel.dp) return;
+    if (index >= st.options.parallel.dp * st.options.parallel.pp) return;
     if (st.running && st.trainers.contains(update.name)) {
       // Trainers are not restarted (their state is the run's); a replacement cannot join.
       return fail(self, absl::AbortedError(absl::StrCat(update.name, " was replaced mid-run")));

@@ -77,7 +77,18 @@ config::object_schema<parallel_spec> parallel_schema() {
   config::object_schema<parallel_spec> s;
   s.add("dp", &parallel_spec::dp)
       .range(1, 4096)
-      .help("data-parallel ranks; must equal roles.trainer.count");
+      .help("data-parallel ranks; dp x pp must equal roles.trainer.count");
+  s.add("pp", &parallel_spec::pp)
+      .range(1, 1024)
+      .help("pipeline stages: each replica's blocks split evenly over pp trainer ranks");
+  s.add("micro_batches", &parallel_spec::micro_batches)
+      .range(1, 1 << 16)
+      .help("pipeline: micro-batches a replica's share of a step is split into");
+  s.add("schedule", &parallel_spec::schedule)
+      .one_of({"gpipe", "1f1b"})
+      .help(
+          "pipeline: gpipe (every forward, then every backward) or 1f1b (at most pp "
+          "micro-batches of activations held per stage)");
   s.add("zero", &parallel_spec::zero)
       .range(0, 2)
       .help("0 = plain data parallel, 1 = optimizer state sharded, 2 = gradients sharded too");
@@ -114,7 +125,8 @@ config::object_schema<pretrain_options> pretrain_schema() {
   s.add("data", &pretrain_options::data, data_schema()).help("the text and its held-out split");
   s.add("checkpoint", &pretrain_options::checkpoint, checkpoint_schema())
       .help("asynchronous checkpoints");
-  s.add("parallel", &pretrain_options::parallel, parallel_schema()).help("data parallelism");
+  s.add("parallel", &pretrain_options::parallel, parallel_schema())
+      .help("data and pipeline parallelism");
   s.add("resume", &pretrain_options::resume)
       .help("a run directory to continue from (troupe launch --resume sets it)");
   return s;
@@ -142,6 +154,11 @@ actors::trainer_options trainer_options_of(const pretrain_options& o, int traine
   t.overlap_comm = o.parallel.overlap == "on" ||
                    (o.parallel.overlap == "auto" && cores > t.threads * trainers_here);
   t.seed = static_cast<uint64_t>(o.train.seed);
+  if (o.parallel.pp > 1) {
+    t.pipeline.stages = o.parallel.pp;
+    t.pipeline.micro_batches = o.parallel.micro_batches;
+    t.pipeline.schedule = *actors::parse_pipeline_schedule(o.parallel.schedule);
+  }
   return t;
 }
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "apps/rlhf/rlhf_controller_state.hpp"
+#include "models/gpt/gpt_checkpoint.hpp"
 #include "models/gpt/gpt_source.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/status_bridge.hpp"
@@ -403,9 +404,8 @@ absl::StatusOr<std::string> initial_checkpoint(const std::string& path,
                                                const models::gpt_config& model) {
   TROUPE_ASSIGN_OR_RETURN(checkpoint::checkpoint saved,
                           models::read_checkpoint_at(path, "rlhf.init_from"));
-  if (!saved.files.contains("model.safetensors")) {
-    return absl::NotFoundError(
-        absl::StrCat("rlhf.init_from ", path, ": ", saved.dir, " holds no model.safetensors"));
+  if (absl::Status s = models::checkpoint_model(saved).status(); !s.ok()) {
+    return absl::NotFoundError(absl::StrCat("rlhf.init_from ", path, ": ", s.message()));
   }
   const nlohmann::json want = models::gpt_config_json(model);
   if (saved.meta.contains("model") && saved.meta["model"] != want) {

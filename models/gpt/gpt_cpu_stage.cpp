@@ -105,6 +105,23 @@ int64_t gpt_cpu_stage::activation_bytes() const {
   return floats * static_cast<int64_t>(sizeof(float));
 }
 
+int64_t gpt_cpu_stage::activation_bytes(const gpt_layout& layout, int max_batch,
+                                        int checkpoint_segment) {
+  const gpt_config& c = layout.config();
+  const int64_t N = int64_t{max_batch} * c.ctx, C = c.dim;
+  const int blocks = layout.range().last - layout.range().first;
+  const int held =
+      checkpoint_segment > 0 && checkpoint_segment < blocks ? checkpoint_segment : blocks;
+  // As the constructor sizes them: the residual stream, each held block's, the head's.
+  int64_t floats = (blocks + 1) * N * C;
+  floats += held * (15 * N * C + 4 * N + int64_t{max_batch} * c.heads * c.ctx * c.ctx);
+  if (layout.range().has_head(c)) {
+    floats += N * C + 2 * N;
+    floats += layout.has_value_head() ? N : N * c.vocab + N;
+  }
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
 gpt_cpu_stage::block_activations& gpt_cpu_stage::activations(int layer) {
   const int i = layer - layout_.range().first;
   return blocks_[segment_ > 0 ? i % segment_ : i];

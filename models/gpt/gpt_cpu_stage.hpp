@@ -88,6 +88,10 @@ class gpt_cpu_stage {
   /// Bytes of the activations this stage holds for backward at its largest batch: the residual
   /// stream, the blocks' (one segment's with checkpointing) and the head's.
   [[nodiscard]] int64_t activation_bytes() const;
+  /// What activation_bytes() of a stage of `layout` for `max_batch` sequences would be, without
+  /// making one (troupe check's memory per rank).
+  [[nodiscard]] static int64_t activation_bytes(const gpt_layout& layout, int max_batch,
+                                                int checkpoint_segment);
 
  private:
   struct block_activations {
@@ -111,7 +115,7 @@ class gpt_cpu_stage {
   kernels::cpu::thread_pool* pool_;
   int batch_ = 0, seq_ = 0;
   float temperature_ = 1.0f;
-  std::vector<std::vector<float>> x_;  // residual stream: input of each block, then the output
+  std::vector<std::vector<float>> x_;      // residual stream: input of each block, then the output
   std::vector<block_activations> blocks_;  // every block's, or one segment's
   int segment_ = 0;                        // blocks per checkpointed segment; 0: none
   int held_segment_ = -1;                  // the segment whose activations blocks_ holds

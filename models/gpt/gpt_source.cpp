@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "models/gpt/gpt_checkpoint.hpp"
 
 namespace troupe::models {
 
@@ -46,13 +47,10 @@ absl::StatusOr<std::vector<float>> read_gpt_weights(const gpt_layout& layout,
                                                     const std::string& setting) {
   absl::StatusOr<checkpoint::checkpoint> saved = read_checkpoint_at(path, setting);
   if (!saved.ok()) return saved.status();
-  auto weights = saved->files.find("model.safetensors");
-  if (weights == saved->files.end()) {
-    return absl::NotFoundError(absl::StrCat(saved->dir, " holds no model.safetensors"));
-  }
+  TROUPE_ASSIGN_OR_RETURN(const tensor::named_tensors weights, checkpoint_model(*saved));
   std::vector<float> params(layout.total(), 0.0f);
-  if (absl::Status s = layout.from_named(weights->second, params.data()); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(saved->dir, "/model.safetensors: ", s.message(),
+  if (absl::Status s = layout.from_named(weights, params.data()); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(saved->dir, ": ", s.message(),
                                                " (is model: the one it was trained with?)"));
   }
   return params;

@@ -73,12 +73,15 @@ struct step_report {
   double loss = 0;   ///< mean token loss over the global batch
   double grad_norm = 0;
   double lr = 0;
-  double data_s = 0;         ///< waiting for the batch
-  double compute_s = 0;      ///< forward, backward and optimizer on this rank
-  double comm_s = 0;         ///< waiting for collectives (what compute did not hide)
-  double replica_s = 0;      ///< of comm_s: refreshing the shard replica (shard_replicas)
+  double data_s = 0;     ///< waiting for the batch
+  double compute_s = 0;  ///< forward, backward and optimizer on this rank
+  double comm_s = 0;     ///< waiting for collectives (what compute did not hide)
+  double replica_s = 0;  ///< of comm_s: refreshing the shard replica (shard_replicas)
+  /// A pipeline stage's schedule: computing, and waiting for its neighbours (0 without stages).
+  double stage_busy_s = 0;
+  double stage_idle_s = 0;
   int64_t first_sample = 0;  ///< the global stream index of this rank's first sample
-  int64_t samples = 0;       ///< how many samples this rank trained on
+  int64_t samples = 0;       ///< how many samples this rank trained on (0: it does not say)
 };
 
 /// A data-parallel group formed anew after its membership changed: the receiving rank's place

@@ -316,14 +316,16 @@ absl::StatusOr<actor::token_batch> unpack_tokens(const msgpack::object& o) {
 }
 
 void pack_step(packer& pk, const actor::step_report& x) {
-  pk.pack_map(10);
+  pk.pack_map(12);
   for (auto [key, value] : {std::pair{"loss", x.loss},
                             {"grad_norm", x.grad_norm},
                             {"lr", x.lr},
                             {"data_s", x.data_s},
                             {"compute_s", x.compute_s},
                             {"comm_s", x.comm_s},
-                            {"replica_s", x.replica_s}}) {
+                            {"replica_s", x.replica_s},
+                            {"stage_busy_s", x.stage_busy_s},
+                            {"stage_idle_s", x.stage_idle_s}}) {
     pk.pack(key);
     pk.pack(value);
   }
@@ -349,7 +351,9 @@ absl::StatusOr<actor::step_report> unpack_step(const msgpack::object& o) {
                           {"data_s", &x.data_s},
                           {"compute_s", &x.compute_s},
                           {"comm_s", &x.comm_s},
-                          {"replica_s", &x.replica_s}}) {
+                          {"replica_s", &x.replica_s},
+                          {"stage_busy_s", &x.stage_busy_s},
+                          {"stage_idle_s", &x.stage_idle_s}}) {
     TROUPE_ASSIGN_OR_RETURN(*out, m->get_double(key, 0));  // absent figures are zero
   }
   return x;

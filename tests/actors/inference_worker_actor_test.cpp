@@ -144,26 +144,28 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
 // Requests that do not stream (RL rollouts): a poll is answered only when one of them ends, with
 // its tokens merged into one event (the others' stay with the worker until they end), so two
 // requests of 5 and 10 tokens take two polls, not ten. The poll wait is far longer than the
-// generation: the requests' ends answer the polls.
+// generation: the requests' ends answer the polls. The first poll waits before the requests
+// arrive, so the first end answers it however fast the machine; the second end answers the
+// second poll, or waits for it.
 TEST(InferenceWorkerActor, RequestsThatDoNotStreamAreAnsweredWhenTheyEnd) {
   auto cfg = actor::make_system_config({.scheduler_threads = 2});
   caf::actor_system system(*cfg);
   metrics::registry metrics;
   auto worker =
       *spawn_inference_worker(system, metrics, "worker/0", tiny_model(),
-                              {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, {}, 120s);
+                              {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, {}, 100s);
   caf::scoped_actor self(system);
+  auto first_poll = self->request(worker, 100s, actor::poll_atom_v);
   std::vector<actor::generation_request> requests = {request(1, 5), request(2, 10)};
   for (auto& r : requests)
     r.stream = false;
   self->request(worker, 10s, actor::generate_atom_v, requests)
       .receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
   std::vector<std::vector<actor::generation_event>> polls;
-  for (int i = 0; i < 2; ++i) {
-    self->request(worker, 240s, actor::poll_atom_v)
-        .receive([&](actor::worker_report& report) { polls.push_back(report.events); },
-                 [](caf::error& e) { FAIL() << caf::to_string(e); });
-  }
+  auto keep = [&](actor::worker_report& report) { polls.push_back(report.events); };
+  auto fail = [](caf::error& e) { FAIL() << caf::to_string(e); };
+  first_poll.receive(keep, fail);
+  self->request(worker, 100s, actor::poll_atom_v).receive(keep, fail);
   ASSERT_EQ(polls.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     ASSERT_EQ(polls[i].size(), 1u) << "poll " << i << ": the request that ended, alone";

@@ -77,9 +77,11 @@ class PipelineTrainerTest : public ::testing::Test {
           ASSERT_TRUE(g.ok()) << g.status();
           pipe_group = *std::move(g);
         }
-        auto t = trainer::create(layout, options(micro_batches, schedule, zero, pp, s),
-                                 data_group.get(), pipe_group.get());
+        const trainer_options o = options(micro_batches, schedule, zero, pp, s);
+        auto t = trainer::create(layout, o, data_group.get(), pipe_group.get());
         ASSERT_TRUE(t.ok()) << t.status();
+        EXPECT_EQ(trainer::memory(layout, o, dp).activations, (*t)->activation_bytes())
+            << "troupe check's estimate is what the rank holds";
         auto loader = *data_loader::create(corpus_, config.ctx, global_batch, d, dp, 5);
         for (int step = 0; step < steps; ++step) {
           auto report = (*t)->step(loader.next());

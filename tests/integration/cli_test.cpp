@@ -83,6 +83,45 @@ TEST(Cli, CheckExplainsElasticPretrainMistakes) {
       << r.err;
 }
 
+// A pipeline's shape: troupe check shows the grid, each trainer's blocks and memory, and
+// explains a grid that does not fit.
+TEST(Cli, CheckShowsThePipelineGridAndExplainsItsMistakes) {
+  const std::string pipeline = std::string(TROUPE_SOURCE_DIR) + "/configs/pretrain_pipeline.yaml";
+  auto r = troupe({"check", pipeline});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line :
+       {"grid: dp 1 x pp 2; each replica's 8 sequences in 4 micro-batches, schedule 1f1b",
+        "trainer/0: replica 0, stage 0: blocks 0-3, the embeddings; parameters",
+        "trainer/1: replica 0, stage 1: blocks 4-7, the final norm and the head (a copy of the "
+        "tied embedding); parameters"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
+  r = troupe({"check", pipeline, "--set", "pretrain.parallel.pp=3", "--set",
+              "pretrain.parallel.micro_batches=3", "--set", "pretrain.train.micro_batch=2"});
+  EXPECT_EQ(r.exit_code, 2);
+  for (const char* error :
+       {"pretrain.parallel.dp: is 1 and parallel.pp is 3, but roles.trainer.count is 2: the grid "
+        "is dp x pp trainer actors; set the count to 3",
+        "pretrain.parallel.pp: is 3, but model.layers 8 do not split evenly over 3 stages",
+        "pretrain.parallel.micro_batches: is 3, but each replica's share of a step is 8 "
+        "sequences (train.batch 8 over dp 1), which it does not divide",
+        "pretrain.train.micro_batch: is 2, but a pipeline's passes are its micro-batches"}) {
+    EXPECT_NE(r.err.find(error), std::string::npos) << error << "\n" << r.err;
+  }
+  temp_dir dir;
+  const std::string elastic =
+      dir.write("elastic.yaml",
+                "app: pretrain\n"
+                "model: {vocab: 256, ctx: 32, layers: 2, dim: 32, heads: 2}\n"
+                "roles: {trainer: {kind: trainer, impl: gpt, elastic: {min: 1, max: 2}}}\n"
+                "pretrain: {parallel: {pp: 2}}\n");
+  r = troupe({"check", elastic});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("roles.trainer.elastic regroups the data-parallel dimension only"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(Cli, ShardReplicasNeedAnElasticTrainerRole) {
   auto r = troupe({"check", pretrain_tiny, "--set", "pretrain.parallel.zero=1", "--set",
                    "pretrain.parallel.shard_replicas=1"});

@@ -283,6 +283,60 @@ TEST_F(PretrainTest, ActivationCheckpointingTrainsBitForBitAsWithout) {
   }
 }
 
+// Pipeline parallelism: the 2-layer model in two stages of one block (4 micro-batches, 1F1B;
+// and dp 2 x pp 2) trains as one rank, loss for loss within float tolerance (only the order in
+// which gradients are added differs); a pipeline run stopped at step 20 resumes on one rank and
+// a one-rank run at pp 2, both continuing as the uninterrupted run; the pipeline's checkpoint
+// exports as one model.
+TEST_F(PretrainTest, APipelineTrainsAsOneRankAndResumesAtAnotherLayout) {
+  const run_result one = launch("one", 1, 0);
+  ASSERT_EQ(one.process.exit_code, 0) << one.process.err;
+  const auto pipeline = [](int dp, std::vector<std::string> more = {}) {
+    std::vector<std::string> sets = {
+        "--set", "pretrain.parallel.pp=2",
+        "--set", "pretrain.parallel.micro_batches=" + std::to_string(4 / dp),
+        "--set", "roles.trainer.count=" + std::to_string(2 * dp),
+        "--set", "cluster.local_workers=2"};
+    sets.insert(sets.end(), more.begin(), more.end());
+    return sets;
+  };
+  const run_result pp2 = launch("pp2", 1, 0, pipeline(1));
+  ASSERT_EQ(pp2.process.exit_code, 0) << pp2.process.err;
+  expect_close(one.losses, pp2.losses, 1e-5, "pp 2");
+  EXPECT_NEAR(pp2.summary["val_loss"].get<double>(), one.summary["val_loss"].get<double>(), 1e-4);
+  const auto rows = read_jsonl(dir_.file("pp2") + "/metrics.jsonl");
+  ASSERT_TRUE(rows.front().contains("pipeline")) << rows.front();
+  EXPECT_EQ(rows.front()["pipeline"]["busy_s"].size(), 2u);
+  EXPECT_DOUBLE_EQ(rows.front()["pipeline"]["bubble_theory"].get<double>(), 0.2);
+
+  const run_result grid = launch("dp2pp2", 2, 0, pipeline(2));
+  ASSERT_EQ(grid.process.exit_code, 0) << grid.process.err;
+  expect_close(one.losses, grid.losses, 1e-5, "dp 2 x pp 2");
+
+  // pp 2 -> one rank, and one rank -> pp 2, each stopped after step 20.
+  const run_result first =
+      launch("first", 1, 0, pipeline(1, {"--set", "pretrain.train.stop_after=20"}));
+  ASSERT_EQ(first.process.exit_code, 0) << first.process.err;
+  const run_result rest = launch("rest", 1, 0, {"--resume", dir_.file("first")});
+  ASSERT_EQ(rest.process.exit_code, 0) << rest.process.err;
+  EXPECT_EQ(rest.first_step, 21);
+  std::vector<double> split = first.losses;
+  split.insert(split.end(), rest.losses.begin(), rest.losses.end());
+  expect_close(one.losses, split, 1e-4, "pp 2 -> pp 1");
+  const run_result head = launch("head", 1, 0, {"--set", "pretrain.train.stop_after=20"});
+  ASSERT_EQ(head.process.exit_code, 0) << head.process.err;
+  const run_result tail = launch("tail", 1, 0, pipeline(1, {"--resume", dir_.file("head")}));
+  ASSERT_EQ(tail.process.exit_code, 0) << tail.process.err;
+  split = head.losses;
+  split.insert(split.end(), tail.losses.begin(), tail.losses.end());
+  expect_close(one.losses, split, 1e-4, "pp 1 -> pp 2");
+
+  const process_result exported =
+      troupe({"export", dir_.file("pp2"), "--out", dir_.file("exported")});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_TRUE(fs::exists(dir_.file("exported") + "/model.safetensors"));
+}
+
 TEST_F(PretrainTest, ResumingAtAnotherDpReshardsTheOptimizer) {
   const run_result straight = launch("straight", 2, 2);
   ASSERT_EQ(straight.process.exit_code, 0) << straight.process.err;

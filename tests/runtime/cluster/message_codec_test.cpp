@@ -57,14 +57,26 @@ TEST(MessageCodec, RoundTripsTokenBatchesAndRefusesInconsistentOnes) {
 }
 
 TEST(MessageCodec, RoundTripsStepReports) {
-  caf::message m = round_trip(
-      caf::make_message(actor::step_report{12, 2.5, 0.75, 1e-3, 0.01, 0.2, 0.03, 0.02, 96, 3}));
+  caf::message m = round_trip(caf::make_message(actor::step_report{.step = 12,
+                                                                   .loss = 2.5,
+                                                                   .grad_norm = 0.75,
+                                                                   .lr = 1e-3,
+                                                                   .data_s = 0.01,
+                                                                   .compute_s = 0.2,
+                                                                   .comm_s = 0.03,
+                                                                   .replica_s = 0.02,
+                                                                   .stage_busy_s = 0.15,
+                                                                   .stage_idle_s = 0.05,
+                                                                   .first_sample = 96,
+                                                                   .samples = 3}));
   const auto& r = m.get_as<actor::step_report>(0);
   EXPECT_EQ(r.step, 12);
   EXPECT_EQ(r.loss, 2.5);
   EXPECT_EQ(r.lr, 1e-3);
   EXPECT_EQ(r.comm_s, 0.03);
   EXPECT_EQ(r.replica_s, 0.02);
+  EXPECT_EQ(r.stage_busy_s, 0.15);
+  EXPECT_EQ(r.stage_idle_s, 0.05);
   EXPECT_EQ(r.first_sample, 96);
   EXPECT_EQ(r.samples, 3);
 }
