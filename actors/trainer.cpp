@@ -58,8 +58,12 @@ absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layou
   const int64_t padded = t->shard_ * t->ranks_;
   TROUPE_ASSIGN_OR_RETURN(t->params_, tensor::tensor::zeros({padded}, tensor::dtype::f32));
   TROUPE_ASSIGN_OR_RETURN(t->grads_, tensor::tensor::zeros({padded}, tensor::dtype::f32));
-  TROUPE_ASSIGN_OR_RETURN(t->shard_buffer_, tensor::tensor::zeros({t->shard_}, tensor::dtype::f32));
-  if (options.shard_replicas && options.zero != zero_stage::none && t->ranks_ > 1) {
+  const bool sharded = options.zero != zero_stage::none && t->ranks_ > 1;
+  if (sharded) {  // an unsharded optimizer updates the parameters in place
+    TROUPE_ASSIGN_OR_RETURN(t->shard_buffer_,
+                            tensor::tensor::zeros({t->shard_}, tensor::dtype::f32));
+  }
+  if (options.shard_replicas && sharded) {
     for (tensor::tensor* b : {&t->replica_, &t->incoming_, &t->outgoing_}) {
       TROUPE_ASSIGN_OR_RETURN(*b, tensor::tensor::zeros({2 * t->shard_}, tensor::dtype::f32));
     }
@@ -76,7 +80,8 @@ trainer_memory trainer::memory(const models::gpt_layout& layout, const trainer_o
   trainer_memory m;
   m.parameters = padded * 4;
   m.gradients = padded * 4;
-  m.optimizer = 2 * (sharded ? shard : padded) * 4 + shard * 4;  // and the updated shard
+  m.optimizer = 2 * (sharded ? shard : padded) * 4;
+  if (sharded) m.optimizer += shard * 4;  // the updated shard, before it is all-gathered
   if (sharded && options.shard_replicas) m.optimizer += 3 * 2 * shard * 4;
   const int local_batch = std::max((options.global_batch + ranks - 1) / ranks, options.rl_rows);
   int rows = options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch;

@@ -12,6 +12,9 @@
 //   dp's); and each pipeline run's bubble (the stages' idle share of the schedule) against
 //   (pp - 1) / (m + pp - 1) (target: within 0.05 at m = 8).
 //
+// - pp2_m{4,8,16}_rank_memory_mb: the largest stage's memory (parameters, gradients, optimizer
+//   state, stashed activations) against one rank with the whole model (target <= 0.6).
+//
 //   parallel_bench [--repeats R] [--steps S] [--threads T] [--only checkpointing|pipeline]
 
 #include <chrono>
@@ -167,7 +170,59 @@ grid_result two_ranks(bool pipeline, int micro_batches, int steps,
   return g;
 }
 
+// A rank's parameters, gradients, optimizer state and activations (as trainer::create allocates
+// them) at pp = 2 with m micro-batches, against one rank holding the whole model, in the same
+// passes of 16 / m sequences (train.micro_batch), and in one pass of the whole batch. 1F1B's first
+// stage stashes pp micro-batches of half the blocks: as many activations as pp = 1's pass.
+void pipeline_memory() {
+  constexpr int global = 16;
+  auto mb = [](int64_t bytes) { return static_cast<double>(bytes) / 1e6; };
+  auto total = [](const actors::trainer_memory& x) {
+    return x.parameters + x.gradients + x.optimizer + x.activations;
+  };
+  auto parts = [&](const actors::trainer_memory& x) {
+    return nlohmann::json{{"parameters", mb(x.parameters)},
+                          {"gradients", mb(x.gradients)},
+                          {"optimizer", mb(x.optimizer)},
+                          {"activations", mb(x.activations)}};
+  };
+  const models::gpt_layout whole(model, models::layer_range::all(model));
+  actors::trainer_options o;
+  o.global_batch = global;
+  o.threads = 1;
+  const actors::trainer_memory one_pass = actors::trainer::memory(whole, o, 1);
+  for (int m : {4, 8, 16}) {
+    actors::trainer_memory stage_peak;
+    for (int s = 0; s < 2; ++s) {
+      actors::trainer_options p = o;
+      p.pipeline = {2, s, m, actors::pipeline_schedule_kind::one_f_one_b};
+      const models::gpt_layout stage(model, {s * model.layers / 2, (s + 1) * model.layers / 2});
+      const actors::trainer_memory x = actors::trainer::memory(stage, p, 1);
+      if (total(x) > total(stage_peak)) stage_peak = x;
+    }
+    actors::trainer_options passes = o;
+    passes.micro_batch = global / m;
+    const actors::trainer_memory pp1 = actors::trainer::memory(whole, passes, 1);
+    const nlohmann::json row = {{"bench", "parallel_bench"},
+                                {"metric", "pp2_m" + std::to_string(m) + "_rank_memory_mb"},
+                                {"value", mb(total(stage_peak))},
+                                {"unit", "MB"},
+                                {"baseline", "pp 1 in the same passes (train.micro_batch " +
+                                                 std::to_string(global / m) + ")"},
+                                {"baseline_value", mb(total(pp1))},
+                                {"ratio", mb(total(stage_peak)) / mb(total(pp1))},
+                                {"stage", parts(stage_peak)},
+                                {"pp1", parts(pp1)},
+                                {"pp1_one_pass_mb", mb(total(one_pass))},
+                                {"ratio_to_one_pass", mb(total(stage_peak)) / mb(total(one_pass))},
+                                {"layers", model.layers},
+                                {"dim", model.dim}};
+    std::printf("%s\n", row.dump().c_str());
+  }
+}
+
 void pipeline_against_data_parallel(int steps, int repeats) {
+  pipeline_memory();
   const actors::text_corpus corpus = bench_corpus();
   for (int m : {4, 8, 16}) {
     std::vector<double> ours, theirs, bubbles;
