@@ -169,4 +169,10 @@ absl::StatusOr<pipeline_timeline> simulate_pipeline(pipeline_schedule_kind sched
   return t;
 }
 
+double ideal_bubble(pipeline_schedule_kind kind, int stages, int micro_batches) {
+  const absl::StatusOr<pipeline_timeline> t =
+      simulate_pipeline(kind, stages, micro_batches, pipeline_costs{});
+  return t.ok() ? t->bubble : 1.0;  // the schedules here never deadlock (tests)
+}
+
 }  // namespace troupe::actors

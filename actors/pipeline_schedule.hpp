@@ -66,4 +66,9 @@ struct pipeline_costs {
   return static_cast<double>(stages - 1) / static_cast<double>(micro_batches + stages - 1);
 }
 
+/// A schedule's bubble when a forward costs 1 and a backward 2 (1 + 1 in halves) on every
+/// stage, communication free: theoretical_bubble() for gpipe and 1f1b, less for zb1. What the
+/// steps' measured bubble is reported against.
+[[nodiscard]] double ideal_bubble(pipeline_schedule_kind kind, int stages, int micro_batches);
+
 }  // namespace troupe::actors

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -26,12 +27,13 @@ uint32_t gradient_tag(int mb) {
   return static_cast<uint32_t>(2 * mb + 1);
 }
 
-// The most micro-batches a stage's plan holds at once (forward done, backward not yet).
+// The most micro-batches a stage's plan holds at once (forward done, backward, or its weight
+// half, not yet).
 int peak_in_flight(const std::vector<pipeline_action>& plan) {
   int now = 0, peak = 0;
   for (const auto& a : plan) {
     if (a.op == kind::forward) peak = std::max(peak, ++now);
-    if (a.op == kind::backward) --now;
+    if (a.op == kind::backward || a.op == kind::backward_weight) --now;
   }
   return peak;
 }
@@ -47,8 +49,8 @@ pipeline_stage::pipeline_stage(const models::gpt_layout& layout, const pipeline_
       plan_(
           stage_schedule(options.schedule, options.stages, options.stage, options.micro_batches)) {
   for (int i = 0; i < copies(options); ++i) {
-    copies_.push_back(
-        std::make_unique<models::gpt_cpu_stage>(layout, micro_rows, pool, checkpoint_segment));
+    copies_.push_back(std::make_unique<models::gpt_cpu_stage>(
+        layout, micro_rows, pool, checkpoint_segment, defers_weight_gradients(options)));
   }
   const int64_t n = int64_t{micro_rows} * layout.config().ctx * layout.config().dim;
   in_ = tensor::tensor::host({n});
@@ -85,21 +87,35 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
   for (size_t i = 0; i < copies_.size(); ++i)
     free_copies[i] = static_cast<int>(copies_.size() - 1 - i);
   std::optional<comm::transfer> pending;  // the last unit's output, not yet sent
+  // A weight gradient needs nothing from the neighbours: the output before it goes out meanwhile
+  // (the group sees one operation at a time, in the same order as ever).
+  std::future<absl::Status> sending;
+  auto sent = [&]() -> absl::Status { return sending.valid() ? sending.get() : absl::OkStatus(); };
   models::loss_sum loss;
   for (const pipeline_action& a : plan_) {
     const int mb = a.micro_batch;
     const size_t offset = static_cast<size_t>(mb) * r * T;
-    // What this unit needs from a neighbour, received together with the last unit's output.
-    std::vector<comm::transfer> recvs;
-    if (a.op == kind::forward && !first())
-      recvs.push_back({in_, options_.stage - 1, activation_tag(mb)});
-    if (a.op == kind::backward && !last())
-      recvs.push_back({in_, options_.stage + 1, gradient_tag(mb)});
-    if (pending || !recvs.empty()) {
-      std::vector<comm::transfer> sends;
-      if (pending) sends.push_back(*std::move(pending));
-      pending.reset();
-      TROUPE_RETURN_IF_ERROR(pipe.exchange(sends, recvs));
+    const bool backward = a.op == kind::backward || a.op == kind::backward_input;
+    if (a.op == kind::backward_weight) {
+      if (pending && !sending.valid()) {
+        sending = std::async(std::launch::async, [&pipe, send = *std::move(pending)] {
+          return pipe.exchange({send}, {});
+        });
+        pending.reset();
+      }
+    } else {
+      TROUPE_RETURN_IF_ERROR(sent());
+      // What this unit needs from a neighbour, received together with the last unit's output.
+      std::vector<comm::transfer> recvs;
+      if (a.op == kind::forward && !first())
+        recvs.push_back({in_, options_.stage - 1, activation_tag(mb)});
+      if (backward && !last()) recvs.push_back({in_, options_.stage + 1, gradient_tag(mb)});
+      if (pending || !recvs.empty()) {
+        std::vector<comm::transfer> sends;
+        if (pending) sends.push_back(*std::move(pending));
+        pending.reset();
+        TROUPE_RETURN_IF_ERROR(pipe.exchange(sends, recvs));
+      }
     }
     const auto unit_started = clock::now();
     if (a.op == kind::forward) {
@@ -119,18 +135,28 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
         std::memcpy(out_.data<float>(), stage.hidden_out(), hidden * sizeof(float));
         pending = comm::transfer{out_, options_.stage + 1, activation_tag(mb)};
       }
-    } else {
+    } else if (backward) {
       models::gpt_cpu_stage& stage = *copies_[copy_of[mb]];
-      stage.backward(params, grads, last() ? nullptr : in_.data<float>(), loss_scale);
+      const float* dhidden = last() ? nullptr : in_.data<float>();
+      if (a.op == kind::backward) {
+        stage.backward(params, grads, dhidden, loss_scale);
+      } else {
+        stage.backward_input(params, grads, dhidden, loss_scale);
+      }
       if (!first()) {
         std::memcpy(out_.data<float>(), stage.dhidden_in(), hidden * sizeof(float));
         pending = comm::transfer{out_, options_.stage - 1, gradient_tag(mb)};
       }
+    } else {
+      copies_[copy_of[mb]]->backward_weights(grads);
+    }
+    if (a.op == kind::backward || a.op == kind::backward_weight) {
       free_copies.push_back(copy_of[mb]);
       copy_of[mb] = -1;
     }
     busy += seconds_since(unit_started);
   }
+  TROUPE_RETURN_IF_ERROR(sent());
   if (pending) TROUPE_RETURN_IF_ERROR(pipe.exchange({*std::move(pending)}, {}));
   times_.busy_s = busy;
   times_.idle_s = seconds_since(started) - busy;

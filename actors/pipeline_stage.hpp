@@ -35,7 +35,8 @@ struct pipeline_times {
 /// other's sends; every wait has the group's timeout.
 ///
 /// Each micro-batch in flight (forward done, backward not yet) has its own activations: as many
-/// copies of the stage as the schedule holds at once (1F1B: p - s on stage s, GPipe: m).
+/// copies of the stage as the schedule holds at once (1F1B: p - s on stage s, GPipe: m, zb1: p,
+/// a micro-batch being in flight until its weight gradient).
 class pipeline_stage {
  public:
   /// `layout` is this stage's (it must outlive this); `micro_rows`: sequences per micro-batch;
@@ -64,6 +65,11 @@ class pipeline_stage {
   /// Copies of the stage a schedule needs: the most micro-batches it holds at once (forward
   /// done, backward not yet).
   [[nodiscard]] static int copies(const pipeline_options& options);
+  /// Whether the schedule runs backwards in halves (zb1), each copy keeping its blocks' output
+  /// gradients in between (gpt_cpu_stage's defer_weight_gradients).
+  [[nodiscard]] static bool defers_weight_gradients(const pipeline_options& options) {
+    return options.schedule == pipeline_schedule_kind::zb1;
+  }
   [[nodiscard]] int micro_rows() const { return micro_rows_; }
 
  private:

@@ -53,6 +53,11 @@ absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layou
           "train.batch ", options.global_batch, " over ", ranks,
           " data-parallel ranks does not split into ", p.micro_batches, " micro-batches each"));
     }
+    if (pipeline_stage::defers_weight_gradients(p) && options.checkpoint_segment > 0) {
+      return absl::InvalidArgumentError(
+          "the zb1 schedule defers each weight gradient, which needs every block's activations, "
+          "and activation checkpointing frees them; use schedule 1f1b with checkpointing");
+    }
   }
   std::unique_ptr<trainer> t(new trainer(layout, options, group, p.stages > 1 ? pipe : nullptr));
   const int64_t padded = t->shard_ * t->ranks_;
@@ -87,9 +92,10 @@ trainer_memory trainer::memory(const models::gpt_layout& layout, const trainer_o
   int rows = options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch;
   if (options.pipeline.stages > 1) {
     rows = local_batch / options.pipeline.micro_batches;
-    m.activations =
-        pipeline_stage::copies(options.pipeline) *
-        models::gpt_cpu_stage::activation_bytes(layout, rows, options.checkpoint_segment);
+    m.activations = pipeline_stage::copies(options.pipeline) *
+                    models::gpt_cpu_stage::activation_bytes(
+                        layout, rows, options.checkpoint_segment,
+                        pipeline_stage::defers_weight_gradients(options.pipeline));
   } else {
     const int replicas = std::max(1, std::min(options.threads, rows));
     m.activations =

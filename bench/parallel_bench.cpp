@@ -15,6 +15,10 @@
 // - pp2_m{4,8,16}_rank_memory_mb: the largest stage's memory (parameters, gradients, optimizer
 //   state, stashed activations) against one rank with the whole model (target <= 0.6).
 //
+// - zb1_pp2_m{4,8}_tokens_per_s: the zero-bubble schedule (backward in halves, the weight halves
+//   filling the bubbles) against 1F1B on the same two stages; its bubble against 1F1B's (the
+//   issue's "a smaller bubble", reported as their ratio).
+//
 //   parallel_bench [--repeats R] [--steps S] [--threads T] [--only checkpointing|pipeline]
 
 #include <chrono>
@@ -124,8 +128,9 @@ struct grid_result {
 
 // `steps` steps (after one) of two ranks, each on one core: data parallel, or two pipeline
 // stages over `micro_batches` micro-batches.
-grid_result two_ranks(bool pipeline, int micro_batches, int steps,
-                      const actors::text_corpus& corpus) {
+grid_result two_ranks(
+    bool pipeline, int micro_batches, int steps, const actors::text_corpus& corpus,
+    actors::pipeline_schedule_kind schedule = actors::pipeline_schedule_kind::one_f_one_b) {
   constexpr int global = 16;
   comm::memory_store store;
   std::vector<double> seconds(2), busy(2), idle(2);
@@ -144,7 +149,7 @@ grid_result two_ranks(bool pipeline, int micro_batches, int steps,
       o.threads = 1;
       o.overlap_comm = false;
       if (pipeline) {
-        o.pipeline = {2, r, micro_batches, actors::pipeline_schedule_kind::one_f_one_b};
+        o.pipeline = {2, r, micro_batches, schedule};
       }
       auto t = actors::trainer::create(layout, o, pipeline ? nullptr : group->get(),
                                        pipeline ? group->get() : nullptr);
@@ -240,6 +245,28 @@ void pipeline_against_data_parallel(int steps, int repeats) {
                    {"bubble_theory", actors::theoretical_bubble(2, m)},
                    {"layers", model.layers},
                    {"dim", model.dim}});
+  }
+  // Zero bubble against 1F1B, the same stages and micro-batches, alternating.
+  for (int m : {4, 8}) {
+    std::vector<double> ours, theirs, zb_bubbles, one_bubbles;
+    for (int r = 0; r < repeats; ++r) {
+      const grid_result zb = two_ranks(true, m, steps, corpus, actors::pipeline_schedule_kind::zb1);
+      const grid_result one = two_ranks(true, m, steps, corpus);
+      ours.push_back(zb.tokens_per_s);
+      theirs.push_back(one.tokens_per_s);
+      zb_bubbles.push_back(zb.bubble);
+      one_bubbles.push_back(one.bubble);
+    }
+    const double zb_bubble = bench::median(zb_bubbles), one_bubble = bench::median(one_bubbles);
+    bench::report(
+        "parallel_bench", "zb1_pp2_m" + std::to_string(m) + "_tokens_per_s", ours, "tokens/s",
+        "1f1b, the same 2 stages and micro-batches", theirs, bench::better::higher,
+        {{"micro_batches", m},
+         {"bubble", zb_bubble},
+         {"bubble_1f1b", one_bubble},
+         {"bubble_ratio", one_bubble > 0 ? zb_bubble / one_bubble : 0.0},
+         {"bubble_theory", actors::ideal_bubble(actors::pipeline_schedule_kind::zb1, 2, m)},
+         {"bubble_theory_1f1b", actors::theoretical_bubble(2, m)}});
   }
 }
 

@@ -136,6 +136,15 @@ void check_pipeline(const pretrain_options& o, const models::gpt_config& model, 
                             o.train.batch / p.dp, " sequences (train.batch ", o.train.batch,
                             " over dp ", p.dp, "), which it does not divide"));
   }
+  if (p.schedule == "zb1" && p.activation_checkpointing != "none") {
+    parallel_ctx.child("schedule")
+        .error(at("schedule"),
+               absl::StrCat("is zb1, which defers each weight gradient until after the input "
+                            "gradient has gone on, and needs every block's activations until "
+                            "then; parallel.activation_checkpointing ",
+                            p.activation_checkpointing,
+                            " frees them: use schedule 1f1b with checkpointing, or none"));
+  }
   if (o.train.micro_batch != 0) {
     const YAML::Node train = section["train"].IsDefined() ? section["train"] : section;
     ctx.child("train")

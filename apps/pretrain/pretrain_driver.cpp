@@ -175,7 +175,7 @@ std::vector<pretrain_driver::command> pretrain_driver::after_step() {
   if (schedule_.batch > 0) row["first_sample"] = (step_ - 1) * schedule_.batch;
   if (schedule_.stages > 1) {
     // Replica 0's stages: what each computed and waited, and the share of the step they were
-    // idle, against 1F1B's and GPipe's (p - 1) / (m + p - 1).
+    // idle, against the schedule's with ideal costs (1F1B's and GPipe's (p - 1) / (m + p - 1)).
     nlohmann::json busy = nlohmann::json::array(), idle = nlohmann::json::array();
     double busy_sum = 0, idle_sum = 0;
     for (int s = 0; s < schedule_.stages && s < static_cast<int>(asking_.reports.size()); ++s) {
@@ -184,11 +184,12 @@ std::vector<pretrain_driver::command> pretrain_driver::after_step() {
       busy_sum += asking_.reports[s].stage_busy_s;
       idle_sum += asking_.reports[s].stage_idle_s;
     }
+    stages_busy_s_ += busy_sum;
+    stages_idle_s_ += idle_sum;
     row["pipeline"] = {{"busy_s", busy},
                        {"idle_s", idle},
                        {"bubble", busy_sum + idle_sum > 0 ? idle_sum / (busy_sum + idle_sum) : 0.0},
-                       {"bubble_theory", static_cast<double>(schedule_.stages - 1) /
-                                             (schedule_.micro_batches + schedule_.stages - 1)}};
+                       {"bubble_theory", schedule_.ideal_bubble}};
   }
   out.push_back(metrics_row{std::move(row)});
   const bool last_step = step_ >= schedule_.end();
@@ -263,6 +264,10 @@ std::vector<pretrain_driver::command> pretrain_driver::next_or_finish() {
         {"world_size", members_.size()},
         {"tokens_per_s", elapsed > 0 ? trained * schedule_.tokens_per_step / elapsed : 0.0},
         {"elapsed_s", elapsed}};
+    if (stages_busy_s_ + stages_idle_s_ > 0) {  // over this launch's steps
+      summary["pipeline_bubble"] = stages_idle_s_ / (stages_busy_s_ + stages_idle_s_);
+      summary["pipeline_bubble_theory"] = schedule_.ideal_bubble;
+    }
     if (committed_ >= 0) {
       summary["checkpoint_step"] = committed_;
       summary["checkpoint_stall_s"] = stall_s_;

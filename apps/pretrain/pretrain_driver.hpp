@@ -43,9 +43,10 @@ struct pretrain_schedule {
   int64_t tokens_per_step = 0;
   int64_t first_step = 0;  ///< steps already done (a resume)
   int64_t stop_after = 0;  ///< end this launch after this step (0: after `steps`)
-  /// A pipeline's stages per replica (ranks 0 .. stages - 1 are replica 0's) and micro-batches.
+  /// A pipeline's stages per replica (ranks 0 .. stages - 1 are replica 0's), and its schedule's
+  /// bubble with ideal costs (actors::ideal_bubble), what the measured one is reported against.
   int stages = 1;
-  int micro_batches = 1;
+  double ideal_bubble = 0;
 
   /// The step this launch ends after.
   [[nodiscard]] int64_t end() const {
@@ -227,9 +228,10 @@ class pretrain_driver {
   actor::step_report last_;  // a rank's report of the current step
   double step_data_s_ = 0, step_compute_s_ = 0, step_comm_s_ = 0, step_replica_s_ = 0;
   double val_loss_ = -1;
-  std::map<int64_t, saving> saving_;  // by step
-  int64_t committed_ = -1;            // the newest committed step
-  double stall_s_ = 0;                // the longest any rank was blocked by a checkpoint
+  std::map<int64_t, saving> saving_;              // by step
+  int64_t committed_ = -1;                        // the newest committed step
+  double stages_busy_s_ = 0, stages_idle_s_ = 0;  // replica 0's stages, summed over the steps
+  double stall_s_ = 0;  // the longest any rank was blocked by a checkpoint
   clock::time_point started_{}, step_started_{};
   bool done_ = false;
   bool stopped_ = false;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "actors/pipeline_schedule.hpp"
 #include "apps/pretrain/pretrain_driver.hpp"
 #include "models/gpt/gpt_source.hpp"
 #include "runtime/actor/interfaces.hpp"
@@ -281,17 +282,19 @@ void execute(self_ptr self, std::vector<command> commands) {
 void start_training(self_ptr self, int64_t first_step) {
   auto& st = self->state;
   const auto& o = st.options;
-  pretrain_schedule schedule{.steps = o.train.steps,
-                             .ranks = o.parallel.dp * o.parallel.pp,
-                             .batch = o.train.batch,
-                             .elastic = st.elastic,
-                             .eval_every = o.data.eval_every,
-                             .checkpoint_every = o.checkpoint.every_steps,
-                             .tokens_per_step = static_cast<int64_t>(o.train.batch) * st.model.ctx,
-                             .first_step = first_step,
-                             .stop_after = o.train.stop_after,
-                             .stages = o.parallel.pp,
-                             .micro_batches = o.parallel.micro_batches};
+  pretrain_schedule schedule{
+      .steps = o.train.steps,
+      .ranks = o.parallel.dp * o.parallel.pp,
+      .batch = o.train.batch,
+      .elastic = st.elastic,
+      .eval_every = o.data.eval_every,
+      .checkpoint_every = o.checkpoint.every_steps,
+      .tokens_per_step = static_cast<int64_t>(o.train.batch) * st.model.ctx,
+      .first_step = first_step,
+      .stop_after = o.train.stop_after,
+      .stages = o.parallel.pp,
+      .ideal_bubble = actors::ideal_bubble(*actors::parse_pipeline_schedule(o.parallel.schedule),
+                                           o.parallel.pp, o.parallel.micro_batches)};
   if (first_step >= schedule.end()) {
     return fail(self,
                 absl::FailedPreconditionError(absl::StrCat("the checkpoint is at step ", first_step,

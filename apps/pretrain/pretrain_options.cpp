@@ -85,10 +85,11 @@ config::object_schema<parallel_spec> parallel_schema() {
       .range(1, 1 << 16)
       .help("pipeline: micro-batches a replica's share of a step is split into");
   s.add("schedule", &parallel_spec::schedule)
-      .one_of({"gpipe", "1f1b"})
+      .one_of({"gpipe", "1f1b", "zb1"})
       .help(
-          "pipeline: gpipe (every forward, then every backward) or 1f1b (at most pp "
-          "micro-batches of activations held per stage)");
+          "pipeline: gpipe (every forward, then every backward), 1f1b (at most pp micro-batches "
+          "of activations held per stage) or zb1 (1f1b's memory, backwards split so that the "
+          "weight gradients fill the bubbles)");
   s.add("zero", &parallel_spec::zero)
       .range(0, 2)
       .help("0 = plain data parallel, 1 = optimizer state sharded, 2 = gradients sharded too");

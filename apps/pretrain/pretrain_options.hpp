@@ -48,7 +48,7 @@ struct parallel_spec {
   /// has dp x pp ranks, rank r being replica r / pp's stage r % pp.
   int pp = 1;
   int micro_batches = 1;          ///< a pipeline replica's share of a step, in micro-batches
-  std::string schedule = "1f1b";  ///< the pipeline schedule: gpipe or 1f1b
+  std::string schedule = "1f1b";  ///< the pipeline schedule: gpipe, 1f1b or zb1
   int zero = 0;  ///< 0: plain data parallel; 1: optimizer state sharded; 2: gradients too
   /// Elastic ZeRO-1/2: 1 keeps a copy of each rank's optimizer shard on the previous rank, so a
   /// lost rank's survives; 0: a loss rolls the group back to the last checkpoint in place.

@@ -17,8 +17,18 @@ namespace troupe::models {
 namespace k = kernels::cpu;
 using kernels::gemm;
 
+namespace {
+
+void size_linear_grads(auto& d, int64_t N, int64_t C) {
+  d.mlp_out.resize(N * C), d.fc.resize(N * 4 * C), d.attn_out.resize(N * C);
+  d.qkv.resize(N * 3 * C);
+}
+
+}  // namespace
+
 gpt_cpu_stage::gpt_cpu_stage(const gpt_layout& layout, int max_batch,
-                             kernels::cpu::thread_pool* pool, int checkpoint_segment)
+                             kernels::cpu::thread_pool* pool, int checkpoint_segment,
+                             bool defer_weight_gradients)
     : layout_(layout), pool_(pool) {
   const gpt_config& c = layout.config();
   const int64_t N = int64_t{max_batch} * c.ctx, C = c.dim;
@@ -41,7 +51,14 @@ gpt_cpu_stage::gpt_cpu_stage(const gpt_layout& layout, int max_batch,
     }
   }
   tokens_.resize(N), positions_.resize(N);
-  dx_.resize(N * C), dtmp_.resize(N * C), dqkv_.resize(N * 3 * C), dfc_.resize(N * 4 * C);
+  dx_.resize(N * C), dtmp_.resize(N * C);
+  size_linear_grads(dlinear_, N, C);
+  if (defer_weight_gradients) {
+    TROUPE_CHECK(segment_ == 0);  // the weight half needs every block's activations
+    deferred_.resize(blocks);
+    for (auto& d : deferred_)
+      size_linear_grads(d, N, C);
+  }
 }
 
 loss_sum gpt_cpu_stage::forward(const float* params, int batch, int seq, const int32_t* tokens,
@@ -102,11 +119,15 @@ int64_t gpt_cpu_stage::activation_bytes() const {
   }
   for (const auto* v : {&lnf_, &lnf_mean_, &lnf_rstd_, &probs_, &losses_, &values_})
     floats += static_cast<int64_t>(v->size());
+  for (const auto& d : deferred_) {
+    for (const auto* v : {&d.mlp_out, &d.fc, &d.attn_out, &d.qkv})
+      floats += static_cast<int64_t>(v->size());
+  }
   return floats * static_cast<int64_t>(sizeof(float));
 }
 
 int64_t gpt_cpu_stage::activation_bytes(const gpt_layout& layout, int max_batch,
-                                        int checkpoint_segment) {
+                                        int checkpoint_segment, bool defer_weight_gradients) {
   const gpt_config& c = layout.config();
   const int64_t N = int64_t{max_batch} * c.ctx, C = c.dim;
   const int blocks = layout.range().last - layout.range().first;
@@ -115,6 +136,7 @@ int64_t gpt_cpu_stage::activation_bytes(const gpt_layout& layout, int max_batch,
   // As the constructor sizes them: the residual stream, each held block's, the head's.
   int64_t floats = (blocks + 1) * N * C;
   floats += held * (15 * N * C + 4 * N + int64_t{max_batch} * c.heads * c.ctx * c.ctx);
+  if (defer_weight_gradients) floats += blocks * 9 * N * C;  // the linear maps' output gradients
   if (layout.range().has_head(c)) {
     floats += N * C + 2 * N;
     floats += layout.has_value_head() ? N : N * c.vocab + N;
@@ -164,6 +186,32 @@ void gpt_cpu_stage::backward(const float* params, float* grads, const float* dhi
                              float loss_scale) {
   backward_head(params, grads, dhidden, loss_scale);
   backward_below_head(params, grads);
+}
+
+void gpt_cpu_stage::backward_input(const float* params, float* grads, const float* dhidden,
+                                   float loss_scale) {
+  TROUPE_CHECK(!deferred_.empty());
+  const gpt_config& c = layout_.config();
+  if (layout_.range().has_head(c)) {
+    TROUPE_CHECK(!layout_.has_value_head());
+    k::cross_entropy_backward(probs_.data(), probs_.data(), targets_.data(), loss_scale,
+                              batch_ * seq_, c.vocab);
+    head_input_grads(params, grads);
+  } else {
+    std::memcpy(dx_.data(), dhidden, int64_t{batch_} * seq_ * c.dim * sizeof(float));
+  }
+  for (int l = layout_.range().last - 1; l >= layout_.range().first; --l)
+    block_input_grads(params, grads, l, deferred_[l - layout_.range().first]);
+}
+
+void gpt_cpu_stage::backward_weights(float* grads) {
+  TROUPE_CHECK(!deferred_.empty());
+  // In backward()'s order for each parameter: the tied embedding's head part before its
+  // embedding part.
+  if (layout_.range().has_head(layout_.config())) head_weight_grads(grads);
+  for (int l = layout_.range().last - 1; l >= layout_.range().first; --l)
+    block_weight_grads(grads, l, deferred_[l - layout_.range().first]);
+  backward_embedding(grads);
 }
 
 void gpt_cpu_stage::backward_below_head(const float* params, float* grads) {
@@ -225,6 +273,11 @@ void gpt_cpu_stage::backward_head(const float* params, float* grads, const float
 }
 
 void gpt_cpu_stage::head_backward(const float* params, float* grads) {
+  head_input_grads(params, grads);
+  head_weight_grads(grads);
+}
+
+void gpt_cpu_stage::head_input_grads(const float* params, float* grads) {
   const gpt_config& c = layout_.config();
   const int N = batch_ * seq_, C = c.dim;
   if (temperature_ != 1.0f) {  // the logits were divided by the temperature
@@ -233,9 +286,14 @@ void gpt_cpu_stage::head_backward(const float* params, float* grads) {
       probs_[i] *= inv;
   }
   k::matmul(dtmp_.data(), probs_.data(), params + layout_.wte(), nullptr, gemm{N, C, c.vocab});
+  final_norm_backward(params, grads);
+}
+
+void gpt_cpu_stage::head_weight_grads(float* grads) {
+  const gpt_config& c = layout_.config();
+  const int N = batch_ * seq_, C = c.dim;
   k::matmul(grads + layout_.wte(), probs_.data(), lnf_.data(), nullptr,
             gemm{c.vocab, C, N, true, false, true});
-  final_norm_backward(params, grads);
 }
 
 void gpt_cpu_stage::final_norm_backward(const float* params, float* grads) {
@@ -255,6 +313,12 @@ void gpt_cpu_stage::backward_embedding(float* grads) {
 
 // dx_ holds d(block output) on entry and d(block input) on return.
 void gpt_cpu_stage::backward_block(const float* params, float* grads, int layer) {
+  block_input_grads(params, grads, layer, dlinear_);
+  block_weight_grads(grads, layer, dlinear_);
+}
+
+void gpt_cpu_stage::block_input_grads(const float* params, float* grads, int layer,
+                                      linear_output_grads& d) {
   const gpt_config& c = layout_.config();
   const auto& o = layout_.block(layer);
   const int i = layer - layout_.range().first;
@@ -263,31 +327,44 @@ void gpt_cpu_stage::backward_block(const float* params, float* grads, int layer)
   const int N = batch_ * seq_, C = c.dim;
   float* dx = dx_.data();
   float* dtmp = dtmp_.data();
-  float* dfc = dfc_.data();
-  float* dqkv = dqkv_.data();
 
   // MLP: out = mid + fc_gelu @ fc2_w + fc2_b.
-  k::matmul(dfc, dx, params + o.fc2_w, nullptr, gemm{N, 4 * C, C, false, true});
-  k::matmul(grads + o.fc2_w, a.fc_gelu.data(), dx, nullptr, gemm{4 * C, C, N, true, false, true});
-  k::bias_backward(grads + o.fc2_b, dx, N, C);
-  k::gelu_backward(dfc, a.fc.data(), dfc, int64_t{N} * 4 * C);
-  k::matmul(dtmp, dfc, params + o.fc_w, nullptr, gemm{N, C, 4 * C, false, true});
-  k::matmul(grads + o.fc_w, a.ln2.data(), dfc, nullptr, gemm{C, 4 * C, N, true, false, true});
-  k::bias_backward(grads + o.fc_b, dfc, N, 4 * C);
+  std::memcpy(d.mlp_out.data(), dx, int64_t{N} * C * sizeof(float));
+  k::matmul(d.fc.data(), dx, params + o.fc2_w, nullptr, gemm{N, 4 * C, C, false, true});
+  k::gelu_backward(d.fc.data(), a.fc.data(), d.fc.data(), int64_t{N} * 4 * C);
+  k::matmul(dtmp, d.fc.data(), params + o.fc_w, nullptr, gemm{N, C, 4 * C, false, true});
   k::layernorm_backward(dx, grads + o.ln2_w, grads + o.ln2_b, dtmp, a.mid.data(), params + o.ln2_w,
                         a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
 
   // Attention: mid = in + attention(ln1 @ attn_w + attn_b) @ proj_w + proj_b.
+  std::memcpy(d.attn_out.data(), dx, int64_t{N} * C * sizeof(float));
   k::matmul(dtmp, dx, params + o.proj_w, nullptr, gemm{N, C, C, false, true});
-  k::matmul(grads + o.proj_w, a.atty.data(), dx, nullptr, gemm{C, C, N, true, false, true});
-  k::bias_backward(grads + o.proj_b, dx, N, C);
-  k::attention_backward(dqkv, dtmp, a.qkv.data(), a.probs.data(), {batch_, seq_, C, c.heads},
-                        pool_);
-  k::matmul(dtmp, dqkv, params + o.attn_w, nullptr, gemm{N, C, 3 * C, false, true});
-  k::matmul(grads + o.attn_w, a.ln1.data(), dqkv, nullptr, gemm{C, 3 * C, N, true, false, true});
-  k::bias_backward(grads + o.attn_b, dqkv, N, 3 * C);
+  k::attention_backward(d.qkv.data(), dtmp, a.qkv.data(), a.probs.data(),
+                        {batch_, seq_, C, c.heads}, pool_);
+  k::matmul(dtmp, d.qkv.data(), params + o.attn_w, nullptr, gemm{N, C, 3 * C, false, true});
   k::layernorm_backward(dx, grads + o.ln1_w, grads + o.ln1_b, dtmp, x_[i].data(), params + o.ln1_w,
                         a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+}
+
+// d weight = input^T @ d output and d bias = the sum of d output over the tokens, for the four
+// linear maps; their inputs are the activations the forward pass kept.
+void gpt_cpu_stage::block_weight_grads(float* grads, int layer, const linear_output_grads& d) {
+  const gpt_config& c = layout_.config();
+  const auto& o = layout_.block(layer);
+  const auto& a = activations(layer);
+  const int N = batch_ * seq_, C = c.dim;
+  k::matmul(grads + o.fc2_w, a.fc_gelu.data(), d.mlp_out.data(), nullptr,
+            gemm{4 * C, C, N, true, false, true});
+  k::bias_backward(grads + o.fc2_b, d.mlp_out.data(), N, C);
+  k::matmul(grads + o.fc_w, a.ln2.data(), d.fc.data(), nullptr,
+            gemm{C, 4 * C, N, true, false, true});
+  k::bias_backward(grads + o.fc_b, d.fc.data(), N, 4 * C);
+  k::matmul(grads + o.proj_w, a.atty.data(), d.attn_out.data(), nullptr,
+            gemm{C, C, N, true, false, true});
+  k::bias_backward(grads + o.proj_b, d.attn_out.data(), N, C);
+  k::matmul(grads + o.attn_w, a.ln1.data(), d.qkv.data(), nullptr,
+            gemm{C, 3 * C, N, true, false, true});
+  k::bias_backward(grads + o.attn_b, d.qkv.data(), N, 3 * C);
 }
 
 }  // namespace troupe::models

@@ -47,8 +47,13 @@ class gpt_cpu_stage {
   /// and only the input of every block is kept through the forward pass; the activations of one
   /// segment at a time are held, and backward recomputes a segment's forward (the same
   /// arithmetic, so the same bits) before it goes through it. 0 keeps every block's.
+  ///
+  /// With `defer_weight_gradients` the backward pass may also run in the two halves a zero-bubble
+  /// pipeline schedules apart (backward_input, then backward_weights): each block keeps the
+  /// gradients of its linear maps' outputs in between. It excludes checkpointing (the weight
+  /// half needs every block's activations).
   gpt_cpu_stage(const gpt_layout& layout, int max_batch, kernels::cpu::thread_pool* pool,
-                int checkpoint_segment = 0);
+                int checkpoint_segment = 0, bool defer_weight_gradients = false);
 
   /// Runs the stage on [batch, seq] inputs: `tokens` on the first stage, `hidden` [batch * seq,
   /// dim] otherwise. The last stage takes `targets` (-1 ignores a position) and returns the loss
@@ -85,27 +90,47 @@ class gpt_cpu_stage {
   /// d(hidden input) of the last backward (not on the first stage).
   [[nodiscard]] const float* dhidden_in() const { return dx_.data(); }
 
+  /// backward() split in two (defer_weight_gradients): the input half takes the gradient from
+  /// the loss (or d(hidden_out) in dhidden) back to dhidden_in(), adding the LayerNorms'
+  /// gradients; the weight half, any time before the next forward, adds the linear maps', the
+  /// biases' and the embeddings'. Together they add what backward() adds, bit for bit.
+  void backward_input(const float* params, float* grads, const float* dhidden, float loss_scale);
+  void backward_weights(float* grads);
+
   /// Bytes of the activations this stage holds for backward at its largest batch: the residual
   /// stream, the blocks' (one segment's with checkpointing) and the head's.
   [[nodiscard]] int64_t activation_bytes() const;
   /// What activation_bytes() of a stage of `layout` for `max_batch` sequences would be, without
   /// making one (troupe check's memory per rank).
   [[nodiscard]] static int64_t activation_bytes(const gpt_layout& layout, int max_batch,
-                                                int checkpoint_segment);
+                                                int checkpoint_segment,
+                                                bool defer_weight_gradients = false);
 
  private:
   struct block_activations {
     std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, probs, atty, mid, ln2, ln2_mean, ln2_rstd, fc,
         fc_gelu;
   };
+  // The gradients of a block's linear maps' outputs, from its input half to its weight half:
+  // the MLP's output and first GEMM's (after GELU), attention's output projection's and QKV's.
+  struct linear_output_grads {
+    std::vector<float> mlp_out, fc, attn_out, qkv;
+  };
 
   void block_forward(const float* params, int layer, const float* in, float* out);
+  // A block's backward in halves: from d(output) in dx_ to d(input) in dx_ (and the LayerNorms'
+  // gradients), keeping its linear maps' output gradients in d; then their weights' and biases'.
+  void block_input_grads(const float* params, float* grads, int layer, linear_output_grads& d);
+  void block_weight_grads(float* grads, int layer, const linear_output_grads& d);
   // The activations of `layer` (its slot in its segment's with checkpointing).
   block_activations& activations(int layer);
   // Recomputes the forward pass of `layer`'s segment unless its activations are held.
   void materialize(const float* params, int layer);
-  // From d(logits / temperature), held in probs_, to d(final hidden state) in dx_.
+  // From d(logits / temperature), held in probs_, to d(final hidden state) in dx_; the head's
+  // weight gradient apart (it needs only probs_ and lnf_).
   void head_backward(const float* params, float* grads);
+  void head_input_grads(const float* params, float* grads);
+  void head_weight_grads(float* grads);
   // From d(final norm output), in dtmp_, to d(final hidden state) in dx_.
   void final_norm_backward(const float* params, float* grads);
   // Every block from the last to the first, then the embeddings.
@@ -121,7 +146,9 @@ class gpt_cpu_stage {
   int held_segment_ = -1;                  // the segment whose activations blocks_ holds
   std::vector<float> lnf_, lnf_mean_, lnf_rstd_, probs_, losses_, values_;
   std::vector<int32_t> tokens_, positions_, targets_;
-  std::vector<float> dx_, dtmp_, dqkv_, dfc_;
+  std::vector<float> dx_, dtmp_;
+  linear_output_grads dlinear_;                // a block's, between its halves (backward())
+  std::vector<linear_output_grads> deferred_;  // every block's (defer_weight_gradients)
 };
 
 }  // namespace troupe::models

@@ -75,6 +75,7 @@ TEST(PipelineSchedule, OneFOneBAndGpipeBubblesAreTheTheoreticalOnes) {
         ASSERT_TRUE(t.ok()) << t.status();
         EXPECT_NEAR(t->bubble, theoretical_bubble(p, m), 1e-12)
             << to_string(schedule) << " p " << p << " m " << m;
+        EXPECT_NEAR(ideal_bubble(schedule, p, m), theoretical_bubble(p, m), 1e-12);
         for (int s = 0; s < p; ++s) {
           EXPECT_EQ(t->peak_in_flight[s],
                     schedule == pipeline_schedule_kind::gpipe ? m : std::min(p - s, m));
@@ -97,6 +98,7 @@ TEST(PipelineSchedule, ZeroBubbleH1HasAThirdOfTheBubbleInTheSameMemory) {
     const double zb_idle = zb->bubble * p * zb->makespan;
     EXPECT_LT(zb->makespan, one->makespan) << "p " << p << " m " << m;
     EXPECT_NEAR(zb_idle / one_idle, 1.0 / 3.0, 0.02) << "p " << p << " m " << m;
+    EXPECT_EQ(ideal_bubble(pipeline_schedule_kind::zb1, p, m), zb->bubble);
     for (int s = 0; s < p; ++s)
       EXPECT_LE(zb->peak_in_flight[s], p);
   }

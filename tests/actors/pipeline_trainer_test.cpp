@@ -139,6 +139,19 @@ TEST_F(PipelineTrainerTest, TwoAndFourStagesTrainAsTheWholeModel) {
   expect_like_the_whole_model(run(1, 4, 4, one_f_one_b, zero_stage::none, 5), whole, "pp 4, 1f1b");
 }
 
+// zb1 runs each backward in halves, the weight halves later and concurrently with the sends:
+// every parameter's gradient adds the same terms in the same order as 1F1B's, so the same bits.
+TEST_F(PipelineTrainerTest, ZeroBubbleTrainsBitForBitAs1F1B) {
+  for (int pp : {2, 4}) {
+    const grid_run one_f_one_b =
+        run(1, pp, 8, pipeline_schedule_kind::one_f_one_b, zero_stage::none, 3);
+    const grid_run zb1 = run(1, pp, 8, pipeline_schedule_kind::zb1, zero_stage::none, 3);
+    EXPECT_EQ(zb1.losses, one_f_one_b.losses) << "pp " << pp;
+    EXPECT_EQ(zb1.val_loss, one_f_one_b.val_loss) << "pp " << pp;
+    EXPECT_EQ(zb1.params, one_f_one_b.params) << "pp " << pp;
+  }
+}
+
 TEST_F(PipelineTrainerTest, DataAndPipelineParallelTogetherTrainAsTheWholeModel) {
   const auto one_f_one_b = pipeline_schedule_kind::one_f_one_b;
   const grid_run whole = run(1, 1, 4, one_f_one_b, zero_stage::none, 4);

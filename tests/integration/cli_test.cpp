@@ -97,7 +97,9 @@ TEST(Cli, CheckShowsThePipelineGridAndExplainsItsMistakes) {
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   }
   r = troupe({"check", pipeline, "--set", "pretrain.parallel.pp=3", "--set",
-              "pretrain.parallel.micro_batches=3", "--set", "pretrain.train.micro_batch=2"});
+              "pretrain.parallel.micro_batches=3", "--set", "pretrain.train.micro_batch=2", "--set",
+              "pretrain.parallel.schedule=zb1", "--set",
+              "pretrain.parallel.activation_checkpointing=blocks"});
   EXPECT_EQ(r.exit_code, 2);
   for (const char* error :
        {"pretrain.parallel.dp: is 1 and parallel.pp is 3, but roles.trainer.count is 2: the grid "
@@ -105,7 +107,10 @@ TEST(Cli, CheckShowsThePipelineGridAndExplainsItsMistakes) {
         "pretrain.parallel.pp: is 3, but model.layers 8 do not split evenly over 3 stages",
         "pretrain.parallel.micro_batches: is 3, but each replica's share of a step is 8 "
         "sequences (train.batch 8 over dp 1), which it does not divide",
-        "pretrain.train.micro_batch: is 2, but a pipeline's passes are its micro-batches"}) {
+        "pretrain.train.micro_batch: is 2, but a pipeline's passes are its micro-batches",
+        "pretrain.parallel.schedule: is zb1, which defers each weight gradient",
+        "parallel.activation_checkpointing blocks frees them: use schedule 1f1b with "
+        "checkpointing, or none"}) {
     EXPECT_NE(r.err.find(error), std::string::npos) << error << "\n" << r.err;
   }
   temp_dir dir;

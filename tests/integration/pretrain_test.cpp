@@ -284,8 +284,8 @@ TEST_F(PretrainTest, ActivationCheckpointingTrainsBitForBitAsWithout) {
 }
 
 // Pipeline parallelism: the 2-layer model in two stages of one block (4 micro-batches, 1F1B;
-// and dp 2 x pp 2) trains as one rank, loss for loss within float tolerance (only the order in
-// which gradients are added differs); a pipeline run stopped at step 20 resumes on one rank and
+// and dp 2 x pp 2 in zb1) trains as one rank, loss for loss within float tolerance (only the order
+// in which gradients are added differs); a pipeline run stopped at step 20 resumes on one rank and
 // a one-rank run at pp 2, both continuing as the uninterrupted run; the pipeline's checkpoint
 // exports as one model.
 TEST_F(PretrainTest, APipelineTrainsAsOneRankAndResumesAtAnotherLayout) {
@@ -308,10 +308,17 @@ TEST_F(PretrainTest, APipelineTrainsAsOneRankAndResumesAtAnotherLayout) {
   ASSERT_TRUE(rows.front().contains("pipeline")) << rows.front();
   EXPECT_EQ(rows.front()["pipeline"]["busy_s"].size(), 2u);
   EXPECT_DOUBLE_EQ(rows.front()["pipeline"]["bubble_theory"].get<double>(), 0.2);
+  ASSERT_TRUE(pp2.summary.contains("pipeline_bubble")) << pp2.summary;
+  EXPECT_GT(pp2.summary["pipeline_bubble"].get<double>(), 0.0);
+  EXPECT_LT(pp2.summary["pipeline_bubble"].get<double>(), 1.0);
 
-  const run_result grid = launch("dp2pp2", 2, 0, pipeline(2));
+  // The grid in the zero-bubble schedule (its own bits: tests/actors/pipeline_trainer_test).
+  const run_result grid =
+      launch("dp2pp2", 2, 0, pipeline(2, {"--set", "pretrain.parallel.schedule=zb1"}));
   ASSERT_EQ(grid.process.exit_code, 0) << grid.process.err;
-  expect_close(one.losses, grid.losses, 1e-5, "dp 2 x pp 2");
+  expect_close(one.losses, grid.losses, 1e-5, "dp 2 x pp 2, zb1");
+  EXPECT_LT(grid.summary["pipeline_bubble_theory"].get<double>(), 1.0 / 3.0)
+      << "below 1F1B's (p - 1) / (m + p - 1) at p = m = 2";
 
   // pp 2 -> one rank, and one rank -> pp 2, each stopped after step 20.
   const run_result first =

@@ -214,5 +214,61 @@ TEST(GptCpuStage, ActivationCheckpointingChangesNoBitAndHoldsLess) {
   }
 }
 
+// A zero-bubble schedule runs a backward in two halves with other work between them: the input
+// half (what the stage before waits for) and the weight half. On the whole model, a first, a
+// middle and a last stage (the last at temperature 0.8), two micro-batches in the order ZB-H1
+// may run them (F0 F1 B0 B1 W0 W1: each weight half after the other micro-batch's input half),
+// the halves add the gradients backward() adds, bit for bit, and the same d(hidden input).
+TEST(GptCpuStage, BackwardInHalvesChangesNoBit) {
+  const gpt_config config{40, 12, 4, 16, 2};
+  const int batch = 2, seq = 12;
+  std::vector<int32_t> tokens(2 * batch * seq), targets(2 * batch * seq);
+  for (int i = 0; i < 2 * batch * seq; ++i)
+    tokens[i] = (i * 7) % 40, targets[i] = i % 6 == 0 ? -1 : (i * 11 + 3) % 40;
+  std::vector<float> hidden(2 * batch * seq * config.dim), dhidden(hidden.size());
+  for (size_t i = 0; i < hidden.size(); ++i) {
+    hidden[i] = 0.1f * static_cast<float>(static_cast<int>(i * 37 % 19) - 9);
+    dhidden[i] = 0.01f * static_cast<float>(static_cast<int>(i * 53 % 23) - 11);
+  }
+  const gpt_layout whole(config, layer_range::all(config));
+  for (const layer_range range :
+       {layer_range::all(config), layer_range{0, 2}, layer_range{1, 3}, layer_range{2, 4}}) {
+    const gpt_layout layout(config, range, whole.head());
+    std::vector<float> params(layout.total());
+    layout.initialize(params.data(), 3);
+    const bool first = range.has_embedding(), last = range.has_head(config);
+    const size_t rows = static_cast<size_t>(batch) * seq, width = rows * config.dim;
+    // Micro-batch mb's inputs, and d(hidden_out) when the stage does not end in the loss.
+    auto forward = [&](gpt_cpu_stage& s, int mb) {
+      s.forward(params.data(), batch, seq, first ? tokens.data() + mb * rows : nullptr,
+                first ? nullptr : hidden.data() + mb * width,
+                last ? targets.data() + mb * rows : nullptr, last ? 0.8f : 1.0f);
+    };
+    const float* const d[2] = {last ? nullptr : dhidden.data(),
+                               last ? nullptr : dhidden.data() + width};
+    gpt_cpu_stage plain(layout, batch, nullptr);
+    std::vector<float> want(layout.total(), 0.0f), want_dx;
+    for (int mb = 0; mb < 2; ++mb) {
+      forward(plain, mb);
+      plain.backward(params.data(), want.data(), d[mb], 0.01f);
+      if (!first) want_dx.insert(want_dx.end(), plain.dhidden_in(), plain.dhidden_in() + width);
+    }
+    gpt_cpu_stage a(layout, batch, nullptr, 0, true), b(layout, batch, nullptr, 0, true);
+    EXPECT_EQ(a.activation_bytes(), gpt_cpu_stage::activation_bytes(layout, batch, 0, true));
+    EXPECT_GT(a.activation_bytes(), plain.activation_bytes());
+    std::vector<float> got(layout.total(), 0.0f), got_dx;
+    forward(a, 0);
+    forward(b, 1);
+    for (gpt_cpu_stage* s : {&a, &b}) {
+      s->backward_input(params.data(), got.data(), d[s == &a ? 0 : 1], 0.01f);
+      if (!first) got_dx.insert(got_dx.end(), s->dhidden_in(), s->dhidden_in() + width);
+    }
+    a.backward_weights(got.data());
+    b.backward_weights(got.data());
+    EXPECT_EQ(got, want) << "blocks " << range.first << "-" << range.last;
+    EXPECT_EQ(got_dx, want_dx) << "blocks " << range.first << "-" << range.last;
+  }
+}
+
 }  // namespace
 }  // namespace troupe::models
