@@ -90,8 +90,9 @@ std::vector<pretrain_driver::command> pretrain_driver::on_eval(int rank, double 
 std::vector<pretrain_driver::command> pretrain_driver::on_error(int rank, const absl::Status& error,
                                                                 uint64_t generation) {
   if (done_) return {};
-  const absl::Status named(error.code(), absl::StrCat("trainer rank ", rank, " failed at step ",
-                                                      step_ + 1, ": ", error.message()));
+  const absl::Status named(error.code(),
+                           absl::StrCat("trainer rank ", rank, place_of(rank), " failed at step ",
+                                        step_ + 1, ": ", error.message()));
   if (!schedule_.elastic) return fail_with(named);
   const bool asked =
       phase_ == phase::stepping || phase_ == phase::evaluating || phase_ == phase::regrouping;
@@ -295,6 +296,12 @@ std::vector<pretrain_driver::command> pretrain_driver::stop() {
   // Nothing in flight leads to the end: waiting for workers (elastic), or not started.
   if (phase_ == phase::idle || phase_ == phase::waiting) return next_or_finish();
   return {};  // the answers in flight lead to the end
+}
+
+std::string pretrain_driver::place_of(int rank) const {
+  if (schedule_.stages <= 1) return "";
+  return absl::StrCat(" (replica ", rank / schedule_.stages, ", stage ", rank % schedule_.stages,
+                      ")");
 }
 
 std::vector<pretrain_driver::command> pretrain_driver::fail_with(absl::Status why) {

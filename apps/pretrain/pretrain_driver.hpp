@@ -65,8 +65,8 @@ struct pretrain_schedule {
 ///
 /// Checkpoints are asynchronous: a rank snapshots its state and goes on with the next step
 /// while its writer persists the snapshot; it answers (on_saved) once its files are durable.
-/// In a fixed group any rank's error fails the job with that error. Each event returns the
-/// commands the actor carries out, in order.
+/// In a fixed group any rank's error, or a lost rank (on_lost), fails the job with that error. Each
+/// event returns the commands the actor carries out, in order.
 ///
 /// Elastic (schedule.elastic): the ranks are the members, in rank order, of a generation of the
 /// group, bumped on every change. The first generation is formed at start (regroup_all), and
@@ -201,6 +201,8 @@ class pretrain_driver {
   std::vector<command> after_step();
   std::vector<command> after_eval();
   std::vector<command> next_or_finish();
+  // " (replica d, stage s)" of a pipeline grid's rank; nothing without stages.
+  [[nodiscard]] std::string place_of(int rank) const;
   std::vector<command> fail_with(absl::Status why);
   // A fixed group's answered request, or an elastic one's: on to the next phase, or recover.
   std::vector<command> after_answers();

@@ -70,6 +70,17 @@ void fail(self_ptr self, const absl::Status& why) {
   complete(self, actor::job_result{false, {}, std::string(why.message())});
 }
 
+// A run that fails after a checkpoint was committed says how to continue from it.
+absl::Status with_resume_hint(const driver_state& st, const absl::Status& why) {
+  if (!st.logic || st.logic->committed() < 0) return why;
+  return absl::Status(
+      why.code(),
+      absl::StrCat(why.message(), "; checkpoint ", st.logic->committed(),
+                   " is committed: troupe launch CONFIG --resume ",
+                   st.run_dir.empty() ? "RUN_DIR" : st.run_dir,
+                   " continues from it, at this layout or another (pretrain.parallel)"));
+}
+
 void report_progress(self_ptr self, const nlohmann::json& row) {
   auto& st = self->state;
   const auto now = clock::now();
@@ -114,7 +125,9 @@ absl::Status commit(self_ptr self, const pretrain_driver::commit& c) {
   auto& st = self->state;
   const nlohmann::json meta = {{"app", "pretrain"},
                                {"model", models::gpt_config_json(st.model)},
-                               {"dp", st.logic->members().size()},
+                               // The layout it was saved at (a resume may take another).
+                               {"dp", st.logic->members().size() / st.options.parallel.pp},
+                               {"pp", st.options.parallel.pp},
                                {"zero", st.options.parallel.zero},
                                {"batch", st.options.train.batch},
                                {"seed", st.options.train.seed},
@@ -254,7 +267,7 @@ void execute_one(self_ptr self, command& cmd) {
   } else if (auto* f = std::get_if<pretrain_driver::finish>(&cmd)) {
     finish(self, std::move(f->summary));
   } else if (auto* f = std::get_if<pretrain_driver::fail>(&cmd)) {
-    fail(self, f->why);
+    fail(self, with_resume_hint(st, f->why));
   } else if (auto* g = std::get_if<pretrain_driver::regroup_all>(&cmd)) {
     regroup_all(self, *g);
   } else if (auto* a = std::get_if<pretrain_driver::abort_all>(&cmd)) {
@@ -346,15 +359,19 @@ void resume(self_ptr self) {
                   saved->dir, " holds model ", saved->meta.value("model", nlohmann::json()).dump(),
                   " but this config's model is ", models::gpt_config_json(st.model).dump())));
   }
-  const int saved_dp = saved->meta.value("dp", 0);
-  const int dp = static_cast<int>(st.trainers.size());
-  st.events->emit(
-      run::severity::info, "resume",
-      absl::StrCat("resuming from ", saved->dir,
-                   saved_dp != dp ? absl::StrCat(" (saved at dp ", saved_dp,
-                                                 ", optimizer state resharded to dp ", dp, ")")
-                                  : std::string()),
-      {{"dir", saved->dir}, {"step", saved->step}});
+  const int saved_dp = saved->meta.value("dp", 0), saved_pp = saved->meta.value("pp", 1);
+  const int pp = st.options.parallel.pp, dp = static_cast<int>(st.trainers.size()) / pp;
+  const auto layout = [](int d, int p) {
+    return p > 1 ? absl::StrCat("dp ", d, " x pp ", p) : absl::StrCat("dp ", d);
+  };
+  st.events->emit(run::severity::info, "resume",
+                  absl::StrCat("resuming from ", saved->dir,
+                               saved_dp != dp || saved_pp != pp
+                                   ? absl::StrCat(" (saved at ", layout(saved_dp, saved_pp),
+                                                  ", parameters and optimizer state resharded to ",
+                                                  layout(dp, pp), ")")
+                                   : std::string()),
+                  {{"dir", saved->dir}, {"step", saved->step}});
   const int64_t step = saved->step;
   if (st.elastic) {  // the first generation of the group restores it as it forms
     st.resumed_dir = saved->dir;
@@ -387,6 +404,8 @@ void on_update(self_ptr self, const actor::actor_update& update) {
       return fail(self, absl::AbortedError(absl::StrCat(update.name, " was replaced mid-run")));
     }
     st.trainers[update.name] = handle;
+    st.names[handle.address()] = update.name;
+    self->monitor(handle);  // a fixed grid cannot go on without any of its ranks
     return;
   }
   // Elastic: a trainer on a worker that joined; the group admits it at a step boundary.
@@ -397,7 +416,8 @@ void on_update(self_ptr self, const actor::actor_update& update) {
   if (st.logic) execute(self, st.logic->on_joined(update.name));
 }
 
-// Elastic: a trainer is gone (its worker died, or was declared dead and fenced).
+// A trainer is gone (its worker died, or was declared dead and fenced): an elastic group goes on
+// without it; a fixed grid's run fails, saying which rank it lost.
 void on_down(self_ptr self, const caf::down_msg& down) {
   auto& st = self->state;
   auto it = st.names.find(down.source);

@@ -192,7 +192,15 @@ std::vector<pretrain_driver::command> pretrain_driver::recover() {
 
 std::vector<pretrain_driver::command> pretrain_driver::on_lost(const std::string& name,
                                                                const std::string& why) {
-  if (done_ || !schedule_.elastic) return {};
+  if (done_) return {};
+  if (!schedule_.elastic) {
+    auto it = std::find(members_.begin(), members_.end(), name);
+    if (it == members_.end()) return {};
+    return fail_with(absl::UnavailableError(absl::StrCat(
+        name, place_of(static_cast<int>(it - members_.begin())), " was lost: ", why,
+        "; a fixed dp x pp grid cannot go on without it (roles.trainer.elastic regroups the "
+        "data-parallel dimension only)")));
+  }
   if (auto j = std::find(joiners_.begin(), joiners_.end(), name); j != joiners_.end()) {
     joiners_.erase(j);
     return {};

@@ -160,6 +160,30 @@ TEST(PretrainDriver, ARankErrorFailsTheJobOnceNamingRankAndStep) {
   EXPECT_TRUE(d.on_step(0, report(1, 1.0)).empty());
 }
 
+// A fixed grid cannot go on without a rank: a lost one fails the job at once, named with its
+// place in the dp x pp grid; so does a rank's error.
+TEST(PretrainDriver, AFixedGridFailsOnALostRankNamingItsPlace) {
+  fake_clock clock;
+  driver d({.steps = 5, .ranks = 4, .stages = 2}, clock.fn());
+  d.start();
+  EXPECT_TRUE(d.on_lost("trainer/9", "not a member").empty());
+  auto c = d.on_lost("trainer/3", "worker w2 died");
+  const auto& f = get<driver::fail>(c);
+  EXPECT_EQ(f.why.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(f.why.message().find("trainer/3 (replica 1, stage 1) was lost: worker w2 died; a "
+                                 "fixed dp x pp grid cannot go on without it"),
+            std::string::npos)
+      << f.why.message();
+  EXPECT_TRUE(d.on_error(0, absl::InternalError("peer gone")).empty()) << "failed once";
+
+  driver e({.steps = 5, .ranks = 4, .stages = 2}, clock.fn());
+  e.start();
+  c = e.on_error(2, absl::UnavailableError("connection closed"));
+  EXPECT_NE(get<driver::fail>(c).why.message().find(
+                "trainer rank 2 (replica 1, stage 0) failed at step 1: connection closed"),
+            std::string::npos);
+}
+
 TEST(PretrainDriver, CheckpointsAnsweredOutOfOrderCommitEachOnce) {
   fake_clock clock;
   driver d({.steps = 2, .ranks = 1, .checkpoint_every = 1}, clock.fn());
