@@ -1,6 +1,6 @@
 #pragma once
 
-// A GPT checkpoint's files in a form no layout owns, so that a run resumes at any dp x pp:
+// A GPT checkpoint's files in a form no layout owns, so that a run resumes at any dp x pp x tp:
 // the weights under GPT-2's names (one file, or one per pipeline stage), and the AdamW moments
 // as slices of each named parameter. Whichever ranks wrote them, a rank takes what its own
 // layout and shard hold.
@@ -15,12 +15,14 @@
 
 namespace troupe::models {
 
-/// The weights file of pipeline stage `stage` ("model-stage-<stage>.safetensors"); a run
-/// without stages writes "model.safetensors".
-[[nodiscard]] std::string stage_model_file(int stage);
+/// The weights file of pipeline stage `stage` ("model-stage-<stage>.safetensors"), or of
+/// tensor-parallel rank `tp` of it ("model-stage-<stage>-tp-<rank>.safetensors"); a run without
+/// either writes "model.safetensors".
+[[nodiscard]] std::string stage_model_file(int stage, tensor_parallel tp = {});
 
 /// The model's tensors in checkpoint `c`: model.safetensors, or every stage file merged by name
-/// (the last stage's copy of the tied embedding is the first's). NOT_FOUND when there is none.
+/// (the last stage's copy of the tied embedding is the first's), tensor-parallel parts put
+/// together into whole tensors. NOT_FOUND when there is none; DATA_LOSS when a part is missing.
 [[nodiscard]] absl::StatusOr<tensor::named_tensors> checkpoint_model(
     const checkpoint::checkpoint& c);
 
@@ -31,13 +33,13 @@ namespace troupe::models {
                                                  int64_t steps);
 
 /// Assembles every parameter's moments of `layout` into m and v ([layout.total()] each, padding
-/// left as it is) from the moment files of a checkpoint, whatever layouts wrote them. Files of
-/// the flat format (before named slices: "m" and "v" over [begin, end) of the saving run's
-/// buffer) are read against `flat_layout`, the whole model that run had. Returns the step count
-/// they record. DATA_LOSS when files disagree on it, or a parameter's moments are not all there.
+/// left as it is) from the moment files of a checkpoint, whatever layouts (stages, tensor-
+/// parallel ranks, ZeRO shards) wrote them, through the whole model `whole` (every layer, no
+/// tensor parallelism; files of the flat format, "m" and "v" over [begin, end) of the saving
+/// run's buffer, are read against it). Returns the step count they record. DATA_LOSS when files
+/// disagree on it, or a parameter's moments are not all there.
 [[nodiscard]] absl::StatusOr<int64_t> read_moments(const std::vector<tensor::named_tensors>& files,
                                                    const gpt_layout& layout,
-                                                   const gpt_layout& flat_layout, float* m,
-                                                   float* v);
+                                                   const gpt_layout& whole, float* m, float* v);
 
 }  // namespace troupe::models

@@ -5,11 +5,39 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/sampling.hpp"
+#include "runtime/base/status.hpp"
 
 namespace troupe::models {
 
-gpt_layout::gpt_layout(const gpt_config& config, layer_range range, gpt_head head)
-    : config_(config), range_(range), head_(head) {
+tensor_split tensor_split_of(const std::string& name) {
+  if (name.ends_with("attn.c_attn.weight") || name.ends_with("attn.c_attn.bias")) return {1, 3};
+  if (name.ends_with("mlp.c_fc.weight") || name.ends_with("mlp.c_fc.bias")) return {1, 1};
+  if (name.ends_with("attn.c_proj.weight") || name.ends_with("mlp.c_proj.weight")) return {0, 1};
+  return {};
+}
+
+void for_each_shard_run(const tensor::shape_t& whole, tensor_split split, tensor_parallel tp,
+                        const std::function<void(int64_t, int64_t, int64_t)>& run) {
+  const int64_t numel = tensor::shape_numel(whole);
+  if (split.dim < 0 || tp.size == 1) return run(0, 0, numel);
+  const int64_t width = whole.back(), rows = numel / width;
+  if (split.dim == 0) {  // a block of rows
+    const int64_t mine = rows / tp.size * width;
+    return run(0, tp.rank * mine, mine);
+  }
+  // Each row's `groups` groups of columns, a rank's share of each.
+  const int64_t part = width / (split.groups * tp.size), local_width = width / tp.size;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int g = 0; g < split.groups; ++g) {
+      run(r * local_width + g * part, r * width + (g * tp.size + tp.rank) * part, part);
+    }
+  }
+}
+
+gpt_layout::gpt_layout(const gpt_config& config, layer_range range, gpt_head head,
+                       tensor_parallel tp)
+    : config_(config), range_(range), head_(head), tp_(tp) {
+  TROUPE_CHECK(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size && config.heads % tp.size == 0);
   const int64_t C = config.dim;
   const bool lm_head = range.has_head(config) && head == gpt_head::lm;
   // The whole model's order: wte, wpe, twelve per block, ln_f, the value head.
@@ -44,8 +72,12 @@ gpt_layout::gpt_layout(const gpt_config& config, layer_range range, gpt_head hea
   }
 }
 
-int64_t gpt_layout::add(const std::string& name, tensor::shape_t shape, bool decay, int64_t index) {
-  parameter_slot s{name, shape, total_, tensor::shape_numel(shape), decay, index};
+int64_t gpt_layout::add(const std::string& name, tensor::shape_t whole, bool decay, int64_t index) {
+  const tensor_split split = tp_.size > 1 ? tensor_split_of(name) : tensor_split{};
+  tensor::shape_t shape = whole;
+  if (split.dim == 0) shape.front() /= tp_.size;
+  if (split.dim == 1) shape.back() /= tp_.size;
+  parameter_slot s{name, shape, whole, split, total_, tensor::shape_numel(shape), decay, index};
   total_ += (s.numel + 15) / 16 * 16;  // 64-byte aligned starts for vector loads
   slots_.push_back(std::move(s));
   return slots_.back().offset;
@@ -87,11 +119,15 @@ void gpt_layout::initialize(float* params, uint64_t seed) const {
     }
     const float std = s.name.ends_with("c_proj.weight") ? residual_std : 0.02f;
     const uint64_t tensor_seed = seed * 0x100000001b3ull + stream;
-    for (int64_t i = 0; i < s.numel; ++i) {  // Box-Muller on counter-based uniforms
-      const float u1 = 1.0f - kernels::seeded_uniform(tensor_seed, 2 * i);
-      const float u2 = kernels::seeded_uniform(tensor_seed, 2 * i + 1);
-      p[i] = std * std::sqrt(-2.0f * std::log(u1)) * std::cos(6.28318530718f * u2);
-    }
+    // Box-Muller on counter-based uniforms of the whole tensor's element index: a tensor-
+    // parallel rank's part is the whole tensor's.
+    for_each_shard_run(s.whole_shape, s.split, tp_, [&](int64_t local, int64_t whole, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float u1 = 1.0f - kernels::seeded_uniform(tensor_seed, 2 * (whole + i));
+        const float u2 = kernels::seeded_uniform(tensor_seed, 2 * (whole + i) + 1);
+        p[local + i] = std * std::sqrt(-2.0f * std::log(u1)) * std::cos(6.28318530718f * u2);
+      }
+    });
   }
 }
 
@@ -101,6 +137,9 @@ tensor::named_tensors gpt_layout::to_named(const float* params) const {
     tensor::tensor t = tensor::tensor::host(s.shape);
     std::memcpy(t.data<float>(), params + s.offset, s.numel * sizeof(float));
     out.tensors.emplace_back(s.name, std::move(t));
+  }
+  if (tp_.size > 1) {
+    out.metadata = {{"tp_rank", std::to_string(tp_.rank)}, {"tp_size", std::to_string(tp_.size)}};
   }
   return out;
 }
@@ -118,13 +157,16 @@ absl::Status gpt_layout::load(const tensor::named_tensors& in, float* params,
   for (const auto& s : slots_) {
     if (skip_value_head && (s.offset == value_w_ || s.offset == value_b_)) continue;
     TROUPE_ASSIGN_OR_RETURN(tensor::tensor t, in.get(s.name));
-    if (t.shape() != s.shape || t.type() != tensor::dtype::f32) {
+    if (t.shape() != s.whole_shape || t.type() != tensor::dtype::f32) {
       return absl::InvalidArgumentError(absl::StrCat("parameter '", s.name, "' is ",
                                                      t.description(), " but the model needs f32",
-                                                     tensor::shape_string(s.shape)));
+                                                     tensor::shape_string(s.whole_shape)));
     }
     TROUPE_ASSIGN_OR_RETURN(tensor::tensor host, t.to(tensor::device::cpu()));
-    std::memcpy(params + s.offset, host.data<float>(), s.numel * sizeof(float));
+    const float* whole = host.data<float>();
+    for_each_shard_run(s.whole_shape, s.split, tp_, [&](int64_t local, int64_t at, int64_t n) {
+      std::memcpy(params + s.offset + local, whole + at, n * sizeof(float));
+    });
   }
   return absl::OkStatus();
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -10,10 +11,37 @@
 
 namespace troupe::models {
 
+/// A tensor-parallel rank's place in its group of `size` ranks.
+struct tensor_parallel {
+  int rank = 0;
+  int size = 1;
+};
+
+/// How a tensor-parallel rank's part of a parameter is cut from the whole tensor (Megatron):
+/// `dim` -1 replicated (every rank holds all of it), 0 its rows, 1 its last dimension, in
+/// `groups` equal groups each split over the ranks (QKV's three, so that a rank's columns are
+/// its heads' queries, keys and values).
+struct tensor_split {
+  int dim = -1;
+  int groups = 1;
+};
+
+/// GPT-2's split of the parameter called `name`: attention's QKV and the MLP's first layer
+/// (weights and biases) by columns, the output projections' weights by rows, the rest
+/// replicated.
+[[nodiscard]] tensor_split tensor_split_of(const std::string& name);
+
+/// A rank's part of a tensor of `whole` shape as runs of contiguous elements: `run(local
+/// offset, whole offset, length)`, in local order.
+void for_each_shard_run(const tensor::shape_t& whole, tensor_split split, tensor_parallel tp,
+                        const std::function<void(int64_t, int64_t, int64_t)>& run);
+
 /// One named parameter inside the flat parameter buffer.
 struct parameter_slot {
-  std::string name;  ///< GPT-2's Hugging Face name, e.g. "h.0.attn.c_attn.weight"
-  tensor::shape_t shape;
+  std::string name;             ///< GPT-2's Hugging Face name, e.g. "h.0.attn.c_attn.weight"
+  tensor::shape_t shape;        ///< what this rank holds
+  tensor::shape_t whole_shape;  ///< the whole model's tensor (shape, without tensor parallelism)
+  tensor_split split;
   int64_t offset = 0;  ///< in floats from the buffer start
   int64_t numel = 0;
   bool decay = false;  ///< weight decay applies (matrices and embeddings, not biases or norms)
@@ -37,13 +65,23 @@ enum class gpt_head {
 
 /// Where every parameter of a stage lives in one flat f32 buffer. Linear weights are stored
 /// [in, out] as in GPT-2's Conv1D, so exported weights load in other tools unchanged.
+///
+/// With tensor parallelism (`tp`, size > 1) a rank holds its part of each block: its heads'
+/// columns of QKV, its share of the MLP's hidden units, and the matching rows of the two output
+/// projections (tensor_split_of); norms, the output projections' biases and the embeddings are
+/// replicated.
 class gpt_layout {
  public:
-  gpt_layout(const gpt_config& config, layer_range range, gpt_head head = gpt_head::lm);
+  gpt_layout(const gpt_config& config, layer_range range, gpt_head head = gpt_head::lm,
+             tensor_parallel tp = {});
 
   [[nodiscard]] const gpt_config& config() const { return config_; }
   [[nodiscard]] layer_range range() const { return range_; }
   [[nodiscard]] gpt_head head() const { return head_; }
+  [[nodiscard]] tensor_parallel tp() const { return tp_; }
+  /// This rank's attention width (its heads' dims) and heads: dim / tp and heads / tp.
+  [[nodiscard]] int local_dim() const { return config_.dim / tp_.size; }
+  [[nodiscard]] int local_heads() const { return config_.heads / tp_.size; }
   /// Whether this stage ends in the value head (the last stage of a critic).
   [[nodiscard]] bool has_value_head() const {
     return head_ == gpt_head::value && range_.has_head(config_);
@@ -77,10 +115,11 @@ class gpt_layout {
   /// whole model's parameters of the same names (the tied wte of a last stage included).
   void initialize(float* params, uint64_t seed) const;
 
-  /// The parameters as named tensors (copies), for safetensors.
+  /// The parameters as named tensors (copies), for safetensors: with tensor parallelism this
+  /// rank's parts, the metadata saying which ("tp_rank", "tp_size").
   [[nodiscard]] tensor::named_tensors to_named(const float* params) const;
-  /// Loads every parameter of this stage from named tensors; a missing name or a shape that
-  /// differs is an error naming it.
+  /// Loads every parameter of this stage (this rank's part of it) from the whole model's named
+  /// tensors; a missing name or a shape that differs is an error naming it.
   [[nodiscard]] absl::Status from_named(const tensor::named_tensors& in, float* params) const;
   /// from_named() of a language model's tensors into a value-head layout: every parameter but
   /// the value head, which keeps what `params` holds (a critic starts from the policy's trunk).
@@ -94,6 +133,7 @@ class gpt_layout {
   gpt_config config_;
   layer_range range_;
   gpt_head head_;
+  tensor_parallel tp_;
   std::vector<parameter_slot> slots_;
   std::vector<block_offsets> blocks_;
   int64_t total_ = 0;

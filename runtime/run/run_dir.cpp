@@ -25,11 +25,13 @@ absl::StatusOr<run_dir> run_dir::create(const std::optional<std::string>& reques
     char stamp[32];
     std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
     const fs::path base = fs::path("runs") / absl::StrCat(app, "-", stamp);
+    fs::create_directories(base.parent_path(), ec);
+    // Claimed by creating it: two launches in the same second get a directory each.
     path = base;
-    for (int n = 2; fs::exists(path, ec); ++n)
+    for (int n = 2; !ec && !fs::create_directory(path, ec); ++n)
       path = absl::StrCat(base.string(), "-", n);
   }
-  fs::create_directories(path, ec);
+  if (!ec) fs::create_directories(path, ec);
   if (ec) {
     return absl::UnavailableError(
         absl::StrCat("cannot create run directory ", path.string(), ": ", ec.message()));

@@ -50,10 +50,11 @@ TEST_F(PipelineLossTest, ALostStageFailsTheJobSayingHowToResume) {
       "checkpoint 2 is committed: troupe launch CONFIG --resume " + run_dir() + " continues";
   EXPECT_NE(r.err.find(resume), std::string::npos) << r.err;
 
-  const process_result again = run(
-      {TROUPE_BINARY, "launch", config, "--resume", run_dir(), "--set", "pretrain.parallel.pp=1",
-       "--set", "pretrain.parallel.micro_batches=1", "--set", "roles.trainer.count=1"},
-      120s);
+  const process_result again =
+      run({TROUPE_BINARY, "launch", config, "--resume", run_dir(), "--run-dir",
+           dir_.file("resumed"), "--set", "pretrain.parallel.pp=1", "--set",
+           "pretrain.parallel.micro_batches=1", "--set", "roles.trainer.count=1"},
+          120s);
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(summary_of(again)["steps"], 10);
   EXPECT_NE(again.err.find("continuing at step 3"), std::string::npos) << again.err;
