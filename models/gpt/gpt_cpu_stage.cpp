@@ -19,9 +19,16 @@ using kernels::gemm;
 
 namespace {
 
-void size_linear_grads(auto& d, int64_t N, int64_t C) {
-  d.mlp_out.resize(N * C), d.fc.resize(N * 4 * C), d.attn_out.resize(N * C);
-  d.qkv.resize(N * 3 * C);
+// C: the model's width; L: this tensor-parallel rank's share of it (C without).
+void size_linear_grads(auto& d, int64_t N, int64_t C, int64_t L) {
+  d.mlp_out.resize(N * C), d.fc.resize(N * 4 * L), d.attn_out.resize(N * C);
+  d.qkv.resize(N * 3 * L);
+}
+
+// out[i, :] += bias for each of the m rows.
+void add_bias(float* out, const float* bias, int m, int n) {
+  for (int i = 0; i < m; ++i)
+    k::accumulate(out + int64_t{i} * n, bias, n);
 }
 
 }  // namespace
@@ -31,16 +38,17 @@ gpt_cpu_stage::gpt_cpu_stage(const gpt_layout& layout, int max_batch,
                              bool defer_weight_gradients)
     : layout_(layout), pool_(pool) {
   const gpt_config& c = layout.config();
-  const int64_t N = int64_t{max_batch} * c.ctx, C = c.dim;
+  const int64_t N = int64_t{max_batch} * c.ctx, C = c.dim, L = layout.local_dim();
   const int blocks = layout.range().last - layout.range().first;
   segment_ = checkpoint_segment > 0 && checkpoint_segment < blocks ? checkpoint_segment : 0;
   x_.assign(blocks + 1, std::vector<float>(N * C));
   blocks_.resize(segment_ > 0 ? segment_ : blocks);
   for (auto& b : blocks_) {
-    b.ln1.resize(N * C), b.ln1_mean.resize(N), b.ln1_rstd.resize(N), b.qkv.resize(N * 3 * C);
-    b.probs.resize(int64_t{max_batch} * c.heads * c.ctx * c.ctx), b.atty.resize(N * C);
+    b.ln1.resize(N * C), b.ln1_mean.resize(N), b.ln1_rstd.resize(N), b.qkv.resize(N * 3 * L);
+    b.probs.resize(int64_t{max_batch} * layout.local_heads() * c.ctx * c.ctx);
+    b.atty.resize(N * L);
     b.mid.resize(N * C), b.ln2.resize(N * C), b.ln2_mean.resize(N), b.ln2_rstd.resize(N);
-    b.fc.resize(N * 4 * C), b.fc_gelu.resize(N * 4 * C);
+    b.fc.resize(N * 4 * L), b.fc_gelu.resize(N * 4 * L);
   }
   if (layout.range().has_head(c)) {
     lnf_.resize(N * C), lnf_mean_.resize(N), lnf_rstd_.resize(N);
@@ -52,12 +60,12 @@ gpt_cpu_stage::gpt_cpu_stage(const gpt_layout& layout, int max_batch,
   }
   tokens_.resize(N), positions_.resize(N);
   dx_.resize(N * C), dtmp_.resize(N * C);
-  size_linear_grads(dlinear_, N, C);
+  size_linear_grads(dlinear_, N, C, L);
   if (defer_weight_gradients) {
     TROUPE_CHECK(segment_ == 0);  // the weight half needs every block's activations
     deferred_.resize(blocks);
     for (auto& d : deferred_)
-      size_linear_grads(d, N, C);
+      size_linear_grads(d, N, C, L);
   }
 }
 
@@ -129,14 +137,17 @@ int64_t gpt_cpu_stage::activation_bytes() const {
 int64_t gpt_cpu_stage::activation_bytes(const gpt_layout& layout, int max_batch,
                                         int checkpoint_segment, bool defer_weight_gradients) {
   const gpt_config& c = layout.config();
-  const int64_t N = int64_t{max_batch} * c.ctx, C = c.dim;
+  const int64_t N = int64_t{max_batch} * c.ctx, C = c.dim, L = layout.local_dim();
   const int blocks = layout.range().last - layout.range().first;
   const int held =
       checkpoint_segment > 0 && checkpoint_segment < blocks ? checkpoint_segment : blocks;
   // As the constructor sizes them: the residual stream, each held block's, the head's.
   int64_t floats = (blocks + 1) * N * C;
-  floats += held * (15 * N * C + 4 * N + int64_t{max_batch} * c.heads * c.ctx * c.ctx);
-  if (defer_weight_gradients) floats += blocks * 9 * N * C;  // the linear maps' output gradients
+  floats += held * (3 * N * C + 12 * N * L + 4 * N +
+                    int64_t{max_batch} * layout.local_heads() * c.ctx * c.ctx);
+  if (defer_weight_gradients) {  // the linear maps' output gradients
+    floats += blocks * (2 * N * C + 7 * N * L);
+  }
   if (layout.range().has_head(c)) {
     floats += N * C + 2 * N;
     floats += layout.has_value_head() ? N : N * c.vocab + N;
@@ -165,21 +176,43 @@ void gpt_cpu_stage::block_forward(const float* params, int layer, const float* i
   const auto& o = layout_.block(layer);
   auto& a = activations(layer);
   if (segment_ > 0) held_segment_ = (layer - layout_.range().first) / segment_;
-  const int N = batch_ * seq_, C = c.dim;
+  const int N = batch_ * seq_, C = c.dim, L = layout_.local_dim();
   float* tmp = dtmp_.data();
   k::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), in, params + o.ln1_w,
                        params + o.ln1_b, N, C);
-  k::matmul(a.qkv.data(), a.ln1.data(), params + o.attn_w, params + o.attn_b, gemm{N, 3 * C, C});
-  k::attention_forward(a.atty.data(), a.probs.data(), a.qkv.data(), {batch_, seq_, C, c.heads},
-                       pool_);
-  k::matmul(tmp, a.atty.data(), params + o.proj_w, params + o.proj_b, gemm{N, C, C});
+  k::matmul(a.qkv.data(), a.ln1.data(), params + o.attn_w, params + o.attn_b, gemm{N, 3 * L, C});
+  k::attention_forward(a.atty.data(), a.probs.data(), a.qkv.data(),
+                       {batch_, seq_, L, layout_.local_heads()}, pool_);
+  row_parallel(tmp, a.atty.data(), params + o.proj_w, params + o.proj_b, N, L);
   k::residual_forward(a.mid.data(), in, tmp, int64_t{N} * C);
   k::layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.mid.data(),
                        params + o.ln2_w, params + o.ln2_b, N, C);
-  k::matmul(a.fc.data(), a.ln2.data(), params + o.fc_w, params + o.fc_b, gemm{N, 4 * C, C});
-  k::gelu_forward(a.fc_gelu.data(), a.fc.data(), int64_t{N} * 4 * C);
-  k::matmul(tmp, a.fc_gelu.data(), params + o.fc2_w, params + o.fc2_b, gemm{N, C, 4 * C});
+  k::matmul(a.fc.data(), a.ln2.data(), params + o.fc_w, params + o.fc_b, gemm{N, 4 * L, C});
+  k::gelu_forward(a.fc_gelu.data(), a.fc.data(), int64_t{N} * 4 * L);
+  row_parallel(tmp, a.fc_gelu.data(), params + o.fc2_w, params + o.fc2_b, N, 4 * L);
   k::residual_forward(out, a.mid.data(), tmp, int64_t{N} * C);
+}
+
+void gpt_cpu_stage::row_parallel(float* out, const float* in, const float* w, const float* bias,
+                                 int rows, int k_local) {
+  const int C = layout_.config().dim;
+  if (layout_.tp().size == 1) return k::matmul(out, in, w, bias, gemm{rows, C, k_local});
+  // Each rank's rows of w make a part of the sum: all-reduced, then the bias once.
+  k::matmul(out, in, w, nullptr, gemm{rows, C, k_local});
+  tensor_sum(out, int64_t{rows} * C);
+  add_bias(out, bias, rows, C);
+}
+
+void gpt_cpu_stage::tensor_sum(float* data, int64_t n) {
+  if (!comm_status_.ok()) return;  // the group failed: what follows is discarded
+  comm_status_ =
+      tensor_allreduce_
+          ? tensor_allreduce_(data, n)
+          : absl::FailedPreconditionError("a tensor-parallel stage has no all-reduce to sum with");
+}
+
+absl::Status gpt_cpu_stage::take_comm_status() {
+  return std::exchange(comm_status_, absl::OkStatus());
 }
 
 void gpt_cpu_stage::backward(const float* params, float* grads, const float* dhidden,
@@ -324,24 +357,28 @@ void gpt_cpu_stage::block_input_grads(const float* params, float* grads, int lay
   const int i = layer - layout_.range().first;
   materialize(params, layer);
   auto& a = activations(layer);
-  const int N = batch_ * seq_, C = c.dim;
+  const int N = batch_ * seq_, C = c.dim, L = layout_.local_dim();
+  const bool split = layout_.tp().size > 1;
   float* dx = dx_.data();
   float* dtmp = dtmp_.data();
 
-  // MLP: out = mid + fc_gelu @ fc2_w + fc2_b.
+  // MLP: out = mid + fc_gelu @ fc2_w + fc2_b. With tensor parallelism each rank's hidden units
+  // give a part of d(ln2), summed over the ranks.
   std::memcpy(d.mlp_out.data(), dx, int64_t{N} * C * sizeof(float));
-  k::matmul(d.fc.data(), dx, params + o.fc2_w, nullptr, gemm{N, 4 * C, C, false, true});
-  k::gelu_backward(d.fc.data(), a.fc.data(), d.fc.data(), int64_t{N} * 4 * C);
-  k::matmul(dtmp, d.fc.data(), params + o.fc_w, nullptr, gemm{N, C, 4 * C, false, true});
+  k::matmul(d.fc.data(), dx, params + o.fc2_w, nullptr, gemm{N, 4 * L, C, false, true});
+  k::gelu_backward(d.fc.data(), a.fc.data(), d.fc.data(), int64_t{N} * 4 * L);
+  k::matmul(dtmp, d.fc.data(), params + o.fc_w, nullptr, gemm{N, C, 4 * L, false, true});
+  if (split) tensor_sum(dtmp, int64_t{N} * C);
   k::layernorm_backward(dx, grads + o.ln2_w, grads + o.ln2_b, dtmp, a.mid.data(), params + o.ln2_w,
                         a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
 
   // Attention: mid = in + attention(ln1 @ attn_w + attn_b) @ proj_w + proj_b.
   std::memcpy(d.attn_out.data(), dx, int64_t{N} * C * sizeof(float));
-  k::matmul(dtmp, dx, params + o.proj_w, nullptr, gemm{N, C, C, false, true});
+  k::matmul(dtmp, dx, params + o.proj_w, nullptr, gemm{N, L, C, false, true});
   k::attention_backward(d.qkv.data(), dtmp, a.qkv.data(), a.probs.data(),
-                        {batch_, seq_, C, c.heads}, pool_);
-  k::matmul(dtmp, d.qkv.data(), params + o.attn_w, nullptr, gemm{N, C, 3 * C, false, true});
+                        {batch_, seq_, L, layout_.local_heads()}, pool_);
+  k::matmul(dtmp, d.qkv.data(), params + o.attn_w, nullptr, gemm{N, C, 3 * L, false, true});
+  if (split) tensor_sum(dtmp, int64_t{N} * C);
   k::layernorm_backward(dx, grads + o.ln1_w, grads + o.ln1_b, dtmp, x_[i].data(), params + o.ln1_w,
                         a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
 }
@@ -352,19 +389,19 @@ void gpt_cpu_stage::block_weight_grads(float* grads, int layer, const linear_out
   const gpt_config& c = layout_.config();
   const auto& o = layout_.block(layer);
   const auto& a = activations(layer);
-  const int N = batch_ * seq_, C = c.dim;
+  const int N = batch_ * seq_, C = c.dim, L = layout_.local_dim();
   k::matmul(grads + o.fc2_w, a.fc_gelu.data(), d.mlp_out.data(), nullptr,
-            gemm{4 * C, C, N, true, false, true});
+            gemm{4 * L, C, N, true, false, true});
   k::bias_backward(grads + o.fc2_b, d.mlp_out.data(), N, C);
   k::matmul(grads + o.fc_w, a.ln2.data(), d.fc.data(), nullptr,
-            gemm{C, 4 * C, N, true, false, true});
-  k::bias_backward(grads + o.fc_b, d.fc.data(), N, 4 * C);
+            gemm{C, 4 * L, N, true, false, true});
+  k::bias_backward(grads + o.fc_b, d.fc.data(), N, 4 * L);
   k::matmul(grads + o.proj_w, a.atty.data(), d.attn_out.data(), nullptr,
-            gemm{C, C, N, true, false, true});
+            gemm{L, C, N, true, false, true});
   k::bias_backward(grads + o.proj_b, d.attn_out.data(), N, C);
   k::matmul(grads + o.attn_w, a.ln1.data(), d.qkv.data(), nullptr,
-            gemm{C, 3 * C, N, true, false, true});
-  k::bias_backward(grads + o.attn_b, d.qkv.data(), N, 3 * C);
+            gemm{C, 3 * L, N, true, false, true});
+  k::bias_backward(grads + o.attn_b, d.qkv.data(), N, 3 * L);
 }
 
 }  // namespace troupe::models

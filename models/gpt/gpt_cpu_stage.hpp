@@ -1,8 +1,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "kernels/attention.hpp"
 #include "models/gpt/gpt_layout.hpp"
 
@@ -97,6 +99,16 @@ class gpt_cpu_stage {
   void backward_input(const float* params, float* grads, const float* dhidden, float loss_scale);
   void backward_weights(float* grads);
 
+  /// Tensor parallelism (a layout with tp size > 1): how the stage sums its ranks' parts, in
+  /// place over the tensor-parallel group, twice in each block's forward (after the row-parallel
+  /// output projections) and twice in its backward (d of the LayerNorms' outputs). Every rank
+  /// of the group runs the same calls in the same order.
+  using tensor_allreduce = std::function<absl::Status(float* data, int64_t n)>;
+  void set_tensor_allreduce(tensor_allreduce sum) { tensor_allreduce_ = std::move(sum); }
+  /// The first failure of a tensor-parallel sum since the last call (what ran after it is
+  /// garbage), and OK again.
+  [[nodiscard]] absl::Status take_comm_status();
+
   /// Bytes of the activations this stage holds for backward at its largest batch: the residual
   /// stream, the blocks' (one segment's with checkpointing) and the head's.
   [[nodiscard]] int64_t activation_bytes() const;
@@ -118,6 +130,11 @@ class gpt_cpu_stage {
   };
 
   void block_forward(const float* params, int layer, const float* in, float* out);
+  // out [rows, dim] = in [rows, k_local] @ w [k_local, dim] + bias: with tensor parallelism each
+  // rank's part, summed over the group before the bias.
+  void row_parallel(float* out, const float* in, const float* w, const float* bias, int rows,
+                    int k_local);
+  void tensor_sum(float* data, int64_t n);
   // A block's backward in halves: from d(output) in dx_ to d(input) in dx_ (and the LayerNorms'
   // gradients), keeping its linear maps' output gradients in d; then their weights' and biases'.
   void block_input_grads(const float* params, float* grads, int layer, linear_output_grads& d);
@@ -149,6 +166,8 @@ class gpt_cpu_stage {
   std::vector<float> dx_, dtmp_;
   linear_output_grads dlinear_;                // a block's, between its halves (backward())
   std::vector<linear_output_grads> deferred_;  // every block's (defer_weight_gradients)
+  tensor_allreduce tensor_allreduce_;
+  absl::Status comm_status_;
 };
 
 }  // namespace troupe::models

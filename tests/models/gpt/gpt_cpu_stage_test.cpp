@@ -1,9 +1,12 @@
 #include "models/gpt/gpt_cpu_stage.hpp"
 
+#include <barrier>
 #include <cmath>
+#include <thread>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/cpu/thread_pool.hpp"
 #include "models/gpt/gpt_cpu_batch.hpp"
 #include "nlohmann/json.hpp"
@@ -267,6 +270,118 @@ TEST(GptCpuStage, BackwardInHalvesChangesNoBit) {
     b.backward_weights(got.data());
     EXPECT_EQ(got, want) << "blocks " << range.first << "-" << range.last;
     EXPECT_EQ(got_dx, want_dx) << "blocks " << range.first << "-" << range.last;
+  }
+}
+
+// Two ranks' in-place sum, in rank order, so that both get the same bits (as a ring all-reduce
+// gives every rank the same), over two threads.
+class two_rank_sum {
+ public:
+  absl::Status operator()(int rank, float* data, int64_t n) {
+    at_[rank] = data;
+    sync_.arrive_and_wait();
+    std::vector<float> sum(n);
+    for (int64_t i = 0; i < n; ++i)
+      sum[i] = at_[0][i] + at_[1][i];
+    sync_.arrive_and_wait();
+    std::copy(sum.begin(), sum.end(), data);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::barrier<> sync_{2};
+  float* at_[2] = {nullptr, nullptr};
+};
+
+// Megatron's tensor parallelism on two ranks (threads): the whole model and a middle stage (at
+// temperature 0.9 on the last stage's part) give the loss, the d(hidden input) and every
+// gradient of one rank within float tolerance, the replicated parameters' gradients bit for bit
+// the same on both ranks; the backward in halves gives the whole backward's bits.
+TEST(GptCpuStage, TwoTensorParallelRanksComputeAsOne) {
+  const gpt_config config{40, 12, 3, 32, 4};
+  const int batch = 2, seq = 12;
+  std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
+  for (int i = 0; i < batch * seq; ++i)
+    tokens[i] = (i * 7) % 40, targets[i] = i % 5 == 0 ? -1 : (i * 11 + 3) % 40;
+  std::vector<float> hidden(batch * seq * config.dim), dhidden(hidden.size());
+  for (size_t i = 0; i < hidden.size(); ++i) {
+    hidden[i] = 0.1f * static_cast<float>(static_cast<int>(i * 37 % 19) - 9);
+    dhidden[i] = 0.01f * static_cast<float>(static_cast<int>(i * 53 % 23) - 11);
+  }
+  for (const layer_range range : {layer_range::all(config), layer_range{1, 2}}) {
+    const bool first = range.has_embedding(), last = range.has_head(config);
+    const float temperature = last ? 0.9f : 1.0f;
+    const gpt_layout one(config, range);
+    std::vector<float> params(one.total());
+    one.initialize(params.data(), 5);
+    gpt_cpu_stage whole(one, batch, nullptr);
+    const loss_sum want = whole.forward(params.data(), batch, seq, first ? tokens.data() : nullptr,
+                                        first ? nullptr : hidden.data(),
+                                        last ? targets.data() : nullptr, temperature);
+    std::vector<float> want_grads(one.total(), 0.0f);
+    whole.backward(params.data(), want_grads.data(), last ? nullptr : dhidden.data(), 0.02f);
+    const std::vector<float> want_dx =
+        first ? std::vector<float>{}
+              : std::vector<float>(whole.dhidden_in(), whole.dhidden_in() + hidden.size());
+
+    two_rank_sum sum;
+    std::vector<std::vector<float>> grads(2), halves(2), dx(2);
+    std::vector<loss_sum> losses(2);
+    std::vector<std::unique_ptr<gpt_layout>> layouts(2);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r) {
+      layouts[r] = std::make_unique<gpt_layout>(config, range, gpt_head::lm, tensor_parallel{r, 2});
+      ranks.emplace_back([&, r] {
+        const gpt_layout& layout = *layouts[r];
+        std::vector<float> p(layout.total());
+        layout.initialize(p.data(), 5);
+        gpt_cpu_stage stage(layout, batch, nullptr, 0, true);
+        stage.set_tensor_allreduce([&, r](float* data, int64_t n) { return sum(r, data, n); });
+        auto forward = [&] {
+          return stage.forward(p.data(), batch, seq, first ? tokens.data() : nullptr,
+                               first ? nullptr : hidden.data(), last ? targets.data() : nullptr,
+                               temperature);
+        };
+        losses[r] = forward();
+        grads[r].assign(layout.total(), 0.0f);
+        stage.backward(p.data(), grads[r].data(), last ? nullptr : dhidden.data(), 0.02f);
+        if (!first) dx[r].assign(stage.dhidden_in(), stage.dhidden_in() + hidden.size());
+        forward();
+        halves[r].assign(layout.total(), 0.0f);
+        stage.backward_input(p.data(), halves[r].data(), last ? nullptr : dhidden.data(), 0.02f);
+        stage.backward_weights(halves[r].data());
+        EXPECT_TRUE(stage.take_comm_status().ok());
+      });
+    }
+    for (auto& t : ranks)
+      t.join();
+    const std::string where = absl::StrCat("blocks ", range.first, "-", range.last);
+    EXPECT_EQ(losses[0].sum, losses[1].sum) << where;
+    EXPECT_NEAR(losses[0].sum, want.sum, 1e-5 * std::abs(want.sum)) << where;
+    EXPECT_EQ(grads[0], halves[0]) << where;
+    EXPECT_EQ(grads[1], halves[1]) << where;
+    EXPECT_EQ(dx[0], dx[1]) << where;
+    for (size_t i = 0; i < want_dx.size(); ++i)
+      ASSERT_NEAR(dx[0][i], want_dx[i], 1e-6) << where << " dx " << i;
+    for (const auto& ws : one.slots()) {
+      for (int r = 0; r < 2; ++r) {
+        const parameter_slot& s = **layouts[r]->find(ws.name);
+        if (s.split.dim < 0) {  // replicated: the same bits on both ranks
+          const parameter_slot& other = **layouts[1 - r]->find(ws.name);
+          ASSERT_TRUE(std::equal(grads[r].begin() + s.offset, grads[r].begin() + s.offset + s.numel,
+                                 grads[1 - r].begin() + other.offset))
+              << where << " " << ws.name;
+        }
+        for_each_shard_run(
+            s.whole_shape, s.split, tensor_parallel{r, 2},
+            [&](int64_t local, int64_t at, int64_t n) {
+              for (int64_t j = 0; j < n; ++j) {
+                ASSERT_NEAR(grads[r][s.offset + local + j], want_grads[ws.offset + at + j], 1e-6)
+                    << where << " " << ws.name << "[" << at + j << "]";
+              }
+            });
+      }
+    }
   }
 }
 
