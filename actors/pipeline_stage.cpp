@@ -42,7 +42,7 @@ int peak_in_flight(const std::vector<pipeline_action>& plan) {
 
 pipeline_stage::pipeline_stage(const models::gpt_layout& layout, const pipeline_options& options,
                                int micro_rows, kernels::cpu::thread_pool* pool,
-                               int checkpoint_segment)
+                               int checkpoint_segment, comm::communicator* tensor)
     : layout_(layout),
       options_(options),
       micro_rows_(micro_rows),
@@ -55,6 +55,19 @@ pipeline_stage::pipeline_stage(const models::gpt_layout& layout, const pipeline_
   const int64_t n = int64_t{micro_rows} * layout.config().ctx * layout.config().dim;
   in_ = tensor::tensor::host({n});
   out_ = tensor::tensor::host({n});
+  if (tensor != nullptr) {
+    // The stage's sums over the tensor-parallel group go through a buffer the group can address.
+    tensor_sum_ = tensor::tensor::host({n});
+    for (auto& copy : copies_) {
+      copy->set_tensor_allreduce([this, tensor](float* data, int64_t count) -> absl::Status {
+        TROUPE_ASSIGN_OR_RETURN(tensor::tensor part, tensor_sum_.narrow(0, 0, count));
+        std::memcpy(part.data<float>(), data, count * sizeof(float));
+        TROUPE_RETURN_IF_ERROR(tensor->allreduce(part, comm::reduce_op::sum));
+        std::memcpy(data, part.data<float>(), count * sizeof(float));
+        return absl::OkStatus();
+      });
+    }
+  }
 }
 
 int pipeline_stage::copies(const pipeline_options& o) {
@@ -71,7 +84,7 @@ int64_t pipeline_stage::activation_bytes() const {
 
 absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, float* grads,
                                                        const actor::token_batch& local,
-                                                       float loss_scale, comm::communicator& pipe) {
+                                                       float loss_scale, comm::communicator* pipe) {
   const int m = options_.micro_batches, r = micro_rows_, T = local.ctx;
   const int C = layout_.config().dim;
   if (local.batch != m * r || static_cast<int>(local.tokens.size()) != local.batch * T) {
@@ -98,8 +111,8 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
     const bool backward = a.op == kind::backward || a.op == kind::backward_input;
     if (a.op == kind::backward_weight) {
       if (pending && !sending.valid()) {
-        sending = std::async(std::launch::async, [&pipe, send = *std::move(pending)] {
-          return pipe.exchange({send}, {});
+        sending = std::async(std::launch::async, [pipe, send = *std::move(pending)] {
+          return pipe->exchange({send}, {});
         });
         pending.reset();
       }
@@ -114,7 +127,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
         std::vector<comm::transfer> sends;
         if (pending) sends.push_back(*std::move(pending));
         pending.reset();
-        TROUPE_RETURN_IF_ERROR(pipe.exchange(sends, recvs));
+        TROUPE_RETURN_IF_ERROR(pipe->exchange(sends, recvs));
       }
     }
     const auto unit_started = clock::now();
@@ -150,6 +163,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
     } else {
       copies_[copy_of[mb]]->backward_weights(grads);
     }
+    TROUPE_RETURN_IF_ERROR(copies_[copy_of[mb]]->take_comm_status());
     if (a.op == kind::backward || a.op == kind::backward_weight) {
       free_copies.push_back(copy_of[mb]);
       copy_of[mb] = -1;
@@ -157,7 +171,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
     busy += seconds_since(unit_started);
   }
   TROUPE_RETURN_IF_ERROR(sent());
-  if (pending) TROUPE_RETURN_IF_ERROR(pipe.exchange({*std::move(pending)}, {}));
+  if (pending) TROUPE_RETURN_IF_ERROR(pipe->exchange({*std::move(pending)}, {}));
   times_.busy_s = busy;
   times_.idle_s = seconds_since(started) - busy;
   return loss;
@@ -165,7 +179,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
 
 absl::StatusOr<models::loss_sum> pipeline_stage::evaluate(const float* params,
                                                           const actor::token_batch& batch,
-                                                          comm::communicator& pipe) {
+                                                          comm::communicator* pipe) {
   const int T = batch.ctx, C = layout_.config().dim;
   models::gpt_cpu_stage& stage = *copies_.front();
   models::loss_sum loss;
@@ -181,11 +195,12 @@ absl::StatusOr<models::loss_sum> pipeline_stage::evaluate(const float* params,
       std::vector<comm::transfer> sends;
       if (pending) sends.push_back(*std::move(pending));
       pending.reset();
-      TROUPE_RETURN_IF_ERROR(pipe.exchange(sends, recvs));
+      TROUPE_RETURN_IF_ERROR(pipe->exchange(sends, recvs));
     }
     const models::loss_sum part = stage.forward(
         params, rows, T, first() ? batch.tokens.data() + offset : nullptr,
         first() ? nullptr : in_.data<float>(), last() ? batch.targets.data() + offset : nullptr);
+    TROUPE_RETURN_IF_ERROR(stage.take_comm_status());
     if (last()) {
       loss.sum += part.sum;
       loss.tokens += part.tokens;
@@ -195,7 +210,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::evaluate(const float* params,
       pending = comm::transfer{out, options_.stage + 1, activation_tag(mb)};
     }
   }
-  if (pending) TROUPE_RETURN_IF_ERROR(pipe.exchange({*std::move(pending)}, {}));
+  if (pending) TROUPE_RETURN_IF_ERROR(pipe->exchange({*std::move(pending)}, {}));
   return loss;
 }
 

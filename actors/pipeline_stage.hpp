@@ -41,9 +41,12 @@ class pipeline_stage {
  public:
   /// `layout` is this stage's (it must outlive this); `micro_rows`: sequences per micro-batch;
   /// `pool` spreads attention heads (nullptr: the calling thread alone); `checkpoint_segment`:
-  /// activation checkpointing inside each copy (gpt_cpu_stage).
+  /// activation checkpointing inside each copy (gpt_cpu_stage); `tensor`: with a tensor-parallel
+  /// layout, the group its blocks' sums go over. The pipeline group `pipe` of train() and
+  /// evaluate() may be nullptr with one stage (a tensor-parallel rank of no pipeline).
   pipeline_stage(const models::gpt_layout& layout, const pipeline_options& options, int micro_rows,
-                 kernels::cpu::thread_pool* pool, int checkpoint_segment);
+                 kernels::cpu::thread_pool* pool, int checkpoint_segment,
+                 comm::communicator* tensor = nullptr);
 
   /// This stage's schedule over `local` (micro_batches x micro_rows sequences; the first stage
   /// reads its tokens, the last its targets), adding the gradients to `grads`, each token's
@@ -51,12 +54,12 @@ class pipeline_stage {
   /// elsewhere).
   [[nodiscard]] absl::StatusOr<models::loss_sum> train(const float* params, float* grads,
                                                        const actor::token_batch& local,
-                                                       float loss_scale, comm::communicator& pipe);
+                                                       float loss_scale, comm::communicator* pipe);
   /// The forward passes of `batch` (micro_rows sequences at a time, none kept): the loss summed
   /// over the last stage's tokens.
   [[nodiscard]] absl::StatusOr<models::loss_sum> evaluate(const float* params,
                                                           const actor::token_batch& batch,
-                                                          comm::communicator& pipe);
+                                                          comm::communicator* pipe);
 
   [[nodiscard]] const pipeline_times& last_times() const { return times_; }
   /// The activations every copy holds at its largest micro-batch, in bytes.
@@ -81,7 +84,8 @@ class pipeline_stage {
   int micro_rows_;
   std::vector<pipeline_action> plan_;
   std::vector<std::unique_ptr<models::gpt_cpu_stage>> copies_;
-  tensor::tensor in_, out_;  // a micro-batch's hidden state or its gradient, received or sent
+  tensor::tensor in_, out_;    // a micro-batch's hidden state or its gradient, received or sent
+  tensor::tensor tensor_sum_;  // what a tensor-parallel sum adds up over the group
   pipeline_times times_;
 };
 

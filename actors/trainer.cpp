@@ -35,7 +35,8 @@ float lr_schedule::at(int64_t step) const {
 absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layout& layout,
                                                          const trainer_options& options,
                                                          comm::communicator* group,
-                                                         comm::communicator* pipe) {
+                                                         comm::communicator* pipe,
+                                                         comm::communicator* tensor) {
   const int ranks = group ? group->size() : 1;
   if (options.global_batch < ranks) {
     return absl::InvalidArgumentError(absl::StrCat("train.batch ", options.global_batch,
@@ -59,7 +60,17 @@ absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layou
           "and activation checkpointing frees them; use schedule 1f1b with checkpointing");
     }
   }
-  std::unique_ptr<trainer> t(new trainer(layout, options, group, p.stages > 1 ? pipe : nullptr));
+  const models::tensor_parallel tp = layout.tp();
+  if (tp.size > 1 &&
+      (tensor == nullptr || tensor->size() != tp.size || tensor->rank() != tp.rank)) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor-parallel rank ", tp.rank, " of ",
+                                                   tp.size, " needs its group (rank = tp rank)"));
+  }
+  if (tp.size > 1 && options.rl_rows > 0) {
+    return absl::InvalidArgumentError("tensor-parallel ranks train the language model only");
+  }
+  std::unique_ptr<trainer> t(new trainer(layout, options, group, p.stages > 1 ? pipe : nullptr,
+                                         tp.size > 1 ? tensor : nullptr));
   const int64_t padded = t->shard_ * t->ranks_;
   TROUPE_ASSIGN_OR_RETURN(t->params_, tensor::tensor::zeros({padded}, tensor::dtype::f32));
   TROUPE_ASSIGN_OR_RETURN(t->grads_, tensor::tensor::zeros({padded}, tensor::dtype::f32));
@@ -90,7 +101,7 @@ trainer_memory trainer::memory(const models::gpt_layout& layout, const trainer_o
   if (sharded && options.shard_replicas) m.optimizer += 3 * 2 * shard * 4;
   const int local_batch = std::max((options.global_batch + ranks - 1) / ranks, options.rl_rows);
   int rows = options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch;
-  if (options.pipeline.stages > 1) {
+  if (options.pipeline.stages > 1 || layout.tp().size > 1) {  // a pipeline_stage's copies
     rows = local_batch / options.pipeline.micro_batches;
     m.activations = pipeline_stage::copies(options.pipeline) *
                     models::gpt_cpu_stage::activation_bytes(
@@ -113,9 +124,10 @@ absl::StatusOr<std::unique_ptr<trainer>> trainer::regroup(trainer* previous,
   if (previous != nullptr && previous->steps() == steps + 1 && previous->undo_.armed) {
     TROUPE_RETURN_IF_ERROR(previous->rollback_step());
   }
-  if (options.pipeline.stages > 1) {
+  if (options.pipeline.stages > 1 || layout.tp().size > 1) {
     return absl::FailedPreconditionError(
-        "a pipeline stage is not elastic: only the data-parallel dimension regroups");
+        "a pipeline stage or tensor-parallel rank is not elastic: only the data-parallel "
+        "dimension regroups");
   }
   TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<trainer> t, create(layout, options, group));
   TROUPE_RETURN_IF_ERROR(t->take_state(previous, steps));
@@ -220,8 +232,8 @@ absl::Status trainer::take_state(trainer* previous, int64_t steps) {
 }
 
 trainer::trainer(const models::gpt_layout& layout, const trainer_options& options,
-                 comm::communicator* group, comm::communicator* pipe)
-    : layout_(layout), options_(options), group_(group), pipe_(pipe) {
+                 comm::communicator* group, comm::communicator* pipe, comm::communicator* tensor)
+    : layout_(layout), options_(options), group_(group), pipe_(pipe), tensor_(tensor) {
   if (group_ != nullptr) {
     rank_ = group_->rank();
     ranks_ = group_->size();
@@ -230,14 +242,15 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
   // The largest share of the global batch (even_split: the first ranks take one more).
   const int local_batch = std::max((options.global_batch + ranks_ - 1) / ranks_, options.rl_rows);
   pass_rows_ = options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch;
-  if (pipe_ != nullptr) {
-    // A stage's units run one after the other on this thread; its cores spread attention heads
-    // and OpenBLAS's weight gradients (whose idle threads would otherwise spin on other cores).
+  if (pipe_ != nullptr || tensor_ != nullptr) {
+    // A stage's units (a tensor-parallel rank's too: its sums go in the same order on every
+    // rank) run one after the other on this thread; its cores spread attention heads and
+    // OpenBLAS's weight gradients (whose idle threads would otherwise spin on other cores).
     if (options.threads > 1) pool_ = std::make_unique<kernels::cpu::thread_pool>(options.threads);
     kernels::cpu::set_blas_threads(options.threads);
     pass_rows_ = local_batch / options.pipeline.micro_batches;
     pipeline_ = std::make_unique<pipeline_stage>(layout, options.pipeline, pass_rows_, pool_.get(),
-                                                 options.checkpoint_segment);
+                                                 options.checkpoint_segment, tensor_);
   } else {
     model_ = std::make_unique<models::gpt_cpu_batch>(layout, pass_rows_, options.threads,
                                                      options.checkpoint_segment);
@@ -248,6 +261,14 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
   const int64_t end = sharded ? begin + shard_ : shard_ * ranks_;
   optimizer_ = std::make_unique<models::adamw_optimizer>(layout, begin, end, options.adamw);
   replica_begin_ = ((rank_ + 1) % ranks_) * shard_;
+  const pipeline_options& p = options.pipeline;
+  const bool tied_copy = pipe_ != nullptr && p.stage == p.stages - 1 && p.stage != 0;
+  for (const auto& s : layout.slots()) {
+    const bool replicated = layout.tp().size > 1 && s.split.dim < 0;
+    if (replicated) replicated_.push_back({s.offset, s.offset + s.numel});
+    if ((tied_copy && s.offset == layout.wte()) || (replicated && layout.tp().rank != 0)) continue;
+    counted_.push_back({s.offset, s.offset + s.numel});
+  }
 }
 
 absl::StatusOr<step_report> trainer::step(const token_batch& local) {
@@ -257,7 +278,7 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
                                  const models::gpt_cpu_batch::gradients_ready& ready) {
     if (pipeline_) {  // the stage's schedule over every micro-batch of the share
       TROUPE_ASSIGN_OR_RETURN(loss, pipeline_->train(params_.data<float>(), grads_.data<float>(),
-                                                     local, loss_scale, *pipe_));
+                                                     local, loss_scale, pipe_));
       return absl::OkStatus();
     }
     const size_t offset = static_cast<size_t>(row) * local.ctx;
@@ -337,8 +358,37 @@ absl::StatusOr<actor::rl_step_report> trainer::step(const actor::rl_batch& local
 absl::Status trainer::not_on_a_pipeline(const char* what) const {
   if (!pipeline_) return absl::OkStatus();
   return absl::FailedPreconditionError(
-      absl::StrCat(what, " asked of pipeline stage ", options_.pipeline.stage, " of ",
-                   options_.pipeline.stages, ": pipeline stages train the language model only"));
+      absl::StrCat(what,
+                   " asked of a pipeline stage or tensor-parallel rank: they train the "
+                   "language model only"));
+}
+
+absl::Status trainer::check_replicated_gradients() {
+  // A checksum of every replicated gradient, gathered from every rank: equal bits, or the ranks
+  // went apart (a kernel or a sum that is not the same on every rank) and the step is refused.
+  const float* grads = grads_.data<float>();
+  double sum = 0, squares = 0;
+  for (const models::param_range& r : replicated_) {
+    for (int64_t i = r.begin; i < r.end; ++i)
+      sum += grads[i];
+    squares += kernels::cpu::sum_of_squares(grads + r.begin, r.end - r.begin);
+  }
+  tensor::tensor mine = tensor::tensor::host({2});
+  mine.data<float>()[0] = static_cast<float>(sum);
+  mine.data<float>()[1] = static_cast<float>(squares);
+  tensor::tensor all = tensor::tensor::host({2 * int64_t{tensor_->size()}});
+  TROUPE_RETURN_IF_ERROR(tensor_->allgather(mine, all));
+  const float* got = all.data<float>();
+  for (int r = 1; r < tensor_->size(); ++r) {
+    if (got[2 * r] != got[0] || got[2 * r + 1] != got[1]) {
+      return absl::InternalError(absl::StrCat(
+          "the replicated parameters' gradients (LayerNorms, output biases, embeddings) differ "
+          "across the tensor-parallel group: rank 0's sum ",
+          got[0], " (squares ", got[1], "), rank ", r, "'s ", got[2 * r], " (", got[2 * r + 1],
+          "); its ranks must run the same kernels on the same inputs"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status trainer::sum_tied_embedding() {
@@ -436,7 +486,8 @@ absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
 
   // Sum the rest of the gradients (and the statistics) over the ranks.
   auto comm_start = clock::now();
-  if (pipeline_) TROUPE_RETURN_IF_ERROR(sum_tied_embedding());
+  if (pipe_) TROUPE_RETURN_IF_ERROR(sum_tied_embedding());
+  if (tensor_) TROUPE_RETURN_IF_ERROR(check_replicated_gradients());
   sums = local_sums();
   tensor::tensor totals = tensor::tensor::host({static_cast<int64_t>(sums.size())});
   std::copy(sums.begin(), sums.end(), totals.data<float>());
@@ -453,22 +504,19 @@ absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
     }
   }
   // A pipeline's statistics (the loss is the last stage's) are summed over its stages too.
-  if (pipeline_) TROUPE_RETURN_IF_ERROR(pipe_->allreduce(totals, comm::reduce_op::sum));
+  if (pipe_) TROUPE_RETURN_IF_ERROR(pipe_->allreduce(totals, comm::reduce_op::sum));
   std::copy(totals.data<float>(), totals.data<float>() + sums.size(), sums.begin());
 
   // The global gradient norm: with ZeRO-2 each rank holds one shard, so partial sums are added;
-  // a pipeline's stages add theirs (the last stage's copy of the tied embedding left out: it
-  // is the first stage's).
-  // Squares of the gradients in [begin, end) that count: a last stage's copy of the tied
-  // embedding does not (the first stage's does).
-  const pipeline_options& pipe_shape = options_.pipeline;
-  const bool tied_copy =
-      pipeline_ && pipe_shape.stage == pipe_shape.stages - 1 && pipe_shape.stage != 0;
-  const int64_t copy_end =
-      tied_copy ? layout_.wte() + int64_t{layout_.config().vocab} * layout_.config().dim : 0;
+  // a pipeline's stages and a tensor-parallel group's ranks add theirs (counted_: what only
+  // this rank counts).
   const auto counted_squares = [&](int64_t begin, int64_t end) {
-    if (tied_copy) begin = std::max(begin, copy_end);  // the copy comes first in its layout
-    return end > begin ? kernels::cpu::sum_of_squares(grads + begin, end - begin) : 0.0;
+    double sum = 0;
+    for (const models::param_range& r : counted_) {
+      const int64_t a = std::max(begin, r.begin), b = std::min(end, r.end);
+      if (b > a) sum += kernels::cpu::sum_of_squares(grads + a, b - a);
+    }
+    return sum;
   };
   double squares = 0;
   if (zero2) {
@@ -480,10 +528,11 @@ absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
   } else {
     squares = counted_squares(0, shard_ * ranks_);
   }
-  if (pipeline_) {
+  for (comm::communicator* across : {pipe_, tensor_}) {
+    if (across == nullptr) continue;
     tensor::tensor partial = tensor::tensor::host({1});
     partial.data<float>()[0] = static_cast<float>(squares);
-    TROUPE_RETURN_IF_ERROR(pipe_->allreduce(partial, comm::reduce_op::sum));
+    TROUPE_RETURN_IF_ERROR(across->allreduce(partial, comm::reduce_op::sum));
     squares = partial.data<float>()[0];
   }
   report.comm_s += seconds_since(comm_start);
@@ -550,7 +599,7 @@ absl::StatusOr<double> trainer::evaluate(const std::vector<token_batch>& batches
     const token_batch& b = batches[i];
     if (pipeline_) {
       TROUPE_ASSIGN_OR_RETURN(const models::loss_sum l,
-                              pipeline_->evaluate(params_.data<float>(), b, *pipe_));
+                              pipeline_->evaluate(params_.data<float>(), b, pipe_));
       sum += l.sum;
       tokens += l.tokens;
       continue;
@@ -568,7 +617,7 @@ absl::StatusOr<double> trainer::evaluate(const std::vector<token_batch>& batches
   totals.data<float>()[0] = static_cast<float>(sum);
   totals.data<float>()[1] = static_cast<float>(tokens);
   if (ranks_ > 1) TROUPE_RETURN_IF_ERROR(group_->allreduce(totals, comm::reduce_op::sum));
-  if (pipeline_) TROUPE_RETURN_IF_ERROR(pipe_->allreduce(totals, comm::reduce_op::sum));
+  if (pipe_) TROUPE_RETURN_IF_ERROR(pipe_->allreduce(totals, comm::reduce_op::sum));
   if (totals.data<float>()[1] == 0) {
     return absl::FailedPreconditionError("evaluation: no held-out tokens");
   }
@@ -608,10 +657,15 @@ absl::Status trainer::restore(const tensor::named_tensors& weights,
 
 std::vector<std::pair<std::string, tensor::named_tensors>> trainer::checkpoint_files() const {
   std::vector<std::pair<std::string, tensor::named_tensors>> files;
-  // A pipeline's stages each write their own weights, under names no other stage writes.
-  const std::string stage = pipeline_ ? absl::StrCat(options_.pipeline.stage, "-") : "";
+  // A pipeline's stages and tensor-parallel ranks each write their own weights, under names no
+  // other writes.
+  const models::tensor_parallel tp = layout_.tp();
+  const std::string stage = pipeline_
+                                ? absl::StrCat(options_.pipeline.stage, "-",
+                                               tp.size > 1 ? absl::StrCat("tp", tp.rank, "-") : "")
+                                : "";
   if (rank_ == 0) {
-    files.emplace_back(pipeline_ ? models::stage_model_file(options_.pipeline.stage)
+    files.emplace_back(pipeline_ ? models::stage_model_file(options_.pipeline.stage, tp)
                                  : std::string("model.safetensors"),
                        layout_.to_named(params_.data<float>()));
   }

@@ -89,13 +89,16 @@ struct trainer_memory {
 /// ends the step with the same parameters.
 class trainer {
  public:
-  /// `group`: the data-parallel group (of this stage); `pipe`: with options.pipeline.stages > 1,
-  /// the pipeline group (rank = stage), which also sums the tied embedding's gradient between
-  /// the first and the last stage, the loss and the gradient norm. INVALID_ARGUMENT when the
-  /// batch does not split into the ranks' shares and those into the micro-batches.
+  /// `group`: the data-parallel group (of this stage and tensor-parallel rank); `pipe`: with
+  /// options.pipeline.stages > 1, the pipeline group (rank = stage), which also sums the tied
+  /// embedding's gradient between the first and the last stage, the loss and the gradient norm;
+  /// `tensor`: with a tensor-parallel layout, its group (rank = layout.tp().rank), which sums
+  /// each block's row-parallel parts and the gradient norm, and over which the replicated
+  /// parameters' gradients are checked to agree. INVALID_ARGUMENT when the batch does not split
+  /// into the ranks' shares and those into the micro-batches, or a group does not fit.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<trainer>> create(
       const models::gpt_layout& layout, const trainer_options& options, comm::communicator* group,
-      comm::communicator* pipe = nullptr);
+      comm::communicator* pipe = nullptr, comm::communicator* tensor = nullptr);
   /// A trainer on `group`, a data-parallel group formed anew after its membership changed (a
   /// rank lost or joined), continuing from the state of optimizer step `steps`. A collective of
   /// the new group: each survivor passes its `previous` trainer, a joining rank nullptr. The
@@ -177,7 +180,7 @@ class trainer {
 
  private:
   trainer(const models::gpt_layout& layout, const trainer_options& options,
-          comm::communicator* group, comm::communicator* pipe);
+          comm::communicator* group, comm::communicator* pipe, comm::communicator* tensor);
 
   // One micro-batch pass over `rows` rows from `row`, adding its gradients; `ready` (when set)
   // hears of the gradient buckets as they finish.
@@ -188,6 +191,8 @@ class trainer {
   // A pipeline stage's part between the passes and the update: the tied embedding's gradient
   // summed over the first and last stages (before the data-parallel sum).
   [[nodiscard]] absl::Status sum_tied_embedding();
+  // Tensor parallelism: the replicated parameters' gradients are the same bits on every rank.
+  [[nodiscard]] absl::Status check_replicated_gradients();
   // The part of a step every objective shares: the passes over this rank's `rows` rows, then
   // `sums` (read after the passes: statistics to add up over the ranks) and the gradients summed
   // over the ranks, the global norm clipped, AdamW, the parameters gathered. `report` gets the
@@ -212,7 +217,14 @@ class trainer {
   const models::gpt_layout& layout_;
   trainer_options options_;
   comm::communicator* group_;
-  comm::communicator* pipe_ = nullptr;               // a pipeline stage's group, rank = stage
+  comm::communicator* pipe_ = nullptr;    // a pipeline stage's group, rank = stage
+  comm::communicator* tensor_ = nullptr;  // a tensor-parallel rank's group
+  // The ranges of the buffer whose gradients' squares this rank adds to the global norm: not a
+  // last stage's copy of the tied embedding (the first stage's counts), and replicated
+  // parameters on tensor-parallel rank 0 only.
+  std::vector<models::param_range> counted_;
+  // The parameters every tensor-parallel rank holds whole.
+  std::vector<models::param_range> replicated_;
   std::unique_ptr<comm::collective_queue> buckets_;  // gradient all-reduces during backward
   int rank_ = 0, ranks_ = 1;
   int pass_rows_ = 1;  // rows of the largest forward/backward pass the model has room for

@@ -1,6 +1,7 @@
-// actors::trainer as a pipeline stage (issue 18): dp x pp ranks as threads of this process, each
-// with its data-parallel group (its stage across the replicas) and its pipeline group (its
-// replica's stages) over Gloo. A grid trains as the whole model on one rank, within float
+// actors::trainer as a pipeline stage and a tensor-parallel rank (issue 18): dp x pp x tp ranks
+// as threads of this process, each with its data-parallel group (its stage and tensor-parallel
+// rank across the replicas), its pipeline group (its replica's stages) and its tensor-parallel
+// group (its stage's ranks) over Gloo. A grid trains as the whole model on one rank, within float
 // tolerance: the same micro-batches, the same kernels (batch-invariant), only the order in which
 // the tied embedding's two gradients and the ranks' gradients are added differs.
 
@@ -50,35 +51,37 @@ class PipelineTrainerTest : public ::testing::Test {
     return o;
   }
 
-  // `steps` steps of dp x pp ranks; replica d's stage s is rank d * pp + s.
+  // `steps` steps of dp x pp x tp ranks; replica d's stage s's tensor-parallel rank t is rank
+  // (d * pp + s) * tp + t.
   grid_run run(int dp, int pp, int micro_batches, pipeline_schedule_kind schedule, zero_stage zero,
-               int steps) {
+               int steps, int tp = 1) {
     comm::memory_store store;
-    std::vector<std::vector<double>> losses(dp * pp);
-    std::vector<double> val(dp * pp);
+    const int world = dp * pp * tp;
+    std::vector<std::vector<double>> losses(world);
+    std::vector<double> val(world);
     grid_run out;
     std::mutex out_mutex;
     std::vector<std::thread> ranks;
-    for (int rank = 0; rank < dp * pp; ++rank) {
+    for (int rank = 0; rank < world; ++rank) {
       ranks.emplace_back([&, rank] {
-        const int d = rank / pp, s = rank % pp;
+        const int d = rank / (pp * tp), s = rank / tp % pp, r = rank % tp;
         const int per = config.layers / pp;
-        models::gpt_layout layout(config, {s * per, (s + 1) * per});
-        std::unique_ptr<comm::communicator> data_group, pipe_group;
-        if (dp > 1) {
-          auto g = comm::make_gloo_communicator(
-              store, {.name = "dp" + std::to_string(s), .rank = d, .size = dp});
-          ASSERT_TRUE(g.ok()) << g.status();
-          data_group = *std::move(g);
-        }
-        if (pp > 1) {
-          auto g = comm::make_gloo_communicator(
-              store, {.name = "pp" + std::to_string(d), .rank = s, .size = pp});
-          ASSERT_TRUE(g.ok()) << g.status();
-          pipe_group = *std::move(g);
-        }
+        models::gpt_layout layout(config, {s * per, (s + 1) * per}, models::gpt_head::lm, {r, tp});
+        // Each dimension's group: the ranks that differ in it alone.
+        const auto group = [&](const std::string& name, int me, int size) {
+          std::unique_ptr<comm::communicator> g;
+          if (size == 1) return g;
+          auto made = comm::make_gloo_communicator(store, {.name = name, .rank = me, .size = size});
+          EXPECT_TRUE(made.ok()) << made.status();
+          if (made.ok()) g = *std::move(made);
+          return g;
+        };
+        const auto at = [](int a, int b) { return std::to_string(a) + "-" + std::to_string(b); };
+        const auto data_group = group("dp" + at(s, r), d, dp);
+        const auto pipe_group = group("pp" + at(d, r), s, pp);
+        const auto tensor_group = group("tp" + at(d, s), r, tp);
         const trainer_options o = options(micro_batches, schedule, zero, pp, s);
-        auto t = trainer::create(layout, o, data_group.get(), pipe_group.get());
+        auto t = trainer::create(layout, o, data_group.get(), pipe_group.get(), tensor_group.get());
         ASSERT_TRUE(t.ok()) << t.status();
         EXPECT_EQ(trainer::memory(layout, o, dp).activations, (*t)->activation_bytes())
             << "troupe check's estimate is what the rank holds";
@@ -91,17 +94,24 @@ class PipelineTrainerTest : public ::testing::Test {
         auto v = (*t)->evaluate(loader.validation(2, 8));
         ASSERT_TRUE(v.ok()) << v.status();
         val[rank] = *v;
-        if (d == 0) {
+        if (d == 0) {  // the whole model's tensors, put together from the ranks' parts
           std::lock_guard lock(out_mutex);
-          for (const auto& [name, tensor] : layout.to_named((*t)->params()).tensors) {
-            out.params[name].assign(tensor.data<float>(), tensor.data<float>() + tensor.numel());
+          const float* p = (*t)->params();
+          for (const auto& slot : layout.slots()) {
+            auto& whole = out.params[slot.name];
+            whole.resize(tensor::shape_numel(slot.whole_shape));
+            models::for_each_shard_run(slot.whole_shape, slot.split, layout.tp(),
+                                       [&](int64_t local, int64_t w, int64_t n) {
+                                         std::copy(p + slot.offset + local,
+                                                   p + slot.offset + local + n, whole.begin() + w);
+                                       });
           }
         }
       });
     }
     for (auto& t : ranks)
       t.join();
-    for (int r = 1; r < dp * pp; ++r) {
+    for (int r = 1; r < world; ++r) {
       EXPECT_EQ(losses[r], losses[0]) << "every rank reports the same loss";
       EXPECT_EQ(val[r], val[0]);
     }
@@ -149,6 +159,52 @@ TEST_F(PipelineTrainerTest, ZeroBubbleTrainsBitForBitAs1F1B) {
     EXPECT_EQ(zb1.losses, one_f_one_b.losses) << "pp " << pp;
     EXPECT_EQ(zb1.val_loss, one_f_one_b.val_loss) << "pp " << pp;
     EXPECT_EQ(zb1.params, one_f_one_b.params) << "pp " << pp;
+  }
+}
+
+// Megatron's tensor parallelism: two ranks of each block, alone, with two pipeline stages, with
+// two replicas (ZeRO-1), and all three (dp 2 x pp 2 x tp 2, zb1, eight ranks) train as the
+// whole model; every tensor-parallel step checks that the replicated gradients agree.
+TEST_F(PipelineTrainerTest, TensorParallelRanksTrainAsTheWholeModel) {
+  const auto one_f_one_b = pipeline_schedule_kind::one_f_one_b;
+  const grid_run whole = run(1, 1, 4, one_f_one_b, zero_stage::none, 4);
+  expect_like_the_whole_model(run(1, 1, 4, one_f_one_b, zero_stage::none, 4, 2), whole, "tp 2");
+  expect_like_the_whole_model(run(1, 2, 4, one_f_one_b, zero_stage::none, 4, 2), whole,
+                              "pp 2 x tp 2");
+  expect_like_the_whole_model(run(2, 1, 2, one_f_one_b, zero_stage::one, 4, 2), whole,
+                              "dp 2 x tp 2, zero 1");
+  expect_like_the_whole_model(run(2, 2, 2, pipeline_schedule_kind::zb1, zero_stage::two, 4, 2),
+                              whole, "dp 2 x pp 2 x tp 2, zb1, zero 2");
+}
+
+// The replicated parameters' gradients are checked, not assumed, to agree: two ranks started
+// from different embeddings (different seeds) are refused at their first step, both of them.
+TEST_F(PipelineTrainerTest, TensorParallelRanksWhoseReplicatedGradientsDifferAreRefused) {
+  comm::memory_store store;
+  std::vector<absl::Status> got(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      const models::gpt_layout layout(config, models::layer_range::all(config),
+                                      models::gpt_head::lm, {r, 2});
+      auto group = comm::make_gloo_communicator(store, {.name = "tp", .rank = r, .size = 2});
+      ASSERT_TRUE(group.ok()) << group.status();
+      trainer_options o = options(1, pipeline_schedule_kind::one_f_one_b, zero_stage::none, 1, 0);
+      o.seed = 11 + r;
+      auto t = trainer::create(layout, o, nullptr, nullptr, group->get());
+      ASSERT_TRUE(t.ok()) << t.status();
+      auto loader = *data_loader::create(corpus_, config.ctx, global_batch, 0, 1, 5);
+      got[r] = (*t)->step(loader.next()).status();
+    });
+  }
+  for (auto& t : ranks)
+    t.join();
+  for (const absl::Status& s : got) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+    EXPECT_NE(s.message().find("replicated parameters' gradients (LayerNorms, output biases, "
+                               "embeddings) differ across the tensor-parallel group"),
+              std::string::npos)
+        << s;
   }
 }
 
