@@ -28,8 +28,9 @@ struct trainer_state {
   std::unique_ptr<models::gpt_layout> layout;
   std::mutex group_mutex;  // group: replaced on the job thread, aborted from the actor's
   std::unique_ptr<comm::communicator> group;
-  std::unique_ptr<comm::communicator> pipe;  // a pipeline stage's, formed at the start
-  std::atomic<uint64_t> given_up{0};         // groups of older generations are moot (abort)
+  std::unique_ptr<comm::communicator> pipe;    // a pipeline stage's, formed at the start
+  std::unique_ptr<comm::communicator> tensor;  // a tensor-parallel rank's, formed at the start
+  std::atomic<uint64_t> given_up{0};           // groups of older generations are moot (abort)
   std::unique_ptr<trainer> logic;
   // Elastic: the generation `logic` was formed in, and, until the first step on it, the trainer
   // of the last generation every member formed (`kept`), which a regroup cut short by another
@@ -53,6 +54,7 @@ struct trainer_state {
     std::lock_guard lock(group_mutex);
     if (group) group->abort(reason);
     if (pipe) pipe->abort(reason);
+    if (tensor) tensor->abort(reason);
   }
   ~trainer_state() {
     // A job waiting in a collective, or for a group to form, ends now.
@@ -100,7 +102,8 @@ absl::Status build(self_ptr self, metrics::registry& metrics, const std::string&
           ? models::layer_range{pipeline.stage * per_stage, (pipeline.stage + 1) * per_stage}
           : models::layer_range::all(st.spec.model);
   st.layout = std::make_unique<models::gpt_layout>(
-      st.spec.model, range, st.spec.critic ? models::gpt_head::value : models::gpt_head::lm);
+      st.spec.model, range, st.spec.critic ? models::gpt_head::value : models::gpt_head::lm,
+      st.spec.tp);
   if (st.spec.ranks > 1 && !st.spec.elastic) {  // an elastic rank's group comes with (regroup)
     comm::group_options g = st.spec.group;
     g.rank = st.spec.rank;
@@ -113,8 +116,14 @@ absl::Status build(self_ptr self, metrics::registry& metrics, const std::string&
     g.size = pipeline.stages;
     TROUPE_ASSIGN_OR_RETURN(st.pipe, comm::make_gloo_communicator(*st.store, g));
   }
-  TROUPE_ASSIGN_OR_RETURN(
-      st.logic, trainer::create(*st.layout, st.spec.options, st.group.get(), st.pipe.get()));
+  if (st.spec.tp.size > 1) {
+    comm::group_options g = st.spec.tensor;
+    g.rank = st.spec.tp.rank;
+    g.size = st.spec.tp.size;
+    TROUPE_ASSIGN_OR_RETURN(st.tensor, comm::make_gloo_communicator(*st.store, g));
+  }
+  TROUPE_ASSIGN_OR_RETURN(st.logic, trainer::create(*st.layout, st.spec.options, st.group.get(),
+                                                    st.pipe.get(), st.tensor.get()));
   st.writer = spawn_checkpoint_writer(self->system(), metrics, absl::StrCat(name, "/writer"));
   self->link_to(st.writer);  // the loader and the writer live and die with their trainer
   if (st.spec.corpus == nullptr) return absl::OkStatus();  // RL steps and log-probs only
@@ -155,9 +164,11 @@ caf::result<actor::step_report> step(self_ptr self) {
                   absl::StatusOr<actor::step_report> report = st.logic->step(batch);
                   std::this_thread::sleep_for(st.spec.pacer.pause_after(clock::now() - started));
                   if (report.ok()) {
-                    // A replica's samples, said once: by its first stage.
+                    // A replica's samples, said once: by its first stage's first
+                    // tensor-parallel rank.
+                    const bool says = st.spec.options.pipeline.stage == 0 && st.spec.tp.rank == 0;
                     report->first_sample = batch.first_sample;
-                    report->samples = st.spec.options.pipeline.stage == 0 ? batch.batch : 0;
+                    report->samples = says ? batch.batch : 0;
                     report->stage_busy_s = st.logic->last_pipeline_times().busy_s;
                     report->stage_idle_s = st.logic->last_pipeline_times().idle_s;
                   }

@@ -23,6 +23,10 @@ struct trainer_actor_spec {
   /// A pipeline stage's (options.pipeline.stages > 1) pipeline group: name and timeout; the rank
   /// is the stage. The stage holds its even share of the blocks.
   comm::group_options pipe;
+  /// A tensor-parallel rank's place (tp.size > 1: it holds its part of each block) and its
+  /// group's name and timeout; the rank is tp.rank.
+  models::tensor_parallel tp;
+  comm::group_options tensor;
   /// The text `(step)` trains on; null for a rank that only takes RL steps or gives log-probs.
   std::shared_ptr<const text_corpus> corpus;
   uint64_t data_seed = 1;
@@ -48,8 +52,8 @@ struct trainer_actor_spec {
 
 /// Spawns a trainer on its own thread, whose steps, evaluations and regroups run on a second one
 /// (collectives block; they must block neither CAF's scheduler nor the messages that abort
-/// them): it forms the group through `store` (when ranks > 1 and not elastic) and a pipeline
-/// stage's pipeline group, builds its trainer, and
+/// them): it forms the group through `store` (when ranks > 1 and not elastic), a pipeline
+/// stage's pipeline group and a tensor-parallel rank's group, builds its trainer, and
 /// spawns its data loader, to which it grants `prefetch` credits and one more per batch taken.
 /// A failure to form the group or build the model stops the actor with that error.
 [[nodiscard]] actor::trainer_actor spawn_trainer(caf::actor_system& system,

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "actors/trainer_actor.hpp"
+#include "apps/pretrain/pretrain_driver.hpp"
 #include "apps/pretrain/pretrain_driver_actor.hpp"
 #include "apps/pretrain/pretrain_options.hpp"
 #include "models/gpt/gpt_source.hpp"
@@ -34,31 +35,36 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   const auto* role = ctx.plan.find_role(trainer_role);
   const bool elastic = role != nullptr && role->spec.elastic.has_value();
   std::shared_ptr<comm::rendezvous_store> store;
-  const int pp = o->parallel.pp;
-  if (o->parallel.dp > 1 || pp > 1 || elastic) {
+  const int pp = o->parallel.pp, tp = o->parallel.tp, grid = o->parallel.dp * pp * tp;
+  if (grid > 1 || elastic) {
     if (!ctx.rendezvous) {
       return absl::FailedPreconditionError(
-          "dp > 1 or pp > 1 needs a rendezvous, and this process has none");
+          "a grid of more than one trainer needs a rendezvous, and this process has none");
     }
     TROUPE_ASSIGN_OR_RETURN(store, ctx.rendezvous());
   }
   actors::trainer_actor_spec spec;
   spec.model = model;
-  spec.options =
-      trainer_options_of(*o, elastic ? ctx.plan.spec.cluster.local_workers : o->parallel.dp * pp);
-  // An elastic rank's place comes with the driver's (regroup); it starts alone. Trainer r of a
-  // pipeline is replica r / pp's stage r % pp: its data-parallel group is its stage's across the
-  // replicas, its pipeline group its replica's stages.
-  const int replica = ctx.index / pp, stage = ctx.index % pp;
-  spec.rank = elastic ? 0 : replica;
+  spec.options = trainer_options_of(*o, elastic ? ctx.plan.spec.cluster.local_workers : grid);
+  // An elastic rank's place comes with the driver's (regroup); it starts alone. In a grid each
+  // dimension's group is the ranks that differ in it alone: the data-parallel group a stage's
+  // tensor-parallel rank across the replicas, the pipeline group a replica's stages (of one
+  // tensor-parallel rank), the tensor-parallel group a stage's ranks.
+  const grid_place at = grid_place_of(ctx.index, pp, tp);
+  spec.rank = elastic ? 0 : at.replica;
   spec.ranks = elastic ? 1 : o->parallel.dp;
   spec.elastic = elastic;
   spec.options.elastic = elastic;
-  spec.options.pipeline.stage = stage;
-  spec.group.name = pp > 1 ? absl::StrCat("pretrain/dp/stage-", stage) : "pretrain/dp";
+  spec.options.pipeline.stage = at.stage;
+  spec.tp = {at.tp_rank, tp};
+  spec.group.name = pp > 1 || tp > 1
+                        ? absl::StrCat("pretrain/dp/stage-", at.stage, "/tp-", at.tp_rank)
+                        : "pretrain/dp";
   spec.group.timeout = std::chrono::milliseconds(o->parallel.timeout_ms);
-  spec.pipe.name = absl::StrCat("pretrain/pp/replica-", replica);
+  spec.pipe.name = absl::StrCat("pretrain/pp/replica-", at.replica, "/tp-", at.tp_rank);
   spec.pipe.timeout = spec.group.timeout;
+  spec.tensor.name = absl::StrCat("pretrain/tp/replica-", at.replica, "/stage-", at.stage);
+  spec.tensor.timeout = spec.group.timeout;
   spec.corpus = std::make_shared<const actors::text_corpus>(std::move(corpus));
   spec.data_seed = static_cast<uint64_t>(o->train.seed);
   spec.prefetch = o->data.prefetch;
@@ -98,23 +104,25 @@ void check_elastic(const pretrain_options& o, const app::resolved_role& trainer,
   }
 }
 
-// A pipeline's shape: the blocks split evenly over the stages, each replica's share of a step
-// into the micro-batches; a fixed group (the elastic one is data parallel only).
-void check_pipeline(const pretrain_options& o, const models::gpt_config& model, bool elastic,
-                    const config::parse_context& ctx, const YAML::Node& section) {
+// A pipeline's and a tensor-parallel grid's shape: the blocks split evenly over the stages, the
+// heads over the tensor-parallel ranks, each replica's share of a step into the micro-batches;
+// a fixed group (the elastic one is data parallel only).
+void check_grid(const pretrain_options& o, const models::gpt_config& model, bool elastic,
+                const config::parse_context& ctx, const YAML::Node& section) {
   const YAML::Node parallel = section["parallel"].IsDefined() ? section["parallel"] : section;
   const auto at = [&](const char* key) {
     return parallel[key].IsDefined() ? parallel[key] : parallel;
   };
   const auto parallel_ctx = ctx.child("parallel");
   const parallel_spec& p = o.parallel;
-  if (p.pp == 1) {
+  if (p.pp == 1 && p.tp == 1) {
     if (p.micro_batches != 1) {
       parallel_ctx.child("micro_batches")
           .error(at("micro_batches"),
                  absl::StrCat("is ", p.micro_batches,
-                              ", but it splits a pipeline's work and parallel.pp is 1; use "
-                              "train.micro_batch to accumulate gradients over smaller passes"));
+                              ", but it splits a pipeline's (or tensor-parallel) work and "
+                              "parallel.pp and tp are 1; use train.micro_batch to accumulate "
+                              "gradients over smaller passes"));
     }
     return;
   }
@@ -123,11 +131,21 @@ void check_pipeline(const pretrain_options& o, const models::gpt_config& model, 
                                    absl::StrCat("is ", p.pp, ", but model.layers ", model.layers,
                                                 " do not split evenly over ", p.pp, " stages"));
   }
-  if (elastic) {
-    parallel_ctx.child("pp").error(
-        at("pp"), absl::StrCat("is ", p.pp,
-                               ", but roles.trainer.elastic regroups the data-parallel dimension "
-                               "only; make the group fixed (roles.trainer.count) or set pp 1"));
+  if (model.heads % p.tp != 0) {
+    parallel_ctx.child("tp").error(
+        at("tp"),
+        absl::StrCat("is ", p.tp, ", but model.heads ", model.heads, " do not split evenly over ",
+                     p.tp, " tensor-parallel ranks (each holds whole heads)"));
+  }
+  for (const auto& [key, n] : {std::pair{"pp", p.pp}, {"tp", p.tp}}) {
+    if (elastic && n > 1) {
+      parallel_ctx.child(key).error(
+          at(key), absl::StrCat("is ", n,
+                                ", but roles.trainer.elastic regroups the data-parallel "
+                                "dimension only; make the group fixed (roles.trainer.count) or "
+                                "set ",
+                                key, " 1"));
+    }
   }
   if (o.train.batch % p.dp == 0 && o.train.batch / p.dp % p.micro_batches != 0) {
     parallel_ctx.child("micro_batches")
@@ -151,8 +169,8 @@ void check_pipeline(const pretrain_options& o, const models::gpt_config& model, 
         .child("micro_batch")
         .error(train["micro_batch"].IsDefined() ? train["micro_batch"] : train,
                absl::StrCat("is ", o.train.micro_batch,
-                            ", but a pipeline's passes are its micro-batches; set "
-                            "parallel.micro_batches instead"));
+                            ", but a pipeline's (or tensor-parallel) passes are its "
+                            "micro-batches; set parallel.micro_batches instead"));
   }
 }
 
@@ -173,21 +191,22 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
               "roles: {trainer: {kind: trainer, impl: gpt, count: 2}}");
   } else if (trainer->spec.elastic) {
     check_elastic(o, *trainer, ctx, section);
-  } else if (trainer->spec.count != o.parallel.dp * o.parallel.pp) {
+  } else if (const int grid = o.parallel.dp * o.parallel.pp * o.parallel.tp;
+             trainer->spec.count != grid) {
     ctx.child("parallel")
         .child("dp")
         .error(section["parallel"]["dp"].IsDefined() ? section["parallel"]["dp"] : section,
-               o.parallel.pp > 1
-                   ? absl::StrCat("is ", o.parallel.dp, " and parallel.pp is ", o.parallel.pp,
-                                  ", but roles.trainer.count is ", trainer->spec.count,
-                                  ": the grid is dp x pp trainer actors; set the count to ",
-                                  o.parallel.dp * o.parallel.pp)
+               grid != o.parallel.dp
+                   ? absl::StrCat(
+                         "is ", o.parallel.dp, " and parallel.pp is ", o.parallel.pp, " and tp ",
+                         o.parallel.tp, ", but roles.trainer.count is ", trainer->spec.count,
+                         ": the grid is dp x pp x tp trainer actors; set the count to ", grid)
                    : absl::StrCat("is ", o.parallel.dp, " but roles.trainer.count is ",
                                   trainer->spec.count,
                                   ": each data-parallel rank is one trainer actor; set both to "
                                   "the same number"));
   }
-  check_pipeline(o, model, trainer != nullptr && trainer->spec.elastic, ctx, section);
+  check_grid(o, model, trainer != nullptr && trainer->spec.elastic, ctx, section);
   if (trainer != nullptr && !trainer->spec.elastic && o.parallel.shard_replicas != 0) {
     const YAML::Node parallel = section["parallel"];
     ctx.child("parallel")
@@ -226,30 +245,37 @@ std::vector<std::string> describe_pretrain_plan(const app::app_plan& plan, const
   const models::gpt_config model = models::gpt_config_of(plan.spec.model);
   const auto* trainer = plan.find_role(trainer_role);
   if (trainer == nullptr || trainer->spec.elastic) return {};
-  const int dp = o.parallel.dp, pp = o.parallel.pp, per_stage = model.layers / pp;
+  const int dp = o.parallel.dp, pp = o.parallel.pp, tp = o.parallel.tp;
+  const int per_stage = model.layers / pp, heads = model.heads / tp;
   std::vector<std::string> out;
-  if (pp > 1) {
-    out.push_back(absl::StrCat("grid: dp ", dp, " x pp ", pp, "; each replica's ",
+  if (pp > 1 || tp > 1) {
+    out.push_back(absl::StrCat("grid: ", describe_grid(dp, pp, tp), "; each replica's ",
                                o.train.batch / dp, " sequences in ", o.parallel.micro_batches,
-                               " micro-batches, schedule ", o.parallel.schedule));
+                               " micro-batches",
+                               pp > 1 ? absl::StrCat(", schedule ", o.parallel.schedule) : ""));
   } else {
     out.push_back(absl::StrCat("grid: dp ", dp, " (zero ", o.parallel.zero, ")"));
   }
-  for (int rank = 0; rank < dp * pp; ++rank) {
-    const int stage = rank % pp;
-    const models::layer_range range{stage * per_stage, (stage + 1) * per_stage};
-    const models::gpt_layout layout(model, pp > 1 ? range : models::layer_range::all(model));
-    actors::trainer_options t = trainer_options_of(o, dp * pp);
-    t.pipeline.stage = stage;
+  for (int rank = 0; rank < dp * pp * tp; ++rank) {
+    const grid_place at = grid_place_of(rank, pp, tp);
+    const models::layer_range range{at.stage * per_stage, (at.stage + 1) * per_stage};
+    const models::gpt_layout layout(model, range, models::gpt_head::lm, {at.tp_rank, tp});
+    actors::trainer_options t = trainer_options_of(o, dp * pp * tp);
+    t.pipeline.stage = at.stage;
     const actors::trainer_memory m = actors::trainer::memory(layout, t, dp);
     std::string holds = absl::StrCat("blocks ", layout.range().first, "-", layout.range().last - 1);
+    if (tp > 1) {
+      absl::StrAppend(&holds, " (heads ", at.tp_rank * heads, "-", (at.tp_rank + 1) * heads - 1,
+                      " of ", model.heads, " and their share of the MLP)");
+    }
     if (layout.range().has_embedding()) absl::StrAppend(&holds, ", the embeddings");
     if (layout.range().has_head(model)) {
       absl::StrAppend(&holds, ", the final norm and the head",
-                      pp > 1 && stage > 0 ? " (a copy of the tied embedding)" : "");
+                      pp > 1 && at.stage > 0 ? " (a copy of the tied embedding)" : "");
     }
-    out.push_back(absl::StrCat("trainer/", rank, ": replica ", rank / pp,
-                               pp > 1 ? absl::StrCat(", stage ", stage) : "", ": ", holds,
+    out.push_back(absl::StrCat("trainer/", rank, ": replica ", at.replica,
+                               pp > 1 ? absl::StrCat(", stage ", at.stage) : "",
+                               tp > 1 ? absl::StrCat(", tp rank ", at.tp_rank) : "", ": ", holds,
                                "; parameters ", megabytes(m.parameters), ", gradients ",
                                megabytes(m.gradients), ", optimizer ", megabytes(m.optimizer),
                                ", activations ", megabytes(m.activations)));

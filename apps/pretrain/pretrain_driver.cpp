@@ -179,11 +179,13 @@ std::vector<pretrain_driver::command> pretrain_driver::after_step() {
     // idle, against the schedule's with ideal costs (1F1B's and GPipe's (p - 1) / (m + p - 1)).
     nlohmann::json busy = nlohmann::json::array(), idle = nlohmann::json::array();
     double busy_sum = 0, idle_sum = 0;
-    for (int s = 0; s < schedule_.stages && s < static_cast<int>(asking_.reports.size()); ++s) {
-      busy.push_back(asking_.reports[s].stage_busy_s);
-      idle.push_back(asking_.reports[s].stage_idle_s);
-      busy_sum += asking_.reports[s].stage_busy_s;
-      idle_sum += asking_.reports[s].stage_idle_s;
+    for (int s = 0; s < schedule_.stages; ++s) {
+      const size_t rank = static_cast<size_t>(s) * schedule_.tensor;  // its tensor-parallel rank 0
+      if (rank >= asking_.reports.size()) break;
+      busy.push_back(asking_.reports[rank].stage_busy_s);
+      idle.push_back(asking_.reports[rank].stage_idle_s);
+      busy_sum += asking_.reports[rank].stage_busy_s;
+      idle_sum += asking_.reports[rank].stage_idle_s;
     }
     stages_busy_s_ += busy_sum;
     stages_idle_s_ += idle_sum;
@@ -298,10 +300,20 @@ std::vector<pretrain_driver::command> pretrain_driver::stop() {
   return {};  // the answers in flight lead to the end
 }
 
+std::string describe_place(int rank, int pp, int tp) {
+  if (pp == 1 && tp == 1) return "";
+  const grid_place g = grid_place_of(rank, pp, tp);
+  return absl::StrCat(" (replica ", g.replica, pp > 1 ? absl::StrCat(", stage ", g.stage) : "",
+                      tp > 1 ? absl::StrCat(", tp rank ", g.tp_rank) : "", ")");
+}
+
+std::string describe_grid(int dp, int pp, int tp) {
+  return absl::StrCat("dp ", dp, pp > 1 ? absl::StrCat(" x pp ", pp) : "",
+                      tp > 1 ? absl::StrCat(" x tp ", tp) : "");
+}
+
 std::string pretrain_driver::place_of(int rank) const {
-  if (schedule_.stages <= 1) return "";
-  return absl::StrCat(" (replica ", rank / schedule_.stages, ", stage ", rank % schedule_.stages,
-                      ")");
+  return describe_place(rank, schedule_.stages, schedule_.tensor);
 }
 
 std::vector<pretrain_driver::command> pretrain_driver::fail_with(absl::Status why) {

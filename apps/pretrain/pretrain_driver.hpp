@@ -32,6 +32,19 @@ struct elastic_world {
   bool replicas = false;
 };
 
+/// A trainer's place in a dp x pp x tp grid: rank r is replica r / (pp tp)'s stage r / tp % pp's
+/// tensor-parallel rank r % tp (Megatron's order: a stage's tensor-parallel ranks side by side).
+struct grid_place {
+  int replica = 0, stage = 0, tp_rank = 0;
+};
+[[nodiscard]] inline grid_place grid_place_of(int rank, int pp, int tp) {
+  return {rank / (pp * tp), rank / tp % pp, rank % tp};
+}
+/// " (replica d, stage s, tp rank t)", the parts a grid has; nothing for plain data parallelism.
+[[nodiscard]] std::string describe_place(int rank, int pp, int tp);
+/// "dp 2 x pp 2 x tp 2", the dimensions beyond one dropped (but dp's).
+[[nodiscard]] std::string describe_grid(int dp, int pp, int tp);
+
 /// The shape of a pretraining run, as the driver needs it.
 struct pretrain_schedule {
   int steps = 1;
@@ -43,9 +56,11 @@ struct pretrain_schedule {
   int64_t tokens_per_step = 0;
   int64_t first_step = 0;  ///< steps already done (a resume)
   int64_t stop_after = 0;  ///< end this launch after this step (0: after `steps`)
-  /// A pipeline's stages per replica (ranks 0 .. stages - 1 are replica 0's), and its schedule's
-  /// bubble with ideal costs (actors::ideal_bubble), what the measured one is reported against.
+  /// A pipeline's stages and tensor-parallel ranks per replica (ranks 0 .. stages x tensor - 1
+  /// are replica 0's; grid_place_of), and its schedule's bubble with ideal costs
+  /// (actors::ideal_bubble), what the measured one is reported against.
   int stages = 1;
+  int tensor = 1;
   double ideal_bubble = 0;
 
   /// The step this launch ends after.

@@ -123,15 +123,17 @@ void record(self_ptr self, const nlohmann::json& row) {
 
 absl::Status commit(self_ptr self, const pretrain_driver::commit& c) {
   auto& st = self->state;
-  const nlohmann::json meta = {{"app", "pretrain"},
-                               {"model", models::gpt_config_json(st.model)},
-                               // The layout it was saved at (a resume may take another).
-                               {"dp", st.logic->members().size() / st.options.parallel.pp},
-                               {"pp", st.options.parallel.pp},
-                               {"zero", st.options.parallel.zero},
-                               {"batch", st.options.train.batch},
-                               {"seed", st.options.train.seed},
-                               {"cursor", c.cursor}};
+  const nlohmann::json meta = {
+      {"app", "pretrain"},
+      {"model", models::gpt_config_json(st.model)},
+      // The layout it was saved at (a resume may take another).
+      {"dp", st.logic->members().size() / (st.options.parallel.pp * st.options.parallel.tp)},
+      {"pp", st.options.parallel.pp},
+      {"tp", st.options.parallel.tp},
+      {"zero", st.options.parallel.zero},
+      {"batch", st.options.train.batch},
+      {"seed", st.options.train.seed},
+      {"cursor", c.cursor}};
   checkpoint::checkpoint_store store(st.checkpoint_root);
   TROUPE_RETURN_IF_ERROR(store.commit(c.step, c.files, meta, st.options.checkpoint.keep));
   st.events->emit(run::severity::debug, "checkpoint_committed",
@@ -297,7 +299,7 @@ void start_training(self_ptr self, int64_t first_step) {
   const auto& o = st.options;
   pretrain_schedule schedule{
       .steps = o.train.steps,
-      .ranks = o.parallel.dp * o.parallel.pp,
+      .ranks = o.parallel.dp * o.parallel.pp * o.parallel.tp,
       .batch = o.train.batch,
       .elastic = st.elastic,
       .eval_every = o.data.eval_every,
@@ -306,6 +308,7 @@ void start_training(self_ptr self, int64_t first_step) {
       .first_step = first_step,
       .stop_after = o.train.stop_after,
       .stages = o.parallel.pp,
+      .tensor = o.parallel.tp,
       .ideal_bubble = actors::ideal_bubble(*actors::parse_pipeline_schedule(o.parallel.schedule),
                                            o.parallel.pp, o.parallel.micro_batches)};
   if (first_step >= schedule.end()) {
@@ -331,10 +334,12 @@ void start_training(self_ptr self, int64_t first_step) {
           " for ", schedule.end() - first_step, " steps on ", world, " trainer",
           world != 1 ? "s" : "",
           st.elastic ? absl::StrCat(" (elastic, ", st.elastic->min, " to ", st.elastic->max, ")")
-          : o.parallel.pp > 1 ? absl::StrCat(" (dp ", o.parallel.dp, " x pp ", o.parallel.pp, ", ",
-                                             o.parallel.micro_batches, " micro-batches, ",
-                                             o.parallel.schedule, ", zero ", o.parallel.zero, ")")
-                              : absl::StrCat(" (zero ", o.parallel.zero, ")")),
+          : o.parallel.pp > 1 || o.parallel.tp > 1
+              ? absl::StrCat(" (", describe_grid(o.parallel.dp, o.parallel.pp, o.parallel.tp), ", ",
+                             o.parallel.micro_batches, " micro-batches",
+                             o.parallel.pp > 1 ? absl::StrCat(", ", o.parallel.schedule) : "",
+                             ", zero ", o.parallel.zero, ")")
+              : absl::StrCat(" (zero ", o.parallel.zero, ")")),
       {{"first_step", first_step}, {"steps", o.train.steps}, {"world_size", world}});
   execute(self, st.logic->start());
 }
@@ -359,18 +364,19 @@ void resume(self_ptr self) {
                   saved->dir, " holds model ", saved->meta.value("model", nlohmann::json()).dump(),
                   " but this config's model is ", models::gpt_config_json(st.model).dump())));
   }
-  const int saved_dp = saved->meta.value("dp", 0), saved_pp = saved->meta.value("pp", 1);
-  const int pp = st.options.parallel.pp, dp = static_cast<int>(st.trainers.size()) / pp;
-  const auto layout = [](int d, int p) {
-    return p > 1 ? absl::StrCat("dp ", d, " x pp ", p) : absl::StrCat("dp ", d);
-  };
+  const int saved_dp = saved->meta.value("dp", 0), saved_pp = saved->meta.value("pp", 1),
+            saved_tp = saved->meta.value("tp", 1);
+  const int pp = st.options.parallel.pp, tp = st.options.parallel.tp;
+  const int dp = static_cast<int>(st.trainers.size()) / (pp * tp);
+  const std::string was = describe_grid(saved_dp, saved_pp, saved_tp),
+                    now = describe_grid(dp, pp, tp);
   st.events->emit(run::severity::info, "resume",
                   absl::StrCat("resuming from ", saved->dir,
-                               saved_dp != dp || saved_pp != pp
-                                   ? absl::StrCat(" (saved at ", layout(saved_dp, saved_pp),
-                                                  ", parameters and optimizer state resharded to ",
-                                                  layout(dp, pp), ")")
-                                   : std::string()),
+                               was != now ? absl::StrCat(" (saved at ", was,
+                                                         ", parameters and optimizer state "
+                                                         "resharded to ",
+                                                         now, ")")
+                                          : std::string()),
                   {{"dir", saved->dir}, {"step", saved->step}});
   const int64_t step = saved->step;
   if (st.elastic) {  // the first generation of the group restores it as it forms
@@ -398,7 +404,7 @@ void on_update(self_ptr self, const actor::actor_update& update) {
   if (role != "trainer" || index < 0) return;
   auto handle = caf::actor_cast<actor::trainer_actor>(update.handle);
   if (!st.elastic) {
-    if (index >= st.options.parallel.dp * st.options.parallel.pp) return;
+    if (index >= st.options.parallel.dp * st.options.parallel.pp * st.options.parallel.tp) return;
     if (st.running && st.trainers.contains(update.name)) {
       // Trainers are not restarted (their state is the run's); a replacement cannot join.
       return fail(self, absl::AbortedError(absl::StrCat(update.name, " was replaced mid-run")));

@@ -198,7 +198,7 @@ std::vector<pretrain_driver::command> pretrain_driver::on_lost(const std::string
     if (it == members_.end()) return {};
     return fail_with(absl::UnavailableError(absl::StrCat(
         name, place_of(static_cast<int>(it - members_.begin())), " was lost: ", why,
-        "; a fixed dp x pp grid cannot go on without it (roles.trainer.elastic regroups the "
+        "; a fixed dp x pp x tp grid cannot go on without it (roles.trainer.elastic regroups the "
         "data-parallel dimension only)")));
   }
   if (auto j = std::find(joiners_.begin(), joiners_.end(), name); j != joiners_.end()) {

@@ -77,10 +77,13 @@ config::object_schema<parallel_spec> parallel_schema() {
   config::object_schema<parallel_spec> s;
   s.add("dp", &parallel_spec::dp)
       .range(1, 4096)
-      .help("data-parallel ranks; dp x pp must equal roles.trainer.count");
+      .help("data-parallel ranks; dp x pp x tp must equal roles.trainer.count");
   s.add("pp", &parallel_spec::pp)
       .range(1, 1024)
       .help("pipeline stages: each replica's blocks split evenly over pp trainer ranks");
+  s.add("tp", &parallel_spec::tp)
+      .range(1, 1024)
+      .help("tensor-parallel ranks: each stage's heads and MLP units split over tp trainer ranks");
   s.add("micro_batches", &parallel_spec::micro_batches)
       .range(1, 1 << 16)
       .help("pipeline: micro-batches a replica's share of a step is split into");
@@ -127,7 +130,7 @@ config::object_schema<pretrain_options> pretrain_schema() {
   s.add("checkpoint", &pretrain_options::checkpoint, checkpoint_schema())
       .help("asynchronous checkpoints");
   s.add("parallel", &pretrain_options::parallel, parallel_schema())
-      .help("data and pipeline parallelism");
+      .help("data, pipeline and tensor parallelism");
   s.add("resume", &pretrain_options::resume)
       .help("a run directory to continue from (troupe launch --resume sets it)");
   return s;
@@ -155,7 +158,7 @@ actors::trainer_options trainer_options_of(const pretrain_options& o, int traine
   t.overlap_comm = o.parallel.overlap == "on" ||
                    (o.parallel.overlap == "auto" && cores > t.threads * trainers_here);
   t.seed = static_cast<uint64_t>(o.train.seed);
-  if (o.parallel.pp > 1) {
+  if (o.parallel.pp > 1 || o.parallel.tp > 1) {
     t.pipeline.stages = o.parallel.pp;
     t.pipeline.micro_batches = o.parallel.micro_batches;
     t.pipeline.schedule = *actors::parse_pipeline_schedule(o.parallel.schedule);

@@ -47,7 +47,11 @@ struct parallel_spec {
   /// Pipeline stages: each replica's blocks split evenly over pp trainer ranks; roles.trainer
   /// has dp x pp ranks, rank r being replica r / pp's stage r % pp.
   int pp = 1;
-  int micro_batches = 1;          ///< a pipeline replica's share of a step, in micro-batches
+  /// Tensor-parallel ranks: each stage's blocks split over tp trainer ranks (Megatron: heads and
+  /// MLP units); roles.trainer has dp x pp x tp ranks, rank r being replica r / (pp tp)'s stage
+  /// r / tp % pp's tensor-parallel rank r % tp.
+  int tp = 1;
+  int micro_batches = 1;  ///< a pipeline's (or tensor-parallel) replica's share, in micro-batches
   std::string schedule = "1f1b";  ///< the pipeline schedule: gpipe, 1f1b or zb1
   int zero = 0;  ///< 0: plain data parallel; 1: optimizer state sharded; 2: gradients too
   /// Elastic ZeRO-1/2: 1 keeps a copy of each rank's optimizer shard on the previous rank, so a

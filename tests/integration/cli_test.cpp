@@ -96,18 +96,32 @@ TEST(Cli, CheckShowsThePipelineGridAndExplainsItsMistakes) {
         "tied embedding); parameters"}) {
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   }
+  // The same with two tensor-parallel ranks a stage: four trainers, each with half the heads.
+  r = troupe(
+      {"check", pipeline, "--set", "pretrain.parallel.tp=2", "--set", "roles.trainer.count=4"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line :
+       {"grid: dp 1 x pp 2 x tp 2; each replica's 8 sequences in 4 micro-batches, schedule 1f1b",
+        "trainer/1: replica 0, stage 0, tp rank 1: blocks 0-3 (heads 4-7 of 8 and their share of "
+        "the MLP), the embeddings; parameters",
+        "trainer/2: replica 0, stage 1, tp rank 0: blocks 4-7 (heads 0-3 of 8"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
   r = troupe({"check", pipeline, "--set", "pretrain.parallel.pp=3", "--set",
-              "pretrain.parallel.micro_batches=3", "--set", "pretrain.train.micro_batch=2", "--set",
-              "pretrain.parallel.schedule=zb1", "--set",
+              "pretrain.parallel.tp=3", "--set", "pretrain.parallel.micro_batches=3", "--set",
+              "pretrain.train.micro_batch=2", "--set", "pretrain.parallel.schedule=zb1", "--set",
               "pretrain.parallel.activation_checkpointing=blocks"});
   EXPECT_EQ(r.exit_code, 2);
   for (const char* error :
-       {"pretrain.parallel.dp: is 1 and parallel.pp is 3, but roles.trainer.count is 2: the grid "
-        "is dp x pp trainer actors; set the count to 3",
+       {"pretrain.parallel.dp: is 1 and parallel.pp is 3 and tp 3, but roles.trainer.count is 2: "
+        "the grid is dp x pp x tp trainer actors; set the count to 9",
+        "pretrain.parallel.tp: is 3, but model.heads 8 do not split evenly over 3 tensor-parallel "
+        "ranks",
         "pretrain.parallel.pp: is 3, but model.layers 8 do not split evenly over 3 stages",
         "pretrain.parallel.micro_batches: is 3, but each replica's share of a step is 8 "
         "sequences (train.batch 8 over dp 1), which it does not divide",
-        "pretrain.train.micro_batch: is 2, but a pipeline's passes are its micro-batches",
+        "pretrain.train.micro_batch: is 2, but a pipeline's (or tensor-parallel) passes are its "
+        "micro-batches",
         "pretrain.parallel.schedule: is zb1, which defers each weight gradient",
         "parallel.activation_checkpointing blocks frees them: use schedule 1f1b with "
         "checkpointing, or none"}) {

@@ -344,6 +344,63 @@ TEST_F(PretrainTest, APipelineTrainsAsOneRankAndResumesAtAnotherLayout) {
   EXPECT_TRUE(fs::exists(dir_.file("exported") + "/model.safetensors"));
 }
 
+// Tensor parallelism through the app: the 2-head model on two tensor-parallel ranks (a head
+// each, two worker processes) trains as one rank over 40 steps, within float tolerance (the
+// row-parallel sums add in another order), and so does dp 2 x tp 2 (ZeRO-1, four workers); a tp
+// run stopped at step 20 resumes on one rank, and one rank's at pp 2 x tp 2, both continuing as
+// the uninterrupted run; the tp run's checkpoint exports as one model.
+TEST_F(PretrainTest, TensorParallelRanksTrainAsOneAndResumeAtAnotherLayout) {
+  const run_result one = launch("one", 1, 0);
+  ASSERT_EQ(one.process.exit_code, 0) << one.process.err;
+  const auto grid = [](int dp, int pp, std::vector<std::string> more = {}) {
+    std::vector<std::string> sets = {
+        "--set", "pretrain.parallel.tp=2",
+        "--set", "pretrain.parallel.pp=" + std::to_string(pp),
+        "--set", "pretrain.parallel.micro_batches=" + std::to_string(4 / dp),
+        "--set", "roles.trainer.count=" + std::to_string(2 * dp * pp),
+        "--set", "cluster.local_workers=" + std::to_string(2 * dp * pp)};
+    sets.insert(sets.end(), more.begin(), more.end());
+    return sets;
+  };
+  const run_result tp2 = launch("tp2", 1, 0, grid(1, 1));
+  ASSERT_EQ(tp2.process.exit_code, 0) << tp2.process.err;
+  expect_close(one.losses, tp2.losses, 1e-5, "tp 2");
+  EXPECT_NEAR(tp2.summary["val_loss"].get<double>(), one.summary["val_loss"].get<double>(), 1e-4);
+  const run_result dp2tp2 = launch("dp2tp2", 2, 1, grid(2, 1));
+  ASSERT_EQ(dp2tp2.process.exit_code, 0) << dp2tp2.process.err;
+  expect_close(one.losses, dp2tp2.losses, 1e-5, "dp 2 x tp 2, zero 1");
+
+  const run_result first =
+      launch("first", 1, 0, grid(1, 1, {"--set", "pretrain.train.stop_after=20"}));
+  ASSERT_EQ(first.process.exit_code, 0) << first.process.err;
+  const run_result rest = launch("rest", 1, 0, {"--resume", dir_.file("first")});
+  ASSERT_EQ(rest.process.exit_code, 0) << rest.process.err;
+  EXPECT_NE(rest.process.err.find("(saved at dp 1 x tp 2, parameters and optimizer state "
+                                  "resharded to dp 1)"),
+            std::string::npos)
+      << rest.process.err;
+  std::vector<double> split = first.losses;
+  split.insert(split.end(), rest.losses.begin(), rest.losses.end());
+  expect_close(one.losses, split, 1e-4, "tp 2 -> one rank");
+  const run_result head = launch("head", 1, 0, {"--set", "pretrain.train.stop_after=20"});
+  ASSERT_EQ(head.process.exit_code, 0) << head.process.err;
+  const run_result tail = launch("tail", 1, 0, grid(1, 2, {"--resume", dir_.file("head")}));
+  ASSERT_EQ(tail.process.exit_code, 0) << tail.process.err;
+  split = head.losses;
+  split.insert(split.end(), tail.losses.begin(), tail.losses.end());
+  expect_close(one.losses, split, 1e-4, "one rank -> pp 2 x tp 2");
+
+  const process_result exported =
+      troupe({"export", dir_.file("tp2"), "--out", dir_.file("exported")});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  const models::gpt_config model{256, 32, 2, 32, 2};
+  const models::gpt_layout layout(model, models::layer_range::all(model));
+  auto weights = tensor::read_safetensors(dir_.file("exported") + "/model.safetensors");
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  std::vector<float> params(layout.total());
+  EXPECT_TRUE(layout.from_named(*weights, params.data()).ok());
+}
+
 TEST_F(PretrainTest, ResumingAtAnotherDpReshardsTheOptimizer) {
   const run_result straight = launch("straight", 2, 2);
   ASSERT_EQ(straight.process.exit_code, 0) << straight.process.err;

@@ -171,7 +171,7 @@ TEST(PretrainDriver, AFixedGridFailsOnALostRankNamingItsPlace) {
   const auto& f = get<driver::fail>(c);
   EXPECT_EQ(f.why.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(f.why.message().find("trainer/3 (replica 1, stage 1) was lost: worker w2 died; a "
-                                 "fixed dp x pp grid cannot go on without it"),
+                                 "fixed dp x pp x tp grid cannot go on without it"),
             std::string::npos)
       << f.why.message();
   EXPECT_TRUE(d.on_error(0, absl::InternalError("peer gone")).empty()) << "failed once";
