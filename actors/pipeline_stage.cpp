@@ -60,10 +60,12 @@ pipeline_stage::pipeline_stage(const models::gpt_layout& layout, const pipeline_
     tensor_sum_ = tensor::tensor::host({n});
     for (auto& copy : copies_) {
       copy->set_tensor_allreduce([this, tensor](float* data, int64_t count) -> absl::Status {
+        const auto started = clock::now();
         TROUPE_ASSIGN_OR_RETURN(tensor::tensor part, tensor_sum_.narrow(0, 0, count));
         std::memcpy(part.data<float>(), data, count * sizeof(float));
         TROUPE_RETURN_IF_ERROR(tensor->allreduce(part, comm::reduce_op::sum));
         std::memcpy(data, part.data<float>(), count * sizeof(float));
+        tensor_sum_s_ += seconds_since(started);
         return absl::OkStatus();
       });
     }
@@ -94,6 +96,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
   }
   const auto started = clock::now();
   double busy = 0;
+  tensor_sum_s_ = 0;
   const int64_t hidden = int64_t{r} * T * C;
   std::vector<int> copy_of(m, -1);  // which copy holds micro-batch mb's activations
   std::vector<int> free_copies(copies_.size());
@@ -174,6 +177,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
   if (pending) TROUPE_RETURN_IF_ERROR(pipe->exchange({*std::move(pending)}, {}));
   times_.busy_s = busy;
   times_.idle_s = seconds_since(started) - busy;
+  times_.tensor_sum_s = tensor_sum_s_;
   return loss;
 }
 

@@ -24,6 +24,7 @@ struct pipeline_options {
 struct pipeline_times {
   double busy_s = 0;
   double idle_s = 0;
+  double tensor_sum_s = 0;  ///< of busy_s: summing the blocks' parts over the tensor-parallel group
 };
 
 /// One pipeline stage's part of a training step, without CAF: a stage of the model (its layout
@@ -86,6 +87,7 @@ class pipeline_stage {
   std::vector<std::unique_ptr<models::gpt_cpu_stage>> copies_;
   tensor::tensor in_, out_;    // a micro-batch's hidden state or its gradient, received or sent
   tensor::tensor tensor_sum_;  // what a tensor-parallel sum adds up over the group
+  double tensor_sum_s_ = 0;    // the sums' time in this train()
   pipeline_times times_;
 };
 

@@ -19,7 +19,10 @@
 //   filling the bubbles) against 1F1B on the same two stages; its bubble against 1F1B's (the
 //   issue's "a smaller bubble", reported as their ratio).
 //
-//   parallel_bench [--repeats R] [--steps S] [--threads T] [--only checkpointing|pipeline]
+// - tp2_tokens_per_s: two tensor-parallel ranks against two data-parallel ranks, one core each,
+//   the same global batch; and the share of the step the tensor-parallel sums take.
+//
+//   parallel_bench [--repeats R] [--steps S] [--threads T] [--only checkpointing|pipeline|tensor]
 
 #include <chrono>
 #include <cstdio>
@@ -123,45 +126,52 @@ actors::text_corpus bench_corpus() {
 
 struct grid_result {
   double tokens_per_s = 0;
-  double bubble = 0;  // the stages' idle share (pipelines)
+  double bubble = 0;        // the stages' idle share (pipelines)
+  double tensor_share = 0;  // of the step, summing over the tensor-parallel group
 };
 
-// `steps` steps (after one) of two ranks, each on one core: data parallel, or two pipeline
-// stages over `micro_batches` micro-batches.
+// How two ranks split the work.
+enum class split { data, pipeline, tensor };
+
+// `steps` steps (after one) of two ranks, each on one core: data parallel, two pipeline stages
+// over `micro_batches` micro-batches, or two tensor-parallel ranks of each block.
 grid_result two_ranks(
-    bool pipeline, int micro_batches, int steps, const actors::text_corpus& corpus,
+    split how, int micro_batches, int steps, const actors::text_corpus& corpus,
     actors::pipeline_schedule_kind schedule = actors::pipeline_schedule_kind::one_f_one_b) {
   constexpr int global = 16;
   comm::memory_store store;
-  std::vector<double> seconds(2), busy(2), idle(2);
+  std::vector<double> seconds(2), busy(2), idle(2), summing(2);
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.emplace_back([&, r] {
       const models::layer_range range =
-          pipeline ? models::layer_range{r * model.layers / 2, (r + 1) * model.layers / 2}
-                   : models::layer_range::all(model);
-      const models::gpt_layout layout(model, range);
-      auto group = comm::make_gloo_communicator(
-          store, {.name = pipeline ? "pp" : "dp", .rank = r, .size = 2});
+          how == split::pipeline
+              ? models::layer_range{r * model.layers / 2, (r + 1) * model.layers / 2}
+              : models::layer_range::all(model);
+      const models::gpt_layout layout(
+          model, range, models::gpt_head::lm,
+          how == split::tensor ? models::tensor_parallel{r, 2} : models::tensor_parallel{});
+      auto group = comm::make_gloo_communicator(store, {.name = "two", .rank = r, .size = 2});
       if (!group.ok()) std::abort();
       actors::trainer_options o;
       o.global_batch = global;
       o.threads = 1;
       o.overlap_comm = false;
-      if (pipeline) {
-        o.pipeline = {2, r, micro_batches, schedule};
-      }
-      auto t = actors::trainer::create(layout, o, pipeline ? nullptr : group->get(),
-                                       pipeline ? group->get() : nullptr);
+      if (how == split::pipeline) o.pipeline = {2, r, micro_batches, schedule};
+      auto t = actors::trainer::create(layout, o, how == split::data ? group->get() : nullptr,
+                                       how == split::pipeline ? group->get() : nullptr,
+                                       how == split::tensor ? group->get() : nullptr);
       if (!t.ok()) std::abort();
-      auto loader = *actors::data_loader::create(corpus, model.ctx, global, pipeline ? 0 : r,
-                                                 pipeline ? 1 : 2, 1);
+      const bool shares = how == split::data;  // the others read the same batch
+      auto loader = *actors::data_loader::create(corpus, model.ctx, global, shares ? r : 0,
+                                                 shares ? 2 : 1, 1);
       if (!(*t)->step(loader.next()).ok()) std::abort();  // warm up
       const auto start = std::chrono::steady_clock::now();
       for (int s = 0; s < steps; ++s) {
         if (!(*t)->step(loader.next()).ok()) std::abort();
         busy[r] += (*t)->last_pipeline_times().busy_s;
         idle[r] += (*t)->last_pipeline_times().idle_s;
+        summing[r] += (*t)->last_pipeline_times().tensor_sum_s;
       }
       seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     });
@@ -169,9 +179,12 @@ grid_result two_ranks(
   for (auto& t : ranks)
     t.join();
   grid_result g;
-  g.tokens_per_s =
-      static_cast<double>(steps) * global * model.ctx / std::max(seconds[0], seconds[1]);
-  if (pipeline) g.bubble = (idle[0] + idle[1]) / (busy[0] + busy[1] + idle[0] + idle[1]);
+  const double slowest = std::max(seconds[0], seconds[1]);
+  g.tokens_per_s = static_cast<double>(steps) * global * model.ctx / slowest;
+  if (how == split::pipeline) {
+    g.bubble = (idle[0] + idle[1]) / (busy[0] + busy[1] + idle[0] + idle[1]);
+  }
+  if (how == split::tensor) g.tensor_share = std::max(summing[0], summing[1]) / slowest;
   return g;
 }
 
@@ -232,10 +245,10 @@ void pipeline_against_data_parallel(int steps, int repeats) {
   for (int m : {4, 8, 16}) {
     std::vector<double> ours, theirs, bubbles;
     for (int r = 0; r < repeats; ++r) {
-      const grid_result pp = two_ranks(true, m, steps, corpus);
+      const grid_result pp = two_ranks(split::pipeline, m, steps, corpus);
       ours.push_back(pp.tokens_per_s);
       bubbles.push_back(pp.bubble);
-      theirs.push_back(two_ranks(false, 1, steps, corpus).tokens_per_s);
+      theirs.push_back(two_ranks(split::data, 1, steps, corpus).tokens_per_s);
     }
     bench::report("parallel_bench", "pp2_m" + std::to_string(m) + "_tokens_per_s", ours, "tokens/s",
                   "dp 2, one core per rank, the same global batch of 16", theirs,
@@ -250,8 +263,9 @@ void pipeline_against_data_parallel(int steps, int repeats) {
   for (int m : {4, 8}) {
     std::vector<double> ours, theirs, zb_bubbles, one_bubbles;
     for (int r = 0; r < repeats; ++r) {
-      const grid_result zb = two_ranks(true, m, steps, corpus, actors::pipeline_schedule_kind::zb1);
-      const grid_result one = two_ranks(true, m, steps, corpus);
+      const grid_result zb =
+          two_ranks(split::pipeline, m, steps, corpus, actors::pipeline_schedule_kind::zb1);
+      const grid_result one = two_ranks(split::pipeline, m, steps, corpus);
       ours.push_back(zb.tokens_per_s);
       theirs.push_back(one.tokens_per_s);
       zb_bubbles.push_back(zb.bubble);
@@ -270,6 +284,26 @@ void pipeline_against_data_parallel(int steps, int repeats) {
   }
 }
 
+// Two tensor-parallel ranks (four heads and half the MLP each, four all-reduces per block and
+// micro-batch) against two data-parallel ranks, the same global batch, alternating.
+void tensor_against_data_parallel(int steps, int repeats) {
+  const actors::text_corpus corpus = bench_corpus();
+  std::vector<double> ours, theirs, shares;
+  for (int r = 0; r < repeats; ++r) {
+    const grid_result tp = two_ranks(split::tensor, 1, steps, corpus);
+    ours.push_back(tp.tokens_per_s);
+    shares.push_back(tp.tensor_share);
+    theirs.push_back(two_ranks(split::data, 1, steps, corpus).tokens_per_s);
+  }
+  bench::report("parallel_bench", "tp2_tokens_per_s", ours, "tokens/s",
+                "dp 2, one core per rank, the same global batch of 16", theirs,
+                bench::better::higher,
+                {{"allreduce_share", bench::median(shares)},
+                 {"layers", model.layers},
+                 {"dim", model.dim},
+                 {"heads", model.heads}});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -286,13 +320,14 @@ int main(int argc, char** argv) {
       threads = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--only" && i + 1 < argc &&
                (std::string(argv[i + 1]) == "checkpointing" ||
-                std::string(argv[i + 1]) == "pipeline")) {
+                std::string(argv[i + 1]) == "pipeline" || std::string(argv[i + 1]) == "tensor")) {
       only = argv[++i];
     } else {
       return bench::unknown_argument("parallel_bench", arg);
     }
   }
-  if (only != "pipeline") activation_checkpointing(threads, steps, repeats);
-  if (only != "checkpointing") pipeline_against_data_parallel(steps, repeats);
+  if (only.empty() || only == "checkpointing") activation_checkpointing(threads, steps, repeats);
+  if (only.empty() || only == "pipeline") pipeline_against_data_parallel(steps, repeats);
+  if (only.empty() || only == "tensor") tensor_against_data_parallel(steps, repeats);
   return 0;
 }

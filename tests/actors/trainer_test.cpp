@@ -211,7 +211,9 @@ void TrainerTest::lose_and_gain_a_rank(zero_stage zero) {
           ASSERT_TRUE(report.ok()) << report.status();
           if (s < steps - undo) phase_losses[r].push_back(report->loss);
         }
-        if (undo > 0) ASSERT_TRUE(trainers[r]->rollback_step().ok());
+        if (undo > 0) {
+          ASSERT_TRUE(trainers[r]->rollback_step().ok());
+        }
       });
     }
     for (auto& t : threads)

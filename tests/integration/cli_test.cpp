@@ -1,5 +1,7 @@
 // The troupe command line as a user meets it: check, plugins list, version, exit codes.
 
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "tests/integration/troupe_cli.hpp"
@@ -15,6 +17,19 @@ TEST(Cli, CheckAcceptsAValidConfig) {
   auto r = troupe({"check", quickstart});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("ok (app pretrain, 1 roles, 1 actors)"), std::string::npos) << r.out;
+}
+
+// Every config the project ships is one `troupe check` accepts, as a user would first run it.
+TEST(Cli, EveryShippedConfigChecks) {
+  int checked = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(TROUPE_SOURCE_DIR) + "/configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    auto r = troupe({"check", entry.path().string()});
+    EXPECT_EQ(r.exit_code, 0) << entry.path() << "\n" << r.err;
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
 }
 
 TEST(Cli, CheckRejectsABrokenConfigWithExitTwo) {
