@@ -62,6 +62,12 @@ class pipeline_stage {
                                                           const actor::token_batch& batch,
                                                           comm::communicator* pipe);
 
+  /// ZeRO-3: every copy's block hooks (gpt_cpu_stage::set_block_hooks).
+  void set_block_hooks(const models::gpt_cpu_stage::block_hooks& hooks) {
+    for (auto& copy : copies_)
+      copy->set_block_hooks(hooks);
+  }
+
   [[nodiscard]] const pipeline_times& last_times() const { return times_; }
   /// The activations every copy holds at its largest micro-batch, in bytes.
   [[nodiscard]] int64_t activation_bytes() const;

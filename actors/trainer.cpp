@@ -69,8 +69,24 @@ absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layou
   if (tp.size > 1 && options.rl_rows > 0) {
     return absl::InvalidArgumentError("tensor-parallel ranks train the language model only");
   }
+  if (options.zero == zero_stage::three && ranks > 1) {
+    TROUPE_RETURN_IF_ERROR(check_zero3(layout, options, ranks));
+  }
   std::unique_ptr<trainer> t(new trainer(layout, options, group, p.stages > 1 ? pipe : nullptr,
                                          tp.size > 1 ? tensor : nullptr));
+  if (options.zero == zero_stage::three && ranks > 1) {
+    TROUPE_ASSIGN_OR_RETURN(t->zero3_, zero3_parameters::create(layout, *group));
+    t->params_ = t->zero3_->params();
+    t->grads_ = t->zero3_->grads();
+    t->optimizer_ =
+        std::make_unique<models::adamw_optimizer>(layout, t->zero3_->owned(), options.adamw);
+    t->pipeline_->set_block_hooks(t->zero3_->hooks());
+    // Every rank initialises the whole model (the same elements wherever it runs) and keeps its
+    // chunks.
+    layout.initialize(t->params_.data<float>(), options.seed);
+    t->zero3_->release_all();
+    return t;
+  }
   const int64_t padded = t->shard_ * t->ranks_;
   TROUPE_ASSIGN_OR_RETURN(t->params_, tensor::tensor::zeros({padded}, tensor::dtype::f32));
   TROUPE_ASSIGN_OR_RETURN(t->grads_, tensor::tensor::zeros({padded}, tensor::dtype::f32));
@@ -88,8 +104,43 @@ absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layou
   return t;
 }
 
+absl::Status trainer::check_zero3(const models::gpt_layout& layout, const trainer_options& options,
+                                  int ranks) {
+  if (options.pipeline.stages > 1 || layout.tp().size > 1) {
+    return absl::InvalidArgumentError(
+        "ZeRO-3 shards a whole model over the data-parallel group: not with pipeline stages or "
+        "tensor parallelism (zero 1 or 2 compose with them)");
+  }
+  if (options.rl_rows > 0 || options.elastic) {
+    return absl::InvalidArgumentError(
+        "ZeRO-3 trains the language model of a fixed group: not an RL role, not elastic (use zero "
+        "1 or 2)");
+  }
+  if (options.checkpoint_segment > 1) {
+    return absl::InvalidArgumentError(
+        "ZeRO-3 gathers one block at a time, and activation checkpointing every_k recomputes k "
+        "blocks at once: use activation_checkpointing blocks");
+  }
+  const int local = options.global_batch / ranks;
+  const int rows = options.micro_batch > 0 ? std::min(options.micro_batch, local) : local;
+  if (options.global_batch % ranks != 0 || local % rows != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ZeRO-3: train.batch ", options.global_batch, " over ", ranks,
+        " data-parallel ranks must split into equal passes of train.micro_batch ", rows));
+  }
+  return absl::OkStatus();
+}
+
 trainer_memory trainer::memory(const models::gpt_layout& layout, const trainer_options& options,
                                int ranks) {
+  const int local_batch = std::max((options.global_batch + ranks - 1) / ranks, options.rl_rows);
+  if (options.zero == zero_stage::three && ranks > 1) {  // as zero3_parameters holds them
+    const zero3_parameters::footprint f = zero3_parameters::memory(layout, ranks);
+    const int rows =
+        options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch;
+    return {(f.chunks + f.gathered) * 4, (f.chunks + f.local) * 4, 2 * f.chunks * 4,
+            models::gpt_cpu_stage::activation_bytes(layout, rows, options.checkpoint_segment)};
+  }
   // As the constructor and create() size them.
   const int64_t shard = (layout.total() + ranks - 1) / ranks, padded = shard * ranks;
   const bool sharded = options.zero != zero_stage::none && ranks > 1;
@@ -99,7 +150,6 @@ trainer_memory trainer::memory(const models::gpt_layout& layout, const trainer_o
   m.optimizer = 2 * (sharded ? shard : padded) * 4;
   if (sharded) m.optimizer += shard * 4;  // the updated shard, before it is all-gathered
   if (sharded && options.shard_replicas) m.optimizer += 3 * 2 * shard * 4;
-  const int local_batch = std::max((options.global_batch + ranks - 1) / ranks, options.rl_rows);
   int rows = options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch;
   if (options.pipeline.stages > 1 || layout.tp().size > 1) {  // a pipeline_stage's copies
     rows = local_batch / options.pipeline.micro_batches;
@@ -242,24 +292,37 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
   // The largest share of the global batch (even_split: the first ranks take one more).
   const int local_batch = std::max((options.global_batch + ranks_ - 1) / ranks_, options.rl_rows);
   pass_rows_ = options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch;
-  if (pipe_ != nullptr || tensor_ != nullptr) {
+  const bool zero3 = options.zero == zero_stage::three && ranks_ > 1;
+  if (pipe_ != nullptr || tensor_ != nullptr || zero3) {
     // A stage's units (a tensor-parallel rank's too: its sums go in the same order on every
-    // rank) run one after the other on this thread; its cores spread attention heads and
-    // OpenBLAS's weight gradients (whose idle threads would otherwise spin on other cores).
+    // rank; a ZeRO-3 rank's: its gathers too) run one after the other on this thread; its cores
+    // spread attention heads and OpenBLAS's weight gradients (whose idle threads would
+    // otherwise spin on other cores).
     if (options.threads > 1) pool_ = std::make_unique<kernels::cpu::thread_pool>(options.threads);
     kernels::cpu::set_blas_threads(options.threads);
-    pass_rows_ = local_batch / options.pipeline.micro_batches;
-    pipeline_ = std::make_unique<pipeline_stage>(layout, options.pipeline, pass_rows_, pool_.get(),
+    pipeline_options stage = options.pipeline;
+    if (zero3) {  // one stage, the share in passes of micro_batch
+      stage = {};
+      stage.micro_batches = local_batch / pass_rows_;
+    } else {
+      pass_rows_ = local_batch / options.pipeline.micro_batches;
+    }
+    pipeline_ = std::make_unique<pipeline_stage>(layout, stage, pass_rows_, pool_.get(),
                                                  options.checkpoint_segment, tensor_);
   } else {
     model_ = std::make_unique<models::gpt_cpu_batch>(layout, pass_rows_, options.threads,
                                                      options.checkpoint_segment);
   }
-  if (group_ != nullptr && ranks_ > 1) buckets_ = std::make_unique<comm::collective_queue>(*group_);
+  if (group_ != nullptr && ranks_ > 1 && !zero3) {
+    buckets_ = std::make_unique<comm::collective_queue>(*group_);
+  }
   const bool sharded = options.zero != zero_stage::none;
   const int64_t begin = sharded ? rank_ * shard_ : 0;
   const int64_t end = sharded ? begin + shard_ : shard_ * ranks_;
-  optimizer_ = std::make_unique<models::adamw_optimizer>(layout, begin, end, options.adamw);
+  // (ZeRO-3's is over the chunks of zero3_parameters: create() makes it.)
+  if (!zero3) {
+    optimizer_ = std::make_unique<models::adamw_optimizer>(layout, begin, end, options.adamw);
+  }
   replica_begin_ = ((rank_ + 1) % ranks_) * shard_;
   const pipeline_options& p = options.pipeline;
   const bool tied_copy = pipe_ != nullptr && p.stage == p.stages - 1 && p.stage != 0;
@@ -277,8 +340,8 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
   const gradient_pass pass = [&](int row, int rows,
                                  const models::gpt_cpu_batch::gradients_ready& ready) {
     if (pipeline_) {  // the stage's schedule over every micro-batch of the share
-      TROUPE_ASSIGN_OR_RETURN(loss, pipeline_->train(params_.data<float>(), grads_.data<float>(),
-                                                     local, loss_scale, pipe_));
+      TROUPE_ASSIGN_OR_RETURN(
+          loss, pipeline_->train(params_.data<float>(), pass_grads(), local, loss_scale, pipe_));
       return absl::OkStatus();
     }
     const size_t offset = static_cast<size_t>(row) * local.ctx;
@@ -459,7 +522,7 @@ absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
   const auto compute_start = clock::now();
   float* params = params_.data<float>();
   float* grads = grads_.data<float>();
-  TROUPE_RETURN_IF_ERROR(tensor::zero(grads_));
+  if (!zero3_) TROUPE_RETURN_IF_ERROR(tensor::zero(grads_));  // (ZeRO-3: begin_step, its chunks)
   // With overlap_comm (and without ZeRO-2) the gradients are all-reduced bucket by bucket as the
   // last pass's backward finishes them, overlapping the layers still to go; otherwise they are
   // all-reduced (ZeRO-2: reduce-scattered) afterwards.
@@ -471,7 +534,14 @@ absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
     TROUPE_CHECK(bucket.ok());  // the buckets lie inside the buffer
     buckets_->allreduce(*std::move(bucket), comm::reduce_op::sum);
   };
-  if (pipeline_) {
+  if (zero3_) {
+    // The stage's passes, each block's gradients reduce-scattered as its backward ends.
+    TROUPE_RETURN_IF_ERROR(zero3_->begin_step(true, pipeline_->options().micro_batches));
+    const absl::Status passed = pass(0, rows, nullptr);
+    const absl::Status scattered = zero3_->end_step(true);
+    TROUPE_RETURN_IF_ERROR(passed);
+    TROUPE_RETURN_IF_ERROR(scattered);
+  } else if (pipeline_) {
     // One pass: the stage's schedule over every micro-batch; the data-parallel sum follows it.
     TROUPE_RETURN_IF_ERROR(pass(0, rows, nullptr));
   } else {
@@ -499,7 +569,7 @@ absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
       TROUPE_ASSIGN_OR_RETURN(tensor::tensor first, grads_.narrow(0, 0, shard_));
       TROUPE_RETURN_IF_ERROR(group_->reduce_scatter(grads_, first, comm::reduce_op::sum));
       std::memmove(grads + rank_ * shard_, grads, shard_ * sizeof(float));
-    } else if (!overlap) {
+    } else if (!overlap && !zero3_) {
       TROUPE_RETURN_IF_ERROR(group_->allreduce(grads_, comm::reduce_op::sum));
     }
   }
@@ -519,10 +589,16 @@ absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
     return sum;
   };
   double squares = 0;
-  if (zero2) {
+  if (zero2 || zero3_) {
+    double mine = 0;
+    if (zero3_) {
+      for (const models::param_range& r : zero3_->owned())
+        mine += counted_squares(r.begin, r.end);
+    } else {
+      mine = counted_squares(rank_ * shard_, (rank_ + 1) * shard_);
+    }
     tensor::tensor partial = tensor::tensor::host({1});
-    partial.data<float>()[0] =
-        static_cast<float>(counted_squares(rank_ * shard_, (rank_ + 1) * shard_));
+    partial.data<float>()[0] = static_cast<float>(mine);
     TROUPE_RETURN_IF_ERROR(group_->allreduce(partial, comm::reduce_op::sum));
     squares = partial.data<float>()[0];
   } else {
@@ -543,7 +619,8 @@ absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
 
   const auto update_start = clock::now();
   report.lr = options_.lr.at(optimizer_->steps());
-  const bool sharded = options_.zero != zero_stage::none && ranks_ > 1;
+  // (A ZeRO-3 rank updates its chunks in place; the next gathers read them.)
+  const bool sharded = options_.zero != zero_stage::none && ranks_ > 1 && !zero3_;
   undo_.armed = undo_.committed = false;
   if (sharded) {
     float* mine = params + rank_ * shard_;
@@ -592,16 +669,17 @@ absl::Status trainer::gather_and_commit(step_report& report) {
 }
 
 absl::StatusOr<double> trainer::evaluate(const std::vector<token_batch>& batches) {
-  tensor::tensor totals = tensor::tensor::host({2});
-  double sum = 0;
-  int64_t tokens = 0;
-  for (size_t i = rank_; i < batches.size(); i += ranks_) {
+  models::loss_sum mine;
+  if (zero3_) {
+    TROUPE_ASSIGN_OR_RETURN(mine, evaluate_zero3(batches));
+  }
+  for (size_t i = rank_; i < batches.size() && !zero3_; i += ranks_) {
     const token_batch& b = batches[i];
     if (pipeline_) {
       TROUPE_ASSIGN_OR_RETURN(const models::loss_sum l,
                               pipeline_->evaluate(params_.data<float>(), b, pipe_));
-      sum += l.sum;
-      tokens += l.tokens;
+      mine.sum += l.sum;
+      mine.tokens += l.tokens;
       continue;
     }
     // In passes the model has room for (a batch made for a smaller world may be larger).
@@ -610,12 +688,13 @@ absl::StatusOr<double> trainer::evaluate(const std::vector<token_batch>& batches
       const size_t offset = static_cast<size_t>(row) * b.ctx;
       const models::loss_sum l = model_->evaluate(
           params_.data<float>(), rows, b.ctx, b.tokens.data() + offset, b.targets.data() + offset);
-      sum += l.sum;
-      tokens += l.tokens;
+      mine.sum += l.sum;
+      mine.tokens += l.tokens;
     }
   }
-  totals.data<float>()[0] = static_cast<float>(sum);
-  totals.data<float>()[1] = static_cast<float>(tokens);
+  tensor::tensor totals = tensor::tensor::host({2});
+  totals.data<float>()[0] = static_cast<float>(mine.sum);
+  totals.data<float>()[1] = static_cast<float>(mine.tokens);
   if (ranks_ > 1) TROUPE_RETURN_IF_ERROR(group_->allreduce(totals, comm::reduce_op::sum));
   if (pipe_) TROUPE_RETURN_IF_ERROR(pipe_->allreduce(totals, comm::reduce_op::sum));
   if (totals.data<float>()[1] == 0) {
@@ -624,10 +703,43 @@ absl::StatusOr<double> trainer::evaluate(const std::vector<token_batch>& batches
   return totals.data<float>()[0] / totals.data<float>()[1];
 }
 
+absl::StatusOr<models::loss_sum> trainer::evaluate_zero3(const std::vector<token_batch>& batches) {
+  // Rank r takes batches r, r + ranks, ...; every block's gather is a collective, so in each
+  // round every rank runs as many forward passes as the round's largest batch needs, the
+  // missing ones as gathers alone.
+  const auto passes = [&](size_t i) {
+    return i < batches.size() ? (batches[i].batch + pass_rows_ - 1) / pass_rows_ : 0;
+  };
+  models::loss_sum mine;
+  TROUPE_RETURN_IF_ERROR(zero3_->begin_step(false, 0));
+  absl::Status failed;
+  for (size_t round = 0; round * ranks_ < batches.size() && failed.ok(); ++round) {
+    int most = 0;
+    for (int r = 0; r < ranks_; ++r)
+      most = std::max(most, passes(round * ranks_ + r));
+    const size_t i = round * ranks_ + rank_;
+    if (i < batches.size()) {
+      absl::StatusOr<models::loss_sum> l =
+          pipeline_->evaluate(params_.data<float>(), batches[i], nullptr);
+      if (!l.ok()) {
+        failed = l.status();
+        break;
+      }
+      mine.sum += l->sum;
+      mine.tokens += l->tokens;
+    }
+    for (int p = passes(i); p < most; ++p)
+      zero3_->gather_pass();
+  }
+  const absl::Status ended = zero3_->end_step(false);
+  TROUPE_RETURN_IF_ERROR(failed);
+  TROUPE_RETURN_IF_ERROR(ended);
+  return mine;
+}
+
 tensor::named_tensors trainer::optimizer_state() const {
-  return models::moments_file(layout_, optimizer_->begin(), optimizer_->end(),
-                              optimizer_->first_moment().data(), optimizer_->second_moment().data(),
-                              optimizer_->steps());
+  return models::moments_file(layout_, optimizer_->ranges(), optimizer_->first_moment().data(),
+                              optimizer_->second_moment().data(), optimizer_->steps());
 }
 
 absl::Status trainer::restore(const tensor::named_tensors& weights,
@@ -642,10 +754,15 @@ absl::Status trainer::restore(const tensor::named_tensors& weights,
                                  layout_.head());
   TROUPE_ASSIGN_OR_RETURN(const int64_t steps, models::read_moments(optimizer_states, layout_,
                                                                     whole, m.data(), v.data()));
-  const int64_t begin = optimizer_->begin(), n = optimizer_->end() - begin;
-  std::memcpy(optimizer_->first_moment().data(), m.data() + begin, n * sizeof(float));
-  std::memcpy(optimizer_->second_moment().data(), v.data() + begin, n * sizeof(float));
-  if (replica_.defined()) {  // the next rank's shard, as that rank restores it
+  int64_t at = 0;
+  for (const models::param_range& r : optimizer_->ranges()) {
+    const int64_t n = r.end - r.begin;
+    std::memcpy(optimizer_->first_moment().data() + at, m.data() + r.begin, n * sizeof(float));
+    std::memcpy(optimizer_->second_moment().data() + at, v.data() + r.begin, n * sizeof(float));
+    at += n;
+  }
+  if (zero3_) zero3_->release_all();  // the weights were written whole: keep this rank's chunks
+  if (replica_.defined()) {           // the next rank's shard, as that rank restores it
     float* r = replica_.data<float>();
     std::memcpy(r, m.data() + replica_begin_, shard_ * sizeof(float));
     std::memcpy(r + shard_, v.data() + replica_begin_, shard_ * sizeof(float));
@@ -655,8 +772,21 @@ absl::Status trainer::restore(const tensor::named_tensors& weights,
   return absl::OkStatus();
 }
 
-std::vector<std::pair<std::string, tensor::named_tensors>> trainer::checkpoint_files() const {
+absl::StatusOr<std::vector<std::pair<std::string, tensor::named_tensors>>>
+trainer::checkpoint_files() {
   std::vector<std::pair<std::string, tensor::named_tensors>> files;
+  if (zero3_) {
+    // The whole model gathered for rank 0 to write, then handed back (as FSDP's full state
+    // dict); each rank writes the moments of its chunks.
+    const absl::Status gathered = zero3_->gather_all();
+    if (gathered.ok() && rank_ == 0) {
+      files.emplace_back("model.safetensors", layout_.to_named(params_.data<float>()));
+    }
+    zero3_->release_all();
+    TROUPE_RETURN_IF_ERROR(gathered);
+    files.emplace_back(absl::StrCat("optimizer-", rank_, ".safetensors"), optimizer_state());
+    return files;
+  }
   // A pipeline's stages and tensor-parallel ranks each write their own weights, under names no
   // other writes.
   const models::tensor_parallel tp = layout_.tp();
@@ -683,6 +813,7 @@ absl::Status trainer::load_weights(const checkpoint::checkpoint& saved) {
   float* params = params_.data<float>();
   absl::Status s =
       trunk_only ? layout_.trunk_from_named(weights, params) : layout_.from_named(weights, params);
+  if (zero3_) zero3_->release_all();
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat(saved.dir, ": ", s.message()));
   return absl::OkStatus();
 }

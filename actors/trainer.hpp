@@ -10,6 +10,7 @@
 #include "actors/pipeline_stage.hpp"
 #include "actors/policy_objective.hpp"
 #include "actors/value_objective.hpp"
+#include "actors/zero3_parameters.hpp"
 #include "models/gpt/adamw_optimizer.hpp"
 #include "models/gpt/gpt_cpu_batch.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
@@ -35,6 +36,8 @@ enum class zero_stage {
   none = 0,  ///< gradients all-reduced, every rank holds the whole optimizer state
   one = 1,   ///< gradients all-reduced, each rank updates its shard, parameters all-gathered
   two = 2,   ///< gradients reduce-scattered, each rank keeps only its shard's gradients
+  /// parameters sharded too: each block gathered while it runs (zero3_parameters)
+  three = 3,
 };
 
 /// What a trainer is built with.
@@ -167,8 +170,10 @@ class trainer {
 
   /// This rank's files of a checkpoint, copied to fresh host memory (a snapshot the next step
   /// does not touch): rank 0 writes "model.safetensors"; every rank that holds a distinct
-  /// optimizer shard (rank 0 alone without ZeRO) writes "optimizer-<rank>.safetensors".
-  [[nodiscard]] std::vector<std::pair<std::string, tensor::named_tensors>> checkpoint_files() const;
+  /// optimizer shard (rank 0 alone without ZeRO) writes "optimizer-<rank>.safetensors". With
+  /// ZeRO-3 a collective of the group: the model is gathered for rank 0 to write.
+  [[nodiscard]] absl::StatusOr<std::vector<std::pair<std::string, tensor::named_tensors>>>
+  checkpoint_files();
   /// Restores from a checkpoint that checkpoint_files() of every saving rank made.
   [[nodiscard]] absl::Status restore(const checkpoint::checkpoint& saved);
   /// Takes only the weights of a checkpoint (the RL policy's and reference's start), keeping
@@ -186,6 +191,15 @@ class trainer {
   // hears of the gradient buckets as they finish.
   using gradient_pass = std::function<absl::Status(
       int row, int rows, const models::gpt_cpu_batch::gradients_ready& ready)>;
+  // INVALID_ARGUMENT for what ZeRO-3 does not do.
+  [[nodiscard]] static absl::Status check_zero3(const models::gpt_layout& layout,
+                                                const trainer_options& options, int ranks);
+  // evaluate()'s own part with ZeRO-3: this rank's loss sum.
+  absl::StatusOr<models::loss_sum> evaluate_zero3(const std::vector<token_batch>& batches);
+  // Where a pass adds its gradients: grads_, or with ZeRO-3 its local buffer.
+  [[nodiscard]] float* pass_grads() const {
+    return zero3_ ? zero3_->local() : grads_.data<float>();
+  }
   // FAILED_PRECONDITION for what a pipeline stage does not do (`what`).
   [[nodiscard]] absl::Status not_on_a_pipeline(const char* what) const;
   // A pipeline stage's part between the passes and the update: the tied embedding's gradient
@@ -246,6 +260,7 @@ class trainer {
   std::unique_ptr<kernels::cpu::thread_pool> pool_;  // a pipeline stage's attention heads
   std::unique_ptr<pipeline_stage> pipeline_;
   std::unique_ptr<models::adamw_optimizer> optimizer_;
+  std::unique_ptr<zero3_parameters> zero3_;  // ZeRO-3: params_ and grads_ are its buffers
 };
 
 }  // namespace troupe::actors

@@ -306,7 +306,10 @@ caf::result<actor::checkpoint_shard> start_checkpoint(self_ptr self, int64_t ste
         "checkpoint of step ", step, " asked, but this rank is at step ", st.logic->steps())));
   }
   const auto started = clock::now();
-  auto files = st.logic->checkpoint_files();
+  absl::StatusOr<std::vector<std::pair<std::string, tensor::named_tensors>>> made =
+      st.logic->checkpoint_files();
+  if (!made.ok()) return actor::to_error(made.status());
+  auto files = *std::move(made);
   for (auto& [file, contents] : files)
     file = st.spec.file_prefix + file;
   actor::checkpoint_snapshot snapshot{

@@ -22,7 +22,8 @@
 // - tp2_tokens_per_s: two tensor-parallel ranks against two data-parallel ranks, one core each,
 //   the same global batch; and the share of the step the tensor-parallel sums take.
 //
-//   parallel_bench [--repeats R] [--steps S] [--threads T] [--only checkpointing|pipeline|tensor]
+//   parallel_bench [--repeats R] [--steps S] [--threads T]
+//                  [--only checkpointing|pipeline|tensor|zero3]
 
 #include <chrono>
 #include <cstdio>
@@ -133,11 +134,13 @@ struct grid_result {
 // How two ranks split the work.
 enum class split { data, pipeline, tensor };
 
-// `steps` steps (after one) of two ranks, each on one core: data parallel, two pipeline stages
-// over `micro_batches` micro-batches, or two tensor-parallel ranks of each block.
+// `steps` steps (after one) of two ranks, each on one core: data parallel (at ZeRO stage
+// `zero`), two pipeline stages over `micro_batches` micro-batches, or two tensor-parallel ranks
+// of each block.
 grid_result two_ranks(
     split how, int micro_batches, int steps, const actors::text_corpus& corpus,
-    actors::pipeline_schedule_kind schedule = actors::pipeline_schedule_kind::one_f_one_b) {
+    actors::pipeline_schedule_kind schedule = actors::pipeline_schedule_kind::one_f_one_b,
+    actors::zero_stage zero = actors::zero_stage::none) {
   constexpr int global = 16;
   comm::memory_store store;
   std::vector<double> seconds(2), busy(2), idle(2), summing(2);
@@ -157,6 +160,7 @@ grid_result two_ranks(
       o.global_batch = global;
       o.threads = 1;
       o.overlap_comm = false;
+      o.zero = zero;
       if (how == split::pipeline) o.pipeline = {2, r, micro_batches, schedule};
       auto t = actors::trainer::create(layout, o, how == split::data ? group->get() : nullptr,
                                        how == split::pipeline ? group->get() : nullptr,
@@ -304,6 +308,68 @@ void tensor_against_data_parallel(int steps, int repeats) {
                  {"heads", model.heads}});
 }
 
+// ZeRO-3 against ZeRO-1 on two data-parallel ranks: what a rank allocates (trainer::memory:
+// for ZeRO-3 its chunks, the staging buffers, and the most it holds gathered at once), and
+// tokens/s, alternating.
+void zero3_against_zero1(int steps, int repeats) {
+  constexpr int global = 16;
+  auto mb = [](int64_t bytes) { return static_cast<double>(bytes) / 1e6; };
+  const models::gpt_layout whole(model, models::layer_range::all(model));
+  actors::trainer_options o;
+  o.global_batch = global;
+  o.threads = 1;
+  o.zero = actors::zero_stage::one;
+  const actors::trainer_memory one = actors::trainer::memory(whole, o, 2);
+  o.zero = actors::zero_stage::three;
+  const actors::trainer_memory three = actors::trainer::memory(whole, o, 2);
+  const auto parts = [&](const actors::trainer_memory& x) {
+    return nlohmann::json{{"parameters", mb(x.parameters)},
+                          {"gradients", mb(x.gradients)},
+                          {"optimizer", mb(x.optimizer)}};
+  };
+  const int64_t ours = three.parameters + three.optimizer, theirs = one.parameters + one.optimizer;
+  const int64_t ours_all = ours + three.gradients, theirs_all = theirs + one.gradients;
+  // The same ratio for larger groups (allocations only: nothing is run).
+  nlohmann::json larger;
+  for (int ranks : {4, 8}) {
+    actors::trainer_options p = o;
+    p.global_batch = 8 * ranks;
+    p.zero = actors::zero_stage::one;
+    const actors::trainer_memory a = actors::trainer::memory(whole, p, ranks);
+    p.zero = actors::zero_stage::three;
+    const actors::trainer_memory b = actors::trainer::memory(whole, p, ranks);
+    larger["dp" + std::to_string(ranks)] = static_cast<double>(b.parameters + b.optimizer) /
+                                           static_cast<double>(a.parameters + a.optimizer);
+  }
+  const nlohmann::json row = {
+      {"bench", "parallel_bench"},
+      {"metric", "zero3_dp2_parameter_and_optimizer_mb"},
+      {"value", mb(ours)},
+      {"unit", "MB"},
+      {"baseline", "ZeRO-1 at dp 2"},
+      {"baseline_value", mb(theirs)},
+      {"ratio", static_cast<double>(ours) / static_cast<double>(theirs)},
+      {"with_gradients_ratio", static_cast<double>(ours_all) / static_cast<double>(theirs_all)},
+      {"ratio_at", larger},
+      {"zero3", parts(three)},
+      {"zero1", parts(one)},
+      {"layers", model.layers},
+      {"dim", model.dim}};
+  std::printf("%s\n", row.dump().c_str());
+  const actors::text_corpus corpus = bench_corpus();
+  std::vector<double> z3, z1;
+  for (int r = 0; r < repeats; ++r) {
+    const auto schedule = actors::pipeline_schedule_kind::one_f_one_b;
+    z3.push_back(
+        two_ranks(split::data, 1, steps, corpus, schedule, actors::zero_stage::three).tokens_per_s);
+    z1.push_back(
+        two_ranks(split::data, 1, steps, corpus, schedule, actors::zero_stage::one).tokens_per_s);
+  }
+  bench::report("parallel_bench", "zero3_dp2_tokens_per_s", z3, "tokens/s",
+                "ZeRO-1, dp 2, one core per rank, the same global batch of 16", z1,
+                bench::better::higher, {{"layers", model.layers}, {"dim", model.dim}});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -320,7 +386,8 @@ int main(int argc, char** argv) {
       threads = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--only" && i + 1 < argc &&
                (std::string(argv[i + 1]) == "checkpointing" ||
-                std::string(argv[i + 1]) == "pipeline" || std::string(argv[i + 1]) == "tensor")) {
+                std::string(argv[i + 1]) == "pipeline" || std::string(argv[i + 1]) == "tensor" ||
+                std::string(argv[i + 1]) == "zero3")) {
       only = argv[++i];
     } else {
       return bench::unknown_argument("parallel_bench", arg);
@@ -329,5 +396,6 @@ int main(int argc, char** argv) {
   if (only.empty() || only == "checkpointing") activation_checkpointing(threads, steps, repeats);
   if (only.empty() || only == "pipeline") pipeline_against_data_parallel(steps, repeats);
   if (only.empty() || only == "tensor") tensor_against_data_parallel(steps, repeats);
+  if (only.empty() || only == "zero3") zero3_against_zero1(steps, repeats);
   return 0;
 }

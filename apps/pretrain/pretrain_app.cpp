@@ -174,6 +174,41 @@ void check_grid(const pretrain_options& o, const models::gpt_config& model, bool
   }
 }
 
+// ZeRO-3 shards a whole model over a fixed data-parallel group, a block at a time.
+void check_zero3(const pretrain_options& o, bool elastic, const config::parse_context& ctx,
+                 const YAML::Node& section) {
+  const YAML::Node parallel = section["parallel"].IsDefined() ? section["parallel"] : section;
+  const YAML::Node at = parallel["zero"].IsDefined() ? parallel["zero"] : parallel;
+  const auto zero_ctx = ctx.child("parallel").child("zero");
+  const parallel_spec& p = o.parallel;
+  if (p.pp > 1 || p.tp > 1) {
+    zero_ctx.error(at, absl::StrCat("is 3, but parallel.pp is ", p.pp, " and tp ", p.tp,
+                                    ": ZeRO-3 shards a whole model's parameters over the "
+                                    "data-parallel group; use zero 1 or 2 with a grid"));
+  }
+  if (elastic) {
+    zero_ctx.error(at,
+                   "is 3, but roles.trainer.elastic regroups with ZeRO 0-2 only (a lost rank's "
+                   "parameter shard has no copy); use zero 1 or 2, or a fixed group");
+  }
+  if (p.activation_checkpointing == "every_k") {
+    zero_ctx.error(at,
+                   "is 3, which gathers one block at a time, but activation_checkpointing "
+                   "every_k recomputes several at once; use blocks");
+  }
+  const int share = o.train.batch / p.dp;
+  if (o.train.batch % p.dp == 0 && o.train.micro_batch > 0 && share % o.train.micro_batch != 0) {
+    const YAML::Node train = section["train"].IsDefined() ? section["train"] : section;
+    ctx.child("train")
+        .child("micro_batch")
+        .error(train["micro_batch"].IsDefined() ? train["micro_batch"] : train,
+               absl::StrCat("is ", o.train.micro_batch,
+                            ", but with parallel.zero 3 it must divide each "
+                            "rank's ",
+                            share, " sequences (every rank's gathers pair up pass by pass)"));
+  }
+}
+
 // The roles must be exactly the trainer ranks, and the shapes must fit together.
 void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
                          const config::parse_context& ctx, const YAML::Node& section) {
@@ -207,6 +242,8 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
                                   "the same number"));
   }
   check_grid(o, model, trainer != nullptr && trainer->spec.elastic, ctx, section);
+  if (o.parallel.zero == 3)
+    check_zero3(o, trainer != nullptr && trainer->spec.elastic, ctx, section);
   if (trainer != nullptr && !trainer->spec.elastic && o.parallel.shard_replicas != 0) {
     const YAML::Node parallel = section["parallel"];
     ctx.child("parallel")
@@ -254,7 +291,11 @@ std::vector<std::string> describe_pretrain_plan(const app::app_plan& plan, const
                                " micro-batches",
                                pp > 1 ? absl::StrCat(", schedule ", o.parallel.schedule) : ""));
   } else {
-    out.push_back(absl::StrCat("grid: dp ", dp, " (zero ", o.parallel.zero, ")"));
+    out.push_back(absl::StrCat("grid: dp ", dp, " (zero ", o.parallel.zero, ")",
+                               o.parallel.zero == 3 && dp > 1
+                                   ? "; each rank holds its shard of every block, the whole "
+                                     "block only while it runs"
+                                   : ""));
   }
   for (int rank = 0; rank < dp * pp * tp; ++rank) {
     const grid_place at = grid_place_of(rank, pp, tp);

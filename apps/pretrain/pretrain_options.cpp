@@ -94,8 +94,10 @@ config::object_schema<parallel_spec> parallel_schema() {
           "of activations held per stage) or zb1 (1f1b's memory, backwards split so that the "
           "weight gradients fill the bubbles)");
   s.add("zero", &parallel_spec::zero)
-      .range(0, 2)
-      .help("0 = plain data parallel, 1 = optimizer state sharded, 2 = gradients sharded too");
+      .range(0, 3)
+      .help(
+          "0 = plain data parallel, 1 = optimizer state sharded, 2 = gradients sharded too, 3 = "
+          "parameters too (each block gathered while it runs)");
   s.add("shard_replicas", &parallel_spec::shard_replicas)
       .range(0, 1)
       .help(

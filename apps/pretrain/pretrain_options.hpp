@@ -53,7 +53,8 @@ struct parallel_spec {
   int tp = 1;
   int micro_batches = 1;  ///< a pipeline's (or tensor-parallel) replica's share, in micro-batches
   std::string schedule = "1f1b";  ///< the pipeline schedule: gpipe, 1f1b or zb1
-  int zero = 0;  ///< 0: plain data parallel; 1: optimizer state sharded; 2: gradients too
+  /// 0: plain data parallel; 1: optimizer state sharded; 2: gradients too; 3: parameters too
+  int zero = 0;
   /// Elastic ZeRO-1/2: 1 keeps a copy of each rank's optimizer shard on the previous rank, so a
   /// lost rank's survives; 0: a loss rolls the group back to the last checkpoint in place.
   int shard_replicas = 0;

@@ -170,16 +170,26 @@ absl::StatusOr<tensor::named_tensors> checkpoint_model(const checkpoint::checkpo
 
 tensor::named_tensors moments_file(const gpt_layout& layout, int64_t begin, int64_t end,
                                    const float* m, const float* v, int64_t steps) {
+  return moments_file(layout, std::vector<param_range>{{begin, end}}, m, v, steps);
+}
+
+tensor::named_tensors moments_file(const gpt_layout& layout, const std::vector<param_range>& ranges,
+                                   const float* m, const float* v, int64_t steps) {
   tensor::named_tensors out;
-  for (const auto& s : layout.slots()) {
-    const int64_t a = std::max(begin, s.offset), b = std::min(end, s.offset + s.numel);
-    if (b <= a) continue;
-    const std::string suffix = absl::StrCat(s.name, ":", a - s.offset);
-    tensor::tensor sm = tensor::tensor::host({b - a}), sv = tensor::tensor::host({b - a});
-    std::memcpy(sm.data<float>(), m + (a - begin), (b - a) * sizeof(float));
-    std::memcpy(sv.data<float>(), v + (a - begin), (b - a) * sizeof(float));
-    out.tensors.emplace_back("m:" + suffix, std::move(sm));
-    out.tensors.emplace_back("v:" + suffix, std::move(sv));
+  for (const param_range& range : ranges) {
+    for (const auto& s : layout.slots()) {
+      const int64_t a = std::max(range.begin, s.offset);
+      const int64_t b = std::min(range.end, s.offset + s.numel);
+      if (b <= a) continue;
+      const std::string suffix = absl::StrCat(s.name, ":", a - s.offset);
+      tensor::tensor sm = tensor::tensor::host({b - a}), sv = tensor::tensor::host({b - a});
+      std::memcpy(sm.data<float>(), m + (a - range.begin), (b - a) * sizeof(float));
+      std::memcpy(sv.data<float>(), v + (a - range.begin), (b - a) * sizeof(float));
+      out.tensors.emplace_back("m:" + suffix, std::move(sm));
+      out.tensors.emplace_back("v:" + suffix, std::move(sv));
+    }
+    m += range.end - range.begin;
+    v += range.end - range.begin;
   }
   out.metadata = {{"steps", std::to_string(steps)}, {"format", "named slices"}};
   if (layout.tp().size > 1) {

@@ -31,6 +31,11 @@ namespace troupe::models {
 [[nodiscard]] tensor::named_tensors moments_file(const gpt_layout& layout, int64_t begin,
                                                  int64_t end, const float* m, const float* v,
                                                  int64_t steps);
+/// The same for the moments of several ranges, one after another in m and v (a ZeRO-3 rank's
+/// chunks).
+[[nodiscard]] tensor::named_tensors moments_file(const gpt_layout& layout,
+                                                 const std::vector<param_range>& ranges,
+                                                 const float* m, const float* v, int64_t steps);
 
 /// Assembles every parameter's moments of `layout` into m and v ([layout.total()] each, padding
 /// left as it is) from the moment files of a checkpoint, whatever layouts (stages, tensor-

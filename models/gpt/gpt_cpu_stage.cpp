@@ -87,7 +87,9 @@ loss_sum gpt_cpu_stage::forward(const float* params, int batch, int seq, const i
   }
   for (int l = layout_.range().first; l < layout_.range().last; ++l) {
     const int i = l - layout_.range().first;
+    if (hooks_.acquire) hooks_.acquire(l, false);
     block_forward(params, l, x_[i].data(), x_[i + 1].data());
+    if (hooks_.release) hooks_.release(l, false);
   }
   loss_sum loss;
   if (!layout_.range().has_head(c)) return loss;
@@ -249,7 +251,9 @@ void gpt_cpu_stage::backward_weights(float* grads) {
 
 void gpt_cpu_stage::backward_below_head(const float* params, float* grads) {
   for (int l = layout_.range().last - 1; l >= layout_.range().first; --l) {
+    if (hooks_.acquire) hooks_.acquire(l, true);
     backward_block(params, grads, l);
+    if (hooks_.release) hooks_.release(l, true);
   }
   backward_embedding(grads);
 }

@@ -109,6 +109,16 @@ class gpt_cpu_stage {
   /// garbage), and OK again.
   [[nodiscard]] absl::Status take_comm_status();
 
+  /// ZeRO-3: a block's parameters are in `params` only while it runs. `acquire(layer, backward)`
+  /// comes before the block's forward, or its backward (its recompute included, which needs
+  /// checkpoint segments of one block), and returns once they are at their offsets;
+  /// `release(layer, backward)` after, when (after a backward) its gradients of this batch are
+  /// final in `grads`. Not with the backward in halves. Without hooks every parameter is there.
+  struct block_hooks {
+    std::function<void(int layer, bool backward)> acquire, release;
+  };
+  void set_block_hooks(block_hooks hooks) { hooks_ = std::move(hooks); }
+
   /// Bytes of the activations this stage holds for backward at its largest batch: the residual
   /// stream, the blocks' (one segment's with checkpointing) and the head's.
   [[nodiscard]] int64_t activation_bytes() const;
@@ -168,6 +178,7 @@ class gpt_cpu_stage {
   std::vector<linear_output_grads> deferred_;  // every block's (defer_weight_gradients)
   tensor_allreduce tensor_allreduce_;
   absl::Status comm_status_;
+  block_hooks hooks_;
 };
 
 }  // namespace troupe::models

@@ -15,19 +15,32 @@ collective_queue::~collective_queue() {
 }
 
 void collective_queue::allreduce(tensor::tensor buffer, reduce_op op) {
+  submit([buffer = std::move(buffer), op](communicator& group) {
+    return group.allreduce(buffer, op);
+  });
+}
+
+uint64_t collective_queue::submit(job work) {
+  uint64_t ticket = 0;
   {
     std::lock_guard lock(mutex_);
-    jobs_.push_back({std::move(buffer), op});
+    jobs_.push_back(std::move(work));
+    ticket = ++submitted_;
   }
   wake_.notify_one();
+  return ticket;
 }
 
 absl::Status collective_queue::wait() {
   std::unique_lock lock(mutex_);
-  idle_.wait(lock, [this] { return jobs_.empty() && !busy_; });
-  absl::Status result = failed_;
-  failed_ = absl::OkStatus();
-  return result;
+  progress_.wait(lock, [this] { return completed_ == submitted_; });
+  return std::exchange(failed_, absl::OkStatus());
+}
+
+absl::Status collective_queue::wait(uint64_t ticket) {
+  std::unique_lock lock(mutex_);
+  progress_.wait(lock, [&] { return completed_ >= ticket; });
+  return failed_;
 }
 
 void collective_queue::run() {
@@ -38,14 +51,13 @@ void collective_queue::run() {
     job next = std::move(jobs_.front());
     jobs_.pop_front();
     if (failed_.ok()) {
-      busy_ = true;
       lock.unlock();
-      absl::Status s = group_.allreduce(next.buffer, next.op);
+      absl::Status s = next(group_);
       lock.lock();
-      busy_ = false;
       if (failed_.ok()) failed_ = s;
     }
-    if (jobs_.empty()) idle_.notify_all();
+    ++completed_;
+    progress_.notify_all();
   }
 }
 

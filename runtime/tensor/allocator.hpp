@@ -32,6 +32,16 @@ class allocator {
 /// The host allocator: 64-byte aligned, no cache (the C library already pools small blocks).
 allocator& cpu_allocator();
 
+/// Host memory reserved as address space (mmap): a page is backed only once written, and
+/// release_pages() hands pages back (they read as zero again). ZeRO-3's flat buffers: every
+/// parameter at its layout offset, memory only where a rank holds something now.
+allocator& reserved_host_allocator();
+/// Hands back the whole pages inside [data, data + bytes) of reserved_host_allocator() memory
+/// (the partial pages at either end stay: they may hold a neighbour's bytes).
+void release_pages(void* data, size_t bytes);
+/// Bytes of the pages of [data, data + bytes) that are backed by memory now (mincore).
+[[nodiscard]] size_t resident_bytes(const void* data, size_t bytes);
+
 /// The caching allocator of CUDA device `index`: freed blocks are kept and reused for requests of
 /// a close size, so steady-state training makes no cudaMalloc calls. An error without CUDA.
 [[nodiscard]] absl::StatusOr<allocator*> cuda_allocator(int index);

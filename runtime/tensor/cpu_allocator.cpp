@@ -1,5 +1,9 @@
 #include <atomic>
 #include <cstdlib>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/tensor/allocator.hpp"
@@ -46,11 +50,70 @@ class host_allocator final : public allocator {
   std::atomic<uint64_t> allocations_{0};
 };
 
+class reserved_allocator final : public allocator {
+ public:
+  absl::StatusOr<void*> allocate(size_t bytes) override {
+    void* ptr = mmap(nullptr, std::max<size_t>(bytes, 1), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (ptr == MAP_FAILED) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cpu: cannot reserve ", bytes, " bytes of address space"));
+    }
+    allocated_.fetch_add(bytes);
+    allocations_.fetch_add(1);
+    return ptr;
+  }
+
+  void deallocate(void* ptr, size_t bytes) override {
+    munmap(ptr, std::max<size_t>(bytes, 1));
+    allocated_.fetch_sub(bytes);
+  }
+
+  allocator_stats stats() const override {
+    allocator_stats s;
+    s.allocated_bytes = s.reserved_bytes = allocated_.load();
+    s.allocations = s.cache_misses = allocations_.load();
+    return s;
+  }
+
+ private:
+  std::atomic<size_t> allocated_{0};
+  std::atomic<uint64_t> allocations_{0};
+};
+
+size_t page_size() {
+  static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
 }  // namespace
 
 allocator& cpu_allocator() {
   static host_allocator instance;
   return instance;
+}
+
+allocator& reserved_host_allocator() {
+  static reserved_allocator instance;
+  return instance;
+}
+
+void release_pages(void* data, size_t bytes) {
+  const uintptr_t page = page_size(), begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + bytes) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+size_t resident_bytes(const void* data, size_t bytes) {
+  if (bytes == 0) return 0;
+  const uintptr_t page = page_size(), begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = begin / page * page, last = (begin + bytes + page - 1) / page * page;
+  std::vector<unsigned char> in_core((last - first) / page);
+  if (mincore(reinterpret_cast<void*>(first), last - first, in_core.data()) != 0) return 0;
+  size_t pages = 0;
+  for (unsigned char c : in_core)
+    pages += c & 1;
+  return pages * page;
 }
 
 }  // namespace troupe::tensor

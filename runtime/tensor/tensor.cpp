@@ -72,17 +72,26 @@ storage::~storage() {
 }
 
 absl::StatusOr<tensor> tensor::empty(const shape_t& shape, dtype type, device where) {
+  TROUPE_ASSIGN_OR_RETURN(allocator * from, allocator_for(where));
+  return allocate(shape, type, where, *from);
+}
+
+absl::StatusOr<tensor> tensor::empty(const shape_t& shape, dtype type, allocator& from) {
+  return allocate(shape, type, device::cpu(), from);
+}
+
+absl::StatusOr<tensor> tensor::allocate(const shape_t& shape, dtype type, device where,
+                                        allocator& from) {
   for (int64_t s : shape) {
     if (s < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("tensor shape ", shape_string(shape), " has a negative size"));
     }
   }
-  TROUPE_ASSIGN_OR_RETURN(allocator * from, allocator_for(where));
   const size_t bytes = shape_numel(shape) * dtype_size(type);
-  TROUPE_ASSIGN_OR_RETURN(void* data, from->allocate(bytes));
+  TROUPE_ASSIGN_OR_RETURN(void* data, from.allocate(bytes));
   tensor t;
-  t.storage_ = std::make_shared<storage>(data, bytes, where, from);
+  t.storage_ = std::make_shared<storage>(data, bytes, where, &from);
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
   t.dtype_ = type;

@@ -12,6 +12,8 @@
 
 namespace troupe::tensor {
 
+class allocator;
+
 /// Sizes or strides of a tensor, in elements.
 using shape_t = absl::InlinedVector<int64_t, 6>;
 
@@ -49,6 +51,9 @@ class tensor {
   /// Uninitialised contiguous memory of `shape`. Fails only when the device cannot allocate.
   [[nodiscard]] static absl::StatusOr<tensor> empty(const shape_t& shape, dtype type,
                                                     device where = device::cpu());
+  /// Uninitialised contiguous host memory of `shape` from `from` (reserved_host_allocator()).
+  [[nodiscard]] static absl::StatusOr<tensor> empty(const shape_t& shape, dtype type,
+                                                    allocator& from);
   /// Zero-filled contiguous memory.
   [[nodiscard]] static absl::StatusOr<tensor> zeros(const shape_t& shape, dtype type,
                                                     device where = device::cpu());
@@ -92,6 +97,8 @@ class tensor {
 
  private:
   friend absl::Status copy(const tensor& dst, const tensor& src);
+  static absl::StatusOr<tensor> allocate(const shape_t& shape, dtype type, device where,
+                                         allocator& from);
 
   std::shared_ptr<storage> storage_;
   shape_t shape_;

@@ -142,6 +142,26 @@ TEST(Cli, CheckShowsThePipelineGridAndExplainsItsMistakes) {
         "checkpointing, or none"}) {
     EXPECT_NE(r.err.find(error), std::string::npos) << error << "\n" << r.err;
   }
+  // ZeRO-3 shards a whole model over a fixed data-parallel group: the grid's and every_k's
+  // mistakes, and its check line.
+  r = troupe({"check", pipeline, "--set", "pretrain.parallel.zero=3", "--set",
+              "pretrain.parallel.activation_checkpointing=every_k"});
+  EXPECT_EQ(r.exit_code, 2);
+  for (const char* error :
+       {"pretrain.parallel.zero: is 3, but parallel.pp is 2 and tp 1: ZeRO-3 shards a whole "
+        "model's parameters over the data-parallel group",
+        "pretrain.parallel.zero: is 3, which gathers one block at a time, but "
+        "activation_checkpointing every_k recomputes several at once; use blocks"}) {
+    EXPECT_NE(r.err.find(error), std::string::npos) << error << "\n" << r.err;
+  }
+  r = troupe({"check", pipeline, "--set", "pretrain.parallel.zero=3", "--set",
+              "pretrain.parallel.pp=1", "--set", "pretrain.parallel.dp=2", "--set",
+              "pretrain.parallel.micro_batches=1", "--set", "pretrain.parallel.schedule=1f1b"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("grid: dp 2 (zero 3); each rank holds its shard of every block, the whole "
+                       "block only while it runs"),
+            std::string::npos)
+      << r.out;
   temp_dir dir;
   const std::string elastic =
       dir.write("elastic.yaml",

@@ -261,6 +261,28 @@ TEST_F(PretrainTest, TwoRanksAndZeroStagesMatchOneRank) {
   }
 }
 
+// parallel.zero 3 over two worker processes trains as ZeRO-2 within float tolerance (each pass's
+// gradients are summed over the ranks block by block), checkpoints the whole model and the
+// moments of each rank's chunks, and a run stopped at step 20 resumes at ZeRO-1 as the
+// uninterrupted ZeRO-3 run continues.
+TEST_F(PretrainTest, ZeroThreeTrainsAsZeroTwoAndResumesAtZeroOne) {
+  const run_result zero2 = launch("zero2", 2, 2);
+  ASSERT_EQ(zero2.process.exit_code, 0) << zero2.process.err;
+  const run_result zero3 = launch("zero3", 2, 3);
+  ASSERT_EQ(zero3.process.exit_code, 0) << zero3.process.err;
+  expect_close(zero2.losses, zero3.losses, 1e-5, "zero 3 against zero 2");
+  EXPECT_NEAR(zero3.summary["val_loss"].get<double>(), zero2.summary["val_loss"].get<double>(),
+              1e-5);
+  const run_result first = launch("first", 2, 3, {"--set", "pretrain.train.stop_after=20"});
+  ASSERT_EQ(first.process.exit_code, 0) << first.process.err;
+  const run_result second = launch("second", 2, 1, {"--resume", dir_.file("first")});
+  ASSERT_EQ(second.process.exit_code, 0) << second.process.err;
+  EXPECT_EQ(second.first_step, 21);
+  std::vector<double> split = first.losses;
+  split.insert(split.end(), second.losses.begin(), second.losses.end());
+  expect_close(zero3.losses, split, 1e-5, "zero 3 resumed at zero 1");
+}
+
 // pretrain.parallel.activation_checkpointing recomputes the activations it did not keep with
 // the same arithmetic: with every block's input kept (blocks) and with segments of 2 of the 4
 // blocks (every_k), the run trains as the one that keeps everything, loss for loss, bit for bit,

@@ -132,7 +132,9 @@ TEST(RolloutBatch, GaeUsesTheCriticsValuesAtTheResponsePositions) {
       }
     }
     for (size_t at = 0; at < p.targets.size(); ++at) {
-      if (p.targets[at] < 0) EXPECT_EQ(p.values[at], 0.0f) << "no value off the response";
+      if (p.targets[at] < 0) {
+        EXPECT_EQ(p.values[at], 0.0f) << "no value off the response";
+      }
     }
   }
   const nlohmann::json m = b.data_metrics(4);
