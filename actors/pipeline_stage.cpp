@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "actors/stage_link.hpp"
 #include "runtime/base/status.hpp"
 
 namespace troupe::actors {
@@ -17,14 +18,6 @@ using kind = pipeline_action::kind;
 
 double seconds_since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
-}
-
-// Tags of a micro-batch's transfers: its activations downstream, their gradients upstream.
-uint32_t activation_tag(int mb) {
-  return static_cast<uint32_t>(2 * mb);
-}
-uint32_t gradient_tag(int mb) {
-  return static_cast<uint32_t>(2 * mb + 1);
 }
 
 // The most micro-batches a stage's plan holds at once (forward done, backward, or its weight
@@ -63,7 +56,7 @@ pipeline_stage::pipeline_stage(const models::gpt_layout& layout, const pipeline_
         const auto started = clock::now();
         TROUPE_ASSIGN_OR_RETURN(tensor::tensor part, tensor_sum_.narrow(0, 0, count));
         std::memcpy(part.data<float>(), data, count * sizeof(float));
-        TROUPE_RETURN_IF_ERROR(tensor->allreduce(part, comm::reduce_op::sum));
+        TROUPE_RETURN_IF_ERROR(tensor_parallel_sum(*tensor, part));
         std::memcpy(data, part.data<float>(), count * sizeof(float));
         tensor_sum_s_ += seconds_since(started);
         return absl::OkStatus();
@@ -102,6 +95,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
   std::vector<int> free_copies(copies_.size());
   for (size_t i = 0; i < copies_.size(); ++i)
     free_copies[i] = static_cast<int>(copies_.size() - 1 - i);
+  const stage_link link(pipe, options_.stage, options_.stages);
   std::optional<comm::transfer> pending;  // the last unit's output, not yet sent
   // A weight gradient needs nothing from the neighbours: the output before it goes out meanwhile
   // (the group sees one operation at a time, in the same order as ever).
@@ -114,8 +108,8 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
     const bool backward = a.op == kind::backward || a.op == kind::backward_input;
     if (a.op == kind::backward_weight) {
       if (pending && !sending.valid()) {
-        sending = std::async(std::launch::async, [pipe, send = *std::move(pending)] {
-          return pipe->exchange({send}, {});
+        sending = std::async(std::launch::async, [&link, send = *std::move(pending)] {
+          return link.exchange({send}, {});
         });
         pending.reset();
       }
@@ -123,14 +117,13 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
       TROUPE_RETURN_IF_ERROR(sent());
       // What this unit needs from a neighbour, received together with the last unit's output.
       std::vector<comm::transfer> recvs;
-      if (a.op == kind::forward && !first())
-        recvs.push_back({in_, options_.stage - 1, activation_tag(mb)});
-      if (backward && !last()) recvs.push_back({in_, options_.stage + 1, gradient_tag(mb)});
+      if (a.op == kind::forward && !first()) recvs.push_back(link.activations_in(in_, mb));
+      if (backward && !last()) recvs.push_back(link.gradients_in(in_, mb));
       if (pending || !recvs.empty()) {
         std::vector<comm::transfer> sends;
         if (pending) sends.push_back(*std::move(pending));
         pending.reset();
-        TROUPE_RETURN_IF_ERROR(pipe->exchange(sends, recvs));
+        TROUPE_RETURN_IF_ERROR(link.exchange(sends, recvs));
       }
     }
     const auto unit_started = clock::now();
@@ -149,7 +142,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
         loss.tokens += part.tokens;
       } else {
         std::memcpy(out_.data<float>(), stage.hidden_out(), hidden * sizeof(float));
-        pending = comm::transfer{out_, options_.stage + 1, activation_tag(mb)};
+        pending = link.activations_out(out_, mb);
       }
     } else if (backward) {
       models::gpt_cpu_stage& stage = *copies_[copy_of[mb]];
@@ -161,7 +154,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
       }
       if (!first()) {
         std::memcpy(out_.data<float>(), stage.dhidden_in(), hidden * sizeof(float));
-        pending = comm::transfer{out_, options_.stage - 1, gradient_tag(mb)};
+        pending = link.gradients_out(out_, mb);
       }
     } else {
       copies_[copy_of[mb]]->backward_weights(grads);
@@ -174,7 +167,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
     busy += seconds_since(unit_started);
   }
   TROUPE_RETURN_IF_ERROR(sent());
-  if (pending) TROUPE_RETURN_IF_ERROR(pipe->exchange({*std::move(pending)}, {}));
+  if (pending) TROUPE_RETURN_IF_ERROR(link.exchange({*std::move(pending)}, {}));
   times_.busy_s = busy;
   times_.idle_s = seconds_since(started) - busy;
   times_.tensor_sum_s = tensor_sum_s_;
@@ -186,6 +179,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::evaluate(const float* params,
                                                           comm::communicator* pipe) {
   const int T = batch.ctx, C = layout_.config().dim;
   models::gpt_cpu_stage& stage = *copies_.front();
+  const stage_link link(pipe, options_.stage, options_.stages);
   models::loss_sum loss;
   std::optional<comm::transfer> pending;
   int mb = 0;
@@ -194,12 +188,12 @@ absl::StatusOr<models::loss_sum> pipeline_stage::evaluate(const float* params,
     const size_t offset = static_cast<size_t>(row) * T;
     std::vector<comm::transfer> recvs;
     TROUPE_ASSIGN_OR_RETURN(tensor::tensor in, in_.narrow(0, 0, int64_t{rows} * T * C));
-    if (!first()) recvs.push_back({in, options_.stage - 1, activation_tag(mb)});
+    if (!first()) recvs.push_back(link.activations_in(in, mb));
     if (pending || !recvs.empty()) {
       std::vector<comm::transfer> sends;
       if (pending) sends.push_back(*std::move(pending));
       pending.reset();
-      TROUPE_RETURN_IF_ERROR(pipe->exchange(sends, recvs));
+      TROUPE_RETURN_IF_ERROR(link.exchange(sends, recvs));
     }
     const models::loss_sum part = stage.forward(
         params, rows, T, first() ? batch.tokens.data() + offset : nullptr,
@@ -211,10 +205,10 @@ absl::StatusOr<models::loss_sum> pipeline_stage::evaluate(const float* params,
     } else {
       TROUPE_ASSIGN_OR_RETURN(tensor::tensor out, out_.narrow(0, 0, int64_t{rows} * T * C));
       std::memcpy(out.data<float>(), stage.hidden_out(), out.nbytes());
-      pending = comm::transfer{out, options_.stage + 1, activation_tag(mb)};
+      pending = link.activations_out(out, mb);
     }
   }
-  if (pending) TROUPE_RETURN_IF_ERROR(pipe->exchange({*std::move(pending)}, {}));
+  if (pending) TROUPE_RETURN_IF_ERROR(link.exchange({*std::move(pending)}, {}));
   return loss;
 }
 
