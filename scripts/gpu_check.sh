@@ -6,7 +6,9 @@
 #                                  (git-ignored; gzipped to fit the device tool's 64 MiB carry)
 #   scripts/gpu_check.sh run       there (device tool, carry [".device-bundle"]): run the `gpu`
 #                                  tests (nccl_test: an aborted group rebuilt at the next epoch,
-#                                  and with 2+ GPUs the survivors of a lost rank regrouping),
+#                                  and with 2+ GPUs the survivors of a lost rank regrouping;
+#                                  cuda_actors_test: with 2+ GPUs the pipeline's stage exchange
+#                                  and the tensor-parallel sums over NCCL),
 #                                  the PyTorch reference and gpu_bench (GEMM at 8192^3
 #                                  against cuBLAS, HBM bandwidth, GPT-2 124M training tokens/s),
 #                                  and serve_bench with the inference workers on CUDA, writing
