@@ -150,6 +150,9 @@ class trainer {
   /// This rank's place in its group (0 alone).
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] const float* params() const { return params_.data<float>(); }
+  /// The last step's gradients summed over the ranks, before clipping (ZeRO 0: with ZeRO-1/2
+  /// the buffer then receives the parameters, with ZeRO-3 it holds this rank's chunks only).
+  [[nodiscard]] const float* gradients() const { return grads_.data<float>(); }
   [[nodiscard]] const models::gpt_layout& layout() const { return layout_; }
   /// The activations this rank holds for backward at its largest pass, in bytes.
   [[nodiscard]] int64_t activation_bytes() const {

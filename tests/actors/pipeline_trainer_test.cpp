@@ -27,9 +27,12 @@ std::string sample_text() {
   return text;
 }
 
+using named_floats = std::map<std::string, std::vector<float>>;
+
 struct grid_run {
-  std::vector<double> losses;                        // per step
-  std::map<std::string, std::vector<float>> params;  // replica 0's, by name, after the steps
+  std::vector<double> losses;  // per step
+  named_floats params;         // replica 0's, by name, after the steps
+  named_floats first_grads;    // replica 0's summed gradients of the first step (zero 0)
   double val_loss = 0;
 };
 
@@ -86,19 +89,11 @@ class PipelineTrainerTest : public ::testing::Test {
         EXPECT_EQ(trainer::memory(layout, o, dp).activations, (*t)->activation_bytes())
             << "troupe check's estimate is what the rank holds";
         auto loader = *data_loader::create(corpus_, config.ctx, global_batch, d, dp, 5);
-        for (int step = 0; step < steps; ++step) {
-          auto report = (*t)->step(loader.next());
-          ASSERT_TRUE(report.ok()) << report.status();
-          losses[rank].push_back(report->loss);
-        }
-        auto v = (*t)->evaluate(loader.validation(2, 8));
-        ASSERT_TRUE(v.ok()) << v.status();
-        val[rank] = *v;
-        if (d == 0) {  // the whole model's tensors, put together from the ranks' parts
+        // The whole model's tensors, put together from the ranks' parts.
+        const auto gather = [&](const float* p, named_floats& into) {
           std::lock_guard lock(out_mutex);
-          const float* p = (*t)->params();
           for (const auto& slot : layout.slots()) {
-            auto& whole = out.params[slot.name];
+            auto& whole = into[slot.name];
             whole.resize(tensor::shape_numel(slot.whole_shape));
             models::for_each_shard_run(slot.whole_shape, slot.split, layout.tp(),
                                        [&](int64_t local, int64_t w, int64_t n) {
@@ -106,7 +101,19 @@ class PipelineTrainerTest : public ::testing::Test {
                                                    p + slot.offset + local + n, whole.begin() + w);
                                        });
           }
+        };
+        for (int step = 0; step < steps; ++step) {
+          auto report = (*t)->step(loader.next());
+          ASSERT_TRUE(report.ok()) << report.status();
+          losses[rank].push_back(report->loss);
+          if (step == 0 && d == 0 && zero == zero_stage::none) {
+            gather((*t)->gradients(), out.first_grads);
+          }
         }
+        auto v = (*t)->evaluate(loader.validation(2, 8));
+        ASSERT_TRUE(v.ok()) << v.status();
+        val[rank] = *v;
+        if (d == 0) gather((*t)->params(), out.params);
       });
     }
     for (auto& t : ranks)
@@ -133,6 +140,17 @@ class PipelineTrainerTest : public ::testing::Test {
       for (size_t i = 0; i < want.size(); ++i)
         worst = std::max(worst, static_cast<double>(std::abs(got[i] - want[i])));
       EXPECT_LT(worst, 2e-5) << what << ": " << name;
+    }
+    // The gradients before the first update, parameter by parameter, within 1e-5 of the
+    // largest (a last stage's copy of the tied embedding holds the whole sum as the first's).
+    for (const auto& [name, got] : grid.first_grads) {
+      const auto& want = whole.first_grads.at(name);
+      double worst = 0, largest = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, static_cast<double>(std::abs(got[i] - want[i])));
+        largest = std::max(largest, static_cast<double>(std::abs(want[i])));
+      }
+      EXPECT_LE(worst, 1e-5 * largest) << what << ": the first gradient of " << name;
     }
   }
 
