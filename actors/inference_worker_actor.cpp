@@ -37,8 +37,9 @@ struct worker_state {
   absl::flat_hash_map<uint64_t, size_t> merged;
   bool report_wanted = false;  // report holds an event a poll waits for
   caf::typed_response_promise<actor::worker_report> poll;
-  bool polling = false;   // a poll waits for events
-  bool stepping = false;  // a (step) is on its way
+  bool polling = false;      // a poll waits for events
+  bool until_quiet = false;  // ... until no quiet request runs any more
+  bool stepping = false;     // a (step) is on its way
   std::chrono::milliseconds poll_wait{500};
   run::work_pacer pacer;
   std::optional<actors::rollout_sync> sync;
@@ -81,6 +82,26 @@ void answer_poll(self_ptr self) {
   st.report.events = std::move(kept);
 }
 
+// Whether the poll that waits has what it waits for.
+bool poll_ready(const worker_state& st) {
+  return st.report_wanted && (!st.until_quiet || st.quiet.empty());
+}
+
+// A poll: answered once it is ready, or after poll_wait.
+caf::typed_response_promise<actor::worker_report> start_poll(self_ptr self, bool until_quiet) {
+  auto& st = self->state;
+  if (st.polling) answer_poll(self);  // a newer poll replaces an older one
+  st.poll = self->make_response_promise<actor::worker_report>();
+  st.polling = true;
+  st.until_quiet = until_quiet;
+  if (poll_ready(st)) {
+    answer_poll(self);
+  } else {
+    self->delayed_send(self, st.poll_wait, actor::tick_atom_v);
+  }
+  return st.poll;
+}
+
 void keep_stepping(self_ptr self) {
   auto& st = self->state;
   if (st.stepping || st.engine->idle()) return;
@@ -111,7 +132,7 @@ void add_events(self_ptr self, std::vector<actor::generation_event> events) {
     into.reason = e.reason;
     into.weights_version = e.weights_version;
   }
-  if (st.report_wanted) answer_poll(self);
+  if (poll_ready(st)) answer_poll(self);
 }
 
 // Adds every request or none: the first refused one takes back those added before it. All join
@@ -250,17 +271,9 @@ absl::StatusOr<actor::inference_worker_actor> spawn_inference_worker(
                 [self](actor::cancel_atom, uint64_t id) {
                   add_events(self, self->state.engine->cancel(id));
                 },
-                [self](actor::poll_atom) {
-                  auto& st = self->state;
-                  if (st.polling) answer_poll(self);  // a newer poll replaces an older one
-                  st.poll = self->make_response_promise<actor::worker_report>();
-                  st.polling = true;
-                  if (st.report_wanted) {
-                    answer_poll(self);
-                  } else {
-                    self->delayed_send(self, st.poll_wait, actor::tick_atom_v);
-                  }
-                  return st.poll;
+                [self](actor::poll_atom) { return start_poll(self, false); },
+                [self](actor::poll_atom, bool until_quiet) {
+                  return start_poll(self, until_quiet);
                 },
                 [self](actor::tick_atom) { answer_poll(self); },
                 [self](actor::step_atom) {

@@ -109,7 +109,8 @@ static void send_requests(self_ptr self, const std::string& w,
 static void poll(self_ptr self, const std::string& w) {
   auto& st = self->state;
   st.gen.polling.insert(w);
-  self->request(st.rollouts.at(w), std::chrono::seconds(120), actor::poll_atom_v)
+  // Answered once the worker runs none of its requests any more (or after its poll wait).
+  self->request(st.rollouts.at(w), std::chrono::seconds(120), actor::poll_atom_v, true)
       .then(
           [self, w](actor::worker_report& report) {
             auto& st = self->state;

@@ -77,7 +77,9 @@ using checkpoint_writer_actor =
 /// several to join the same iteration, all or none; `(cancel, id)` ends one;
 /// `(poll)` answers with the stream events produced since the last poll and the engine's state
 /// (a worker_report), held until there is an event or a short wait passes, so that a router
-/// long-polls each worker. `(step)` and `(tick)` are its
+/// long-polls each worker; `(poll, true)` holds it until no request that does not stream is
+/// running any more (or the wait passes): the RL controller, which wants whole responses, takes
+/// a generation's outputs in one answer. `(step)` and `(tick)` are its
 /// own prompts: run one batching iteration, end a poll's wait. As the RL rollout, `(sync,
 /// version)` receives new weights over the weight-sync group and swaps them in once no request
 /// runs (requests that arrive meanwhile wait), answering with the version and checksum it holds.
@@ -85,8 +87,8 @@ using inference_worker_actor = caf::typed_actor<
     caf::replies_to<generate_atom, generation_request>::with<caf::ok_atom>,
     caf::replies_to<generate_atom, std::vector<generation_request>>::with<caf::ok_atom>,
     caf::reacts_to<cancel_atom, uint64_t>, caf::replies_to<poll_atom>::with<worker_report>,
-    caf::reacts_to<step_atom>, caf::reacts_to<tick_atom>,
-    caf::replies_to<sync_atom, weight_sync_round>::with<weights_ack>>;
+    caf::replies_to<poll_atom, bool>::with<worker_report>, caf::reacts_to<step_atom>,
+    caf::reacts_to<tick_atom>, caf::replies_to<sync_atom, weight_sync_round>::with<weights_ack>>;
 
 /// The RL reward role: `(score, request)` returns one score per response, in order.
 using reward_actor =

@@ -179,5 +179,36 @@ TEST(InferenceWorkerActor, RequestsThatDoNotStreamAreAnsweredWhenTheyEnd) {
   self->send_exit(worker, caf::exit_reason::user_shutdown);
 }
 
+// `(poll, true)`, the RL controller's: one answer once every request that does not stream has
+// ended, with all of them, however many iterations apart they end. The poll is sent before
+// the requests and the wait is far longer than the generation, so nothing but their ends can
+// answer it.
+TEST(InferenceWorkerActor, APollUntilQuietTakesEveryEndedRequestInOneAnswer) {
+  auto cfg = actor::make_system_config({.scheduler_threads = 2});
+  caf::actor_system system(*cfg);
+  metrics::registry metrics;
+  auto worker =
+      *spawn_inference_worker(system, metrics, "worker/0", tiny_model(),
+                              {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, {}, 100s);
+  caf::scoped_actor self(system);
+  auto whole = self->request(worker, 100s, actor::poll_atom_v, true);
+  std::vector<actor::generation_request> requests = {request(1, 3), request(2, 7), request(3, 12)};
+  for (auto& r : requests)
+    r.stream = false;
+  self->request(worker, 10s, actor::generate_atom_v, requests)
+      .receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
+  whole.receive(
+      [&](actor::worker_report& report) {
+        ASSERT_EQ(report.events.size(), 3u);
+        EXPECT_EQ(report.running, 0);
+        for (const actor::generation_event& e : report.events) {
+          EXPECT_TRUE(e.finished) << e.id;
+          EXPECT_EQ(e.tokens.size(), static_cast<size_t>(requests.at(e.id - 1).max_tokens)) << e.id;
+        }
+      },
+      [](caf::error& e) { FAIL() << caf::to_string(e); });
+  self->send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
 }  // namespace
 }  // namespace troupe::actors
