@@ -33,6 +33,7 @@ absl::Status spawn_role(self_ptr self, const std::string& role, int32_t index) {
                           .plan = st.deps->plan,
                           .role = role,
                           .index = index,
+                          .cores = static_cast<int>(node.res.cores),
                           .rendezvous = comm::head_store_opener(node.head, node.token)};
   const std::string name = ctx.actor_name();
   auto handle = resolved->entry->factory.spawn(ctx, resolved->options.get());

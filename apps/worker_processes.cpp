@@ -1,5 +1,6 @@
 #include "apps/worker_processes.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -31,8 +32,12 @@ absl::Status worker_processes::start(int count, const std::string& head, const s
   }
   env.push_back("TROUPE_CLUSTER_TOKEN=" + token);
   const pid_t parent = getpid();
+  // The workers share this machine's cores, and say so: a role that sizes its threads by its
+  // worker's cores (an elastic trainer) takes its share.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency() / std::max(1, count));
   for (int i = 0; i < count; ++i) {
-    std::vector<std::string> args = {exe, "worker", "--join", head};
+    std::vector<std::string> args = {exe,  "worker",      "--join",
+                                     head, "--resources", absl::StrCat("cores=", cores)};
     for (const auto& d : plugin_dirs) {
       args.push_back("--plugin-dir");
       args.push_back(d);

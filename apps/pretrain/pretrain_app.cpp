@@ -45,7 +45,12 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   }
   actors::trainer_actor_spec spec;
   spec.model = model;
-  spec.options = trainer_options_of(*o, elastic ? ctx.plan.spec.cluster.local_workers : grid);
+  // An elastic rank is the one trainer of its worker process, and computes on the cores its
+  // worker offers (`troupe worker --resources cores=N`; a launch's local workers split the
+  // machine): a joiner on another machine uses that machine's. A fixed grid's trainers share
+  // this machine's cores.
+  spec.options = elastic ? trainer_options_of(*o, 1, ctx.cores > 0 ? ctx.cores : machine_cores())
+                         : trainer_options_of(*o, grid, machine_cores());
   // An elastic rank's place comes with the driver's (regroup); it starts alone. In a grid each
   // dimension's group is the ranks that differ in it alone: the data-parallel group a stage's
   // tensor-parallel rank across the replicas, the pipeline group a replica's stages (of one
@@ -301,7 +306,7 @@ std::vector<std::string> describe_pretrain_plan(const app::app_plan& plan, const
     const grid_place at = grid_place_of(rank, pp, tp);
     const models::layer_range range{at.stage * per_stage, (at.stage + 1) * per_stage};
     const models::gpt_layout layout(model, range, models::gpt_head::lm, {at.tp_rank, tp});
-    actors::trainer_options t = trainer_options_of(o, dp * pp * tp);
+    actors::trainer_options t = trainer_options_of(o, dp * pp * tp, machine_cores());
     t.pipeline.stage = at.stage;
     const actors::trainer_memory m = actors::trainer::memory(layout, t, dp);
     std::string holds = absl::StrCat("blocks ", layout.range().first, "-", layout.range().last - 1);

@@ -38,7 +38,9 @@ config::object_schema<train_spec> train_schema() {
   s.add("seed", &train_spec::seed).range(0, 1 << 30).help("initial weights and data shuffle");
   s.add("threads", &train_spec::threads)
       .range(0, 1024)
-      .help("cores each trainer computes on; 0 = this machine's cores / dp");
+      .help(
+          "cores each trainer computes on; 0 = this machine's cores / the grid's trainers "
+          "(elastic: its worker's cores)");
   return s;
 }
 
@@ -138,12 +140,17 @@ config::object_schema<pretrain_options> pretrain_schema() {
   return s;
 }
 
-actors::trainer_options trainer_options_of(const pretrain_options& o, int trainers_here) {
+int machine_cores() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+actors::trainer_options trainer_options_of(const pretrain_options& o, int trainers_here,
+                                           int cores) {
   trainers_here = std::max(1, trainers_here);
+  cores = std::max(1, cores);
   actors::trainer_options t;
   t.global_batch = o.train.batch;
   t.micro_batch = o.train.micro_batch;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   t.threads = o.train.threads > 0 ? o.train.threads : std::max(1, cores / trainers_here);
   t.lr = {static_cast<float>(o.train.lr), o.train.warmup, o.train.steps,
           static_cast<float>(o.train.min_lr_ratio)};

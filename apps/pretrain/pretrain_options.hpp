@@ -82,10 +82,12 @@ struct pretrain_options {
 [[nodiscard]] config::object_schema<pretrain_options> pretrain_schema();
 
 /// The trainer's options from the app's: the schedule, AdamW, clipping, ZeRO and the threads
-/// each rank computes on. `trainers_here`: the trainers sharing this machine's cores (dp for a
-/// fixed group on local workers; an elastic job's local workers), which the defaults of threads and
-/// overlap divide the cores among.
+/// each rank computes on. `trainers_here`: the trainers sharing `cores` (a fixed grid: every
+/// trainer, over this machine's cores; an elastic rank: itself, over its worker's cores), which
+/// the defaults of threads and overlap divide among them.
 [[nodiscard]] actors::trainer_options trainer_options_of(const pretrain_options& o,
-                                                         int trainers_here);
+                                                         int trainers_here, int cores);
+/// This machine's cores.
+[[nodiscard]] int machine_cores();
 
 }  // namespace troupe::apps

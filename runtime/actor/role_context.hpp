@@ -49,6 +49,9 @@ struct role_context {
   std::string role;
   /// Which of the role's `count` actors this is.
   int index = 0;
+  /// The cores this process offers (its worker's `--resources cores`, by default the machine's;
+  /// a launch's local workers split the machine among them); 0: not said (one process alone).
+  int cores = 0;
   /// The job's run directory, where the app driver writes its outputs; empty on workers and in
   /// tests without one.
   std::string run_dir;

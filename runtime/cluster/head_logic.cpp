@@ -162,10 +162,12 @@ std::vector<head_logic::outgoing> head_logic::on_join(const std::string& identit
     m = &members_.update_head(*endpoint, host, pid, res);
   } else {
     m = &members_.join(*endpoint, host, pid, res, now);
-    notices_.push_back({"member_joined",
-                        absl::StrCat(m->id, " joined from ", host.empty() ? *endpoint : host,
-                                     " (pid ", pid, ", epoch ", members_.epoch(), ")"),
-                        m->id});
+    notices_.push_back(
+        {"member_joined",
+         absl::StrCat(m->id, " joined from ", host.empty() ? *endpoint : host, " (pid ", pid, ", ",
+                      res.cores, res.cores == 1 ? " core" : " cores", ", epoch ", members_.epoch(),
+                      ")"),
+         m->id});
   }
   member_by_identity_[identity] = m->id;
   identity_by_member_[m->id] = identity;

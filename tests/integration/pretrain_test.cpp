@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "models/gpt/gpt_layout.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "tests/integration/troupe_cli.hpp"
@@ -139,10 +140,17 @@ TEST_F(PretrainTest, ResumeIsBitExactAcrossTwoWorkers) {
 
 // The quickstart's kind of group, elastic with ZeRO-1 and shard replicas, resumes bit for bit
 // too: the first generation restores the checkpoint (moments, replicas and all) as it forms.
+// (Each local worker offers its share of the machine's cores, which an elastic trainer computes
+// on: the join lines say how many.)
 TEST_F(PretrainTest, AnElasticZeroOneResumeIsBitExact) {
   expect_exact_resume(1,
                       {"--set", "roles.trainer.elastic={min: 2, max: 2}", "--set",
                        "pretrain.parallel.shard_replicas=1", "--set", "cluster.local_workers=2"});
+  const unsigned share = std::max(1u, std::thread::hardware_concurrency() / 2);
+  const std::string log = file_bytes(dir_.file("straight") + "/troupe.log");
+  EXPECT_NE(log.find(absl::StrCat(", ", share, share == 1 ? " core, epoch" : " cores, epoch")),
+            std::string::npos)
+      << log;
 }
 
 // Ctrl-C mid-run, with step 31 held (so the run is in flight by construction): the driver makes

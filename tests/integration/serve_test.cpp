@@ -277,7 +277,7 @@ TEST_F(ServeTest, AKilledWorkerLosesNoRequest) {
   const auto released = hold_.release_at_exit();
   // All eight are on the workers, four each (the least loaded takes the next), and stay there.
   ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 8, 30s));
-  int killed = 0;  // "w1 joined from HOST (pid N, epoch E)"
+  int killed = 0;  // "w1 joined from HOST (pid N, C cores, epoch E)"
   for (const auto& e : events_of(run_dir(), "member_joined")) {
     std::smatch m;
     const std::string message = e.value("message", "");
