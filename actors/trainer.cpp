@@ -326,7 +326,8 @@ absl::Status trainer::check_replicated_gradients() {
   for (int r = 1; r < tensor_->size(); ++r) {
     if (got[2 * r] != got[0] || got[2 * r + 1] != got[1]) {
       return absl::InternalError(absl::StrCat(
-          "the replicated parameters' gradients (LayerNorms, output biases, embeddings) differ "
+          "the replicated parameters' gradients (LayerNorms, output biases, position embedding) "
+          "differ "
           "across the tensor-parallel group: rank 0's sum ",
           got[0], " (squares ", got[1], "), rank ", r, "'s ", got[2 * r], " (", got[2 * r + 1],
           "); its ranks must run the same kernels on the same inputs"));
@@ -341,7 +342,8 @@ absl::Status trainer::sum_tied_embedding() {
   if (!first && !last) return absl::OkStatus();
   // The first stage's wte gradient (from the embedding) and the last stage's copy's (from the
   // head) swapped and added: the same sum, the same bits, on both (addition commutes).
-  const int64_t n = int64_t{layout_.config().vocab} * layout_.config().dim;
+  // (This tensor-parallel rank's rows of it: the same rows on both stages.)
+  const int64_t n = int64_t{layout_.local_vocab()} * layout_.config().dim;
   TROUPE_ASSIGN_OR_RETURN(tensor::tensor mine, grads_.narrow(0, layout_.wte(), n));
   tensor::tensor theirs = tensor::tensor::host({n});
   const int peer = first ? p.stages - 1 : 0;

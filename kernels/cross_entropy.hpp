@@ -4,6 +4,7 @@
 // which the backward is (p - onehot) * dloss.
 
 #include <cstdint>
+#include <functional>
 
 #include "absl/status/statusor.h"
 #include "runtime/tensor/dtype.hpp"
@@ -33,6 +34,23 @@ void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* t
 void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* targets,
                             const float* dloss, const float* h, const float* dentropy, int rows,
                             int vocab);
+
+/// A vocabulary split over a tensor-parallel group (Megatron's vocab-parallel cross-entropy):
+/// this rank holds columns [first, first + vocab) of every row's logits; `sum(data, n)` adds
+/// n floats over the group's ranks in place (every rank calls it alike). The forward finds each
+/// row's maximum over the whole vocabulary (each rank's own in a column of its own, summed), its
+/// softmax's denominator and its target's logit (summed), and leaves this rank's columns of the
+/// probabilities in probs (which may alias logits) and the row's loss in losses (0 for a target
+/// of -1), on every rank. `scratch` holds (ranks + 2) x rows floats.
+void vocab_parallel_cross_entropy_forward(float* losses, float* probs, const float* logits,
+                                          const int32_t* targets, int rows, int vocab, int first,
+                                          int rank, int ranks, float* scratch,
+                                          const std::function<void(float*, int64_t)>& sum);
+/// dlogits = (probs - onehot(targets)) * dloss over this rank's columns (the onehot only where
+/// the target is one of them), 0 for ignored rows. May alias probs.
+void vocab_parallel_cross_entropy_backward(float* dlogits, const float* probs,
+                                           const int32_t* targets, float dloss, int rows, int vocab,
+                                           int first);
 }  // namespace cpu
 
 }  // namespace troupe::kernels

@@ -26,6 +26,18 @@ void embedding_forward(float* out, const int32_t* tokens, const int32_t* positio
 /// dwte[tokens[i]] += dout[i], dwpe[positions[i]] += dout[i].
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                         const int32_t* positions, int n, int dim);
+
+/// A vocabulary split over tensor-parallel ranks (vocab-parallel): this rank holds rows [first,
+/// first + vocab) of the token embedding. out[i] = wte[tokens[i] - first] for a token it holds,
+/// 0 for another, so that the ranks' outputs summed are the whole lookup (then add_positions).
+void embedding_part_forward(float* out, const int32_t* tokens, int n, const float* wte, int first,
+                            int vocab, int dim);
+/// out[i] += wpe[positions[i]].
+void add_positions(float* out, const int32_t* positions, int n, const float* wpe, int dim);
+/// dwte[tokens[i] - first] += dout[i] for the tokens this rank holds, dwpe[positions[i]] +=
+/// dout[i] for every one.
+void embedding_part_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                             const int32_t* positions, int n, int first, int vocab, int dim);
 }  // namespace cpu
 
 }  // namespace troupe::kernels

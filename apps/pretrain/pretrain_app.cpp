@@ -141,6 +141,11 @@ void check_grid(const pretrain_options& o, const models::gpt_config& model, bool
         at("tp"),
         absl::StrCat("is ", p.tp, ", but model.heads ", model.heads, " do not split evenly over ",
                      p.tp, " tensor-parallel ranks (each holds whole heads)"));
+  } else if (model.vocab % p.tp != 0) {
+    parallel_ctx.child("tp").error(
+        at("tp"),
+        absl::StrCat("is ", p.tp, ", but model.vocab ", model.vocab, " does not split evenly over ",
+                     p.tp, " tensor-parallel ranks (each holds a block of the vocabulary)"));
   }
   for (const auto& [key, n] : {std::pair{"pp", p.pp}, {"tp", p.tp}}) {
     if (elastic && n > 1) {

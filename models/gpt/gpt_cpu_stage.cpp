@@ -55,7 +55,8 @@ gpt_cpu_stage::gpt_cpu_stage(const gpt_layout& layout, int max_batch,
     if (layout.has_value_head()) {
       values_.resize(N);
     } else {
-      probs_.resize(N * c.vocab), losses_.resize(N), targets_.resize(N);
+      probs_.resize(N * layout.local_vocab()), losses_.resize(N), targets_.resize(N);
+      if (layout.tp().size > 1) vocab_scratch_.resize((layout.tp().size + 2) * N);
     }
   }
   tokens_.resize(N), positions_.resize(N);
@@ -80,8 +81,15 @@ loss_sum gpt_cpu_stage::forward(const float* params, int batch, int seq, const i
     std::memcpy(tokens_.data(), tokens, N * sizeof(int32_t));
     for (int i = 0; i < N; ++i)
       positions_[i] = i % seq;
-    k::embedding_forward(x_[0].data(), tokens, positions_.data(), N, params + layout_.wte(),
-                         params + layout_.wpe(), C);
+    if (layout_.tp().size > 1) {  // vocab-parallel: each rank's rows of the lookup, summed
+      k::embedding_part_forward(x_[0].data(), tokens, N, params + layout_.wte(),
+                                layout_.vocab_first(), layout_.local_vocab(), C);
+      tensor_sum(x_[0].data(), int64_t{N} * C);
+      k::add_positions(x_[0].data(), positions_.data(), N, params + layout_.wpe(), C);
+    } else {
+      k::embedding_forward(x_[0].data(), tokens, positions_.data(), N, params + layout_.wte(),
+                           params + layout_.wpe(), C);
+    }
   } else {
     std::memcpy(x_[0].data(), hidden, int64_t{N} * C * sizeof(float));
   }
@@ -100,15 +108,23 @@ loss_sum gpt_cpu_stage::forward(const float* params, int batch, int seq, const i
               gemm{N, 1, C, false, true});
     return loss;
   }
+  const int V = layout_.local_vocab();
   k::matmul(probs_.data(), lnf_.data(), params + layout_.wte(), nullptr,
-            gemm{N, c.vocab, C, false, true, false});
+            gemm{N, V, C, false, true, false});
   if (temperature != 1.0f) {
     const float inv = 1.0f / temperature;
-    for (int64_t i = 0; i < int64_t{N} * c.vocab; ++i)
+    for (int64_t i = 0; i < int64_t{N} * V; ++i)
       probs_[i] *= inv;
   }
   std::memcpy(targets_.data(), targets, N * sizeof(int32_t));
-  k::cross_entropy_forward(losses_.data(), probs_.data(), probs_.data(), targets, N, c.vocab);
+  if (layout_.tp().size > 1) {  // this rank's columns of the vocabulary
+    k::vocab_parallel_cross_entropy_forward(
+        losses_.data(), probs_.data(), probs_.data(), targets, N, V, layout_.vocab_first(),
+        layout_.tp().rank, layout_.tp().size, vocab_scratch_.data(),
+        [this](float* data, int64_t n) { tensor_sum(data, n); });
+  } else {
+    k::cross_entropy_forward(losses_.data(), probs_.data(), probs_.data(), targets, N, V);
+  }
   for (int i = 0; i < N; ++i) {
     if (targets[i] < 0) continue;
     loss.sum += losses_[i];
@@ -152,7 +168,7 @@ int64_t gpt_cpu_stage::activation_bytes(const gpt_layout& layout, int max_batch,
   }
   if (layout.range().has_head(c)) {
     floats += N * C + 2 * N;
-    floats += layout.has_value_head() ? N : N * c.vocab + N;
+    floats += layout.has_value_head() ? N : N * layout.local_vocab() + N;
   }
   return floats * static_cast<int64_t>(sizeof(float));
 }
@@ -229,8 +245,7 @@ void gpt_cpu_stage::backward_input(const float* params, float* grads, const floa
   const gpt_config& c = layout_.config();
   if (layout_.range().has_head(c)) {
     TROUPE_CHECK(!layout_.has_value_head());
-    k::cross_entropy_backward(probs_.data(), probs_.data(), targets_.data(), loss_scale,
-                              batch_ * seq_, c.vocab);
+    loss_backward(loss_scale);
     head_input_grads(params, grads);
   } else {
     std::memcpy(dx_.data(), dhidden, int64_t{batch_} * seq_ * c.dim * sizeof(float));
@@ -289,7 +304,8 @@ void gpt_cpu_stage::backward_head(const float* params, float* grads,
 void gpt_cpu_stage::backward_head(const float* params, float* grads,
                                   const token_objective_grad& objective) {
   const gpt_config& c = layout_.config();
-  TROUPE_CHECK(layout_.range().has_head(c) && !layout_.has_value_head());
+  // (An RL objective is the whole vocabulary's: not on a tensor-parallel rank.)
+  TROUPE_CHECK(layout_.range().has_head(c) && !layout_.has_value_head() && layout_.tp().size == 1);
   k::cross_entropy_backward(probs_.data(), probs_.data(), targets_.data(), objective.dloss,
                             objective.entropies, objective.dentropy, batch_ * seq_, c.vocab);
   head_backward(params, grads);
@@ -301,11 +317,20 @@ void gpt_cpu_stage::backward_head(const float* params, float* grads, const float
   const int N = batch_ * seq_, C = c.dim;
   if (layout_.range().has_head(c)) {
     TROUPE_CHECK(!layout_.has_value_head());  // a critic trains on an objective of its values
-    k::cross_entropy_backward(probs_.data(), probs_.data(), targets_.data(), loss_scale, N,
-                              c.vocab);
+    loss_backward(loss_scale);
     head_backward(params, grads);
   } else {
     std::memcpy(dx_.data(), dhidden, int64_t{N} * C * sizeof(float));
+  }
+}
+
+void gpt_cpu_stage::loss_backward(float loss_scale) {
+  const int N = batch_ * seq_, V = layout_.local_vocab();
+  if (layout_.tp().size > 1) {
+    k::vocab_parallel_cross_entropy_backward(probs_.data(), probs_.data(), targets_.data(),
+                                             loss_scale, N, V, layout_.vocab_first());
+  } else {
+    k::cross_entropy_backward(probs_.data(), probs_.data(), targets_.data(), loss_scale, N, V);
   }
 }
 
@@ -315,22 +340,22 @@ void gpt_cpu_stage::head_backward(const float* params, float* grads) {
 }
 
 void gpt_cpu_stage::head_input_grads(const float* params, float* grads) {
-  const gpt_config& c = layout_.config();
-  const int N = batch_ * seq_, C = c.dim;
+  const int N = batch_ * seq_, C = layout_.config().dim, V = layout_.local_vocab();
   if (temperature_ != 1.0f) {  // the logits were divided by the temperature
     const float inv = 1.0f / temperature_;
-    for (int64_t i = 0; i < int64_t{N} * c.vocab; ++i)
+    for (int64_t i = 0; i < int64_t{N} * V; ++i)
       probs_[i] *= inv;
   }
-  k::matmul(dtmp_.data(), probs_.data(), params + layout_.wte(), nullptr, gemm{N, C, c.vocab});
+  k::matmul(dtmp_.data(), probs_.data(), params + layout_.wte(), nullptr, gemm{N, C, V});
+  // Vocab-parallel: each rank's columns' part of d(final norm output), summed.
+  if (layout_.tp().size > 1) tensor_sum(dtmp_.data(), int64_t{N} * C);
   final_norm_backward(params, grads);
 }
 
 void gpt_cpu_stage::head_weight_grads(float* grads) {
-  const gpt_config& c = layout_.config();
-  const int N = batch_ * seq_, C = c.dim;
+  const int N = batch_ * seq_, C = layout_.config().dim, V = layout_.local_vocab();
   k::matmul(grads + layout_.wte(), probs_.data(), lnf_.data(), nullptr,
-            gemm{c.vocab, C, N, true, false, true});
+            gemm{V, C, N, true, false, true});
 }
 
 void gpt_cpu_stage::final_norm_backward(const float* params, float* grads) {
@@ -344,8 +369,9 @@ void gpt_cpu_stage::final_norm_backward(const float* params, float* grads) {
 void gpt_cpu_stage::backward_embedding(float* grads) {
   if (!layout_.range().has_embedding()) return;
   const int N = batch_ * seq_;
-  k::embedding_backward(grads + layout_.wte(), grads + layout_.wpe(), dx_.data(), tokens_.data(),
-                        positions_.data(), N, layout_.config().dim);
+  k::embedding_part_backward(grads + layout_.wte(), grads + layout_.wpe(), dx_.data(),
+                             tokens_.data(), positions_.data(), N, layout_.vocab_first(),
+                             layout_.local_vocab(), layout_.config().dim);
 }
 
 // dx_ holds d(block output) on entry and d(block input) on return.

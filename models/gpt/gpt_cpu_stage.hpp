@@ -157,6 +157,8 @@ class gpt_cpu_stage {
   // weight gradient apart (it needs only probs_ and lnf_).
   void head_backward(const float* params, float* grads);
   void head_input_grads(const float* params, float* grads);
+  // d(loss) / d(logits), into probs_: the whole vocabulary's, or this rank's columns of it.
+  void loss_backward(float loss_scale);
   void head_weight_grads(float* grads);
   // From d(final norm output), in dtmp_, to d(final hidden state) in dx_.
   void final_norm_backward(const float* params, float* grads);
@@ -172,6 +174,7 @@ class gpt_cpu_stage {
   int segment_ = 0;                        // blocks per checkpointed segment; 0: none
   int held_segment_ = -1;                  // the segment whose activations blocks_ holds
   std::vector<float> lnf_, lnf_mean_, lnf_rstd_, probs_, losses_, values_;
+  std::vector<float> vocab_scratch_;  // a vocab-parallel loss's row maxima and sums
   std::vector<int32_t> tokens_, positions_, targets_;
   std::vector<float> dx_, dtmp_;
   linear_output_grads dlinear_;                // a block's, between its halves (backward())

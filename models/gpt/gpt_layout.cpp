@@ -13,6 +13,7 @@ tensor_split tensor_split_of(const std::string& name) {
   if (name.ends_with("attn.c_attn.weight") || name.ends_with("attn.c_attn.bias")) return {1, 3};
   if (name.ends_with("mlp.c_fc.weight") || name.ends_with("mlp.c_fc.bias")) return {1, 1};
   if (name.ends_with("attn.c_proj.weight") || name.ends_with("mlp.c_proj.weight")) return {0, 1};
+  if (name == "wte.weight") return {0, 1};  // vocab-parallel: a block of the vocabulary's rows
   return {};
 }
 
@@ -37,7 +38,8 @@ void for_each_shard_run(const tensor::shape_t& whole, tensor_split split, tensor
 gpt_layout::gpt_layout(const gpt_config& config, layer_range range, gpt_head head,
                        tensor_parallel tp)
     : config_(config), range_(range), head_(head), tp_(tp) {
-  TROUPE_CHECK(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size && config.heads % tp.size == 0);
+  TROUPE_CHECK(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size && config.heads % tp.size == 0 &&
+               config.vocab % tp.size == 0);
   const int64_t C = config.dim;
   const bool lm_head = range.has_head(config) && head == gpt_head::lm;
   // The whole model's order: wte, wpe, twelve per block, ln_f, the value head.

@@ -27,8 +27,8 @@ struct tensor_split {
 };
 
 /// GPT-2's split of the parameter called `name`: attention's QKV and the MLP's first layer
-/// (weights and biases) by columns, the output projections' weights by rows, the rest
-/// replicated.
+/// (weights and biases) by columns, the output projections' weights and the token embedding
+/// (vocab-parallel, as Megatron's) by rows, the rest replicated.
 [[nodiscard]] tensor_split tensor_split_of(const std::string& name);
 
 /// A rank's part of a tensor of `whole` shape as runs of contiguous elements: `run(local
@@ -68,8 +68,8 @@ enum class gpt_head {
 ///
 /// With tensor parallelism (`tp`, size > 1) a rank holds its part of each block: its heads'
 /// columns of QKV, its share of the MLP's hidden units, and the matching rows of the two output
-/// projections (tensor_split_of); norms, the output projections' biases and the embeddings are
-/// replicated.
+/// projections (tensor_split_of), and its block of the token embedding's rows (the vocabulary);
+/// norms, the output projections' biases and the position embedding are replicated.
 class gpt_layout {
  public:
   gpt_layout(const gpt_config& config, layer_range range, gpt_head head = gpt_head::lm,
@@ -82,6 +82,10 @@ class gpt_layout {
   /// This rank's attention width (its heads' dims) and heads: dim / tp and heads / tp.
   [[nodiscard]] int local_dim() const { return config_.dim / tp_.size; }
   [[nodiscard]] int local_heads() const { return config_.heads / tp_.size; }
+  /// This rank's rows of the token embedding (the vocabulary's [vocab_first(), + local_vocab()),
+  /// whose logits it computes): vocab / tp from vocab / tp * rank.
+  [[nodiscard]] int local_vocab() const { return config_.vocab / tp_.size; }
+  [[nodiscard]] int vocab_first() const { return local_vocab() * tp_.rank; }
   /// Whether this stage ends in the value head (the last stage of a critic).
   [[nodiscard]] bool has_value_head() const {
     return head_ == gpt_head::value && range_.has_head(config_);

@@ -220,7 +220,7 @@ TEST_F(PipelineTrainerTest, TensorParallelRanksWhoseReplicatedGradientsDifferAre
   for (const absl::Status& s : got) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
     EXPECT_NE(s.message().find("replicated parameters' gradients (LayerNorms, output biases, "
-                               "embeddings) differ across the tensor-parallel group"),
+                               "position embedding) differ across the tensor-parallel group"),
               std::string::npos)
         << s;
   }

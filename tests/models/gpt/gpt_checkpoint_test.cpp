@@ -115,9 +115,10 @@ std::pair<std::vector<float>, std::vector<float>> labelled_whole(const gpt_layou
   return {m, v};
 }
 
-// Two tensor-parallel ranks hold their heads' QKV columns and MLP units and the matching rows of
-// the output projections; the whole model's initialisation, weights and moments are theirs put
-// together, and back: a tp run's checkpoint is read by one rank, and one rank's by a tp run.
+// Two tensor-parallel ranks hold their heads' QKV columns and MLP units, the matching rows of
+// the output projections and their half of the vocabulary's embeddings; the whole model's
+// initialisation, weights and moments are theirs put together, and back: a tp run's checkpoint is
+// read by one rank, and one rank's by a tp run.
 TEST(GptCheckpoint, TensorParallelPartsAreTheWholeModelCut) {
   const gpt_config c{40, 8, 2, 16, 4};
   const gpt_layout whole(c, layer_range::all(c));
@@ -131,7 +132,9 @@ TEST(GptCheckpoint, TensorParallelPartsAreTheWholeModelCut) {
   EXPECT_EQ((*r0.find("h.0.attn.c_proj.bias"))->shape, (tensor::shape_t{16}));
   EXPECT_EQ((*r0.find("h.1.mlp.c_fc.weight"))->shape, (tensor::shape_t{16, 32}));
   EXPECT_EQ((*r0.find("h.1.mlp.c_proj.weight"))->shape, (tensor::shape_t{32, 16}));
-  EXPECT_EQ((*r0.find("wte.weight"))->shape, (tensor::shape_t{40, 16}));
+  EXPECT_EQ((*r0.find("wte.weight"))->shape, (tensor::shape_t{20, 16}));
+  EXPECT_EQ((*r0.find("wpe.weight"))->shape, (tensor::shape_t{8, 16}));
+  EXPECT_EQ(r1.vocab_first(), 20);
 
   std::vector<float> params(whole.total()), p0(r0.total()), p1(r1.total());
   whole.initialize(params.data(), 11);
