@@ -353,8 +353,11 @@ actor::role_factory gpt_trainer_factory() {
       "one data-parallel rank of app: pretrain (GPT on the CPU, Gloo collectives)",
       config::object_schema<gpt_trainer_options>(), spawn_gpt_trainer);
   // Its state is the run's: a lost rank fails a fixed group's job, and an elastic group goes on
-  // without it.
+  // without it. Either way the app's driver, which watches its trainers, decides: it names a
+  // fixed rank's place in the grid and the command that resumes the run (the supervisor's own
+  // failure, when the membership knew first, would say neither).
   factory.restartable = false;
+  factory.app_decides_loss = true;
   return factory;
 }
 
