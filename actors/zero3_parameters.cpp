@@ -71,7 +71,7 @@ std::vector<zero3_parameters::unit_range> zero3_parameters::unit_ranges(
 }
 
 zero3_parameters::zero3_parameters(const models::gpt_layout& layout, comm::communicator& group)
-    : layout_(layout), group_(group), rank_(group.rank()), ranks_(group.size()) {
+    : layout_(layout), rank_(group.rank()), ranks_(group.size()) {
   first_layer_ = layout.range().first;
   last_layer_ = layout.range().last;
   first_block_ = -1;

@@ -113,7 +113,6 @@ class zero3_parameters {
   }
 
   const models::gpt_layout& layout_;
-  comm::communicator& group_;
   int rank_, ranks_;
   std::vector<unit> units_;
   std::vector<int> outside_;  // the units outside the blocks
