@@ -19,6 +19,13 @@ constexpr absl::string_view trainer_role = "trainer";
 // The trainer role has no options; the app's section configures it.
 struct gpt_trainer_options {};
 
+// Where an error about `section`.group.key points: the key, or else its group, or else the
+// section (workers get the config with every default, which no line holds).
+YAML::Node located(const YAML::Node& section, const char* group, const char* key) {
+  const YAML::Node g = section[group].IsDefined() ? section[group] : section;
+  return g[key].IsDefined() ? g[key] : g;
+}
+
 absl::StatusOr<const pretrain_options*> pretrain_options_in(const app::app_plan& plan) {
   if (plan.spec.app != "pretrain" || plan.app_options == nullptr) {
     return absl::FailedPreconditionError(
@@ -114,10 +121,7 @@ void check_elastic(const pretrain_options& o, const app::resolved_role& trainer,
 // a fixed group (the elastic one is data parallel only).
 void check_grid(const pretrain_options& o, const models::gpt_config& model, bool elastic,
                 const config::parse_context& ctx, const YAML::Node& section) {
-  const YAML::Node parallel = section["parallel"].IsDefined() ? section["parallel"] : section;
-  const auto at = [&](const char* key) {
-    return parallel[key].IsDefined() ? parallel[key] : parallel;
-  };
+  const auto at = [&](const char* key) { return located(section, "parallel", key); };
   const auto parallel_ctx = ctx.child("parallel");
   const parallel_spec& p = o.parallel;
   if (p.pp == 1 && p.tp == 1) {
@@ -174,10 +178,9 @@ void check_grid(const pretrain_options& o, const models::gpt_config& model, bool
                             " frees them: use schedule 1f1b with checkpointing, or none"));
   }
   if (o.train.micro_batch != 0) {
-    const YAML::Node train = section["train"].IsDefined() ? section["train"] : section;
     ctx.child("train")
         .child("micro_batch")
-        .error(train["micro_batch"].IsDefined() ? train["micro_batch"] : train,
+        .error(located(section, "train", "micro_batch"),
                absl::StrCat("is ", o.train.micro_batch,
                             ", but a pipeline's (or tensor-parallel) passes are its "
                             "micro-batches; set parallel.micro_batches instead"));
@@ -187,8 +190,7 @@ void check_grid(const pretrain_options& o, const models::gpt_config& model, bool
 // ZeRO-3 shards a whole model over a fixed data-parallel group, a block at a time.
 void check_zero3(const pretrain_options& o, bool elastic, const config::parse_context& ctx,
                  const YAML::Node& section) {
-  const YAML::Node parallel = section["parallel"].IsDefined() ? section["parallel"] : section;
-  const YAML::Node at = parallel["zero"].IsDefined() ? parallel["zero"] : parallel;
+  const YAML::Node at = located(section, "parallel", "zero");
   const auto zero_ctx = ctx.child("parallel").child("zero");
   const parallel_spec& p = o.parallel;
   if (p.pp > 1 || p.tp > 1) {
@@ -208,10 +210,9 @@ void check_zero3(const pretrain_options& o, bool elastic, const config::parse_co
   }
   const int share = o.train.batch / p.dp;
   if (o.train.batch % p.dp == 0 && o.train.micro_batch > 0 && share % o.train.micro_batch != 0) {
-    const YAML::Node train = section["train"].IsDefined() ? section["train"] : section;
     ctx.child("train")
         .child("micro_batch")
-        .error(train["micro_batch"].IsDefined() ? train["micro_batch"] : train,
+        .error(located(section, "train", "micro_batch"),
                absl::StrCat("is ", o.train.micro_batch,
                             ", but with parallel.zero 3 it must divide each "
                             "rank's ",

@@ -23,6 +23,14 @@ std::shared_ptr<const served_model> tiny_model(int ctx = 64) {
   return m;
 }
 
+// A worker of tiny_model() with room for 64 tokens a batch, answering a poll after `poll_wait`
+// at the latest.
+actor::inference_worker_actor tiny_worker(caf::actor_system& system, metrics::registry& metrics,
+                                          std::chrono::milliseconds poll_wait) {
+  return *spawn_inference_worker(system, metrics, "worker/0", tiny_model(),
+                                 {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, {}, poll_wait);
+}
+
 actor::generation_request request(uint64_t id, int max_tokens) {
   actor::generation_request r;
   r.id = id;
@@ -48,9 +56,7 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
   metrics::registry metrics;
   // A long poll wait: the first poll, sent before any request, is answered by the first
   // iteration's events, never by the wait running out.
-  auto worker =
-      *spawn_inference_worker(system, metrics, "worker/0", tiny_model(),
-                              {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, {}, 10s);
+  auto worker = tiny_worker(system, metrics, 10s);
   caf::scoped_actor self(system);
   auto first_poll = self->request(worker, 20s, actor::poll_atom_v);
   for (uint64_t id : {1, 2}) {
@@ -151,9 +157,7 @@ TEST(InferenceWorkerActor, RequestsThatDoNotStreamAreAnsweredWhenTheyEnd) {
   auto cfg = actor::make_system_config({.scheduler_threads = 2});
   caf::actor_system system(*cfg);
   metrics::registry metrics;
-  auto worker =
-      *spawn_inference_worker(system, metrics, "worker/0", tiny_model(),
-                              {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, {}, 100s);
+  auto worker = tiny_worker(system, metrics, 100s);
   caf::scoped_actor self(system);
   auto first_poll = self->request(worker, 100s, actor::poll_atom_v);
   std::vector<actor::generation_request> requests = {request(1, 5), request(2, 10)};
@@ -187,9 +191,7 @@ TEST(InferenceWorkerActor, APollUntilQuietTakesEveryEndedRequestInOneAnswer) {
   auto cfg = actor::make_system_config({.scheduler_threads = 2});
   caf::actor_system system(*cfg);
   metrics::registry metrics;
-  auto worker =
-      *spawn_inference_worker(system, metrics, "worker/0", tiny_model(),
-                              {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, {}, 100s);
+  auto worker = tiny_worker(system, metrics, 100s);
   caf::scoped_actor self(system);
   auto whole = self->request(worker, 100s, actor::poll_atom_v, true);
   std::vector<actor::generation_request> requests = {request(1, 3), request(2, 7), request(3, 12)};
