@@ -460,7 +460,8 @@ absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
   if (pipe_) TROUPE_RETURN_IF_ERROR(pipe_->allreduce(totals, comm::reduce_op::sum));
   std::copy(totals.data<float>(), totals.data<float>() + sums.size(), sums.begin());
 
-  // The global gradient norm: with ZeRO-2 each rank holds one shard, so partial sums are added;
+  // The global gradient norm: with ZeRO-2 (ZeRO-3) each rank holds one shard (its chunks), so
+  // partial sums are added;
   // a pipeline's stages and a tensor-parallel group's ranks add theirs (counted_: what only
   // this rank counts).
   const auto counted_squares = [&](int64_t begin, int64_t end) {
