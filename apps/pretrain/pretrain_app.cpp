@@ -320,10 +320,17 @@ std::vector<std::string> describe_pretrain_plan(const app::app_plan& plan, const
       absl::StrAppend(&holds, " (heads ", at.tp_rank * heads, "-", (at.tp_rank + 1) * heads - 1,
                       " of ", model.heads, " and their share of the MLP)");
     }
-    if (layout.range().has_embedding()) absl::StrAppend(&holds, ", the embeddings");
+    // A tensor-parallel rank's block of the vocabulary: its rows of the tied embedding, and the
+    // logits it computes.
+    const std::string vocab =
+        tp > 1 ? absl::StrCat(" (vocabulary ", layout.vocab_first(), "-",
+                              layout.vocab_first() + layout.local_vocab() - 1, ")")
+               : "";
+    if (layout.range().has_embedding()) absl::StrAppend(&holds, ", the embeddings", vocab);
     if (layout.range().has_head(model)) {
       absl::StrAppend(&holds, ", the final norm and the head",
-                      pp > 1 && at.stage > 0 ? " (a copy of the tied embedding)" : "");
+                      pp > 1 && at.stage > 0 ? " (a copy of the tied embedding)" : "",
+                      layout.range().has_embedding() ? std::string() : vocab);
     }
     out.push_back(absl::StrCat("trainer/", rank, ": replica ", at.replica,
                                pp > 1 ? absl::StrCat(", stage ", at.stage) : "",

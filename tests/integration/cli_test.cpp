@@ -118,8 +118,9 @@ TEST(Cli, CheckShowsThePipelineGridAndExplainsItsMistakes) {
   for (const char* line :
        {"grid: dp 1 x pp 2 x tp 2; each replica's 8 sequences in 4 micro-batches, schedule 1f1b",
         "trainer/1: replica 0, stage 0, tp rank 1: blocks 0-3 (heads 4-7 of 8 and their share of "
-        "the MLP), the embeddings; parameters",
-        "trainer/2: replica 0, stage 1, tp rank 0: blocks 4-7 (heads 0-3 of 8"}) {
+        "the MLP), the embeddings (vocabulary 128-255); parameters",
+        "trainer/2: replica 0, stage 1, tp rank 0: blocks 4-7 (heads 0-3 of 8",
+        "the final norm and the head (a copy of the tied embedding) (vocabulary 0-127)"}) {
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   }
   r = troupe({"check", pipeline, "--set", "pretrain.parallel.pp=3", "--set",
