@@ -39,16 +39,16 @@ bool parse(std::string_view text, parsed_prompt& p) {
 
 absl::Status digit_completion::validate(const digit_completion_options& o) {
   if (o.max_number < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_number is ", o.max_number, "; it must be at least 1"));
+    return task_setting_error("max_number",
+                              absl::StrCat("is ", o.max_number, "; it must be at least 1"));
   }
   if (o.max_diff < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_diff is ", o.max_diff, "; it must be at least 1"));
+    return task_setting_error("max_diff",
+                              absl::StrCat("is ", o.max_diff, "; it must be at least 1"));
   }
   if (o.max_num_in_response < 1 || o.max_num_in_response > 9) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_num_in_response is ", o.max_num_in_response, "; it must be in [1, 9]"));
+    return task_setting_error("max_num_in_response",
+                              absl::StrCat("is ", o.max_num_in_response, "; it must be in [1, 9]"));
   }
   return absl::OkStatus();
 }

@@ -72,20 +72,20 @@ std::vector<std::string> fortune_lines::words(std::string_view text) {
 
 absl::StatusOr<fortune_lines> fortune_lines::load(const task_spec& spec) {
   if (spec.prompt_words < 1 || spec.prompt_words > 8) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("prompt_words is ", spec.prompt_words, "; it must be in [1, 8]"));
+    return task_setting_error("prompt_words",
+                              absl::StrCat("is ", spec.prompt_words, "; it must be in [1, 8]"));
   }
   if (spec.min_words < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("min_words is ", spec.min_words, "; it must be at least 1"));
+    return task_setting_error("min_words",
+                              absl::StrCat("is ", spec.min_words, "; it must be at least 1"));
   }
   if (spec.max_response < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_response is ", spec.max_response, "; it must be at least 2"));
+    return task_setting_error("max_response",
+                              absl::StrCat("is ", spec.max_response, "; it must be at least 2"));
   }
   absl::StatusOr<std::vector<std::string>> files = actors::text_files(spec.path);
   if (!files.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("path: ", files.status().message()));
+    return task_setting_error("path", files.status().message());
   }
   fortune_lines task;
   task.max_response_ = spec.max_response;
@@ -95,7 +95,7 @@ absl::StatusOr<fortune_lines> fortune_lines::load(const task_spec& spec) {
     std::stringstream text;
     text << in.rdbuf();
     if (!in.good() && !in.eof()) {
-      return absl::InvalidArgumentError(absl::StrCat("path: cannot read ", file));
+      return task_setting_error("path", absl::StrCat("cannot read ", file));
     }
     actors::split_records(text.str(), "%", task.texts_);
   }
@@ -109,8 +109,9 @@ absl::StatusOr<fortune_lines> fortune_lines::load(const task_spec& spec) {
     task.prompts_.push_back(std::move(p));
   }
   if (task.prompts_.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("path: no fortune under ", spec.path, " has a first line of more than ",
+    return task_setting_error(
+        "path",
+        absl::StrCat("no fortune under ", spec.path, " has a first line of more than ",
                      spec.prompt_words, " words (records are separated by lines of \"%\")"));
   }
   return task;

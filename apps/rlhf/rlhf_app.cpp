@@ -300,14 +300,12 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
   }
   absl::StatusOr<std::shared_ptr<const text_task>> task = make_task(o.task);
   if (!task.ok()) {
-    // "KEY: what is wrong" from a task's files is located at rlhf.task.KEY.
-    const std::string message(task.status().message());
-    const size_t colon = message.find(": ");
-    const std::string key = colon == std::string::npos ? "" : message.substr(0, colon);
-    if (!key.empty() && section["task"].IsDefined() && section["task"][key].IsDefined()) {
-      ctx.child("task").child(key).error(at("task", key.c_str()), message.substr(colon + 2));
+    // A setting's error is located at rlhf.task.KEY.
+    if (const std::optional<task_setting_problem> p = task_setting_of(task.status())) {
+      ctx.child("task").child(p->key).error(at("task", p->key.c_str()), p->what);
     } else {
-      ctx.child("task").error(section["task"].IsDefined() ? section["task"] : section, message);
+      ctx.child("task").error(section["task"].IsDefined() ? section["task"] : section,
+                              std::string(task.status().message()));
     }
     return;
   }

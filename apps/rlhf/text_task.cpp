@@ -1,5 +1,8 @@
 #include "apps/rlhf/text_task.hpp"
 
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "apps/rlhf/digit_completion.hpp"
 #include "apps/rlhf/fortune_lines.hpp"
 #include "runtime/base/status.hpp"
@@ -12,6 +15,9 @@ const std::vector<std::string>& task_names() {
 }
 
 namespace {
+
+// The payload of task_setting_error's statuses: the setting's key.
+constexpr absl::string_view setting_payload = "troupe/rlhf.task setting";
 
 digit_completion_options digit_options(const task_spec& spec) {
   return {spec.max_number, spec.max_diff, spec.max_num_in_response};
@@ -27,6 +33,20 @@ int max_response_bytes(const task_spec& spec) {
 std::string warmup_description(const task_spec& spec, bool answers) {
   if (spec.name == "fortunes") return "the fortunes themselves";
   return answers ? "the task's answers" : "the task's format-only text";
+}
+
+absl::Status task_setting_error(absl::string_view key, absl::string_view what) {
+  absl::Status s = absl::InvalidArgumentError(absl::StrCat(key, ": ", what));
+  s.SetPayload(setting_payload, absl::Cord(key));
+  return s;
+}
+
+std::optional<task_setting_problem> task_setting_of(const absl::Status& status) {
+  const auto key = status.GetPayload(setting_payload);  // absl::optional<absl::Cord>
+  if (!key) return std::nullopt;
+  task_setting_problem p{std::string(*key), std::string(status.message())};
+  if (absl::StartsWith(p.what, p.key + ": ")) p.what.erase(0, p.key.size() + 2);
+  return p;
 }
 
 absl::StatusOr<std::shared_ptr<const text_task>> make_task(const task_spec& spec) {

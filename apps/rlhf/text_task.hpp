@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace troupe::apps::rlhf {
 
@@ -48,9 +50,19 @@ class text_task {
   [[nodiscard]] virtual std::string warmup_text(uint64_t seed, int lines, bool answers) const = 0;
 };
 
-/// The task `spec` names. INVALID_ARGUMENT for bad settings and unreadable files, naming the
-/// setting (e.g. "path: ..."), for the caller to locate.
+/// The task `spec` names. INVALID_ARGUMENT for bad settings and unreadable files, saying
+/// "KEY: what is wrong" with the setting attached (task_setting_of) for the caller to locate.
 [[nodiscard]] absl::StatusOr<std::shared_ptr<const text_task>> make_task(const task_spec& spec);
+
+/// INVALID_ARGUMENT "KEY: what", about the task's setting `key` (rlhf.task.KEY), which the
+/// status carries.
+[[nodiscard]] absl::Status task_setting_error(absl::string_view key, absl::string_view what);
+/// The setting an error of task_setting_error is about, and what it says of it; nullopt for
+/// another error.
+struct task_setting_problem {
+  std::string key, what;
+};
+[[nodiscard]] std::optional<task_setting_problem> task_setting_of(const absl::Status& status);
 
 /// The longest response of the task `spec` names, its end string included (without reading
 /// the task's files).

@@ -131,6 +131,17 @@ TEST(RlhfTaskTest, AMissingCorpusOrAnotherTasksRewardIsRefused) {
   EXPECT_NE(r.err.find("rlhf.task.path: /nonexistent: no such file or directory"),
             std::string::npos)
       << r.err;
+  // What the task finds wrong in its files is located at the setting that names them.
+  temp_dir dir;
+  const std::string texts = dir.file("texts");
+  std::filesystem::create_directories(texts);
+  dir.write("texts/short", "one two\n%\nthree\n%\n");
+  r = troupe({"check", fortunes_config, "--set", "rlhf.task.path=" + texts});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("rlhf.task.path: no fortune under " + texts +
+                       " has a first line of more than 3 words"),
+            std::string::npos)
+      << r.err;
   r = troupe({"check", fortunes_config, "--set", "roles.reward.impl=digit_completion"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("roles.reward.impl is digit_completion, the reward of that task, but "
