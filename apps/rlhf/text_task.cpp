@@ -1,5 +1,8 @@
 #include "apps/rlhf/text_task.hpp"
 
+#include <map>
+#include <mutex>
+
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -50,13 +53,24 @@ std::optional<task_setting_problem> task_setting_of(const absl::Status& status) 
 }
 
 absl::StatusOr<std::shared_ptr<const text_task>> make_task(const task_spec& spec) {
-  if (spec.name == "fortunes") {
-    TROUPE_ASSIGN_OR_RETURN(fortune_lines task, fortune_lines::load(spec));
-    return std::make_shared<const fortune_lines>(std::move(task));
+  if (spec.name != "fortunes") {
+    const digit_completion_options o = digit_options(spec);
+    TROUPE_RETURN_IF_ERROR(digit_completion::validate(o));
+    return std::make_shared<const digit_completion>(o);
   }
-  const digit_completion_options o = digit_options(spec);
-  TROUPE_RETURN_IF_ERROR(digit_completion::validate(o));
-  return std::make_shared<const digit_completion>(o);
+  // The fortunes and their dictionary (megabytes) are read once per process, however many of
+  // its roles (the plan check, the policy's warm-up, the reward, the controller) ask: a task is
+  // immutable, so they share it.
+  static std::mutex mutex;
+  static auto* loaded = new std::map<std::string, std::shared_ptr<const text_task>>();
+  const std::string key = absl::StrCat(spec.path, "\n", spec.prompt_words, "\n", spec.min_words,
+                                       "\n", spec.max_response);
+  std::lock_guard lock(mutex);
+  if (auto it = loaded->find(key); it != loaded->end()) return it->second;
+  TROUPE_ASSIGN_OR_RETURN(fortune_lines task, fortune_lines::load(spec));
+  auto shared = std::make_shared<const fortune_lines>(std::move(task));
+  loaded->emplace(key, shared);
+  return shared;
 }
 
 }  // namespace troupe::apps::rlhf
