@@ -55,36 +55,41 @@ absl::StatusOr<std::unique_ptr<zero3_parameters>> zero3_parameters::create(
   return z;
 }
 
-std::vector<zero3_parameters::unit_range> zero3_parameters::unit_ranges(
-    const models::gpt_layout& layout) {
+std::vector<zero3_parameters::unit> zero3_parameters::units_of(const models::gpt_layout& layout,
+                                                               int rank, int ranks) {
   const models::layer_range layers = layout.range();
-  std::vector<unit_range> ranges;
+  std::vector<unit> units;
+  const auto add = [&](int64_t begin, int64_t end, bool block) {
+    unit u;
+    u.range = {begin, end};
+    u.block = block;
+    u.chunk = (end - begin + ranks - 1) / ranks;
+    u.own.begin = std::min(end, begin + rank * u.chunk);
+    u.own.end = std::min(end, u.own.begin + u.chunk);
+    units.push_back(u);
+  };
   const int64_t blocks_begin = layers.last > layers.first ? layout.block(layers.first).ln1_w : 0;
   const int64_t blocks_end = layers.has_head(layout.config()) ? layout.lnf_w() : layout.total();
-  if (blocks_begin > 0) ranges.push_back({{0, blocks_begin}, false});
-  for (int l = layers.first; l < layers.last; ++l) {
-    const int64_t end = l + 1 < layers.last ? layout.block(l + 1).ln1_w : blocks_end;
-    ranges.push_back({{layout.block(l).ln1_w, end}, true});
-  }
-  if (blocks_end < layout.total()) ranges.push_back({{blocks_end, layout.total()}, false});
-  return ranges;
+  if (blocks_begin > 0) add(0, blocks_begin, false);
+  for (int l = layers.first; l < layers.last; ++l)
+    add(layout.block(l).ln1_w, l + 1 < layers.last ? layout.block(l + 1).ln1_w : blocks_end, true);
+  if (blocks_end < layout.total()) add(blocks_end, layout.total(), false);
+  return units;
 }
 
 zero3_parameters::zero3_parameters(const models::gpt_layout& layout, comm::communicator& group)
-    : layout_(layout), rank_(group.rank()), ranks_(group.size()) {
+    : layout_(layout),
+      rank_(group.rank()),
+      ranks_(group.size()),
+      units_(units_of(layout, rank_, ranks_)) {
   first_layer_ = layout.range().first;
   last_layer_ = layout.range().last;
   first_block_ = -1;
-  for (const auto& [r, block] : unit_ranges(layout)) {
-    if (!block) outside_.push_back(static_cast<int>(units_.size()));
-    if (block && first_block_ < 0) first_block_ = static_cast<int>(units_.size());
-    unit u;
-    u.range = r;
-    u.chunk = (r.end - r.begin + ranks_ - 1) / ranks_;
-    u.own.begin = std::min(r.end, r.begin + rank_ * u.chunk);
-    u.own.end = std::min(r.end, u.own.begin + u.chunk);
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const unit& u = units_[i];
+    if (!u.block) outside_.push_back(static_cast<int>(i));
+    if (u.block && first_block_ < 0) first_block_ = static_cast<int>(i);
     if (u.own.end > u.own.begin) owned_.push_back(u.own);
-    units_.push_back(u);
   }
 }
 
@@ -94,18 +99,15 @@ zero3_parameters::footprint zero3_parameters::memory(const models::gpt_layout& l
   // outside the blocks in both; and the staging buffers create() makes for units that do not
   // split evenly.
   footprint f;
-  std::vector<unit> units;
+  const std::vector<unit> units = units_of(layout, 0, ranks);
   int64_t block = 0, outside = 0;
-  for (const auto& [r, is_block] : unit_ranges(layout)) {
-    unit u;
-    u.range = r;
-    u.chunk = (r.end - r.begin + ranks - 1) / ranks;
-    units.push_back(u);
+  for (const unit& u : units) {
+    const int64_t n = u.range.end - u.range.begin;
     f.chunks += u.chunk;
-    if (is_block) {
-      block = std::max(block, r.end - r.begin);
+    if (u.block) {
+      block = std::max(block, n);
     } else {
-      outside += r.end - r.begin;
+      outside += n;
     }
   }
   const int64_t staging = padded_chunk(units, ranks);

@@ -84,17 +84,15 @@ class zero3_parameters {
  private:
   struct unit {
     models::param_range range;
+    bool block = false;       // a block, or parameters outside the blocks
     int64_t chunk = 0;        // elements per rank
-    models::param_range own;  // this rank's, clipped to the unit
+    models::param_range own;  // rank `rank`'s, clipped to the unit
     uint64_t scattered = 0;   // the ticket of its last reduce-scatter
   };
   zero3_parameters(const models::gpt_layout& layout, comm::communicator& group);
-  // The units of `layout`: the parameters before the blocks, each block, those after them.
-  struct unit_range {
-    models::param_range range;
-    bool block = false;
-  };
-  static std::vector<unit_range> unit_ranges(const models::gpt_layout& layout);
+  // The units of `layout` (the parameters before the blocks, each block, those after them),
+  // cut for rank `rank` of `ranks`.
+  static std::vector<unit> units_of(const models::gpt_layout& layout, int rank, int ranks);
 
   [[nodiscard]] int block_unit(int layer) const { return first_block_ + layer - first_layer_; }
   // Queues unit u's all-gather (into place, or for a unit that does not split evenly into
