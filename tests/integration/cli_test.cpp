@@ -143,6 +143,14 @@ TEST(Cli, CheckShowsThePipelineGridAndExplainsItsMistakes) {
         "checkpointing, or none"}) {
     EXPECT_NE(r.err.find(error), std::string::npos) << error << "\n" << r.err;
   }
+  // Each tensor-parallel rank holds a block of the vocabulary: 256 bytes do not split over 3.
+  r = troupe({"check", pipeline, "--set", "model.dim=192", "--set", "model.heads=6", "--set",
+              "pretrain.parallel.tp=3", "--set", "roles.trainer.count=6"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("pretrain.parallel.tp: is 3, but model.vocab 256 does not split evenly "
+                       "over 3 tensor-parallel ranks"),
+            std::string::npos)
+      << r.err;
   // ZeRO-3 shards a whole model over a fixed data-parallel group: the grid's and every_k's
   // mistakes, and its check line.
   r = troupe({"check", pipeline, "--set", "pretrain.parallel.zero=3", "--set",
@@ -155,9 +163,21 @@ TEST(Cli, CheckShowsThePipelineGridAndExplainsItsMistakes) {
         "activation_checkpointing every_k recomputes several at once; use blocks"}) {
     EXPECT_NE(r.err.find(error), std::string::npos) << error << "\n" << r.err;
   }
-  r = troupe({"check", pipeline, "--set", "pretrain.parallel.zero=3", "--set",
-              "pretrain.parallel.pp=1", "--set", "pretrain.parallel.dp=2", "--set",
-              "pretrain.parallel.micro_batches=1", "--set", "pretrain.parallel.schedule=1f1b"});
+  const std::vector<std::string> zero3 = {"check", pipeline,
+                                          "--set", "pretrain.parallel.zero=3",
+                                          "--set", "pretrain.parallel.pp=1",
+                                          "--set", "pretrain.parallel.dp=2",
+                                          "--set", "pretrain.parallel.micro_batches=1",
+                                          "--set", "pretrain.parallel.schedule=1f1b"};
+  std::vector<std::string> odd_passes = zero3;
+  odd_passes.insert(odd_passes.end(), {"--set", "pretrain.train.micro_batch=3"});
+  r = troupe(odd_passes);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("pretrain.train.micro_batch: is 3, but with parallel.zero 3 it must divide "
+                       "each rank's 4 sequences"),
+            std::string::npos)
+      << r.err;
+  r = troupe(zero3);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("grid: dp 2 (zero 3); each rank holds its shard of every block, the whole "
                        "block only while it runs"),

@@ -92,6 +92,13 @@ class PretrainTest : public ::testing::Test {
     return std::string((std::istreambuf_iterator<char>(in)), {});
   }
 
+  // A run split in two launches: the first's losses, then the resumed one's.
+  static std::vector<double> joined(const run_result& first, const run_result& rest) {
+    std::vector<double> losses = first.losses;
+    losses.insert(losses.end(), rest.losses.begin(), rest.losses.end());
+    return losses;
+  }
+
   static void expect_close(const std::vector<double>& a, const std::vector<double>& b,
                            double tolerance, const std::string& what) {
     ASSERT_EQ(a.size(), b.size()) << what;
@@ -118,8 +125,7 @@ class PretrainTest : public ::testing::Test {
     const run_result second = launch("second", dp, 1, with({"--resume", dir_.file("first")}));
     ASSERT_EQ(second.process.exit_code, 0) << second.process.err;
     EXPECT_EQ(second.first_step, 21);
-    std::vector<double> split = first.losses;
-    split.insert(split.end(), second.losses.begin(), second.losses.end());
+    std::vector<double> split = joined(first, second);
     EXPECT_EQ(split, straight.losses);  // bit for bit
     EXPECT_EQ(second.summary["val_loss"], straight.summary["val_loss"]);
     for (const char* file :
@@ -286,8 +292,7 @@ TEST_F(PretrainTest, ZeroThreeTrainsAsZeroTwoAndResumesAtZeroOne) {
   const run_result second = launch("second", 2, 1, {"--resume", dir_.file("first")});
   ASSERT_EQ(second.process.exit_code, 0) << second.process.err;
   EXPECT_EQ(second.first_step, 21);
-  std::vector<double> split = first.losses;
-  split.insert(split.end(), second.losses.begin(), second.losses.end());
+  std::vector<double> split = joined(first, second);
   expect_close(zero3.losses, split, 1e-5, "zero 3 resumed at zero 1");
 }
 
@@ -357,15 +362,13 @@ TEST_F(PretrainTest, APipelineTrainsAsOneRankAndResumesAtAnotherLayout) {
   const run_result rest = launch("rest", 1, 0, {"--resume", dir_.file("first")});
   ASSERT_EQ(rest.process.exit_code, 0) << rest.process.err;
   EXPECT_EQ(rest.first_step, 21);
-  std::vector<double> split = first.losses;
-  split.insert(split.end(), rest.losses.begin(), rest.losses.end());
+  std::vector<double> split = joined(first, rest);
   expect_close(one.losses, split, 1e-4, "pp 2 -> pp 1");
   const run_result head = launch("head", 1, 0, {"--set", "pretrain.train.stop_after=20"});
   ASSERT_EQ(head.process.exit_code, 0) << head.process.err;
   const run_result tail = launch("tail", 1, 0, pipeline(1, {"--resume", dir_.file("head")}));
   ASSERT_EQ(tail.process.exit_code, 0) << tail.process.err;
-  split = head.losses;
-  split.insert(split.end(), tail.losses.begin(), tail.losses.end());
+  split = joined(head, tail);
   expect_close(one.losses, split, 1e-4, "pp 1 -> pp 2");
 
   const process_result exported =
@@ -409,15 +412,13 @@ TEST_F(PretrainTest, TensorParallelRanksTrainAsOneAndResumeAtAnotherLayout) {
                                   "resharded to dp 1)"),
             std::string::npos)
       << rest.process.err;
-  std::vector<double> split = first.losses;
-  split.insert(split.end(), rest.losses.begin(), rest.losses.end());
+  std::vector<double> split = joined(first, rest);
   expect_close(one.losses, split, 1e-4, "tp 2 -> one rank");
   const run_result head = launch("head", 1, 0, {"--set", "pretrain.train.stop_after=20"});
   ASSERT_EQ(head.process.exit_code, 0) << head.process.err;
   const run_result tail = launch("tail", 1, 0, grid(1, 2, {"--resume", dir_.file("head")}));
   ASSERT_EQ(tail.process.exit_code, 0) << tail.process.err;
-  split = head.losses;
-  split.insert(split.end(), tail.losses.begin(), tail.losses.end());
+  split = joined(head, tail);
   expect_close(one.losses, split, 1e-4, "one rank -> pp 2 x tp 2");
 
   const process_result exported =
@@ -440,8 +441,7 @@ TEST_F(PretrainTest, ResumingAtAnotherDpReshardsTheOptimizer) {
   ASSERT_EQ(resumed.process.exit_code, 0) << resumed.process.err;
   EXPECT_EQ(resumed.first_step, 21);
   EXPECT_FALSE(events_of(dir_.file("resumed"), "resume").empty());
-  std::vector<double> split = first.losses;
-  split.insert(split.end(), resumed.losses.begin(), resumed.losses.end());
+  std::vector<double> split = joined(first, resumed);
   expect_close(straight.losses, split, 1e-4, "dp2 -> dp1");
 }
 
