@@ -213,6 +213,16 @@ caf::result<double> evaluate(self_ptr self) {
   return promise;
 }
 
+// The files of `saved` whose names start with `prefix`, under their names without it.
+checkpoint::checkpoint files_named(checkpoint::checkpoint saved, const std::string& prefix) {
+  std::map<std::string, tensor::named_tensors> mine;
+  for (auto& [name, contents] : saved.files) {
+    if (name.starts_with(prefix)) mine.emplace(name.substr(prefix.size()), std::move(contents));
+  }
+  saved.files = std::move(mine);
+  return saved;
+}
+
 // The trainer of generation `generation`, when this rank has it.
 trainer* trainer_of(trainer_state& st, uint64_t generation) {
   if (st.logic && st.logic_generation == generation) return st.logic.get();
@@ -244,6 +254,7 @@ absl::Status form_group(self_ptr self, const actor::group_change& c) {
     if (c.from == source::checkpoint) {
       TROUPE_ASSIGN_OR_RETURN(checkpoint::checkpoint saved,
                               checkpoint::checkpoint_store::read(c.checkpoint));
+      if (!st.spec.file_prefix.empty()) saved = files_named(std::move(saved), st.spec.file_prefix);
       TROUPE_RETURN_IF_ERROR(next->restore(saved));
     }
     if (next->steps() != c.steps) {
@@ -325,29 +336,35 @@ caf::result<actor::checkpoint_shard> start_checkpoint(self_ptr self, int64_t ste
   return promise;
 }
 
-// The files of `saved` whose names start with `prefix`, under their names without it.
-checkpoint::checkpoint files_named(checkpoint::checkpoint saved, const std::string& prefix) {
-  std::map<std::string, tensor::named_tensors> mine;
-  for (auto& [name, contents] : saved.files) {
-    if (name.starts_with(prefix)) mine.emplace(name.substr(prefix.size()), std::move(contents));
-  }
-  saved.files = std::move(mine);
-  return saved;
-}
-
-caf::result<actor::rl_step_report> rl_step(self_ptr self, const actor::rl_batch& batch) {
+// On the job thread, as a step: the gradient sum blocks in a collective, which an (abort) of an
+// elastic group's driver must reach.
+caf::result<actor::rl_step_report> rl_step(self_ptr self, actor::rl_batch batch) {
   auto& st = self->state;
   if (!st.spec.objective && !st.spec.critic) {
     return actor::to_error(absl::FailedPreconditionError(
         "(rl_step) asked of a trainer without an RL objective (a pretraining rank)"));
   }
-  const auto started = clock::now();
-  absl::StatusOr<actor::rl_step_report> report = st.spec.critic
-                                                     ? st.logic->step(batch, *st.spec.critic)
-                                                     : st.logic->step(batch, *st.spec.objective);
-  std::this_thread::sleep_for(st.spec.pacer.pause_after(clock::now() - started));
-  if (!report.ok()) return actor::to_error(report.status());
-  return *report;
+  auto promise = self->make_response_promise<actor::rl_step_report>();
+  off_thread<absl::StatusOr<actor::rl_step_report>>(
+      self,
+      [self, batch = std::move(batch)] {
+        auto& st = self->state;
+        st.kept.reset();  // a step: every member formed this trainer's generation
+        const auto started = clock::now();
+        absl::StatusOr<actor::rl_step_report> report =
+            st.spec.critic ? st.logic->step(batch, *st.spec.critic)
+                           : st.logic->step(batch, *st.spec.objective);
+        std::this_thread::sleep_for(st.spec.pacer.pause_after(clock::now() - started));
+        return report;
+      },
+      [promise](absl::StatusOr<actor::rl_step_report> report) mutable {
+        if (report.ok()) {
+          promise.deliver(*report);
+        } else {
+          promise.deliver(actor::to_error(report.status()));
+        }
+      });
+  return promise;
 }
 
 caf::result<std::vector<float>> log_probs(self_ptr self, const actor::rl_batch& batch) {
@@ -371,9 +388,9 @@ caf::result<int64_t> load_weights(self_ptr self, const std::string& dir) {
 // round's group (formed anew at each new epoch: a rollout worker lost or joined).
 caf::result<actor::weights_ack> sync_weights(self_ptr self, const actor::weight_sync_round& round) {
   auto& st = self->state;
-  if (!st.spec.sync || st.spec.rank != 0) {
+  if (!st.spec.sync || st.logic->rank() != 0) {
     return actor::to_error(absl::FailedPreconditionError(
-        absl::StrCat("(sync) asked of trainer rank ", st.spec.rank,
+        absl::StrCat("(sync) asked of trainer rank ", st.logic->rank(),
                      ", which is not the sender of a weight-sync group (rank 0 of the policy)")));
   }
   if (round.rank != 0) {
@@ -423,6 +440,15 @@ caf::result<int64_t> restore(self_ptr self, const std::string& dir) {
 
 }  // namespace
 
+recovery_metrics recovery_metrics_of(metrics::registry& registry, const metrics::labels& l) {
+  return {&registry.get_counter(
+              "troupe_train_recoveries_total",
+              "times an elastic trainer group was whole again after losing a rank", l),
+          &registry.get_histogram("troupe_train_recovery_seconds",
+                                  "from a lost trainer rank known to its elastic group whole again",
+                                  {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}, l)};
+}
+
 actor::trainer_actor spawn_trainer(caf::actor_system& system, metrics::registry& metrics,
                                    const std::string& name,
                                    std::shared_ptr<comm::rendezvous_store> store,
@@ -442,8 +468,8 @@ actor::trainer_actor spawn_trainer(caf::actor_system& system, metrics::registry&
               return start_checkpoint(self, step, root);
             },
             [self](actor::restore_atom, const std::string& dir) { return restore(self, dir); },
-            [self](actor::rl_step_atom, const actor::rl_batch& batch) {
-              return rl_step(self, batch);
+            [self](actor::rl_step_atom, actor::rl_batch& batch) {
+              return rl_step(self, std::move(batch));
             },
             [self](actor::log_probs_atom, const actor::rl_batch& batch) {
               return log_probs(self, batch);

@@ -50,6 +50,20 @@ struct trainer_actor_spec {
   bool elastic = false;
 };
 
+/// An elastic trainer group's recoveries, as every app with one reports them:
+/// troupe_train_recoveries_total and troupe_train_recovery_seconds (from a lost rank known to
+/// the group whole again), labelled `l` (an RL role's group: {role}).
+struct recovery_metrics {
+  metrics::counter* recoveries = nullptr;
+  metrics::histogram* seconds = nullptr;
+  void record(double s) const {
+    recoveries->inc();
+    seconds->observe(s);
+  }
+};
+[[nodiscard]] recovery_metrics recovery_metrics_of(metrics::registry& registry,
+                                                   const metrics::labels& l = {});
+
 /// Spawns a trainer on its own thread, whose steps, evaluations and regroups run on a second one
 /// (collectives block; they must block neither CAF's scheduler nor the messages that abort
 /// them): it forms the group through `store` (when ranks > 1 and not elastic), a pipeline

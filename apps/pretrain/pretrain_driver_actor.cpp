@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "actors/pipeline_schedule.hpp"
+#include "actors/trainer_actor.hpp"
 #include "apps/pretrain/pretrain_driver.hpp"
 #include "models/gpt/gpt_source.hpp"
 #include "runtime/actor/interfaces.hpp"
@@ -44,8 +45,7 @@ struct driver_state {
   std::map<caf::actor_addr, std::string> names;          // monitored trainers
   comm::store_opener rendezvous;                         // the head's store, for troupe status
   std::shared_ptr<comm::rendezvous_store> job_store;
-  metrics::counter* recoveries = nullptr;
-  metrics::histogram* recovery_seconds = nullptr;
+  actors::recovery_metrics recovery;
   std::unique_ptr<pretrain_driver> logic;
   caf::typed_response_promise<actor::job_result> done;
   bool running = false;
@@ -280,8 +280,7 @@ void execute_one(self_ptr self, command& cmd) {
   } else if (auto* w = std::get_if<pretrain_driver::wake_after>(&cmd)) {
     self->delayed_send(self, w->after, actor::wake_atom_v);
   } else if (auto* r = std::get_if<pretrain_driver::recovered>(&cmd)) {
-    st.recoveries->inc();
-    st.recovery_seconds->observe(r->seconds);
+    st.recovery.record(r->seconds);
   } else if (std::holds_alternative<pretrain_driver::group_whole>(cmd)) {
     publish_group(self);
   }
@@ -479,13 +478,7 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
   state->events = &ctx.events;
   state->run_dir = ctx.run_dir;
   state->rendezvous = ctx.rendezvous;
-  state->recoveries = &ctx.metrics.get_counter(
-      "troupe_train_recoveries_total",
-      "times the trainer group was whole again after losing a rank (elastic pretraining)");
-  state->recovery_seconds = &ctx.metrics.get_histogram(
-      "troupe_train_recovery_seconds",
-      "from a lost trainer rank known to the group whole again (elastic pretraining)",
-      {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60});
+  state->recovery = actors::recovery_metrics_of(ctx.metrics);
   if (const auto* role = ctx.plan.find_role("trainer"); role != nullptr && role->spec.elastic) {
     const auto& c = ctx.plan.spec.cluster;
     const auto heartbeat_timeout =
@@ -517,9 +510,8 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
         st.run_dir = state->run_dir;
         st.checkpoint_root = state->checkpoint_root;
         st.elastic = state->elastic;
-        st.recoveries = state->recoveries;
+        st.recovery = state->recovery;
         st.rendezvous = state->rendezvous;
-        st.recovery_seconds = state->recovery_seconds;
         self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
         return {
             [self](const actor::actor_update& update) { on_update(self, update); },

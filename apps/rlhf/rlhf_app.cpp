@@ -45,6 +45,24 @@ absl::StatusOr<std::shared_ptr<comm::rendezvous_store>> store_of(actor::role_con
   return ctx.rendezvous();
 }
 
+// An elastic trainer role's rank (roles.policy.elastic, roles.critic.elastic) is the one rank of
+// its worker process, computing on the cores the worker offers, and its place in the group
+// comes with the controller's (regroup); a fixed group's ranks share this machine's cores. An
+// elastic rank has room for its share of a step's `rows` at the group's smallest, and its
+// warm-up batch a sequence for each rank at the largest.
+void place_rank(actors::trainer_actor_spec& spec, const actor::role_context& ctx, int dp,
+                int rows) {
+  const auto& elastic = ctx.plan.find_role(ctx.role)->spec.elastic;
+  spec.rank = elastic ? 0 : ctx.index;
+  spec.ranks = elastic ? 1 : dp;
+  spec.elastic = elastic.has_value();
+  spec.options.elastic = elastic.has_value();
+  if (!elastic) return;
+  if (ctx.cores > 0) spec.options.threads = ctx.cores;
+  spec.options.rl_rows = (rows + elastic->min - 1) / elastic->min;
+  spec.options.global_batch = std::max(spec.options.global_batch, elastic->max);
+}
+
 absl::StatusOr<caf::actor> spawn_policy(actor::role_context& ctx, const no_options&) {
   TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "policy"));
   const models::gpt_config model = models::gpt_config_of(ctx.plan.spec.model);
@@ -52,8 +70,7 @@ absl::StatusOr<caf::actor> spawn_policy(actor::role_context& ctx, const no_optio
   actors::trainer_actor_spec spec;
   spec.model = model;
   spec.options = policy_trainer_options(*o);
-  spec.rank = ctx.index;
-  spec.ranks = o->actor.dp;
+  place_rank(spec, ctx, o->actor.dp, o->data.train_batch_size * o->rollout.n);
   spec.group.name = "rlhf/policy";
   spec.group.timeout = std::chrono::milliseconds(o->sync.timeout_ms);
   if (o->warmup.steps > 0) {
@@ -70,7 +87,7 @@ absl::StatusOr<caf::actor> spawn_policy(actor::role_context& ctx, const no_optio
   spec.data_seed = static_cast<uint64_t>(o->seed);
   spec.eval_windows = 1;
   spec.objective = objective_of(*o);
-  if (ctx.index == 0) spec.sync = sync_member(*o);
+  if (ctx.index == 0 || spec.elastic) spec.sync = sync_member(*o);  // rank 0 sends
   TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
   spec.pacer = run::work_pacer(std::move(hooks));
   return caf::actor_cast<caf::actor>(
@@ -95,8 +112,7 @@ absl::StatusOr<caf::actor> spawn_critic(actor::role_context& ctx, const no_optio
   actors::trainer_actor_spec spec;
   spec.model = models::gpt_config_of(ctx.plan.spec.model);
   spec.options = critic_trainer_options(*o);
-  spec.rank = ctx.index;
-  spec.ranks = o->critic.dp;
+  place_rank(spec, ctx, o->critic.dp, o->data.train_batch_size * o->rollout.n);
   spec.group.name = "rlhf/critic";
   spec.group.timeout = std::chrono::milliseconds(o->sync.timeout_ms);
   spec.critic = critic_objective_of(*o);
@@ -126,6 +142,40 @@ absl::StatusOr<caf::actor> spawn_rollout(actor::role_context& ctx, const no_opti
                               run::work_pacer(std::move(hooks)), std::chrono::milliseconds(500),
                               actors::rollout_sync{store, sync_member(*o)}));
   return caf::actor_cast<caf::actor>(worker);
+}
+
+// An elastic policy or critic (roles.<role>.elastic): its ranks are the members alive, so
+// rlhf.<group>.dp stays unset, and each of up to max ranks needs a response of every mini-batch.
+void check_elastic_ranks(const rlhf_options& o, const char* group, int mini_batch,
+                         const config::elastic_spec& elastic, const config::parse_context& ctx,
+                         const YAML::Node& section) {
+  const YAML::Node node = section[group];
+  const int dp = std::string_view(group) == "actor" ? o.actor.dp : o.critic.dp;
+  const char* role = std::string_view(group) == "actor" ? "policy" : "critic";
+  // Compared with the default, not "is it written": workers get the config with every default.
+  if (dp != 1) {
+    ctx.child(group).child("dp").error(
+        node.IsDefined() && node["dp"].IsDefined() ? node["dp"] : section,
+        absl::StrCat("is ", dp, ", but roles.", role, ".elastic makes the ", role,
+                     "'s ranks the actors that are alive (within elastic.min and max); remove it"));
+  }
+  if (mini_batch * o.rollout.n < elastic.max) {
+    ctx.child(group)
+        .child("ppo_mini_batch_size")
+        .error(node.IsDefined() && node["ppo_mini_batch_size"].IsDefined()
+                   ? node["ppo_mini_batch_size"]
+                   : section,
+               absl::StrCat("is ", mini_batch, " prompts x rollout.n ", o.rollout.n, ", but roles.",
+                            role, ".elastic.max ", elastic.max,
+                            " ranks each need a response of every "
+                            "mini-batch"));
+  }
+  if (std::string_view(group) == "actor" && o.warmup.steps > 0 && o.warmup.batch < elastic.max) {
+    ctx.child("warmup").child("batch").error(
+        section["warmup"].IsDefined() ? section["warmup"] : section,
+        absl::StrCat("is ", o.warmup.batch, ", but roles.policy.elastic.max ", elastic.max,
+                     " ranks each need a sequence of every warm-up step"));
+  }
 }
 
 // The built-in reward of the task named like it (reward/<task>): that task's rule.
@@ -189,10 +239,11 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
                 absl::StrCat("roles.reward.impl is ", role->spec.impl,
                              ", the reward of that task, but rlhf.task.name is ", o.task.name,
                              ": use impl ", o.task.name, ", or a plugin's reward rule"));
-    } else if (role->spec.elastic && std::string_view(want.name) != "rollout") {
+    } else if (role->spec.elastic && std::string_view(want.name) != "rollout" &&
+               std::string_view(want.name) != "policy" && std::string_view(want.name) != "critic") {
       ctx.error(section, absl::StrCat("roles.", want.name,
-                                      " cannot be elastic in app: rlhf (only the rollout can: "
-                                      "one rollout worker per worker process)"));
+                                      " cannot be elastic in app: rlhf (the rollout, the policy "
+                                      "and the critic can: one actor per worker process)"));
     }
   }
   for (const auto& role : plan.roles) {
@@ -206,7 +257,10 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
     }
   }
   const auto* policy = plan.find_role("policy");
-  if (policy != nullptr && policy->spec.count != o.actor.dp) {
+  if (policy != nullptr && policy->spec.elastic) {
+    check_elastic_ranks(o, "actor", o.actor.ppo_mini_batch_size, *policy->spec.elastic, ctx,
+                        section);
+  } else if (policy != nullptr && policy->spec.count != o.actor.dp) {
     ctx.child("actor").child("dp").error(
         section["actor"]["dp"].IsDefined() ? section["actor"]["dp"] : section,
         absl::StrCat("is ", o.actor.dp, " but roles.policy.count is ", policy->spec.count,
@@ -265,7 +319,10 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
                      " has no critic (only gae does): remove the section, or use gae"));
   }
   const auto* critic = plan.find_role("critic");
-  if (gae && critic != nullptr && critic->spec.count != o.critic.dp) {
+  if (gae && critic != nullptr && critic->spec.elastic) {
+    check_elastic_ranks(o, "critic", critic_mini_batch_size(o), *critic->spec.elastic, ctx,
+                        section);
+  } else if (gae && critic != nullptr && critic->spec.count != o.critic.dp) {
     ctx.child("critic").child("dp").error(
         at("critic", "dp"),
         absl::StrCat("is ", o.critic.dp, " but roles.critic.count is ", critic->spec.count,
@@ -291,8 +348,11 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
                                       responses, " responses (", group, ".ppo_mini_batch_size ",
                                       mini, " x rollout.n ", o.rollout.n, ")"));
   };
-  check_mini_batch("actor", o.actor.ppo_mini_batch_size, o.actor.dp);
-  if (gae) check_mini_batch("critic", critic_mini_batch_size(o), o.critic.dp);
+  // An elastic group splits a mini-batch as evenly as it goes over its members.
+  const bool elastic_policy = policy != nullptr && policy->spec.elastic;
+  const bool elastic_critic = critic != nullptr && critic->spec.elastic;
+  check_mini_batch("actor", o.actor.ppo_mini_batch_size, elastic_policy ? 1 : o.actor.dp);
+  if (gae) check_mini_batch("critic", critic_mini_batch_size(o), elastic_critic ? 1 : o.critic.dp);
   if (o.warmup.steps > 0 && o.warmup.batch % o.actor.dp != 0) {
     ctx.child("warmup").child("batch").error(
         at("warmup", "batch"),
@@ -362,11 +422,16 @@ std::vector<std::string> describe_rlhf_plan(const app::app_plan& plan, const voi
   const auto updates = [&](bool critic) {
     const int mini = s.mini_batch(critic) * s.n;
     const int ranks = critic ? s.critic_ranks : s.policy_ranks;
-    return absl::StrCat(critic ? "critic" : "policy",
-                        " updates per RL step: ", s.updates_per_step(critic), " (ppo_epochs ",
+    const char* role = critic ? "critic" : "policy";
+    const auto* elastic = plan.find_role(role);
+    return absl::StrCat(role, " updates per RL step: ", s.updates_per_step(critic), " (ppo_epochs ",
                         s.epochs(critic), " x ", s.prompts, " / ppo_mini_batch_size ",
-                        s.mini_batch(critic), "), each on ", mini, " responses, ", mini / ranks,
-                        " per ", critic ? "critic" : "policy", " rank");
+                        s.mini_batch(critic), "), each on ", mini, " responses, ",
+                        elastic != nullptr && elastic->spec.elastic
+                            ? absl::StrCat("split over ", elastic->spec.elastic->min, " to ",
+                                           elastic->spec.elastic->max, " ", role, " ranks (roles.",
+                                           role, ".elastic)")
+                            : absl::StrCat(mini / ranks, " per ", role, " rank"));
   };
   return {absl::StrCat("per RL step: ", s.prompts, " prompts (data.train_batch_size) x ", s.n,
                        " responses (rollout.n) = ", s.prompts * s.n, " responses of up to ",

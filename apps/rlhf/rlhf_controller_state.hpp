@@ -8,10 +8,12 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "actors/trainer_actor.hpp"
 #include "apps/rlhf/rlhf_driver.hpp"
 #include "apps/rlhf/rlhf_options.hpp"
 #include "apps/rlhf/rollout_pool.hpp"
@@ -42,6 +44,7 @@ struct sync_round {
   bool active = false;
   absl::Status failure;
   clock::time_point failed_at{};
+  std::string sender;  // the policy rank that sends
 };
 
 // The controller with its own timer (a failure waiting for the loss that explains it).
@@ -52,13 +55,17 @@ struct controller_state {
   models::gpt_config model;
   run::event_log* events = nullptr;
   std::string run_dir;
-  std::vector<actor::trainer_actor> policy;
+  // The policy's and the critic's (GAE only) ranks by actor name; the logic's members(critic)
+  // give their rank order.
+  std::map<std::string, actor::trainer_actor> trainers;
   actor::trainer_actor reference;
-  std::vector<actor::trainer_actor> critic;                       // GAE only
   std::map<std::string, actor::inference_worker_actor> rollouts;  // by actor name
   std::unique_ptr<rollout_pool> pool;              // the rollout workers in the weight-sync group
   std::map<caf::actor_addr, std::string> watched;  // every role actor, monitored once running
   std::chrono::milliseconds loss_wait{10000};      // how long a failure waits for a loss
+  std::chrono::milliseconds worker_wait{30000};    // below an elastic group's min
+  std::optional<rl_elastic> policy_elastic, critic_elastic;
+  actors::recovery_metrics recovery[2];  // the policy group's, the critic's
   // Rollout workers whose error no loss explains yet, with when it came.
   std::map<std::string, std::pair<absl::Status, clock::time_point>> suspects;
   sync_round sync;
@@ -75,7 +82,8 @@ struct controller_state {
       kl{"actor/reward_kl_penalty", {}}, length{"response_length/mean", {}};
   generation gen;
   std::vector<actor::checkpoint_shard> shards;
-  std::string init_dir;  // the reference's checkpoint, when a warm-up made one
+  uint64_t save_round = 0;  // the save the shards are of
+  std::string init_dir;     // the reference's checkpoint, when a warm-up made one
   clock::time_point last_progress{};
 };
 
@@ -89,6 +97,9 @@ void complete(self_ptr self, actor::job_result result);
 void on_error(self_ptr self, const std::string& who, const caf::error& e);
 /// "role/index".
 [[nodiscard]] std::string name_of(const char* role, size_t index);
+/// The policy's ranks (the critic's with `critic`) in rank order: name and handle.
+[[nodiscard]] std::vector<std::pair<std::string, actor::trainer_actor>> ranks_of(self_ptr self,
+                                                                                 bool critic);
 
 /// The rollout side (rlhf_rollout_control.cpp): spreads a generation's requests over the
 /// rollout workers and collects their outputs; runs a weight sync round; takes a lost role

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "models/gpt/byte_vocab.hpp"
+#include "runtime/base/even_split.hpp"
 #include "runtime/base/status.hpp"
 
 namespace troupe::apps::rlhf {
@@ -28,7 +29,30 @@ rlhf_driver::rlhf_driver(rlhf_schedule schedule, rl_algorithm algorithm, kl_cont
       algorithm_(algorithm),
       kl_(kl),
       task_(std::move(task)),
-      now_(std::move(now)) {}
+      now_(std::move(now)) {
+  for (bool critic : {false, true}) {
+    trainer_group& g = groups_[critic];
+    g.critic = critic;
+    g.elastic = critic ? schedule_.critic_elastic : schedule_.policy_elastic;
+    if (g.elastic) continue;  // set_members() names them
+    for (int r = 0; r < (critic ? schedule_.critic_ranks : schedule_.policy_ranks); ++r)
+      g.members.push_back(absl::StrCat(critic ? "critic/" : "policy/", r));
+  }
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::form_groups_then(
+    std::function<std::vector<command>()> then) {
+  begin_ = std::move(then);
+  std::vector<command> out;
+  for (trainer_group& g : groups_) {
+    if (!g.elastic) continue;
+    ++g.generation;  // the first
+    auto asked = regroup(g);
+    out.insert(out.end(), asked.begin(), asked.end());
+  }
+  if (out.empty()) return std::exchange(begin_, nullptr)();
+  return out;
+}
 
 double rlhf_driver::seconds_since(clock::time_point t) const {
   return std::chrono::duration<double>(now_() - t).count();
@@ -46,17 +70,19 @@ std::vector<rlhf_driver::command> rlhf_driver::on_error(const absl::Status& erro
 
 std::vector<rlhf_driver::command> rlhf_driver::start() {
   started_ = now_();
-  if (!schedule_.init_from.empty()) {
-    phase_ = phase::loading_policy;
-    answers_ = 0;
-    return {load_policy{schedule_.init_from}};
-  }
-  return warm_up_or_begin();
+  return form_groups_then([this]() -> std::vector<command> {
+    if (!schedule_.init_from.empty()) {
+      phase_ = phase::loading_policy;
+      answers_ = 0;
+      return {load_policy{schedule_.init_from}};
+    }
+    return warm_up_or_begin();
+  });
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::on_policy_loaded() {
   if (phase_ != phase::loading_policy) return {};
-  if (++answers_ < schedule_.policy_ranks) return {};
+  if (++answers_ < ranks(false)) return {};
   return warm_up_or_begin();
 }
 
@@ -89,22 +115,33 @@ absl::StatusOr<rlhf_driver::resume_point> rlhf_driver::resume_point_of(const nlo
   p.cursor = cursor.get<int64_t>();
   p.version = version.get<uint64_t>();
   p.kl_coef = kl.get<double>();
+  for (const char* key : {"policy_optimizer_steps", "critic_optimizer_steps"}) {
+    if (meta.contains(key) && meta[key].is_number_integer()) {
+      p.optimizer_steps[std::string_view(key) == "critic_optimizer_steps"] =
+          meta[key].get<int64_t>();
+    }
+  }
   return p;
 }
 
-std::vector<rlhf_driver::command> rlhf_driver::resume(const resume_point& at) {
+std::vector<rlhf_driver::command> rlhf_driver::resume(const resume_point& at,
+                                                      const std::string& dir) {
   started_ = now_();
   step_ = at.step;
   cursor_ = at.cursor;
   version_ = at.version;
   kl_.restore(at.kl_coef);
-  return begin_step();
+  resume_dir_ = dir;
+  for (bool critic : {false, true})
+    groups_[critic].steps = at.optimizer_steps[critic];
+  return form_groups_then([this] { return begin_step(); });
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::on_warmup_step(int rank,
                                                               const actor::step_report& report) {
   if (phase_ != phase::warming_up) return {};
-  if (++answers_ < schedule_.policy_ranks) return {};
+  groups_[0].steps = report.step;
+  if (++answers_ < ranks(false)) return {};
   answers_ = 0;
   ++warmup_done_;
   std::vector<command> out;
@@ -127,7 +164,7 @@ std::vector<rlhf_driver::command> rlhf_driver::on_initial_saved(const std::strin
 
 std::vector<rlhf_driver::command> rlhf_driver::on_initial_loaded() {
   if (phase_ != phase::loading_reference) return {};
-  if (++answers_ < 1 + schedule_.critic_ranks) return {};
+  if (++answers_ < 1 + ranks(true)) return {};
   return begin_step();
 }
 
@@ -138,18 +175,22 @@ std::vector<rlhf_driver::command> rlhf_driver::begin_step() {
   if (last && schedule_.test_freq == 0) return end_run();
   phase_ = phase::syncing;
   phase_started_ = now_();
-  answers_ = 0;
-  acks_.clear();
-  sender_checksum_.clear();
-  return {sync_all{version_ + 1}};
+  std::vector<command> out = admit_joiners();  // at the step's start, before the sync
+  auto sync = resync();
+  out.insert(out.end(), sync.begin(), sync.end());
+  return out;
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::resync() {
   if (phase_ != phase::syncing) return {};
-  answers_ = 0;
-  acks_.clear();
-  sender_checksum_.clear();
-  return {sync_all{version_ + 1}};
+  return when_formed(groups_[0], [this]() -> std::vector<command> {
+    if (phase_ != phase::syncing) return {};
+    answers_ = 0;
+    acks_.clear();
+    sender_checksum_.clear();
+    sync_sender_ = groups_[0].members.front();  // the group's rank 0 sends
+    return {sync_all{version_ + 1}};
+  });
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::on_synced(const std::string& who,
@@ -324,51 +365,77 @@ std::vector<rlhf_driver::command> rlhf_driver::on_scored(std::vector<double> sco
   scores_ = std::move(scores);
   // Old log-probs from the rollout, or on the policy ranks (each its share of the rows); the
   // reference's on it, the values on the critic ranks.
-  log_probs_all ask;
   if (schedule_.bypass_old_log_prob) {
     if (absl::Status s = batch_->use_rollout_log_probs(); !s.ok()) return failed(s);
-  } else {
-    const int per_rank = batch_->rows() / schedule_.policy_ranks;
-    for (int k = 0; k < schedule_.policy_ranks; ++k)
-      ask.policy.push_back(batch_->sequences(k * per_rank, per_rank));
-  }
-  ask.reference = batch_->sequences(0, batch_->rows());
-  for (int k = 0; k < schedule_.critic_ranks; ++k) {
-    const int per_critic = batch_->rows() / schedule_.critic_ranks;
-    ask.critic.push_back(batch_->sequences(k * per_critic, per_critic));
   }
   phase_ = phase::log_probs;
   phase_started_ = now_();
-  answers_ = 0;
-  return {std::move(ask)};
+  reference_done_ = false;
+  log_probs_done_[0] = schedule_.bypass_old_log_prob;
+  log_probs_done_[1] = !has_critic();
+  std::vector<command> out = {log_probs_all{{}, batch_->sequences(0, batch_->rows()), {}}};
+  for (bool critic : {false, true}) {
+    if (log_probs_done_[critic]) continue;
+    auto asked = ask_log_probs(critic);
+    out.insert(out.end(), asked.begin(), asked.end());
+  }
+  return out;
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::ask_log_probs(bool critic) {
+  return ask_group(groups_[critic], request::log_probs, [this, critic] {
+    log_probs_all ask;
+    const even_split split{batch_->rows(), ranks(critic)};
+    for (int k = 0; k < ranks(critic); ++k) {
+      (critic ? ask.critic : ask.policy)
+          .push_back(
+              batch_->sequences(static_cast<int>(split.begin(k)), static_cast<int>(split.size(k))));
+    }
+    return std::vector<command>{std::move(ask)};
+  });
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::on_log_probs(bool reference, int rank,
-                                                            const std::vector<float>& values) {
+                                                            const std::vector<float>& values,
+                                                            uint64_t generation) {
   if (phase_ != phase::log_probs) return {};
-  const int per_rank = batch_->rows() / schedule_.policy_ranks;
   if (reference) {
+    if (reference_done_) return {};
     batch_->set_log_probs(true, 0, batch_->rows(), values);
     row_["timing_s/ref"] = seconds_since(phase_started_);
-  } else {
-    batch_->set_log_probs(false, rank * per_rank, per_rank, values);
-    row_["timing_s/old_log_prob"] = seconds_since(phase_started_);
+    reference_done_ = true;
+    return after_log_probs();
   }
-  return after_log_probs();
+  return on_group_log_probs(false, rank, values, generation);
 }
 
-std::vector<rlhf_driver::command> rlhf_driver::on_values(int rank,
-                                                         const std::vector<float>& values) {
+std::vector<rlhf_driver::command> rlhf_driver::on_values(int rank, const std::vector<float>& values,
+                                                         uint64_t generation) {
   if (phase_ != phase::log_probs) return {};
-  const int per_rank = batch_->rows() / schedule_.critic_ranks;
-  batch_->set_values(rank * per_rank, per_rank, values);
-  row_["timing_s/values"] = seconds_since(phase_started_);
+  return on_group_log_probs(true, rank, values, generation);
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_group_log_probs(bool critic, int rank,
+                                                                  const std::vector<float>& values,
+                                                                  uint64_t generation) {
+  trainer_group& g = groups_[critic];
+  if (!take_answer(g, request::log_probs, rank, generation, absl::OkStatus())) return {};
+  const even_split split{batch_->rows(), static_cast<int>(g.asked_members.size())};
+  const int first = static_cast<int>(split.begin(rank)), count = static_cast<int>(split.size(rank));
+  if (critic) {
+    batch_->set_values(first, count, values);
+  } else {
+    batch_->set_log_probs(false, first, count, values);
+  }
+  row_[critic ? "timing_s/values" : "timing_s/old_log_prob"] = seconds_since(phase_started_);
+  if (!g.all_answered()) return {};
+  if (auto recovering = settle(g)) return *std::move(recovering);
+  log_probs_done_[critic] = true;
   return after_log_probs();
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::after_log_probs() {
-  const int policy_answers = schedule_.bypass_old_log_prob ? 0 : schedule_.policy_ranks;
-  if (++answers_ < policy_answers + 1 + schedule_.critic_ranks) return {};
+  if (!reference_done_ || !log_probs_done_[0] || !log_probs_done_[1]) return {};
   const auto adv_started = now_();
   absl::StatusOr<double> current_kl = batch_->compute_advantages(scores_, algorithm_, kl_.value());
   if (!current_kl.ok()) return failed(current_kl.status());
@@ -396,42 +463,49 @@ std::vector<rlhf_driver::command> rlhf_driver::after_log_probs() {
 // one after the other, but neither reads what the other writes.
 std::vector<rlhf_driver::command> rlhf_driver::start_updates() {
   tracks_[0] = {.active = schedule_.updates_actor_at(step_ + 1)};
-  tracks_[1] = {.active = schedule_.critic_ranks > 0};
+  tracks_[1] = {.active = has_critic()};
   if (!tracks_[0].active && !tracks_[1].active) return end_step();
   phase_ = phase::updating;
   phase_started_ = now_();
   std::vector<command> out;
   for (bool critic : {true, false}) {
-    if (tracks_[critic].active) out.push_back(next_update(critic).front());
+    if (!tracks_[critic].active) continue;
+    auto asked = next_update(critic);
+    out.insert(out.end(), asked.begin(), asked.end());
   }
   return out;
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::next_update(bool critic) {
-  const int per_epoch = schedule_.prompts / schedule_.mini_batch(critic);
-  const int rows = schedule_.mini_batch(critic) * schedule_.n;
-  const int m = tracks_[critic].index % per_epoch;
-  const int ranks = critic ? schedule_.critic_ranks : schedule_.policy_ranks;
-  std::vector<actor::rl_batch> parts =
-      batch_->mini_batch(m * rows, rows, ranks, schedule_.loss_agg_mode);
-  for (auto& p : parts) {  // each update message carries only what its objective reads
-    if (critic) {
-      p.old_log_probs.clear(), p.ref_log_probs.clear(), p.advantages.clear();
-    } else {
-      p.values.clear(), p.returns.clear();
+  return ask_group(groups_[critic], request::update, [this, critic] {
+    const int per_epoch = schedule_.prompts / schedule_.mini_batch(critic);
+    const int rows = schedule_.mini_batch(critic) * schedule_.n;
+    const int m = tracks_[critic].index % per_epoch;
+    std::vector<actor::rl_batch> parts =
+        batch_->mini_batch(m * rows, rows, ranks(critic), schedule_.loss_agg_mode);
+    for (auto& p : parts) {  // each update message carries only what its objective reads
+      if (critic) {
+        p.old_log_probs.clear(), p.ref_log_probs.clear(), p.advantages.clear();
+      } else {
+        p.values.clear(), p.returns.clear();
+      }
     }
-  }
-  return {update_all{std::move(parts), critic}};
+    return std::vector<command>{update_all{std::move(parts), critic}};
+  });
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::on_updated(int rank,
                                                           const actor::rl_step_report& report,
-                                                          bool critic) {
+                                                          bool critic, uint64_t generation) {
   update_track& track = tracks_[critic];
   if (phase_ != phase::updating || !track.active) return {};
-  if (rank == 0) track.reports.push_back(report);
-  if (++track.answers < (critic ? schedule_.critic_ranks : schedule_.policy_ranks)) return {};
-  track.answers = 0;
+  trainer_group& g = groups_[critic];
+  if (!take_answer(g, request::update, rank, generation, absl::OkStatus())) return {};
+  g.reports[rank] = report;
+  if (!g.all_answered()) return {};
+  if (auto recovering = settle(g)) return *std::move(recovering);
+  g.steps = g.reports.front().step;
+  track.reports.push_back(g.reports.front());
   if (++track.index < schedule_.updates_per_step(critic)) return next_update(critic);
   track.active = false;
   row_[critic ? "timing_s/update_critic" : "timing_s/update_actor"] = seconds_since(phase_started_);
@@ -510,11 +584,9 @@ std::vector<rlhf_driver::command> rlhf_driver::end_step() {
       schedule_.save_freq > 0 && (step_ % schedule_.save_freq == 0 || step_ >= schedule_.end());
   if (save_due) {
     phase_ = phase::saving_checkpoint;
-    out.push_back(save_checkpoint{step_,
-                                  {{"rl_step", step_},
-                                   {"prompt_cursor", cursor_},
-                                   {"policy_version", version_},
-                                   {"kl_coef", kl_.value()}}});
+    resave_pending_ = false;
+    auto save = save_again();
+    out.insert(out.end(), save.begin(), save.end());
     return out;
   }
   auto next = begin_step();
@@ -522,8 +594,29 @@ std::vector<rlhf_driver::command> rlhf_driver::end_step() {
   return out;
 }
 
-std::vector<rlhf_driver::command> rlhf_driver::on_checkpoint_saved() {
+std::vector<rlhf_driver::command> rlhf_driver::save_again() {
   if (phase_ != phase::saving_checkpoint) return {};
+  // Every rank of both groups saves its part: an elastic group that is forming saves once formed.
+  for (trainer_group& g : groups_) {
+    if (g.elastic && (g.formed != g.generation || g.asked != request::none)) {
+      if (!resave_pending_) g.waiting.push_back([this] { return save_again(); });
+      resave_pending_ = true;
+      return {};
+    }
+  }
+  resave_pending_ = false;
+  return {save_checkpoint{step_,
+                          {{"rl_step", step_},
+                           {"prompt_cursor", cursor_},
+                           {"policy_version", version_},
+                           {"kl_coef", kl_.value()},
+                           {"policy_optimizer_steps", groups_[0].steps},
+                           {"critic_optimizer_steps", groups_[1].steps}},
+                          ++save_round_}};
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::on_checkpoint_saved(uint64_t round) {
+  if (phase_ != phase::saving_checkpoint || (round != 0 && round != save_round_)) return {};
   return begin_step();
 }
 

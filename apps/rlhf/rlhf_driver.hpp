@@ -14,8 +14,16 @@
 #include "apps/rlhf/rollout_batch.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/actor/message_types.hpp"
+#include "runtime/run/event_log.hpp"
 
 namespace troupe::apps::rlhf {
+
+/// An elastic RL trainer role's world (roles.policy.elastic, roles.critic.elastic): its ranks are
+/// its members alive, within [min, max].
+struct rl_elastic {
+  int min = 1;
+  int max = 1;
+};
 
 /// The shape of an RLHF run, as the controller needs it.
 struct rlhf_schedule {
@@ -27,8 +35,14 @@ struct rlhf_schedule {
   int ppo_epochs = 1;
   int critic_mini_batch_prompts = 0;  ///< the critic's (critic.ppo_mini_batch_size); 0: as above
   int critic_ppo_epochs = 0;          ///< the critic's (critic.ppo_epochs); 0: as above
-  int policy_ranks = 1;
-  int critic_ranks = 0;      ///< the critic's ranks (GAE); 0: no critic
+  int policy_ranks = 1;               ///< a fixed group's ranks; an elastic one's are its members
+  int critic_ranks = 0;               ///< the critic's ranks (GAE); 0: no critic
+  std::optional<rl_elastic> policy_elastic, critic_elastic;
+  /// Below an elastic group's min, how long to wait for a joiner before the run fails.
+  std::chrono::milliseconds worker_wait{30000};
+  /// After a rank of an elastic group failed, how long to wait for the loss that explains it (a
+  /// collective fails before the heartbeats declare its peer dead) before the run fails.
+  std::chrono::milliseconds loss_wait{10000};
   int critic_warmup = 0;     ///< the policy is updated from RL step critic_warmup on (1-based)
   int max_len = 64;          ///< the model's context: prompt + response fit in it
   int response_length = 16;  ///< tokens per response at most
@@ -157,6 +171,7 @@ class rlhf_driver {
   struct save_checkpoint {
     int64_t step;
     nlohmann::json meta;
+    uint64_t round = 0;  ///< on_checkpoint_saved's
   };
   struct metrics_row {
     nlohmann::json row;
@@ -170,9 +185,39 @@ class rlhf_driver {
   struct fail {
     absl::Status why;
   };
-  using command = std::variant<load_policy, warmup_step_all, save_initial, load_initial, sync_all,
-                               generate_all, score_all, log_probs_all, update_all, save_checkpoint,
-                               metrics_row, sample_rows, finish, fail>;
+  /// Elastic: every member of the policy's group (the critic's with `critic`) forms generation
+  /// `generation`, members(critic)[r] as rank r, with the state of `from`: the members' trainers
+  /// of generation `basis` at optimizer step `steps`, the seed's, or the checkpoint `checkpoint`
+  /// (a resume). Each answers on_regrouped.
+  struct regroup_all {
+    bool critic;
+    uint64_t generation;
+    actor::group_change::source from;
+    uint64_t basis;
+    int64_t steps;
+    std::string checkpoint;
+  };
+  /// Elastic: the group's members give up generations older than `generation` (a collective
+  /// blocked on a lost member is released).
+  struct abort_all {
+    bool critic;
+    uint64_t generation;
+  };
+  /// An event for the run's log (rank_lost, group_rebuilt, rank_joined, step_redone, ...).
+  struct note {
+    run::severity level;
+    std::string kind;
+    std::string message;
+    nlohmann::json fields;
+  };
+  /// Call on_timer() after `after`.
+  struct wake_after {
+    clock::duration after;
+  };
+  using command =
+      std::variant<load_policy, warmup_step_all, save_initial, load_initial, sync_all, generate_all,
+                   score_all, log_probs_all, update_all, save_checkpoint, metrics_row, sample_rows,
+                   finish, fail, regroup_all, abort_all, note, wake_after>;
 
   /// Where a resumed run continues: what save_checkpoint's meta holds.
   struct resume_point {
@@ -180,6 +225,8 @@ class rlhf_driver {
     int64_t cursor = 0;
     uint64_t version = 0;
     double kl_coef = 0;
+    /// The policy's and the critic's optimizer steps; -1 in a checkpoint that does not say.
+    int64_t optimizer_steps[2] = {-1, -1};
   };
   /// The resume point in a checkpoint's meta; DATA_LOSS naming the field when one is missing.
   [[nodiscard]] static absl::StatusOr<resume_point> resume_point_of(const nlohmann::json& meta);
@@ -189,9 +236,12 @@ class rlhf_driver {
 
   std::vector<command> start();
   /// start() for a run restored from a checkpoint (the roles restored first): no warm-up, and
-  /// the step, prompts, version and KL coefficient continue from `at`.
-  std::vector<command> resume(const resume_point& at);
-  std::vector<command> on_checkpoint_saved();
+  /// the step, prompts, version and KL coefficient continue from `at`. An elastic group's first
+  /// generation restores the checkpoint `dir` as it forms.
+  std::vector<command> resume(const resume_point& at, const std::string& dir = "");
+  /// Every rank's part of save round `round` is committed (rounds count saves, a redone one
+  /// included; 0: the newest).
+  std::vector<command> on_checkpoint_saved(uint64_t round = 0);
   std::vector<command> on_policy_loaded();
   std::vector<command> on_warmup_step(int rank, const actor::step_report& report);
   std::vector<command> on_initial_saved(const std::string& dir);
@@ -205,13 +255,37 @@ class rlhf_driver {
   /// Every request's whole output, in request order.
   std::vector<command> on_generated(std::vector<actor::generation_event> outputs);
   std::vector<command> on_scored(std::vector<double> scores);
-  std::vector<command> on_log_probs(bool reference, int rank, const std::vector<float>& values);
+  /// Answers of the ranks asked in `generation` of their group (a fixed group's is 0).
+  std::vector<command> on_log_probs(bool reference, int rank, const std::vector<float>& values,
+                                    uint64_t generation = 0);
   /// Critic rank `rank`'s values of its rows.
-  std::vector<command> on_values(int rank, const std::vector<float>& values);
+  std::vector<command> on_values(int rank, const std::vector<float>& values,
+                                 uint64_t generation = 0);
   /// Policy (or critic) rank `rank`'s optimizer step.
   std::vector<command> on_updated(int rank, const actor::rl_step_report& report,
-                                  bool critic = false);
+                                  bool critic = false, uint64_t generation = 0);
   std::vector<command> on_error(const absl::Status& error);
+
+  /// Elastic groups (rlhf_driver_elastic.cpp). Before start(): the group's first members, in
+  /// rank order (a fixed group's are "policy/0", ... by default).
+  void set_members(bool critic, std::vector<std::string> names);
+  /// A member's request of `generation` failed: the run fails, unless a loss explains it within
+  /// loss_wait (a fixed group's error fails the run at once).
+  std::vector<command> on_rank_error(bool critic, int rank, const absl::Status& error,
+                                     uint64_t generation);
+  /// A member answered its regroup with the optimizer step it continues from.
+  std::vector<command> on_regrouped(bool critic, int rank, const absl::StatusOr<int64_t>& steps,
+                                    uint64_t generation);
+  /// A policy or critic trainer appeared (a worker joined) or is gone (its worker died).
+  std::vector<command> on_joined(const std::string& name);
+  std::vector<command> on_lost(const std::string& name, const std::string& why);
+  std::vector<command> on_timer();
+  /// The group's members in rank order, the generation they form, and whether it is elastic.
+  [[nodiscard]] const std::vector<std::string>& members(bool critic) const {
+    return groups_[critic].members;
+  }
+  [[nodiscard]] uint64_t generation(bool critic) const { return groups_[critic].generation; }
+  [[nodiscard]] bool elastic(bool critic) const { return groups_[critic].elastic.has_value(); }
 
   [[nodiscard]] int64_t step() const { return step_; }
   [[nodiscard]] uint64_t version() const { return version_; }
@@ -255,6 +329,72 @@ class rlhf_driver {
   std::vector<command> end_step();
   std::vector<command> end_run();
   std::vector<command> failed(absl::Status why);
+
+  // An RL trainer role's ranks: a fixed group (generation 0 throughout), or an elastic one whose
+  // members change (rlhf_driver_elastic.cpp).
+  enum class request { none, regroup, log_probs, update };
+  struct trainer_group {
+    bool critic = false;
+    std::optional<rl_elastic> elastic;
+    std::vector<std::string> members, joiners;
+    uint64_t generation = 0;
+    uint64_t formed = 0;  // the newest generation every member formed
+    int64_t steps = 0;    // the optimizer steps of the state every member holds
+    // The request in flight: who was asked in which generation, and what they answered.
+    request asked = request::none;
+    uint64_t asked_generation = 0;
+    std::vector<std::string> asked_members;
+    std::vector<bool> answered, ok;
+    std::vector<actor::rl_step_report> reports;
+    std::vector<int64_t> regrouped_steps;
+    absl::Status failure;
+    clock::time_point failed_at{}, lost_at{}, waiting_since{};
+    bool lost_member = false;  // a member asked was lost before the request settled
+    absl::Status stray;        // a failure outside a request (a checkpoint's part), unexplained
+    clock::time_point stray_at{};
+    bool recovering = false;  // a member was lost since the group was last whole
+    bool below_min = false;   // waiting for a joiner since waiting_since
+    // What runs once the group is formed at its generation.
+    std::vector<std::function<std::vector<command>()>> waiting;
+    [[nodiscard]] bool all_answered() const;
+    [[nodiscard]] int size() const { return static_cast<int>(members.size()); }
+  };
+  [[nodiscard]] int ranks(bool critic) const { return groups_[critic].size(); }
+  // `make` now when the group is formed at its generation with nothing in flight; else once it
+  // is (a regroup started when none runs).
+  std::vector<command> when_formed(trainer_group& g, std::function<std::vector<command>()> make);
+  // Asks the group `what` of its members (make gives the commands), once it is formed.
+  std::vector<command> ask_group(trainer_group& g, request what,
+                                 std::function<std::vector<command>()> make);
+  // Records rank `rank`'s answer of `generation`; false when it is not one awaited.
+  bool take_answer(trainer_group& g, request what, int rank, uint64_t generation,
+                   const absl::Status& status);
+  // The request's answers are all in: nullopt when it completed on every member; else what to
+  // do (wait for a loss, fail, or recover after one).
+  std::optional<std::vector<command>> settle(trainer_group& g);
+  std::vector<command> regroup(trainer_group& g);
+  // The first generation of each elastic group, then `then` (the run's start or resume).
+  std::vector<command> form_groups_then(std::function<std::vector<command>()> then);
+  // Log-probs (the policy's) or values (the critic's) of the batch, split over the group.
+  std::vector<command> ask_log_probs(bool critic);
+  // The checkpoint of the step just ended, in a new save round.
+  std::vector<command> save_again();
+  std::vector<command> on_group_log_probs(bool critic, int rank, const std::vector<float>& values,
+                                          uint64_t generation);
+  [[nodiscard]] bool has_critic() const {
+    return schedule_.critic_ranks > 0 || schedule_.critic_elastic.has_value();
+  }
+  std::vector<command> after_regroup(trainer_group& g);
+  std::vector<command> admit_joiners();
+  // Where an elastic group's first generation takes its state: the checkpoint a resume names.
+  std::string resume_dir_;
+  std::function<std::vector<command>()> begin_;  // the run, once the first groups are formed
+  std::string sync_sender_;                      // the policy member the sync in flight sends
+  bool log_probs_done_[2] = {false, false};      // the policy's log-probs, the critic's values
+  bool resave_pending_ = false;                  // a checkpoint waits for a group to form
+  trainer_group groups_[2];                      // [0] the policy's, [1] the critic's
+  bool reference_done_ = false;
+  uint64_t save_round_ = 0;
   std::vector<actor::generation_request> requests_for(int64_t first_prompt, int prompts, int n,
                                                       bool greedy, uint64_t stream) const;
   // OK when `outputs` holds each of `requests` once, ended, in order, with a log-prob per

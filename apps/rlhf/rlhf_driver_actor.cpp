@@ -44,6 +44,30 @@ std::string name_of(const char* role, size_t index) {
   return absl::StrCat(role, "/", index);
 }
 
+std::vector<std::pair<std::string, actor::trainer_actor>> ranks_of(self_ptr self, bool critic) {
+  auto& st = self->state;
+  std::vector<std::pair<std::string, actor::trainer_actor>> out;
+  for (const auto& name : st.logic->members(critic)) {
+    auto it = st.trainers.find(name);
+    out.emplace_back(name, it == st.trainers.end() ? actor::trainer_actor{} : it->second);
+  }
+  return out;
+}
+
+// An error from rank `rank` of the policy's (the critic's) group asked in `generation`: an
+// elastic group's waits for the loss that explains it (a rank whose actor is gone is one: its
+// down message follows); a fixed group's fails the run, naming the rank.
+void on_rank_error(self_ptr self, bool critic, int rank, uint64_t generation,
+                   const std::string& who, const caf::error& e) {
+  auto& st = self->state;
+  if (!st.logic->elastic(critic)) return on_error(self, who, e);
+  if (e == caf::sec::request_receiver_down) return;
+  const absl::Status s = actor::to_status(e);
+  execute(self, st.logic->on_rank_error(
+                    critic, rank, absl::Status(s.code(), absl::StrCat(who, ": ", s.message())),
+                    generation));
+}
+
 void record(self_ptr self, const nlohmann::json& row) {
   auto& st = self->state;
   if (st.metrics.is_open()) st.metrics << row.dump() << '\n' << std::flush;
@@ -107,23 +131,31 @@ void finish(self_ptr self, nlohmann::json summary) {
 
 // Checkpoints every policy rank (and, with `critic`, every critic rank) as step `step` into
 // `root` and commits it with `meta` (plus the model, dp and the trainers' data cursor);
-// `committed(dir)` continues.
+// `committed(dir)` continues. A newer save drops the answers of this one (a rank lost: the
+// regrouped ranks save again).
 void checkpoint_trainers(self_ptr self, int64_t step, const std::string& root, nlohmann::json meta,
                          int keep, bool critic, std::function<void(const std::string&)> committed) {
   auto& st = self->state;
   st.shards.clear();
-  std::vector<std::pair<std::string, actor::trainer_actor>> ranks;
-  for (size_t r = 0; r < st.policy.size(); ++r)
-    ranks.emplace_back(name_of("policy", r), st.policy[r]);
-  for (size_t r = 0; critic && r < st.critic.size(); ++r)
-    ranks.emplace_back(name_of("critic", r), st.critic[r]);
+  const uint64_t round = ++st.save_round;
+  std::vector<std::pair<std::string, actor::trainer_actor>> ranks = ranks_of(self, false);
+  const size_t policy_ranks = ranks.size();
+  if (critic) {
+    for (auto& r : ranks_of(self, true))
+      ranks.push_back(std::move(r));
+  }
   const size_t expected = ranks.size();
-  for (auto& [who, rank] : ranks) {
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const auto& [who, rank] = ranks[i];
+    const bool of_critic = i >= policy_ranks;
+    const int r = static_cast<int>(of_critic ? i - policy_ranks : i);
+    const uint64_t generation = st.logic->generation(of_critic);
     self->request(rank, caf::infinite, actor::checkpoint_atom_v, step, root)
         .then(
-            [self, step, root, meta, keep, committed,
-             expected](actor::checkpoint_shard& shard) mutable {
+            [self, step, root, meta, keep, committed, expected, round, policy_ranks,
+             critic](actor::checkpoint_shard& shard) mutable {
               auto& st = self->state;
+              if (round != st.save_round) return;
               st.shards.push_back(std::move(shard));
               if (st.shards.size() < expected) return;
               std::vector<checkpoint::file_record> files;
@@ -131,8 +163,8 @@ void checkpoint_trainers(self_ptr self, int64_t step, const std::string& root, n
                 files.insert(files.end(), s.files.begin(), s.files.end());
               meta["app"] = "rlhf";
               meta["model"] = models::gpt_config_json(st.model);
-              meta["dp"] = st.options.actor.dp;
-              meta["critic_dp"] = st.critic.size();
+              meta["dp"] = policy_ranks;
+              meta["critic_dp"] = critic ? expected - policy_ranks : 0;
               meta["cursor"] = st.shards.front().cursor;
               checkpoint::checkpoint_store store(root);
               if (absl::Status s = store.commit(step, files, meta, keep); !s.ok()) {
@@ -141,7 +173,11 @@ void checkpoint_trainers(self_ptr self, int64_t step, const std::string& root, n
               }
               committed(store.step_dir(step));
             },
-            [self, who](caf::error& e) { on_error(self, who, e); });
+            [self, who, of_critic, r, generation, round](caf::error& e) {
+              if (round == self->state.save_round) {
+                on_rank_error(self, of_critic, r, generation, who, e);
+              }
+            });
   }
 }
 
@@ -155,34 +191,63 @@ void save_initial(self_ptr self, int64_t step) {
                       });
 }
 
-void save_checkpoint(self_ptr self, int64_t step, nlohmann::json meta) {
+void save_checkpoint(self_ptr self, int64_t step, nlohmann::json meta, uint64_t round) {
   auto& st = self->state;
   meta["init"] = st.init_dir;  // the reference stays pinned to it
   checkpoint_trainers(
       self, step, (fs::path(st.run_dir) / "checkpoints").string(), std::move(meta),
-      st.options.trainer.max_actor_ckpt_to_keep, true, [self](const std::string& dir) {
+      st.options.trainer.max_actor_ckpt_to_keep, true, [self, round](const std::string& dir) {
         self->state.events->emit(run::severity::debug, "checkpoint_committed",
                                  absl::StrCat("checkpoint ", dir, " committed"), {{"dir", dir}});
         self->state.last_checkpoint = self->state.logic->step();
         self->state.last_checkpoint_run = self->state.run_dir;
-        execute(self, self->state.logic->on_checkpoint_saved());
+        execute(self, self->state.logic->on_checkpoint_saved(round));
       });
 }
 
-// Asks every rank of `role` (the policy's or the critic's) `message(rank)` (a tuple);
-// `answer(rank, reply)` gives the logic's commands.
+// Every member of an elastic group forms generation `c.generation`, as its rank in the logic's
+// members.
+void regroup(self_ptr self, const rlhf_driver::regroup_all& c) {
+  const auto ranks = ranks_of(self, c.critic);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const actor::group_change change{c.generation,
+                                     static_cast<int32_t>(r),
+                                     static_cast<int32_t>(ranks.size()),
+                                     c.from,
+                                     c.basis,
+                                     c.steps,
+                                     0,
+                                     c.checkpoint};
+    const int rank = static_cast<int>(r);
+    self->request(ranks[r].second, caf::infinite, actor::regroup_atom_v, change)
+        .then(
+            [self, c, rank](int64_t steps) {
+              execute(self, self->state.logic->on_regrouped(c.critic, rank, steps, c.generation));
+            },
+            [self, c, rank](caf::error& e) {
+              execute(self, self->state.logic->on_regrouped(c.critic, rank, actor::to_status(e),
+                                                            c.generation));
+            });
+  }
+}
+
+// Asks every rank of the policy's (the critic's) group `message(rank)` (a tuple);
+// `answer(rank, reply, generation)` gives the logic's commands.
 template <class Answer, class Answered, class Message>
-void ask_ranks(self_ptr self, const char* role, Answered answer, Message message) {
+void ask_ranks(self_ptr self, bool critic, Answered answer, Message message) {
   auto& st = self->state;
-  const std::vector<actor::trainer_actor>& ranks =
-      std::string_view(role) == "critic" ? st.critic : st.policy;
+  const uint64_t generation = st.logic->generation(critic);
+  const auto ranks = ranks_of(self, critic);
   for (size_t r = 0; r < ranks.size(); ++r) {
     const int rank = static_cast<int>(r);
     std::apply(
         [&](auto&&... args) {
-          self->request(ranks[r], caf::infinite, args...)
-              .then([self, rank, answer](Answer& a) { execute(self, answer(rank, a)); },
-                    [self, role, r](caf::error& e) { on_error(self, name_of(role, r), e); });
+          self->request(ranks[r].second, caf::infinite, args...)
+              .then([self, rank, answer,
+                     generation](Answer& a) { execute(self, answer(rank, a, generation)); },
+                    [self, critic, rank, generation, who = ranks[r].first](caf::error& e) {
+                      on_rank_error(self, critic, rank, generation, who, e);
+                    });
         },
         message(rank));
   }
@@ -192,14 +257,17 @@ void execute_one(self_ptr self, command& cmd) {
   auto& st = self->state;
   if (auto* c = std::get_if<rlhf_driver::load_policy>(&cmd)) {
     ask_ranks<int64_t>(
-        self, "policy", [self](int, int64_t) { return self->state.logic->on_policy_loaded(); },
+        self, false,
+        [self](int, int64_t, uint64_t) { return self->state.logic->on_policy_loaded(); },
         [dir = c->dir](int) {
           return std::tuple{actor::load_atom_v, dir};
         });
   } else if (std::holds_alternative<rlhf_driver::warmup_step_all>(cmd)) {
     ask_ranks<actor::step_report>(
-        self, "policy",
-        [self](int r, actor::step_report& x) { return self->state.logic->on_warmup_step(r, x); },
+        self, false,
+        [self](int r, actor::step_report& x, uint64_t) {
+          return self->state.logic->on_warmup_step(r, x);
+        },
         [](int) { return std::tuple{actor::step_atom_v}; });
   } else if (auto* c = std::get_if<rlhf_driver::save_initial>(&cmd)) {
     save_initial(self, c->step);
@@ -207,10 +275,12 @@ void execute_one(self_ptr self, command& cmd) {
     const auto loaded = [self](int64_t) { execute(self, self->state.logic->on_initial_loaded()); };
     self->request(st.reference, caf::infinite, actor::load_atom_v, c->dir)
         .then(loaded, [self](caf::error& e) { on_error(self, "reference/0", e); });
-    for (size_t r = 0; r < st.critic.size(); ++r) {
-      self->request(st.critic[r], caf::infinite, actor::load_atom_v, c->dir)
-          .then(loaded, [self, r](caf::error& e) { on_error(self, name_of("critic", r), e); });
-    }
+    ask_ranks<int64_t>(
+        self, true,
+        [self](int, int64_t, uint64_t) { return self->state.logic->on_initial_loaded(); },
+        [dir = c->dir](int) {
+          return std::tuple{actor::load_atom_v, dir};
+        });
   } else if (auto* c = std::get_if<rlhf_driver::sync_all>(&cmd)) {
     sync(self, c->version);
   } else if (auto* c = std::get_if<rlhf_driver::generate_all>(&cmd)) {
@@ -229,9 +299,9 @@ void execute_one(self_ptr self, command& cmd) {
     auto parts = std::make_shared<std::vector<actor::rl_batch>>(std::move(c->policy));
     if (!parts->empty()) {
       ask_ranks<std::vector<float>>(
-          self, "policy",
-          [self](int r, std::vector<float>& v) {
-            return self->state.logic->on_log_probs(false, r, v);
+          self, false,
+          [self](int r, std::vector<float>& v, uint64_t generation) {
+            return self->state.logic->on_log_probs(false, r, v, generation);
           },
           [parts](int r) {
             return std::tuple{actor::log_probs_atom_v, (*parts)[r]};
@@ -240,31 +310,48 @@ void execute_one(self_ptr self, command& cmd) {
     auto critic = std::make_shared<std::vector<actor::rl_batch>>(std::move(c->critic));
     if (!critic->empty()) {
       ask_ranks<std::vector<float>>(
-          self, "critic",
-          [self](int r, std::vector<float>& v) { return self->state.logic->on_values(r, v); },
+          self, true,
+          [self](int r, std::vector<float>& v, uint64_t generation) {
+            return self->state.logic->on_values(r, v, generation);
+          },
           [critic](int r) {
             return std::tuple{actor::values_atom_v, (*critic)[r]};
           });
     }
-    self->request(st.reference, caf::infinite, actor::log_probs_atom_v, std::move(c->reference))
-        .then(
-            [self](std::vector<float>& v) {
-              execute(self, self->state.logic->on_log_probs(true, 0, v));
-            },
-            [self](caf::error& e) { on_error(self, "reference/0", e); });
+    if (c->reference.batch > 0) {
+      self->request(st.reference, caf::infinite, actor::log_probs_atom_v, std::move(c->reference))
+          .then(
+              [self](std::vector<float>& v) {
+                execute(self, self->state.logic->on_log_probs(true, 0, v));
+              },
+              [self](caf::error& e) { on_error(self, "reference/0", e); });
+    }
   } else if (auto* c = std::get_if<rlhf_driver::update_all>(&cmd)) {
     auto parts = std::make_shared<std::vector<actor::rl_batch>>(std::move(c->parts));
     const bool critic = c->critic;
     ask_ranks<actor::rl_step_report>(
-        self, critic ? "critic" : "policy",
-        [self, critic](int r, actor::rl_step_report& x) {
-          return self->state.logic->on_updated(r, x, critic);
+        self, critic,
+        [self, critic](int r, actor::rl_step_report& x, uint64_t generation) {
+          return self->state.logic->on_updated(r, x, critic, generation);
         },
         [parts](int r) {
           return std::tuple{actor::rl_step_atom_v, (*parts)[r]};
         });
   } else if (auto* c = std::get_if<rlhf_driver::save_checkpoint>(&cmd)) {
-    save_checkpoint(self, c->step, std::move(c->meta));
+    save_checkpoint(self, c->step, std::move(c->meta), c->round);
+  } else if (auto* c = std::get_if<rlhf_driver::regroup_all>(&cmd)) {
+    regroup(self, *c);
+  } else if (auto* c = std::get_if<rlhf_driver::abort_all>(&cmd)) {
+    for (const auto& [who, rank] : ranks_of(self, c->critic)) {
+      if (rank) self->send(rank, actor::abort_atom_v, c->generation);
+    }
+  } else if (auto* n = std::get_if<rlhf_driver::note>(&cmd)) {
+    st.events->emit(n->level, n->kind, n->message, n->fields);
+    if (n->kind == "group_rebuilt" && n->fields.value("recovered", false)) {
+      st.recovery[n->fields["role"] == "critic"].record(n->fields["seconds"].get<double>());
+    }
+  } else if (auto* w = std::get_if<rlhf_driver::wake_after>(&cmd)) {
+    self->delayed_send(self, w->after, actor::wake_atom_v);
   } else if (auto* m = std::get_if<rlhf_driver::metrics_row>(&cmd)) {
     record(self, m->row);
   } else if (auto* s = std::get_if<rlhf_driver::sample_rows>(&cmd)) {
@@ -307,13 +394,21 @@ void on_update(self_ptr self, const actor::actor_update& update) {
                     {{"name", update.name}});
     return;
   }
+  const bool trainer = role == "policy" || role == "critic";
+  if (st.running && trainer && st.logic && st.logic->elastic(role == "critic")) {
+    // A rank on a worker that joined: its group admits it at the next RL step.
+    if (st.trainers.contains(update.name)) return;
+    auto handle = caf::actor_cast<actor::trainer_actor>(update.handle);
+    st.trainers[update.name] = handle;
+    st.watched[handle.address()] = update.name;
+    self->monitor(handle);
+    return execute(self, st.logic->on_joined(update.name));
+  }
   if (st.running) return on_lost(self, update.name, "it was replaced mid-run");
-  if (role == "policy" && index >= 0 && index < static_cast<int>(st.policy.size())) {
-    st.policy[index] = caf::actor_cast<actor::trainer_actor>(update.handle);
+  if (trainer && index >= 0) {
+    st.trainers[update.name] = caf::actor_cast<actor::trainer_actor>(update.handle);
   } else if (role == "reference") {
     st.reference = caf::actor_cast<actor::trainer_actor>(update.handle);
-  } else if (role == "critic" && index >= 0 && index < static_cast<int>(st.critic.size())) {
-    st.critic[index] = caf::actor_cast<actor::trainer_actor>(update.handle);
   } else if (role == "reward") {
     st.reward = caf::actor_cast<actor::reward_actor>(update.handle);
   }
@@ -370,30 +465,36 @@ void resume(self_ptr self) {
   st.events->emit(run::severity::info, "resume",
                   absl::StrCat("resuming from ", saved->dir, " after RL step ", at->step),
                   {{"dir", saved->dir}, {"step", at->step}});
-  auto restored = std::make_shared<size_t>(0);
-  const auto continue_run = [self, point = *at] {
-    execute(self, self->state.logic->resume(point));
-  };
-  if (saved->meta.value("critic_dp", size_t{0}) != st.critic.size()) {
+  const size_t critics = ranks_of(self, true).size();
+  if (!st.logic->elastic(true) && saved->meta.value("critic_dp", size_t{0}) != critics) {
     return refuse(absl::FailedPreconditionError(absl::StrCat(
         saved->dir, " holds ", saved->meta.value("critic_dp", 0), " critic ranks; this config has ",
-        st.critic.size(), " (roles.critic.count): resume with the same roles")));
+        critics, " (roles.critic.count): resume with the same roles")));
   }
+  // An elastic group's first generation restores the checkpoint as it forms; a fixed group's
+  // ranks restore it here. Then the reference loads the initial policy, and the run goes on.
+  const bool any_elastic = st.logic->elastic(false) || st.logic->elastic(true);
+  const auto continue_run = [self, point = *at, dir = any_elastic ? saved->dir : ""] {
+    auto& st = self->state;
+    const auto go_on = [self, point, dir] { execute(self, self->state.logic->resume(point, dir)); };
+    if (st.init_dir.empty()) return go_on();  // the reference: the initial weights
+    self->request(st.reference, caf::infinite, actor::load_atom_v, st.init_dir)
+        .then([go_on](int64_t) { go_on(); },
+              [self](caf::error& e) { on_error(self, "reference/0", e); });
+  };
   std::vector<std::pair<std::string, actor::trainer_actor>> ranks;
-  for (size_t r = 0; r < st.policy.size(); ++r)
-    ranks.emplace_back(name_of("policy", r), st.policy[r]);
-  for (size_t r = 0; r < st.critic.size(); ++r)
-    ranks.emplace_back(name_of("critic", r), st.critic[r]);
+  for (bool critic : {false, true}) {
+    if (st.logic->elastic(critic)) continue;
+    for (auto& r : ranks_of(self, critic))
+      ranks.push_back(std::move(r));
+  }
+  if (ranks.empty()) return continue_run();
+  auto restored = std::make_shared<size_t>(0);
   for (auto& [who, rank] : ranks) {
     self->request(rank, caf::infinite, actor::restore_atom_v, saved->dir)
         .then(
-            [self, restored, continue_run, expected = ranks.size()](int64_t) {
-              auto& st = self->state;
-              if (++*restored < expected) return;
-              if (st.init_dir.empty()) return continue_run();  // the reference: the initial weights
-              self->request(st.reference, caf::infinite, actor::load_atom_v, st.init_dir)
-                  .then([continue_run](int64_t) { continue_run(); },
-                        [self](caf::error& e) { on_error(self, "reference/0", e); });
+            [restored, continue_run, expected = ranks.size()](int64_t) {
+              if (++*restored == expected) continue_run();
             },
             [self, who](caf::error& e) { on_error(self, who, e); });
   }
@@ -428,6 +529,10 @@ void start(self_ptr self) {
     return refuse(absl::InvalidArgumentError(absl::StrCat("rlhf.task: ", task.status().message())));
   }
   rlhf_schedule schedule = schedule_of(o, st.model.ctx);
+  schedule.policy_elastic = st.policy_elastic;
+  schedule.critic_elastic = st.critic_elastic;
+  schedule.worker_wait = st.worker_wait;
+  schedule.loss_wait = st.loss_wait;
   if (!o.init_from.empty() && o.resume.empty()) {  // a resumed run's reference is pinned already
     absl::StatusOr<std::string> dir = initial_checkpoint(o.init_from, st.model);
     if (!dir.ok()) return refuse(dir.status());
@@ -445,14 +550,27 @@ void start(self_ptr self) {
     return actor::parse_actor_name(a).index < actor::parse_actor_name(b).index;
   });
   st.pool = std::make_unique<rollout_pool>(rollouts);
+  // An elastic group's first members: its actors placed at the start, in index order.
+  for (bool critic : {false, true}) {
+    if (!st.logic->elastic(critic)) continue;
+    std::vector<std::string> names;
+    for (const auto& [name, handle] : st.trainers) {
+      if (actor::parse_actor_name(name).role == (critic ? "critic" : "policy")) {
+        names.push_back(name);
+      }
+    }
+    std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+      return actor::parse_actor_name(a).index < actor::parse_actor_name(b).index;
+    });
+    st.logic->set_members(critic, std::move(names));
+  }
+  const size_t policy_ranks = st.logic->members(false).size();
   const auto watch = [&](const caf::actor_addr& a, std::string name) {
     st.watched[a] = std::move(name);
     self->monitor(caf::actor_cast<caf::actor>(a));
   };
-  for (size_t r = 0; r < st.policy.size(); ++r)
-    watch(st.policy[r].address(), name_of("policy", r));
-  for (size_t r = 0; r < st.critic.size(); ++r)
-    watch(st.critic[r].address(), name_of("critic", r));
+  for (const auto& [name, handle] : st.trainers)
+    watch(handle.address(), name);
   watch(st.reference.address(), "reference/0");
   watch(st.reward.address(), "reward/0");
   for (const auto& [name, handle] : st.rollouts)
@@ -463,7 +581,10 @@ void start(self_ptr self) {
       absl::StrCat(
           "rlhf (", o.algorithm.adv_estimator, ") for ", s.steps, " steps: ", s.prompts,
           " prompts x ", s.n, " responses per step, ", s.updates_per_step(),
-          " policy updates per step on ", o.actor.dp, " policy rank", o.actor.dp > 1 ? "s" : "",
+          " policy updates per step on ", policy_ranks, " policy rank", policy_ranks > 1 ? "s" : "",
+          st.logic->elastic(false) ? absl::StrCat(" (elastic, ", st.policy_elastic->min, " to ",
+                                                  st.policy_elastic->max, ")")
+                                   : "",
           ", ", st.rollouts.size(), " rollout worker", st.rollouts.size() > 1 ? "s" : "",
           o.init_from.empty() ? "" : absl::StrCat(", from ", st.init_dir),
           o.warmup.steps > 0 ? absl::StrCat(", after a ", o.warmup.steps, "-step warm-up on ",
@@ -487,13 +608,21 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
   state->model = models::gpt_config_of(ctx.plan.spec.model);
   state->events = &ctx.events;
   state->run_dir = ctx.run_dir;
-  state->policy.resize(options.actor.dp);
   const auto& c = ctx.plan.spec.cluster;
   state->loss_wait = std::max<std::chrono::milliseconds>(
       3 * std::chrono::milliseconds(c.heartbeat_interval_ms) * c.heartbeat_misses,
       std::chrono::seconds(2));
-  const auto* critic = ctx.plan.find_role("critic");
-  state->critic.resize(critic == nullptr ? 0 : critic->spec.count);
+  state->worker_wait = std::chrono::seconds(c.worker_wait_s);
+  const auto elastic_of = [&](const char* role) -> std::optional<rl_elastic> {
+    const auto* r = ctx.plan.find_role(role);
+    if (r == nullptr || !r->spec.elastic) return std::nullopt;
+    return rl_elastic{r->spec.elastic->min, r->spec.elastic->max};
+  };
+  state->policy_elastic = elastic_of("policy");
+  for (bool critic : {false, true})
+    state->recovery[critic] =
+        actors::recovery_metrics_of(ctx.metrics, {{"role", critic ? "critic" : "policy"}});
+  state->critic_elastic = uses_critic(options) ? elastic_of("critic") : std::nullopt;
   auto handle = ctx.spawn<driver_actor, controller_state>(
       [state](self_ptr self) -> driver_actor::behavior_type {
         auto& st = self->state;
@@ -501,9 +630,12 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
         st.model = state->model;
         st.events = state->events;
         st.run_dir = state->run_dir;
-        st.policy = state->policy;
-        st.critic = state->critic;
         st.loss_wait = state->loss_wait;
+        st.worker_wait = state->worker_wait;
+        st.policy_elastic = state->policy_elastic;
+        st.critic_elastic = state->critic_elastic;
+        st.recovery[0] = state->recovery[0];
+        st.recovery[1] = state->recovery[1];
         self->set_down_handler([self](caf::down_msg& down) {
           auto& st = self->state;
           auto it = st.watched.find(down.source);
@@ -528,7 +660,10 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
             [self](actor::stop_atom) {
               complete(self, actor::job_result{false, {}, "interrupted"});
             },
-            [self](actor::wake_atom) { on_wake(self); },
+            [self](actor::wake_atom) {
+              on_wake(self);
+              if (self->state.running) execute(self, self->state.logic->on_timer());
+            },
         };
       });
   return caf::actor_cast<caf::actor>(handle);

@@ -21,7 +21,15 @@ void on_lost(self_ptr self, const std::string& who, const std::string& why) {
   auto& st = self->state;
   if (!st.running) return;
   st.suspects.erase(who);
-  if (actor::parse_actor_name(who).role != "rollout") {
+  const std::string role(actor::parse_actor_name(who).role);
+  if ((role == "policy" || role == "critic") && st.logic->elastic(role == "critic")) {
+    if (st.sync.active && who == st.sync.sender) {
+      st.sync.active = false;  // its round is void; the regrouped policy's rank 0 sends again
+      ++st.sync.id;
+    }
+    return execute(self, st.logic->on_lost(who, why));
+  }
+  if (role != "rollout") {
     const std::string resume =
         st.last_checkpoint >= 0
             ? absl::StrCat("troupe launch CONFIG --resume ",
@@ -29,13 +37,17 @@ void on_lost(self_ptr self, const std::string& who, const std::string& why) {
                            " continues from checkpoint ", st.last_checkpoint)
             : std::string("no checkpoint was committed yet (rlhf.trainer.save_freq), so relaunch");
     return complete(
-        self, actor::job_result{false,
-                                {},
-                                absl::StrCat(who, " was lost (", why,
-                                             "); app: rlhf does not survive "
-                                             "a lost ",
-                                             actor::parse_actor_name(who).role,
-                                             " (only rollout workers come and go): ", resume)});
+        self,
+        actor::job_result{
+            false,
+            {},
+            absl::StrCat(who, " was lost (", why, "); app: rlhf does not survive a lost ", role,
+                         role == "policy" || role == "critic"
+                             ? absl::StrCat(" of a fixed group (roles.", role,
+                                            ".elastic regroups without it)")
+                             : std::string(" (rollout workers and elastic policy and critic "
+                                           "ranks come and go)"),
+                         ": ", resume)});
   }
   bool known = false;
   const auto moved = st.pool->remove(who, &known);
@@ -199,19 +211,22 @@ static void settle_sync(self_ptr self) {
 
 void sync(self_ptr self, uint64_t version) {
   auto& st = self->state;
-  // Joiners come in now, and the group is formed anew when the workers changed.
+  // The policy's rank 0 sends; joiners come in now, and the group is formed anew when the
+  // workers or the sender changed.
+  const std::string sender = st.logic->members(false).front();
+  st.pool->set_sender(sender);
   const uint64_t previous = st.pool->epoch();
   const uint64_t epoch = st.pool->begin_sync();
   const std::vector<std::string>& members = st.pool->members();
   const int ranks = 1 + static_cast<int>(members.size());
   if (epoch != previous) {
     st.events->emit(run::severity::info, "rollout_group",
-                    absl::StrCat("weight-sync group epoch ", epoch, ": policy/0 and ",
+                    absl::StrCat("weight-sync group epoch ", epoch, ": ", sender, " and ",
                                  members.size(), " rollout worker", members.size() == 1 ? "" : "s"),
-                    {{"epoch", epoch}, {"workers", members}});
+                    {{"epoch", epoch}, {"sender", sender}, {"workers", members}});
   }
   st.logic->set_sync_participants(ranks);
-  st.sync = {st.sync.id + 1, version, 0, static_cast<size_t>(ranks), true, {}, {}};
+  st.sync = {st.sync.id + 1, version, 0, static_cast<size_t>(ranks), true, {}, {}, sender};
   // The group's own timeout bounds the broadcast; this bounds an actor that never answers.
   const auto limit = std::chrono::milliseconds(2 * st.options.sync.timeout_ms + 5000);
   const auto ask = [&](auto& handle, std::string who, int rank) {
@@ -239,7 +254,7 @@ void sync(self_ptr self, uint64_t version) {
               settle_sync(self);
             });
   };
-  ask(st.policy[0], "policy/0", 0);
+  ask(st.trainers.at(sender), sender, 0);
   for (size_t i = 0; i < members.size(); ++i)
     ask(st.rollouts.at(members[i]), members[i], 1 + static_cast<int>(i));
 }

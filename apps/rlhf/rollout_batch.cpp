@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/even_split.hpp"
 #include "runtime/base/status.hpp"
 
 namespace troupe::apps::rlhf {
@@ -196,14 +197,15 @@ std::vector<actor::rl_batch> rollout_batch::mini_batch(int first, int count, int
   }
   kernels::cpu::loss_agg_weights(weights.data(), mask.data(), count, seq_len_, mode);
   std::vector<actor::rl_batch> out;
-  const int per_rank = count / ranks;
+  const even_split split{count, ranks};
   for (int k = 0; k < ranks; ++k) {
-    const int row = first + k * per_rank;
+    const int per_rank = static_cast<int>(split.size(k));
+    const int row = first + static_cast<int>(split.begin(k));
     actor::rl_batch b = sequences(row, per_rank);
     const int64_t begin = int64_t{row} * seq_len_, n = int64_t{per_rank} * seq_len_;
     b.old_log_probs.assign(old_.begin() + begin, old_.begin() + begin + n);
     b.ref_log_probs.assign(ref_.begin() + begin, ref_.begin() + begin + n);
-    const int64_t local = int64_t{k} * per_rank * seq_len_;
+    const int64_t local = split.begin(k) * seq_len_;
     b.weights.assign(weights.begin() + local, weights.begin() + local + n);
     const bool critic = !values_.empty();
     b.advantages.assign(n, 0.0f);

@@ -71,7 +71,7 @@ class rollout_batch {
                                                           const rl_algorithm& algorithm,
                                                           double kl_coef);
 
-  /// Mini-batch rows [first, first + count) split over `ranks` (count % ranks == 0), each rank's
+  /// Mini-batch rows [first, first + count) split over `ranks` as evenly as it goes, each rank's
   /// rows with their old and reference log-probs, advantages, values and returns (with values
   /// set) and the loss-aggregation weights over the whole mini-batch: what the policy's and the
   /// critic's updates read.

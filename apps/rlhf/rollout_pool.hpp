@@ -33,6 +33,12 @@ class rollout_pool {
   /// spread over the other members, round-robin. False in `known` when it was not a worker.
   std::vector<reassignment> remove(const std::string& name, bool* known = nullptr);
 
+  /// The policy rank that sends the weights (rank 0 of the group): another one than the last
+  /// sync's (the policy's group lost its rank 0) forms the group anew.
+  void set_sender(const std::string& name) {
+    if (name != sender_) changed_ = true;
+    sender_ = name;
+  }
   /// The next sync: joiners become members; the epoch moves on when the members changed.
   /// Returns the epoch.
   uint64_t begin_sync();
@@ -56,6 +62,7 @@ class rollout_pool {
 
  private:
   std::vector<std::string> members_, joiners_;
+  std::string sender_;
   std::map<std::string, std::set<uint64_t>> held_;  // unfinished requests by worker
   uint64_t epoch_ = 0;
   bool changed_ = true;  // the first sync forms the group

@@ -6,6 +6,7 @@
 // process. A rollout worker's weight transfer is a held unit too, ahead of its iterations.
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -24,12 +25,13 @@ class RlhfClusterTest : public cluster_harness {
   // GRPO for `steps` steps from scratch (no warm-up, no validation) with `sets`, on `workers`
   // workers, every paced loop held after `held` units (a rollout worker's first is the first
   // weight sync's transfer).
-  void start(int steps, int workers, int held, std::vector<std::string> sets) {
+  void start(int steps, int workers, int held, std::vector<std::string> sets,
+             const std::string& config = grpo_config) {
     hold_.hold(held);
     const std::vector<std::string> run = short_rl_run(
         steps, {"cluster.local_workers=0", "cluster.min_workers=" + std::to_string(workers)});
     sets.insert(sets.end(), run.begin(), run.end());
-    start_head(grpo_config, sets);
+    start_head(config, sets);
     for (int i = 0; i < workers; ++i)
       start_worker();
   }
@@ -43,6 +45,29 @@ class RlhfClusterTest : public cluster_harness {
         {"--set", "roles.policy.placement=head", "--set", "roles.reference.placement=head", "--set",
          "roles.reward.placement=head", "--set", "roles.rollout.elastic={min: 1, max: 3}"});
     start(steps, workers, held, std::move(sets));
+  }
+
+  // The policy elastic within [1, 2], one rank per worker, every other role on the head (with
+  // `sets`, of `config`); the rollout held at the second iteration of the first generation.
+  void start_elastic_policy(int steps, int workers, std::vector<std::string> sets = {},
+                            const std::string& config = grpo_config) {
+    sets.insert(sets.end(),
+                {"--set", "roles.policy.elastic={min: 1, max: 2}", "--set",
+                 "roles.reference.placement=head", "--set", "roles.reward.placement=head", "--set",
+                 "roles.rollout.placement=head"});
+    start(steps, workers, 3, std::move(sets), config);
+    ASSERT_FALSE(wait_for_event(run_dir(), "generating", 120s).is_null()) << head_->stderr_so_far();
+  }
+
+  // Every RL step 1..steps once in metrics.jsonl.
+  void expect_every_step_once(int steps) const {
+    std::vector<int> done;
+    for (const auto& row : read_jsonl(run_dir() + "/metrics.jsonl")) {
+      if (row.contains("critic/score/mean")) done.push_back(row["step"]);
+    }
+    ASSERT_EQ(done.size(), static_cast<size_t>(steps)) << "a step is missing or repeated";
+    for (int s = 1; s <= steps; ++s)
+      EXPECT_EQ(done[s - 1], s);
   }
 };
 
@@ -142,6 +167,90 @@ TEST_F(RlhfClusterTest, ALostPolicyFailsTheRunNamingItAndTheResumeCommand) {
   EXPECT_NE(error.find("policy/0 was lost"), std::string::npos) << r.err;
   EXPECT_NE(error.find("--resume " + first + " continues from checkpoint 1"), std::string::npos)
       << error;
+}
+
+// An elastic policy (roles.policy.elastic) of two ranks on two workers. One worker is stopped
+// during the first step's generation (so the step's update cannot complete on it), the run goes
+// on, and the worker is SIGKILLed: the survivor's gradient sum fails, the heartbeats declare the
+// rank lost, and the survivor regroups alone and redoes what was not committed, the weight sync
+// included when the lost rank was its sender. Every step is done once, and the run ends.
+TEST_F(RlhfClusterTest, AKilledPolicyRankIsRegroupedAndTheRunGoesOn) {
+  ASSERT_NO_FATAL_FAILURE(start_elastic_policy(3, 2));
+  const nlohmann::json formed = wait_for_event(run_dir(), "group_formed", 60s);
+  ASSERT_FALSE(formed.is_null()) << head_->stderr_so_far();
+  EXPECT_EQ(formed["world_size"], 2) << formed.dump();
+  workers_[1]->signal(SIGSTOP);
+  hold_.release();
+  workers_[1]->signal(SIGKILL);
+  const process_result r = head_->wait(300s);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(summary_of(r)["steps"], 3);
+  const auto lost = events_of(run_dir(), "rank_lost");
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0]["role"], "policy");
+  const auto rebuilt = events_of(run_dir(), "group_rebuilt");
+  ASSERT_FALSE(rebuilt.empty());
+  EXPECT_EQ(rebuilt.back()["world_size"], 1);
+  EXPECT_EQ(rebuilt.back()["members"].size(), 1u);
+  EXPECT_NE(rebuilt.back()["members"][0], lost[0]["name"]);
+  expect_every_step_once(3);
+  std::ifstream file(run_dir() + "/metrics.json");
+  const auto metrics = nlohmann::json::parse(file, nullptr, false);
+  ASSERT_TRUE(metrics.is_object());
+  EXPECT_EQ(metrics["counters"].value("troupe_train_recoveries_total{role=\"policy\"}", 0), 1)
+      << metrics.dump();
+}
+
+// PPO with the critic elastic too: each of two workers runs a policy rank and a critic rank,
+// and killing one loses a rank of each group at once. Both groups regroup on the survivor, the
+// values or the updates in flight are redone there, and the run ends.
+TEST_F(RlhfClusterTest, AKilledWorkerCostsThePolicyAndTheCriticARankEachAndBothRegroup) {
+  ASSERT_NO_FATAL_FAILURE(start_elastic_policy(
+      2, 2,
+      {"--set", "roles.critic.elastic={min: 1, max: 2}", "--set", "rlhf.data.train_batch_size=16",
+       "--set", "rlhf.actor.ppo_mini_batch_size=8", "--set", "rlhf.actor.ppo_epochs=1"},
+      std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_ppo.yaml"));
+  workers_[1]->signal(SIGSTOP);
+  hold_.release();
+  workers_[1]->signal(SIGKILL);
+  const process_result r = head_->wait(300s);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(summary_of(r)["steps"], 2);
+  std::map<std::string, int> lost, rebuilt;
+  for (const auto& e : events_of(run_dir(), "rank_lost"))
+    ++lost[e["role"]];
+  for (const auto& e : events_of(run_dir(), "group_rebuilt")) {
+    ++rebuilt[e["role"]];
+    EXPECT_EQ(e["world_size"], 1) << e.dump();
+  }
+  EXPECT_EQ(lost, (std::map<std::string, int>{{"critic", 1}, {"policy", 1}}));
+  EXPECT_EQ(rebuilt, (std::map<std::string, int>{{"critic", 1}, {"policy", 1}}));
+  expect_every_step_once(2);
+}
+
+// A worker started while the first step generates (held) gets a policy rank, which the group
+// admits at the next RL step: it takes the parameters and optimizer state from the member over
+// the data plane, and the rest of the run trains on two ranks.
+TEST_F(RlhfClusterTest, APolicyRankOnAJoinedWorkerIsAdmittedAtTheNextStep) {
+  ASSERT_NO_FATAL_FAILURE(start_elastic_policy(3, 1));
+  start_worker();
+  const nlohmann::json joining = wait_for_event(run_dir(), "rank_joining", 60s);
+  ASSERT_FALSE(joining.is_null()) << head_->stderr_so_far();
+  hold_.release();
+  const process_result r = head_->wait(300s);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(summary_of(r)["steps"], 3);
+  const auto joined = events_of(run_dir(), "rank_joined");
+  ASSERT_EQ(joined.size(), 1u);
+  EXPECT_EQ(joined[0]["name"], joining["name"]);
+  EXPECT_EQ(joined[0]["step"], 2) << "at the step boundary after the held generation";
+  const auto rebuilt = events_of(run_dir(), "group_rebuilt");
+  ASSERT_EQ(rebuilt.size(), 1u);
+  EXPECT_EQ(rebuilt[0]["world_size"], 2);
+  expect_every_step_once(3);
 }
 
 // rlhf.placement.colocate: each group's actors share a worker process. With two workers and

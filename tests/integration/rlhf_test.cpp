@@ -197,20 +197,31 @@ TEST(RlhfTest, TheRolloutsLogProbsAreThePolicysSoBypassingTheRecomputeChangesNot
 // A run stopped after step 3 and resumed continues bit for bit as the uninterrupted run: the
 // policy's (and with PPO the critic's) weights and optimizer, the prompt cursor, the policy
 // version and the KL coefficient come back, the reference stays on the initial policy, and
-// sampling seeds are a function of the prompt only.
+// sampling seeds are a function of the prompt only. "elastic": the policy and the critic each
+// one rank per worker of two (roles.<role>.elastic), whose first generation restores the
+// checkpoint as it forms.
 class RlhfResumeTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RlhfResumeTest, AResumedRunMatchesTheUninterruptedOneBitForBit) {
   temp_dir dir;
-  const std::string config = std::string(TROUPE_SOURCE_DIR) + "/configs/" + GetParam() + ".yaml";
-  const std::vector<std::string> shortened = {"--set", "rlhf.trainer.total_training_steps=6",
-                                              "--set", "rlhf.trainer.save_freq=3",
-                                              "--set", "rlhf.trainer.test_freq=0",
-                                              "--set", "rlhf.warmup.steps=20",
-                                              "--set", "rlhf.data.train_batch_size=16",
-                                              "--set", "rlhf.actor.ppo_mini_batch_size=8",
-                                              "--set", "rlhf.algorithm.use_kl_in_reward=true",
-                                              "--set", "rlhf.algorithm.kl_ctrl.type=adaptive"};
+  const std::string name = GetParam().substr(0, GetParam().find(' '));
+  const std::string config = std::string(TROUPE_SOURCE_DIR) + "/configs/" + name + ".yaml";
+  std::vector<std::string> shortened = {"--set", "rlhf.trainer.total_training_steps=6",
+                                        "--set", "rlhf.trainer.save_freq=3",
+                                        "--set", "rlhf.trainer.test_freq=0",
+                                        "--set", "rlhf.warmup.steps=20",
+                                        "--set", "rlhf.data.train_batch_size=16",
+                                        "--set", "rlhf.actor.ppo_mini_batch_size=8",
+                                        "--set", "rlhf.algorithm.use_kl_in_reward=true",
+                                        "--set", "rlhf.algorithm.kl_ctrl.type=adaptive"};
+  if (GetParam().ends_with(" elastic")) {
+    shortened.insert(
+        shortened.end(),
+        {"--set", "cluster.local_workers=2", "--set", "roles.policy.elastic={min: 1, max: 2}",
+         "--set", "roles.critic.elastic={min: 1, max: 2}", "--set",
+         "roles.reference.placement=head", "--set", "roles.reward.placement=head", "--set",
+         "roles.rollout.placement=head"});
+  }
   const auto launch = [&](const std::string& name, std::vector<std::string> extra) {
     std::vector<std::string> args = {"launch", config, "--run-dir", dir.file(name)};
     args.insert(args.end(), shortened.begin(), shortened.end());
@@ -235,13 +246,14 @@ TEST_P(RlhfResumeTest, AResumedRunMatchesTheUninterruptedOneBitForBit) {
     EXPECT_EQ(got[i], want[i]) << "step " << i + 1;
   EXPECT_EQ(second["kl_coef"], straight["kl_coef"]);
   EXPECT_NE(straight["kl_coef"], 0.001) << "the adaptive KL coefficient moved";
-  if (GetParam() == "rlhf_ppo") {
+  if (name == "rlhf_ppo") {
     EXPECT_TRUE(want.back().contains("critic/vf_loss"));
     EXPECT_TRUE(fs::exists(dir.file("first") + "/checkpoints/step-3/critic-model.safetensors"));
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, RlhfResumeTest, ::testing::Values("rlhf_grpo", "rlhf_ppo"));
+INSTANTIATE_TEST_SUITE_P(Configs, RlhfResumeTest,
+                         ::testing::Values("rlhf_grpo", "rlhf_ppo", "rlhf_ppo elastic"));
 
 TEST(RlhfTest, BadConfigsAreRefusedWithTheirLocation) {
   temp_dir dir;
@@ -304,6 +316,27 @@ TEST(RlhfTest, BadConfigsAreRefusedWithTheirLocation) {
   r = troupe({"check", grpo_config});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("policy updates per RL step: 2"), std::string::npos) << r.out;
+
+  // An elastic policy's ranks are its members: no dp, and a response of every mini-batch for
+  // each of up to max ranks.
+  r = troupe({"check", grpo_config, "--set", "roles.policy.elastic={min: 1, max: 100}", "--set",
+              "rlhf.actor.dp=2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("rlhf.actor.dp: is 2, but roles.policy.elastic makes the policy's ranks "
+                       "the actors that are alive"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("rlhf.actor.ppo_mini_batch_size: is 8 prompts x rollout.n 8, but "
+                       "roles.policy.elastic.max 100 ranks each need a response of every "
+                       "mini-batch"),
+            std::string::npos)
+      << r.err;
+  r = troupe({"check", grpo_config, "--set", "roles.policy.elastic={min: 1, max: 4}"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("each on 64 responses, split over 1 to 4 policy ranks "
+                       "(roles.policy.elastic)"),
+            std::string::npos)
+      << r.out;
 
   // The critic's own mini-batch must divide the batch too; its updates are listed beside the
   // policy's.

@@ -46,6 +46,21 @@ const T& only(const std::vector<driver::command>& commands) {
   return *c;
 }
 
+// The log-probs asked after scoring: the reference's, the policy's and the critic's, each in a
+// command of its own (an elastic group's may wait for it to form), merged.
+driver::log_probs_all asked_log_probs(const std::vector<driver::command>& commands) {
+  driver::log_probs_all all;
+  for (const auto& c : commands) {
+    const auto* ask = std::get_if<driver::log_probs_all>(&c);
+    EXPECT_NE(ask, nullptr) << "command index " << c.index();
+    if (ask == nullptr) continue;
+    all.policy.insert(all.policy.end(), ask->policy.begin(), ask->policy.end());
+    all.critic.insert(all.critic.end(), ask->critic.begin(), ask->critic.end());
+    if (ask->reference.batch > 0) all.reference = ask->reference;
+  }
+  return all;
+}
+
 // Each request's output: "7", ended by the stop string for odd ids (kept in the output, as the
 // request asks), with `version`.
 std::vector<actor::generation_event> outputs_for(
@@ -84,7 +99,7 @@ std::vector<driver::command> run_step(driver& d, std::vector<driver::command> co
   const auto& scoring = only<driver::score_all>(scored);
   EXPECT_EQ(scoring.responses[0], "7");
   const auto asked = d.on_scored({1.0, 0.0, 0.5, 0.5});
-  const auto& ask = only<driver::log_probs_all>(asked);
+  const auto ask = asked_log_probs(asked);
   EXPECT_EQ(ask.policy.size(), 2u);
   EXPECT_EQ(ask.reference.batch, 4);
   EXPECT_EQ(ask.critic.size(), d.schedule().critic_ranks);
@@ -178,7 +193,7 @@ TEST(RlhfDriver, OneStepOffPolicyGeneratesTheNextStepDuringTheUpdate) {
   const auto first = d.on_synced("rollout/0", {1, "abc"}, false);
   const auto requests = only<driver::generate_all>(first).requests;
   d.on_generated(outputs_for(requests, 1));
-  only<driver::log_probs_all>(d.on_scored({1.0, 0.0, 0.5, 0.5}));
+  asked_log_probs(d.on_scored({1.0, 0.0, 0.5, 0.5}));
   const auto overlapped = log_probs();
   ASSERT_EQ(overlapped.size(), 2u);
   const auto& ahead = std::get<driver::generate_all>(overlapped[0]).requests;
@@ -192,7 +207,7 @@ TEST(RlhfDriver, OneStepOffPolicyGeneratesTheNextStepDuringTheUpdate) {
   d.on_synced("policy/0", {2, "abc"}, true);
   const auto scored = d.on_synced("rollout/0", {2, "abc"}, false);
   EXPECT_EQ(only<driver::score_all>(scored).prompts[0], "p2=") << "no generation: it is done";
-  only<driver::log_probs_all>(d.on_scored({1.0, 1.0, 0.5, 0.5}));
+  asked_log_probs(d.on_scored({1.0, 1.0, 0.5, 0.5}));
   EXPECT_EQ(log_probs().size(), 1u) << "the last step generates nothing ahead";
   const auto last = update();
   ASSERT_FALSE(last.empty());
@@ -308,7 +323,7 @@ TEST(RlhfDriver, InBypassModeTheRolloutsLogProbsAreTheOldOnes) {
   }
   only<driver::score_all>(d.on_generated(outputs));
   const auto asked = d.on_scored({1.0, 0.0, 0.5, 0.5});
-  const auto& ask = only<driver::log_probs_all>(asked);
+  const auto ask = asked_log_probs(asked);
   EXPECT_TRUE(ask.policy.empty()) << "the policy recomputes nothing";
   const int ctx = ask.reference.ctx;
   const auto updates = d.on_log_probs(true, 0, std::vector<float>(4 * ctx, -1.0f));
