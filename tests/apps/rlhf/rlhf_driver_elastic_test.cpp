@@ -242,6 +242,31 @@ TEST_F(RlhfElasticDriver, AFailureNoLossExplainsFailsTheRunAfterTheLossWait) {
       << failed[0].why;
 }
 
+// A second member lost while the group regroups after the first: the regroup is asked again of
+// the one survivor, from the same basis (the last generation every member formed), and the step
+// is redone there; the late answer of the lost one is not awaited any more.
+TEST_F(RlhfElasticDriver, ASecondLossDuringTheRegroupRegroupsAgainFromTheSameBasis) {
+  d_->set_members(false, {"policy/0", "policy/1", "policy/2"});
+  const auto updates = to_first_update();
+  ASSERT_EQ(updates.at(0).parts.size(), 3u);
+  d_->on_lost("policy/2", "its worker died");
+  d_->on_rank_error(false, 1, absl::UnavailableError("peer gone"), 1);
+  const auto first = d_->on_rank_error(false, 0, absl::UnavailableError("peer gone"), 1);
+  const auto regroups = all_of<driver::regroup_all>(first);
+  ASSERT_EQ(regroups.size(), 1u);
+  EXPECT_EQ(regroups[0].generation, 2u);
+  EXPECT_TRUE(d_->on_regrouped(false, 0, 0, 2).empty()) << "policy/1 has not answered";
+  const auto again = all_of<driver::regroup_all>(d_->on_lost("policy/1", "its worker died too"));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].generation, 3u);
+  EXPECT_EQ(again[0].basis, 1u) << "generation 2 was never whole";
+  EXPECT_TRUE(d_->on_regrouped(false, 1, absl::CancelledError("aborted"), 2).empty());
+  const auto redo = all_of<driver::update_all>(d_->on_regrouped(false, 0, 0, 3));
+  ASSERT_EQ(redo.size(), 1u);
+  ASSERT_EQ(redo[0].parts.size(), 1u);
+  EXPECT_EQ(redo[0].parts[0].batch, 3);
+}
+
 TEST_F(RlhfElasticDriver, ALossBeforeTheFirstRlStepFailsTheRun) {
   d_->start();
   const auto failed = all_of<driver::fail>(d_->on_lost("policy/1", "its worker died"));
