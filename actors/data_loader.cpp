@@ -25,12 +25,17 @@ absl::StatusOr<text_corpus> text_corpus::load(const std::string& path, double va
   return from_text(std::move(text), val_fraction, ctx, path);
 }
 
-absl::StatusOr<text_corpus> text_corpus::from_text(std::string text, double val_fraction, int ctx,
-                                                   const std::string& origin) {
+absl::Status text_corpus::check_val_fraction(double val_fraction) {
   if (val_fraction <= 0.0 || val_fraction >= 1.0) {
     return absl::InvalidArgumentError(
         absl::StrCat("data.val_fraction ", val_fraction, " must be inside (0, 1)"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<text_corpus> text_corpus::from_text(std::string text, double val_fraction, int ctx,
+                                                   const std::string& origin) {
+  TROUPE_RETURN_IF_ERROR(check_val_fraction(val_fraction));
   const size_t val_bytes = static_cast<size_t>(text.size() * val_fraction);
   const size_t train_bytes = text.size() - val_bytes;
   if (train_bytes < static_cast<size_t>(ctx) + 1 || val_bytes < static_cast<size_t>(ctx) + 1) {
@@ -78,7 +83,8 @@ data_loader::data_loader(const text_corpus& corpus, int ctx, int global_batch, i
       dp_rank_(dp_rank),
       dp_size_(dp_size),
       seed_(seed),
-      samples_((static_cast<int64_t>(corpus.train().size()) - 1) / ctx) {}
+      samples_(corpus.supervised() ? static_cast<int64_t>(corpus.train_examples().size())
+                                   : (static_cast<int64_t>(corpus.train().size()) - 1) / ctx) {}
 
 int64_t data_loader::sample_at(int64_t global_index) {
   const int64_t epoch = global_index / samples_;
@@ -102,14 +108,38 @@ void data_loader::fill(token_batch& out, int row, const std::string& text, int64
   }
 }
 
+void data_loader::fill(token_batch& out, int row, const sft_example& example) const {
+  const int n = static_cast<int>(example.text.size());  // at most ctx + 1 (load_sft)
+  for (int t = 0; t < ctx_; ++t) {
+    const size_t at = static_cast<size_t>(row) * ctx_ + t;
+    out.tokens[at] = t < n ? static_cast<uint8_t>(example.text[t]) : 0;
+    out.targets[at] =
+        t + 1 < n && example.trained[t + 1] ? static_cast<uint8_t>(example.text[t + 1]) : -1;
+  }
+}
+
+int64_t data_loader::trained_targets(int64_t first) {
+  if (!corpus_->supervised()) return int64_t{global_batch_} * ctx_;
+  int64_t n = 0;
+  for (int64_t g = first; g < first + global_batch_; ++g)
+    n += corpus_->train_examples()[sample_at(g)].trained_targets();
+  return n;
+}
+
 token_batch data_loader::next() {
   const int local = local_batch();
   token_batch out{local, ctx_, std::vector<int32_t>(static_cast<size_t>(local) * ctx_),
                   std::vector<int32_t>(static_cast<size_t>(local) * ctx_), 0};
   out.cursor = cursor_;
   out.first_sample = cursor_ + even_split{global_batch_, dp_size_}.begin(dp_rank_);
+  out.global_targets = trained_targets(cursor_);
   for (int row = 0; row < local; ++row) {
-    fill(out, row, corpus_->train(), sample_at(out.first_sample + row) * ctx_);
+    const int64_t sample = sample_at(out.first_sample + row);
+    if (corpus_->supervised()) {
+      fill(out, row, corpus_->train_examples()[sample]);
+    } else {
+      fill(out, row, corpus_->train(), sample * ctx_);
+    }
   }
   cursor_ += global_batch_;
   return out;
@@ -117,15 +147,21 @@ token_batch data_loader::next() {
 
 std::vector<token_batch> data_loader::validation(int batch, int max_windows) const {
   const std::string& val = corpus_->val();
-  const int64_t windows =
-      std::min<int64_t>(max_windows, (static_cast<int64_t>(val.size()) - 1) / ctx_);
+  const int64_t windows = std::min<int64_t>(
+      max_windows, corpus_->supervised() ? static_cast<int64_t>(corpus_->val_examples().size())
+                                         : (static_cast<int64_t>(val.size()) - 1) / ctx_);
   std::vector<token_batch> out;
   for (int64_t first = 0; first < windows; first += batch) {
     const int rows = static_cast<int>(std::min<int64_t>(batch, windows - first));
     token_batch b{rows, ctx_, std::vector<int32_t>(static_cast<size_t>(rows) * ctx_),
                   std::vector<int32_t>(static_cast<size_t>(rows) * ctx_), first};
-    for (int row = 0; row < rows; ++row)
-      fill(b, row, val, (first + row) * ctx_);
+    for (int row = 0; row < rows; ++row) {
+      if (corpus_->supervised()) {
+        fill(b, row, corpus_->val_examples()[first + row]);
+      } else {
+        fill(b, row, val, (first + row) * ctx_);
+      }
+    }
     out.push_back(std::move(b));
   }
   return out;

@@ -10,8 +10,17 @@
 
 namespace troupe::actors {
 
+/// One supervised example (SFT): its bytes, and per byte whether the loss covers it (a
+/// response's byte, or an assistant message's).
+struct sft_example {
+  std::string text;
+  std::vector<uint8_t> trained;
+  /// How many of the example's next-byte targets the loss covers.
+  [[nodiscard]] int64_t trained_targets() const;
+};
+
 /// Byte-level text for pretraining: every text file under a path, concatenated in name order,
-/// with the last `val_fraction` held out for evaluation.
+/// with the last `val_fraction` held out for evaluation; or (load_sft) supervised examples.
 class text_corpus {
  public:
   /// Reads `path` (a file, or a directory as text_files() lists it). Errors name the path and
@@ -21,22 +30,39 @@ class text_corpus {
   /// The same from text in memory (a task's generated text); `origin` names it in errors.
   [[nodiscard]] static absl::StatusOr<text_corpus> from_text(std::string text, double val_fraction,
                                                              int ctx, const std::string& origin);
+  /// Supervised fine-tuning data (pretrain.data.format: sft, sft_data.cpp): the JSONL files
+  /// under `path` in name order, each line {"prompt": string, "response": string} or
+  /// {"messages": [{"role", "content"}, ...]} rendered by the chat template (its assistant
+  /// messages are the response), the last `val_fraction` of the examples held out. The loss
+  /// covers only the response. INVALID_ARGUMENT naming FILE:LINE and the field for a line that
+  /// is none of these, an empty prompt or response, or an example longer than ctx + 1 bytes.
+  [[nodiscard]] static absl::StatusOr<text_corpus> load_sft(const std::string& path,
+                                                            double val_fraction, int ctx);
 
   [[nodiscard]] const std::string& train() const { return train_; }
   [[nodiscard]] const std::string& val() const { return val_; }
+  /// Whether the corpus is supervised examples (load_sft) rather than text.
+  [[nodiscard]] bool supervised() const { return !train_examples_.empty(); }
+  [[nodiscard]] const std::vector<sft_example>& train_examples() const { return train_examples_; }
+  [[nodiscard]] const std::vector<sft_example>& val_examples() const { return val_examples_; }
 
  private:
   text_corpus(std::string train, std::string val)
       : train_(std::move(train)), val_(std::move(val)) {}
+  text_corpus(std::vector<sft_example> train, std::vector<sft_example> val)
+      : train_examples_(std::move(train)), val_examples_(std::move(val)) {}
+  static absl::Status check_val_fraction(double val_fraction);
   std::string train_, val_;
+  std::vector<sft_example> train_examples_, val_examples_;
 };
 
 using actor::token_batch;
 
 /// The sample stream of one data-parallel rank. Samples are the windows of ctx + 1 bytes at
-/// stride ctx over the training text. Epoch e visits them in an order shuffled by (seed, e);
-/// the stream is epochs end to end, so a global sample index g is sample perm_e[g mod S] of
-/// epoch e = g / S. Global batch b is stream indices [b * global, (b + 1) * global); rank r
+/// stride ctx over the training text, or a supervised corpus's examples, each a row of its own
+/// (padded; the targets outside its response are -1). Epoch e visits them in an order shuffled by
+/// (seed, e); the stream is epochs end to end, so a global sample index g is sample perm_e[g mod S]
+/// of epoch e = g / S. Global batch b is stream indices [b * global, (b + 1) * global); rank r
 /// takes the r-th of dp slices split as evenly as possible (even_split). Every sample is used
 /// exactly once per epoch at any dp, also when dp changes between batches (a rank lost or
 /// joined), and the whole state is one number, the next global index: resuming at it replays
@@ -71,6 +97,9 @@ class data_loader {
               uint64_t seed);
   int64_t sample_at(int64_t global_index);
   void fill(token_batch& out, int row, const std::string& text, int64_t offset) const;
+  void fill(token_batch& out, int row, const sft_example& example) const;
+  // The targets the loss covers in the global batch whose stream indices start at `first`.
+  [[nodiscard]] int64_t trained_targets(int64_t first);
 
   const text_corpus* corpus_;
   int ctx_, global_batch_, dp_rank_, dp_size_;

@@ -216,7 +216,12 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
 }
 
 absl::StatusOr<step_report> trainer::step(const token_batch& local) {
-  const float loss_scale = 1.0f / (static_cast<float>(options_.global_batch) * local.ctx);
+  // The mean over the global batch's targets: every position of text windows, the responses'
+  // of supervised examples.
+  const float loss_scale =
+      local.global_targets > 0
+          ? 1.0f / static_cast<float>(local.global_targets)
+          : 1.0f / (static_cast<float>(options_.global_batch) * static_cast<float>(local.ctx));
   models::loss_sum loss;
   const gradient_pass pass = [&](int row, int rows,
                                  const models::gpt_cpu_batch::gradients_ready& ready) {

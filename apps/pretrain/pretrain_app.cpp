@@ -37,8 +37,11 @@ absl::StatusOr<const pretrain_options*> pretrain_options_in(const app::app_plan&
 absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt_trainer_options&) {
   TROUPE_ASSIGN_OR_RETURN(const pretrain_options* o, pretrain_options_in(ctx.plan));
   const models::gpt_config model = models::gpt_config_of(ctx.plan.spec.model);
-  TROUPE_ASSIGN_OR_RETURN(actors::text_corpus corpus,
-                          actors::text_corpus::load(o->data.path, o->data.val_fraction, model.ctx));
+  TROUPE_ASSIGN_OR_RETURN(
+      actors::text_corpus corpus,
+      o->data.format == "sft"
+          ? actors::text_corpus::load_sft(o->data.path, o->data.val_fraction, model.ctx)
+          : actors::text_corpus::load(o->data.path, o->data.val_fraction, model.ctx));
   const auto* role = ctx.plan.find_role(trainer_role);
   const bool elastic = role != nullptr && role->spec.elastic.has_value();
   std::shared_ptr<comm::rendezvous_store> store;

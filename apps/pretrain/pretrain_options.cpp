@@ -49,6 +49,11 @@ config::object_schema<data_spec> data_schema() {
   s.add("path", &data_spec::path)
       .non_empty()
       .help("a text file, or a directory whose text files are read in name order");
+  s.add("format", &data_spec::format)
+      .one_of({"text", "sft"})
+      .help(
+          "text: windows of the text; sft: one JSONL example a line, {prompt, response} or "
+          "{messages} (the chat template), the loss on the response only");
   s.add("val_fraction", &data_spec::val_fraction)
       .range(0.001, 0.5)
       .help("the last part of the text, held out for evaluation");

@@ -28,6 +28,9 @@ struct train_spec {
 /// `pretrain.data`: the text and its held-out split.
 struct data_spec {
   std::string path = "/usr/share/games/fortunes";
+  /// text: byte windows of the text; sft: JSONL prompt/response (or chat) examples, the loss on
+  /// the response only.
+  std::string format = "text";
   double val_fraction = 0.05;
   int eval_every = 100;    ///< steps between held-out evaluations; 0: only at the end
   int eval_windows = 256;  ///< held-out windows per evaluation

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "models/gpt/chat_template.hpp"
 #include "nlohmann/json.hpp"
 
 namespace troupe::apps {
@@ -23,28 +24,6 @@ api_error invalid(std::string message, std::string code = "") {
 
 const char* finish_name(actor::finish_reason r) {
   return r == actor::finish_reason::stop ? "stop" : "length";
-}
-
-// The chat template: each message as "<|role|>\ncontent\n", then the assistant's turn.
-std::variant<std::string, api_error> chat_prompt(const json& messages) {
-  if (!messages.is_array() || messages.empty()) {
-    return invalid("'messages' must be a non-empty list of {role, content}");
-  }
-  std::string prompt;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const json& m = messages[i];
-    const std::string where = absl::StrCat("messages[", i, "]");
-    if (!m.is_object() || !m.contains("role") || !m.contains("content") || !m["role"].is_string() ||
-        !m["content"].is_string()) {
-      return invalid(where + " must be {\"role\": string, \"content\": string}");
-    }
-    const std::string role = m["role"];
-    if (role != "system" && role != "user" && role != "assistant") {
-      return invalid(where + ".role must be system, user or assistant, not '" + role + "'");
-    }
-    absl::StrAppend(&prompt, "<|", role, "|>\n", m["content"].get<std::string>(), "\n");
-  }
-  return prompt + "<|assistant|>\n";
 }
 
 }  // namespace
@@ -84,9 +63,10 @@ std::variant<completion_call, api_error> parse_completion(absl::string_view body
   }
   std::string prompt;
   if (chat) {
-    auto p = chat_prompt(j.value("messages", json()));
-    if (auto* e = std::get_if<api_error>(&p)) return *e;
-    prompt = std::get<std::string>(p);
+    absl::StatusOr<models::rendered_chat> p =
+        models::render_chat(j.value("messages", json()), /*add_generation_prompt=*/true);
+    if (!p.ok()) return invalid(std::string(p.status().message()));
+    prompt = std::move(p->text);
   } else {
     const json p = j.value("prompt", json());
     if (p.is_string()) {

@@ -65,6 +65,9 @@ struct token_batch {
   std::vector<int32_t> targets;
   int64_t first_sample = 0;  ///< the global stream index of the batch's first sample
   int64_t cursor = 0;        ///< the global stream index where its global batch starts
+  /// The targets (>= 0) of its whole global batch, over every rank: the token mean's
+  /// denominator. 0: every position of the global batch (text windows).
+  int64_t global_targets = 0;
 };
 
 /// What one optimizer step of a data-parallel rank did.

@@ -266,11 +266,13 @@ absl::StatusOr<actor::job_result> unpack_result(const msgpack::object& o) {
 }
 
 void pack_tokens(packer& pk, const actor::token_batch& x) {
-  pk.pack_map(6);
+  pk.pack_map(7);
   pk.pack("batch");
   pk.pack(x.batch);
   pk.pack("ctx");
   pk.pack(x.ctx);
+  pk.pack("global_targets");
+  pk.pack(x.global_targets);
   pk.pack("tokens");
   pk.pack(x.tokens);
   pk.pack("targets");
@@ -286,9 +288,14 @@ absl::StatusOr<actor::token_batch> unpack_tokens(const msgpack::object& o) {
   actor::token_batch x;
   auto batch = m->get_int("batch", -1), ctx = m->get_int("ctx", -1);
   auto first = m->get_int("first_sample", 0), cursor = m->get_int("cursor", 0);
-  for (const auto* s : {&batch, &ctx, &first, &cursor}) {
+  auto global_targets = m->get_int("global_targets", 0);
+  for (const auto* s : {&batch, &ctx, &first, &cursor, &global_targets}) {
     if (!s->ok()) return s->status();
   }
+  if (*global_targets < 0) {
+    return absl::InvalidArgumentError("token_batch: 'global_targets' must not be negative");
+  }
+  x.global_targets = *global_targets;
   x.batch = static_cast<int32_t>(*batch);
   x.ctx = static_cast<int32_t>(*ctx);
   x.first_sample = *first;

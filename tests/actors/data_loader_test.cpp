@@ -156,3 +156,101 @@ TEST(PrefetchQueue, CreditsBoundWhatIsPreparedAndTheCursorCountsOnlyWhatWasTaken
 
 }  // namespace
 }  // namespace troupe::actors
+
+namespace troupe::actors {
+namespace {
+
+// pretrain.data.format: sft. Each example is a row of its own: its bytes, padded; the targets
+// are its next bytes where they are the response's (or an assistant message's), -1 elsewhere
+// (the prompt, the chat template's headers, the padding); the batch counts its global batch's
+// trained targets for the token mean.
+TEST(SftData, ExamplesTrainOnTheResponseOnly) {
+  testing::temp_dir dir;
+  std::string lines = "{\"prompt\": \"2+3=\", \"response\": \"5\\n\"}\n\n";
+  lines +=
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, "
+      "{\"role\": \"assistant\", \"content\": \"yo\"}]}\n";
+  for (int i = 0; i < 18; ++i)  // held out: the last tenth
+    lines += "{\"prompt\": \"p" + std::to_string(i) + "\", \"response\": \"r\"}\n";
+  auto corpus = text_corpus::load_sft(dir.write("a.jsonl", lines), 0.1, 32);
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  ASSERT_TRUE(corpus->supervised());
+  ASSERT_EQ(corpus->train_examples().size(), 18u);
+  ASSERT_EQ(corpus->val_examples().size(), 2u);
+  EXPECT_EQ(corpus->val_examples()[1].text, "p17r");
+
+  const sft_example& sum = corpus->train_examples()[0];
+  EXPECT_EQ(sum.trained_targets(), 2);  // "5" and "\n"
+  const sft_example& chat = corpus->train_examples()[1];
+  EXPECT_EQ(chat.text, "<|user|>\nhi\n<|assistant|>\nyo\n");
+  EXPECT_EQ(chat.trained_targets(), 3);  // "yo\n"
+
+  // One global batch of every training example: the rows are the examples in the loader's
+  // order, each trained only where its response is.
+  auto loader = *data_loader::create(*corpus, 32, 18, 0, 1, 3);
+  const token_batch b = loader.next();
+  int64_t trained = 0;
+  int checked = 0;
+  for (int row = 0; row < b.batch; ++row) {
+    const int32_t* tokens = b.tokens.data() + row * 32;
+    const int32_t* targets = b.targets.data() + row * 32;
+    for (int t = 0; t < 32; ++t)
+      trained += targets[t] >= 0 ? 1 : 0;
+    const std::string text(tokens, tokens + 4);
+    if (text == "2+3=") {
+      ++checked;
+      const std::vector<int32_t> want = {-1, -1, -1, '5', '\n', -1};
+      EXPECT_EQ(std::vector<int32_t>(targets, targets + 6), want);
+      EXPECT_EQ(tokens[6], 0) << "padding";
+    } else if (text == "<|us") {
+      ++checked;
+      for (int t = 0; t < 32; ++t) {
+        const bool response = t + 1 >= 26 && t + 1 < 29;  // "yo\n" at bytes 26..28
+        EXPECT_EQ(targets[t], response ? static_cast<int32_t>(chat.text[t + 1]) : -1) << t;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 2);
+  EXPECT_EQ(trained, 2 + 3 + 16);
+  EXPECT_EQ(b.global_targets, trained);
+  // Held-out batches are built the same way.
+  const auto val = loader.validation(4, 100);
+  ASSERT_EQ(val.size(), 1u);
+  EXPECT_EQ(val[0].batch, 2);
+  EXPECT_EQ(val[0].targets[2], 'r');
+}
+
+TEST(SftData, BadLinesAreRefusedWithFileLineAndField) {
+  testing::temp_dir dir;
+  const std::string good = "{\"prompt\": \"a\", \"response\": \"b\"}\n";
+  const auto refused = [&](const std::string& bad, int ctx = 32) {
+    const std::string path = dir.write("bad.jsonl", good + bad + "\n" + good);
+    const absl::Status s = text_corpus::load_sft(path, 0.1, ctx).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find(path + ":2: "), std::string::npos) << s;
+    return std::string(s.message());
+  };
+  EXPECT_NE(refused("not json").find("not a JSON object"), std::string::npos);
+  EXPECT_NE(refused("{\"prompt\": \"a\"}").find("response is missing or not a string"),
+            std::string::npos);
+  EXPECT_NE(refused("{\"prompt\": \"\", \"response\": \"b\"}").find("prompt is empty"),
+            std::string::npos);
+  EXPECT_NE(refused("{\"messages\": [{\"role\": \"bot\", \"content\": \"x\"}]}")
+                .find("messages[0].role must be system, user or assistant, not 'bot'"),
+            std::string::npos);
+  EXPECT_NE(refused("{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}")
+                .find("no assistant message"),
+            std::string::npos);
+  EXPECT_NE(refused("{\"prompt\": \"aaaa\", \"response\": \"bbbb\"}", 4)
+                .find("the example is 8 bytes, longer than model.ctx + 1 = 5"),
+            std::string::npos);
+  // Too few examples to hold some out.
+  EXPECT_NE(text_corpus::load_sft(dir.write("one.jsonl", good), 0.1, 32)
+                .status()
+                .message()
+                .find("1 examples cannot give a training and a validation set"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace troupe::actors

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <numeric>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -262,6 +263,34 @@ TEST_F(PretrainTest, ResumeSkipsACorruptedCheckpointAndSaysWhich) {
   EXPECT_NE(none.summary.value("error", "").find("--resume " + dir_.file("first")),
             std::string::npos)
       << none.summary;
+}
+
+// pretrain.data.format: sft on prompt/response examples ("17+25=" -> "42\n"): the loss is the
+// mean over the responses' bytes only, the same whatever the split of the global batch (two
+// ranks train as one within float tolerance), and it falls.
+TEST_F(PretrainTest, SftTrainsOnTheResponsesAndTwoRanksMatchOne) {
+  std::string lines;
+  uint32_t x = 99;
+  for (int i = 0; i < 800; ++i) {
+    x = x * 1664525u + 1013904223u;
+    const int a = static_cast<int>((x >> 8) % 50), b = static_cast<int>((x >> 20) % 50);
+    lines += absl::StrCat("{\"prompt\": \"", a, "+", b, "=\", \"response\": \"", a + b, "\\n\"}\n");
+  }
+  const std::vector<std::string> sft = {"--set", "pretrain.data.format=sft", "--set",
+                                        "pretrain.data.path=" + dir_.write("sums.jsonl", lines)};
+  const run_result one = launch("sft1", 1, 0, sft);
+  ASSERT_EQ(one.process.exit_code, 0) << one.process.err;
+  ASSERT_EQ(one.losses.size(), 40u);
+  const auto mean = [](auto first, auto last) {
+    return std::accumulate(first, last, 0.0) / static_cast<double>(last - first);
+  };
+  EXPECT_LT(mean(one.losses.end() - 5, one.losses.end()),
+            0.6 * mean(one.losses.begin(), one.losses.begin() + 5))
+      << "the responses are learnt";
+  const run_result two = launch("sft2", 2, 0, sft);
+  ASSERT_EQ(two.process.exit_code, 0) << two.process.err;
+  expect_close(one.losses, two.losses, 1e-4, "sft at dp 2");
+  EXPECT_NEAR(two.summary["val_loss"].get<double>(), one.summary["val_loss"].get<double>(), 1e-4);
 }
 
 TEST_F(PretrainTest, TwoRanksAndZeroStagesMatchOneRank) {

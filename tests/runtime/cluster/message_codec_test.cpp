@@ -41,12 +41,13 @@ TEST(MessageCodec, RoundTripsTroupeMessages) {
 }
 
 TEST(MessageCodec, RoundTripsTokenBatchesAndRefusesInconsistentOnes) {
-  actor::token_batch b{2, 3, {1, 2, 3, 250, 0, 7}, {2, 3, 4, 0, 7, 9}, 40, 36};
+  actor::token_batch b{2, 3, {1, 2, 3, 250, 0, 7}, {2, 3, 4, -1, 7, 9}, 40, 36, 11};
   caf::message m = round_trip(caf::make_message(b));
   const auto& back = m.get_as<actor::token_batch>(0);
   EXPECT_EQ(back.tokens, b.tokens);
   EXPECT_EQ(back.targets, b.targets);
   EXPECT_EQ(back.cursor, 36);
+  EXPECT_EQ(back.global_targets, 11);
   b.targets.pop_back();  // 5 targets for 2 x 3 tokens
   auto bytes = encode_message(caf::make_message(b));
   ASSERT_TRUE(bytes.ok());
