@@ -242,13 +242,17 @@ TEST_F(Zero3TrainerTest, WhatItDoesNotComposeWithIsRefusedClearly) {
   comm::memory_store store;
   std::vector<std::thread> ranks;
   std::vector<absl::Status> got(2);
+  // The groups outlive both threads: a rank that is done first must not close its connections
+  // while the other may still be forming the group.
+  std::vector<std::unique_ptr<comm::communicator>> groups(2);
   for (int rank = 0; rank < 2; ++rank) {
     ranks.emplace_back([&, rank] {
       auto group = comm::make_gloo_communicator(store, {.name = "dp", .rank = rank, .size = 2});
       ASSERT_TRUE(group.ok()) << group.status();
+      groups[rank] = *std::move(group);
       trainer_options o = options(zero_stage::three);
       o.checkpoint_segment = 2;
-      got[rank] = trainer::create(layout_, o, group->get()).status();
+      got[rank] = trainer::create(layout_, o, groups[rank].get()).status();
     });
   }
   for (auto& t : ranks)

@@ -1,9 +1,11 @@
 #pragma once
 
 // The golden values of the RL math (tests/kernels/fixtures/rl_golden.json, written by
-// tests/kernels/make_rl_golden.py from veRL's formulas in PyTorch).
+// tests/kernels/make_rl_golden.py from veRL's formulas in PyTorch) and of the preference losses
+// (preference_golden.json, tests/kernels/make_preference_golden.py, TRL's formulas).
 
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,12 +15,19 @@
 
 namespace troupe::testing {
 
+/// tests/kernels/fixtures/NAME.json, read once.
+inline const nlohmann::json& golden_fixture(const std::string& name) {
+  static std::map<std::string, nlohmann::json> read;
+  auto it = read.find(name);
+  if (it == read.end()) {
+    std::ifstream in(std::string(TROUPE_SOURCE_DIR) + "/tests/kernels/fixtures/" + name + ".json");
+    it = read.emplace(name, nlohmann::json::parse(in)).first;
+  }
+  return it->second;
+}
+
 inline const nlohmann::json& rl_golden() {
-  static const nlohmann::json golden = [] {
-    std::ifstream in(std::string(TROUPE_SOURCE_DIR) + "/tests/kernels/fixtures/rl_golden.json");
-    return nlohmann::json::parse(in);
-  }();
-  return golden;
+  return golden_fixture("rl_golden");
 }
 
 /// A JSON array of numbers as floats.
