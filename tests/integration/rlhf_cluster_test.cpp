@@ -230,6 +230,30 @@ TEST_F(RlhfClusterTest, AKilledWorkerCostsThePolicyAndTheCriticARankEachAndBothR
   expect_every_step_once(2);
 }
 
+// A frozen policy rank (SIGSTOP: no socket error ever comes) is declared dead by the heartbeats
+// while the first step generates (held), and the group is formed anew without it before the
+// update needs it. Continued later, the frozen worker is refused (fenced) and exits; the run
+// goes on and ends.
+TEST_F(RlhfClusterTest, AFrozenPolicyRankIsFencedAndTheRunGoesOn) {
+  ASSERT_NO_FATAL_FAILURE(start_elastic_policy(3, 2));
+  subprocess& frozen = *workers_[1];
+  frozen.signal(SIGSTOP);
+  const nlohmann::json rebuilt = wait_for_event(run_dir(), "group_rebuilt", 60s);
+  ASSERT_FALSE(rebuilt.is_null()) << head_->stderr_so_far();
+  EXPECT_EQ(rebuilt["world_size"], 1);
+  frozen.signal(SIGCONT);
+  const process_result woke = frozen.wait(30s);
+  ASSERT_FALSE(woke.timed_out) << "the frozen worker did not exit when continued";
+  EXPECT_EQ(woke.exit_code, 1) << woke.err;
+  EXPECT_NE(woke.err.find("declared"), std::string::npos) << woke.err;
+  hold_.release();
+  const process_result r = head_->wait(300s);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_every_step_once(3);
+  EXPECT_TRUE(events_of(run_dir(), "step_redone").empty()) << "no update was in flight";
+}
+
 // A worker started while the first step generates (held) gets a policy rank, which the group
 // admits at the next RL step: it takes the parameters and optimizer state from the member over
 // the data plane, and the rest of the run trains on two ranks.
