@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "runtime/actor/message_types.hpp"
-#include "runtime/run/event_log.hpp"
+#include "runtime/run/driver_commands.hpp"
 
 namespace troupe::apps {
 
@@ -142,17 +142,9 @@ class pretrain_driver {
   struct abort_all {
     uint64_t generation;
   };
-  /// An event for the job's log.
-  struct note {
-    run::severity level;
-    std::string kind;
-    std::string message;
-    nlohmann::json fields;
-  };
-  /// Call on_timer() after `after`.
-  struct wake_after {
-    clock::duration after;
-  };
+  /// An event for the job's log, and a call of on_timer() after a while.
+  using note = run::note;
+  using wake_after = run::wake_after;
   /// The group is whole again after a lost member, `seconds` after the loss was known.
   struct recovered {
     double seconds;

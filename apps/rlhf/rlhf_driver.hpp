@@ -14,7 +14,7 @@
 #include "apps/rlhf/rollout_batch.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/actor/message_types.hpp"
-#include "runtime/run/event_log.hpp"
+#include "runtime/run/driver_commands.hpp"
 
 namespace troupe::apps::rlhf {
 
@@ -203,17 +203,10 @@ class rlhf_driver {
     bool critic;
     uint64_t generation;
   };
-  /// An event for the run's log (rank_lost, group_rebuilt, rank_joined, step_redone, ...).
-  struct note {
-    run::severity level;
-    std::string kind;
-    std::string message;
-    nlohmann::json fields;
-  };
-  /// Call on_timer() after `after`.
-  struct wake_after {
-    clock::duration after;
-  };
+  /// An event for the run's log (rank_lost, group_rebuilt, rank_joined, step_redone, ...), and
+  /// a call of on_timer() after a while.
+  using note = run::note;
+  using wake_after = run::wake_after;
   using command =
       std::variant<load_policy, warmup_step_all, save_initial, load_initial, sync_all, generate_all,
                    score_all, log_probs_all, update_all, save_checkpoint, metrics_row, sample_rows,

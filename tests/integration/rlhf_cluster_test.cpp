@@ -59,6 +59,16 @@ class RlhfClusterTest : public cluster_harness {
     ASSERT_FALSE(wait_for_event(run_dir(), "generating", 120s).is_null()) << head_->stderr_so_far();
   }
 
+  // Lets the held run go on (a release again is harmless) and waits for it to succeed after
+  // `steps` RL steps.
+  void run_to_the_end(int steps) {
+    hold_.release();
+    const process_result r = head_->wait(300s);
+    ASSERT_FALSE(r.timed_out);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(summary_of(r)["steps"], steps);
+  }
+
   // Every RL step 1..steps once in metrics.jsonl.
   void expect_every_step_once(int steps) const {
     std::vector<int> done;
@@ -87,11 +97,7 @@ TEST_F(RlhfClusterTest, AKilledRolloutWorkersSequencesAreRegeneratedAndAJoinerGe
   start_worker();
   ASSERT_FALSE(wait_for_event(run_dir(), "rollout_joining", 60s).is_null())
       << head_->stderr_so_far();
-  hold_.release();
-  const process_result r = head_->wait(300s);
-  ASSERT_FALSE(r.timed_out);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(summary_of(r)["steps"], 3);
+  ASSERT_NO_FATAL_FAILURE(run_to_the_end(3));
   // The sync groups: two workers at epoch 1; at step 2's sync, epoch 2, the survivor and the
   // joiner, which generates from step 2 on.
   std::vector<nlohmann::json> groups;
@@ -124,11 +130,7 @@ TEST_F(RlhfClusterTest, ARolloutWorkerLostDuringAWeightSyncLeavesAndTheSyncIsRed
   workers_[1]->signal(SIGKILL);
   const nlohmann::json lost = wait_for_event(run_dir(), "rollout_lost", 60s);
   ASSERT_FALSE(lost.is_null()) << head_->stderr_so_far();
-  hold_.release();
-  const process_result r = head_->wait(300s);
-  ASSERT_FALSE(r.timed_out);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(summary_of(r)["steps"], 2);
+  ASSERT_NO_FATAL_FAILURE(run_to_the_end(2));
   const auto redone = events_of(run_dir(), "sync_redone");
   ASSERT_EQ(redone.size(), 1u);
   EXPECT_EQ(redone[0]["version"], 1);
@@ -182,10 +184,7 @@ TEST_F(RlhfClusterTest, AKilledPolicyRankIsRegroupedAndTheRunGoesOn) {
   workers_[1]->signal(SIGSTOP);
   hold_.release();
   workers_[1]->signal(SIGKILL);
-  const process_result r = head_->wait(300s);
-  ASSERT_FALSE(r.timed_out);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(summary_of(r)["steps"], 3);
+  ASSERT_NO_FATAL_FAILURE(run_to_the_end(3));
   const auto lost = events_of(run_dir(), "rank_lost");
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0]["role"], "policy");
@@ -214,10 +213,7 @@ TEST_F(RlhfClusterTest, AKilledWorkerCostsThePolicyAndTheCriticARankEachAndBothR
   workers_[1]->signal(SIGSTOP);
   hold_.release();
   workers_[1]->signal(SIGKILL);
-  const process_result r = head_->wait(300s);
-  ASSERT_FALSE(r.timed_out);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(summary_of(r)["steps"], 2);
+  ASSERT_NO_FATAL_FAILURE(run_to_the_end(2));
   std::map<std::string, int> lost, rebuilt;
   for (const auto& e : events_of(run_dir(), "rank_lost"))
     ++lost[e["role"]];
@@ -246,10 +242,7 @@ TEST_F(RlhfClusterTest, AFrozenPolicyRankIsFencedAndTheRunGoesOn) {
   ASSERT_FALSE(woke.timed_out) << "the frozen worker did not exit when continued";
   EXPECT_EQ(woke.exit_code, 1) << woke.err;
   EXPECT_NE(woke.err.find("declared"), std::string::npos) << woke.err;
-  hold_.release();
-  const process_result r = head_->wait(300s);
-  ASSERT_FALSE(r.timed_out);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_NO_FATAL_FAILURE(run_to_the_end(3));
   expect_every_step_once(3);
   EXPECT_TRUE(events_of(run_dir(), "step_redone").empty()) << "no update was in flight";
 }
@@ -262,11 +255,7 @@ TEST_F(RlhfClusterTest, APolicyRankOnAJoinedWorkerIsAdmittedAtTheNextStep) {
   start_worker();
   const nlohmann::json joining = wait_for_event(run_dir(), "rank_joining", 60s);
   ASSERT_FALSE(joining.is_null()) << head_->stderr_so_far();
-  hold_.release();
-  const process_result r = head_->wait(300s);
-  ASSERT_FALSE(r.timed_out);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(summary_of(r)["steps"], 3);
+  ASSERT_NO_FATAL_FAILURE(run_to_the_end(3));
   const auto joined = events_of(run_dir(), "rank_joined");
   ASSERT_EQ(joined.size(), 1u);
   EXPECT_EQ(joined[0]["name"], joining["name"]);
