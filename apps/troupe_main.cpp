@@ -49,6 +49,17 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--step", export_run.step,
                          "Checkpoint step (default: the newest that reads cleanly)");
 
+  data_args data;
+  auto* data_cmd = app.add_subcommand("data", "Write data sets the apps train on");
+  data_cmd->require_subcommand(1);
+  auto* data_sft_cmd = data_cmd->add_subcommand(
+      "sft", "Supervised examples (JSONL prompt/response) of an RLHF config's task");
+  data_sft_cmd->add_option("config", data.config, "An RLHF config: its rlhf.task")->required();
+  data_sft_cmd->add_option("--set", data.overrides, "Override a config value: key.path=value");
+  data_sft_cmd->add_option("--examples", data.examples, "How many")->capture_default_str();
+  data_sft_cmd->add_option("--seed", data.seed, "The examples' stream")->capture_default_str();
+  data_sft_cmd->add_option("--out", data.out, "The JSONL file to write")->required();
+
   bool version_json = false;
   auto* version_cmd = app.add_subcommand("version", "Show versions and CUDA devices");
   version_cmd->add_flag("--json", version_json, "Print JSON");
@@ -94,6 +105,7 @@ int main(int argc, char** argv) {
   if (*check_cmd) return check_command(check);
   if (*list_cmd) return plugins_list_command(plugin_dirs, plugins_json);
   if (*version_cmd) return version_command(version_json);
+  if (*data_sft_cmd) return data_sft_command(data);
   if (*export_cmd) return export_command(export_run);
   if (*head_cmd) {
     if (!head_app.config.empty()) head.app = head_app;

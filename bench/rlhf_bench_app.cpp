@@ -31,7 +31,7 @@
 #include "actors/inference_engine.hpp"
 #include "apps/builtin_apps.hpp"
 #include "apps/rlhf/rlhf_options.hpp"
-#include "apps/rlhf/text_task.hpp"
+#include "tasks/text_task.hpp"
 #include "bench/bench_process.hpp"
 #include "bench/bench_report.hpp"
 #include "models/gpt/gpt_source.hpp"
@@ -114,7 +114,7 @@ void bench_config(const std::string& name, int steps) {
   const auto& o = *static_cast<const apps::rlhf::rlhf_options*>(plan->app_options.get());
   const models::gpt_config model = models::gpt_config_of(plan->spec.model);
   const int workers = plan->find_role("rollout")->spec.count;  // the engine's threads follow it
-  auto task = apps::rlhf::make_task(o.task);
+  auto task = tasks::make_task(o.task);
   if (!task.ok()) fail(std::string(task.status().message()));
   const apps::rlhf::rlhf_driver driver(
       apps::rlhf::schedule_of(o, model.ctx), apps::rlhf::algorithm_of(o),

@@ -98,6 +98,15 @@ struct export_args {
 /// config.json) in `out`.
 [[nodiscard]] int export_command(const export_args& args);
 
+/// `troupe data sft CONFIG`: supervised examples of an RLHF config's task (rlhf.task), one JSON
+/// line {"prompt", "response"} each, for pretrain.data.format sft.
+struct data_args : config_args {
+  int64_t examples = 10000;
+  uint64_t seed = 1;
+  std::string out;
+};
+[[nodiscard]] int data_sft_command(const data_args& args);
+
 /// The token a cluster uses: the config's, else TROUPE_CLUSTER_TOKEN, else a fresh random one.
 [[nodiscard]] std::string cluster_token(const config::cluster_spec& spec);
 

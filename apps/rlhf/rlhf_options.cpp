@@ -179,30 +179,6 @@ config::object_schema<warmup_spec> warmup_schema() {
   return s;
 }
 
-config::object_schema<task_spec> task_schema() {
-  config::object_schema<task_spec> s;
-  s.add("name", &task_spec::name)
-      .one_of(task_names())
-      .help("the task and its rule reward: digit_completion, or fortunes (text)");
-  s.add("max_number", &task_spec::max_number).range(1, 1000000).help("numbers are modulo this");
-  s.add("max_diff", &task_spec::max_diff).range(1, 1000000).help("the largest difference");
-  s.add("max_num_in_response", &task_spec::max_num_in_response)
-      .range(1, 9)
-      .help("the most numbers an answer has");
-  s.add("path", &task_spec::path)
-      .help("fortunes: a fortune file, or a directory of them (records between \"%\" lines)");
-  s.add("prompt_words", &task_spec::prompt_words)
-      .range(1, 8)
-      .help("fortunes: the words of a fortune's first line that make the prompt");
-  s.add("min_words", &task_spec::min_words)
-      .range(1, 64)
-      .help("fortunes: a response counts at least this many words (a shorter line scores less)");
-  s.add("max_response", &task_spec::max_response)
-      .range(2, 4096)
-      .help("fortunes: the longest response (the rest of the line and its newline), in bytes");
-  return s;
-}
-
 config::object_schema<sync_spec> sync_schema() {
   config::object_schema<sync_spec> s;
   s.add("bucket_mb", &sync_spec::bucket_mb).range(1, 1 << 16).help("broadcast bucket size");

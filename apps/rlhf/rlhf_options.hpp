@@ -8,10 +8,22 @@
 #include "actors/trainer.hpp"
 #include "apps/rlhf/kl_controller.hpp"
 #include "apps/rlhf/rlhf_driver.hpp"
-#include "apps/rlhf/text_task.hpp"
 #include "runtime/config/schema.hpp"
+#include "tasks/text_task.hpp"
 
 namespace troupe::apps::rlhf {
+
+// The shipped tasks (tasks/), as the app names them.
+using tasks::make_task;
+using tasks::max_response_bytes;
+using tasks::task_names;
+using tasks::task_schema;
+using tasks::task_setting_error;
+using tasks::task_setting_of;
+using tasks::task_setting_problem;
+using tasks::task_spec;
+using tasks::text_task;
+using tasks::warmup_description;
 
 // The `rlhf:` section. Keys are veRL's where the concept is the same (docs/config.md maps them).
 

@@ -12,9 +12,9 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "apps/rlhf/text_task.hpp"
+#include "tasks/text_task.hpp"
 
-namespace troupe::apps::rlhf {
+namespace troupe::tasks {
 
 struct digit_completion_options {
   int max_number = 20;          ///< the sequence is modulo this
@@ -50,9 +50,10 @@ class digit_completion final : public text_task {
   /// numbers drawn at random: the warm-up teaches the format, not the sequence. With `answers`
   /// true it is the answer: supervised examples of the task itself.
   [[nodiscard]] std::string warmup_text(uint64_t seed, int lines, bool answers) const override;
+  [[nodiscard]] example example_at(uint64_t seed, int64_t index) const override;
 
  private:
   digit_completion_options o_;
 };
 
-}  // namespace troupe::apps::rlhf
+}  // namespace troupe::tasks

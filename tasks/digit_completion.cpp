@@ -1,4 +1,4 @@
-#include "apps/rlhf/digit_completion.hpp"
+#include "tasks/digit_completion.hpp"
 
 #include <vector>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "kernels/sampling.hpp"
 
-namespace troupe::apps::rlhf {
+namespace troupe::tasks {
 namespace {
 
 // A uniform integer in [0, bound) from (seed, counter).
@@ -98,6 +98,12 @@ int digit_completion::max_response_bytes() const {
   return o_.max_num_in_response * (digits + 1);  // numbers, commas and the newline
 }
 
+digit_completion::example digit_completion::example_at(uint64_t seed, int64_t index) const {
+  std::string q = prompt(seed ^ 0x5eedf00dull, index);  // the warm-up's stream
+  std::string a = answer(q) + "\n";
+  return {std::move(q), std::move(a)};
+}
+
 std::string digit_completion::warmup_text(uint64_t seed, int lines, bool answers) const {
   std::string text;
   const uint64_t stream = seed ^ 0x5eedf00dull;  // not the RL prompts' stream
@@ -118,4 +124,4 @@ std::string digit_completion::warmup_text(uint64_t seed, int lines, bool answers
   return text;
 }
 
-}  // namespace troupe::apps::rlhf
+}  // namespace troupe::tasks

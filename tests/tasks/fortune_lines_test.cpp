@@ -1,4 +1,4 @@
-#include "apps/rlhf/fortune_lines.hpp"
+#include "tasks/fortune_lines.hpp"
 
 #include <set>
 
@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "tests/support/temp_dir.hpp"
 
-namespace troupe::apps::rlhf {
+namespace troupe::tasks {
 namespace {
 
 // Two fortune files: a directory as the fortunes package has it.
@@ -76,4 +76,28 @@ TEST(FortuneLines, RefusesAPathWithoutPromptsOrFiles) {
 }
 
 }  // namespace
-}  // namespace troupe::apps::rlhf
+}  // namespace troupe::tasks
+
+namespace troupe::tasks {
+namespace {
+
+// A fortunes example is a prompt and the rest of its fortune's first line, with the newline.
+TEST(FortuneLines, ExamplesAreTheRestOfTheirFirstLine) {
+  testing::temp_dir dir;
+  dir.write("wisdom", "The early bird gets the worm.\n%\nA penny saved is a penny earned.\n%\n");
+  task_spec spec;
+  spec.name = "fortunes";
+  spec.path = dir.path().string();
+  absl::StatusOr<fortune_lines> task = fortune_lines::load(spec);
+  ASSERT_TRUE(task.ok()) << task.status();
+  std::set<std::string> seen;
+  for (int i = 0; i < 40; ++i) {
+    const text_task::example e = task->example_at(1, i);
+    seen.insert(e.prompt + e.response);
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"The early bird gets the worm.\n",
+                                         "A penny saved is a penny earned.\n"}));
+}
+
+}  // namespace
+}  // namespace troupe::tasks

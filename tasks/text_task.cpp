@@ -1,4 +1,4 @@
-#include "apps/rlhf/text_task.hpp"
+#include "tasks/text_task.hpp"
 
 #include <map>
 #include <mutex>
@@ -6,11 +6,11 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "apps/rlhf/digit_completion.hpp"
-#include "apps/rlhf/fortune_lines.hpp"
 #include "runtime/base/status.hpp"
+#include "tasks/digit_completion.hpp"
+#include "tasks/fortune_lines.hpp"
 
-namespace troupe::apps::rlhf {
+namespace troupe::tasks {
 
 const std::vector<std::string>& task_names() {
   static const std::vector<std::string> names = {"digit_completion", "fortunes"};
@@ -73,4 +73,28 @@ absl::StatusOr<std::shared_ptr<const text_task>> make_task(const task_spec& spec
   return shared;
 }
 
-}  // namespace troupe::apps::rlhf
+config::object_schema<task_spec> task_schema() {
+  config::object_schema<task_spec> s;
+  s.add("name", &task_spec::name)
+      .one_of(task_names())
+      .help("the task and its rule reward: digit_completion, or fortunes (text)");
+  s.add("max_number", &task_spec::max_number).range(1, 1000000).help("numbers are modulo this");
+  s.add("max_diff", &task_spec::max_diff).range(1, 1000000).help("the largest difference");
+  s.add("max_num_in_response", &task_spec::max_num_in_response)
+      .range(1, 9)
+      .help("the most numbers an answer has");
+  s.add("path", &task_spec::path)
+      .help("fortunes: a fortune file, or a directory of them (records between \"%\" lines)");
+  s.add("prompt_words", &task_spec::prompt_words)
+      .range(1, 8)
+      .help("fortunes: the words of a fortune's first line that make the prompt");
+  s.add("min_words", &task_spec::min_words)
+      .range(1, 64)
+      .help("fortunes: a response counts at least this many words (a shorter line scores less)");
+  s.add("max_response", &task_spec::max_response)
+      .range(2, 4096)
+      .help("fortunes: the longest response (the rest of the line and its newline), in bytes");
+  return s;
+}
+
+}  // namespace troupe::tasks

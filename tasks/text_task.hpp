@@ -13,8 +13,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runtime/config/schema.hpp"
 
-namespace troupe::apps::rlhf {
+namespace troupe::tasks {
 
 /// `rlhf.task`.
 struct task_spec {
@@ -48,7 +49,18 @@ class text_task {
   /// About `lines` lines of text for the warm-up (from a stream other than the RL prompts'):
   /// with `answers`, the task's own examples; without, its format only.
   [[nodiscard]] virtual std::string warmup_text(uint64_t seed, int lines, bool answers) const = 0;
+
+  /// A supervised example: prompt `index` of a stream other than the RL prompts' (as the
+  /// warm-up's) and the task's reference response, ended by the end string ("\n"): digit
+  /// completion's answer (which scores 1), the rest of the fortune's first line.
+  struct example {
+    std::string prompt, response;
+  };
+  [[nodiscard]] virtual example example_at(uint64_t seed, int64_t index) const = 0;
 };
+
+/// `rlhf.task`'s keys (the RL app's section, and `troupe data`'s).
+[[nodiscard]] config::object_schema<task_spec> task_schema();
 
 /// The task `spec` names. INVALID_ARGUMENT for bad settings and unreadable files, saying
 /// "KEY: what is wrong" with the setting attached (task_setting_of) for the caller to locate.
@@ -74,4 +86,4 @@ struct task_setting_problem {
 /// The task names: digit_completion, fortunes.
 [[nodiscard]] const std::vector<std::string>& task_names();
 
-}  // namespace troupe::apps::rlhf
+}  // namespace troupe::tasks

@@ -1,4 +1,4 @@
-#include "apps/rlhf/fortune_lines.hpp"
+#include "tasks/fortune_lines.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -10,7 +10,7 @@
 #include "actors/text_source.hpp"
 #include "kernels/sampling.hpp"
 
-namespace troupe::apps::rlhf {
+namespace troupe::tasks {
 namespace {
 
 constexpr int longest_prompt = 48;  // bytes: room for the response in the quickstart's ctx
@@ -102,10 +102,11 @@ absl::StatusOr<fortune_lines> fortune_lines::load(const task_spec& spec) {
   for (const std::string& fortune : task.texts_) {
     for (std::string& w : words(fortune))
       task.dictionary_.insert(std::move(w));
-    std::string p =
-        opening(std::string_view(fortune).substr(0, fortune.find('\n')), spec.prompt_words);
+    const std::string_view line = std::string_view(fortune).substr(0, fortune.find('\n'));
+    std::string p = opening(line, spec.prompt_words);
     if (p.empty() || static_cast<int>(p.size()) > longest_prompt) continue;
     task.max_prompt_bytes_ = std::max(task.max_prompt_bytes_, static_cast<int>(p.size()));
+    task.rests_.push_back(std::string(line.substr(p.size())) + "\n");
     task.prompts_.push_back(std::move(p));
   }
   if (task.prompts_.empty()) {
@@ -132,6 +133,11 @@ double fortune_lines::reward(std::string_view, std::string_view response, bool e
   return static_cast<double>(known.size()) / static_cast<double>(counted);
 }
 
+fortune_lines::example fortune_lines::example_at(uint64_t seed, int64_t index) const {
+  const size_t i = draw(seed ^ 0x5eedf00dull, static_cast<uint64_t>(index), prompts_.size());
+  return {prompts_[i], rests_[i]};
+}
+
 std::string fortune_lines::warmup_text(uint64_t seed, int lines, bool) const {
   std::string text;
   int written = 0;
@@ -144,4 +150,4 @@ std::string fortune_lines::warmup_text(uint64_t seed, int lines, bool) const {
   return text;
 }
 
-}  // namespace troupe::apps::rlhf
+}  // namespace troupe::tasks

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "apps/rlhf/text_task.hpp"
+#include "tasks/text_task.hpp"
 
-namespace troupe::apps::rlhf {
+namespace troupe::tasks {
 
 class fortune_lines final : public text_task {
  public:
@@ -32,6 +32,7 @@ class fortune_lines final : public text_task {
   [[nodiscard]] int max_response_bytes() const override { return max_response_; }
   /// The fortunes themselves (with or without `answers`), from a shuffled start.
   [[nodiscard]] std::string warmup_text(uint64_t seed, int lines, bool answers) const override;
+  [[nodiscard]] example example_at(uint64_t seed, int64_t index) const override;
 
   /// The words of `text`: split at whitespace, stripped of punctuation at either end, lowercase;
   /// what is left empty is dropped.
@@ -40,6 +41,7 @@ class fortune_lines final : public text_task {
  private:
   fortune_lines() = default;
   std::vector<std::string> prompts_;  // each fortune's first words, with the space after them
+  std::vector<std::string> rests_;    // the rest of each prompt's line, and its newline
   std::vector<std::string> texts_;    // the fortunes
   std::unordered_set<std::string> dictionary_;
   int max_prompt_bytes_ = 0;
@@ -47,4 +49,4 @@ class fortune_lines final : public text_task {
   int min_words_ = 5;
 };
 
-}  // namespace troupe::apps::rlhf
+}  // namespace troupe::tasks

@@ -1,4 +1,4 @@
-#include "apps/rlhf/digit_completion.hpp"
+#include "tasks/digit_completion.hpp"
 
 #include <set>
 
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_split.h"
 
-namespace troupe::apps::rlhf {
+namespace troupe::tasks {
 namespace {
 
 TEST(DigitCompletion, AnswersContinueTheSequenceModuloMax) {
@@ -84,4 +84,27 @@ TEST(DigitCompletion, TheFormatWarmupHasTheFormatButNotTheAnswers) {
 }
 
 }  // namespace
-}  // namespace troupe::apps::rlhf
+}  // namespace troupe::tasks
+
+namespace troupe::tasks {
+namespace {
+
+// Supervised examples (troupe data sft): a prompt of the warm-up's stream, not the RL prompts',
+// and its answer ended by the newline, which the rule scores 1.
+TEST(DigitCompletion, ExamplesAreAnsweredPromptsOfTheirOwnStream) {
+  const digit_completion task({});
+  int differ = 0;
+  for (int i = 0; i < 50; ++i) {
+    const text_task::example e = task.example_at(3, i);
+    ASSERT_EQ(e.response.back(), '\n');
+    const std::string answer = e.response.substr(0, e.response.size() - 1);
+    EXPECT_EQ(answer, digit_completion::answer(e.prompt)) << e.prompt;
+    EXPECT_DOUBLE_EQ(task.reward(e.prompt, answer, true), 1.0) << e.prompt;
+    differ += e.prompt != task.prompt(3, i) ? 1 : 0;
+  }
+  EXPECT_GT(differ, 25) << "the RL prompts are another stream";
+  EXPECT_EQ(task.example_at(3, 7).prompt, task.example_at(3, 7).prompt);
+}
+
+}  // namespace
+}  // namespace troupe::tasks

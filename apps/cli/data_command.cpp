@@ -1,0 +1,80 @@
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "apps/cli/commands.hpp"
+#include "nlohmann/json.hpp"
+#include "runtime/base/status.hpp"
+#include "runtime/config/document.hpp"
+#include "runtime/config/parse_context.hpp"
+#include "tasks/text_task.hpp"
+
+namespace troupe::cli {
+namespace {
+
+int fail(int code, const std::string& message) {
+  std::fprintf(stderr, "troupe data sft: %s\n", message.c_str());
+  return code;
+}
+
+// The task of an RLHF config's `rlhf.task` (with its overrides; the default one when the
+// section names none).
+absl::StatusOr<tasks::task_spec> task_of(const config_args& args) {
+  TROUPE_ASSIGN_OR_RETURN(config::document doc, config::document::load_file(args.config));
+  for (const auto& assignment : args.overrides)
+    TROUPE_RETURN_IF_ERROR(doc.apply_override(assignment));
+  const YAML::Node& root = doc.root();
+  const YAML::Node absent(YAML::NodeType::Undefined);
+  const YAML::Node rlhf = root.IsMap() ? root["rlhf"] : absent;
+  const YAML::Node task = rlhf.IsDefined() && rlhf.IsMap() ? rlhf["task"] : absent;
+  tasks::task_spec spec;
+  if (!rlhf.IsDefined()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(args.config,
+                     " has no rlhf section: name an RLHF config (configs/rlhf_ppo.yaml), whose "
+                     "task (rlhf.task) the examples are of"));
+  }
+  if (!task.IsDefined()) return spec;  // the default task
+  config::diagnostics diag;
+  const config::parse_context ctx(doc, diag);
+  if (!tasks::task_schema().parse(task, ctx.child("rlhf").child("task"), spec)) {
+    return diag.status();
+  }
+  return spec;
+}
+
+}  // namespace
+
+int data_sft_command(const data_args& args) {
+  if (args.examples < 1) return fail(exit_usage_error, "--examples must be at least 1");
+  absl::StatusOr<tasks::task_spec> spec = task_of(args);
+  if (!spec.ok()) return fail(exit_usage_error, std::string(spec.status().message()));
+  absl::StatusOr<std::shared_ptr<const tasks::text_task>> task = tasks::make_task(*spec);
+  if (!task.ok()) {
+    return fail(exit_usage_error, absl::StrCat("rlhf.task: ", task.status().message()));
+  }
+  const std::filesystem::path out(args.out);
+  std::error_code ec;
+  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path(), ec);
+  std::ofstream file(out, std::ios::binary | std::ios::trunc);
+  if (!file) return fail(exit_runtime_failure, absl::StrCat("cannot write ", args.out));
+  for (int64_t i = 0; i < args.examples; ++i) {
+    const tasks::text_task::example e = (*task)->example_at(args.seed, i);
+    // Bytes that are not UTF-8 (fortunes are Latin-1 in places) show as U+FFFD.
+    file << nlohmann::json{{"prompt", e.prompt}, {"response", e.response}}.dump(
+                -1, ' ', false, nlohmann::json::error_handler_t::replace)
+         << '\n';
+  }
+  file.close();
+  if (!file) return fail(exit_runtime_failure, absl::StrCat("cannot write ", args.out));
+  std::printf(
+      "%s\n",
+      nlohmann::json{
+          {"format", "sft"}, {"task", spec->name}, {"examples", args.examples}, {"out", args.out}}
+          .dump()
+          .c_str());
+  return exit_ok;
+}
+
+}  // namespace troupe::cli
