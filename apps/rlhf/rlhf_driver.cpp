@@ -431,7 +431,10 @@ std::vector<rlhf_driver::command> rlhf_driver::on_group_log_probs(bool critic, i
   if (!g.all_answered()) return {};
   if (auto recovering = settle(g)) return *std::move(recovering);
   log_probs_done_[critic] = true;
-  return after_log_probs();
+  std::vector<command> out = after_log_probs();
+  auto waited = run_waiting(g);
+  out.insert(out.end(), waited.begin(), waited.end());
+  return out;
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::after_log_probs() {
@@ -506,11 +509,18 @@ std::vector<rlhf_driver::command> rlhf_driver::on_updated(int rank,
   if (auto recovering = settle(g)) return *std::move(recovering);
   g.steps = g.reports.front().step;
   track.reports.push_back(g.reports.front());
-  if (++track.index < schedule_.updates_per_step(critic)) return next_update(critic);
-  track.active = false;
-  row_[critic ? "timing_s/update_critic" : "timing_s/update_actor"] = seconds_since(phase_started_);
-  if (tracks_[!critic].active) return {};
-  return end_step();
+  std::vector<command> out;
+  if (++track.index < schedule_.updates_per_step(critic)) {
+    out = next_update(critic);
+  } else {
+    track.active = false;
+    row_[critic ? "timing_s/update_critic" : "timing_s/update_actor"] =
+        seconds_since(phase_started_);
+    if (!tracks_[!critic].active) out = end_step();
+  }
+  auto waited = run_waiting(g);
+  out.insert(out.end(), waited.begin(), waited.end());
+  return out;
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::end_step() {

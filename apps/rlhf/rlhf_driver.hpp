@@ -378,6 +378,8 @@ class rlhf_driver {
     return schedule_.critic_ranks > 0 || schedule_.critic_elastic.has_value();
   }
   std::vector<command> after_regroup(trainer_group& g);
+  // What waited for the group, while no request of it is in flight.
+  std::vector<command> run_waiting(trainer_group& g);
   std::vector<command> admit_joiners();
   // Where an elastic group's first generation takes its state: the checkpoint a resume names.
   std::string resume_dir_;

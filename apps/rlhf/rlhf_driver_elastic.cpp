@@ -214,23 +214,25 @@ std::vector<rlhf_driver::command> rlhf_driver::after_regroup(trainer_group& g) {
        {"seconds", took},
        {"recovered", g.recovering}}});
   g.recovering = false;
-  // What waited for the group, in order; a request among them takes the group again, and what
-  // follows it waits for that request's answers, not for another regroup.
-  std::vector<std::function<std::vector<command>()>> waiting = std::move(g.waiting);
-  g.waiting.clear();
-  for (size_t i = 0; i < waiting.size(); ++i) {
-    auto more = waiting[i]();
-    out.insert(out.end(), more.begin(), more.end());
-    if (g.asked != request::none) {
-      g.waiting.insert(g.waiting.end(), waiting.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-                       waiting.end());
-      break;
-    }
-  }
+  auto waited = run_waiting(g);
+  out.insert(out.end(), waited.begin(), waited.end());
   if (begin_ && (!groups_[0].elastic || groups_[0].formed > 0) &&
       (!groups_[1].elastic || groups_[1].formed > 0)) {  // the first generations: the run starts
     auto begun = std::exchange(begin_, nullptr)();
     out.insert(out.end(), begun.begin(), begun.end());
+  }
+  return out;
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::run_waiting(trainer_group& g) {
+  // In order; a request among them takes the group, and the rest wait for its answers (the
+  // handler of its last answer runs them).
+  std::vector<command> out;
+  while (!g.waiting.empty() && g.asked == request::none) {
+    std::function<std::vector<command>()> next = std::move(g.waiting.front());
+    g.waiting.erase(g.waiting.begin());
+    auto more = next();
+    out.insert(out.end(), more.begin(), more.end());
   }
   return out;
 }
