@@ -199,6 +199,20 @@ TEST_F(RlhfClusterTest, AKilledPolicyRankIsRegroupedAndTheRunGoesOn) {
   ASSERT_TRUE(metrics.is_object());
   EXPECT_EQ(metrics["counters"].value("troupe_train_recoveries_total{role=\"policy\"}", 0), 1)
       << metrics.dump();
+  // No update completed before the loss (the lost rank was stopped first), so the survivor
+  // trained as a run with one policy rank from the start does: the same rows, bit for bit (its
+  // worker offers the same cores as the launch's one local worker).
+  const std::string alone = dir_.file("alone");
+  std::vector<std::string> args = {"launch", grpo_config, "--run-dir", alone};
+  for (const auto& set : short_rl_run(3, {"cluster.local_workers=1"}))
+    args.push_back(set);
+  for (const char* set : {"roles.policy.elastic={min: 1, max: 2}", "roles.reference.placement=head",
+                          "roles.reward.placement=head", "roles.rollout.placement=head"}) {
+    args.insert(args.end(), {"--set", set});
+  }
+  const process_result one = troupe(args, std::chrono::minutes(3));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(rl_step_rows(run_dir()), rl_step_rows(alone));
 }
 
 // PPO with the critic elastic too: each of two workers runs a policy rank and a critic rank,

@@ -150,22 +150,6 @@ TEST(RlhfTest, PpoWithACriticRaisesTheScoreAndItsKlPenaltyBoundsTheKl) {
   EXPECT_TRUE(fs::exists(dir.file("ppo") + "/init/step-300/manifest.json"));
 }
 
-// The metrics rows of the RL steps, without what depends on time.
-std::vector<nlohmann::json> step_rows(const std::string& run_dir) {
-  std::vector<nlohmann::json> rows;
-  for (auto row : read_jsonl(run_dir + "/metrics.jsonl")) {
-    if (!row.contains("critic/score/mean")) continue;
-    for (auto it = row.begin(); it != row.end();) {
-      const std::string& key = it.key();
-      const bool timed =
-          key.rfind("timing_s/", 0) == 0 || key == "perf/throughput" || key == "perf/time_per_step";
-      it = timed ? row.erase(it) : std::next(it);
-    }
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
-
 // The rollout's log-probs are the policy's, bit for bit (the CPU kernels are batch-invariant),
 // the end token's included: a PPO run whose policy recomputes them
 // (rollout_correction.bypass_mode false) measures no difference, and the default run, which
@@ -182,8 +166,8 @@ TEST(RlhfTest, TheRolloutsLogProbsAreThePolicysSoBypassingTheRecomputeChangesNot
   };
   launch("bypass", "rlhf.algorithm.rollout_correction.bypass_mode=true");
   launch("recompute", "rlhf.algorithm.rollout_correction.bypass_mode=false");
-  const auto bypassed = step_rows(dir.file("bypass"));
-  auto recomputed = step_rows(dir.file("recompute"));
+  const auto bypassed = rl_step_rows(dir.file("bypass"));
+  auto recomputed = rl_step_rows(dir.file("recompute"));
   ASSERT_EQ(recomputed.size(), 5u);
   for (auto& row : recomputed) {
     EXPECT_EQ(row["training/rollout_probs_diff_max"].get<double>(), 0.0) << row["step"];
@@ -236,9 +220,9 @@ TEST_P(RlhfResumeTest, AResumedRunMatchesTheUninterruptedOneBitForBit) {
   const nlohmann::json second = launch("second", {"--resume", dir.file("first")});
   EXPECT_EQ(second["steps"], 6);
 
-  const auto want = step_rows(dir.file("straight"));
-  auto got = step_rows(dir.file("first"));
-  const auto rest = step_rows(dir.file("second"));
+  const auto want = rl_step_rows(dir.file("straight"));
+  auto got = rl_step_rows(dir.file("first"));
+  const auto rest = rl_step_rows(dir.file("second"));
   got.insert(got.end(), rest.begin(), rest.end());
   ASSERT_EQ(want.size(), 6u);
   ASSERT_EQ(got.size(), 6u);

@@ -129,4 +129,20 @@ inline std::string expected_digest(const std::vector<std::string>& payloads) {
   return buf;
 }
 
+// The metrics rows of the RL steps, without what depends on time.
+inline std::vector<nlohmann::json> rl_step_rows(const std::string& run_dir) {
+  std::vector<nlohmann::json> rows;
+  for (auto row : read_jsonl(run_dir + "/metrics.jsonl")) {
+    if (!row.contains("critic/score/mean")) continue;
+    for (auto it = row.begin(); it != row.end();) {
+      const std::string& key = it.key();
+      const bool timed =
+          key.rfind("timing_s/", 0) == 0 || key == "perf/throughput" || key == "perf/time_per_step";
+      it = timed ? row.erase(it) : std::next(it);
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 }  // namespace troupe::testing
