@@ -66,6 +66,9 @@ struct controller_state {
   std::chrono::milliseconds worker_wait{30000};    // below an elastic group's min
   std::optional<rl_elastic> policy_elastic, critic_elastic;
   actors::recovery_metrics recovery[2];  // the policy group's, the critic's
+  // Where the run publishes its elastic groups for troupe status (opened at the first).
+  std::function<absl::StatusOr<std::shared_ptr<comm::rendezvous_store>>()> rendezvous;
+  std::shared_ptr<comm::rendezvous_store> job_store;
   // Rollout workers whose error no loss explains yet, with when it came.
   std::map<std::string, std::pair<absl::Status, clock::time_point>> suspects;
   sync_round sync;

@@ -251,6 +251,11 @@ TEST_F(RlhfClusterTest, AFrozenPolicyRankIsFencedAndTheRunGoesOn) {
   const nlohmann::json rebuilt = wait_for_event(run_dir(), "group_rebuilt", 60s);
   ASSERT_FALSE(rebuilt.is_null()) << head_->stderr_so_far();
   EXPECT_EQ(rebuilt["world_size"], 1);
+  // troupe status shows the generation the policy group runs in.
+  const auto group = nlohmann::json::parse(
+      status()["job"].value("policy_group", std::string("null")), nullptr, false);
+  EXPECT_EQ(group.value("generation", 0), 2) << status().dump();
+  EXPECT_EQ(group.value("world_size", 0), 1);
   frozen.signal(SIGCONT);
   const process_result woke = frozen.wait(30s);
   ASSERT_FALSE(woke.timed_out) << "the frozen worker did not exit when continued";
