@@ -17,7 +17,7 @@
 #include "runtime/app/app_plan.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/cluster/head_logic.hpp"
-#include "runtime/comm/rendezvous_store.hpp"
+#include "runtime/cluster/job_publisher.hpp"
 #include "runtime/run/line_chart.hpp"
 
 namespace troupe::apps {
@@ -43,8 +43,7 @@ struct driver_state {
   std::string resumed_dir;               // elastic: the checkpoint the first generation restores
   std::map<std::string, actor::trainer_actor> trainers;  // by actor name
   std::map<caf::actor_addr, std::string> names;          // monitored trainers
-  comm::store_opener rendezvous;                         // the head's store, for troupe status
-  std::shared_ptr<comm::rendezvous_store> job_store;
+  cluster::job_publisher status;                         // what troupe status shows of the job
   actors::recovery_metrics recovery;
   std::unique_ptr<pretrain_driver> logic;
   caf::typed_response_promise<actor::job_result> done;
@@ -209,16 +208,9 @@ void step_all(self_ptr self) {
 // Elastic: the group as `troupe status` shows it, in the head's store (when there is a head).
 void publish_group(self_ptr self) {
   auto& st = self->state;
-  if (!st.rendezvous) return;
-  if (!st.job_store) {
-    absl::StatusOr<std::shared_ptr<comm::rendezvous_store>> store = st.rendezvous();
-    if (!store.ok()) return;  // status shows less; training is not affected
-    st.job_store = *std::move(store);
-  }
-  const nlohmann::json group = {{"generation", st.logic->generation()},
-                                {"world_size", st.logic->members().size()},
-                                {"members", st.logic->members()}};
-  (void)st.job_store->set(absl::StrCat(cluster::job_key_prefix, "trainer_group"), group.dump());
+  st.status.publish("trainer_group", {{"generation", st.logic->generation()},
+                                      {"world_size", st.logic->members().size()},
+                                      {"members", st.logic->members()}});
 }
 
 // Elastic: every member forms the new generation of the group, as rank r of the members.
@@ -477,7 +469,7 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
   state->model = models::gpt_config_of(ctx.plan.spec.model);
   state->events = &ctx.events;
   state->run_dir = ctx.run_dir;
-  state->rendezvous = ctx.rendezvous;
+  state->status = cluster::job_publisher(ctx.rendezvous);
   state->recovery = actors::recovery_metrics_of(ctx.metrics);
   if (const auto* role = ctx.plan.find_role("trainer"); role != nullptr && role->spec.elastic) {
     const auto& c = ctx.plan.spec.cluster;
@@ -511,7 +503,7 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
         st.checkpoint_root = state->checkpoint_root;
         st.elastic = state->elastic;
         st.recovery = state->recovery;
-        st.rendezvous = state->rendezvous;
+        st.status = state->status;
         self->set_down_handler([self](caf::down_msg& down) { on_down(self, down); });
         return {
             [self](const actor::actor_update& update) { on_update(self, update); },

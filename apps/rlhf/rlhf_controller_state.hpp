@@ -20,6 +20,7 @@
 #include "models/gpt/gpt_config.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/role_actor.hpp"
+#include "runtime/cluster/job_publisher.hpp"
 #include "runtime/run/event_log.hpp"
 #include "runtime/run/line_chart.hpp"
 
@@ -66,9 +67,7 @@ struct controller_state {
   std::chrono::milliseconds worker_wait{30000};    // below an elastic group's min
   std::optional<rl_elastic> policy_elastic, critic_elastic;
   actors::recovery_metrics recovery[2];  // the policy group's, the critic's
-  // Where the run publishes its elastic groups for troupe status (opened at the first).
-  std::function<absl::StatusOr<std::shared_ptr<comm::rendezvous_store>>()> rendezvous;
-  std::shared_ptr<comm::rendezvous_store> job_store;
+  cluster::job_publisher status;         // the elastic groups, for troupe status
   // Rollout workers whose error no loss explains yet, with when it came.
   std::map<std::string, std::pair<absl::Status, clock::time_point>> suspects;
   sync_round sync;

@@ -18,8 +18,7 @@
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
-#include "runtime/cluster/head_logic.hpp"
-#include "runtime/comm/rendezvous_store.hpp"
+#include "runtime/cluster/job_publisher.hpp"
 #include "runtime/run/line_chart.hpp"
 
 namespace troupe::apps::rlhf {
@@ -210,19 +209,10 @@ void save_checkpoint(self_ptr self, int64_t step, nlohmann::json meta, uint64_t 
 // An elastic group's generation, world size and members, for troupe status ("job
 // policy_group: ..."), as the pretraining app publishes its trainer group.
 void publish_group(self_ptr self, const nlohmann::json& formed) {
-  auto& st = self->state;
-  if (!st.rendezvous) return;
-  if (!st.job_store) {
-    absl::StatusOr<std::shared_ptr<comm::rendezvous_store>> store = st.rendezvous();
-    if (!store.ok()) return;  // status shows less; training is not affected
-    st.job_store = *std::move(store);
-  }
-  const nlohmann::json group = {{"generation", formed["generation"]},
-                                {"world_size", formed["world_size"]},
-                                {"members", formed["members"]}};
-  (void)st.job_store->set(
-      absl::StrCat(cluster::job_key_prefix, formed["role"].get<std::string>(), "_group"),
-      group.dump());
+  self->state.status.publish(absl::StrCat(formed["role"].get<std::string>(), "_group"),
+                             {{"generation", formed["generation"]},
+                              {"world_size", formed["world_size"]},
+                              {"members", formed["members"]}});
 }
 
 // Every member of an elastic group forms generation `c.generation`, as its rank in the logic's
@@ -640,7 +630,7 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
     return rl_elastic{r->spec.elastic->min, r->spec.elastic->max};
   };
   state->policy_elastic = elastic_of("policy");
-  state->rendezvous = ctx.rendezvous;
+  state->status = cluster::job_publisher(ctx.rendezvous);
   for (bool critic : {false, true})
     state->recovery[critic] =
         actors::recovery_metrics_of(ctx.metrics, {{"role", critic ? "critic" : "policy"}});
@@ -656,7 +646,7 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
         st.worker_wait = state->worker_wait;
         st.policy_elastic = state->policy_elastic;
         st.critic_elastic = state->critic_elastic;
-        st.rendezvous = state->rendezvous;
+        st.status = state->status;
         st.recovery[0] = state->recovery[0];
         st.recovery[1] = state->recovery[1];
         self->set_down_handler([self](caf::down_msg& down) {
