@@ -178,6 +178,29 @@ TEST(RlhfTest, TheRolloutsLogProbsAreThePolicysSoBypassingTheRecomputeChangesNot
   EXPECT_EQ(bypassed, recomputed);
 }
 
+// Two elastic policy ranks (roles.policy.elastic, one per local worker) train as a fixed group
+// of two (rlhf.actor.dp 2) does: the same rows, bit for bit (the same split of every
+// mini-batch, each rank on the same cores).
+TEST(RlhfTest, TwoElasticPolicyRanksTrainAsAFixedPairDoes) {
+  temp_dir dir;
+  const auto run = [&](const std::string& name, std::vector<std::string> sets) {
+    for (const char* set : {"cluster.local_workers=2", "roles.reference.placement=head",
+                            "roles.reward.placement=head", "roles.rollout.placement=head"}) {
+      sets.push_back(set);
+    }
+    std::vector<std::string> args = {"launch", grpo_config, "--run-dir", dir.file(name)};
+    for (const auto& set : short_rl_run(3, sets))
+      args.push_back(set);
+    const process_result r = troupe(args, std::chrono::minutes(3));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return rl_step_rows(dir.file(name));
+  };
+  const auto elastic = run("elastic", {"roles.policy.elastic={min: 1, max: 2}"});
+  const auto fixed = run("fixed", {"rlhf.actor.dp=2", "roles.policy.count=2"});
+  ASSERT_EQ(elastic.size(), 3u);
+  EXPECT_EQ(elastic, fixed);
+}
+
 // A run stopped after step 3 and resumed continues bit for bit as the uninterrupted run: the
 // policy's (and with PPO the critic's) weights and optimizer, the prompt cursor, the policy
 // version and the KL coefficient come back, the reference stays on the initial policy, and
