@@ -291,14 +291,41 @@ std::string megabytes(int64_t bytes) {
 }
 
 // troupe check: the grid (which blocks each trainer holds) and what each rank holds in memory.
+// What the run trains on, read as the trainers will: the text's or the examples' count, or why
+// they cannot be read (a check does not need the data to exist yet).
+std::string describe_data(const pretrain_options& o, int ctx) {
+  const bool sft = o.data.format == "sft";
+  const absl::StatusOr<actors::text_corpus> corpus =
+      sft ? actors::text_corpus::load_sft(o.data.path, o.data.val_fraction, ctx)
+          : actors::text_corpus::load(o.data.path, o.data.val_fraction, ctx);
+  if (!corpus.ok()) {
+    return absl::StrCat(
+        "data: not readable now: ", corpus.status().message(),
+        sft ? " (troupe data sft CONFIG --out FILE writes an RLHF task's examples)" : "");
+  }
+  if (!sft) {
+    return absl::StrCat("data: text, ", corpus->train().size(), " bytes and ", corpus->val().size(),
+                        " held out");
+  }
+  int64_t trained = 0;
+  for (const actors::sft_example& e : corpus->train_examples())
+    trained += e.trained_targets();
+  return absl::StrCat(
+      "data: sft, ", corpus->train_examples().size(), " examples and ",
+      corpus->val_examples().size(), " held out; the loss on ",
+      absl::StrFormat("%.1f", static_cast<double>(trained) /
+                                  static_cast<double>(corpus->train_examples().size())),
+      " response bytes an example");
+}
+
 std::vector<std::string> describe_pretrain_plan(const app::app_plan& plan, const void* opaque) {
   const auto& o = *static_cast<const pretrain_options*>(opaque);
   const models::gpt_config model = models::gpt_config_of(plan.spec.model);
+  std::vector<std::string> out = {describe_data(o, model.ctx)};
   const auto* trainer = plan.find_role(trainer_role);
-  if (trainer == nullptr || trainer->spec.elastic) return {};
+  if (trainer == nullptr || trainer->spec.elastic) return out;
   const int dp = o.parallel.dp, pp = o.parallel.pp, tp = o.parallel.tp;
   const int per_stage = model.layers / pp, heads = model.heads / tp;
-  std::vector<std::string> out;
   if (pp > 1 || tp > 1) {
     out.push_back(absl::StrCat("grid: ", describe_grid(dp, pp, tp), "; each replica's ",
                                o.train.batch / dp, " sequences in ", o.parallel.micro_batches,

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
@@ -33,6 +34,15 @@ TEST(Cli, EveryShippedConfigChecks) {
   EXPECT_GE(checked, 10);
 }
 
+// The first `n` lines of the file `path`, each with its newline.
+std::string lines_of(const std::string& path, int n) {
+  std::ifstream in(path);
+  std::string line, out;
+  for (int i = 0; i < n && std::getline(in, line); ++i)
+    out += line + "\n";
+  return out;
+}
+
 // `troupe data sft` writes an RLHF config's task as supervised examples, and
 // configs/align/sft.yaml (shortened) fine-tunes on them: the held-out loss on the responses
 // falls. A config without an rlhf section is refused, naming what to give.
@@ -59,6 +69,17 @@ TEST(Cli, DataSftWritesTheTasksExamplesAndTheSftConfigTrainsOnThem) {
     want += std::to_string((x + max) % max);
   }
   EXPECT_EQ(response, want + "\n") << prompt;
+
+  // troupe check reads the data as the trainers will: what it holds, or what is wrong with it.
+  const std::string sft_config = std::string(TROUPE_SOURCE_DIR) + "/configs/align/sft.yaml";
+  r = troupe({"check", sft_config, "--set", "pretrain.data.path=" + data});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("data: sft, 1900 examples and 100 held out"), std::string::npos) << r.out;
+  const std::string bad = dir.write("bad.jsonl", lines_of(data, 30) + "{\"prompt\": 7}\n");
+  r = troupe({"check", sft_config, "--set", "pretrain.data.path=" + bad});
+  EXPECT_NE(r.out.find("data: not readable now: " + bad + ":31: prompt is missing or not a string"),
+            std::string::npos)
+      << r.out;
 
   r = troupe({"launch", std::string(TROUPE_SOURCE_DIR) + "/configs/align/sft.yaml", "--run-dir",
               dir.file("sft"), "--set", "pretrain.data.path=" + data, "--set",
