@@ -28,6 +28,30 @@ absl::Status sync_path(const std::string& path) {
   return absl::OkStatus();
 }
 
+// Removes a committed step directory so that no part of it stays visible: renamed (atomically)
+// to a hidden name first, then deleted. A process killed while deleting leaves only the hidden
+// directory, which the next commit removes.
+void retire(const fs::path& root, const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return;
+  const fs::path hidden =
+      root / absl::StrCat(".retired-", dir.filename().string(), "-", ::getpid());
+  fs::remove_all(hidden, ec);
+  fs::rename(dir, hidden, ec);
+  if (!ec) fs::remove_all(hidden, ec);
+}
+
+// What killed processes left: directories retire() did not finish deleting.
+void remove_retired(const fs::path& root) {
+  std::error_code ec;
+  std::vector<fs::path> left;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    if (entry.path().filename().string().starts_with(".retired-")) left.push_back(entry.path());
+  }
+  for (const auto& dir : left)
+    fs::remove_all(dir, ec);
+}
+
 }  // namespace
 
 std::string checkpoint_root_of(const std::string& dir) {
@@ -96,7 +120,7 @@ absl::Status checkpoint_store::commit(int64_t step, const std::vector<file_recor
   TROUPE_RETURN_IF_ERROR(sync_path(manifest_path));
   TROUPE_RETURN_IF_ERROR(sync_path(partial));
   std::error_code ec;
-  fs::remove_all(step_dir(step), ec);  // a step written again (after a resume) replaces it
+  retire(root_, step_dir(step));  // a step written again (after a resume) replaces it
   fs::rename(partial, step_dir(step), ec);
   if (ec) {
     return absl::UnavailableError(
@@ -104,9 +128,9 @@ absl::Status checkpoint_store::commit(int64_t step, const std::vector<file_recor
   }
   TROUPE_RETURN_IF_ERROR(sync_path(root_));
   std::vector<int64_t> committed = steps();
-  for (size_t i = 0; keep > 0 && i + keep < committed.size(); ++i) {
-    fs::remove_all(step_dir(committed[i]), ec);
-  }
+  for (size_t i = 0; keep > 0 && i + keep < committed.size(); ++i)
+    retire(root_, step_dir(committed[i]));
+  remove_retired(root_);
   return absl::OkStatus();
 }
 

@@ -33,7 +33,9 @@ struct checkpoint {
 ///
 /// Writers (one per rank) stage their files into the partial directory; one committer writes
 /// manifest.json (step, meta, the size and sha256 of every file) and renames the directory to
-/// step-N. The rename is atomic, so a torn write is never visible; the newest `keep` are kept.
+/// step-N. The rename is atomic, so a torn write is never visible; the newest `keep` are kept,
+/// an older one renamed to a hidden name before it is deleted, so that a process killed while
+/// deleting leaves no half-deleted step-N either.
 class checkpoint_store {
  public:
   explicit checkpoint_store(std::string root) : root_(std::move(root)) {}
