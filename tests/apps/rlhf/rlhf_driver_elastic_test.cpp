@@ -267,6 +267,40 @@ TEST_F(RlhfElasticDriver, ASecondLossDuringTheRegroupRegroupsAgainFromTheSameBas
   EXPECT_EQ(redo[0].parts[0].batch, 3);
 }
 
+// A member lost while the step's checkpoint is written: its part would never come, so the
+// regrouped ranks take the checkpoint again in a new round; the abandoned round's answer is not
+// the one awaited.
+TEST_F(RlhfElasticDriver, ACheckpointALostMemberDidNotSaveIsTakenAgain) {
+  rlhf_schedule s = d_->schedule();
+  s.save_freq = 1;
+  d_ = std::make_unique<driver>(
+      s, rl_algorithm{}, kl_controller::fixed(0.0),
+      rl_task{[](uint64_t, int64_t i) { return "p" + std::to_string(i) + "="; }},
+      [this] { return now_; });
+  d_->set_members(false, {"policy/0", "policy/1"});
+  d_->set_sync_participants(2);
+  auto updates = to_first_update();
+  std::vector<driver::command> next;
+  for (int k = 0; k < 4; ++k) {
+    ASSERT_EQ(updates.size(), 1u);
+    d_->on_updated(1, {}, false, 1);
+    next = d_->on_updated(0, {}, false, 1);
+    updates = all_of<driver::update_all>(next);
+  }
+  const auto saves = all_of<driver::save_checkpoint>(next);
+  ASSERT_EQ(saves.size(), 1u);
+  const auto lost = d_->on_lost("policy/1", "its worker died");
+  EXPECT_EQ(notes(lost), (std::vector<std::string>{"rank_lost", "checkpoint_redone"}));
+  EXPECT_TRUE(all_of<driver::save_checkpoint>(lost).empty()) << "not before the group is formed";
+  const auto again = all_of<driver::save_checkpoint>(regrouped(2, 4));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].step, saves[0].step);
+  EXPECT_GT(again[0].round, saves[0].round);
+  EXPECT_TRUE(d_->on_checkpoint_saved(saves[0].round).empty()) << "the abandoned round";
+  EXPECT_EQ(all_of<driver::sync_all>(d_->on_checkpoint_saved(again[0].round)).size(), 1u)
+      << "the next step";
+}
+
 TEST_F(RlhfElasticDriver, ALossBeforeTheFirstRlStepFailsTheRun) {
   d_->start();
   const auto failed = all_of<driver::fail>(d_->on_lost("policy/1", "its worker died"));
