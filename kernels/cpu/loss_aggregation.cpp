@@ -48,7 +48,7 @@ void loss_agg_weights(float* weights, const float* mask, int rows, int cols, los
         double row_tokens = 0;
         for (int t = 0; t < cols; ++t)
           row_tokens += m[t];
-        scale = row_tokens > 0 ? 1.0 / (double{rows} * row_tokens) : 0.0;
+        scale = row_tokens > 0 ? 1.0 / (static_cast<double>(rows) * row_tokens) : 0.0;
         break;
       }
       case loss_agg_mode::seq_mean_token_sum_norm:

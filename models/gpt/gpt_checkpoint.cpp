@@ -80,7 +80,7 @@ absl::Status add_named(const tensor::named_tensors& file, const gpt_layout& whol
       return absl::DataLossError(absl::StrCat("optimizer state: tensor '", key,
                                               "' is not named m:<parameter>:<first element>"));
     }
-    TROUPE_ASSIGN_OR_RETURN(const tensor::tensor v, file.get("v" + key.substr(1)));
+    TROUPE_ASSIGN_OR_RETURN(const tensor::tensor v, file.get(absl::StrCat("v", key.substr(1))));
     if (v.numel() != m.numel()) {
       return absl::DataLossError(absl::StrCat("optimizer state: '", key, "' has ", m.numel(),
                                               " elements but its v has ", v.numel()));

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace troupe::apps {
 namespace {
 
@@ -20,7 +22,7 @@ actor::source_batch items(uint64_t first, int n, int64_t total) {
   actor::source_batch b;
   b.total = total;
   for (int i = 0; i < n; ++i)
-    b.items.push_back({first + i, "p" + std::to_string(first + i)});
+    b.items.push_back({first + i, absl::StrCat("p", first + i)});
   return b;
 }
 

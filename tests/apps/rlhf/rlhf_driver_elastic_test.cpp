@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "apps/rlhf/rlhf_driver.hpp"
 
 namespace troupe::apps::rlhf {
@@ -19,8 +20,9 @@ class RlhfElasticDriver : public ::testing::Test {
   // four optimizer steps a step; the policy elastic within [min, 3], starting with two members.
   void SetUp() override { make(1); }
 
-  void make(int min) {
+  void make(int min, int save_freq = 0) {
     rlhf_schedule s;
+    s.save_freq = save_freq;
     s.steps = 3;
     s.prompts = 2;
     s.n = 3;
@@ -33,7 +35,7 @@ class RlhfElasticDriver : public ::testing::Test {
     s.loss_wait = std::chrono::seconds(5);
     d_ = std::make_unique<driver>(
         s, rl_algorithm{}, kl_controller::fixed(0.0),
-        rl_task{[](uint64_t, int64_t i) { return "p" + std::to_string(i) + "="; }},
+        rl_task{[](uint64_t, int64_t i) { return absl::StrCat("p", i, "="); }},
         [this] { return now_; });
     d_->set_members(false, {"policy/0", "policy/1"});
     d_->set_sync_participants(2);
@@ -271,14 +273,7 @@ TEST_F(RlhfElasticDriver, ASecondLossDuringTheRegroupRegroupsAgainFromTheSameBas
 // regrouped ranks take the checkpoint again in a new round; the abandoned round's answer is not
 // the one awaited.
 TEST_F(RlhfElasticDriver, ACheckpointALostMemberDidNotSaveIsTakenAgain) {
-  rlhf_schedule s = d_->schedule();
-  s.save_freq = 1;
-  d_ = std::make_unique<driver>(
-      s, rl_algorithm{}, kl_controller::fixed(0.0),
-      rl_task{[](uint64_t, int64_t i) { return "p" + std::to_string(i) + "="; }},
-      [this] { return now_; });
-  d_->set_members(false, {"policy/0", "policy/1"});
-  d_->set_sync_participants(2);
+  make(1, /*save_freq=*/1);
   auto updates = to_first_update();
   std::vector<driver::command> next;
   for (int k = 0; k < 4; ++k) {

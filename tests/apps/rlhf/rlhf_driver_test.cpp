@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace troupe::apps::rlhf {
 namespace {
 
@@ -32,7 +34,7 @@ rl_algorithm gae() {
 
 driver make(rlhf_schedule s = schedule(), rl_algorithm algorithm = {}) {
   driver d(s, algorithm, kl_controller::fixed(0.0),
-           {[](uint64_t, int64_t i) { return "p" + std::to_string(i) + "="; }},
+           {[](uint64_t, int64_t i) { return absl::StrCat("p", i, "="); }},
            [] { return driver::clock::time_point{}; });
   d.set_sync_participants(2);  // policy rank 0 and one rollout worker
   return d;
@@ -93,7 +95,7 @@ std::vector<driver::command> run_step(driver& d, std::vector<driver::command> co
   EXPECT_EQ(requests.size(), 4u);  // 2 prompts x n 2
   EXPECT_NE(requests[0].seed, requests[1].seed) << "the n samples of a prompt differ";
   // Each step's prompts follow the last step's: 2 per step.
-  const std::string first = "p" + std::to_string(2 * (version - 1)) + "=";
+  const std::string first = absl::StrCat("p", 2 * (version - 1), "=");
   EXPECT_EQ(std::string(requests[0].prompt.begin(), requests[0].prompt.end()), first);
   const auto scored = d.on_generated(outputs_for(requests, version));
   const auto& scoring = only<driver::score_all>(scored);

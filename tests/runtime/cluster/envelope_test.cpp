@@ -45,10 +45,10 @@ TEST(Envelope, RefusesGarbageAndTruncatedFrames) {
     EXPECT_FALSE(r.ok()) << "a truncated frame of " << n << " bytes was accepted";
     EXPECT_STREQ(rejection_reason(r.status()), "malformed");
   }
-  for (const std::string garbage : {std::string("\xff\xfe\xfd"), std::string("hello"),
-                                    std::string("\x93\x01\x02\x03"),      // an array, not a map
-                                    std::string("\xdd\xff\xff\xff\xff"),  // array of 4G elements
-                                    frame + "x"}) {
+  for (const std::string& garbage : {std::string("\xff\xfe\xfd"), std::string("hello"),
+                                     std::string("\x93\x01\x02\x03"),      // an array, not a map
+                                     std::string("\xdd\xff\xff\xff\xff"),  // array of 4G elements
+                                     frame + "x"}) {
     auto r = decode(garbage.data(), garbage.size(), 1 << 20);
     EXPECT_FALSE(r.ok());
     EXPECT_STREQ(rejection_reason(r.status()), "malformed") << r.status();
