@@ -31,12 +31,12 @@
 #include "actors/inference_engine.hpp"
 #include "apps/builtin_apps.hpp"
 #include "apps/rlhf/rlhf_options.hpp"
-#include "tasks/text_task.hpp"
 #include "bench/bench_process.hpp"
 #include "bench/bench_report.hpp"
 #include "models/gpt/gpt_source.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/plugin/plugin_loader.hpp"
+#include "tasks/text_task.hpp"
 
 namespace troupe::bench {
 namespace {
