@@ -239,8 +239,8 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
                 absl::StrCat("roles.reward.impl is ", role->spec.impl,
                              ", the reward of that task, but rlhf.task.name is ", o.task.name,
                              ": use impl ", o.task.name, ", or a plugin's reward rule"));
-    } else if (role->spec.elastic && std::string_view(want.name) != "rollout" &&
-               std::string_view(want.name) != "policy" && std::string_view(want.name) != "critic") {
+    } else if (const std::string_view name = want.name;
+               role->spec.elastic && name != "rollout" && name != "policy" && name != "critic") {
       ctx.error(section, absl::StrCat("roles.", want.name,
                                       " cannot be elastic in app: rlhf (the rollout, the policy "
                                       "and the critic can: one actor per worker process)"));
@@ -423,15 +423,15 @@ std::vector<std::string> describe_rlhf_plan(const app::app_plan& plan, const voi
     const int mini = s.mini_batch(critic) * s.n;
     const int ranks = critic ? s.critic_ranks : s.policy_ranks;
     const char* role = critic ? "critic" : "policy";
-    const auto* elastic = plan.find_role(role);
-    return absl::StrCat(role, " updates per RL step: ", s.updates_per_step(critic), " (ppo_epochs ",
-                        s.epochs(critic), " x ", s.prompts, " / ppo_mini_batch_size ",
-                        s.mini_batch(critic), "), each on ", mini, " responses, ",
-                        elastic != nullptr && elastic->spec.elastic
-                            ? absl::StrCat("split over ", elastic->spec.elastic->min, " to ",
-                                           elastic->spec.elastic->max, " ", role, " ranks (roles.",
-                                           role, ".elastic)")
-                            : absl::StrCat(mini / ranks, " per ", role, " rank"));
+    const auto* group = plan.find_role(role);
+    return absl::StrCat(
+        role, " updates per RL step: ", s.updates_per_step(critic), " (ppo_epochs ",
+        s.epochs(critic), " x ", s.prompts, " / ppo_mini_batch_size ", s.mini_batch(critic),
+        "), each on ", mini, " responses, ",
+        group != nullptr && group->spec.elastic
+            ? absl::StrCat("split over ", group->spec.elastic->min, " to ",
+                           group->spec.elastic->max, " ", role, " ranks (roles.", role, ".elastic)")
+            : absl::StrCat(mini / ranks, " per ", role, " rank"));
   };
   return {absl::StrCat("per RL step: ", s.prompts, " prompts (data.train_batch_size) x ", s.n,
                        " responses (rollout.n) = ", s.prompts * s.n, " responses of up to ",
