@@ -227,8 +227,9 @@ void sync(self_ptr self, uint64_t version) {
   }
   st.logic->set_sync_participants(ranks);
   st.sync = {st.sync.id + 1, version, 0, static_cast<size_t>(ranks), true, {}, {}, sender};
-  // The group's own timeout bounds the broadcast; this bounds an actor that never answers.
-  const auto limit = std::chrono::milliseconds(2 * st.options.sync.timeout_ms + 5000);
+  // The group's timeout bounds each of a member's waits: for the others' addresses, for their
+  // connections, for a bucket. This bounds an actor that never answers.
+  const auto limit = std::chrono::milliseconds(3 * st.options.sync.timeout_ms + 5000);
   const auto ask = [&](auto& handle, std::string who, int rank) {
     const actor::weight_sync_round round{version, epoch, rank, ranks};
     self->request(handle, limit, actor::sync_atom_v, round)

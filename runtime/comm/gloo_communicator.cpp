@@ -23,6 +23,8 @@ using tensor::dtype;
 // How often a forming group asks whether it was cancelled, and what it then says.
 constexpr std::chrono::milliseconds cancel_poll{100};
 constexpr absl::string_view cancelled_message = "cancelled while forming";
+// How many times its timeout a tcp pair of Debian's Gloo waits for its peer to connect.
+constexpr int gloo_connect_wait_factor = 5;
 
 // Gloo's Store interface over ours. Gloo expects exceptions from a store; they are caught in
 // make_gloo_communicator, so none leaves this file.
@@ -311,9 +313,15 @@ absl::StatusOr<std::unique_ptr<communicator>> make_gloo_communicator(rendezvous_
     attr.hostname = options.host;
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
-    context->setTimeout(options.timeout);
+    // A pair takes its timeout from the context as it is made, and the listening side of a pair
+    // waits five times that for its peer to connect: the pairs get a fifth, so that a rank that
+    // published its address and was lost before connecting fails the group within the timeout.
+    // (Every transfer's wait is given the full timeout by gloo_ring.)
+    context->setTimeout(
+        std::max(options.timeout / gloo_connect_wait_factor, std::chrono::milliseconds(1)));
     store_adapter adapter(store, prefix, options.timeout, options.cancelled);
     context->connectFullMesh(adapter, device);
+    context->setTimeout(options.timeout);
     return std::unique_ptr<communicator>(
         new gloo_communicator(std::move(context), std::move(device), options));
   } catch (const std::exception& e) {
@@ -325,7 +333,8 @@ absl::StatusOr<std::unique_ptr<communicator>> make_gloo_communicator(rendezvous_
           absl::StrCat(what, ": cancelled, a newer membership made the group moot"));
     }
     if (std::strstr(e.what(), "not set within") != nullptr ||
-        std::strstr(e.what(), "imed out") != nullptr) {
+        std::strstr(e.what(), "imed out") != nullptr ||
+        std::strstr(e.what(), "Connect timeout") != nullptr) {
       return absl::DeadlineExceededError(absl::StrCat(what, " within ", options.timeout.count(),
                                                       " ms (a rank did not arrive): ", e.what()));
     }

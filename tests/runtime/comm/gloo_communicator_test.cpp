@@ -1,15 +1,18 @@
 #include "runtime/comm/gloo_communicator.hpp"
 
 #include <atomic>
+#include <condition_variable>
 #include <csignal>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "runtime/cluster/head_server.hpp"
 #include "runtime/comm/collective_queue.hpp"
@@ -209,6 +212,64 @@ TEST(GlooCommunicator, AFormingGroupEndsWhenCancelled) {
   EXPECT_EQ(g.status().code(), absl::StatusCode::kCancelled) << g.status();
   EXPECT_EQ(asked, 3);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+}
+
+// A store through which a rank publishes its address and then hangs: its waits block until the
+// test releases them, so the rank never connects (a worker lost between the two).
+class publish_then_hang_store final : public rendezvous_store {
+ public:
+  explicit publish_then_hang_store(rendezvous_store& shared) : shared_(shared) {}
+  absl::Status set(const std::string& key, const std::string& value) override {
+    return shared_.set(key, value);
+  }
+  absl::StatusOr<std::string> wait(const std::string& key, std::chrono::milliseconds) override {
+    std::unique_lock lock(mutex_);
+    released_cv_.wait(lock, [&] { return released_; });
+    return absl::DeadlineExceededError(absl::StrCat("hung rank: ", key));
+  }
+  void release() {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    released_cv_.notify_all();
+  }
+
+ private:
+  rendezvous_store& shared_;
+  std::mutex mutex_;
+  std::condition_variable released_cv_;
+  bool released_ = false;
+};
+
+// A rank that published its address and never connected: its peer's forming ends within the
+// group's timeout, on the listening side of the pair too (Gloo waits five times the context's
+// timeout for a peer to connect). Which side of the pair listens depends on the two addresses,
+// so the hung rank alternates between 0 and 1 over ten groups: each side is tested with
+// certainty but for 2^-9.
+TEST(GlooCommunicator, FormingEndsWithinTheTimeoutWhenAPeerPublishedAndNeverConnected) {
+  constexpr auto timeout = 400ms;
+  for (int i = 0; i < 10; ++i) {
+    memory_store store;
+    publish_then_hang_store hanging(store);
+    const int hung = i % 2;
+    const auto options = [&](int rank) {
+      return group_options{
+          .name = "half", .rank = rank, .size = 2, .epoch = uint64_t(i), .timeout = timeout};
+    };
+    std::thread lost([&] { (void)make_gloo_communicator(hanging, options(hung)); });
+    const auto start = std::chrono::steady_clock::now();
+    auto g = make_gloo_communicator(store, options(1 - hung));
+    const auto took = std::chrono::steady_clock::now() - start;
+    hanging.release();
+    lost.join();
+    // The connecting side is done at once (the peer's listener accepted); the listening side
+    // fails when the timeout ends.
+    if (!g.ok()) {
+      EXPECT_EQ(g.status().code(), absl::StatusCode::kDeadlineExceeded) << g.status();
+      EXPECT_NE(g.status().message().find("a rank did not arrive"), std::string::npos)
+          << g.status();
+    }
+    EXPECT_LT(took, 3 * timeout) << "group " << i << ": " << g.status();
+  }
 }
 
 // Two ranks (threads) queue all-reduces of three buckets of one buffer and compute meanwhile.
