@@ -216,6 +216,7 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
 }
 
 absl::StatusOr<step_report> trainer::step(const token_batch& local) {
+  if (layout_.has_value_head()) return pair_step(local);
   // The mean over the global batch's targets: every position of text windows, the responses'
   // of supervised examples.
   const float loss_scale =
@@ -241,9 +242,46 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
   step_report report;
   std::vector<float> totals;
   TROUPE_RETURN_IF_ERROR(accumulate_and_apply(
-      local.batch, pass,
+      local.batch, pass_rows_, pass,
       [&] {
         return std::vector<float>{static_cast<float>(loss.sum), static_cast<float>(loss.tokens)};
+      },
+      totals, report));
+  report.loss = totals[0] / totals[1];
+  return report;
+}
+
+absl::StatusOr<int> trainer::pair_pass_rows() const {
+  const int rows = pass_rows_ - pass_rows_ % 2;
+  if (rows < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a reward model's pass holds whole preference pairs, and this trainer's passes hold ",
+        pass_rows_, " row; give it a micro-batch of at least one pair"));
+  }
+  return rows;
+}
+
+absl::StatusOr<step_report> trainer::pair_step(const token_batch& local) {
+  TROUPE_RETURN_IF_ERROR(not_on_a_pipeline("a reward model's step"));
+  TROUPE_RETURN_IF_ERROR(validate_pairs(local));
+  TROUPE_ASSIGN_OR_RETURN(const int pass_rows, pair_pass_rows());
+  // The mean over the global batch's pairs (the data loader counts them).
+  const int64_t pairs = local.global_targets > 0 ? local.global_targets : local.batch / 2;
+  reward_pair_pass rm(local, 1.0f / static_cast<float>(pairs));
+  const gradient_pass pass = [&](int row, int rows,
+                                 const models::gpt_cpu_batch::gradients_ready& ready) {
+    const size_t offset = static_cast<size_t>(row) * local.ctx;
+    model_->run(params_.data<float>(), grads_.data<float>(), rows, local.ctx,
+                local.tokens.data() + offset, rm.objective(row), ready);
+    return absl::OkStatus();
+  };
+  step_report report;
+  std::vector<float> totals;
+  TROUPE_RETURN_IF_ERROR(accumulate_and_apply(
+      local.batch, pass_rows, pass,
+      [&] {
+        const pair_sums s = pair_sums::of(local, rm.rewards());
+        return std::vector<float>{static_cast<float>(s.loss), static_cast<float>(s.pairs)};
       },
       totals, report));
   report.loss = totals[0] / totals[1];
@@ -255,7 +293,7 @@ absl::StatusOr<actor::rl_step_report> trainer::rl_step(
     const std::function<actor::rl_step_report(const std::vector<float>&)>& to_report) {
   step_report base;
   std::vector<float> sums;
-  TROUPE_RETURN_IF_ERROR(accumulate_and_apply(rows, pass, local_sums, sums, base));
+  TROUPE_RETURN_IF_ERROR(accumulate_and_apply(rows, pass_rows_, pass, local_sums, sums, base));
   actor::rl_step_report report = to_report(sums);
   report.step = base.step;
   report.grad_norm = base.grad_norm;
@@ -404,7 +442,7 @@ absl::StatusOr<std::vector<float>> trainer::values(const actor::rl_batch& local)
   return out;
 }
 
-absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
+absl::Status trainer::accumulate_and_apply(int rows, int pass_rows, const gradient_pass& pass,
                                            const std::function<std::vector<float>()>& local_sums,
                                            std::vector<float>& sums, step_report& report) {
   const auto compute_start = clock::now();
@@ -433,9 +471,8 @@ absl::Status trainer::accumulate_and_apply(int rows, const gradient_pass& pass,
     // One pass: the stage's schedule over every micro-batch; the data-parallel sum follows it.
     TROUPE_RETURN_IF_ERROR(pass(0, rows, nullptr));
   } else {
-    const int micro = pass_rows_;
-    for (int row = 0; row < rows; row += micro) {
-      const int part = std::min(micro, rows - row);
+    for (int row = 0; row < rows; row += pass_rows) {
+      const int part = std::min(pass_rows, rows - row);
       const bool last_pass = row + part >= rows;
       TROUPE_RETURN_IF_ERROR(pass(row, part, overlap && last_pass ? start_allreduce : nullptr));
     }
@@ -590,6 +627,37 @@ absl::StatusOr<double> trainer::evaluate(const std::vector<token_batch>& batches
     return absl::FailedPreconditionError("evaluation: no held-out tokens");
   }
   return totals.data<float>()[0] / totals.data<float>()[1];
+}
+
+absl::StatusOr<pair_sums> trainer::evaluate_pairs(const std::vector<token_batch>& batches) {
+  TROUPE_RETURN_IF_ERROR(not_on_a_pipeline("a reward model's evaluation"));
+  if (!layout_.has_value_head()) {
+    return absl::FailedPreconditionError("pairs evaluated by a model without a value head");
+  }
+  TROUPE_ASSIGN_OR_RETURN(const int pass_rows, pair_pass_rows());
+  pair_sums mine;
+  for (size_t i = rank_; i < batches.size(); i += ranks_) {
+    const token_batch& b = batches[i];
+    TROUPE_RETURN_IF_ERROR(validate_pairs(b));
+    const std::vector<int> scored = scored_positions(b);
+    std::vector<float> values(static_cast<size_t>(b.batch) * b.ctx), rewards(b.batch);
+    for (int row = 0; row < b.batch; row += pass_rows) {
+      const int rows = std::min(pass_rows, b.batch - row);
+      const size_t offset = static_cast<size_t>(row) * b.ctx;
+      model_->values(params_.data<float>(), rows, b.ctx, b.tokens.data() + offset,
+                     values.data() + offset);
+    }
+    for (int row = 0; row < b.batch; ++row)
+      rewards[row] = values[static_cast<size_t>(row) * b.ctx + scored[row]];
+    mine.add(pair_sums::of(b, rewards));
+  }
+  tensor::tensor totals = tensor::tensor::host({4});
+  float* t = totals.data<float>();
+  t[0] = static_cast<float>(mine.loss), t[1] = static_cast<float>(mine.correct);
+  t[2] = static_cast<float>(mine.gap), t[3] = static_cast<float>(mine.pairs);
+  if (ranks_ > 1) TROUPE_RETURN_IF_ERROR(group_->allreduce(totals, comm::reduce_op::sum));
+  if (t[3] == 0) return absl::FailedPreconditionError("evaluation: no held-out pairs");
+  return pair_sums{t[0], t[1], t[2], t[3]};
 }
 
 absl::StatusOr<models::loss_sum> trainer::evaluate_zero3(const std::vector<token_batch>& batches) {

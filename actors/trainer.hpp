@@ -9,6 +9,7 @@
 #include "actors/data_loader.hpp"
 #include "actors/pipeline_stage.hpp"
 #include "actors/policy_objective.hpp"
+#include "actors/reward_objective.hpp"
 #include "actors/value_objective.hpp"
 #include "actors/zero3_parameters.hpp"
 #include "models/gpt/adamw_optimizer.hpp"
@@ -127,6 +128,9 @@ class trainer {
   /// FAILED_PRECONDITION when there is no such step to undo.
   [[nodiscard]] absl::Status rollback_step();
 
+  /// One optimizer step on this rank's share of a global batch: a language model's mean token
+  /// loss; a value-head model's (a reward model, app: reward_model) mean Bradley-Terry loss of
+  /// the preference pairs `local` holds (reward_objective.hpp), in passes of whole pairs.
   [[nodiscard]] absl::StatusOr<step_report> step(const token_batch& local);
   /// One optimizer step of the RL policy on this rank's share of a mini-batch: the objective
   /// instead of the mean token loss, the same gradient sum, clipping and update. Every rank
@@ -145,6 +149,9 @@ class trainer {
                                                              float temperature);
   /// The mean token loss over `batches`, split over the ranks and summed in the group.
   [[nodiscard]] absl::StatusOr<double> evaluate(const std::vector<token_batch>& batches);
+  /// A reward model's held-out figures over `batches` of preference pairs, split over the ranks
+  /// and summed in the group.
+  [[nodiscard]] absl::StatusOr<pair_sums> evaluate_pairs(const std::vector<token_batch>& batches);
 
   [[nodiscard]] int64_t steps() const { return optimizer_->steps(); }
   /// This rank's place in its group (0 alone).
@@ -210,11 +217,12 @@ class trainer {
   [[nodiscard]] absl::Status sum_tied_embedding();
   // Tensor parallelism: the replicated parameters' gradients are the same bits on every rank.
   [[nodiscard]] absl::Status check_replicated_gradients();
-  // The part of a step every objective shares: the passes over this rank's `rows` rows, then
+  // The part of a step every objective shares: the passes of at most `pass_rows` rows over
+  // this rank's `rows` rows, then
   // `sums` (read after the passes: statistics to add up over the ranks) and the gradients summed
   // over the ranks, the global norm clipped, AdamW, the parameters gathered. `report` gets the
   // timings, norm, lr and step; `sums` the totals.
-  absl::Status accumulate_and_apply(int rows, const gradient_pass& pass,
+  absl::Status accumulate_and_apply(int rows, int pass_rows, const gradient_pass& pass,
                                     const std::function<std::vector<float>()>& local_sums,
                                     std::vector<float>& sums, step_report& report);
   // accumulate_and_apply() for an RL objective: `to_report` turns the summed statistics into
@@ -222,6 +230,10 @@ class trainer {
   absl::StatusOr<actor::rl_step_report> rl_step(
       int rows, const gradient_pass& pass, const std::function<std::vector<float>()>& local_sums,
       const std::function<actor::rl_step_report(const std::vector<float>&)>& to_report);
+  // step() for a reward model.
+  absl::StatusOr<step_report> pair_step(const token_batch& local);
+  // The rows of a pass of whole pairs; INVALID_ARGUMENT when the model has no room for a pair.
+  [[nodiscard]] absl::StatusOr<int> pair_pass_rows() const;
   // Fills this new trainer's state from the members' previous trainers (regroup).
   absl::Status take_state(trainer* previous, int64_t steps);
   // After the update of a ZeRO step: the parameters gathered, the replicas refreshed, and only

@@ -7,6 +7,20 @@
 #include "kernels/residual.hpp"
 
 namespace troupe::models {
+namespace {
+
+// Replica r's rows when `batch` rows are split over n replicas in whole groups of `together`.
+struct row_slice {
+  int first, count;
+};
+row_slice slice_of(int batch, int together, int64_t r, int n) {
+  const int64_t groups = batch / together;
+  const int first = static_cast<int>(together * (groups * r / n));
+  const int end = static_cast<int>(together * (groups * (r + 1) / n));
+  return {first, end - first};
+}
+
+}  // namespace
 
 gpt_cpu_batch::gpt_cpu_batch(const gpt_layout& layout, int max_batch, int threads,
                              int checkpoint_segment)
@@ -14,7 +28,9 @@ gpt_cpu_batch::gpt_cpu_batch(const gpt_layout& layout, int max_batch, int thread
   const int requested = std::max(1, threads);
   threads = std::max(1, std::min(threads, max_batch));
   pool_ = std::make_unique<kernels::cpu::thread_pool>(threads);
-  const int per_replica = (max_batch + threads - 1) / threads;
+  // A slice of whole pairs (value_objective::rows_together) may be a row longer than an even
+  // split.
+  const int per_replica = (max_batch + threads - 1) / threads + (threads > 1 ? 1 : 0);
   for (int i = 0; i < threads; ++i) {
     // A lone replica may use every core inside its kernels; several use one core each.
     replicas_.push_back(std::make_unique<gpt_cpu_stage>(
@@ -89,7 +105,8 @@ loss_sum gpt_cpu_batch::forward_and_seed(int r, const float* params, float* g, i
 loss_sum gpt_cpu_batch::run_seeded(const float* params, float* grads, int batch, int seq,
                                    const int32_t* tokens, const int32_t* targets,
                                    const seeding& seed, const gradients_ready& ready) {
-  const int n = std::min<int>(threads(), batch);
+  const int together = seed.value != nullptr ? seed.value->rows_together : 1;
+  const int n = std::min<int>(threads(), batch / together);
   const layer_range range = layout_.range();
   // Bucket i finishes with block last-1-i; the rest (the embeddings) with the embedding pass.
   const std::vector<param_range>& buckets = buckets_;
@@ -115,8 +132,7 @@ loss_sum gpt_cpu_batch::run_seeded(const float* params, float* grads, int batch,
   const bool phased = static_cast<bool>(ready);
   std::vector<loss_sum> losses(n);
   pool_->run(n, [&](int64_t r) {
-    const int first = static_cast<int>(int64_t{batch} * r / n);
-    const int count = static_cast<int>(int64_t{batch} * (r + 1) / n) - first;
+    const auto [first, count] = slice_of(batch, together, r, n);
     std::vector<float>& g = replica_grads_[r];
     std::memset(g.data(), 0, g.size() * sizeof(float));
     losses[r] = forward_and_seed(static_cast<int>(r), params, g.data(), first, count, seq, tokens,
@@ -162,8 +178,7 @@ loss_sum gpt_cpu_batch::forward_slices(const float* params, int batch, int seq,
   const int n = std::min<int>(threads(), batch);
   std::vector<loss_sum> losses(n);
   auto slice = [&](int64_t r) {
-    const int first = static_cast<int>(int64_t{batch} * r / n);
-    const int count = static_cast<int>(int64_t{batch} * (r + 1) / n) - first;
+    const auto [first, count] = slice_of(batch, 1, r, n);
     const int64_t offset = int64_t{first} * seq;
     losses[r] = replicas_[r]->forward(params, count, seq, tokens + offset, nullptr,
                                       targets ? targets + offset : nullptr, temperature);

@@ -50,6 +50,9 @@ class gpt_cpu_batch {
   /// d value.
   struct value_objective {
     std::function<void(int64_t first, int64_t count, const float* values, float* dvalues)> seed;
+    /// A slice holds whole groups of this many consecutive rows, so that an objective of a group
+    /// (a preference pair's two sequences: 2) sees all of it; the batch is whole groups.
+    int rows_together = 1;
   };
   /// run() for an objective of the values; returns no loss (the objective keeps its own sums).
   void run(const float* params, float* grads, int batch, int seq, const int32_t* tokens,
