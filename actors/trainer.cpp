@@ -660,6 +660,19 @@ absl::StatusOr<pair_sums> trainer::evaluate_pairs(const std::vector<token_batch>
   return pair_sums{t[0], t[1], t[2], t[3]};
 }
 
+absl::StatusOr<actor::eval_report> trainer::held_out_report(
+    const std::vector<token_batch>& batches) {
+  if (!layout_.has_value_head()) {
+    TROUPE_ASSIGN_OR_RETURN(const double loss, evaluate(batches));
+    return actor::eval_report{.loss = loss};
+  }
+  TROUPE_ASSIGN_OR_RETURN(const pair_sums s, evaluate_pairs(batches));
+  return actor::eval_report{.loss = s.loss / s.pairs,
+                            .pairs = static_cast<int64_t>(s.pairs),
+                            .accuracy = s.correct / s.pairs,
+                            .reward_gap = s.gap / s.pairs};
+}
+
 absl::StatusOr<models::loss_sum> trainer::evaluate_zero3(const std::vector<token_batch>& batches) {
   // Rank r takes batches r, r + ranks, ...; every block's gather is a collective, so in each
   // round every rank runs as many forward passes as the round's largest batch needs, the

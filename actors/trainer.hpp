@@ -152,6 +152,10 @@ class trainer {
   /// A reward model's held-out figures over `batches` of preference pairs, split over the ranks
   /// and summed in the group.
   [[nodiscard]] absl::StatusOr<pair_sums> evaluate_pairs(const std::vector<token_batch>& batches);
+  /// The held-out figures of `batches`: evaluate()'s for a language model, evaluate_pairs()' (as
+  /// means) for a reward model.
+  [[nodiscard]] absl::StatusOr<actor::eval_report> held_out_report(
+      const std::vector<token_batch>& batches);
 
   [[nodiscard]] int64_t steps() const { return optimizer_->steps(); }
   /// This rank's place in its group (0 alone).

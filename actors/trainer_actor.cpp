@@ -195,19 +195,19 @@ caf::result<actor::step_report> step(self_ptr self) {
   return promise;
 }
 
-caf::result<double> evaluate(self_ptr self) {
-  auto promise = self->make_response_promise<double>();
-  off_thread<absl::StatusOr<double>>(
+caf::result<actor::eval_report> evaluate(self_ptr self) {
+  auto promise = self->make_response_promise<actor::eval_report>();
+  off_thread<absl::StatusOr<actor::eval_report>>(
       self,
       [self] {
         self->state.kept.reset();  // as for a step
-        return self->state.logic->evaluate(self->state.validation);
+        return self->state.logic->held_out_report(self->state.validation);
       },
-      [promise](absl::StatusOr<double> loss) mutable {
-        if (loss.ok()) {
-          promise.deliver(*loss);
+      [promise](absl::StatusOr<actor::eval_report> report) mutable {
+        if (report.ok()) {
+          promise.deliver(*report);
         } else {
-          promise.deliver(actor::to_error(loss.status()));
+          promise.deliver(actor::to_error(report.status()));
         }
       });
   return promise;

@@ -76,14 +76,15 @@ std::vector<pretrain_driver::command> pretrain_driver::on_step(int rank,
   return asking_.all_answered() ? after_answers() : std::vector<command>{};
 }
 
-std::vector<pretrain_driver::command> pretrain_driver::on_eval(int rank, double loss,
+std::vector<pretrain_driver::command> pretrain_driver::on_eval(int rank,
+                                                               const actor::eval_report& report,
                                                                uint64_t generation) {
   if (!current(phase::evaluating, generation) || rank < 0 ||
       rank >= static_cast<int>(asking_.answered.size()) || asking_.answered[rank]) {
     return {};
   }
   asking_.answered[rank] = asking_.ok[rank] = true;
-  asking_.reports[rank].loss = loss;
+  held_out_ = report;
   return asking_.all_answered() ? after_answers() : std::vector<command>{};
 }
 
@@ -119,8 +120,13 @@ std::vector<pretrain_driver::command> pretrain_driver::after_answers() {
       return after_step();
     }
     case phase::evaluating: {
-      val_loss_ = asking_.reports[0].loss;
-      std::vector<command> out = {metrics_row{{{"step", step_}, {"val_loss", val_loss_}}}};
+      val_loss_ = held_out_.loss;
+      nlohmann::json row = {{"step", step_}, {"val_loss", val_loss_}};
+      if (held_out_.pairs > 0) {  // a reward model's
+        row["val_accuracy"] = held_out_.accuracy;
+        row["val_reward_gap"] = held_out_.reward_gap;
+      }
+      std::vector<command> out = {metrics_row{std::move(row)}};
       auto rest = after_eval();
       out.insert(out.end(), rest.begin(), rest.end());
       return out;
@@ -267,6 +273,10 @@ std::vector<pretrain_driver::command> pretrain_driver::next_or_finish() {
         {"world_size", members_.size()},
         {"tokens_per_s", elapsed > 0 ? trained * schedule_.tokens_per_step / elapsed : 0.0},
         {"elapsed_s", elapsed}};
+    if (held_out_.pairs > 0) {
+      summary["val_accuracy"] = held_out_.accuracy;
+      summary["val_reward_gap"] = held_out_.reward_gap;
+    }
     if (stages_busy_s_ + stages_idle_s_ > 0) {  // over this launch's steps
       summary["pipeline_bubble"] = stages_idle_s_ / (stages_busy_s_ + stages_idle_s_);
       summary["pipeline_bubble_theory"] = schedule_.ideal_bubble;

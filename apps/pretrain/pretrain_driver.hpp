@@ -163,7 +163,8 @@ class pretrain_driver {
   std::vector<command> start();
   /// Answers of the members asked in `generation` (a fixed group's is 0).
   std::vector<command> on_step(int rank, const actor::step_report& report, uint64_t generation = 0);
-  std::vector<command> on_eval(int rank, double loss, uint64_t generation = 0);
+  /// (Every rank's evaluation is the group's sum: the same figures.)
+  std::vector<command> on_eval(int rank, const actor::eval_report& report, uint64_t generation = 0);
   std::vector<command> on_saved(const actor::checkpoint_shard& shard);
   std::vector<command> on_error(int rank, const absl::Status& error, uint64_t generation = 0);
   /// Elastic: a member answered its regroup with the step count it continues from.
@@ -237,8 +238,9 @@ class pretrain_driver {
   actor::step_report last_;  // a rank's report of the current step
   double step_data_s_ = 0, step_compute_s_ = 0, step_comm_s_ = 0, step_replica_s_ = 0;
   double val_loss_ = -1;
-  std::map<int64_t, saving> saving_;              // by step
-  int64_t committed_ = -1;                        // the newest committed step
+  actor::eval_report held_out_;       // the evaluation being answered, then the last one
+  std::map<int64_t, saving> saving_;  // by step
+  int64_t committed_ = -1;            // the newest committed step
   double stages_busy_s_ = 0, stages_idle_s_ = 0;  // replica 0's stages, summed over the steps
   double stall_s_ = 0;  // the longest any rank was blocked by a checkpoint
   clock::time_point started_{}, step_started_{};

@@ -243,9 +243,11 @@ void execute_one(self_ptr self, command& cmd) {
   if (std::holds_alternative<pretrain_driver::step_all>(cmd)) {
     step_all(self);
   } else if (std::holds_alternative<pretrain_driver::eval_all>(cmd)) {
-    ask_all<double>(
+    ask_all<actor::eval_report>(
         self,
-        [self](int r, double& loss, uint64_t g) { return self->state.logic->on_eval(r, loss, g); },
+        [self](int r, actor::eval_report& report, uint64_t g) {
+          return self->state.logic->on_eval(r, report, g);
+        },
         actor::eval_atom_v);
   } else if (auto* c = std::get_if<pretrain_driver::checkpoint_all>(&cmd)) {
     ask_all<actor::checkpoint_shard>(

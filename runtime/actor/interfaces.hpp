@@ -55,7 +55,7 @@ using data_loader_actor =
 /// optimizer step of the clipped value loss and `(values, batch)` returns each position's value.
 using trainer_actor =
     caf::typed_actor<caf::replies_to<step_atom>::with<step_report>,
-                     caf::replies_to<eval_atom>::with<double>,
+                     caf::replies_to<eval_atom>::with<eval_report>,
                      caf::replies_to<checkpoint_atom, int64_t, std::string>::with<checkpoint_shard>,
                      caf::replies_to<restore_atom, std::string>::with<int64_t>,
                      caf::replies_to<rl_step_atom, rl_batch>::with<rl_step_report>,

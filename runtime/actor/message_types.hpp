@@ -87,6 +87,16 @@ struct step_report {
   int64_t samples = 0;       ///< how many samples this rank trained on (0: it does not say)
 };
 
+/// A held-out evaluation, summed over the data-parallel group: the mean loss (a language model's
+/// token loss; a reward model's Bradley-Terry loss), and a reward model's pairs, the share of
+/// them ranked right (r_chosen > r_rejected) and their mean reward gap r_chosen - r_rejected.
+struct eval_report {
+  double loss = 0;
+  int64_t pairs = 0;  ///< 0: a language model's evaluation
+  double accuracy = 0;
+  double reward_gap = 0;
+};
+
 /// A data-parallel group formed anew after its membership changed: the receiving rank's place
 /// in generation `generation` of the group, where every rank's state comes from, the optimizer
 /// step it is at, and the global sample index the next step's batch starts at.

@@ -70,6 +70,11 @@ typename Inspector::result_type inspect(Inspector& f, token_batch& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, eval_report& x) {
+  return f(caf::meta::type_name("eval_report"), x.loss, x.pairs, x.accuracy, x.reward_gap);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_report& x) {
   return f(caf::meta::type_name("step_report"), x.step, x.loss, x.grad_norm, x.lr, x.data_s,
            x.compute_s, x.comm_s, x.replica_s, x.first_sample, x.samples);
@@ -167,6 +172,7 @@ CAF_ADD_TYPE_ID(troupe, (troupe::actor::generation_request))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::generation_event))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::actor::generation_event>))
 CAF_ADD_TYPE_ID(troupe, (troupe::actor::worker_report))
+CAF_ADD_TYPE_ID(troupe, (troupe::actor::eval_report))
 
 // Pipeline roles.
 CAF_ADD_ATOM(troupe, troupe::actor, next_atom, "next")

@@ -154,6 +154,7 @@ const std::vector<element_codec>& codecs() {
     t.push_back(
         structured<actor::token_batch>("token_batch", wire::pack_tokens, wire::unpack_tokens));
     t.push_back(structured<actor::step_report>("step_report", wire::pack_step, wire::unpack_step));
+    t.push_back(structured<actor::eval_report>("eval_report", wire::pack_eval, wire::unpack_eval));
     t.push_back(structured<actor::group_change>("group_change", wire::pack_group_change,
                                                 wire::unpack_group_change));
     t.push_back(structured<actor::checkpoint_shard>("checkpoint_shard", wire::pack_shard,

@@ -343,6 +343,27 @@ void pack_step(packer& pk, const actor::step_report& x) {
   pk.pack("samples");
   pk.pack(x.samples);
 }
+void pack_eval(packer& pk, const actor::eval_report& x) {
+  pk.pack_map(4);
+  pk.pack("loss");
+  pk.pack(x.loss);
+  pk.pack("pairs");
+  pk.pack(x.pairs);
+  pk.pack("accuracy");
+  pk.pack(x.accuracy);
+  pk.pack("reward_gap");
+  pk.pack(x.reward_gap);
+}
+absl::StatusOr<actor::eval_report> unpack_eval(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "eval_report"));
+  actor::eval_report x;
+  TROUPE_ASSIGN_OR_RETURN(x.loss, m.get_double("loss", 0));
+  TROUPE_ASSIGN_OR_RETURN(x.pairs, m.get_int("pairs", 0));
+  TROUPE_ASSIGN_OR_RETURN(x.accuracy, m.get_double("accuracy", 0));
+  TROUPE_ASSIGN_OR_RETURN(x.reward_gap, m.get_double("reward_gap", 0));
+  return x;
+}
+
 absl::StatusOr<actor::step_report> unpack_step(const msgpack::object& o) {
   auto m = map_view::of(o, "step_report");
   if (!m.ok()) return m.status();

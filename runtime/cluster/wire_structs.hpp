@@ -39,6 +39,8 @@ absl::StatusOr<actor::token_batch> unpack_tokens(const msgpack::object& o);
 
 void pack_step(packer& pk, const actor::step_report& x);
 absl::StatusOr<actor::step_report> unpack_step(const msgpack::object& o);
+void pack_eval(packer& pk, const actor::eval_report& x);
+absl::StatusOr<actor::eval_report> unpack_eval(const msgpack::object& o);
 void pack_group_change(packer& pk, const actor::group_change& x);
 absl::StatusOr<actor::group_change> unpack_group_change(const msgpack::object& o);
 

@@ -79,8 +79,10 @@ TEST_F(TrainerActorTest, TwoRanksStepTogetherAndMatchTheLogicAtDpOne) {
   auto e0 = self->request(t0, 60s, actor::eval_atom_v);
   auto e1 = self->request(t1, 60s, actor::eval_atom_v);
   double v0 = 0, v1 = -1;
-  e0.receive([&](double v) { v0 = v; }, [&](caf::error& e) { FAIL() << caf::to_string(e); });
-  e1.receive([&](double v) { v1 = v; }, [&](caf::error& e) { FAIL() << caf::to_string(e); });
+  e0.receive([&](actor::eval_report& v) { v0 = v.loss; },
+             [&](caf::error& e) { FAIL() << caf::to_string(e); });
+  e1.receive([&](actor::eval_report& v) { v1 = v.loss; },
+             [&](caf::error& e) { FAIL() << caf::to_string(e); });
   EXPECT_EQ(v0, v1);
   EXPECT_GT(v0, 0.5);
   EXPECT_LT(v0, 6.0);
@@ -164,7 +166,7 @@ void TrainerActorTest::lose_a_rank_mid_step(zero_stage zero, bool replicas) {
     for (int r = 0; r < 3; ++r)
       self->send(ranks[r], actor::eval_atom_v);
     for (int r = 0; r < 3; ++r) {
-      self->receive([&](double loss) { EXPECT_GT(loss, 0.0); },
+      self->receive([&](actor::eval_report& e) { EXPECT_GT(e.loss, 0.0); },
                     [&](caf::error& e) { FAIL() << caf::to_string(e); },
                     caf::after(60s) >> [] { FAIL() << "an evaluation did not answer"; });
     }

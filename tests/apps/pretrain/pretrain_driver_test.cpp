@@ -61,8 +61,8 @@ TEST(PretrainDriver, StepsInLockstepEvaluatesCheckpointsAndFinishes) {
       continue;
     }
     ASSERT_TRUE(has<driver::eval_all>(c)) << s;
-    EXPECT_TRUE(d.on_eval(0, 2.5).empty());
-    c = d.on_eval(1, 2.5);
+    EXPECT_TRUE(d.on_eval(0, {.loss = 2.5}).empty());
+    c = d.on_eval(1, {.loss = 2.5});
     EXPECT_EQ(get<driver::metrics_row>(c).row["val_loss"], 2.5);
     ASSERT_TRUE(has<driver::checkpoint_all>(c));
     EXPECT_EQ(get<driver::checkpoint_all>(c).step, s);
@@ -98,8 +98,26 @@ TEST(PretrainDriver, AResumedRunStartsAfterItsStepsAndAlwaysEvaluatesTheLast) {
   ASSERT_TRUE(has<driver::step_all>(d.start()));
   auto c = d.on_step(0, report(3, 1.0));
   EXPECT_TRUE(has<driver::eval_all>(c));  // the last step is evaluated even without eval_every
-  c = d.on_eval(0, 1.5);
+  c = d.on_eval(0, {.loss = 1.5});
   EXPECT_EQ(get<driver::finish>(c).summary["steps"], 3);
+}
+
+// A reward model's evaluation (app: reward_model) adds its held-out accuracy and reward gap to
+// the metrics row and the summary.
+TEST(PretrainDriver, ARewardModelsEvaluationReportsItsAccuracyAndRewardGap) {
+  fake_clock clock;
+  driver d({.steps = 1, .ranks = 1, .tokens_per_step = 10}, clock.fn());
+  d.start();
+  auto c = d.on_step(0, report(1, 0.7));
+  ASSERT_TRUE(has<driver::eval_all>(c));
+  c = d.on_eval(0, {.loss = 0.4, .pairs = 64, .accuracy = 0.875, .reward_gap = 1.25});
+  const auto& row = get<driver::metrics_row>(c).row;
+  EXPECT_EQ(row["val_loss"], 0.4);
+  EXPECT_EQ(row["val_accuracy"], 0.875);
+  EXPECT_EQ(row["val_reward_gap"], 1.25);
+  const auto& summary = get<driver::finish>(c).summary;
+  EXPECT_EQ(summary["val_accuracy"], 0.875);
+  EXPECT_EQ(summary["val_reward_gap"], 1.25);
 }
 
 TEST(PretrainDriver, StopAfterEndsEarlyWithAnEvaluationAndACheckpoint) {
@@ -110,7 +128,7 @@ TEST(PretrainDriver, StopAfterEndsEarlyWithAnEvaluationAndACheckpoint) {
   EXPECT_TRUE(has<driver::step_all>(c));
   c = d.on_step(0, report(2, 1.9));
   ASSERT_TRUE(has<driver::eval_all>(c));
-  c = d.on_eval(0, 1.8);
+  c = d.on_eval(0, {.loss = 1.8});
   EXPECT_EQ(get<driver::checkpoint_all>(c).step, 2);
   c = d.on_saved(shard(2, 0));
   EXPECT_EQ(get<driver::finish>(c).summary["steps"], 2);
@@ -131,8 +149,8 @@ TEST(PretrainDriver, AStopEndsAfterTheStepInFlightWithACheckpoint) {
   auto c = d.on_step(1, report(2, 1.9));
   ASSERT_TRUE(has<driver::eval_all>(c));
   EXPECT_FALSE(has<driver::step_all>(c));
-  d.on_eval(0, 1.8);
-  c = d.on_eval(1, 1.8);
+  d.on_eval(0, {.loss = 1.8});
+  c = d.on_eval(1, {.loss = 1.8});
   EXPECT_EQ(get<driver::checkpoint_all>(c).step, 2);
   EXPECT_FALSE(has<driver::finish>(c)) << "not before the checkpoint is committed";
   d.on_saved(shard(2, 1));
@@ -191,7 +209,7 @@ TEST(PretrainDriver, CheckpointsAnsweredOutOfOrderCommitEachOnce) {
   auto c = d.on_step(0, report(1, 2.0));
   EXPECT_EQ(get<driver::checkpoint_all>(c).step, 1);
   c = d.on_step(0, report(2, 1.9));
-  c = d.on_eval(0, 1.8);
+  c = d.on_eval(0, {.loss = 1.8});
   EXPECT_EQ(get<driver::checkpoint_all>(c).step, 2);
   EXPECT_FALSE(has<driver::finish>(c));
   c = d.on_saved(shard(2, 0));

@@ -82,6 +82,17 @@ TEST(MessageCodec, RoundTripsStepReports) {
   EXPECT_EQ(r.samples, 3);
 }
 
+// A remote trainer's evaluation: a reward model's carries its pairs' figures.
+TEST(MessageCodec, RoundTripsEvalReports) {
+  caf::message m = round_trip(caf::make_message(
+      actor::eval_report{.loss = 0.5, .pairs = 40, .accuracy = 0.9, .reward_gap = 1.5}));
+  const auto& r = m.get_as<actor::eval_report>(0);
+  EXPECT_EQ(r.loss, 0.5);
+  EXPECT_EQ(r.pairs, 40);
+  EXPECT_EQ(r.accuracy, 0.9);
+  EXPECT_EQ(r.reward_gap, 1.5);
+}
+
 TEST(MessageCodec, RoundTripsCheckpointShards) {
   actor::checkpoint_shard shard{40,    1,   1280, {{"optimizer-1.safetensors", 4096, "ab12"}},
                                 0.002, 0.05};
