@@ -3,6 +3,7 @@
 #include <fstream>
 #include <numeric>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "actors/text_source.hpp"
@@ -83,8 +84,9 @@ data_loader::data_loader(const text_corpus& corpus, int ctx, int global_batch, i
       dp_rank_(dp_rank),
       dp_size_(dp_size),
       seed_(seed),
-      samples_(corpus.supervised() ? static_cast<int64_t>(corpus.train_examples().size())
-                                   : (static_cast<int64_t>(corpus.train().size()) - 1) / ctx) {}
+      samples_(corpus.pairs()        ? static_cast<int64_t>(corpus.train_pairs().size())
+               : corpus.supervised() ? static_cast<int64_t>(corpus.train_examples().size())
+                                     : (static_cast<int64_t>(corpus.train().size()) - 1) / ctx) {}
 
 int64_t data_loader::sample_at(int64_t global_index) {
   const int64_t epoch = global_index / samples_;
@@ -118,7 +120,20 @@ void data_loader::fill(token_batch& out, int row, const sft_example& example) co
   }
 }
 
+void data_loader::fill(token_batch& out, int row, const preference_example& pair) const {
+  for (const auto& [text, label, r] :
+       {std::tuple{&pair.chosen, 1, row}, std::tuple{&pair.rejected, 0, row + 1}}) {
+    const int n = static_cast<int>(text->size());  // at most ctx (load_pairs)
+    for (int t = 0; t < ctx_; ++t) {
+      const size_t at = static_cast<size_t>(r) * ctx_ + t;
+      out.tokens[at] = t < n ? static_cast<uint8_t>((*text)[t]) : 0;
+      out.targets[at] = t == n - 1 ? label : -1;
+    }
+  }
+}
+
 int64_t data_loader::trained_targets(int64_t first) {
+  if (corpus_->pairs()) return global_batch_;  // the pairs: a reward model's mean
   if (!corpus_->supervised()) return int64_t{global_batch_} * ctx_;
   int64_t n = 0;
   for (int64_t g = first; g < first + global_batch_; ++g)
@@ -127,15 +142,17 @@ int64_t data_loader::trained_targets(int64_t first) {
 }
 
 token_batch data_loader::next() {
-  const int local = local_batch();
-  token_batch out{local, ctx_, std::vector<int32_t>(static_cast<size_t>(local) * ctx_),
-                  std::vector<int32_t>(static_cast<size_t>(local) * ctx_), 0};
+  const int local = local_batch(), rows = local * rows_per_sample();
+  token_batch out{rows, ctx_, std::vector<int32_t>(static_cast<size_t>(rows) * ctx_),
+                  std::vector<int32_t>(static_cast<size_t>(rows) * ctx_), 0};
   out.cursor = cursor_;
   out.first_sample = cursor_ + even_split{global_batch_, dp_size_}.begin(dp_rank_);
   out.global_targets = trained_targets(cursor_);
   for (int row = 0; row < local; ++row) {
     const int64_t sample = sample_at(out.first_sample + row);
-    if (corpus_->supervised()) {
+    if (corpus_->pairs()) {
+      fill(out, 2 * row, corpus_->train_pairs()[sample]);
+    } else if (corpus_->supervised()) {
       fill(out, row, corpus_->train_examples()[sample]);
     } else {
       fill(out, row, corpus_->train(), sample * ctx_);
@@ -148,15 +165,19 @@ token_batch data_loader::next() {
 std::vector<token_batch> data_loader::validation(int batch, int max_windows) const {
   const std::string& val = corpus_->val();
   const int64_t windows = std::min<int64_t>(
-      max_windows, corpus_->supervised() ? static_cast<int64_t>(corpus_->val_examples().size())
-                                         : (static_cast<int64_t>(val.size()) - 1) / ctx_);
+      max_windows, corpus_->pairs()        ? static_cast<int64_t>(corpus_->val_pairs().size())
+                   : corpus_->supervised() ? static_cast<int64_t>(corpus_->val_examples().size())
+                                           : (static_cast<int64_t>(val.size()) - 1) / ctx_);
   std::vector<token_batch> out;
   for (int64_t first = 0; first < windows; first += batch) {
-    const int rows = static_cast<int>(std::min<int64_t>(batch, windows - first));
+    const int samples = static_cast<int>(std::min<int64_t>(batch, windows - first));
+    const int rows = samples * rows_per_sample();
     token_batch b{rows, ctx_, std::vector<int32_t>(static_cast<size_t>(rows) * ctx_),
                   std::vector<int32_t>(static_cast<size_t>(rows) * ctx_), first};
-    for (int row = 0; row < rows; ++row) {
-      if (corpus_->supervised()) {
+    for (int row = 0; row < samples; ++row) {
+      if (corpus_->pairs()) {
+        fill(b, 2 * row, corpus_->val_pairs()[first + row]);
+      } else if (corpus_->supervised()) {
         fill(b, row, corpus_->val_examples()[first + row]);
       } else {
         fill(b, row, val, (first + row) * ctx_);

@@ -19,8 +19,15 @@ struct sft_example {
   [[nodiscard]] int64_t trained_targets() const;
 };
 
+/// One preference pair (app: reward_model): the prompt followed by the chosen response, and by
+/// the rejected one.
+struct preference_example {
+  std::string chosen, rejected;
+};
+
 /// Byte-level text for pretraining: every text file under a path, concatenated in name order,
-/// with the last `val_fraction` held out for evaluation; or (load_sft) supervised examples.
+/// with the last `val_fraction` held out for evaluation; or (load_sft) supervised examples; or
+/// (load_pairs) preference pairs.
 class text_corpus {
  public:
   /// Reads `path` (a file, or a directory as text_files() lists it). Errors name the path and
@@ -39,34 +46,54 @@ class text_corpus {
   [[nodiscard]] static absl::StatusOr<text_corpus> load_sft(const std::string& path,
                                                             double val_fraction, int ctx);
 
+  /// Preference pairs (data.format: pairs, preference_data.cpp): the JSONL files under `path`
+  /// in name order, each line {"prompt": string, "chosen": string, "rejected": string}, the last
+  /// `val_fraction` held out. INVALID_ARGUMENT naming FILE:LINE and the field for a line that is
+  /// not one, an empty field, a chosen response equal to the rejected one, or a sequence longer
+  /// than ctx bytes.
+  [[nodiscard]] static absl::StatusOr<text_corpus> load_pairs(const std::string& path,
+                                                              double val_fraction, int ctx);
+
   [[nodiscard]] const std::string& train() const { return train_; }
   [[nodiscard]] const std::string& val() const { return val_; }
   /// Whether the corpus is supervised examples (load_sft) rather than text.
   [[nodiscard]] bool supervised() const { return !train_examples_.empty(); }
   [[nodiscard]] const std::vector<sft_example>& train_examples() const { return train_examples_; }
   [[nodiscard]] const std::vector<sft_example>& val_examples() const { return val_examples_; }
+  /// Whether the corpus is preference pairs (load_pairs).
+  [[nodiscard]] bool pairs() const { return !train_pairs_.empty(); }
+  /// The rows of a batch one sample takes: 2 for a preference pair, else 1.
+  [[nodiscard]] int rows_per_sample() const { return pairs() ? 2 : 1; }
+  [[nodiscard]] const std::vector<preference_example>& train_pairs() const { return train_pairs_; }
+  [[nodiscard]] const std::vector<preference_example>& val_pairs() const { return val_pairs_; }
 
  private:
   text_corpus(std::string train, std::string val)
       : train_(std::move(train)), val_(std::move(val)) {}
   text_corpus(std::vector<sft_example> train, std::vector<sft_example> val)
       : train_examples_(std::move(train)), val_examples_(std::move(val)) {}
+  text_corpus(std::vector<preference_example> train, std::vector<preference_example> val)
+      : train_pairs_(std::move(train)), val_pairs_(std::move(val)) {}
   static absl::Status check_val_fraction(double val_fraction);
   std::string train_, val_;
   std::vector<sft_example> train_examples_, val_examples_;
+  std::vector<preference_example> train_pairs_, val_pairs_;
 };
 
 using actor::token_batch;
 
 /// The sample stream of one data-parallel rank. Samples are the windows of ctx + 1 bytes at
 /// stride ctx over the training text, or a supervised corpus's examples, each a row of its own
-/// (padded; the targets outside its response are -1). Epoch e visits them in an order shuffled by
-/// (seed, e); the stream is epochs end to end, so a global sample index g is sample perm_e[g mod S]
-/// of epoch e = g / S. Global batch b is stream indices [b * global, (b + 1) * global); rank r
-/// takes the r-th of dp slices split as evenly as possible (even_split). Every sample is used
-/// exactly once per epoch at any dp, also when dp changes between batches (a rank lost or
-/// joined), and the whole state is one number, the next global index: resuming at it replays
-/// nothing and skips nothing.
+/// (padded; the targets outside its response are -1), or preference pairs, each two rows (the
+/// chosen sequence, then the rejected one, padded; each scored at its last byte, the one target
+/// that is not -1: 1 on the chosen row, 0 on the rejected, as actors/reward_objective.hpp reads
+/// them); a batch's counts (global_batch, local_batch()) are then pairs. Epoch e visits them in an
+/// order shuffled by (seed, e); the stream is epochs end to end, so a global sample index g is
+/// sample perm_e[g mod S] of epoch e = g / S. Global batch b is stream indices [b * global, (b + 1)
+/// * global); rank r takes the r-th of dp slices split as evenly as possible (even_split). Every
+/// sample is used exactly once per epoch at any dp, also when dp changes between batches (a rank
+/// lost or joined), and the whole state is one number, the next global index: resuming at it
+/// replays nothing and skips nothing.
 class data_loader {
  public:
   /// global_batch must be at least dp_size.
@@ -88,8 +115,8 @@ class data_loader {
     return static_cast<int>(even_split{global_batch_, dp_size_}.size(dp_rank_));
   }
 
-  /// Up to `max_windows` held-out windows, in text order, as batches of `batch` rows (the last
-  /// one may be shorter).
+  /// Up to `max_windows` held-out samples (windows, examples or pairs), in order, as batches of
+  /// `batch` samples (the last one may be shorter).
   [[nodiscard]] std::vector<token_batch> validation(int batch, int max_windows) const;
 
  private:
@@ -98,6 +125,9 @@ class data_loader {
   int64_t sample_at(int64_t global_index);
   void fill(token_batch& out, int row, const std::string& text, int64_t offset) const;
   void fill(token_batch& out, int row, const sft_example& example) const;
+  // Rows `row` (chosen) and `row` + 1 (rejected).
+  void fill(token_batch& out, int row, const preference_example& pair) const;
+  [[nodiscard]] int rows_per_sample() const { return corpus_->rows_per_sample(); }
   // The targets the loss covers in the global batch whose stream indices start at `first`.
   [[nodiscard]] int64_t trained_targets(int64_t first);
 

@@ -4,10 +4,9 @@
 // response only. The loader that serves them is data_loader.cpp's.
 
 #include <algorithm>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "actors/text_source.hpp"
+#include "actors/jsonl_examples.hpp"
 #include "models/gpt/chat_template.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/base/status.hpp"
@@ -72,38 +71,20 @@ int64_t sft_example::trained_targets() const {
 absl::StatusOr<text_corpus> text_corpus::load_sft(const std::string& path, double val_fraction,
                                                   int ctx) {
   TROUPE_RETURN_IF_ERROR(check_val_fraction(val_fraction));
-  TROUPE_ASSIGN_OR_RETURN(std::vector<std::string> files, text_files(path));
-  std::vector<sft_example> examples;
-  for (const auto& file : files) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return absl::UnavailableError(absl::StrCat(file, ": cannot read"));
-    std::string line;
-    for (int number = 1; std::getline(in, line); ++number) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // a blank line
-      absl::StatusOr<sft_example> e = example_of(line);
-      if (!e.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(file, ":", number, ": ", e.status().message()));
-      }
-      if (e->text.size() > static_cast<size_t>(ctx) + 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            file, ":", number, ": the example is ", e->text.size(),
-            " bytes, longer than model.ctx + 1 = ", ctx + 1,
-            "; shorten it, or raise model.ctx (troupe does not cut an example silently)"));
-      }
-      examples.push_back(*std::move(e));
-    }
-  }
-  const size_t val = static_cast<size_t>(static_cast<double>(examples.size()) * val_fraction);
-  if (val == 0 || val == examples.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": ", examples.size(), " examples cannot give a training and a validation set with ",
-        "val_fraction ", val_fraction, "; name more examples in data.path"));
-  }
-  std::vector<sft_example> held(std::make_move_iterator(examples.end() - val),
-                                std::make_move_iterator(examples.end()));
-  examples.resize(examples.size() - val);
-  return text_corpus(std::move(examples), std::move(held));
+  TROUPE_ASSIGN_OR_RETURN(
+      auto split,
+      read_jsonl_examples<sft_example>(
+          path, val_fraction, [ctx](const std::string& line) -> absl::StatusOr<sft_example> {
+            TROUPE_ASSIGN_OR_RETURN(sft_example e, example_of(line));
+            if (e.text.size() > static_cast<size_t>(ctx) + 1) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "the example is ", e.text.size(), " bytes, longer than model.ctx + 1 = ", ctx + 1,
+                  "; shorten it, or raise model.ctx (troupe does not cut an example "
+                  "silently)"));
+            }
+            return e;
+          }));
+  return text_corpus(std::move(split.first), std::move(split.second));
 }
 
 }  // namespace troupe::actors

@@ -102,7 +102,8 @@ absl::Status build(self_ptr self, metrics::registry& metrics, const std::string&
           ? models::layer_range{pipeline.stage * per_stage, (pipeline.stage + 1) * per_stage}
           : models::layer_range::all(st.spec.model);
   st.layout = std::make_unique<models::gpt_layout>(
-      st.spec.model, range, st.spec.critic ? models::gpt_head::value : models::gpt_head::lm,
+      st.spec.model, range,
+      st.spec.critic || st.spec.reward_model() ? models::gpt_head::value : models::gpt_head::lm,
       st.spec.tp);
   if (st.spec.ranks > 1 && !st.spec.elastic) {  // an elastic rank's group comes with (regroup)
     comm::group_options g = st.spec.group;
@@ -127,11 +128,12 @@ absl::Status build(self_ptr self, metrics::registry& metrics, const std::string&
   st.writer = spawn_checkpoint_writer(self->system(), metrics, absl::StrCat(name, "/writer"));
   self->link_to(st.writer);  // the loader and the writer live and die with their trainer
   if (st.spec.corpus == nullptr) return absl::OkStatus();  // RL steps and log-probs only
+  const int rows = st.spec.rows_per_sample();
   TROUPE_ASSIGN_OR_RETURN(
       data_loader loader,
-      data_loader::create(*st.spec.corpus, st.spec.model.ctx, st.spec.options.global_batch,
+      data_loader::create(*st.spec.corpus, st.spec.model.ctx, st.spec.options.global_batch / rows,
                           st.spec.rank, st.spec.ranks, st.spec.data_seed));
-  const int micro = st.spec.options.micro_batch;
+  const int micro = st.spec.options.micro_batch / rows;
   const int eval_batch = micro > 0 ? std::min(micro, loader.local_batch()) : loader.local_batch();
   st.validation = loader.validation(eval_batch, st.spec.eval_windows);
   st.loader = spawn_data_loader(self->system(), metrics, absl::StrCat(name, "/data"),
@@ -153,7 +155,8 @@ caf::result<actor::step_report> step(self_ptr self) {
           [self, promise, asked](actor::token_batch& batch) mutable {
             auto& st = self->state;
             const double data_s = seconds_since(asked);
-            const int64_t next_cursor = batch.cursor + st.spec.options.global_batch;
+            const int64_t next_cursor =
+                batch.cursor + st.spec.options.global_batch / st.spec.rows_per_sample();
             self->send(st.loader, actor::credit_atom_v, int32_t{1});
             off_thread<absl::StatusOr<actor::step_report>>(
                 self,
@@ -168,7 +171,7 @@ caf::result<actor::step_report> step(self_ptr self) {
                     // tensor-parallel rank.
                     const bool says = st.spec.options.pipeline.stage == 0 && st.spec.tp.rank == 0;
                     report->first_sample = batch.first_sample;
-                    report->samples = says ? batch.batch : 0;
+                    report->samples = says ? batch.batch / st.spec.rows_per_sample() : 0;
                     report->stage_busy_s = st.logic->last_pipeline_times().busy_s;
                     report->stage_idle_s = st.logic->last_pipeline_times().idle_s;
                   }

@@ -28,6 +28,8 @@ struct trainer_actor_spec {
   models::tensor_parallel tp;
   comm::group_options tensor;
   /// The text `(step)` trains on; null for a rank that only takes RL steps or gives log-probs.
+  /// Preference pairs make the trainer a reward model (app: reward_model): its model ends in a
+  /// value head, and options count rows (two a pair).
   std::shared_ptr<const text_corpus> corpus;
   uint64_t data_seed = 1;
   int prefetch = 2;            ///< batches the data loader may prepare ahead
@@ -48,6 +50,11 @@ struct trainer_actor_spec {
   /// the start (rank and ranks then only place its first data share), and a failed step leaves
   /// it running, for the driver to regroup.
   bool elastic = false;
+
+  /// Whether the trainer is a reward model (its corpus is preference pairs).
+  [[nodiscard]] bool reward_model() const { return corpus != nullptr && corpus->pairs(); }
+  /// The rows one sample of the corpus takes: options count rows, the data loader samples.
+  [[nodiscard]] int rows_per_sample() const { return corpus ? corpus->rows_per_sample() : 1; }
 };
 
 /// An elastic trainer group's recoveries, as every app with one reports them:

@@ -27,21 +27,25 @@ YAML::Node located(const YAML::Node& section, const char* group, const char* key
 }
 
 absl::StatusOr<const pretrain_options*> pretrain_options_in(const app::app_plan& plan) {
-  if (plan.spec.app != "pretrain" || plan.app_options == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the trainer role belongs to app: pretrain, not app: ", plan.spec.app));
+  if ((plan.spec.app != "pretrain" && plan.spec.app != "reward_model") ||
+      plan.app_options == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the trainer role belongs to app: pretrain or reward_model, not app: ", plan.spec.app));
   }
   return static_cast<const pretrain_options*>(plan.app_options.get());
+}
+
+// The data as data.format says: text, supervised examples or preference pairs.
+absl::StatusOr<actors::text_corpus> load_corpus(const data_spec& d, int ctx) {
+  if (d.format == "sft") return actors::text_corpus::load_sft(d.path, d.val_fraction, ctx);
+  if (d.format == "pairs") return actors::text_corpus::load_pairs(d.path, d.val_fraction, ctx);
+  return actors::text_corpus::load(d.path, d.val_fraction, ctx);
 }
 
 absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt_trainer_options&) {
   TROUPE_ASSIGN_OR_RETURN(const pretrain_options* o, pretrain_options_in(ctx.plan));
   const models::gpt_config model = models::gpt_config_of(ctx.plan.spec.model);
-  TROUPE_ASSIGN_OR_RETURN(
-      actors::text_corpus corpus,
-      o->data.format == "sft"
-          ? actors::text_corpus::load_sft(o->data.path, o->data.val_fraction, model.ctx)
-          : actors::text_corpus::load(o->data.path, o->data.val_fraction, model.ctx));
+  TROUPE_ASSIGN_OR_RETURN(actors::text_corpus corpus, load_corpus(o->data, model.ctx));
   const auto* role = ctx.plan.find_role(trainer_role);
   const bool elastic = role != nullptr && role->spec.elastic.has_value();
   std::shared_ptr<comm::rendezvous_store> store;
@@ -223,6 +227,41 @@ void check_zero3(const pretrain_options& o, bool elastic, const config::parse_co
   }
 }
 
+// app: reward_model trains on preference pairs, and app: pretrain on anything else; a reward
+// model is a data-parallel group (ZeRO 0-2) of whole models, fixed or elastic.
+void check_app_data(const std::string& app, const pretrain_options& o,
+                    const config::parse_context& ctx, const YAML::Node& section) {
+  const bool pairs = o.data.format == "pairs";
+  if (app == "reward_model" && !pairs) {
+    ctx.child("data").child("format").error(
+        located(section, "data", "format"),
+        absl::StrCat("is ", o.data.format,
+                     ", but app: reward_model trains on preference pairs: set data.format: "
+                     "pairs (JSONL {prompt, chosen, rejected})"));
+  }
+  if (app == "pretrain" && pairs) {
+    ctx.child("data").child("format").error(
+        located(section, "data", "format"),
+        "is pairs, which trains a reward model: use app: reward_model (with this section "
+        "as reward_model:)");
+  }
+  if (!pairs) return;
+  const parallel_spec& p = o.parallel;
+  if (p.pp > 1 || p.tp > 1 || p.zero == 3) {
+    ctx.child("parallel")
+        .error(section["parallel"].IsDefined() ? section["parallel"] : section,
+               absl::StrCat("has pp ", p.pp, ", tp ", p.tp, " and zero ", p.zero,
+                            ", but a reward model trains whole models on data-parallel ranks: use "
+                            "pp 1, tp 1 and zero 0-2"));
+  }
+  if (p.activation_checkpointing != "none") {
+    ctx.child("parallel")
+        .child("activation_checkpointing")
+        .error(located(section, "parallel", "activation_checkpointing"),
+               "is set, but a reward model keeps its activations: remove it");
+  }
+}
+
 // The roles must be exactly the trainer ranks, and the shapes must fit together.
 void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
                          const config::parse_context& ctx, const YAML::Node& section) {
@@ -233,13 +272,20 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
     ctx.error(section, absl::StrCat("the data is byte-level text, so model.vocab must be 256, not ",
                                     model.vocab));
   }
+  check_app_data(plan.spec.app, o, ctx, section);
   const auto* trainer = plan.find_role(trainer_role);
   if (trainer == nullptr || trainer->spec.kind != "trainer") {
-    ctx.error(section,
-              "app: pretrain needs a role 'trainer' of kind trainer, e.g. "
-              "roles: {trainer: {kind: trainer, impl: gpt, count: 2}}");
+    ctx.error(section, absl::StrCat("app: ", plan.spec.app,
+                                    " needs a role 'trainer' of kind trainer, e.g. "
+                                    "roles: {trainer: {kind: trainer, impl: gpt, count: 2}}"));
   } else if (trainer->spec.elastic) {
     check_elastic(o, *trainer, ctx, section);
+    if (!o.init_from.empty()) {
+      ctx.child("init_from")
+          .error(section["init_from"].IsDefined() ? section["init_from"] : section,
+                 "is set, but an elastic group's ranks join as they come; "
+                 "start a fixed group from it, or --resume a checkpoint");
+    }
   } else if (const int grid = o.parallel.dp * o.parallel.pp * o.parallel.tp;
              trainer->spec.count != grid) {
     ctx.child("parallel")
@@ -269,8 +315,9 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
   }
   for (const auto& role : plan.roles) {
     if (role.spec.name != trainer_role) {
-      ctx.error(section, absl::StrCat("app: pretrain runs only the 'trainer' role; remove role '",
-                                      role.spec.name, "'"));
+      ctx.error(section,
+                absl::StrCat("app: ", plan.spec.app, " runs only the 'trainer' role; remove role '",
+                             role.spec.name, "'"));
     }
   }
   const auto train_ctx = ctx.child("train");
@@ -295,13 +342,15 @@ std::string megabytes(int64_t bytes) {
 // they cannot be read (a check does not need the data to exist yet).
 std::string describe_data(const pretrain_options& o, int ctx) {
   const bool sft = o.data.format == "sft";
-  const absl::StatusOr<actors::text_corpus> corpus =
-      sft ? actors::text_corpus::load_sft(o.data.path, o.data.val_fraction, ctx)
-          : actors::text_corpus::load(o.data.path, o.data.val_fraction, ctx);
+  const absl::StatusOr<actors::text_corpus> corpus = load_corpus(o.data, ctx);
   if (!corpus.ok()) {
     return absl::StrCat(
         "data: not readable now: ", corpus.status().message(),
         sft ? " (troupe data sft CONFIG --out FILE writes an RLHF task's examples)" : "");
+  }
+  if (corpus->pairs()) {
+    return absl::StrCat("data: pairs, ", corpus->train_pairs().size(), " preference pairs and ",
+                        corpus->val_pairs().size(), " held out");
   }
   if (!sft) {
     return absl::StrCat("data: text, ", corpus->train().size(), " bytes and ", corpus->val().size(),
@@ -374,9 +423,11 @@ std::vector<std::string> describe_pretrain_plan(const app::app_plan& plan, const
 
 }  // namespace
 
-actor::role_factory pretrain_app_factory() {
+actor::role_factory pretrain_app_factory(bool reward_model) {
   auto factory = actor::make_role_factory<pretrain_options>(
-      "trains a GPT from scratch on data-parallel trainer actors", pretrain_schema(),
+      reward_model ? "trains a GPT reward model (a scalar head) on preference pairs"
+                   : "trains a GPT from scratch on data-parallel trainer actors",
+      pretrain_schema(),
       [](actor::role_context& ctx, const pretrain_options& options) -> absl::StatusOr<caf::actor> {
         TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
         return spawn_pretrain_driver(ctx, options, run::work_pacer(std::move(hooks)));

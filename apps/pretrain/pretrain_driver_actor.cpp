@@ -33,6 +33,7 @@ using driver_actor =
     actor::app_actor::extend<caf::reacts_to<actor::tick_atom>, caf::reacts_to<actor::wake_atom>>;
 
 struct driver_state {
+  std::string app;  // pretrain or reward_model
   pretrain_options options;
   run::work_pacer pacer;
   models::gpt_config model;
@@ -123,7 +124,7 @@ void record(self_ptr self, const nlohmann::json& row) {
 absl::Status commit(self_ptr self, const pretrain_driver::commit& c) {
   auto& st = self->state;
   const nlohmann::json meta = {
-      {"app", "pretrain"},
+      {"app", st.app},
       {"model", models::gpt_config_json(st.model)},
       // The layout it was saved at (a resume may take another).
       {"dp", st.logic->members().size() / (st.options.parallel.pp * st.options.parallel.tp)},
@@ -391,6 +392,38 @@ void resume(self_ptr self) {
   }
 }
 
+// init_from: every rank takes the weights of the named run's latest checkpoint (a reward model a
+// language model's trunk), then the run starts at step 0.
+void init_from(self_ptr self) {
+  auto& st = self->state;
+  absl::StatusOr<checkpoint::checkpoint> saved =
+      models::read_checkpoint_at(st.options.init_from, "init_from");
+  if (!saved.ok()) return fail(self, saved.status());
+  if (saved->meta.value("model", nlohmann::json()) != models::gpt_config_json(st.model)) {
+    return fail(self,
+                absl::FailedPreconditionError(absl::StrCat(
+                    "init_from ", st.options.init_from, ": ", saved->dir, " holds model ",
+                    saved->meta.value("model", nlohmann::json()).dump(),
+                    " but this config's model is ", models::gpt_config_json(st.model).dump())));
+  }
+  st.events->emit(run::severity::info, "init_from",
+                  absl::StrCat("starting from the weights of ", saved->dir),
+                  {{"dir", saved->dir}, {"step", saved->step}});
+  auto loaded = std::make_shared<size_t>(0);
+  for (const auto& [name, trainer] : st.trainers) {
+    self->request(trainer, caf::infinite, actor::load_atom_v, saved->dir)
+        .then(
+            [self, loaded](int64_t) {
+              if (++*loaded == self->state.trainers.size()) start_training(self, 0);
+            },
+            [self, name, dir = saved->dir](caf::error& e) {
+              const absl::Status s = actor::to_status(e);
+              fail(self, absl::Status(s.code(), absl::StrCat(name, " cannot start from ", dir, ": ",
+                                                             s.message())));
+            });
+  }
+}
+
 void on_update(self_ptr self, const actor::actor_update& update) {
   auto& st = self->state;
   const auto [role, index] = actor::parse_actor_name(update.name);
@@ -466,6 +499,7 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
                                                  const pretrain_options& options,
                                                  run::work_pacer pacer) {
   auto state = std::make_shared<driver_state>();
+  state->app = ctx.plan.spec.app;
   state->options = options;
   state->pacer = pacer;
   state->model = models::gpt_config_of(ctx.plan.spec.model);
@@ -497,6 +531,7 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
   auto handle =
       ctx.spawn<driver_actor, driver_state>([state](self_ptr self) -> driver_actor::behavior_type {
         auto& st = self->state;
+        st.app = state->app;
         st.options = state->options;
         st.pacer = state->pacer;
         st.model = state->model;
@@ -517,6 +552,8 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
                 fail(self, s);
               } else if (!st.options.resume.empty()) {
                 resume(self);
+              } else if (!st.options.init_from.empty()) {
+                init_from(self);
               } else {
                 start_training(self, 0);
               }

@@ -50,10 +50,11 @@ config::object_schema<data_spec> data_schema() {
       .non_empty()
       .help("a text file, or a directory whose text files are read in name order");
   s.add("format", &data_spec::format)
-      .one_of({"text", "sft"})
+      .one_of({"text", "sft", "pairs"})
       .help(
           "text: windows of the text; sft: one JSONL example a line, {prompt, response} or "
-          "{messages} (the chat template), the loss on the response only");
+          "{messages} (the chat template), the loss on the response only; pairs (app: "
+          "reward_model): one preference pair a line, {prompt, chosen, rejected}");
   s.add("val_fraction", &data_spec::val_fraction)
       .range(0.001, 0.5)
       .help("the last part of the text, held out for evaluation");
@@ -142,6 +143,10 @@ config::object_schema<pretrain_options> pretrain_schema() {
       .help("data, pipeline and tensor parallelism");
   s.add("resume", &pretrain_options::resume)
       .help("a run directory to continue from (troupe launch --resume sets it)");
+  s.add("init_from", &pretrain_options::init_from)
+      .help(
+          "a run directory whose latest checkpoint's weights the run starts from (a reward model "
+          "takes a language model's trunk); the optimizer and the step start afresh");
   return s;
 }
 
@@ -154,8 +159,10 @@ actors::trainer_options trainer_options_of(const pretrain_options& o, int traine
   trainers_here = std::max(1, trainers_here);
   cores = std::max(1, cores);
   actors::trainer_options t;
-  t.global_batch = o.train.batch;
-  t.micro_batch = o.train.micro_batch;
+  // The trainer counts rows: a preference pair (a reward model's sample) is two.
+  const int rows = o.data.format == "pairs" ? 2 : 1;
+  t.global_batch = rows * o.train.batch;
+  t.micro_batch = rows * o.train.micro_batch;
   t.threads = o.train.threads > 0 ? o.train.threads : std::max(1, cores / trainers_here);
   t.lr = {static_cast<float>(o.train.lr), o.train.warmup, o.train.steps,
           static_cast<float>(o.train.min_lr_ratio)};

@@ -29,7 +29,7 @@ struct train_spec {
 struct data_spec {
   std::string path = "/usr/share/games/fortunes";
   /// text: byte windows of the text; sft: JSONL prompt/response (or chat) examples, the loss on
-  /// the response only.
+  /// the response only; pairs (app: reward_model): JSONL prompt/chosen/rejected preference pairs.
   std::string format = "text";
   double val_fraction = 0.05;
   int eval_every = 100;    ///< steps between held-out evaluations; 0: only at the end
@@ -80,6 +80,10 @@ struct pretrain_options {
   parallel_spec parallel;
   /// A run directory (or checkpoint directory) to continue from; `troupe launch --resume` sets it.
   std::string resume;
+  /// A run directory (or checkpoint directory) whose latest checkpoint's weights the run starts
+  /// from instead of the seed's (a reward model: a language model's trunk, its own value head);
+  /// the optimizer and the step start afresh.
+  std::string init_from;
 };
 
 [[nodiscard]] config::object_schema<pretrain_options> pretrain_schema();

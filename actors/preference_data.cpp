@@ -1,0 +1,63 @@
+#include "actors/data_loader.hpp"
+
+// Preference pairs (app: reward_model, data.format: pairs): JSONL lines {"prompt", "chosen",
+// "rejected"}. The loader that serves them is data_loader.cpp's.
+
+#include "absl/strings/str_cat.h"
+#include "actors/jsonl_examples.hpp"
+#include "nlohmann/json.hpp"
+#include "runtime/base/status.hpp"
+
+namespace troupe::actors {
+namespace {
+
+// The pair of one JSONL line; INVALID_ARGUMENT saying what is wrong with it (the caller adds
+// FILE:LINE).
+absl::StatusOr<preference_example> pair_of(const std::string& line, int ctx) {
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(
+        "not a JSON object; each line is {\"prompt\": ..., \"chosen\": ..., \"rejected\": ...}");
+  }
+  for (const char* field : {"prompt", "chosen", "rejected"}) {
+    if (!j.contains(field) || !j[field].is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field,
+                       " is missing or not a string; each line is {\"prompt\": ..., "
+                       "\"chosen\": ..., \"rejected\": ...}"));
+    }
+    if (j[field].get_ref<const std::string&>().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
+    }
+  }
+  const std::string& prompt = j["prompt"].get_ref<const std::string&>();
+  preference_example pair{prompt + j["chosen"].get_ref<const std::string&>(),
+                          prompt + j["rejected"].get_ref<const std::string&>()};
+  if (pair.chosen == pair.rejected) {
+    return absl::InvalidArgumentError(
+        "chosen and rejected are the same response: the pair prefers nothing");
+  }
+  for (const auto& [field, text] :
+       {std::pair{"chosen", &pair.chosen}, {"rejected", &pair.rejected}}) {
+    if (text->size() > static_cast<size_t>(ctx)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt + ", field, " is ", text->size(), " bytes, longer than model.ctx = ", ctx,
+          "; shorten it, or raise model.ctx (troupe does not cut a sequence silently)"));
+    }
+  }
+  return pair;
+}
+
+}  // namespace
+
+absl::StatusOr<text_corpus> text_corpus::load_pairs(const std::string& path, double val_fraction,
+                                                    int ctx) {
+  TROUPE_RETURN_IF_ERROR(check_val_fraction(val_fraction));
+  TROUPE_ASSIGN_OR_RETURN(auto split, read_jsonl_examples<preference_example>(
+                                          path, val_fraction, [ctx](const std::string& line) {
+                                            return pair_of(line, ctx);
+                                          }));
+  return text_corpus(std::move(split.first), std::move(split.second));
+}
+
+}  // namespace troupe::actors

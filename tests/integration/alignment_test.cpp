@@ -1,0 +1,153 @@
+// The alignment pipeline's stages from the shipped configs (issue 19), on real processes and
+// files: SFT (configs/align/sft.yaml) on `troupe data sft`'s examples, then a reward model
+// (configs/align/rm.yaml) started from the SFT checkpoint on preference pairs, whose held-out
+// accuracy rises; the reward model resumes bit for bit; a malformed pair file is refused naming
+// its line.
+
+#include <cstdio>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/troupe_cli.hpp"
+
+namespace troupe::testing {
+namespace {
+
+const std::string sft_config = std::string(TROUPE_SOURCE_DIR) + "/configs/align/sft.yaml";
+const std::string rm_config = std::string(TROUPE_SOURCE_DIR) + "/configs/align/rm.yaml";
+
+// Preference pairs from supervised digit-completion examples: the example's response is chosen,
+// and the same response with its first number off by 1 + (line % 5) (modulo 20) rejected. (A
+// stand-in annotator with a known answer; empty responses are left out.)
+void write_pairs(const std::string& sft, const std::string& out_path) {
+  std::ofstream out(out_path);
+  int line = 0;
+  for (const auto& e : read_jsonl(sft)) {
+    const std::string prompt = e["prompt"], response = e["response"];
+    int first = 0, used = 0;
+    if (std::sscanf(response.c_str(), "%d%n", &first, &used) != 1) continue;
+    const std::string rejected =
+        std::to_string((first + 1 + line++ % 5) % 20) + response.substr(used);
+    out << nlohmann::json{{"prompt", prompt}, {"chosen", response}, {"rejected", rejected}}.dump()
+        << "\n";
+  }
+}
+
+class AlignmentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string sft = dir_.file("data/digits_sft.jsonl");
+    process_result r =
+        troupe({"data", "sft", std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_ppo.yaml",
+                "--examples", "3000", "--out", sft});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    pairs_ = dir_.file("data/digits_pairs.jsonl");
+    write_pairs(sft, pairs_);
+    r = troupe({"launch", sft_config, "--run-dir", dir_.file("sft"), "--set",
+                "pretrain.data.path=" + sft, "--set", "pretrain.train.steps=200"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+
+  // configs/align/rm.yaml for `steps` from the SFT run, with `extra` arguments.
+  process_result reward_model(const std::string& run, int steps,
+                              std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {
+        "launch",    rm_config,
+        "--run-dir", dir_.file(run),
+        "--set",     "reward_model.data.path=" + pairs_,
+        "--set",     "reward_model.init_from=" + dir_.file("sft"),
+        "--set",     "reward_model.train.steps=" + std::to_string(steps),
+        "--set",     "reward_model.data.eval_every=50"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return troupe(args);
+  }
+
+  temp_dir dir_;
+  std::string pairs_;
+};
+
+TEST_F(AlignmentTest, TheRewardModelLearnsToRankTheChosenResponseAbove) {
+  const process_result r = reward_model("rm", 200);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json summary = summary_of(r);
+  EXPECT_EQ(summary["app"], "reward_model");
+  std::vector<nlohmann::json> evals;
+  for (const auto& row : read_jsonl(dir_.file("rm") + "/metrics.jsonl")) {
+    if (row.contains("val_accuracy")) evals.push_back(row);
+  }
+  ASSERT_EQ(evals.size(), 4u);
+  EXPECT_GT(evals.back()["val_accuracy"].get<double>(), evals.front()["val_accuracy"].get<double>())
+      << evals.front().dump() << "\n"
+      << evals.back().dump();
+  EXPECT_GT(evals.back()["val_accuracy"].get<double>(), 0.65) << evals.back().dump();
+  EXPECT_GT(evals.back()["val_reward_gap"].get<double>(), 0.0);
+  EXPECT_LT(evals.back()["val_loss"].get<double>(), evals.front()["val_loss"].get<double>());
+  EXPECT_EQ(summary["val_accuracy"], evals.back()["val_accuracy"]);
+}
+
+// Stopped after step 60 and resumed in a new run directory, the reward model's metrics rows are
+// the uninterrupted run's bit for bit.
+TEST_F(AlignmentTest, ARewardModelResumesBitForBit) {
+  // (Evaluated every 20 steps: the stop's own evaluation is one of them.)
+  const std::string every_20 = "reward_model.data.eval_every=20";
+  process_result whole = reward_model("whole", 100, {"--set", every_20});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  process_result first =
+      reward_model("split", 100, {"--set", every_20, "--set", "reward_model.train.stop_after=60"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  process_result second =
+      reward_model("resumed", 100, {"--set", every_20, "--resume", dir_.file("split")});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const auto losses = [](const std::vector<std::string>& runs) {
+    std::map<int, nlohmann::json> rows;
+    std::vector<nlohmann::json> all;
+    for (const auto& run : runs) {
+      const auto more = read_jsonl(run + "/metrics.jsonl");
+      all.insert(all.end(), more.begin(), more.end());
+    }
+    for (const auto& row : all) {
+      if (row.contains("loss") || row.contains("val_accuracy")) {
+        nlohmann::json kept = row;
+        for (const char* timing : {"time_s", "tokens_per_s", "data_s", "compute_s", "comm_s",
+                                   "checkpoint", "elapsed_s", "replica_s"})
+          kept.erase(timing);
+        rows[row["step"]].update(kept);
+      }
+    }
+    return rows;
+  };
+  const auto want = losses({dir_.file("whole")});
+  const auto got = losses({dir_.file("split"), dir_.file("resumed")});
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [step, row] : want)
+    EXPECT_EQ(got.at(step), row) << "step " << step;
+}
+
+TEST_F(AlignmentTest, AMalformedPairFileIsRefusedNamingTheLine) {
+  std::string kept;
+  {
+    std::ifstream in(pairs_);
+    std::string line;
+    for (int i = 0; i < 40 && std::getline(in, line); ++i)
+      kept += line + "\n";
+  }
+  const std::string bad =
+      dir_.write("bad.jsonl", kept + "{\"prompt\": \"1,2:20,3=\", \"chosen\": \"3,4,5\\n\"}\n");
+  process_result r = troupe({"check", rm_config, "--set", "reward_model.data.path=" + bad});
+  EXPECT_NE(r.out.find(bad + ":41: rejected is missing or not a string"), std::string::npos)
+      << r.out;
+  r = troupe({"launch", rm_config, "--run-dir", dir_.file("bad"), "--set",
+              "reward_model.data.path=" + bad});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(summary_of(r).value("error", "").find(bad + ":41: rejected is missing"),
+            std::string::npos)
+      << r.err;
+  // A pretraining config cannot read pairs, and a reward model reads nothing else.
+  r = troupe({"check", rm_config, "--set", "reward_model.data.format=sft"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("app: reward_model trains on preference pairs"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace troupe::testing
