@@ -59,6 +59,31 @@ int main(int argc, char** argv) {
   data_sft_cmd->add_option("--examples", data.examples, "How many")->capture_default_str();
   data_sft_cmd->add_option("--seed", data.seed, "The examples' stream")->capture_default_str();
   data_sft_cmd->add_option("--out", data.out, "The JSONL file to write")->required();
+  preferences_args prefs;
+  prefs.seed = 7;  // a prompt stream of its own (the RL prompts' is rlhf.data.seed)
+  auto* data_prefs_cmd = data_cmd->add_subcommand(
+      "preferences",
+      "Preference pairs (JSONL prompt/chosen/rejected) of an RLHF config's task, sampled from a "
+      "policy and ranked by the task's rule");
+  data_prefs_cmd->add_option("config", prefs.config, "An RLHF config: its rlhf.task and model")
+      ->required();
+  data_prefs_cmd->add_option("--set", prefs.overrides, "Override a config value: key.path=value");
+  data_prefs_cmd->add_option("--policy", prefs.policy, "The policy: a run or checkpoint directory")
+      ->required();
+  data_prefs_cmd->add_option("--prompts", prefs.examples, "Prompts, one pair each at most")
+      ->capture_default_str();
+  data_prefs_cmd->add_option("--samples", prefs.samples, "Responses sampled per prompt")
+      ->capture_default_str();
+  data_prefs_cmd->add_option("--temperature", prefs.temperature, "Sampling temperature")
+      ->capture_default_str();
+  data_prefs_cmd->add_option("--seed", prefs.seed, "The prompts' stream")->capture_default_str();
+  data_prefs_cmd->add_option("--out", prefs.out, "The JSONL file to write")->required();
+  data_prefs_cmd->add_option("--held-out", prefs.held_out,
+                             "A JSONL file for the pairs of the next --held-out-prompts prompts");
+  data_prefs_cmd
+      ->add_option("--held-out-prompts", prefs.held_out_prompts,
+                   "Prompts after --prompts' for --held-out")
+      ->capture_default_str();
 
   bool version_json = false;
   auto* version_cmd = app.add_subcommand("version", "Show versions and CUDA devices");
@@ -106,6 +131,7 @@ int main(int argc, char** argv) {
   if (*list_cmd) return plugins_list_command(plugin_dirs, plugins_json);
   if (*version_cmd) return version_command(version_json);
   if (*data_sft_cmd) return data_sft_command(data);
+  if (*data_prefs_cmd) return data_preferences_command(prefs);
   if (*export_cmd) return export_command(export_run);
   if (*head_cmd) {
     if (!head_app.config.empty()) head.app = head_app;

@@ -107,6 +107,20 @@ struct data_args : config_args {
 };
 [[nodiscard]] int data_sft_command(const data_args& args);
 
+/// `troupe data preferences CONFIG --policy DIR`: preference pairs of an RLHF config's task for
+/// app: reward_model and DPO, one JSON line {"prompt", "chosen", "rejected"} each. For each of
+/// `examples` prompts (of the stream `seed`), `samples` responses sampled from the policy
+/// checkpoint at `temperature`, scored by the task's rule; its best and its worst make the pair
+/// (a tie, none). `held_out` (when set) gets the pairs of the next `held_out_prompts` prompts.
+struct preferences_args : data_args {
+  std::string policy;
+  int samples = 4;
+  double temperature = 1.0;
+  std::string held_out;
+  int64_t held_out_prompts = 0;
+};
+[[nodiscard]] int data_preferences_command(const preferences_args& args);
+
 /// The token a cluster uses: the config's, else TROUPE_CLUSTER_TOKEN, else a fresh random one.
 [[nodiscard]] std::string cluster_token(const config::cluster_spec& spec);
 

@@ -4,8 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "apps/cli/commands.hpp"
+#include "apps/cli/data_task.hpp"
+#include "models/gpt/gpt_source.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/base/status.hpp"
+#include "runtime/config/app_spec.hpp"
 #include "runtime/config/document.hpp"
 #include "runtime/config/parse_context.hpp"
 #include "tasks/text_task.hpp"
@@ -18,9 +21,9 @@ int fail(int code, const std::string& message) {
   return code;
 }
 
-// The task of an RLHF config's `rlhf.task` (with its overrides; the default one when the
-// section names none).
-absl::StatusOr<tasks::task_spec> task_of(const config_args& args) {
+}  // namespace
+
+absl::StatusOr<data_task> data_task_of(const config_args& args) {
   TROUPE_ASSIGN_OR_RETURN(config::document doc, config::document::load_file(args.config));
   for (const auto& assignment : args.overrides)
     TROUPE_RETURN_IF_ERROR(doc.apply_override(assignment));
@@ -28,39 +31,42 @@ absl::StatusOr<tasks::task_spec> task_of(const config_args& args) {
   const YAML::Node absent(YAML::NodeType::Undefined);
   const YAML::Node rlhf = root.IsMap() ? root["rlhf"] : absent;
   const YAML::Node task = rlhf.IsDefined() && rlhf.IsMap() ? rlhf["task"] : absent;
-  tasks::task_spec spec;
   if (!rlhf.IsDefined()) {
     return absl::InvalidArgumentError(
         absl::StrCat(args.config,
                      " has no rlhf section: name an RLHF config (configs/rlhf_ppo.yaml), whose "
-                     "task (rlhf.task) the examples are of"));
+                     "task (rlhf.task) the data is of"));
   }
-  if (!task.IsDefined()) return spec;  // the default task
+  data_task out;
   config::diagnostics diag;
   const config::parse_context ctx(doc, diag);
-  if (!tasks::task_schema().parse(task, ctx.child("rlhf").child("task"), spec)) {
+  if (task.IsDefined() &&
+      !tasks::task_schema().parse(task, ctx.child("rlhf").child("task"), out.spec)) {
     return diag.status();
   }
-  return spec;
+  config::app_spec spec;
+  if (!config::app_spec_schema().parse(root, ctx, spec)) return diag.status();
+  out.model = models::gpt_config_of(spec.model);
+  absl::StatusOr<std::shared_ptr<const tasks::text_task>> made = tasks::make_task(out.spec);
+  if (!made.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("rlhf.task: ", made.status().message()));
+  }
+  out.task = *std::move(made);
+  return out;
 }
-
-}  // namespace
 
 int data_sft_command(const data_args& args) {
   if (args.examples < 1) return fail(exit_usage_error, "--examples must be at least 1");
-  absl::StatusOr<tasks::task_spec> spec = task_of(args);
-  if (!spec.ok()) return fail(exit_usage_error, std::string(spec.status().message()));
-  absl::StatusOr<std::shared_ptr<const tasks::text_task>> task = tasks::make_task(*spec);
-  if (!task.ok()) {
-    return fail(exit_usage_error, absl::StrCat("rlhf.task: ", task.status().message()));
-  }
+  absl::StatusOr<data_task> data = data_task_of(args);
+  if (!data.ok()) return fail(exit_usage_error, std::string(data.status().message()));
+
   const std::filesystem::path out(args.out);
   std::error_code ec;
   if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path(), ec);
   std::ofstream file(out, std::ios::binary | std::ios::trunc);
   if (!file) return fail(exit_runtime_failure, absl::StrCat("cannot write ", args.out));
   for (int64_t i = 0; i < args.examples; ++i) {
-    const tasks::text_task::example e = (*task)->example_at(args.seed, i);
+    const tasks::text_task::example e = data->task->example_at(args.seed, i);
     // Bytes that are not UTF-8 (fortunes are Latin-1 in places) show as U+FFFD.
     file << nlohmann::json{{"prompt", e.prompt}, {"response", e.response}}.dump(
                 -1, ' ', false, nlohmann::json::error_handler_t::replace)
@@ -68,12 +74,12 @@ int data_sft_command(const data_args& args) {
   }
   file.close();
   if (!file) return fail(exit_runtime_failure, absl::StrCat("cannot write ", args.out));
-  std::printf(
-      "%s\n",
-      nlohmann::json{
-          {"format", "sft"}, {"task", spec->name}, {"examples", args.examples}, {"out", args.out}}
-          .dump()
-          .c_str());
+  std::printf("%s\n", nlohmann::json{{"format", "sft"},
+                                     {"task", data->spec.name},
+                                     {"examples", args.examples},
+                                     {"out", args.out}}
+                          .dump()
+                          .c_str());
   return exit_ok;
 }
 

@@ -124,6 +124,54 @@ TEST_F(AlignmentTest, ARewardModelResumesBitForBit) {
     EXPECT_EQ(got.at(step), row) << "step " << step;
 }
 
+// `troupe data preferences` samples the SFT policy's responses and ranks them by the task's
+// rule: every pair's chosen response scores above its rejected one (digit completion's rule,
+// recomputed here: the share of the answer's characters right until the first mismatch), the
+// held-out file has the next prompts' pairs, and the reward model's config reads the file.
+TEST_F(AlignmentTest, DataPreferencesRanksThePolicysOwnResponsesByTheRule) {
+  const std::string out = dir_.file("data/prefs.jsonl"), held = dir_.file("data/held.jsonl");
+  process_result r =
+      troupe({"data", "preferences", std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_ppo.yaml",
+              "--policy", dir_.file("sft"), "--prompts", "400", "--samples", "4", "--out", out,
+              "--held-out", held, "--held-out-prompts", "100"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json summary = summary_of(r);
+  const auto pairs = read_jsonl(out), held_pairs = read_jsonl(held);
+  EXPECT_EQ(summary["out"]["pairs"], pairs.size());
+  EXPECT_EQ(summary["held_out"]["pairs"], held_pairs.size());
+  ASSERT_GT(pairs.size(), 50u) << "most prompts get responses that score differently";
+  EXPECT_GT(summary["out"]["chosen_score_mean"].get<double>(),
+            summary["out"]["rejected_score_mean"].get<double>() + 0.2);
+  // The rule: the answer is the next n numbers of the sequence modulo max, then the newline.
+  const auto score = [](const std::string& prompt, const std::string& response) {
+    int a = 0, b = 0, max = 0, n = 0;
+    EXPECT_EQ(std::sscanf(prompt.c_str(), "%d,%d:%d,%d=", &a, &b, &max, &n), 4) << prompt;
+    std::string want;
+    for (int k = 1, x = b; k <= n; ++k) {
+      x = ((x + (b - a)) % max + max) % max;
+      want += (k > 1 ? "," : "") + std::to_string(x);
+    }
+    want += "\n";
+    size_t right = 0;
+    while (right < want.size() && right < response.size() && want[right] == response[right])
+      ++right;
+    return static_cast<double>(right) / static_cast<double>(want.size());
+  };
+  for (const auto& p : pairs) {
+    const std::string prompt = p["prompt"], chosen = p["chosen"], rejected = p["rejected"];
+    EXPECT_GT(score(prompt, chosen), score(prompt, rejected)) << p.dump();
+  }
+  EXPECT_EQ(summary["held_out"]["prompts"], 100);
+  EXPECT_GT(held_pairs.size(), 0u);
+  r = troupe({"check", rm_config, "--set", "reward_model.data.path=" + out});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("data: pairs, "), std::string::npos) << r.out;
+  r = troupe({"data", "preferences", std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_ppo.yaml",
+              "--policy", dir_.file("nowhere"), "--out", out});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--policy"), std::string::npos) << r.err;
+}
+
 TEST_F(AlignmentTest, AMalformedPairFileIsRefusedNamingTheLine) {
   std::string kept;
   {
