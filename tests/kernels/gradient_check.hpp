@@ -68,4 +68,22 @@ inline void expect_gradient(const char* what, std::vector<float>& x,
   }
 }
 
+/// expect_gradient() for every index in [begin, end) of x (a small tensor inside it, such as a
+/// head's weights), the tolerance relative to the analytic value.
+inline void expect_gradient_at_every(const char* what, std::vector<float>& x,
+                                     const std::vector<float>& analytic,
+                                     const std::function<double()>& loss, int64_t begin,
+                                     int64_t end, float eps, double atol, double rtol) {
+  for (int64_t i = begin; i < end; ++i) {
+    const float saved = x[i];
+    x[i] = saved + eps;
+    const double up = loss();
+    x[i] = saved - eps;
+    const double down = loss();
+    x[i] = saved;
+    EXPECT_NEAR(analytic[i], (up - down) / (2.0 * eps), atol + rtol * std::abs(analytic[i]))
+        << what << "[" << i << "]";
+  }
+}
+
 }  // namespace troupe::testing
