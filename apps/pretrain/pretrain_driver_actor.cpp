@@ -51,6 +51,8 @@ struct driver_state {
   bool running = false;
   std::ofstream metrics;
   run::chart_series train{"train", {}}, val{"held-out", {}};
+  // A reward model's held-out pairs: the share ranked right and the mean reward gap.
+  run::chart_series accuracy{"held-out accuracy", {}}, reward_gap{"held-out reward gap", {}};
   clock::time_point last_progress{};
 };
 
@@ -119,6 +121,10 @@ void record(self_ptr self, const nlohmann::json& row) {
                     absl::StrFormat("step %d: held-out loss %.4f", row["step"].get<int64_t>(), v),
                     {{"step", row["step"]}, {"val_loss", v}});
   }
+  if (row.contains("val_accuracy")) {
+    st.accuracy.points.emplace_back(step, row["val_accuracy"].get<double>());
+    st.reward_gap.points.emplace_back(step, row["val_reward_gap"].get<double>());
+  }
 }
 
 absl::Status commit(self_ptr self, const pretrain_driver::commit& c) {
@@ -145,10 +151,17 @@ absl::Status commit(self_ptr self, const pretrain_driver::commit& c) {
 void finish(self_ptr self, nlohmann::json summary) {
   auto& st = self->state;
   if (!st.run_dir.empty()) {
-    const std::string title = absl::StrCat("pretrain: ", st.model.layers, " layers, dim ",
+    const std::string title = absl::StrCat(st.app, ": ", st.model.layers, " layers, dim ",
                                            st.model.dim, ", dp ", st.logic->members().size());
-    if (auto svg = run::line_charts_svg({{title, "loss (nats per token)", {st.train, st.val}}});
-        svg.ok()) {
+    std::vector<run::line_chart> charts;
+    if (st.accuracy.points.empty()) {
+      charts.push_back({title, "loss (nats per token)", {st.train, st.val}});
+    } else {  // a reward model's: its pairs' loss, and how well it ranks the held-out ones
+      charts.push_back({title, "Bradley-Terry loss (nats per pair)", {st.train, st.val}});
+      charts.push_back({"held-out pairs ranked right", "accuracy", {st.accuracy}});
+      charts.push_back({"held-out reward gap", "r_chosen - r_rejected", {st.reward_gap}});
+    }
+    if (auto svg = run::line_charts_svg(charts); svg.ok()) {
       std::ofstream(fs::path(st.run_dir) / "loss.svg") << *svg;
       summary["loss_plot"] = (fs::path(st.run_dir) / "loss.svg").string();
     }

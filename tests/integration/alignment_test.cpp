@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 
 #include <gtest/gtest.h>
 
@@ -84,6 +85,12 @@ TEST_F(AlignmentTest, TheRewardModelLearnsToRankTheChosenResponseAbove) {
   EXPECT_GT(evals.back()["val_reward_gap"].get<double>(), 0.0);
   EXPECT_LT(evals.back()["val_loss"].get<double>(), evals.front()["val_loss"].get<double>());
   EXPECT_EQ(summary["val_accuracy"], evals.back()["val_accuracy"]);
+  // loss.svg charts the pairs' loss, the held-out accuracy and the reward gap.
+  std::ifstream plot(summary.value("loss_plot", ""));
+  const std::string svg((std::istreambuf_iterator<char>(plot)), std::istreambuf_iterator<char>());
+  EXPECT_NE(svg.find("Bradley-Terry loss"), std::string::npos);
+  EXPECT_NE(svg.find("held-out pairs ranked right"), std::string::npos);
+  EXPECT_NE(svg.find("held-out reward gap"), std::string::npos);
 }
 
 // Stopped after step 60 and resumed in a new run directory, the reward model's metrics rows are
