@@ -121,6 +121,8 @@ void data_loader::fill(token_batch& out, int row, const sft_example& example) co
 }
 
 void data_loader::fill(token_batch& out, int row, const preference_example& pair) const {
+  out.margins.resize(out.batch / 2);
+  out.margins[row / 2] = pair.margin;
   for (const auto& [text, label, r] :
        {std::tuple{&pair.chosen, 1, row}, std::tuple{&pair.rejected, 0, row + 1}}) {
     const int n = static_cast<int>(text->size());  // at most ctx (load_pairs)

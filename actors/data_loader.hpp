@@ -23,6 +23,7 @@ struct sft_example {
 /// the rejected one.
 struct preference_example {
   std::string chosen, rejected;
+  float margin = 0;  ///< how much more the chosen one must score (TRL's optional margin column)
 };
 
 /// Byte-level text for pretraining: every text file under a path, concatenated in name order,
@@ -47,7 +48,8 @@ class text_corpus {
                                                             double val_fraction, int ctx);
 
   /// Preference pairs (data.format: pairs, preference_data.cpp): the JSONL files under `path`
-  /// in name order, each line {"prompt": string, "chosen": string, "rejected": string}, the last
+  /// in name order, each line {"prompt": string, "chosen": string, "rejected": string} and an
+  /// optional "margin" (a number: -log sigmoid(r_chosen - r_rejected - margin)), the last
   /// `val_fraction` held out. INVALID_ARGUMENT naming FILE:LINE and the field for a line that is
   /// not one, an empty field, a chosen response equal to the rejected one, or a sequence longer
   /// than ctx bytes.

@@ -3,6 +3,8 @@
 // Preference pairs (app: reward_model, data.format: pairs): JSONL lines {"prompt", "chosen",
 // "rejected"}. The loader that serves them is data_loader.cpp's.
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "actors/jsonl_examples.hpp"
 #include "nlohmann/json.hpp"
@@ -33,6 +35,13 @@ absl::StatusOr<preference_example> pair_of(const std::string& line, int ctx) {
   const std::string& prompt = j["prompt"].get_ref<const std::string&>();
   preference_example pair{prompt + j["chosen"].get_ref<const std::string&>(),
                           prompt + j["rejected"].get_ref<const std::string&>()};
+  if (j.contains("margin")) {
+    if (!j["margin"].is_number() || !std::isfinite(j["margin"].get<double>())) {
+      return absl::InvalidArgumentError(
+          "margin is not a number; it is how much more the chosen response must score");
+    }
+    pair.margin = j["margin"].get<float>();
+  }
   if (pair.chosen == pair.rejected) {
     return absl::InvalidArgumentError(
         "chosen and rejected are the same response: the pair prefers nothing");

@@ -4,9 +4,22 @@
 #include "kernels/preference_loss.hpp"
 
 namespace troupe::actors {
+namespace {
+
+// The margin of the pair whose chosen row is `row`.
+double margin_of(const actor::token_batch& b, int64_t row) {
+  return b.margins.empty() ? 0.0 : b.margins[row / 2];
+}
+
+}  // namespace
 
 absl::Status validate_pairs(const actor::token_batch& b) {
   const size_t n = static_cast<size_t>(b.batch) * b.ctx;
+  if (!b.margins.empty() && 2 * b.margins.size() != static_cast<size_t>(b.batch)) {
+    return absl::InvalidArgumentError(absl::StrCat("a reward model's batch of ", b.batch,
+                                                   " rows has ", b.margins.size(),
+                                                   " margins; it needs one a pair"));
+  }
   if (b.batch <= 0 || b.batch % 2 != 0 || b.tokens.size() != n || b.targets.size() != n) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a reward model's batch is whole preference pairs (two rows each) of ctx tokens and "
@@ -63,7 +76,7 @@ void reward_pair_pass::seed(int64_t first_row, int64_t rows, const float* values
   for (int64_t i = 0; i < rows; i += 2) {
     const int64_t chosen = first_row + i, rejected = chosen + 1;
     const kernels::bradley_terry_result bt =
-        kernels::bradley_terry_loss(rewards_[chosen], rewards_[rejected]);
+        kernels::bradley_terry_loss(rewards_[chosen], rewards_[rejected], margin_of(b_, chosen));
     dvalues[i * ctx + scored_[chosen]] = static_cast<float>(loss_scale_ * bt.dchosen);
     dvalues[(i + 1) * ctx + scored_[rejected]] = static_cast<float>(loss_scale_ * bt.drejected);
   }
@@ -73,7 +86,7 @@ pair_sums pair_sums::of(const actor::token_batch& b, const std::vector<float>& r
   pair_sums s;
   for (int row = 0; row + 1 < b.batch; row += 2) {
     const double chosen = rewards[row], rejected = rewards[row + 1];
-    s.loss += kernels::bradley_terry_loss(chosen, rejected).loss;
+    s.loss += kernels::bradley_terry_loss(chosen, rejected, margin_of(b, row)).loss;
     s.correct += chosen > rejected ? 1 : 0;
     s.gap += chosen - rejected;
     s.pairs += 1;

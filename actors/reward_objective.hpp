@@ -17,6 +17,7 @@ namespace troupe::actors {
 /// The reward model's objective over one rank's token_batch of pairs, as TRL's RewardTrainer
 /// (and InstructGPT) define it: with r the value at a row's scored position,
 ///   J = loss_scale * sum_i -log sigmoid(r_chosen,i - r_rejected,i - margin_i)
+/// (margin_i from b.margins, 0 without).
 /// (loss_scale: 1 / the global batch's pairs, for the mean). objective() seeds the model's
 /// backward for each micro-batch pass, whose rows are whole pairs; local_sums() gives this rank's
 /// statistics afterwards.

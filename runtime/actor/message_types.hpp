@@ -68,6 +68,9 @@ struct token_batch {
   /// The targets (>= 0) of its whole global batch, over every rank: the token mean's
   /// denominator. 0: every position of the global batch (text windows).
   int64_t global_targets = 0;
+  /// A reward model's batch of preference pairs: each pair's margin (the Bradley-Terry loss is
+  /// -log sigmoid(r_chosen - r_rejected - margin), TRL's RewardTrainer's); empty: all 0.
+  std::vector<float> margins;
 };
 
 /// What one optimizer step of a data-parallel rank did.

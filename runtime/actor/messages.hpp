@@ -66,7 +66,7 @@ typename Inspector::result_type inspect(Inspector& f, member_event& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_batch& x) {
   return f(caf::meta::type_name("token_batch"), x.batch, x.ctx, x.tokens, x.targets, x.first_sample,
-           x.cursor);
+           x.cursor, x.global_targets, x.margins);
 }
 
 template <class Inspector>

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status.hpp"
 #include "runtime/cluster/msgpack_view.hpp"
+#include "runtime/cluster/rl_wire.hpp"
 
 namespace troupe::cluster::wire {
 
@@ -266,7 +267,11 @@ absl::StatusOr<actor::job_result> unpack_result(const msgpack::object& o) {
 }
 
 void pack_tokens(packer& pk, const actor::token_batch& x) {
-  pk.pack_map(7);
+  pk.pack_map(x.margins.empty() ? 7 : 8);
+  if (!x.margins.empty()) {
+    pk.pack("margins");
+    pack_floats(pk, x.margins);
+  }
   pk.pack("batch");
   pk.pack(x.batch);
   pk.pack("ctx");
@@ -318,6 +323,13 @@ absl::StatusOr<actor::token_batch> unpack_tokens(const msgpack::object& o) {
       static_cast<int64_t>(x.tokens.size()) != int64_t{x.batch} * x.ctx ||
       x.targets.size() != x.tokens.size()) {
     return absl::InvalidArgumentError("token_batch: tokens and targets must hold batch x ctx ids");
+  }
+  if (const msgpack::object* margins = m->find("margins"); margins != nullptr) {
+    TROUPE_ASSIGN_OR_RETURN(x.margins, unpack_floats_bin(*margins));
+    if (2 * x.margins.size() != static_cast<size_t>(x.batch)) {
+      return absl::InvalidArgumentError(
+          "token_batch: 'margins' must hold one margin per pair (batch / 2)");
+    }
   }
   return x;
 }

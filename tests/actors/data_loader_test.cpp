@@ -252,5 +252,79 @@ TEST(SftData, BadLinesAreRefusedWithFileLineAndField) {
             std::string::npos);
 }
 
+// data.format: pairs (app: reward_model). A pair is two rows, prompt + chosen then prompt +
+// rejected, padded, each scored at its last byte (target 1, then 0; -1 elsewhere); a batch
+// counts pairs, carries each pair's margin, and its global_targets are its global batch's pairs.
+TEST(PairData, APairIsTwoRowsScoredAtTheirLastByte) {
+  testing::temp_dir dir;
+  std::string lines =
+      "{\"prompt\": \"1+1=\", \"chosen\": \"2\\n\", \"rejected\": \"3\\n\", "
+      "\"margin\": 0.5}\n";
+  for (int i = 0; i < 9; ++i)  // the last one held out
+    lines += "{\"prompt\": \"p" + std::to_string(i) +
+             "\", \"chosen\": \"good\", \"rejected\": \"bad\"}\n";
+  auto corpus = text_corpus::load_pairs(dir.write("pairs.jsonl", lines), 0.1, 16);
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  ASSERT_TRUE(corpus->pairs());
+  EXPECT_EQ(corpus->rows_per_sample(), 2);
+  ASSERT_EQ(corpus->train_pairs().size(), 9u);
+  ASSERT_EQ(corpus->val_pairs().size(), 1u);
+  EXPECT_EQ(corpus->train_pairs()[0].chosen, "1+1=2\n");
+  EXPECT_EQ(corpus->train_pairs()[0].margin, 0.5f);
+
+  auto loader = *data_loader::create(*corpus, 16, 9, 0, 1, 5);
+  const token_batch b = loader.next();
+  ASSERT_EQ(b.batch, 18);
+  EXPECT_EQ(b.global_targets, 9);
+  ASSERT_EQ(b.margins.size(), 9u);
+  int checked = 0;
+  for (int pair = 0; pair < 9; ++pair) {
+    const int32_t* chosen = b.tokens.data() + 2 * pair * 16;
+    if (std::string(chosen, chosen + 4) != "1+1=") continue;
+    ++checked;
+    EXPECT_EQ(b.margins[pair], 0.5f);
+    const int32_t* rejected = chosen + 16;
+    EXPECT_EQ(rejected[4], '3');
+    const int32_t* chosen_targets = b.targets.data() + 2 * pair * 16;
+    for (int t = 0; t < 16; ++t) {
+      EXPECT_EQ(chosen_targets[t], t == 5 ? 1 : -1) << t;  // "1+1=2\n": scored at the newline
+      EXPECT_EQ(chosen_targets[16 + t], t == 5 ? 0 : -1) << t;
+    }
+    EXPECT_EQ(chosen[6], 0) << "padding";
+  }
+  EXPECT_EQ(checked, 1);
+  const auto val = loader.validation(4, 100);
+  ASSERT_EQ(val.size(), 1u);
+  EXPECT_EQ(val[0].batch, 2);
+}
+
+TEST(PairData, BadLinesAreRefusedWithFileLineAndField) {
+  testing::temp_dir dir;
+  const std::string good = "{\"prompt\": \"a\", \"chosen\": \"b\", \"rejected\": \"c\"}\n";
+  const auto refused = [&](const std::string& bad, int ctx = 32) {
+    const std::string path = dir.write("bad.jsonl", good + bad + "\n" + good);
+    const absl::Status s = text_corpus::load_pairs(path, 0.1, ctx).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find(path + ":2: "), std::string::npos) << s;
+    return std::string(s.message());
+  };
+  EXPECT_NE(refused("[1, 2]").find("not a JSON object"), std::string::npos);
+  EXPECT_NE(refused("{\"prompt\": \"a\", \"chosen\": \"b\"}").find("rejected is missing"),
+            std::string::npos);
+  EXPECT_NE(
+      refused("{\"prompt\": \"a\", \"chosen\": \"\", \"rejected\": \"c\"}").find("chosen is empty"),
+      std::string::npos);
+  EXPECT_NE(refused("{\"prompt\": \"a\", \"chosen\": \"b\", \"rejected\": \"b\"}")
+                .find("the same response"),
+            std::string::npos);
+  EXPECT_NE(refused("{\"prompt\": \"a\", \"chosen\": \"b\", \"rejected\": \"c\", "
+                    "\"margin\": \"big\"}")
+                .find("margin is not a number"),
+            std::string::npos);
+  EXPECT_NE(refused("{\"prompt\": \"aaa\", \"chosen\": \"b\", \"rejected\": \"ccc\"}", 5)
+                .find("prompt + rejected is 6 bytes, longer than model.ctx = 5"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace troupe::actors

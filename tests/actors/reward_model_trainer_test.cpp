@@ -76,7 +76,8 @@ TEST(RewardObjective, MalformedPairBatchesAreRefusedNamingTheRow) {
 // 3 pairs) sees whole pairs and gives the same gradient.
 TEST(RewardObjective, TheBradleyTerryGradientIsTheFiniteDifference) {
   const int pairs = 3;
-  const token_batch b = make_pairs(pairs, 1);
+  token_batch b = make_pairs(pairs, 1);
+  b.margins = {0.5f, -0.25f, 1.0f};  // TRL's margins: -log sigmoid(r_c - r_r - m)
   models::gpt_layout layout(config, models::layer_range::all(config), models::gpt_head::value);
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 6);
@@ -89,9 +90,9 @@ TEST(RewardObjective, TheBradleyTerryGradientIsTheFiniteDifference) {
     probe.values(params.data(), b.batch, b.ctx, b.tokens.data(), values.data());
     double sum = 0;
     for (int row = 0; row < b.batch; row += 2) {
-      sum += kernels::bradley_terry_loss(values[row * b.ctx + scored[row]],
-                                         values[(row + 1) * b.ctx + scored[row + 1]])
-                 .loss;
+      const double d = values[row * b.ctx + scored[row]] -
+                       values[(row + 1) * b.ctx + scored[row + 1]] - b.margins[row / 2];
+      sum += std::log1p(std::exp(-d));  // -log sigmoid(d)
     }
     return sum / pairs;
   };

@@ -48,6 +48,17 @@ TEST(MessageCodec, RoundTripsTokenBatchesAndRefusesInconsistentOnes) {
   EXPECT_EQ(back.targets, b.targets);
   EXPECT_EQ(back.cursor, 36);
   EXPECT_EQ(back.global_targets, 11);
+  EXPECT_TRUE(back.margins.empty());
+  // A reward model's pairs carry their margins: one a pair.
+  b.margins = {0.75f};
+  EXPECT_EQ(round_trip(caf::make_message(b)).get_as<actor::token_batch>(0).margins, b.margins);
+  b.margins = {0.75f, 1.0f};
+  auto two = encode_message(caf::make_message(b));
+  ASSERT_TRUE(two.ok());
+  auto two_handle = msgpack::unpack(two->data(), two->size());
+  EXPECT_NE(decode_message(two_handle.get()).status().message().find("one margin per pair"),
+            std::string::npos);
+  b.margins.clear();
   b.targets.pop_back();  // 5 targets for 2 x 3 tokens
   auto bytes = encode_message(caf::make_message(b));
   ASSERT_TRUE(bytes.ok());
