@@ -45,8 +45,19 @@ inline double project(const std::vector<float>& out, const std::vector<float>& p
   return s;
 }
 
-/// Checks analytic[i] against (loss(x + eps e_i) - loss(x - eps e_i)) / 2 eps for up to
-/// `samples` indices spread over x. `loss` reads x.
+/// (loss(x + eps e_i) - loss(x - eps e_i)) / 2 eps, x unchanged afterwards. `loss` reads x.
+inline double central_difference(std::vector<float>& x, size_t i, float eps,
+                                 const std::function<double()>& loss) {
+  const float saved = x[i];
+  x[i] = saved + eps;
+  const double up = loss();
+  x[i] = saved - eps;
+  const double down = loss();
+  x[i] = saved;
+  return (up - down) / (2.0 * eps);
+}
+
+/// Checks analytic[i] against central_difference() for up to `samples` indices spread over x.
 inline void expect_gradient(const char* what, std::vector<float>& x,
                             const std::vector<float>& analytic, const std::function<double()>& loss,
                             float eps = 1e-2f, double atol = 2e-3, double rtol = 2e-2,
@@ -55,13 +66,7 @@ inline void expect_gradient(const char* what, std::vector<float>& x,
   const size_t step = std::max<size_t>(1, x.size() / samples);
   int failures = 0;
   for (size_t i = 0; i < x.size(); i += step) {
-    const float saved = x[i];
-    x[i] = saved + eps;
-    const double up = loss();
-    x[i] = saved - eps;
-    const double down = loss();
-    x[i] = saved;
-    const double numeric = (up - down) / (2.0 * eps);
+    const double numeric = central_difference(x, i, eps, loss);
     if (std::abs(numeric - analytic[i]) > atol + rtol * std::abs(numeric) && ++failures <= 5) {
       ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << ", numeric " << numeric;
     }
@@ -75,13 +80,8 @@ inline void expect_gradient_at_every(const char* what, std::vector<float>& x,
                                      const std::function<double()>& loss, int64_t begin,
                                      int64_t end, float eps, double atol, double rtol) {
   for (int64_t i = begin; i < end; ++i) {
-    const float saved = x[i];
-    x[i] = saved + eps;
-    const double up = loss();
-    x[i] = saved - eps;
-    const double down = loss();
-    x[i] = saved;
-    EXPECT_NEAR(analytic[i], (up - down) / (2.0 * eps), atol + rtol * std::abs(analytic[i]))
+    EXPECT_NEAR(analytic[i], central_difference(x, i, eps, loss),
+                atol + rtol * std::abs(analytic[i]))
         << what << "[" << i << "]";
   }
 }
