@@ -53,9 +53,8 @@ absl::StatusOr<std::vector<std::vector<scored>>> sample(actors::inference_engine
     for (int k = 0; k < args.samples; ++k) {
       actor::generation_request r;
       r.id = id_of(p, k);
-      r.prompt.assign(prompts[p].begin(), prompts[p].end());
-      for (auto& t : r.prompt)
-        t = static_cast<uint8_t>(t);
+      for (const char c : prompts[p])
+        r.prompt.push_back(static_cast<uint8_t>(c));
       r.temperature = static_cast<float>(args.temperature);
       r.seed = args.seed * 0x9e3779b97f4a7c15ull + r.id;  // a sampling stream per response
       r.max_tokens = task.max_response_bytes();

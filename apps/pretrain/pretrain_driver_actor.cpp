@@ -351,6 +351,15 @@ void start_training(self_ptr self, int64_t first_step) {
   execute(self, st.logic->start());
 }
 
+// FAILED_PRECONDITION unless `saved` holds this run's model.
+absl::Status check_model(const driver_state& st, const checkpoint::checkpoint& saved) {
+  const nlohmann::json held = saved.meta.value("model", nlohmann::json());
+  if (held == models::gpt_config_json(st.model)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(saved.dir, " holds model ", held.dump(),
+                                                    " but this config's model is ",
+                                                    models::gpt_config_json(st.model).dump()));
+}
+
 // Finds the newest good checkpoint, checks it fits this run, and restores every rank from it.
 void resume(self_ptr self) {
   auto& st = self->state;
@@ -365,12 +374,7 @@ void resume(self_ptr self) {
         self, absl::Status(saved.status().code(), absl::StrCat("--resume ", st.options.resume, ": ",
                                                                saved.status().message())));
   }
-  if (saved->meta.value("model", nlohmann::json()) != models::gpt_config_json(st.model)) {
-    return fail(
-        self, absl::FailedPreconditionError(absl::StrCat(
-                  saved->dir, " holds model ", saved->meta.value("model", nlohmann::json()).dump(),
-                  " but this config's model is ", models::gpt_config_json(st.model).dump())));
-  }
+  if (absl::Status s = check_model(st, *saved); !s.ok()) return fail(self, s);
   const int saved_dp = saved->meta.value("dp", 0), saved_pp = saved->meta.value("pp", 1),
             saved_tp = saved->meta.value("tp", 1);
   const int pp = st.options.parallel.pp, tp = st.options.parallel.tp;
@@ -412,12 +416,9 @@ void init_from(self_ptr self) {
   absl::StatusOr<checkpoint::checkpoint> saved =
       models::read_checkpoint_at(st.options.init_from, "init_from");
   if (!saved.ok()) return fail(self, saved.status());
-  if (saved->meta.value("model", nlohmann::json()) != models::gpt_config_json(st.model)) {
-    return fail(self,
-                absl::FailedPreconditionError(absl::StrCat(
-                    "init_from ", st.options.init_from, ": ", saved->dir, " holds model ",
-                    saved->meta.value("model", nlohmann::json()).dump(),
-                    " but this config's model is ", models::gpt_config_json(st.model).dump())));
+  if (absl::Status s = check_model(st, *saved); !s.ok()) {
+    return fail(self, absl::Status(s.code(), absl::StrCat("init_from ", st.options.init_from, ": ",
+                                                          s.message())));
   }
   st.events->emit(run::severity::info, "init_from",
                   absl::StrCat("starting from the weights of ", saved->dir),
