@@ -120,7 +120,40 @@ void data_loader::fill(token_batch& out, int row, const sft_example& example) co
   }
 }
 
-void data_loader::fill(token_batch& out, int row, const preference_example& pair) const {
+void fill_dpo_pair(token_batch& out, int row, const preference_example& pair,
+                   const float* reference) {
+  for (const auto& [text, r] : {std::pair{&pair.chosen, row}, {&pair.rejected, row + 1}}) {
+    const int n = static_cast<int>(text->size());  // at most ctx (load_pairs)
+    for (int t = 0; t < out.ctx; ++t) {
+      const size_t at = static_cast<size_t>(r) * out.ctx + t;
+      out.tokens[at] = t < n ? static_cast<uint8_t>((*text)[t]) : 0;
+      out.targets[at] =
+          t >= pair.prompt_bytes - 1 && t < n - 1 ? static_cast<uint8_t>((*text)[t + 1]) : -1;
+    }
+  }
+  if (reference != nullptr) {
+    out.reference_logps.resize(out.batch);
+    out.reference_logps[row] = reference[0];
+    out.reference_logps[row + 1] = reference[1];
+  }
+}
+
+absl::Status text_corpus::attach_reference(pair_reference reference) {
+  if (reference.train.size() != 2 * train_pairs_.size() ||
+      reference.val.size() != 2 * val_pairs_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the reference log-probabilities are ", reference.train.size(), " and ",
+                     reference.val.size(), " for ", train_pairs_.size(), " training and ",
+                     val_pairs_.size(), " held-out preference pairs; they must be two a pair"));
+  }
+  reference_ = std::move(reference);
+  return absl::OkStatus();
+}
+
+void data_loader::fill(token_batch& out, int row, const std::vector<preference_example>& pairs,
+                       const std::vector<float>& reference, int64_t index) const {
+  const preference_example& pair = pairs[index];
+  if (corpus_->dpo()) return fill_dpo_pair(out, row, pair, reference.data() + 2 * index);
   out.margins.resize(out.batch / 2);
   out.margins[row / 2] = pair.margin;
   for (const auto& [text, label, r] :
@@ -153,7 +186,7 @@ token_batch data_loader::next() {
   for (int row = 0; row < local; ++row) {
     const int64_t sample = sample_at(out.first_sample + row);
     if (corpus_->pairs()) {
-      fill(out, 2 * row, corpus_->train_pairs()[sample]);
+      fill(out, 2 * row, corpus_->train_pairs(), corpus_->reference().train, sample);
     } else if (corpus_->supervised()) {
       fill(out, row, corpus_->train_examples()[sample]);
     } else {
@@ -178,7 +211,7 @@ std::vector<token_batch> data_loader::validation(int batch, int max_windows) con
                   std::vector<int32_t>(static_cast<size_t>(rows) * ctx_), first};
     for (int row = 0; row < samples; ++row) {
       if (corpus_->pairs()) {
-        fill(b, 2 * row, corpus_->val_pairs()[first + row]);
+        fill(b, 2 * row, corpus_->val_pairs(), corpus_->reference().val, first + row);
       } else if (corpus_->supervised()) {
         fill(b, row, corpus_->val_examples()[first + row]);
       } else {

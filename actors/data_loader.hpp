@@ -19,11 +19,18 @@ struct sft_example {
   [[nodiscard]] int64_t trained_targets() const;
 };
 
-/// One preference pair (app: reward_model): the prompt followed by the chosen response, and by
-/// the rejected one.
+/// One preference pair (app: reward_model, app: dpo): the prompt followed by the chosen
+/// response, and by the rejected one.
 struct preference_example {
   std::string chosen, rejected;
-  float margin = 0;  ///< how much more the chosen one must score (TRL's optional margin column)
+  float margin = 0;      ///< how much more the chosen one must score (TRL's optional margin column)
+  int prompt_bytes = 0;  ///< where the responses start
+};
+
+/// Each pair's reference log-probabilities (app: dpo), two a pair (chosen, rejected) in the
+/// corpus's order: the training pairs' and the held-out ones'.
+struct pair_reference {
+  std::vector<float> train, val;
 };
 
 /// Byte-level text for pretraining: every text file under a path, concatenated in name order,
@@ -68,6 +75,12 @@ class text_corpus {
   [[nodiscard]] int rows_per_sample() const { return pairs() ? 2 : 1; }
   [[nodiscard]] const std::vector<preference_example>& train_pairs() const { return train_pairs_; }
   [[nodiscard]] const std::vector<preference_example>& val_pairs() const { return val_pairs_; }
+  /// Makes preference pairs DPO's: each row trained on its response's tokens, with the
+  /// reference's log-probabilities. INVALID_ARGUMENT unless they are two a pair.
+  [[nodiscard]] absl::Status attach_reference(pair_reference reference);
+  /// Whether the pairs are DPO's (attach_reference()) rather than a reward model's.
+  [[nodiscard]] bool dpo() const { return pairs() && !reference_.train.empty(); }
+  [[nodiscard]] const pair_reference& reference() const { return reference_; }
 
  private:
   text_corpus(std::string train, std::string val)
@@ -80,16 +93,25 @@ class text_corpus {
   std::string train_, val_;
   std::vector<sft_example> train_examples_, val_examples_;
   std::vector<preference_example> train_pairs_, val_pairs_;
+  pair_reference reference_;
 };
+
+/// Rows `row` (chosen) and `row` + 1 (rejected) of `out` from a DPO pair: each sequence's bytes
+/// (padded with 0), and as targets the next byte at each position that predicts a response byte
+/// (prompt_bytes - 1 .. length - 2), -1 elsewhere. `reference`: its two log-probabilities, or
+/// null (out.reference_logps untouched).
+void fill_dpo_pair(actor::token_batch& out, int row, const preference_example& pair,
+                   const float* reference);
 
 using actor::token_batch;
 
 /// The sample stream of one data-parallel rank. Samples are the windows of ctx + 1 bytes at
 /// stride ctx over the training text, or a supervised corpus's examples, each a row of its own
 /// (padded; the targets outside its response are -1), or preference pairs, each two rows (the
-/// chosen sequence, then the rejected one, padded; each scored at its last byte, the one target
-/// that is not -1: 1 on the chosen row, 0 on the rejected, as actors/reward_objective.hpp reads
-/// them); a batch's counts (global_batch, local_batch()) are then pairs. Epoch e visits them in an
+/// chosen sequence, then the rejected one, padded; a reward model's scored at its last byte, the
+/// one target that is not -1: 1 on the chosen row, 0 on the rejected, as
+/// actors/reward_objective.hpp reads them; DPO's trained on its response, fill_dpo_pair()); a
+/// batch's counts (global_batch, local_batch()) are then pairs. Epoch e visits them in an
 /// order shuffled by (seed, e); the stream is epochs end to end, so a global sample index g is
 /// sample perm_e[g mod S] of epoch e = g / S. Global batch b is stream indices [b * global, (b + 1)
 /// * global); rank r takes the r-th of dp slices split as evenly as possible (even_split). Every
@@ -127,8 +149,10 @@ class data_loader {
   int64_t sample_at(int64_t global_index);
   void fill(token_batch& out, int row, const std::string& text, int64_t offset) const;
   void fill(token_batch& out, int row, const sft_example& example) const;
-  // Rows `row` (chosen) and `row` + 1 (rejected).
-  void fill(token_batch& out, int row, const preference_example& pair) const;
+  // Rows `row` (chosen) and `row` + 1 (rejected) of the pair `index` of `pairs` (the training
+  // or the held-out ones, with their `reference`).
+  void fill(token_batch& out, int row, const std::vector<preference_example>& pairs,
+            const std::vector<float>& reference, int64_t index) const;
   [[nodiscard]] int rows_per_sample() const { return corpus_->rows_per_sample(); }
   // The targets the loss covers in the global batch whose stream indices start at `first`.
   [[nodiscard]] int64_t trained_targets(int64_t first);

@@ -35,6 +35,7 @@ absl::StatusOr<preference_example> pair_of(const std::string& line, int ctx) {
   const std::string& prompt = j["prompt"].get_ref<const std::string&>();
   preference_example pair{prompt + j["chosen"].get_ref<const std::string&>(),
                           prompt + j["rejected"].get_ref<const std::string&>()};
+  pair.prompt_bytes = static_cast<int>(prompt.size());
   if (j.contains("margin")) {
     if (!j["margin"].is_number() || !std::isfinite(j["margin"].get<double>())) {
       return absl::InvalidArgumentError(

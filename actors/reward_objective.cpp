@@ -86,12 +86,46 @@ pair_sums pair_sums::of(const actor::token_batch& b, const std::vector<float>& r
   pair_sums s;
   for (int row = 0; row + 1 < b.batch; row += 2) {
     const double chosen = rewards[row], rejected = rewards[row + 1];
-    s.loss += kernels::bradley_terry_loss(chosen, rejected, margin_of(b, row)).loss;
-    s.correct += chosen > rejected ? 1 : 0;
-    s.gap += chosen - rejected;
-    s.pairs += 1;
+    s.add_pair(kernels::bradley_terry_loss(chosen, rejected, margin_of(b, row)).loss, chosen,
+               rejected);
   }
   return s;
+}
+
+void pair_sums::add_pair(double pair_loss, double reward_chosen, double reward_rejected,
+                         double chosen_logp, double rejected_logp) {
+  loss += pair_loss;
+  correct += reward_chosen > reward_rejected ? 1 : 0;
+  chosen += reward_chosen, rejected += reward_rejected;
+  logp_chosen += chosen_logp, logp_rejected += rejected_logp;
+  pairs += 1;
+}
+
+void pair_sums::add(const pair_sums& o) {
+  loss += o.loss, correct += o.correct, chosen += o.chosen, rejected += o.rejected;
+  logp_chosen += o.logp_chosen, logp_rejected += o.logp_rejected, pairs += o.pairs;
+}
+
+std::vector<float> pair_sums::to_floats() const {
+  return {static_cast<float>(loss),        static_cast<float>(correct),
+          static_cast<float>(chosen),      static_cast<float>(rejected),
+          static_cast<float>(logp_chosen), static_cast<float>(logp_rejected),
+          static_cast<float>(pairs)};
+}
+
+pair_sums pair_sums::from_floats(const float* f) {
+  return {f[0], f[1], f[2], f[3], f[4], f[5], f[6]};
+}
+
+actor::pair_metrics pair_sums::means() const {
+  if (pairs == 0) return {};
+  return {.count = static_cast<int64_t>(pairs),
+          .accuracy = correct / pairs,
+          .margin = (chosen - rejected) / pairs,
+          .reward_chosen = chosen / pairs,
+          .reward_rejected = rejected / pairs,
+          .logp_chosen = logp_chosen / pairs,
+          .logp_rejected = logp_rejected / pairs};
 }
 
 }  // namespace troupe::actors

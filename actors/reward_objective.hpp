@@ -41,15 +41,25 @@ class reward_pair_pass {
   std::vector<float> rewards_;
 };
 
-/// What a reward model's pairs add up to: the Bradley-Terry loss, the pairs ranked right
-/// (r_chosen > r_rejected) and the reward gap r_chosen - r_rejected, summed; and the pairs.
+/// What a batch of preference pairs adds up to (a reward model's or DPO's): the loss, the pairs
+/// ranked right (r_chosen > r_rejected), each side's reward and (DPO) log-probability, summed;
+/// and the pairs.
 struct pair_sums {
-  double loss = 0, correct = 0, gap = 0, pairs = 0;
-  /// The sums over the pairs of `rewards` (one per row of `b`, chosen first).
+  double loss = 0, correct = 0, chosen = 0, rejected = 0, logp_chosen = 0, logp_rejected = 0,
+         pairs = 0;
+  static constexpr size_t fields = 7;
+
+  /// A reward model's sums over the pairs of `rewards` (one per row of `b`, chosen first).
   [[nodiscard]] static pair_sums of(const actor::token_batch& b, const std::vector<float>& rewards);
-  void add(const pair_sums& o) {
-    loss += o.loss, correct += o.correct, gap += o.gap, pairs += o.pairs;
-  }
+  /// One pair's: its loss, rewards and log-probabilities.
+  void add_pair(double pair_loss, double reward_chosen, double reward_rejected,
+                double chosen_logp = 0, double rejected_logp = 0);
+  void add(const pair_sums& o);
+  /// The sums as floats (to add up over a group) and back.
+  [[nodiscard]] std::vector<float> to_floats() const;
+  [[nodiscard]] static pair_sums from_floats(const float* f);
+  /// The means over the pairs (TRL's figures).
+  [[nodiscard]] actor::pair_metrics means() const;
 };
 
 /// Each row's scored position in `b` (validate_pairs() first).

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/adamw.hpp"
@@ -216,7 +217,7 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
 }
 
 absl::StatusOr<step_report> trainer::step(const token_batch& local) {
-  if (layout_.has_value_head()) return pair_step(local);
+  if (layout_.has_value_head() || options_.preference) return pair_step(local);
   // The mean over the global batch's targets: every position of text windows, the responses'
   // of supervised examples.
   const float loss_scale =
@@ -251,40 +252,54 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
   return report;
 }
 
-absl::StatusOr<int> trainer::pair_pass_rows() const {
+absl::StatusOr<int> trainer::pair_pass_rows(const char* objective) const {
   const int rows = pass_rows_ - pass_rows_ % 2;
   if (rows < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "a reward model's pass holds whole preference pairs, and this trainer's passes hold ",
+        objective, "'s pass holds whole preference pairs, and this trainer's passes hold ",
         pass_rows_, " row; give it a micro-batch of at least one pair"));
   }
   return rows;
 }
 
 absl::StatusOr<step_report> trainer::pair_step(const token_batch& local) {
-  TROUPE_RETURN_IF_ERROR(not_on_a_pipeline("a reward model's step"));
-  TROUPE_RETURN_IF_ERROR(validate_pairs(local));
-  TROUPE_ASSIGN_OR_RETURN(const int pass_rows, pair_pass_rows());
+  const bool reward_model = layout_.has_value_head();
+  TROUPE_RETURN_IF_ERROR(not_on_a_pipeline(reward_model ? "a reward model's step" : "a DPO step"));
+  TROUPE_RETURN_IF_ERROR(reward_model ? validate_pairs(local) : validate_dpo_pairs(local));
+  TROUPE_ASSIGN_OR_RETURN(const int pass_rows,
+                          pair_pass_rows(reward_model ? "a reward model" : "DPO"));
   // The mean over the global batch's pairs (the data loader counts them).
   const int64_t pairs = local.global_targets > 0 ? local.global_targets : local.batch / 2;
-  reward_pair_pass rm(local, 1.0f / static_cast<float>(pairs));
+  const float loss_scale = 1.0f / static_cast<float>(pairs);
+  std::optional<reward_pair_pass> rm;
+  std::optional<dpo_pair_pass> dpo;
+  if (reward_model) {
+    rm.emplace(local, loss_scale);
+  } else {
+    dpo.emplace(local, *options_.preference, loss_scale);
+  }
   const gradient_pass pass = [&](int row, int rows,
                                  const models::gpt_cpu_batch::gradients_ready& ready) {
     const size_t offset = static_cast<size_t>(row) * local.ctx;
-    model_->run(params_.data<float>(), grads_.data<float>(), rows, local.ctx,
-                local.tokens.data() + offset, rm.objective(row), ready);
+    const int32_t* tokens = local.tokens.data() + offset;
+    if (rm) {
+      model_->run(params_.data<float>(), grads_.data<float>(), rows, local.ctx, tokens,
+                  rm->objective(row), ready);
+    } else {
+      model_->run(params_.data<float>(), grads_.data<float>(), rows, local.ctx, tokens,
+                  local.targets.data() + offset, dpo->objective(row), ready);
+    }
     return absl::OkStatus();
   };
   step_report report;
   std::vector<float> totals;
   TROUPE_RETURN_IF_ERROR(accumulate_and_apply(
       local.batch, pass_rows, pass,
-      [&] {
-        const pair_sums s = pair_sums::of(local, rm.rewards());
-        return std::vector<float>{static_cast<float>(s.loss), static_cast<float>(s.pairs)};
-      },
-      totals, report));
-  report.loss = totals[0] / totals[1];
+      [&] { return (rm ? pair_sums::of(local, rm->rewards()) : dpo->sums()).to_floats(); }, totals,
+      report));
+  const pair_sums s = pair_sums::from_floats(totals.data());
+  report.loss = s.loss / s.pairs;
+  report.pairs = s.means();
   return report;
 }
 
@@ -629,48 +644,66 @@ absl::StatusOr<double> trainer::evaluate(const std::vector<token_batch>& batches
   return totals.data<float>()[0] / totals.data<float>()[1];
 }
 
-absl::StatusOr<pair_sums> trainer::evaluate_pairs(const std::vector<token_batch>& batches) {
-  TROUPE_RETURN_IF_ERROR(not_on_a_pipeline("a reward model's evaluation"));
-  if (!layout_.has_value_head()) {
-    return absl::FailedPreconditionError("pairs evaluated by a model without a value head");
+pair_sums trainer::pair_sums_of(const token_batch& b, int pass_rows) {
+  // Forward only, in passes: a reward model's values, DPO's log-probs.
+  const bool reward_model = layout_.has_value_head();
+  std::vector<float> out(static_cast<size_t>(b.batch) * b.ctx);
+  for (int row = 0; row < b.batch; row += pass_rows) {
+    const int rows = std::min(pass_rows, b.batch - row);
+    const size_t offset = static_cast<size_t>(row) * b.ctx;
+    if (reward_model) {
+      model_->values(params_.data<float>(), rows, b.ctx, b.tokens.data() + offset,
+                     out.data() + offset);
+    } else {
+      model_->log_probs(params_.data<float>(), rows, b.ctx, b.tokens.data() + offset,
+                        b.targets.data() + offset, 1.0f, out.data() + offset);
+    }
   }
-  TROUPE_ASSIGN_OR_RETURN(const int pass_rows, pair_pass_rows());
+  if (!reward_model) return dpo_pair_sums(b, out.data(), *options_.preference);
+  const std::vector<int> scored = scored_positions(b);
+  std::vector<float> rewards(b.batch);
+  for (int row = 0; row < b.batch; ++row)
+    rewards[row] = out[static_cast<size_t>(row) * b.ctx + scored[row]];
+  return pair_sums::of(b, rewards);
+}
+
+absl::StatusOr<pair_sums> trainer::pair_sums_over_group(const pair_sums& mine) {
+  const std::vector<float> local = mine.to_floats();
+  tensor::tensor totals = tensor::tensor::host({static_cast<int64_t>(local.size())});
+  std::copy(local.begin(), local.end(), totals.data<float>());
+  if (ranks_ > 1) TROUPE_RETURN_IF_ERROR(group_->allreduce(totals, comm::reduce_op::sum));
+  return pair_sums::from_floats(totals.data<float>());
+}
+
+absl::StatusOr<pair_sums> trainer::evaluate_pairs(const std::vector<token_batch>& batches) {
+  const bool reward_model = layout_.has_value_head();
+  if (!reward_model && !options_.preference) {
+    return absl::FailedPreconditionError(
+        "pairs evaluated by a language model without a preference loss (options.preference)");
+  }
+  const char* objective = reward_model ? "a reward model" : "DPO";
+  TROUPE_RETURN_IF_ERROR(
+      not_on_a_pipeline(reward_model ? "a reward model's evaluation" : "a DPO evaluation"));
+  TROUPE_ASSIGN_OR_RETURN(const int pass_rows, pair_pass_rows(objective));
   pair_sums mine;
   for (size_t i = rank_; i < batches.size(); i += ranks_) {
     const token_batch& b = batches[i];
-    TROUPE_RETURN_IF_ERROR(validate_pairs(b));
-    const std::vector<int> scored = scored_positions(b);
-    std::vector<float> values(static_cast<size_t>(b.batch) * b.ctx), rewards(b.batch);
-    for (int row = 0; row < b.batch; row += pass_rows) {
-      const int rows = std::min(pass_rows, b.batch - row);
-      const size_t offset = static_cast<size_t>(row) * b.ctx;
-      model_->values(params_.data<float>(), rows, b.ctx, b.tokens.data() + offset,
-                     values.data() + offset);
-    }
-    for (int row = 0; row < b.batch; ++row)
-      rewards[row] = values[static_cast<size_t>(row) * b.ctx + scored[row]];
-    mine.add(pair_sums::of(b, rewards));
+    TROUPE_RETURN_IF_ERROR(reward_model ? validate_pairs(b) : validate_dpo_pairs(b));
+    mine.add(pair_sums_of(b, pass_rows));
   }
-  tensor::tensor totals = tensor::tensor::host({4});
-  float* t = totals.data<float>();
-  t[0] = static_cast<float>(mine.loss), t[1] = static_cast<float>(mine.correct);
-  t[2] = static_cast<float>(mine.gap), t[3] = static_cast<float>(mine.pairs);
-  if (ranks_ > 1) TROUPE_RETURN_IF_ERROR(group_->allreduce(totals, comm::reduce_op::sum));
-  if (t[3] == 0) return absl::FailedPreconditionError("evaluation: no held-out pairs");
-  return pair_sums{t[0], t[1], t[2], t[3]};
+  TROUPE_ASSIGN_OR_RETURN(const pair_sums all, pair_sums_over_group(mine));
+  if (all.pairs == 0) return absl::FailedPreconditionError("evaluation: no held-out pairs");
+  return all;
 }
 
 absl::StatusOr<actor::eval_report> trainer::held_out_report(
     const std::vector<token_batch>& batches) {
-  if (!layout_.has_value_head()) {
+  if (!layout_.has_value_head() && !options_.preference) {
     TROUPE_ASSIGN_OR_RETURN(const double loss, evaluate(batches));
     return actor::eval_report{.loss = loss};
   }
   TROUPE_ASSIGN_OR_RETURN(const pair_sums s, evaluate_pairs(batches));
-  return actor::eval_report{.loss = s.loss / s.pairs,
-                            .pairs = static_cast<int64_t>(s.pairs),
-                            .accuracy = s.correct / s.pairs,
-                            .reward_gap = s.gap / s.pairs};
+  return actor::eval_report{.loss = s.loss / s.pairs, .pairs = s.means()};
 }
 
 absl::StatusOr<models::loss_sum> trainer::evaluate_zero3(const std::vector<token_batch>& batches) {

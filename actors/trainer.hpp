@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "actors/data_loader.hpp"
+#include "actors/dpo_objective.hpp"
 #include "actors/pipeline_stage.hpp"
 #include "actors/policy_objective.hpp"
 #include "actors/reward_objective.hpp"
@@ -71,6 +72,9 @@ struct trainer_options {
   /// An elastic job's rank: a ZeRO-1/2 step keeps what undoes it (rollback_step) until the next.
   bool elastic = false;
   uint64_t seed = 1;
+  /// DPO (app: dpo): step() on a language model trains on preference pairs with this loss
+  /// (actors/dpo_objective.hpp) instead of the mean token loss.
+  std::optional<kernels::preference_options> preference;
 };
 
 using actor::step_report;
@@ -130,7 +134,9 @@ class trainer {
 
   /// One optimizer step on this rank's share of a global batch: a language model's mean token
   /// loss; a value-head model's (a reward model, app: reward_model) mean Bradley-Terry loss of
-  /// the preference pairs `local` holds (reward_objective.hpp), in passes of whole pairs.
+  /// the preference pairs `local` holds (reward_objective.hpp), in passes of whole pairs; with
+  /// options.preference, a language model's mean DPO loss of them (dpo_objective.hpp), whose
+  /// figures the report's `pairs` holds.
   [[nodiscard]] absl::StatusOr<step_report> step(const token_batch& local);
   /// One optimizer step of the RL policy on this rank's share of a mini-batch: the objective
   /// instead of the mean token loss, the same gradient sum, clipping and update. Every rank
@@ -149,11 +155,11 @@ class trainer {
                                                              float temperature);
   /// The mean token loss over `batches`, split over the ranks and summed in the group.
   [[nodiscard]] absl::StatusOr<double> evaluate(const std::vector<token_batch>& batches);
-  /// A reward model's held-out figures over `batches` of preference pairs, split over the ranks
-  /// and summed in the group.
+  /// A reward model's (or, with options.preference, DPO's) held-out figures over `batches` of
+  /// preference pairs, split over the ranks and summed in the group.
   [[nodiscard]] absl::StatusOr<pair_sums> evaluate_pairs(const std::vector<token_batch>& batches);
   /// The held-out figures of `batches`: evaluate()'s for a language model, evaluate_pairs()' (as
-  /// means) for a reward model.
+  /// means) for a reward model or DPO.
   [[nodiscard]] absl::StatusOr<actor::eval_report> held_out_report(
       const std::vector<token_batch>& batches);
 
@@ -234,10 +240,14 @@ class trainer {
   absl::StatusOr<actor::rl_step_report> rl_step(
       int rows, const gradient_pass& pass, const std::function<std::vector<float>()>& local_sums,
       const std::function<actor::rl_step_report(const std::vector<float>&)>& to_report);
-  // step() for a reward model.
+  // step() for a reward model, and for DPO.
   absl::StatusOr<step_report> pair_step(const token_batch& local);
+  // This rank's pair sums of `b` without gradients: a reward model's, or DPO's.
+  [[nodiscard]] pair_sums pair_sums_of(const token_batch& b, int pass_rows);
   // The rows of a pass of whole pairs; INVALID_ARGUMENT when the model has no room for a pair.
-  [[nodiscard]] absl::StatusOr<int> pair_pass_rows() const;
+  [[nodiscard]] absl::StatusOr<int> pair_pass_rows(const char* objective) const;
+  // Adds up `sums` over the data-parallel group.
+  [[nodiscard]] absl::StatusOr<pair_sums> pair_sums_over_group(const pair_sums& mine);
   // Fills this new trainer's state from the members' previous trainers (regroup).
   absl::Status take_state(trainer* previous, int64_t steps);
   // After the update of a ZeRO step: the parameters gathered, the replicas refreshed, and only

@@ -29,7 +29,8 @@ struct trainer_actor_spec {
   comm::group_options tensor;
   /// The text `(step)` trains on; null for a rank that only takes RL steps or gives log-probs.
   /// Preference pairs make the trainer a reward model (app: reward_model): its model ends in a
-  /// value head, and options count rows (two a pair).
+  /// value head, and options count rows (two a pair); with their reference log-probabilities
+  /// (text_corpus::dpo()), a DPO policy (app: dpo; options.preference).
   std::shared_ptr<const text_corpus> corpus;
   uint64_t data_seed = 1;
   int prefetch = 2;            ///< batches the data loader may prepare ahead
@@ -52,7 +53,9 @@ struct trainer_actor_spec {
   bool elastic = false;
 
   /// Whether the trainer is a reward model (its corpus is preference pairs).
-  [[nodiscard]] bool reward_model() const { return corpus != nullptr && corpus->pairs(); }
+  [[nodiscard]] bool reward_model() const {
+    return corpus != nullptr && corpus->pairs() && !corpus->dpo();
+  }
   /// The rows one sample of the corpus takes: options count rows, the data loader samples.
   [[nodiscard]] int rows_per_sample() const { return corpus ? corpus->rows_per_sample() : 1; }
 };

@@ -13,8 +13,8 @@ absl::Status register_builtins(actor::role_registry& registry) {
   TROUPE_RETURN_IF_ERROR(actors::register_builtin_roles(registry));
   TROUPE_RETURN_IF_ERROR(registry.add("app", "pipeline", pipeline_app_factory()));
   TROUPE_RETURN_IF_ERROR(registry.add("app", "pretrain", pretrain_app_factory()));
-  TROUPE_RETURN_IF_ERROR(
-      registry.add("app", "reward_model", pretrain_app_factory(/*reward_model=*/true)));
+  TROUPE_RETURN_IF_ERROR(registry.add("app", "reward_model", pretrain_app_factory("reward_model")));
+  TROUPE_RETURN_IF_ERROR(registry.add("app", "dpo", pretrain_app_factory("dpo")));
   TROUPE_RETURN_IF_ERROR(registry.add("trainer", "gpt", gpt_trainer_factory()));
   TROUPE_RETURN_IF_ERROR(rlhf::register_rlhf(registry));
   TROUPE_RETURN_IF_ERROR(registry.add("app", "serve", serve_app_factory()));

@@ -81,9 +81,32 @@ int main(int argc, char** argv) {
   data_prefs_cmd->add_option("--held-out", prefs.held_out,
                              "A JSONL file for the pairs of the next --held-out-prompts prompts");
   data_prefs_cmd
+      ->add_option("--rejected", prefs.rejected,
+                   "The rejected response: worst, or random (one scored below the best)")
+      ->capture_default_str();
+  data_prefs_cmd
       ->add_option("--held-out-prompts", prefs.held_out_prompts,
                    "Prompts after --prompts' for --held-out")
       ->capture_default_str();
+
+  eval_args evaluation;
+  evaluation.seed = 7;  // troupe data preferences' prompt stream
+  evaluation.examples = 500;
+  auto* eval_cmd = app.add_subcommand(
+      "eval", "Score a policy's greedy responses to an RLHF config's task prompts by its rule");
+  eval_cmd->add_option("config", evaluation.config, "An RLHF config: its rlhf.task and model")
+      ->required();
+  eval_cmd->add_option("--set", evaluation.overrides, "Override a config value: key.path=value");
+  eval_cmd->add_option("--policy", evaluation.policy, "The policy: a run or checkpoint directory")
+      ->required();
+  eval_cmd->add_option("--prompts", evaluation.examples, "How many prompts")->capture_default_str();
+  eval_cmd
+      ->add_option("--first", evaluation.first,
+                   "The first prompt's index in the stream (troupe data preferences' held-out "
+                   "prompts start at its --prompts)")
+      ->capture_default_str();
+  eval_cmd->add_option("--seed", evaluation.seed, "The prompts' stream")->capture_default_str();
+  eval_cmd->add_option("--out", evaluation.out, "A JSONL file for each prompt, response and score");
 
   bool version_json = false;
   auto* version_cmd = app.add_subcommand("version", "Show versions and CUDA devices");
@@ -132,6 +155,7 @@ int main(int argc, char** argv) {
   if (*version_cmd) return version_command(version_json);
   if (*data_sft_cmd) return data_sft_command(data);
   if (*data_prefs_cmd) return data_preferences_command(prefs);
+  if (*eval_cmd) return eval_command(evaluation);
   if (*export_cmd) return export_command(export_run);
   if (*head_cmd) {
     if (!head_app.config.empty()) head.app = head_app;

@@ -22,7 +22,11 @@ after one warm-up step, and its split.
 Usage: ref_ppo_torch.py [--layers 2 --dim 64 --heads 4 --ctx 32 --batch 256 --mini-batch 64
                          --epochs 1 --response 15 --steps 5 --threads 1]"""
 import argparse, json, math, random, statistics, time
+import os, sys
 import torch, torch.nn as nn, torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_gpt import GPT, gpt2_init  # noqa: E402
 
 p = argparse.ArgumentParser()
 for k, v in dict(layers=2, dim=64, heads=4, ctx=32, batch=256, mini_batch=64, epochs=1,
@@ -35,43 +39,6 @@ torch.manual_seed(a.seed)
 rng = random.Random(a.seed)
 MAX_NUMBER, MAX_DIFF, MAX_NUMS, NEWLINE = 20, 3, 5, ord('\n')
 CLIP, CLIP_V, GAMMA, LAM, KL_COEF = 0.2, 0.5, 1.0, 1.0, 0.01
-
-
-class Block(nn.Module):
-    def __init__(s):
-        super().__init__()
-        s.ln1 = nn.LayerNorm(a.dim); s.qkv = nn.Linear(a.dim, 3 * a.dim); s.proj = nn.Linear(a.dim, a.dim)
-        s.ln2 = nn.LayerNorm(a.dim); s.fc = nn.Linear(a.dim, 4 * a.dim); s.fc2 = nn.Linear(4 * a.dim, a.dim)
-
-    def forward(s, x, mask, cache=None):
-        """x [B, T, C]; mask [B, 1, T, S] (True: attend); cache: (k, v) of earlier positions."""
-        B, T, C = x.shape
-        q, k, v = s.qkv(s.ln1(x)).split(C, 2)
-        q, k, v = [t.view(B, T, a.heads, C // a.heads).transpose(1, 2) for t in (q, k, v)]
-        if cache is not None:
-            k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
-        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // a.heads)
-        att = att.masked_fill(~mask, float('-inf')).softmax(-1)
-        x = x + s.proj((att @ v).transpose(1, 2).reshape(B, T, C))
-        return x + s.fc2(F.gelu(s.fc(s.ln2(x)), approximate='tanh')), (k, v)
-
-
-class GPT(nn.Module):
-    def __init__(s, value_head=False):
-        super().__init__()
-        s.wte = nn.Embedding(a.vocab, a.dim); s.wpe = nn.Embedding(a.ctx, a.dim)
-        s.blocks = nn.ModuleList([Block() for _ in range(a.layers)]); s.lnf = nn.LayerNorm(a.dim)
-        s.value = nn.Linear(a.dim, 1) if value_head else None
-
-    def forward(s, idx, pos, mask, caches=None):
-        x = s.wte(idx) + s.wpe(pos)
-        new = []
-        for i, b in enumerate(s.blocks):
-            x, kv = b(x, mask, None if caches is None else caches[i])
-            new.append(kv)
-        x = s.lnf(x)
-        out = s.value(x).squeeze(-1) if s.value is not None else x @ s.wte.weight.t()
-        return out, new
 
 
 def prompt():
@@ -165,20 +132,8 @@ def gae(rewards, values, m):
     return masked_whiten(adv, m) * m, returns
 
 
-def gpt2_init(model):
-    """troupe's (GPT-2's) initialisation: weights N(0, 0.02), biases 0, norms 1 and 0."""
-    for name, q in model.named_parameters():
-        if name.endswith('bias'):
-            nn.init.zeros_(q)
-        elif '.ln' in name or name.startswith('ln'):
-            nn.init.ones_(q)
-        else:
-            nn.init.normal_(q, std=0.02)
-    return model
-
-
-policy, critic = gpt2_init(GPT()), gpt2_init(GPT(value_head=True))
-reference = GPT(); reference.load_state_dict(policy.state_dict())
+policy, critic = gpt2_init(GPT(a)), gpt2_init(GPT(a, value_head=True))
+reference = GPT(a); reference.load_state_dict(policy.state_dict())
 critic.load_state_dict(policy.state_dict(), strict=False)
 actor_opt = torch.optim.AdamW(policy.parameters(), lr=1e-3)
 critic_opt = torch.optim.AdamW(critic.parameters(), lr=3e-3)

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_process.hpp"
 #include "bench/bench_report.hpp"
 #include "models/gpt/adamw_optimizer.hpp"
 #include "models/gpt/gpt_cpu_batch.hpp"
@@ -62,13 +63,7 @@ double torch_tokens_per_s(const options& o) {
   const std::string cmd = "/usr/bin/python3 " TROUPE_SHARED_TOOLS "/ref_gpt_torch.py --threads " +
                           std::to_string(o.torch_threads) + " --steps " + std::to_string(o.steps) +
                           " 2>/dev/null";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  if (!pipe) return 0;
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof buf, pipe.get()))
-    out += buf;
-  auto json = nlohmann::json::parse(out, nullptr, false);
+  auto json = nlohmann::json::parse(bench::read_command(cmd), nullptr, false);
   return json.is_object() && json.contains("tokens_per_s") ? json["tokens_per_s"].get<double>() : 0;
 }
 

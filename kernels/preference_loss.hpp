@@ -31,6 +31,10 @@ struct preference_options {
   preference_loss type = preference_loss::sigmoid;
   double beta = 0.1;
   double label_smoothing = 0.0;  ///< cDPO's eps (sigmoid only)
+  /// RPO (TRL's rpo_alpha): adds alpha times the chosen response's negative log-likelihood per
+  /// token, -pi_c / chosen_tokens, to each pair's loss (TRL averages it over the batch's chosen
+  /// tokens instead of per pair). 0: none.
+  double rpo_alpha = 0.0;
 };
 
 /// One pair: the summed log-probs of its responses and their lengths in tokens.

@@ -118,8 +118,20 @@ struct preferences_args : data_args {
   double temperature = 1.0;
   std::string held_out;
   int64_t held_out_prompts = 0;
+  /// The rejected response: the worst, or one of those scored below the best at random.
+  std::string rejected = "worst";
 };
 [[nodiscard]] int data_preferences_command(const preferences_args& args);
+
+/// `troupe eval CONFIG --policy DIR`: the policy checkpoint's greedy response to each of
+/// `examples` prompts of an RLHF config's task (prompts [first, first + examples) of the stream
+/// `seed`: `troupe data preferences`' held-out ones follow its --prompts), scored by the task's
+/// rule; prints their mean score. `out` (when set) gets each prompt, response and score.
+struct eval_args : data_args {
+  std::string policy;
+  int64_t first = 0;
+};
+[[nodiscard]] int eval_command(const eval_args& args);
 
 /// The token a cluster uses: the config's, else TROUPE_CLUSTER_TOKEN, else a fresh random one.
 [[nodiscard]] std::string cluster_token(const config::cluster_spec& spec);

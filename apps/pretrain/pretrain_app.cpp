@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "actors/pair_reference.hpp"
 #include "actors/trainer_actor.hpp"
 #include "apps/pretrain/pretrain_driver.hpp"
 #include "apps/pretrain/pretrain_driver_actor.hpp"
@@ -27,10 +28,11 @@ YAML::Node located(const YAML::Node& section, const char* group, const char* key
 }
 
 absl::StatusOr<const pretrain_options*> pretrain_options_in(const app::app_plan& plan) {
-  if ((plan.spec.app != "pretrain" && plan.spec.app != "reward_model") ||
+  if ((plan.spec.app != "pretrain" && plan.spec.app != "reward_model" && plan.spec.app != "dpo") ||
       plan.app_options == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the trainer role belongs to app: pretrain or reward_model, not app: ", plan.spec.app));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the trainer role belongs to app: pretrain, reward_model or dpo, not app: ",
+                     plan.spec.app));
   }
   return static_cast<const pretrain_options*>(plan.app_options.get());
 }
@@ -46,6 +48,7 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   TROUPE_ASSIGN_OR_RETURN(const pretrain_options* o, pretrain_options_in(ctx.plan));
   const models::gpt_config model = models::gpt_config_of(ctx.plan.spec.model);
   TROUPE_ASSIGN_OR_RETURN(actors::text_corpus corpus, load_corpus(o->data, model.ctx));
+  const bool dpo = ctx.plan.spec.app == "dpo";
   const auto* role = ctx.plan.find_role(trainer_role);
   const bool elastic = role != nullptr && role->spec.elastic.has_value();
   std::shared_ptr<comm::rendezvous_store> store;
@@ -65,6 +68,22 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   // this machine's cores.
   spec.options = elastic ? trainer_options_of(*o, 1, ctx.cores > 0 ? ctx.cores : machine_cores())
                          : trainer_options_of(*o, grid, machine_cores());
+  if (dpo) {
+    // The reference's log-probabilities of every pair, computed by the first rank to get here
+    // (on its cores) and cached beside the data for the others and the next runs.
+    actors::pair_reference_source source;
+    TROUPE_ASSIGN_OR_RETURN(
+        actors::pair_reference reference,
+        actors::cached_pair_reference(corpus, o->data.path, o->reference_path(),
+                                      o->reference.empty() ? "dpo.init_from" : "dpo.reference",
+                                      model, spec.options.threads, &source));
+    TROUPE_RETURN_IF_ERROR(corpus.attach_reference(std::move(reference)));
+    ctx.events.emit(run::severity::info, "dpo_reference",
+                    absl::StrCat("the reference's log-probabilities of the pairs: ",
+                                 source.computed ? "computed into " : "read from ", source.cache),
+                    {{"cache", source.cache}, {"computed", source.computed}});
+    spec.options.preference = preference_options_of(*o);
+  }
   // An elastic rank's place comes with the driver's (regroup); it starts alone. In a grid each
   // dimension's group is the ranks that differ in it alone: the data-parallel group a stage's
   // tensor-parallel rank across the replicas, the pipeline group a replica's stages (of one
@@ -227,38 +246,79 @@ void check_zero3(const pretrain_options& o, bool elastic, const config::parse_co
   }
 }
 
-// app: reward_model trains on preference pairs, and app: pretrain on anything else; a reward
-// model is a data-parallel group (ZeRO 0-2) of whole models, fixed or elastic.
+// DPO's own keys: refused in the other apps, and checked against each other in app: dpo, which
+// starts from a policy.
+void check_dpo_keys(const std::string& app, const pretrain_options& o,
+                    const config::parse_context& ctx, const YAML::Node& section) {
+  const auto at = [&](const char* key) {
+    return section[key].IsDefined() ? section[key] : section;
+  };
+  if (app != "dpo") {
+    // Compared with the defaults, not "is it written": workers get the config with every default.
+    const pretrain_options defaults;
+    for (const auto& [key, set] :
+         {std::pair{"reference", o.reference != defaults.reference},
+          {"loss_type", o.loss_type != defaults.loss_type},
+          {"beta", o.beta != defaults.beta},
+          {"label_smoothing", o.label_smoothing != defaults.label_smoothing},
+          {"rpo_alpha", o.rpo_alpha != defaults.rpo_alpha}}) {
+      if (set) {
+        ctx.child(key).error(at(key), absl::StrCat("is set, but it configures app: dpo's loss, and "
+                                                   "this is app: ",
+                                                   app, "; remove it"));
+      }
+    }
+    return;
+  }
+  if (o.init_from.empty()) {
+    ctx.child("init_from")
+        .error(section,
+               "is not set, but DPO trains a policy that already answers (TRL starts from the SFT "
+               "model): set dpo.init_from to its run directory, e.g. runs/pretrain-...");
+  }
+  if (o.label_smoothing != 0 && o.loss_type != "sigmoid") {
+    ctx.child("label_smoothing")
+        .error(at("label_smoothing"), absl::StrCat("is ", o.label_smoothing,
+                                                   ", but it is cDPO's, which loss_type sigmoid "
+                                                   "has; loss_type is ",
+                                                   o.loss_type, ": remove it"));
+  }
+}
+
+// app: reward_model and app: dpo train on preference pairs, and app: pretrain on anything else;
+// on pairs a data-parallel group (ZeRO 0-2) of whole models, fixed or elastic.
 void check_app_data(const std::string& app, const pretrain_options& o,
                     const config::parse_context& ctx, const YAML::Node& section) {
   const bool pairs = o.data.format == "pairs";
-  if (app == "reward_model" && !pairs) {
+  check_dpo_keys(app, o, ctx, section);
+  if (app != "pretrain" && !pairs) {
     ctx.child("data").child("format").error(
         located(section, "data", "format"),
-        absl::StrCat("is ", o.data.format,
-                     ", but app: reward_model trains on preference pairs: set data.format: "
-                     "pairs (JSONL {prompt, chosen, rejected})"));
+        absl::StrCat("is ", o.data.format, ", but app: ", app,
+                     " trains on preference pairs: set data.format: pairs (JSONL {prompt, "
+                     "chosen, rejected})"));
   }
   if (app == "pretrain" && pairs) {
     ctx.child("data").child("format").error(
         located(section, "data", "format"),
-        "is pairs, which trains a reward model: use app: reward_model (with this section "
-        "as reward_model:)");
+        "is pairs, which trains a reward model or a DPO policy: use app: reward_model or "
+        "app: dpo (with this section as reward_model: or dpo:)");
   }
   if (!pairs) return;
   const parallel_spec& p = o.parallel;
   if (p.pp > 1 || p.tp > 1 || p.zero == 3) {
     ctx.child("parallel")
-        .error(section["parallel"].IsDefined() ? section["parallel"] : section,
-               absl::StrCat("has pp ", p.pp, ", tp ", p.tp, " and zero ", p.zero,
-                            ", but a reward model trains whole models on data-parallel ranks: use "
-                            "pp 1, tp 1 and zero 0-2"));
+        .error(
+            section["parallel"].IsDefined() ? section["parallel"] : section,
+            absl::StrCat("has pp ", p.pp, ", tp ", p.tp, " and zero ", p.zero, ", but app: ", app,
+                         " trains whole models on data-parallel ranks: use pp 1, tp 1 and "
+                         "zero 0-2"));
   }
   if (p.activation_checkpointing != "none") {
     ctx.child("parallel")
         .child("activation_checkpointing")
         .error(located(section, "parallel", "activation_checkpointing"),
-               "is set, but a reward model keeps its activations: remove it");
+               absl::StrCat("is set, but app: ", app, " keeps its activations: remove it"));
   }
 }
 
@@ -423,10 +483,11 @@ std::vector<std::string> describe_pretrain_plan(const app::app_plan& plan, const
 
 }  // namespace
 
-actor::role_factory pretrain_app_factory(bool reward_model) {
+actor::role_factory pretrain_app_factory(absl::string_view app) {
   auto factory = actor::make_role_factory<pretrain_options>(
-      reward_model ? "trains a GPT reward model (a scalar head) on preference pairs"
-                   : "trains a GPT from scratch on data-parallel trainer actors",
+      app == "reward_model" ? "trains a GPT reward model (a scalar head) on preference pairs"
+      : app == "dpo" ? "trains a GPT policy on preference pairs with DPO against a frozen reference"
+                     : "trains a GPT from scratch on data-parallel trainer actors",
       pretrain_schema(),
       [](actor::role_context& ctx, const pretrain_options& options) -> absl::StatusOr<caf::actor> {
         TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());

@@ -122,10 +122,7 @@ std::vector<pretrain_driver::command> pretrain_driver::after_answers() {
     case phase::evaluating: {
       val_loss_ = held_out_.loss;
       nlohmann::json row = {{"step", step_}, {"val_loss", val_loss_}};
-      if (held_out_.pairs > 0) {  // a reward model's
-        row["val_accuracy"] = held_out_.accuracy;
-        row["val_reward_gap"] = held_out_.reward_gap;
-      }
+      add_pair_metrics(row, "val_", held_out_.pairs);
       std::vector<command> out = {metrics_row{std::move(row)}};
       auto rest = after_eval();
       out.insert(out.end(), rest.begin(), rest.end());
@@ -161,6 +158,24 @@ absl::Status pretrain_driver::check_samples() const {
                                           begin + schedule_.batch, ")"));
 }
 
+void pretrain_driver::add_pair_metrics(nlohmann::json& row, const std::string& prefix,
+                                       const actor::pair_metrics& m) const {
+  if (m.count == 0) return;
+  if (!schedule_.dpo) {  // a reward model's
+    row[prefix + "accuracy"] = m.accuracy;
+    row[prefix + "reward_gap"] = m.margin;
+    return;
+  }
+  for (const auto& [name, value] : {std::pair{"rewards/chosen", m.reward_chosen},
+                                    {"rewards/rejected", m.reward_rejected},
+                                    {"rewards/accuracies", m.accuracy},
+                                    {"rewards/margins", m.margin},
+                                    {"logps/chosen", m.logp_chosen},
+                                    {"logps/rejected", m.logp_rejected}}) {
+    row[prefix + name] = value;
+  }
+}
+
 std::vector<pretrain_driver::command> pretrain_driver::after_step() {
   step_ = last_.step;
   const double step_s = seconds(now_() - step_started_);
@@ -180,6 +195,7 @@ std::vector<pretrain_driver::command> pretrain_driver::after_step() {
     row["time_s"]["replica"] = step_replica_s_;  // of comm: the shard replicas' refresh
   }
   if (schedule_.batch > 0) row["first_sample"] = (step_ - 1) * schedule_.batch;
+  if (schedule_.dpo) add_pair_metrics(row, "", last_.pairs);
   if (schedule_.stages > 1) {
     // Replica 0's stages: what each computed and waited, and the share of the step they were
     // idle, against the schedule's with ideal costs (1F1B's and GPipe's (p - 1) / (m + p - 1)).
@@ -273,10 +289,7 @@ std::vector<pretrain_driver::command> pretrain_driver::next_or_finish() {
         {"world_size", members_.size()},
         {"tokens_per_s", elapsed > 0 ? trained * schedule_.tokens_per_step / elapsed : 0.0},
         {"elapsed_s", elapsed}};
-    if (held_out_.pairs > 0) {
-      summary["val_accuracy"] = held_out_.accuracy;
-      summary["val_reward_gap"] = held_out_.reward_gap;
-    }
+    add_pair_metrics(summary, "val_", held_out_.pairs);
     if (stages_busy_s_ + stages_idle_s_ > 0) {  // over this launch's steps
       summary["pipeline_bubble"] = stages_idle_s_ / (stages_busy_s_ + stages_idle_s_);
       summary["pipeline_bubble_theory"] = schedule_.ideal_bubble;

@@ -62,6 +62,10 @@ struct pretrain_schedule {
   int stages = 1;
   int tensor = 1;
   double ideal_bubble = 0;
+  /// app: dpo: the steps' and evaluations' pair figures go by TRL's DPO names (rewards/chosen,
+  /// ...; val_rewards/chosen, ... held out) rather than a reward model's (val_accuracy,
+  /// val_reward_gap).
+  bool dpo = false;
 
   /// The step this launch ends after.
   [[nodiscard]] int64_t end() const {
@@ -207,6 +211,9 @@ class pretrain_driver {
   };
   std::vector<command> ask(phase p);
   std::vector<command> after_step();
+  // A report's pair figures into `row`, each name after `prefix` (none without pairs).
+  void add_pair_metrics(nlohmann::json& row, const std::string& prefix,
+                        const actor::pair_metrics& m) const;
   std::vector<command> after_eval();
   std::vector<command> next_or_finish();
   // " (replica d, stage s)" of a pipeline grid's rank; nothing without stages.

@@ -33,7 +33,7 @@ using driver_actor =
     actor::app_actor::extend<caf::reacts_to<actor::tick_atom>, caf::reacts_to<actor::wake_atom>>;
 
 struct driver_state {
-  std::string app;  // pretrain or reward_model
+  std::string app;  // pretrain, reward_model or dpo
   pretrain_options options;
   run::work_pacer pacer;
   models::gpt_config model;
@@ -121,9 +121,12 @@ void record(self_ptr self, const nlohmann::json& row) {
                     absl::StrFormat("step %d: held-out loss %.4f", row["step"].get<int64_t>(), v),
                     {{"step", row["step"]}, {"val_loss", v}});
   }
-  if (row.contains("val_accuracy")) {
-    st.accuracy.points.emplace_back(step, row["val_accuracy"].get<double>());
-    st.reward_gap.points.emplace_back(step, row["val_reward_gap"].get<double>());
+  // A reward model's held-out pairs, or DPO's (TRL's names).
+  for (const auto& [accuracy, gap] : {std::pair{"val_accuracy", "val_reward_gap"},
+                                      {"val_rewards/accuracies", "val_rewards/margins"}}) {
+    if (!row.contains(accuracy)) continue;
+    st.accuracy.points.emplace_back(step, row[accuracy].get<double>());
+    st.reward_gap.points.emplace_back(step, row[gap].get<double>());
   }
 }
 
@@ -317,7 +320,8 @@ void start_training(self_ptr self, int64_t first_step) {
       .stages = o.parallel.pp,
       .tensor = o.parallel.tp,
       .ideal_bubble = actors::ideal_bubble(*actors::parse_pipeline_schedule(o.parallel.schedule),
-                                           o.parallel.pp, o.parallel.micro_batches)};
+                                           o.parallel.pp, o.parallel.micro_batches),
+      .dpo = st.app == "dpo"};
   if (first_step >= schedule.end()) {
     return fail(self,
                 absl::FailedPreconditionError(absl::StrCat("the checkpoint is at step ", first_step,

@@ -147,7 +147,32 @@ config::object_schema<pretrain_options> pretrain_schema() {
       .help(
           "a run directory whose latest checkpoint's weights the run starts from (a reward model "
           "takes a language model's trunk); the optimizer and the step start afresh");
+  s.add("reference", &pretrain_options::reference)
+      .help(
+          "app: dpo: the reference model's run directory (default: init_from); its "
+          "log-probabilities of the pairs are computed once and cached beside the data");
+  s.add("loss_type", &pretrain_options::loss_type)
+      .one_of({"sigmoid", "hinge", "ipo"})
+      .help("app: dpo: TRL's loss_type: sigmoid (DPO; cDPO with label_smoothing), hinge, ipo");
+  s.add("beta", &pretrain_options::beta)
+      .range(1e-6, 1e6)
+      .help("app: dpo: the KL penalty's strength (TRL's beta)");
+  s.add("label_smoothing", &pretrain_options::label_smoothing)
+      .range(0.0, 0.4999)
+      .help("app: dpo, loss_type sigmoid: cDPO's share of labels assumed flipped");
+  s.add("rpo_alpha", &pretrain_options::rpo_alpha)
+      .range(0.0, 1e6)
+      .help(
+          "app: dpo: RPO's weight of the chosen responses' negative log-likelihood per token, "
+          "added to the loss (TRL's rpo_alpha); 0 = none");
   return s;
+}
+
+kernels::preference_options preference_options_of(const pretrain_options& o) {
+  return {.type = *kernels::parse_preference_loss(o.loss_type),
+          .beta = o.beta,
+          .label_smoothing = o.label_smoothing,
+          .rpo_alpha = o.rpo_alpha};
 }
 
 int machine_cores() {

@@ -84,9 +84,25 @@ struct pretrain_options {
   /// from instead of the seed's (a reward model: a language model's trunk, its own value head);
   /// the optimizer and the step start afresh.
   std::string init_from;
+  /// app: dpo (TRL's DPOConfig): the reference model's run directory (or checkpoint directory;
+  /// empty: init_from's), the loss_type (sigmoid, hinge or ipo), beta, cDPO's label_smoothing
+  /// and RPO's rpo_alpha.
+  std::string reference;
+  std::string loss_type = "sigmoid";
+  double beta = 0.1;
+  double label_smoothing = 0.0;
+  double rpo_alpha = 0.0;
+
+  /// The reference DPO compares with: `reference`, or else init_from.
+  [[nodiscard]] const std::string& reference_path() const {
+    return reference.empty() ? init_from : reference;
+  }
 };
 
 [[nodiscard]] config::object_schema<pretrain_options> pretrain_schema();
+
+/// app: dpo's loss, from the section's loss_type, beta and label_smoothing.
+[[nodiscard]] kernels::preference_options preference_options_of(const pretrain_options& o);
 
 /// The trainer's options from the app's: the schedule, AdamW, clipping, ZeRO and the threads
 /// each rank computes on. `trainers_here`: the trainers sharing `cores` (a fixed grid: every

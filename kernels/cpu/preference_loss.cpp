@@ -57,6 +57,11 @@ preference_result preference_loss_of(const preference_pair& p, const preference_
   out.reward_rejected = b * (pr - rr);
   out.dchosen = dlogits / nc;
   out.drejected = -dlogits / nr;
+  if (o.rpo_alpha != 0) {
+    const double tokens = static_cast<double>(p.chosen_tokens);
+    out.loss += o.rpo_alpha * (-p.policy_chosen / tokens);
+    out.dchosen += -o.rpo_alpha / tokens;
+  }
   return out;
 }
 

@@ -28,7 +28,7 @@ gpt_cpu_batch::gpt_cpu_batch(const gpt_layout& layout, int max_batch, int thread
   const int requested = std::max(1, threads);
   threads = std::max(1, std::min(threads, max_batch));
   pool_ = std::make_unique<kernels::cpu::thread_pool>(threads);
-  // A slice of whole pairs (value_objective::rows_together) may be a row longer than an even
+  // A slice of whole pairs (an objective's rows_together) may be a row longer than an even
   // split.
   const int per_replica = (max_batch + threads - 1) / threads + (threads > 1 ? 1 : 0);
   for (int i = 0; i < threads; ++i) {
@@ -105,7 +105,7 @@ loss_sum gpt_cpu_batch::forward_and_seed(int r, const float* params, float* g, i
 loss_sum gpt_cpu_batch::run_seeded(const float* params, float* grads, int batch, int seq,
                                    const int32_t* tokens, const int32_t* targets,
                                    const seeding& seed, const gradients_ready& ready) {
-  const int together = seed.value != nullptr ? seed.value->rows_together : 1;
+  const int together = seed.rows_together();
   const int n = std::min<int>(threads(), batch / together);
   const layer_range range = layout_.range();
   // Bucket i finishes with block last-1-i; the rest (the embeddings) with the embedding pass.

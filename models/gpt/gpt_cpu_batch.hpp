@@ -39,6 +39,9 @@ class gpt_cpu_batch {
     std::function<void(int64_t first, int64_t count, const float* token_losses,
                        const float* entropies, float* dloss, float* dentropy)>
         seed;
+    /// A slice holds whole groups of this many consecutive rows (a DPO pair's two sequences: 2),
+    /// as value_objective's; the batch is whole groups.
+    int rows_together = 1;
   };
   /// run() for a per-token objective instead of a mean loss.
   loss_sum run(const float* params, float* grads, int batch, int seq, const int32_t* tokens,
@@ -84,6 +87,9 @@ class gpt_cpu_batch {
     float loss_scale = 0;
     const token_objective* objective = nullptr;
     const value_objective* value = nullptr;
+    [[nodiscard]] int rows_together() const {
+      return value ? value->rows_together : objective ? objective->rows_together : 1;
+    }
   };
   loss_sum run_seeded(const float* params, float* grads, int batch, int seq, const int32_t* tokens,
                       const int32_t* targets, const seeding& seed, const gradients_ready& ready);

@@ -71,6 +71,22 @@ struct token_batch {
   /// A reward model's batch of preference pairs: each pair's margin (the Bradley-Terry loss is
   /// -log sigmoid(r_chosen - r_rejected - margin), TRL's RewardTrainer's); empty: all 0.
   std::vector<float> margins;
+  /// A DPO batch of preference pairs: each row's response log-probability under the reference
+  /// (the sum over its targets >= 0); empty otherwise.
+  std::vector<float> reference_logps;
+};
+
+/// Means over a batch's preference pairs, TRL's figures: the pairs ranked right
+/// (rewards/accuracies), the reward gap chosen - rejected (rewards/margins), each side's reward
+/// (rewards/chosen, rewards/rejected: a reward model's scalar, DPO's implicit
+/// beta (log pi - log ref)) and, for DPO, each side's summed log-probability (logps/chosen,
+/// logps/rejected).
+struct pair_metrics {
+  int64_t count = 0;  ///< the pairs; 0: not a preference objective
+  double accuracy = 0;
+  double margin = 0;
+  double reward_chosen = 0, reward_rejected = 0;
+  double logp_chosen = 0, logp_rejected = 0;
 };
 
 /// What one optimizer step of a data-parallel rank did.
@@ -88,16 +104,15 @@ struct step_report {
   double stage_idle_s = 0;
   int64_t first_sample = 0;  ///< the global stream index of this rank's first sample
   int64_t samples = 0;       ///< how many samples this rank trained on (0: it does not say)
+  pair_metrics pairs;        ///< a DPO step's, over the global batch
 };
 
 /// A held-out evaluation, summed over the data-parallel group: the mean loss (a language model's
-/// token loss; a reward model's Bradley-Terry loss), and a reward model's pairs, the share of
-/// them ranked right (r_chosen > r_rejected) and their mean reward gap r_chosen - r_rejected.
+/// token loss; a reward model's Bradley-Terry loss; DPO's loss), and the pairs' figures (a reward
+/// model's or DPO's).
 struct eval_report {
   double loss = 0;
-  int64_t pairs = 0;  ///< 0: a language model's evaluation
-  double accuracy = 0;
-  double reward_gap = 0;
+  pair_metrics pairs;
 };
 
 /// A data-parallel group formed anew after its membership changed: the receiving rank's place

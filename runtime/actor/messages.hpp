@@ -66,18 +66,24 @@ typename Inspector::result_type inspect(Inspector& f, member_event& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_batch& x) {
   return f(caf::meta::type_name("token_batch"), x.batch, x.ctx, x.tokens, x.targets, x.first_sample,
-           x.cursor, x.global_targets, x.margins);
+           x.cursor, x.global_targets, x.margins, x.reference_logps);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pair_metrics& x) {
+  return f(caf::meta::type_name("pair_metrics"), x.count, x.accuracy, x.margin, x.reward_chosen,
+           x.reward_rejected, x.logp_chosen, x.logp_rejected);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, eval_report& x) {
-  return f(caf::meta::type_name("eval_report"), x.loss, x.pairs, x.accuracy, x.reward_gap);
+  return f(caf::meta::type_name("eval_report"), x.loss, x.pairs);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, step_report& x) {
   return f(caf::meta::type_name("step_report"), x.step, x.loss, x.grad_norm, x.lr, x.data_s,
-           x.compute_s, x.comm_s, x.replica_s, x.first_sample, x.samples);
+           x.compute_s, x.comm_s, x.replica_s, x.first_sample, x.samples, x.pairs);
 }
 
 template <class Inspector>

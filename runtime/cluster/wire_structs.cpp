@@ -267,10 +267,12 @@ absl::StatusOr<actor::job_result> unpack_result(const msgpack::object& o) {
 }
 
 void pack_tokens(packer& pk, const actor::token_batch& x) {
-  pk.pack_map(x.margins.empty() ? 7 : 8);
-  if (!x.margins.empty()) {
-    pk.pack("margins");
-    pack_floats(pk, x.margins);
+  pk.pack_map(7 + (x.margins.empty() ? 0 : 1) + (x.reference_logps.empty() ? 0 : 1));
+  for (const auto& [key, values] :
+       {std::pair{"margins", &x.margins}, {"reference_logps", &x.reference_logps}}) {
+    if (values->empty()) continue;
+    pk.pack(key);
+    pack_floats(pk, *values);
   }
   pk.pack("batch");
   pk.pack(x.batch);
@@ -331,11 +333,49 @@ absl::StatusOr<actor::token_batch> unpack_tokens(const msgpack::object& o) {
           "token_batch: 'margins' must hold one margin per pair (batch / 2)");
     }
   }
+  if (const msgpack::object* logps = m->find("reference_logps"); logps != nullptr) {
+    TROUPE_ASSIGN_OR_RETURN(x.reference_logps, unpack_floats_bin(*logps));
+    if (x.reference_logps.size() != static_cast<size_t>(x.batch)) {
+      return absl::InvalidArgumentError(
+          "token_batch: 'reference_logps' must hold one log-probability per row (batch)");
+    }
+  }
   return x;
 }
 
+namespace {
+
+constexpr std::pair<const char*, double actor::pair_metrics::*> pair_figures[] = {
+    {"accuracy", &actor::pair_metrics::accuracy},
+    {"margin", &actor::pair_metrics::margin},
+    {"reward_chosen", &actor::pair_metrics::reward_chosen},
+    {"reward_rejected", &actor::pair_metrics::reward_rejected},
+    {"logp_chosen", &actor::pair_metrics::logp_chosen},
+    {"logp_rejected", &actor::pair_metrics::logp_rejected}};
+
+// A report's pair figures, as the map's entries "pairs" (the count) and "pair_<figure>".
+constexpr uint32_t pair_entries = 1 + std::size(pair_figures);
+void pack_pair_metrics(packer& pk, const actor::pair_metrics& x) {
+  pk.pack("pairs");
+  pk.pack(x.count);
+  for (const auto& [key, field] : pair_figures) {
+    pk.pack(absl::StrCat("pair_", key));
+    pk.pack(x.*field);
+  }
+}
+absl::StatusOr<actor::pair_metrics> unpack_pair_metrics(const map_view& m) {
+  actor::pair_metrics x;
+  TROUPE_ASSIGN_OR_RETURN(x.count, m.get_int("pairs", 0));
+  for (const auto& [key, field] : pair_figures) {
+    TROUPE_ASSIGN_OR_RETURN(x.*field, m.get_double(absl::StrCat("pair_", key), 0));
+  }
+  return x;
+}
+
+}  // namespace
+
 void pack_step(packer& pk, const actor::step_report& x) {
-  pk.pack_map(12);
+  pk.pack_map(12 + pair_entries);
   for (auto [key, value] : {std::pair{"loss", x.loss},
                             {"grad_norm", x.grad_norm},
                             {"lr", x.lr},
@@ -354,25 +394,19 @@ void pack_step(packer& pk, const actor::step_report& x) {
   pk.pack(x.first_sample);
   pk.pack("samples");
   pk.pack(x.samples);
+  pack_pair_metrics(pk, x.pairs);
 }
 void pack_eval(packer& pk, const actor::eval_report& x) {
-  pk.pack_map(4);
+  pk.pack_map(1 + pair_entries);
   pk.pack("loss");
   pk.pack(x.loss);
-  pk.pack("pairs");
-  pk.pack(x.pairs);
-  pk.pack("accuracy");
-  pk.pack(x.accuracy);
-  pk.pack("reward_gap");
-  pk.pack(x.reward_gap);
+  pack_pair_metrics(pk, x.pairs);
 }
 absl::StatusOr<actor::eval_report> unpack_eval(const msgpack::object& o) {
   TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "eval_report"));
   actor::eval_report x;
   TROUPE_ASSIGN_OR_RETURN(x.loss, m.get_double("loss", 0));
-  TROUPE_ASSIGN_OR_RETURN(x.pairs, m.get_int("pairs", 0));
-  TROUPE_ASSIGN_OR_RETURN(x.accuracy, m.get_double("accuracy", 0));
-  TROUPE_ASSIGN_OR_RETURN(x.reward_gap, m.get_double("reward_gap", 0));
+  TROUPE_ASSIGN_OR_RETURN(x.pairs, unpack_pair_metrics(m));
   return x;
 }
 
@@ -396,6 +430,7 @@ absl::StatusOr<actor::step_report> unpack_step(const msgpack::object& o) {
                           {"stage_idle_s", &x.stage_idle_s}}) {
     TROUPE_ASSIGN_OR_RETURN(*out, m->get_double(key, 0));  // absent figures are zero
   }
+  TROUPE_ASSIGN_OR_RETURN(x.pairs, unpack_pair_metrics(*m));
   return x;
 }
 

@@ -10,63 +10,10 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/integration/troupe_cli.hpp"
+#include "tests/integration/alignment_fixture.hpp"
 
 namespace troupe::testing {
 namespace {
-
-const std::string sft_config = std::string(TROUPE_SOURCE_DIR) + "/configs/align/sft.yaml";
-const std::string rm_config = std::string(TROUPE_SOURCE_DIR) + "/configs/align/rm.yaml";
-
-// Preference pairs from supervised digit-completion examples: the example's response is chosen,
-// and the same response with its first number off by 1 + (line % 5) (modulo 20) rejected. (A
-// stand-in annotator with a known answer; empty responses are left out.)
-void write_pairs(const std::string& sft, const std::string& out_path) {
-  std::ofstream out(out_path);
-  int line = 0;
-  for (const auto& e : read_jsonl(sft)) {
-    const std::string prompt = e["prompt"], response = e["response"];
-    int first = 0, used = 0;
-    if (std::sscanf(response.c_str(), "%d%n", &first, &used) != 1) continue;
-    const std::string rejected =
-        std::to_string((first + 1 + line++ % 5) % 20) + response.substr(used);
-    out << nlohmann::json{{"prompt", prompt}, {"chosen", response}, {"rejected", rejected}}.dump()
-        << "\n";
-  }
-}
-
-class AlignmentTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const std::string sft = dir_.file("data/digits_sft.jsonl");
-    process_result r =
-        troupe({"data", "sft", std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_ppo.yaml",
-                "--examples", "3000", "--out", sft});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    pairs_ = dir_.file("data/digits_pairs.jsonl");
-    write_pairs(sft, pairs_);
-    r = troupe({"launch", sft_config, "--run-dir", dir_.file("sft"), "--set",
-                "pretrain.data.path=" + sft, "--set", "pretrain.train.steps=200"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-
-  // configs/align/rm.yaml for `steps` from the SFT run, with `extra` arguments.
-  process_result reward_model(const std::string& run, int steps,
-                              std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {
-        "launch",    rm_config,
-        "--run-dir", dir_.file(run),
-        "--set",     "reward_model.data.path=" + pairs_,
-        "--set",     "reward_model.init_from=" + dir_.file("sft"),
-        "--set",     "reward_model.train.steps=" + std::to_string(steps),
-        "--set",     "reward_model.data.eval_every=50"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return troupe(args);
-  }
-
-  temp_dir dir_;
-  std::string pairs_;
-};
 
 TEST_F(AlignmentTest, TheRewardModelLearnsToRankTheChosenResponseAbove) {
   const process_result r = reward_model("rm", 200);
@@ -106,29 +53,7 @@ TEST_F(AlignmentTest, ARewardModelResumesBitForBit) {
   process_result second =
       reward_model("resumed", 100, {"--set", every_20, "--resume", dir_.file("split")});
   ASSERT_EQ(second.exit_code, 0) << second.err;
-  const auto losses = [](const std::vector<std::string>& runs) {
-    std::map<int, nlohmann::json> rows;
-    std::vector<nlohmann::json> all;
-    for (const auto& run : runs) {
-      const auto more = read_jsonl(run + "/metrics.jsonl");
-      all.insert(all.end(), more.begin(), more.end());
-    }
-    for (const auto& row : all) {
-      if (row.contains("loss") || row.contains("val_accuracy")) {
-        nlohmann::json kept = row;
-        for (const char* timing : {"time_s", "tokens_per_s", "data_s", "compute_s", "comm_s",
-                                   "checkpoint", "elapsed_s", "replica_s"})
-          kept.erase(timing);
-        rows[row["step"]].update(kept);
-      }
-    }
-    return rows;
-  };
-  const auto want = losses({dir_.file("whole")});
-  const auto got = losses({dir_.file("split"), dir_.file("resumed")});
-  ASSERT_EQ(got.size(), want.size());
-  for (const auto& [step, row] : want)
-    EXPECT_EQ(got.at(step), row) << "step " << step;
+  expect_the_same_rows("whole", "split", "resumed");
 }
 
 // `troupe data preferences` samples the SFT policy's responses and ranks them by the task's
@@ -156,7 +81,8 @@ TEST_F(AlignmentTest, DataPreferencesRanksThePolicysOwnResponsesByTheRule) {
     std::string want;
     for (int k = 1, x = b; k <= n; ++k) {
       x = ((x + (b - a)) % max + max) % max;
-      want += (k > 1 ? "," : "") + std::to_string(x);
+      if (k > 1) want += ',';
+      want += std::to_string(x);
     }
     want += "\n";
     size_t right = 0;

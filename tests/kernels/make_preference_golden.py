@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes the golden values of troupe's preference losses (kernels/preference_loss): fixed
 per-pair log-probs, and what TRL's DPOTrainer (loss_type sigmoid with and without
-label_smoothing, hinge, ipo) and RewardTrainer (Bradley-Terry with a margin) give for them in
+label_smoothing, hinge, ipo; sigmoid with rpo_alpha) and RewardTrainer (Bradley-Terry with a margin) give for them in
 PyTorch float64, the gradients by autograd. The formulas are written here from TRL's
 definitions (docs/alignment.md cites them), with the same PyTorch operations.
 
@@ -31,7 +31,7 @@ out = {
 }
 
 
-def dpo(loss_type, label_smoothing=0.0):
+def dpo(loss_type, label_smoothing=0.0, rpo_alpha=0.0):
     pc, pr, rc, rr = policy_chosen, policy_rejected, reference_chosen, reference_rejected
     if loss_type == "ipo":  # TRL averages the log-probs over the completion for IPO
         pc, pr = pc / chosen_tokens, pr / rejected_tokens
@@ -44,6 +44,8 @@ def dpo(loss_type, label_smoothing=0.0):
         losses = torch.relu(1 - beta * logits)
     else:
         losses = (logits - 1 / (2 * beta)) ** 2
+    if rpo_alpha:  # RPO: the chosen response's NLL per token (TRL: over the batch's tokens)
+        losses = losses + rpo_alpha * (-policy_chosen / chosen_tokens)
     dchosen, drejected = torch.autograd.grad(losses.sum(), [policy_chosen, policy_rejected])
     return {"loss": losses.tolist(), "dchosen": dchosen.tolist(), "drejected": drejected.tolist(),
             "reward_chosen": (beta * (pc - rc)).tolist(),
@@ -54,6 +56,7 @@ out["cases"]["sigmoid"] = dpo("sigmoid")
 out["cases"]["cdpo"] = dpo("sigmoid", 0.2)
 out["cases"]["hinge"] = dpo("hinge")
 out["cases"]["ipo"] = dpo("ipo")
+out["cases"]["rpo"] = dpo("sigmoid", rpo_alpha=0.5)
 
 chosen = (torch.randn(P, dtype=torch.float64) * 2).requires_grad_()
 rejected = (torch.randn(P, dtype=torch.float64) * 2).requires_grad_()

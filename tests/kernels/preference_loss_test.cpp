@@ -9,7 +9,8 @@ namespace {
 
 using testing::golden_fixture;
 
-// TRL's DPO losses (sigmoid, cDPO's label smoothing, hinge, IPO with its per-token means), their
+// TRL's DPO losses (sigmoid, cDPO's label smoothing, hinge, IPO with its per-token means, RPO's
+// added NLL of the chosen response per token), their
 // implicit rewards and their gradients, against PyTorch's autograd on the same numbers
 // (tests/kernels/make_preference_golden.py), pair by pair.
 TEST(PreferenceLoss, DpoFamilyMatchesTrlInPyTorch) {
@@ -22,7 +23,8 @@ TEST(PreferenceLoss, DpoFamilyMatchesTrlInPyTorch) {
   for (const variant& v : {variant{"sigmoid", {preference_loss::sigmoid, beta, 0.0}},
                            variant{"cdpo", {preference_loss::sigmoid, beta, 0.2}},
                            variant{"hinge", {preference_loss::hinge, beta, 0.0}},
-                           variant{"ipo", {preference_loss::ipo, beta, 0.0}}}) {
+                           variant{"ipo", {preference_loss::ipo, beta, 0.0}},
+                           variant{"rpo", {preference_loss::sigmoid, beta, 0.0, 0.5}}}) {
     const auto& want = g["cases"][v.name];
     for (size_t i = 0; i < want["loss"].size(); ++i) {
       const preference_pair p{g["policy_chosen"][i],

@@ -110,7 +110,7 @@ TEST(PretrainDriver, ARewardModelsEvaluationReportsItsAccuracyAndRewardGap) {
   d.start();
   auto c = d.on_step(0, report(1, 0.7));
   ASSERT_TRUE(has<driver::eval_all>(c));
-  c = d.on_eval(0, {.loss = 0.4, .pairs = 64, .accuracy = 0.875, .reward_gap = 1.25});
+  c = d.on_eval(0, {.loss = 0.4, .pairs = {.count = 64, .accuracy = 0.875, .margin = 1.25}});
   const auto& row = get<driver::metrics_row>(c).row;
   EXPECT_EQ(row["val_loss"], 0.4);
   EXPECT_EQ(row["val_accuracy"], 0.875);
@@ -118,6 +118,37 @@ TEST(PretrainDriver, ARewardModelsEvaluationReportsItsAccuracyAndRewardGap) {
   const auto& summary = get<driver::finish>(c).summary;
   EXPECT_EQ(summary["val_accuracy"], 0.875);
   EXPECT_EQ(summary["val_reward_gap"], 1.25);
+}
+
+// DPO (app: dpo) reports its pairs' figures by TRL's names: every step's, and the held-out ones
+// with val_ before them.
+TEST(PretrainDriver, DpoReportsTrlsFiguresInEachStepAndEvaluation) {
+  fake_clock clock;
+  driver d({.steps = 1, .ranks = 1, .tokens_per_step = 10, .dpo = true}, clock.fn());
+  d.start();
+  actor::step_report r = report(1, 0.6);
+  r.pairs = {.count = 8,
+             .accuracy = 0.75,
+             .margin = 0.5,
+             .reward_chosen = 0.25,
+             .reward_rejected = -0.25,
+             .logp_chosen = -3,
+             .logp_rejected = -7};
+  auto c = d.on_step(0, r);
+  const auto& step_row = get<driver::metrics_row>(c).row;
+  EXPECT_EQ(step_row["rewards/chosen"], 0.25);
+  EXPECT_EQ(step_row["rewards/rejected"], -0.25);
+  EXPECT_EQ(step_row["rewards/accuracies"], 0.75);
+  EXPECT_EQ(step_row["rewards/margins"], 0.5);
+  EXPECT_EQ(step_row["logps/chosen"], -3);
+  EXPECT_EQ(step_row["logps/rejected"], -7);
+  ASSERT_TRUE(has<driver::eval_all>(c));
+  c = d.on_eval(0, {.loss = 0.5, .pairs = {.count = 32, .accuracy = 0.625, .margin = 0.125}});
+  const auto& row = get<driver::metrics_row>(c).row;
+  EXPECT_EQ(row["val_rewards/accuracies"], 0.625);
+  EXPECT_EQ(row["val_rewards/margins"], 0.125);
+  EXPECT_FALSE(row.contains("val_accuracy"));
+  EXPECT_EQ(get<driver::finish>(c).summary["val_rewards/accuracies"], 0.625);
 }
 
 TEST(PretrainDriver, StopAfterEndsEarlyWithAnEvaluationAndACheckpoint) {

@@ -148,7 +148,7 @@ TEST_F(AppPlanTest, UnknownAppListsAvailableOnes) {
   EXPECT_EQ(
       errors("app: pipelin\n"),
       "app.yaml:1:6: app: unknown app. kind 'app' has no implementation 'pipelin'. Did you "
-      "mean 'pipeline'? Valid implementations: pipeline, pretrain, reward_model, rlhf, serve. "
+      "mean 'pipeline'? Valid implementations: dpo, pipeline, pretrain, reward_model, rlhf, serve. "
       "Implementations "
       "from "
       "plugins "

@@ -59,6 +59,17 @@ TEST(MessageCodec, RoundTripsTokenBatchesAndRefusesInconsistentOnes) {
   EXPECT_NE(decode_message(two_handle.get()).status().message().find("one margin per pair"),
             std::string::npos);
   b.margins.clear();
+  // A DPO batch carries each row's reference log-probability.
+  b.reference_logps = {-3.5f, -4.25f};
+  EXPECT_EQ(round_trip(caf::make_message(b)).get_as<actor::token_batch>(0).reference_logps,
+            b.reference_logps);
+  b.reference_logps = {-3.5f};
+  auto one = encode_message(caf::make_message(b));
+  ASSERT_TRUE(one.ok());
+  auto one_handle = msgpack::unpack(one->data(), one->size());
+  EXPECT_NE(decode_message(one_handle.get()).status().message().find("one log-probability per row"),
+            std::string::npos);
+  b.reference_logps.clear();
   b.targets.pop_back();  // 5 targets for 2 x 3 tokens
   auto bytes = encode_message(caf::make_message(b));
   ASSERT_TRUE(bytes.ok());
@@ -69,18 +80,20 @@ TEST(MessageCodec, RoundTripsTokenBatchesAndRefusesInconsistentOnes) {
 }
 
 TEST(MessageCodec, RoundTripsStepReports) {
-  caf::message m = round_trip(caf::make_message(actor::step_report{.step = 12,
-                                                                   .loss = 2.5,
-                                                                   .grad_norm = 0.75,
-                                                                   .lr = 1e-3,
-                                                                   .data_s = 0.01,
-                                                                   .compute_s = 0.2,
-                                                                   .comm_s = 0.03,
-                                                                   .replica_s = 0.02,
-                                                                   .stage_busy_s = 0.15,
-                                                                   .stage_idle_s = 0.05,
-                                                                   .first_sample = 96,
-                                                                   .samples = 3}));
+  caf::message m = round_trip(caf::make_message(
+      actor::step_report{.step = 12,
+                         .loss = 2.5,
+                         .grad_norm = 0.75,
+                         .lr = 1e-3,
+                         .data_s = 0.01,
+                         .compute_s = 0.2,
+                         .comm_s = 0.03,
+                         .replica_s = 0.02,
+                         .stage_busy_s = 0.15,
+                         .stage_idle_s = 0.05,
+                         .first_sample = 96,
+                         .samples = 3,
+                         .pairs = {.count = 8, .accuracy = 0.75, .logp_rejected = -9}}));
   const auto& r = m.get_as<actor::step_report>(0);
   EXPECT_EQ(r.step, 12);
   EXPECT_EQ(r.loss, 2.5);
@@ -91,17 +104,30 @@ TEST(MessageCodec, RoundTripsStepReports) {
   EXPECT_EQ(r.stage_idle_s, 0.05);
   EXPECT_EQ(r.first_sample, 96);
   EXPECT_EQ(r.samples, 3);
+  EXPECT_EQ(r.pairs.count, 8);
+  EXPECT_EQ(r.pairs.accuracy, 0.75);
+  EXPECT_EQ(r.pairs.logp_rejected, -9);
 }
 
-// A remote trainer's evaluation: a reward model's carries its pairs' figures.
+// A remote trainer's evaluation: a reward model's (or DPO's) carries its pairs' figures.
 TEST(MessageCodec, RoundTripsEvalReports) {
-  caf::message m = round_trip(caf::make_message(
-      actor::eval_report{.loss = 0.5, .pairs = 40, .accuracy = 0.9, .reward_gap = 1.5}));
+  const actor::pair_metrics pairs{.count = 40,
+                                  .accuracy = 0.9,
+                                  .margin = 1.5,
+                                  .reward_chosen = 0.5,
+                                  .reward_rejected = -1,
+                                  .logp_chosen = -2.5,
+                                  .logp_rejected = -7};
+  caf::message m = round_trip(caf::make_message(actor::eval_report{.loss = 0.5, .pairs = pairs}));
   const auto& r = m.get_as<actor::eval_report>(0);
   EXPECT_EQ(r.loss, 0.5);
-  EXPECT_EQ(r.pairs, 40);
-  EXPECT_EQ(r.accuracy, 0.9);
-  EXPECT_EQ(r.reward_gap, 1.5);
+  EXPECT_EQ(r.pairs.count, 40);
+  EXPECT_EQ(r.pairs.accuracy, 0.9);
+  EXPECT_EQ(r.pairs.margin, 1.5);
+  EXPECT_EQ(r.pairs.reward_chosen, 0.5);
+  EXPECT_EQ(r.pairs.reward_rejected, -1);
+  EXPECT_EQ(r.pairs.logp_chosen, -2.5);
+  EXPECT_EQ(r.pairs.logp_rejected, -7);
 }
 
 TEST(MessageCodec, RoundTripsCheckpointShards) {

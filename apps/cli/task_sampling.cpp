@@ -1,0 +1,77 @@
+#include "apps/cli/task_sampling.hpp"
+
+#include <map>
+#include <thread>
+
+#include "models/gpt/gpt_source.hpp"
+#include "nlohmann/json.hpp"
+#include "runtime/base/status.hpp"
+
+namespace troupe::cli {
+
+absl::StatusOr<task_policy> load_task_policy(const data_task& task, const std::string& policy,
+                                             const std::string& setting) {
+  task_policy out;
+  out.layout =
+      std::make_unique<models::gpt_layout>(task.model, models::layer_range::all(task.model));
+  TROUPE_ASSIGN_OR_RETURN(out.params, models::read_gpt_weights(*out.layout, policy, setting));
+  actors::inference_engine::options o;
+  o.scheduler.ctx = task.model.ctx;
+  o.scheduler.max_sequences = 64;
+  o.scheduler.max_batch_tokens = 1024;
+  o.kv_blocks = 64 * ((task.model.ctx + o.block_size - 1) / o.block_size);
+  o.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  TROUPE_ASSIGN_OR_RETURN(out.engine,
+                          actors::inference_engine::create(*out.layout, out.params.data(), o));
+  return out;
+}
+
+absl::StatusOr<std::vector<std::vector<task_response>>> sample_responses(
+    actors::inference_engine& engine, const tasks::text_task& task,
+    const std::vector<std::string>& prompts, int samples, double temperature, uint64_t seed) {
+  std::map<uint64_t, std::pair<std::string, bool>> generated;  // by id: text, ended
+  const auto id_of = [&](size_t p, int k) { return p * static_cast<uint64_t>(samples) + k; };
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    for (int k = 0; k < samples; ++k) {
+      actor::generation_request r;
+      r.id = id_of(p, k);
+      for (const char c : prompts[p])
+        r.prompt.push_back(static_cast<uint8_t>(c));
+      r.temperature = static_cast<float>(temperature);
+      r.seed = seed * 0x9e3779b97f4a7c15ull + r.id;  // a sampling stream per response
+      r.max_tokens = task.max_response_bytes();
+      r.stop = {std::string(task_end_string)};
+      r.stream = false;
+      TROUPE_RETURN_IF_ERROR(engine.add(std::move(r)));
+    }
+  }
+  while (!engine.idle()) {
+    TROUPE_ASSIGN_OR_RETURN(std::vector<actor::generation_event> events, engine.step());
+    for (const auto& e : events) {
+      auto& [text, ended] = generated[e.id];
+      for (int32_t t : e.tokens)
+        text.push_back(static_cast<char>(t));
+      if (e.finished) ended = e.reason == actor::finish_reason::stop;
+    }
+  }
+  std::vector<std::vector<task_response>> out(prompts.size(), std::vector<task_response>(samples));
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    for (int k = 0; k < samples; ++k) {
+      const auto& [text, ended] = generated[id_of(p, k)];
+      out[p][k] = {ended ? text + std::string(task_end_string) : text,
+                   task.reward(prompts[p], text, ended)};
+    }
+  }
+  return out;
+}
+
+bool is_utf8(const std::string& text) {
+  try {
+    (void)nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+
+}  // namespace troupe::cli
