@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/inference_worker_actor.hpp"
+#include "actors/learned_reward.hpp"
 #include "actors/trainer_actor.hpp"
 #include "apps/rlhf/rlhf_driver_actor.hpp"
 #include "apps/rlhf/rlhf_options.hpp"
@@ -188,6 +189,38 @@ absl::StatusOr<caf::actor> spawn_task_reward(actor::role_context& ctx, const no_
       [task](std::string_view prompt, std::string_view response, bool ended) {
         return task->reward(prompt, response, ended);
       }));
+}
+
+// The learned reward's options: the reward model's run (app: reward_model).
+struct reward_model_options {
+  std::string checkpoint;
+};
+
+config::object_schema<reward_model_options> reward_model_schema() {
+  config::object_schema<reward_model_options> s;
+  s.add("checkpoint", &reward_model_options::checkpoint)
+      .required()
+      .non_empty()
+      .help(
+          "the reward model: an app: reward_model run directory (its newest good checkpoint) "
+          "or checkpoint directory, of the same model: shape");
+  return s;
+}
+
+// A learned reward (impl reward_model): the reward model's checkpoint scoring each (prompt,
+// response) in batches, on this process's cores; the task's rule is still logged beside it.
+absl::StatusOr<caf::actor> spawn_reward_model(actor::role_context& ctx,
+                                              const reward_model_options& options) {
+  TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "reward"));
+  const models::gpt_config model = models::gpt_config_of(ctx.plan.spec.model);
+  TROUPE_ASSIGN_OR_RETURN(
+      std::shared_ptr<actors::learned_reward> rm,
+      actors::learned_reward::load(model, options.checkpoint, "roles.reward.options.checkpoint",
+                                   schedule_of(*o, model.ctx).end_string,
+                                   ctx.cores > 0 ? ctx.cores : 1));
+  return caf::actor_cast<caf::actor>(actor::spawn_reward(
+      ctx.system, ctx.metrics, ctx.actor_name(),
+      [rm](const actor::reward_request& request) { return rm->score(request); }));
 }
 
 // What each role must be: name, kind, impl (any, when empty: the reward may be a plugin's
@@ -494,6 +527,12 @@ absl::Status register_rlhf(actor::role_registry& registry) {
                                       actor::make_role_factory<no_options>(
                                           "app: rlhf's rule reward for the digit-completion task",
                                           config::object_schema<no_options>(), spawn_task_reward)));
+  TROUPE_RETURN_IF_ERROR(registry.add(
+      "reward", "reward_model",
+      actor::make_role_factory<reward_model_options>(
+          "app: rlhf's learned reward: a reward model's checkpoint (app: reward_model) scoring "
+          "(prompt, response), the task's rule logged beside it as critic/true_score",
+          reward_model_schema(), spawn_reward_model)));
   return registry.add(
       "reward", "fortunes",
       actor::make_role_factory<no_options>(

@@ -82,6 +82,9 @@ struct controller_state {
   std::ofstream metrics, samples;
   run::chart_series score{"critic/score/mean", {}}, val{"validation (greedy)", {}},
       kl{"actor/reward_kl_penalty", {}}, length{"response_length/mean", {}};
+  // With a learned reward: the task's rule's score beside the reward model's.
+  run::chart_series true_score{"critic/true_score/mean (the task's rule)", {}};
+  bool learned_reward = false;  // roles.reward.impl is reward_model
   generation gen;
   std::vector<actor::checkpoint_shard> shards;
   uint64_t save_round = 0;  // the save the shards are of

@@ -21,6 +21,13 @@ uint64_t sample_seed(uint64_t seed, int64_t prompt, int k) {
 
 constexpr uint64_t validation_stream = 0x7a11da7e;
 
+double mean_of(const std::vector<double>& xs) {
+  double sum = 0;
+  for (double x : xs)
+    sum += x;
+  return xs.empty() ? 0.0 : sum / static_cast<double>(xs.size());
+}
+
 }  // namespace
 
 rlhf_driver::rlhf_driver(rlhf_schedule schedule, rl_algorithm algorithm, kl_controller kl,
@@ -328,6 +335,13 @@ std::vector<rlhf_driver::command> rlhf_driver::on_generated(
     scoring.responses.push_back(std::move(response));
     scoring.ended.push_back(ended);
   }
+  true_scores_.clear();
+  if (task_.true_score) {
+    for (size_t i = 0; i < scoring.prompts.size(); ++i) {
+      true_scores_.push_back(
+          task_.true_score(scoring.prompts[i], scoring.responses[i], scoring.ended[i]));
+    }
+  }
   phase_ = validation ? phase::validation_scoring : phase::scoring;
   phase_started_ = now_();
   return {std::move(scoring)};
@@ -335,11 +349,9 @@ std::vector<rlhf_driver::command> rlhf_driver::on_generated(
 
 std::vector<rlhf_driver::command> rlhf_driver::on_scored(std::vector<double> scores) {
   if (phase_ == phase::validation_scoring) {
-    double sum = 0;
-    for (double s : scores)
-      sum += s;
-    last_val_ = scores.empty() ? 0.0 : sum / static_cast<double>(scores.size());
+    last_val_ = mean_of(scores);
     row_[schedule_.val_metric()] = last_val_;
+    if (!true_scores_.empty()) row_[schedule_.val_true_metric()] = mean_of(true_scores_);
     if (step_ >= schedule_.end()) return end_run();
     return generate();
   }
@@ -363,6 +375,11 @@ std::vector<rlhf_driver::command> rlhf_driver::on_scored(std::vector<double> sco
   if (!batch.ok()) return failed(batch.status());
   batch_ = *std::move(batch);
   scores_ = std::move(scores);
+  if (!true_scores_.empty()) {
+    row_["critic/true_score/mean"] = mean_of(true_scores_);
+    row_["critic/true_score/max"] = *std::max_element(true_scores_.begin(), true_scores_.end());
+    row_["critic/true_score/min"] = *std::min_element(true_scores_.begin(), true_scores_.end());
+  }
   // Old log-probs from the rollout, or on the policy ranks (each its share of the rows); the
   // reference's on it, the values on the critic ranks.
   if (schedule_.bypass_old_log_prob) {
@@ -583,10 +600,12 @@ std::vector<rlhf_driver::command> rlhf_driver::end_step() {
                        {"prompt", models::text_of(s.prompt)},
                        {"response", models::text_of(s.response)},
                        {"score", batch_->score(r)},
+
                        {"reward", batch_->reward(r)},
                        {"advantage", batch_->advantage(r)},
                        {"kl", batch_->kl(r)},
                        {"policy_version", s.version}});
+    if (!true_scores_.empty()) samples.back()["true_score"] = true_scores_[r];
   }
   std::vector<command> out = {metrics_row{row_}, sample_rows{std::move(samples)}};
   cursor_ += schedule_.prompts;

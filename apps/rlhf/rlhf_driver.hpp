@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -69,6 +70,11 @@ struct rlhf_schedule {
 
   /// The metric of the greedy validation's mean score: "val-core/<task>/reward/mean@1".
   [[nodiscard]] std::string val_metric() const { return "val-core/" + task + "/reward/mean@1"; }
+  /// With a learned reward, the validation's mean score by the task's rule:
+  /// "val-core/<task>/true_reward/mean@1".
+  [[nodiscard]] std::string val_true_metric() const {
+    return "val-core/" + task + "/true_reward/mean@1";
+  }
 
   /// Optimizer steps of the policy (or the critic) per RL step: ppo_epochs * prompts /
   /// mini_batch_prompts (the critic's own).
@@ -96,6 +102,10 @@ struct rlhf_schedule {
 /// inputs. (The reward itself is the reward role's.)
 struct rl_task {
   std::function<std::string(uint64_t seed, int64_t index)> prompt;
+  /// With a learned reward (roles.reward.impl reward_model): the task's rule, scored beside it
+  /// and logged as critic/true_score/* and each sample's true_score (the "true" reward of Gao et
+  /// al., 2022, against which the learned one is a proxy). Empty: the reward is the rule.
+  std::function<double(std::string_view prompt, std::string_view response, bool ended)> true_score;
 };
 
 /// The RLHF app's single controller (veRL's driver), without CAF. Each event returns the
@@ -423,6 +433,7 @@ class rlhf_driver {
   clock::time_point prefetch_started_{}, wait_started_{};
   double prefetch_s_ = 0;
   std::vector<double> scores_;
+  std::vector<double> true_scores_;  // the task's rule's, with a learned reward
   // The policy's and the critic's updates of a step run at once, each its optimizer steps in
   // turn: [0] the policy's, [1] the critic's.
   struct update_track {

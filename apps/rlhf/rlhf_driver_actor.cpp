@@ -96,6 +96,9 @@ void record(self_ptr self, const nlohmann::json& row) {
   if (!row.contains("critic/score/mean")) return;
   const double score = row["critic/score/mean"], kl = row["actor/reward_kl_penalty"];
   st.score.points.emplace_back(step, score);
+  if (row.contains("critic/true_score/mean")) {
+    st.true_score.points.emplace_back(step, row["critic/true_score/mean"].get<double>());
+  }
   st.kl.points.emplace_back(step, kl);
   st.length.points.emplace_back(step, row["response_length/mean"].get<double>());
   const auto now = clock::now();
@@ -121,6 +124,13 @@ void finish(self_ptr self, nlohmann::json summary) {
                                            {"KL to the reference", "nats per token", {st.kl}},
                                            {"response length", "tokens", {st.length}}};
     if (!st.val.points.empty()) charts[0].series.push_back(st.val);
+    // A learned reward's proxy score against the rule's: where they part, the policy is
+    // over-optimising the reward model (Gao et al., 2022).
+    // (and on a chart of its own, at its own scale).
+    if (!st.true_score.points.empty()) {
+      charts[0].series.push_back(st.true_score);
+      charts.push_back({"the task's rule on the same responses", "true score", {st.true_score}});
+    }
     if (auto svg = run::line_charts_svg(charts); svg.ok()) {
       std::ofstream(fs::path(st.run_dir) / "reward.svg") << *svg;
       summary["reward_plot"] = (fs::path(st.run_dir) / "reward.svg").string();
@@ -549,10 +559,15 @@ void start(self_ptr self) {
     if (!dir.ok()) return refuse(dir.status());
     schedule.init_from = st.init_dir = *dir;
   }
-  st.logic = std::make_unique<rlhf_driver>(
-      std::move(schedule), algorithm_of(o), kl_controller_of(o),
-      rl_task{[task = *task](uint64_t seed, int64_t index) { return task->prompt(seed, index); }},
-      [] { return clock::now(); });
+  rl_task rl{[task = *task](uint64_t seed, int64_t index) { return task->prompt(seed, index); }};
+  if (st.learned_reward) {
+    rl.true_score = [task = *task](std::string_view prompt, std::string_view response, bool ended) {
+      return task->reward(prompt, response, ended);
+    };
+  }
+  st.logic =
+      std::make_unique<rlhf_driver>(std::move(schedule), algorithm_of(o), kl_controller_of(o),
+                                    std::move(rl), [] { return clock::now(); });
   // The rollout workers in index order (the sync group's ranks 1..); every role watched.
   std::vector<std::string> rollouts;
   for (const auto& [name, handle] : st.rollouts)
@@ -630,6 +645,8 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
     return rl_elastic{r->spec.elastic->min, r->spec.elastic->max};
   };
   state->policy_elastic = elastic_of("policy");
+  const auto* reward = ctx.plan.find_role("reward");
+  state->learned_reward = reward != nullptr && reward->spec.impl == "reward_model";
   state->status = cluster::job_publisher(ctx.rendezvous);
   for (bool critic : {false, true})
     state->recovery[critic] =
@@ -646,6 +663,7 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
         st.worker_wait = state->worker_wait;
         st.policy_elastic = state->policy_elastic;
         st.critic_elastic = state->critic_elastic;
+        st.learned_reward = state->learned_reward;
         st.status = state->status;
         st.recovery[0] = state->recovery[0];
         st.recovery[1] = state->recovery[1];

@@ -12,8 +12,7 @@ namespace troupe::actor {
 namespace {
 
 struct reward_state {
-  std::string name;
-  reward_rule rule;
+  reward_scorer scorer;
 };
 
 using self_ptr = role_pointer<reward_actor, reward_state>;
@@ -43,23 +42,28 @@ absl::StatusOr<std::vector<double>> score_all(const std::string& name, const rew
   return scores;
 }
 
-reward_actor spawn_rule_reward(caf::actor_system& system, metrics::registry& metrics,
-                               const std::string& actor_name, std::string name, reward_rule rule) {
+reward_actor spawn_reward(caf::actor_system& system, metrics::registry& metrics,
+                          const std::string& actor_name, reward_scorer scorer) {
   return system.spawn<role_actor<reward_actor, reward_state>>(
       metrics.actor(actor_name),
-      [name = std::move(name),
-       rule = std::move(rule)](self_ptr self) -> reward_actor::behavior_type {
-        self->state.name = name;
-        self->state.rule = rule;
+      [scorer = std::move(scorer)](self_ptr self) -> reward_actor::behavior_type {
+        self->state.scorer = scorer;
         return {
             [self](score_atom, const reward_request& request) -> caf::result<std::vector<double>> {
-              absl::StatusOr<std::vector<double>> scores =
-                  score_all(self->state.name, self->state.rule, request);
+              absl::StatusOr<std::vector<double>> scores = self->state.scorer(request);
               if (!scores.ok()) return to_error(scores.status());
               return *std::move(scores);
             },
         };
       });
+}
+
+reward_actor spawn_rule_reward(caf::actor_system& system, metrics::registry& metrics,
+                               const std::string& actor_name, std::string name, reward_rule rule) {
+  return spawn_reward(system, metrics, actor_name,
+                      [name = std::move(name), rule = std::move(rule)](const reward_request& r) {
+                        return score_all(name, rule, r);
+                      });
 }
 
 role_factory rule_reward_factory(std::string name, std::string description, reward_rule rule) {

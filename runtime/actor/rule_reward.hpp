@@ -28,6 +28,13 @@ using reward_rule =
                                                             const reward_rule& rule,
                                                             const reward_request& request);
 
+/// A reward that scores a whole request at once (a learned reward model's batches).
+using reward_scorer = std::function<absl::StatusOr<std::vector<double>>(const reward_request&)>;
+
+/// Spawns a reward role scoring each request with `scorer`; its errors fail the request.
+[[nodiscard]] reward_actor spawn_reward(caf::actor_system& system, metrics::registry& metrics,
+                                        const std::string& actor_name, reward_scorer scorer);
+
 /// Spawns a reward role scoring with `rule` (`name` names it in errors).
 [[nodiscard]] reward_actor spawn_rule_reward(caf::actor_system& system, metrics::registry& metrics,
                                              const std::string& actor_name, std::string name,

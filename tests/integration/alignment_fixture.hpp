@@ -19,6 +19,8 @@ namespace troupe::testing {
 inline const std::string sft_config = std::string(TROUPE_SOURCE_DIR) + "/configs/align/sft.yaml";
 inline const std::string rm_config = std::string(TROUPE_SOURCE_DIR) + "/configs/align/rm.yaml";
 inline const std::string dpo_config = std::string(TROUPE_SOURCE_DIR) + "/configs/align/dpo.yaml";
+inline const std::string ppo_rm_config =
+    std::string(TROUPE_SOURCE_DIR) + "/configs/align/ppo_rm.yaml";
 
 // Preference pairs from supervised digit-completion examples: the example's response is chosen,
 // and the same response with its first number off by 1 + (line % 5) (modulo 20) rejected. (A

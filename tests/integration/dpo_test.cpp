@@ -146,6 +146,49 @@ TEST_F(AlignmentTest, EvalScoresGreedyResponsesByTheRule) {
   EXPECT_NE(r.err.find("--policy"), std::string::npos) << r.err;
 }
 
+// PPO against the learned reward (configs/align/ppo_rm.yaml, shortened): the reward role scores
+// with the reward model's checkpoint, and the task's rule is logged beside it
+// (critic/true_score/mean, each sample's true_score, a series of reward.svg). A reward role
+// pointed at a language model's checkpoint is refused, naming the setting.
+TEST_F(AlignmentTest, PpoAgainstTheRewardModelLogsTheRulesTrueScoreBesideIt) {
+  process_result r = reward_model("rm", 100);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> shortened = {"--set", "rlhf.init_from=" + dir_.file("sft"),
+                                              "--set", "rlhf.trainer.total_training_steps=3",
+                                              "--set", "rlhf.trainer.test_freq=3",
+                                              "--set", "rlhf.data.train_batch_size=16",
+                                              "--set", "rlhf.actor.ppo_mini_batch_size=8",
+                                              "--set", "rlhf.trainer.val_prompts=8",
+                                              "--set", "cluster.local_workers=0"};
+  std::vector<std::string> args = {
+      "launch",         ppo_rm_config, "--run-dir",
+      dir_.file("ppo"), "--set",       "roles.reward.options.checkpoint=" + dir_.file("rm")};
+  args.insert(args.end(), shortened.begin(), shortened.end());
+  r = troupe(args, std::chrono::minutes(5));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = rows_with(dir_.file("ppo"), "critic/true_score/mean");
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& row : rows) {
+    const double rule = row["critic/true_score/mean"];
+    EXPECT_GE(rule, 0.0);
+    EXPECT_LE(rule, 1.0);
+    EXPECT_NE(row["critic/score/mean"].get<double>(), rule) << "the reward model's, not the rule's";
+  }
+  EXPECT_FALSE(rows_with(dir_.file("ppo"), "val-core/digit_completion/true_reward/mean@1").empty());
+  for (const auto& sample : read_jsonl(dir_.file("ppo") + "/samples.jsonl")) {
+    ASSERT_TRUE(sample.contains("true_score")) << sample.dump();
+  }
+  std::ifstream plot(dir_.file("ppo") + "/reward.svg");
+  const std::string svg((std::istreambuf_iterator<char>(plot)), std::istreambuf_iterator<char>());
+  EXPECT_NE(svg.find("critic/true_score/mean"), std::string::npos);
+
+  args[5] = "roles.reward.options.checkpoint=" + dir_.file("sft");  // a language model
+  args[3] = dir_.file("ppo_lm");
+  r = troupe(args, std::chrono::minutes(5));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("roles.reward.options.checkpoint"), std::string::npos) << r.err;
+}
+
 // DPO starts from a policy, its keys belong to app: dpo alone, and cDPO's smoothing is the
 // sigmoid loss's.
 TEST_F(AlignmentTest, DposConfigMistakesAreRefusedWithTheKey) {

@@ -171,6 +171,42 @@ TEST(RlhfDriver, StepsSyncGenerateScoreAndUpdateInOrder) {
   EXPECT_TRUE(d.done());
 }
 
+// With a learned reward the driver also scores each response by the task's rule: its mean (and
+// max and min) beside the reward model's score as critic/true_score/*, each sample's as
+// true_score; the rule sees the response without its end string, and whether it ended.
+TEST(RlhfDriver, ALearnedRewardsResponsesAreScoredByTheRuleToo) {
+  rl_task task{[](uint64_t, int64_t i) { return absl::StrCat("p", i, "="); }};
+  std::vector<std::string> seen;
+  task.true_score = [&](std::string_view prompt, std::string_view response, bool ended) {
+    seen.push_back(absl::StrCat(absl::string_view(prompt.data(), prompt.size()), "|",
+                                absl::string_view(response.data(), response.size()),
+                                ended ? "|ended" : ""));
+    return ended ? 1.0 : 0.0;
+  };
+  driver d(schedule(), {}, kl_controller::fixed(0.0), task,
+           [] { return driver::clock::time_point{}; });
+  d.set_sync_participants(2);
+  int updates = 0;
+  const auto after = run_step(d, d.start(), 1, &updates);
+  ASSERT_EQ(after.size(), 3u);
+  // (outputs_for ends the odd ids' responses: the first of each prompt's.)
+  EXPECT_EQ(seen, (std::vector<std::string>{"p0=|7|ended", "p0=|7", "p1=|7|ended", "p1=|7"}));
+  const auto& row = std::get<driver::metrics_row>(after[0]).row;
+  EXPECT_DOUBLE_EQ(row["critic/score/mean"].get<double>(), 0.5);  // the reward role's
+  EXPECT_DOUBLE_EQ(row["critic/true_score/mean"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(row["critic/true_score/max"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(row["critic/true_score/min"].get<double>(), 0.0);
+  const auto& samples = std::get<driver::sample_rows>(after[1]).rows;
+  EXPECT_EQ(samples[0]["true_score"], 1.0);
+  EXPECT_EQ(samples[1]["true_score"], 0.0);
+  EXPECT_EQ(samples[0]["score"], 1.0);
+  // Without a learned reward there is no true score.
+  driver plain = make();
+  const auto rule_only = run_step(plain, plain.start(), 1, &updates);
+  EXPECT_FALSE(std::get<driver::metrics_row>(rule_only[0]).row.contains("critic/true_score/mean"));
+  EXPECT_FALSE(std::get<driver::sample_rows>(rule_only[1]).rows[0].contains("true_score"));
+}
+
 // One step off policy: once step 1's log-probs are in, step 2's prompts go to the rollout on
 // the weights step 1 used, beside step 1's update; step 1 ends only when that generation has;
 // step 2, after its sync, scores those outputs at once: one version old.

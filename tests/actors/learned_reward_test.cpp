@@ -1,0 +1,84 @@
+// The learned reward (issue 19): a reward model's checkpoint scores each (prompt, response) as it
+// was trained, the head's value at the last byte of prompt + response (+ the end string when it
+// ended); malformed requests and checkpoints without a scalar head are refused.
+
+#include "actors/learned_reward.hpp"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/checkpoint/checkpoint_store.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace troupe::actors {
+namespace {
+
+const models::gpt_config tiny{256, 16, 1, 16, 2};
+
+// Commits a checkpoint of `layout` with weights from `seed` under `root`; returns them.
+std::vector<float> save(const std::string& root, const models::gpt_layout& layout) {
+  std::vector<float> params(layout.total());
+  layout.initialize(params.data(), 9);
+  for (auto& p : params)
+    p *= 4;  // values that differ from sequence to sequence
+  checkpoint::checkpoint_store store(root);
+  auto file = store.stage(1, "model.safetensors", layout.to_named(params.data()));
+  EXPECT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE(store.commit(1, {*file}, {{"cursor", 0}}, 5).ok());
+  return params;
+}
+
+TEST(LearnedReward, ScoresEachSequenceAtItsLastByteAsTheRewardModelWasTrained) {
+  testing::temp_dir dir;
+  const models::gpt_layout layout(tiny, models::layer_range::all(tiny), models::gpt_head::value);
+  const std::vector<float> params = save(dir.file("rm/checkpoints"), layout);
+  auto rm = learned_reward::load(tiny, dir.file("rm"), "roles.reward.options.checkpoint", "\n", 2);
+  ASSERT_TRUE(rm.ok()) << rm.status();
+  // 70 sequences: more than one pass of 64.
+  actor::reward_request request;
+  for (int i = 0; i < 70; ++i) {
+    request.prompts.push_back(absl::StrCat("q", i % 10, ":"));
+    request.responses.push_back(std::string(1 + i % 5, static_cast<char>('a' + i % 7)));
+    request.ended.push_back(i % 2);
+  }
+  auto scores = (*rm)->score(request);
+  ASSERT_TRUE(scores.ok()) << scores.status();
+  ASSERT_EQ(scores->size(), 70u);
+  models::gpt_cpu_batch forward(layout, 1, 1);
+  std::vector<float> values(tiny.ctx);
+  for (int i : {0, 1, 63, 64, 69}) {
+    const std::string text =
+        absl::StrCat(request.prompts[i], request.responses[i], request.ended[i] ? "\n" : "");
+    std::vector<int32_t> tokens(tiny.ctx, 0);
+    for (size_t t = 0; t < text.size(); ++t)
+      tokens[t] = static_cast<uint8_t>(text[t]);
+    forward.values(params.data(), 1, tiny.ctx, tokens.data(), values.data());
+    EXPECT_NEAR((*scores)[i], values[text.size() - 1], 1e-5) << i;
+  }
+  EXPECT_NE((*scores)[0], (*scores)[1]);
+
+  actor::reward_request uneven = request;
+  uneven.ended.pop_back();
+  EXPECT_NE((*rm)->score(uneven).status().message().find("must pair up"), std::string::npos);
+  actor::reward_request long_one;
+  long_one.prompts = {"q:"};
+  long_one.responses = {std::string(20, 'x')};
+  long_one.ended = {1};
+  EXPECT_NE((*rm)->score(long_one).status().message().find("model.ctx = 16"), std::string::npos)
+      << (*rm)->score(long_one).status();
+}
+
+TEST(LearnedReward, ALanguageModelsCheckpointIsRefusedNamingTheSetting) {
+  testing::temp_dir dir;
+  save(dir.file("sft/checkpoints"), models::gpt_layout(tiny, models::layer_range::all(tiny)));
+  auto rm = learned_reward::load(tiny, dir.file("sft"), "roles.reward.options.checkpoint", "\n", 1);
+  ASSERT_FALSE(rm.ok());
+  EXPECT_NE(rm.status().message().find("reward model's checkpoint"), std::string::npos)
+      << rm.status();
+  EXPECT_FALSE(
+      learned_reward::load(tiny, dir.file("nowhere"), "roles.reward.options.checkpoint", "\n", 1)
+          .ok());
+}
+
+}  // namespace
+}  // namespace troupe::actors
