@@ -10,6 +10,7 @@
 #include "actors/dpo_objective.hpp"
 #include "actors/trainer.hpp"
 #include "kernels/preference_loss.hpp"
+#include "tests/actors/toy_pairs.hpp"
 #include "tests/kernels/gradient_check.hpp"
 
 namespace troupe::actors {
@@ -17,29 +18,16 @@ namespace {
 
 const models::gpt_config config{24, 12, 2, 16, 2};
 
-// `pairs` preference pairs of 12-token rows: a prompt of 3 tokens, then a response to position
-// 6 + pair % 5 (the chosen one of tokens 5 and 6, the rejected one of 9 and 10), trained on
-// its response: each position from the prompt's last predicts the next token. Each row's
-// reference log-probability is a fixed number.
+// toy_pairs(), each row trained on its response: each position from the prompt's last predicts
+// the next token. Each row's reference log-probability is a fixed number.
 token_batch make_pairs(int pairs, int salt = 0) {
-  token_batch b;
-  b.batch = 2 * pairs;
-  b.ctx = config.ctx;
-  const size_t n = static_cast<size_t>(b.batch) * b.ctx;
-  b.tokens.assign(n, 0);
-  b.targets.assign(n, -1);
+  token_batch b = testing::toy_pairs(config, pairs, salt);
   for (int row = 0; row < b.batch; ++row) {
-    const int pair = row / 2, last = 6 + (pair + salt) % 5;
-    int32_t* tokens = b.tokens.data() + static_cast<size_t>(row) * b.ctx;
-    for (int t = 0; t <= last; ++t) {
-      tokens[t] = t < 3 ? (pair * 7 + t * 3 + salt) % config.vocab
-                        : (row % 2 == 0 ? 5 : 9) + (t + pair) % 2;
-    }
-    for (int t = 2; t < last; ++t)
+    const int32_t* tokens = b.tokens.data() + static_cast<size_t>(row) * b.ctx;
+    for (int t = 2; t < testing::toy_pair_last(row / 2, salt); ++t)
       b.targets[static_cast<size_t>(row) * b.ctx + t] = tokens[t + 1];
     b.reference_logps.push_back(-20.0f - static_cast<float>(row % 3));
   }
-  b.global_targets = pairs;
   return b;
 }
 
@@ -88,9 +76,8 @@ TEST(DpoObjective, TheDpoGradientIsTheFiniteDifferenceForEachLoss) {
   models::gpt_cpu_batch probe(layout, b.batch, 1);
   std::vector<float> logps(static_cast<size_t>(b.batch) * b.ctx);
   for (const kernels::preference_options o :
-       {kernels::preference_options{.type = kernels::preference_loss::sigmoid,
-                                    .beta = 0.5,
-                                    .label_smoothing = 0.2},
+       {kernels::preference_options{
+            .type = kernels::preference_loss::sigmoid, .beta = 0.5, .label_smoothing = 0.2},
         kernels::preference_options{.type = kernels::preference_loss::hinge, .beta = 0.05},
         kernels::preference_options{.type = kernels::preference_loss::ipo, .beta = 0.5}}) {
     const auto loss = [&] {
@@ -99,10 +86,10 @@ TEST(DpoObjective, TheDpoGradientIsTheFiniteDifferenceForEachLoss) {
       const row_logps rows = sum_row_logps(b.targets.data(), logps.data(), b.batch, b.ctx);
       double sum = 0;
       for (int row = 0; row < b.batch; row += 2) {
-        sum += kernels::preference_loss_of({rows.sums[row], rows.sums[row + 1],
-                                            b.reference_logps[row], b.reference_logps[row + 1],
-                                            rows.tokens[row], rows.tokens[row + 1]},
-                                           o)
+        sum += kernels::preference_loss_of(
+                   {rows.sums[row], rows.sums[row + 1], b.reference_logps[row],
+                    b.reference_logps[row + 1], rows.tokens[row], rows.tokens[row + 1]},
+                   o)
                    .loss;
       }
       return sum / pairs;

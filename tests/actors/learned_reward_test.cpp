@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/checkpoint/checkpoint_store.hpp"
+#include "tests/support/model_checkpoint.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace troupe::actors {
@@ -15,17 +15,10 @@ namespace {
 
 const models::gpt_config tiny{256, 16, 1, 16, 2};
 
-// Commits a checkpoint of `layout` with weights from `seed` under `root`; returns them.
+// Commits a checkpoint of `layout` under `root`, with weights large enough that the values
+// differ from sequence to sequence; returns them.
 std::vector<float> save(const std::string& root, const models::gpt_layout& layout) {
-  std::vector<float> params(layout.total());
-  layout.initialize(params.data(), 9);
-  for (auto& p : params)
-    p *= 4;  // values that differ from sequence to sequence
-  checkpoint::checkpoint_store store(root);
-  auto file = store.stage(1, "model.safetensors", layout.to_named(params.data()));
-  EXPECT_TRUE(file.ok()) << file.status();
-  EXPECT_TRUE(store.commit(1, {*file}, {{"cursor", 0}}, 5).ok());
-  return params;
+  return testing::commit_model_checkpoint(root, 1, layout, 9, 4.0f);
 }
 
 TEST(LearnedReward, ScoresEachSequenceAtItsLastByteAsTheRewardModelWasTrained) {

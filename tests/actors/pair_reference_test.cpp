@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "actors/dpo_objective.hpp"
 #include "models/gpt/gpt_cpu_batch.hpp"
-#include "runtime/checkpoint/checkpoint_store.hpp"
+#include "tests/support/model_checkpoint.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace troupe::actors {
@@ -22,16 +22,10 @@ namespace fs = std::filesystem;
 
 const models::gpt_config tiny{256, 16, 1, 16, 2};
 
-// Commits checkpoint `step` under `root` with weights from `seed`; returns them.
+// Commits checkpoint `step` of a language model under `root` with weights from `seed`.
 std::vector<float> save(const std::string& root, int64_t step, uint64_t seed) {
-  const models::gpt_layout layout(tiny, models::layer_range::all(tiny));
-  std::vector<float> params(layout.total());
-  layout.initialize(params.data(), seed);
-  checkpoint::checkpoint_store store(root);
-  auto file = store.stage(step, "model.safetensors", layout.to_named(params.data()));
-  EXPECT_TRUE(file.ok()) << file.status();
-  EXPECT_TRUE(store.commit(step, {*file}, {{"cursor", 0}}, 5).ok());
-  return params;
+  return testing::commit_model_checkpoint(
+      root, step, models::gpt_layout(tiny, models::layer_range::all(tiny)), seed);
 }
 
 // `n` pairs {"prompt": "q<i>:", "chosen": "good\n", "rejected": <rejected, JSON-escaped>}.
@@ -132,8 +126,8 @@ TEST(PairReference, ComputedOnceCachedBesideTheDataAndRedoneWhenTheReferenceChan
       cached_pair_reference(other, other_data, run, "dpo.init_from", tiny, 1, &source).ok());
   EXPECT_TRUE(source.computed) << "other pairs invalidate it too";
 
-  auto missing = cached_pair_reference(corpus, data, dir.file("nowhere"), "dpo.reference", tiny,
-                                       1, &source);
+  auto missing =
+      cached_pair_reference(corpus, data, dir.file("nowhere"), "dpo.reference", tiny, 1, &source);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("dpo.reference"), std::string::npos)
       << missing.status();

@@ -11,6 +11,7 @@
 #include "actors/trainer.hpp"
 #include "kernels/preference_loss.hpp"
 #include "runtime/comm/gloo_communicator.hpp"
+#include "tests/actors/toy_pairs.hpp"
 #include "tests/kernels/gradient_check.hpp"
 
 namespace troupe::actors {
@@ -18,26 +19,13 @@ namespace {
 
 const models::gpt_config config{24, 12, 2, 16, 2};
 
-// `pairs` preference pairs of 12-token rows: a prompt of 3 tokens, then a response that ends
-// (is scored) at 6 + (row % 5); the chosen response repeats token 5, the rejected one token 9,
-// so that a model can learn to tell them apart. Padding after the scored token is token 0.
+// toy_pairs(), each row scored at its last token: target 1 on the chosen row, 0 on the rejected.
 token_batch make_pairs(int pairs, int salt = 0) {
-  token_batch b;
-  b.batch = 2 * pairs;
-  b.ctx = config.ctx;
-  const size_t n = static_cast<size_t>(b.batch) * b.ctx;
-  b.tokens.assign(n, 0);
-  b.targets.assign(n, -1);
+  token_batch b = testing::toy_pairs(config, pairs, salt);
   for (int row = 0; row < b.batch; ++row) {
-    const int pair = row / 2, last = 6 + (pair + salt) % 5;
-    for (int t = 0; t <= last; ++t) {
-      const int prompt_token = (pair * 7 + t * 3 + salt) % config.vocab;
-      b.tokens[static_cast<size_t>(row) * b.ctx + t] =
-          t < 3 ? prompt_token : (row % 2 == 0 ? 5 : 9) + (t + pair) % 2;
-    }
+    const int last = testing::toy_pair_last(row / 2, salt);
     b.targets[static_cast<size_t>(row) * b.ctx + last] = row % 2 == 0 ? 1 : 0;
   }
-  b.global_targets = pairs;
   return b;
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/checkpoint/checkpoint_store.hpp"
+#include "tests/support/model_checkpoint.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace troupe::models {
@@ -10,16 +11,9 @@ namespace {
 
 const gpt_config tiny{256, 16, 1, 16, 2};
 
-// Commits step `step` of a run's checkpoints with `layout`'s parameters from `seed`.
 std::vector<float> save(const std::string& root, int64_t step, const gpt_layout& layout,
                         uint64_t seed) {
-  std::vector<float> params(layout.total());
-  layout.initialize(params.data(), seed);
-  checkpoint::checkpoint_store store(root);
-  auto file = store.stage(step, "model.safetensors", layout.to_named(params.data()));
-  EXPECT_TRUE(file.ok()) << file.status();
-  EXPECT_TRUE(store.commit(step, {*file}, {{"cursor", 0}}, 5).ok());
-  return params;
+  return testing::commit_model_checkpoint(root, step, layout, seed);
 }
 
 TEST(GptSource, TheModelSectionGivesTheShape) {
