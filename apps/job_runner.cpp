@@ -86,13 +86,13 @@ absl::Status job_runner::form_cluster(const std::atomic<bool>& stop) {
       n += !p.head && p.state == cluster::member_state::alive;
     return n;
   };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(spec.worker_wait_s);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(spec.join_wait_s);
   while (workers() < cluster_->min_workers) {
     if (stop.load()) return absl::CancelledError("interrupted while waiting for workers");
     if (std::chrono::steady_clock::now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "only ", workers(), " of ", cluster_->min_workers, " workers joined within ",
-          spec.worker_wait_s, " s (cluster.worker_wait_s)",
+          spec.join_wait_s, " s (cluster.join_wait_s)",
           cluster_->local_workers > 0 ? absl::StrCat("; see ", cluster_->log_dir, "/worker-*.log")
                                       : std::string()));
     }

@@ -24,9 +24,14 @@ object_schema<cluster_spec> make_cluster_schema() {
   s.add("min_workers", &cluster_spec::min_workers)
       .range(0, 4096)
       .help("workers to wait for before placing roles; 0 = local_workers (1 for troupe head)");
+  s.add("join_wait_s", &cluster_spec::join_wait_s)
+      .range(1, 86400)
+      .help("how long to wait for them to join before the job fails");
   s.add("worker_wait_s", &cluster_spec::worker_wait_s)
       .range(1, 3600)
-      .help("how long to wait for them");
+      .help(
+          "below an elastic role's min, how long to wait for a worker to join before the job "
+          "fails");
   s.add("listen", &cluster_spec::listen)
       .check([](const std::string& v) -> std::optional<std::string> {
         if (v.starts_with("tcp://") && v.rfind(':') > 6) return std::nullopt;

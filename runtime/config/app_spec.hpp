@@ -45,7 +45,9 @@ struct cluster_spec {
   /// Workers that must have joined before roles are placed (default: `local_workers`, at least
   /// 1 for `troupe head --config`).
   int min_workers = 0;
-  /// How long to wait for them.
+  /// How long to wait for them before the job fails (torchrun's rendezvous join timeout).
+  int join_wait_s = 60;
+  /// Below an elastic role's min, how long to wait for a worker to join before the job fails.
   int worker_wait_s = 30;
   /// Where the head listens; port 0 picks a free one.
   std::string listen = "tcp://127.0.0.1:0";

@@ -64,6 +64,19 @@ TEST_F(ClusterTest, StatusShowsTheHeadAndItsWorkers) {
     EXPECT_EQ(w->wait(10s).exit_code, 0);
 }
 
+// A head whose workers do not all join within cluster.join_wait_s fails the job, saying how many
+// did and which setting to raise.
+TEST_F(ClusterTest, AJobWhoseWorkersDoNotJoinFailsAfterTheJoinWait) {
+  start_head(pipeline(10, "impl: caesar, plugin: example, options: {shift: 13}"),
+             {"--set", "cluster.min_workers=2", "--set", "cluster.join_wait_s=1"});
+  start_worker();
+  const process_result r = head_->wait(60s);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("of 2 workers joined within 1 s (cluster.join_wait_s)"), std::string::npos)
+      << r.err;
+}
+
 TEST_F(ClusterTest, AJobRunsAcrossThreeWorkers) {
   start_head(pipeline(300, "impl: caesar, plugin: example, count: 6, options: {shift: 13}"),
              {"--set", "cluster.min_workers=3"});
