@@ -223,6 +223,17 @@ absl::StatusOr<caf::actor> spawn_reward_model(actor::role_context& ctx,
       [rm](const actor::reward_request& request) { return rm->score(request); }));
 }
 
+// troupe check: what scores the responses.
+std::string reward_description(const app::app_plan& plan, const rlhf_options& o) {
+  const auto* reward = plan.find_role("reward");
+  if (reward == nullptr || reward->spec.impl != "reward_model" || reward->options == nullptr) {
+    return absl::StrCat("reward: ", reward != nullptr ? reward->spec.impl : o.task.name, "'s rule");
+  }
+  const auto& rm = *static_cast<const reward_model_options*>(reward->options.get());
+  return absl::StrCat("reward: the reward model of ", rm.checkpoint, "; the task's rule (",
+                      o.task.name, ") logged beside it as critic/true_score/mean");
+}
+
 // What each role must be: name, kind, impl (any, when empty: the reward may be a plugin's
 // rule), and whether only GAE has it.
 struct expected_role {
@@ -481,7 +492,7 @@ std::vector<std::string> describe_rlhf_plan(const app::app_plan& plan, const voi
                        o.init_from.empty() ? ", from the seed's weights"
                                            : absl::StrCat(", from the checkpoint ", o.init_from),
                        "; ", s.steps, " RL steps"),
-          placement_of(plan, o)};
+          reward_description(plan, o), placement_of(plan, o)};
 }
 
 }  // namespace
