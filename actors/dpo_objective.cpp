@@ -7,15 +7,16 @@
 namespace troupe::actors {
 namespace {
 
-// The pair whose chosen row is `chosen`, its policy log-probs from `policy` (the batch's rows).
-kernels::preference_pair pair_at(const actor::token_batch& b, const row_logps& policy,
-                                 int64_t chosen) {
-  return {.policy_chosen = policy.sums[chosen],
-          .policy_rejected = policy.sums[chosen + 1],
+// The pair whose chosen row is `chosen` of `b`, its policy log-probs row `at` of `policy` (which
+// may hold a slice of the batch's rows).
+kernels::preference_pair pair_at(const actor::token_batch& b, int64_t chosen,
+                                 const row_logps& policy, int64_t at) {
+  return {.policy_chosen = policy.sums[at],
+          .policy_rejected = policy.sums[at + 1],
           .reference_chosen = b.reference_logps[chosen],
           .reference_rejected = b.reference_logps[chosen + 1],
-          .chosen_tokens = policy.tokens[chosen],
-          .rejected_tokens = policy.tokens[chosen + 1]};
+          .chosen_tokens = policy.tokens[at],
+          .rejected_tokens = policy.tokens[at + 1]};
 }
 
 }  // namespace
@@ -51,13 +52,14 @@ absl::Status validate_dpo_pairs(const actor::token_batch& b) {
   return absl::OkStatus();
 }
 
-row_logps sum_row_logps(const int32_t* targets, const float* logps, int rows, int ctx) {
+row_logps sum_row_logps(const int32_t* targets, const float* logps, int rows, int ctx,
+                        double sign) {
   row_logps out{std::vector<double>(rows, 0.0), std::vector<int64_t>(rows, 0)};
   for (int row = 0; row < rows; ++row) {
     for (int t = 0; t < ctx; ++t) {
       const size_t at = static_cast<size_t>(row) * ctx + t;
       if (targets[at] < 0) continue;
-      out.sums[row] += logps[at];
+      out.sums[row] += sign * logps[at];
       ++out.tokens[row];
     }
   }
@@ -81,22 +83,14 @@ void dpo_pair_pass::seed(int64_t first_row, int64_t rows, const float* token_los
   const int64_t ctx = b_.ctx;
   const int32_t* targets = b_.targets.data() + first_row * ctx;
   // The token losses are -log p: the rows' log-probs are minus their sums.
-  std::vector<float> logps(static_cast<size_t>(rows * ctx));
-  for (size_t i = 0; i < logps.size(); ++i)
-    logps[i] = -token_losses[i];
-  row_logps policy = sum_row_logps(targets, logps.data(), static_cast<int>(rows), b_.ctx);
+  const row_logps policy =
+      sum_row_logps(targets, token_losses, static_cast<int>(rows), b_.ctx, /*sign=*/-1.0);
   for (int64_t i = 0; i < rows; i += 2) {
     const int64_t chosen = first_row + i;
     policy_[chosen] = policy.sums[i];
     policy_[chosen + 1] = policy.sums[i + 1];
     const kernels::preference_result r =
-        kernels::preference_loss_of({.policy_chosen = policy.sums[i],
-                                     .policy_rejected = policy.sums[i + 1],
-                                     .reference_chosen = b_.reference_logps[chosen],
-                                     .reference_rejected = b_.reference_logps[chosen + 1],
-                                     .chosen_tokens = policy.tokens[i],
-                                     .rejected_tokens = policy.tokens[i + 1]},
-                                    o_);
+        kernels::preference_loss_of(pair_at(b_, chosen, policy, i), o_);
     result_[chosen / 2] = r;
     // d J / d loss_t = -d J / d log p_t = -d J / d pi on each of the row's response tokens.
     for (const auto& [offset, d] : {std::pair{i, r.dchosen}, {i + 1, r.drejected}}) {
@@ -123,7 +117,8 @@ pair_sums dpo_pair_sums(const actor::token_batch& b, const float* logps,
   const row_logps policy = sum_row_logps(b.targets.data(), logps, b.batch, b.ctx);
   pair_sums s;
   for (int row = 0; row + 1 < b.batch; row += 2) {
-    const kernels::preference_result r = kernels::preference_loss_of(pair_at(b, policy, row), o);
+    const kernels::preference_result r =
+        kernels::preference_loss_of(pair_at(b, row, policy, row), o);
     s.add_pair(r.loss, r.reward_chosen, r.reward_rejected, policy.sums[row], policy.sums[row + 1]);
   }
   return s;

@@ -17,14 +17,14 @@ namespace troupe::actors {
 [[nodiscard]] absl::Status validate_dpo_pairs(const actor::token_batch& b);
 
 /// Each row's response log-probability: the sum of `logps` [rows * ctx, a row's log p(target) at
-/// each position] over the row's targets >= 0, and how many there are. `targets` and `logps`
-/// start at the first of `rows` rows.
+/// each position] over the row's targets >= 0, times `sign` (-1 for token losses, -log p), and
+/// how many there are. `targets` and `logps` start at the first of `rows` rows.
 struct row_logps {
   std::vector<double> sums;
   std::vector<int64_t> tokens;
 };
-[[nodiscard]] row_logps sum_row_logps(const int32_t* targets, const float* logps, int rows,
-                                      int ctx);
+[[nodiscard]] row_logps sum_row_logps(const int32_t* targets, const float* logps, int rows, int ctx,
+                                      double sign = 1.0);
 
 /// DPO's objective over one rank's token_batch of pairs, as TRL's DPOTrainer defines it (its
 /// loss_type, beta and label_smoothing: kernels/preference_loss.hpp), on the responses' summed
