@@ -51,8 +51,12 @@ struct http_front_end::stream {
 
 absl::StatusOr<std::unique_ptr<http_front_end>> http_front_end::start(settings s, hooks h) {
   std::unique_ptr<http_front_end> f(new http_front_end(std::move(s), std::move(h)));
-  f->server_ = std::make_unique<httplib::Server>();
-  f->server_->new_task_queue = [] { return new httplib::ThreadPool(64); };
+  f->server_ = std::make_unique<guarded_http_server>(
+      f->settings_.http, [metrics = f->settings_.metrics](int status, const std::string& message) {
+        metrics->response(status);
+        return error_body(
+            {status, status == 503 ? "server_error" : "invalid_request_error", "", message});
+      });
   // cpp-httplib listens with a backlog of 5, which a burst of clients overflows (their
   // connections are reset); the socket is listened on again with the system's maximum.
   auto listening = std::make_shared<int>(-1);

@@ -9,12 +9,9 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "apps/serve/guarded_http_server.hpp"
 #include "apps/serve/openai_api.hpp"
 #include "apps/serve/serve_metrics.hpp"
-
-namespace httplib {
-class Server;
-}
 
 namespace troupe::apps {
 
@@ -34,6 +31,7 @@ class http_front_end {
     int port = 0;
     std::string token;  ///< bearer token; empty: none
     api_limits limits;
+    http_limits http;
     std::shared_ptr<serve_metrics> metrics;  ///< counted here, exported at /metrics
   };
 
@@ -61,7 +59,7 @@ class http_front_end {
 
   settings settings_;
   hooks hooks_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<guarded_http_server> server_;
   std::thread thread_;
   int port_ = 0;
   std::atomic<uint64_t> next_id_{1};

@@ -5,6 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "actors/inference_worker_actor.hpp"
+#include "apps/serve/http_limits.hpp"
 #include "runtime/config/schema.hpp"
 
 namespace troupe::app {
@@ -35,6 +36,7 @@ struct serve_options {
   int max_queue = 256;
   int max_per_worker = 64;
   int default_max_tokens = 16;
+  http_limits http;
   engine_spec engine;
 };
 

@@ -214,14 +214,20 @@ TEST_F(ServeTest, TheOfficialOpenAiClientWorksUnchanged) {
   EXPECT_EQ(seen["stream_choices"], nlohmann::json::array({0, 1}));
 }
 
-TEST_F(ServeTest, ABearerTokenIsRequiredWhenSet) {
-  start({"--set", "serve.token=s3cret"});
+TEST_F(ServeTest, ABearerTokenAndTheHttpLimitsComeFromTheConfig) {
+  start({"--set", "serve.token=s3cret", "--set", "serve.http.max_body_bytes=256"});
   auto c = client();
   EXPECT_EQ(post(c, "/v1/completions", R"({"model": "troupe-tiny", "prompt": "x"})",
                  401)["error"]["type"],
             "authentication_error");
   c.set_bearer_token_auth("s3cret");
   post(c, "/v1/completions", R"({"model": "troupe-tiny", "prompt": "x", "max_tokens": 2})", 200);
+  const std::string long_prompt =
+      R"({"model": "troupe-tiny", "prompt": ")" + std::string(300, 'x') + R"(", "max_tokens": 2})";
+  const auto too_big = post(c, "/v1/completions", long_prompt, 413);
+  EXPECT_NE(too_big["error"]["message"].get<std::string>().find("serve.http.max_body_bytes"),
+            std::string::npos)
+      << too_big;
 }
 
 // A flood against a queue of one, with the engines held: exactly three requests are taken (one
