@@ -54,7 +54,7 @@ absl::Status job_runner::form_cluster(const std::atomic<bool>& stop) {
   zmq_ = std::make_unique<zmq::context_t>();
   auto head = cluster::head_server::start(
       *zmq_, cluster_->listen,
-      {.token = cluster_->token,
+      {.credentials = cluster_->credentials,
        .heartbeat_interval = std::chrono::milliseconds(spec.heartbeat_interval_ms),
        .heartbeat_misses = spec.heartbeat_misses,
        .app_config = plan_.resolved_yaml()},
@@ -65,7 +65,7 @@ absl::Status job_runner::form_cluster(const std::atomic<bool>& stop) {
   auto node = cluster::node_agent::start(
       *zmq_, *system_,
       {.head = head_->endpoint(),
-       .token = cluster_->token,
+       .credentials = cluster_->credentials,
        .as_head = true,
        .max_frame_bytes = static_cast<size_t>(spec.max_frame_bytes),
        .request_timeout = std::chrono::milliseconds(spec.request_timeout_ms)},
@@ -74,7 +74,7 @@ absl::Status job_runner::form_cluster(const std::atomic<bool>& stop) {
   node_ = std::move(*node);
   if (cluster_->local_workers > 0) {
     workers_ = std::make_unique<worker_processes>();
-    if (auto s = workers_->start(cluster_->local_workers, head_->endpoint(), cluster_->token,
+    if (auto s = workers_->start(cluster_->local_workers, head_->endpoint(), cluster_->credentials,
                                  cluster_->log_dir, cluster_->plugin_dirs);
         !s.ok()) {
       return s;
@@ -101,7 +101,9 @@ absl::Status job_runner::form_cluster(const std::atomic<bool>& stop) {
   events_.emit(run::severity::info, "cluster_ready",
                absl::StrCat(workers(), " workers joined the head at ", head_->endpoint(),
                             " (more can join: troupe worker --join ", head_->endpoint(), ")"),
-               {{"workers", workers()}, {"head", head_->endpoint()}});
+               {{"workers", workers()},
+                {"head", head_->endpoint()},
+                {"auth", cluster_->credentials.curve ? "curve" : "token"}});
   return absl::OkStatus();
 }
 
@@ -125,7 +127,7 @@ job_outcome job_runner::run(const std::atomic<bool>& stop) {
     auto supervisor = actors::spawn_supervisor(
         *system_, {plan_, metrics_, events_, health, caf::actor_cast<caf::actor>(owner),
                    node_.get(), run_dir_,
-                   node_ ? comm::head_store_opener(head_->endpoint(), cluster_->token)
+                   node_ ? comm::head_store_opener(head_->endpoint(), cluster_->credentials)
                          : comm::shared_memory_store_opener()});
     if (node_) {
       node_->publish(std::string(actors::supervisor_name), caf::actor_cast<caf::actor>(supervisor));

@@ -8,6 +8,7 @@
 
 #include "nlohmann/json.hpp"
 #include "runtime/app/app_plan.hpp"
+#include "runtime/cluster/curve_keys.hpp"
 #include "runtime/metrics/registry.hpp"
 #include "runtime/run/event_log.hpp"
 
@@ -46,7 +47,7 @@ struct job_outcome {
 struct cluster_options {
   /// The head's endpoint ("tcp://HOST:PORT", port 0 picks one).
   std::string listen;
-  std::string token;
+  cluster::cluster_credentials credentials;
   /// Workers to start on this machine.
   int local_workers = 0;
   /// Workers to wait for before placing roles.

@@ -118,6 +118,9 @@ int main(int argc, char** argv) {
   head_cmd->add_option("--listen", head.listen, "Endpoint to listen on")->capture_default_str();
   head_cmd->add_option("--token", head.token,
                        "Secret workers need (default: TROUPE_CLUSTER_TOKEN or a random one)");
+  head_cmd->add_option("--keys", head.keys,
+                       "Use CURVE with the keys `troupe keys generate` wrote here (default: "
+                       "cluster.keys, then TROUPE_KEYS, when cluster.auth is curve)");
   head_cmd->add_option("--config", head_app.config, "Run this app on the workers that join");
   head_cmd->add_option("--set", head_app.overrides, "With --config: override a config value");
   head_cmd->add_option("--run-dir", head.run_dir, "With --config: the run directory");
@@ -129,6 +132,9 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--token", worker.token,
                          "The cluster's secret (default: TROUPE_CLUSTER_TOKEN, or the one a head "
                          "on this machine recorded)");
+  worker_cmd->add_option("--keys", worker.keys,
+                         "The cluster's CURVE keys directory (default: TROUPE_KEYS; needed when "
+                         "the head uses cluster.auth: curve)");
   worker_cmd->add_option("--bind", worker.bind_host, "Address peers reach this worker at")
       ->capture_default_str();
   worker_cmd->add_option("--resources", worker.resources,
@@ -140,7 +146,17 @@ int main(int argc, char** argv) {
   auto* status_cmd = app.add_subcommand("status", "Show a cluster's members and actors");
   status_cmd->add_option("--head", status.head, "The head's endpoint")->capture_default_str();
   status_cmd->add_option("--token", status.token, "The cluster's secret");
+  status_cmd->add_option("--keys", status.keys,
+                         "The cluster's CURVE keys directory (default: TROUPE_KEYS)");
   status_cmd->add_flag("--json", status.json, "Print JSON");
+
+  keys_args keys;
+  auto* keys_cmd = app.add_subcommand("keys", "Make the keys of a CURVE cluster");
+  keys_cmd->require_subcommand(1);
+  auto* keys_generate_cmd = keys_cmd->add_subcommand(
+      "generate", "Write a cluster's CURVE keypair (cluster.auth: curve; docs/security.md)");
+  keys_generate_cmd->add_option("--out", keys.out, "The directory to write the keys into")
+      ->required();
 
   try {
     app.parse(argc, argv);
@@ -163,5 +179,6 @@ int main(int argc, char** argv) {
   }
   if (*worker_cmd) return worker_command(worker);
   if (*status_cmd) return status_command(status);
+  if (*keys_generate_cmd) return keys_generate_command(keys);
   return exit_usage_error;
 }

@@ -22,15 +22,20 @@ std::string self_executable() {
   return n > 0 ? std::string(buf, n) : std::string("troupe");
 }
 
-absl::Status worker_processes::start(int count, const std::string& head, const std::string& token,
+absl::Status worker_processes::start(int count, const std::string& head,
+                                     const cluster::cluster_credentials& credentials,
                                      const std::string& log_dir,
                                      const std::vector<std::string>& plugin_dirs) {
   const std::string exe = self_executable();
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "TROUPE_CLUSTER_TOKEN=", 21) != 0) env.emplace_back(*e);
+    if (std::strncmp(*e, "TROUPE_CLUSTER_TOKEN=", 21) != 0 &&
+        std::strncmp(*e, "TROUPE_KEYS=", 12) != 0) {
+      env.emplace_back(*e);
+    }
   }
-  env.push_back("TROUPE_CLUSTER_TOKEN=" + token);
+  env.push_back("TROUPE_CLUSTER_TOKEN=" + credentials.token);
+  if (credentials.curve) env.push_back("TROUPE_KEYS=" + credentials.keys_dir);
   const pid_t parent = getpid();
   // The workers share this machine's cores, and say so: a role that sizes its threads by its
   // worker's cores (an elastic trainer) takes its share.

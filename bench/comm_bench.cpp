@@ -63,7 +63,7 @@ int run_rank(int rank, const std::string& head, const std::string& dir, int repe
   auto raw_rs_context = std::make_shared<gloo::rendezvous::Context>(rank, world);
   raw_rs_context->connectFullMesh(rs_store, device);
 
-  auto store = comm::head_store::connect(head, "bench");
+  auto store = comm::head_store::connect(head, {.token = "bench"});
   check(store.status());
   auto group =
       comm::make_gloo_communicator(**store, {.name = "bench", .rank = rank, .size = world});
@@ -163,8 +163,8 @@ int main(int argc, char** argv) {
   run::event_log events;
   auto server = cluster::head_server::start(
       context, "tcp://127.0.0.1:0",
-      {.token = "bench", .app_config = {}, .endpoint = {}, .metrics_text = {}}, 1 << 20, metrics,
-      events);
+      {.credentials = {.token = "bench"}, .app_config = {}, .endpoint = {}, .metrics_text = {}},
+      1 << 20, metrics, events);
   check(server.status());
   const std::string store_dir =
       (std::filesystem::temp_directory_path() / ("comm_bench." + std::to_string(getpid())))

@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
   }
   if (rank >= 0) {  // one rank of the dp=2 group
     auto corpus = *actors::text_corpus::load(text_path, 0.05, tiny.ctx);
-    auto store = comm::head_store::connect(head, "bench");
+    auto store = comm::head_store::connect(head, {.token = "bench"});
     auto group = comm::make_gloo_communicator(
         **store, {.name = "dp", .rank = rank, .size = 2, .epoch = static_cast<uint64_t>(epoch)});
     if (!group.ok()) {
@@ -105,8 +105,8 @@ int main(int argc, char** argv) {
   zmq::context_t context(1);
   metrics::registry metrics;
   run::event_log events;
-  auto server = cluster::head_server::start(context, "tcp://127.0.0.1:0", {.token = "bench"},
-                                            1 << 20, metrics, events);
+  auto server = cluster::head_server::start(
+      context, "tcp://127.0.0.1:0", {.credentials = {.token = "bench"}}, 1 << 20, metrics, events);
   if (!server.ok()) return 1;
   std::vector<double> dp1, dp2;
   for (int repeat = 0; repeat < 3; ++repeat) {

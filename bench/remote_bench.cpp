@@ -84,11 +84,12 @@ int serve(int endpoint_fd, int report_fd) {
   auto echo = system.spawn([]() -> echo_actor::behavior_type {
     return {[](actor::ping_atom, int32_t x) { return x + 1; }};
   });
-  auto node = cluster::node_agent::start(
-      context, system, {.head = head, .token = token}, metrics, [&](cluster::node_agent& agent) {
-        agent.publish("echo/0", caf::actor_cast<caf::actor>(echo));
-        return absl::OkStatus();
-      });
+  auto node =
+      cluster::node_agent::start(context, system, {.head = head, .credentials = {.token = token}},
+                                 metrics, [&](cluster::node_agent& agent) {
+                                   agent.publish("echo/0", caf::actor_cast<caf::actor>(echo));
+                                   return absl::OkStatus();
+                                 });
   if (!node.ok()) return 1;
   std::atomic<bool> stop{false};
   std::thread raw([&] { raw_echo(context, report_fd, stop); });
@@ -196,8 +197,8 @@ int main(int argc, char** argv) {
   zmq::context_t context;
   metrics::registry metrics;
   run::event_log events;
-  auto head = cluster::head_server::start(context, "tcp://127.0.0.1:0", {.token = token}, max_frame,
-                                          metrics, events);
+  auto head = cluster::head_server::start(
+      context, "tcp://127.0.0.1:0", {.credentials = {.token = token}}, max_frame, metrics, events);
   if (!head.ok()) return 1;
   const std::string endpoint = (*head)->endpoint();
   const std::string line = endpoint + "\n";
@@ -207,7 +208,8 @@ int main(int argc, char** argv) {
   auto cfg = actor::make_system_config({.scheduler_threads = 2});
   caf::actor_system system{*cfg};
   auto node = cluster::node_agent::start(
-      context, system, {.head = endpoint, .token = token, .as_head = true}, metrics);
+      context, system, {.head = endpoint, .credentials = {.token = token}, .as_head = true},
+      metrics);
   if (!node.ok()) return 1;
   caf::actor remote;
   for (int tries = 0; tries < 200 && !remote; ++tries) {

@@ -104,34 +104,89 @@ std::string token_for(const std::string& endpoint, const std::string& given) {
   return cluster::read_cluster_token(endpoint).value_or("");
 }
 
+absl::StatusOr<cluster::cluster_credentials> head_credentials(const config::cluster_spec& spec,
+                                                              const std::string& keys_flag) {
+  const std::string dir =
+      cluster::keys_dir_or_environment(keys_flag.empty() ? spec.keys : keys_flag);
+  if (spec.auth != "curve" && keys_flag.empty())
+    return cluster::cluster_credentials{cluster_token(spec)};
+  if (dir.empty()) {
+    return absl::InvalidArgumentError(
+        "cluster.auth: curve needs the cluster's keys: set cluster.keys, pass --keys DIR or set "
+        "TROUPE_KEYS (make them with `troupe keys generate --out DIR`)");
+  }
+  return cluster::credentials_with_keys(cluster_token(spec), dir);
+}
+
+absl::StatusOr<cluster::cluster_credentials> client_credentials(const std::string& endpoint,
+                                                                const std::string& token,
+                                                                const std::string& keys_flag) {
+  return cluster::credentials_with_keys(token_for(endpoint, token),
+                                        cluster::keys_dir_or_environment(keys_flag));
+}
+
+int keys_generate_command(const keys_args& args) {
+  auto keys = cluster::generate_curve_keypair();
+  absl::Status written = keys.ok() ? cluster::write_cluster_keys(args.out, *keys) : keys.status();
+  if (!written.ok()) {
+    std::fprintf(stderr, "troupe keys generate: %s\n", std::string(written.message()).c_str());
+    return exit_runtime_failure;
+  }
+  std::printf(
+      "wrote %s/%s (the cluster's keypair, mode 0600) and %s/%s (its public key)\n"
+      "copy the directory to each machine of the cluster, keeping its mode, then:\n"
+      "  troupe head --keys %s            (or cluster.auth: curve, cluster.keys: %s)\n"
+      "  troupe worker --join ENDPOINT --keys %s\n",
+      args.out.c_str(), cluster::secret_key_file, args.out.c_str(), cluster::public_key_file,
+      args.out.c_str(), args.out.c_str(), args.out.c_str());
+  return exit_ok;
+}
+
 int head_command(const head_args& args) {
-  const std::string token = [&] {
-    config::cluster_spec spec;
-    spec.token = args.token;
-    return cluster_token(spec);
-  }();
-  cluster::head_cluster_file file(token);
-  const auto announce = [&token, &file](const std::string& endpoint) {
+  std::optional<roles_and_plugins> env;  // the plan's roles come from it: it outlives the job
+  std::optional<app::app_plan> plan;
+  config::cluster_spec spec;
+  spec.token = args.token;
+  if (args.app) {
+    env.emplace(args.app->plugin_dirs);
+    auto loaded = env->load(*args.app);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());
+      return exit_usage_error;
+    }
+    plan = std::move(*loaded);
+    spec.auth = plan->spec.cluster.auth;
+    spec.keys = plan->spec.cluster.keys;
+  }
+  auto credentials = head_credentials(spec, args.keys);
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "troupe head: %s\n", std::string(credentials.status().message()).c_str());
+    return exit_usage_error;
+  }
+  cluster::head_cluster_file file(credentials->token);
+  const auto announce = [&credentials, &file](const std::string& endpoint) {
     file.listening(endpoint);
+    if (credentials->curve) {
+      std::fprintf(stderr,
+                   "troupe head listening on %s (CURVE, keys in %s)\n"
+                   "join it with:   troupe worker --join %s --keys %s\n",
+                   endpoint.c_str(), credentials->keys_dir.c_str(), endpoint.c_str(),
+                   credentials->keys_dir.c_str());
+      return;
+    }
     std::fprintf(stderr,
                  "troupe head listening on %s\n"
                  "join it with:   troupe worker --join %s\n"
                  "  (other machines: TROUPE_CLUSTER_TOKEN=%s troupe worker --join %s)\n",
-                 endpoint.c_str(), endpoint.c_str(), token.c_str(), endpoint.c_str());
+                 endpoint.c_str(), endpoint.c_str(), credentials->token.c_str(), endpoint.c_str());
   };
-  if (args.app) {
-    roles_and_plugins env(args.app->plugin_dirs);
-    auto plan = env.load(*args.app);
-    if (!plan.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(plan.status().message()).c_str());
-      return exit_usage_error;
-    }
+  if (plan) {
     const auto& spec = plan->spec.cluster;
     return run_job(*plan, args.app->config, args.run_dir,
                    [&](const run::run_dir& dir) -> std::optional<apps::cluster_options> {
                      return apps::cluster_options{
                          .listen = args.listen,
-                         .token = token,
+                         .credentials = *credentials,
                          .local_workers = spec.local_workers,
                          .min_workers = std::max({spec.min_workers, spec.local_workers, 1}),
                          .log_dir = dir.path().string(),
@@ -149,7 +204,7 @@ int head_command(const head_args& args) {
   config::cluster_spec defaults;
   auto head = cluster::head_server::start(
       context, args.listen,
-      {.token = token,
+      {.credentials = *credentials,
        .heartbeat_interval = std::chrono::milliseconds(defaults.heartbeat_interval_ms),
        .heartbeat_misses = defaults.heartbeat_misses},
       static_cast<size_t>(defaults.max_frame_bytes), metrics, events);
@@ -206,12 +261,16 @@ int worker_command(const worker_args& args) {
     node.publish(actors::role_host_name(node.id()), caf::actor_cast<caf::actor>(host));
     return absl::OkStatus();
   };
-  auto node = cluster::node_agent::start(context, system,
-                                         {.head = args.join,
-                                          .token = token_for(args.join, args.token),
-                                          .bind_host = args.bind_host,
-                                          .res = *res},
-                                         metrics, host_roles);
+  auto credentials = client_credentials(args.join, args.token, args.keys);
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "troupe worker: %s\n",
+                 std::string(credentials.status().message()).c_str());
+    return exit_usage_error;
+  }
+  auto node = cluster::node_agent::start(
+      context, system,
+      {.head = args.join, .credentials = *credentials, .bind_host = args.bind_host, .res = *res},
+      metrics, host_roles);
   if (!node.ok()) {
     std::fprintf(stderr, "troupe worker: %s\n", std::string(node.status().message()).c_str());
     return exit_runtime_failure;
@@ -246,8 +305,14 @@ int worker_command(const worker_args& args) {
 }
 
 int status_command(const status_args& args) {
+  auto credentials = client_credentials(args.head, args.token, args.keys);
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "troupe status: %s\n",
+                 std::string(credentials.status().message()).c_str());
+    return exit_usage_error;
+  }
   zmq::context_t context;
-  auto client = cluster::head_client::connect(context, args.head, token_for(args.head, args.token));
+  auto client = cluster::head_client::connect(context, args.head, *credentials);
   if (!client.ok()) {
     std::fprintf(stderr, "troupe status: %s\n", std::string(client.status().message()).c_str());
     return exit_usage_error;

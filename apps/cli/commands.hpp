@@ -58,6 +58,7 @@ using cluster_setup = std::function<std::optional<apps::cluster_options>(const r
 struct head_args {
   std::string listen = "tcp://127.0.0.1:7070";
   std::string token;
+  std::string keys;  ///< CURVE keys directory (else TROUPE_KEYS)
   /// With a config, the head runs that app on the workers that join.
   std::optional<config_args> app;
   std::optional<std::string> run_dir;
@@ -69,6 +70,7 @@ struct head_args {
 struct worker_args {
   std::string join = "tcp://127.0.0.1:7070";
   std::string token;
+  std::string keys;  ///< CURVE keys directory (else TROUPE_KEYS)
   std::string bind_host = "127.0.0.1";
   std::string resources;
   std::vector<std::string> plugin_dirs;
@@ -80,6 +82,7 @@ struct worker_args {
 struct status_args {
   std::string head = "tcp://127.0.0.1:7070";
   std::string token;
+  std::string keys;  ///< CURVE keys directory (else TROUPE_KEYS)
   bool json = false;
 };
 
@@ -139,6 +142,23 @@ struct eval_args : data_args {
 /// The token to present to the head at `endpoint`: `given`, else TROUPE_CLUSTER_TOKEN, else the
 /// one a head on this machine recorded.
 [[nodiscard]] std::string token_for(const std::string& endpoint, const std::string& given);
+
+/// A head's credentials: the token, and under `cluster.auth: curve` (or with `keys_flag`) the
+/// keypair from `keys_flag`, else cluster.keys, else TROUPE_KEYS.
+[[nodiscard]] absl::StatusOr<cluster::cluster_credentials> head_credentials(
+    const config::cluster_spec& spec, const std::string& keys_flag);
+
+/// A client's credentials for the head at `endpoint`: token_for, and the keypair in `keys_flag`
+/// or TROUPE_KEYS when either is set.
+[[nodiscard]] absl::StatusOr<cluster::cluster_credentials> client_credentials(
+    const std::string& endpoint, const std::string& token, const std::string& keys_flag);
+
+struct keys_args {
+  std::string out;
+};
+
+/// `troupe keys generate --out DIR`: a CURVE keypair for a cluster (docs/security.md).
+[[nodiscard]] int keys_generate_command(const keys_args& args);
 
 /// The role registry with troupe's built-ins and a plugin loader searching the default
 /// directories (`plugins/` next to the binary, then TROUPE_PLUGIN_PATH), then `extra_dirs`.

@@ -181,15 +181,20 @@ int launch_command(const launch_args& args) {
     return exit_usage_error;
   }
   const auto& spec = plan->spec.cluster;
-  const std::string token = cluster_token(spec);
-  // More workers on this machine join with `troupe worker --join ENDPOINT` alone.
-  cluster::head_cluster_file file(token);
+  auto credentials = head_credentials(spec, "");
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(credentials.status().message()).c_str());
+    return exit_usage_error;
+  }
+  // More workers on this machine join with `troupe worker --join ENDPOINT` alone (under CURVE,
+  // with --keys).
+  cluster::head_cluster_file file(credentials->token);
   return run_job(*plan, args.config, args.run_dir,
                  [&](const run::run_dir& dir) -> std::optional<apps::cluster_options> {
                    if (spec.local_workers == 0) return std::nullopt;
                    return apps::cluster_options{
                        .listen = spec.listen,
-                       .token = token,
+                       .credentials = *credentials,
                        .local_workers = spec.local_workers,
                        .min_workers = std::max(spec.min_workers, spec.local_workers),
                        .log_dir = dir.path().string(),

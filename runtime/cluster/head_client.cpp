@@ -21,18 +21,20 @@ absl::Status status_of_error(const received_envelope& error) {
 
 absl::StatusOr<std::unique_ptr<head_client>> head_client::connect(zmq::context_t& context,
                                                                   const std::string& endpoint,
-                                                                  std::string token,
+                                                                  cluster_credentials credentials,
                                                                   size_t max_frame_bytes) {
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   configure_socket(socket, 4 * max_frame_bytes);
   socket.set(zmq::sockopt::routing_id, random_identity());
+  secure_client(socket, credentials);
+  auto handshakes = std::make_unique<handshake_watch>(context, socket);
   try {
     socket.connect(endpoint);
   } catch (const zmq::error_t& e) {
     return absl::InvalidArgumentError(absl::StrCat("cannot connect to ", endpoint, ": ", e.what()));
   }
-  return std::unique_ptr<head_client>(
-      new head_client(std::move(socket), endpoint, std::move(token), max_frame_bytes));
+  return std::unique_ptr<head_client>(new head_client(
+      std::move(socket), std::move(handshakes), endpoint, std::move(credentials), max_frame_bytes));
 }
 
 absl::Status head_client::send_raw(absl::string_view bytes) {
@@ -45,7 +47,7 @@ absl::StatusOr<received_envelope> head_client::call(absl::string_view type, map_
   h.type = std::string(type);
   h.src = "client";
   h.corr = next_corr_++;
-  payload.add("token", token_);
+  payload.add("token", credentials_.token);
   if (auto s = send(socket_, {encode(h, payload.bytes())}); !s.ok()) return s;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
@@ -54,6 +56,9 @@ absl::StatusOr<received_envelope> head_client::call(absl::string_view type, map_
       zmq::poll(&item, 1, std::chrono::milliseconds(20));
     } catch (const zmq::error_t&) {
       continue;
+    }
+    if (const auto failed = handshakes_->take(); !failed.empty()) {
+      return handshake_refused(failed.front(), endpoint_, credentials_);
     }
     auto frames = try_recv(socket_);
     if (!frames.ok()) return frames.status();
@@ -65,9 +70,12 @@ absl::StatusOr<received_envelope> head_client::call(absl::string_view type, map_
     if (reply->header.type == "error") return status_of_error(*reply);
     return reply;
   }
-  return absl::DeadlineExceededError(absl::StrCat("no answer from the head at ", endpoint_,
-                                                  " within ", timeout.count(),
-                                                  " ms; is troupe head running there?"));
+  return absl::DeadlineExceededError(absl::StrCat(
+      "no answer from the head at ", endpoint_, " within ", timeout.count(),
+      " ms; is troupe head running there?",
+      credentials_.curve
+          ? absl::StrCat(" Does ", credentials_.keys_dir, " hold the keys it was started with?")
+          : ""));
 }
 
 }  // namespace troupe::cluster

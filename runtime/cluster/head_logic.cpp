@@ -21,6 +21,10 @@ int64_t millis(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
+bool head_logic::token_accepted(absl::string_view token) const {
+  return options_.credentials.curve.has_value() || same_secret(token, options_.credentials.token);
+}
+
 head_logic::head_logic(head_options options, clock::time_point now)
     : options_(std::move(options)),
       members_(options_.heartbeat_interval, options_.heartbeat_misses),
@@ -94,7 +98,7 @@ std::vector<head_logic::outgoing> head_logic::on_request(const std::string& iden
     if (auto map = map_view::of(request.payload, h.type); map.ok()) {
       token = map->get_string("token", "").value_or("");
     }
-    if (members_only || !same_secret(token, options_.token)) {
+    if (members_only || !token_accepted(token)) {
       rejections_.push_back("unauthenticated");
       return {error(identity, h,
                     absl::PermissionDeniedError(
@@ -123,7 +127,7 @@ std::vector<head_logic::outgoing> head_logic::on_join(const std::string& identit
   auto map = map_view::of(r.payload, "join payload");
   if (!map.ok()) return {error(identity, r.header, map.status())};
   const std::string token = map->get_string("token", "").value_or("");
-  if (!same_secret(token, options_.token)) {
+  if (!token_accepted(token)) {
     notices_.push_back(
         {"join_refused",
          absl::StrCat("refused a join from ", r.header.src.empty() ? "a client" : r.header.src,

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cluster/curve_keys.hpp"
 #include "runtime/cluster/envelope.hpp"
 #include "runtime/cluster/kv_store.hpp"
 #include "runtime/cluster/membership.hpp"
@@ -18,8 +19,9 @@ inline constexpr absl::string_view job_key_prefix = "job/";
 
 /// What the head is configured with.
 struct head_options {
-  /// The shared secret a join (or a request from a client that has not joined) must present.
-  std::string token;
+  /// What a join (or a request from a client that has not joined) must present: the token, or,
+  /// with CURVE, nothing more (the socket let in only holders of the cluster's key).
+  cluster_credentials credentials;
   std::chrono::milliseconds heartbeat_interval{500};
   int heartbeat_misses = 4;
   /// The resolved app config handed to every joining worker (empty: no app yet).
@@ -75,6 +77,9 @@ class head_logic {
   [[nodiscard]] const membership& members() const { return members_; }
 
  private:
+  // Whether `token` lets a client in: the cluster's token, or anything under CURVE.
+  [[nodiscard]] bool token_accepted(absl::string_view token) const;
+
   struct waiting_client {
     std::string identity;
     uint64_t corr;

@@ -11,20 +11,29 @@ namespace troupe::cluster {
 absl::StatusOr<std::unique_ptr<head_server>> head_server::start(
     zmq::context_t& context, std::string listen, head_options options, size_t max_frame_bytes,
     metrics::registry& metrics, run::event_log& events) {
+  auto gate = curve_gate::open(context, options.credentials);
+  if (!gate.ok()) return gate.status();
   zmq::socket_t socket(context, zmq::socket_type::router);
   configure_socket(socket, 4 * max_frame_bytes);
   socket.set(zmq::sockopt::router_mandatory, 1);
+  secure_server(socket, options.credentials);
+  auto handshakes = std::make_unique<handshake_watch>(context, socket);
   auto endpoint = bind_socket(socket, listen);
   if (!endpoint.ok()) return endpoint.status();
   options.endpoint = *endpoint;
   options.metrics_text = [&metrics] { return metrics.prometheus_text(); };
-  return std::unique_ptr<head_server>(new head_server(
-      std::move(socket), *endpoint, std::move(options), max_frame_bytes, metrics, events));
+  return std::unique_ptr<head_server>(
+      new head_server(std::move(socket), std::move(handshakes), std::move(*gate), *endpoint,
+                      std::move(options), max_frame_bytes, metrics, events));
 }
 
-head_server::head_server(zmq::socket_t socket, std::string endpoint, head_options options,
-                         size_t max_frame_bytes, metrics::registry& metrics, run::event_log& events)
-    : socket_(std::move(socket)),
+head_server::head_server(zmq::socket_t socket, std::unique_ptr<handshake_watch> handshakes,
+                         std::shared_ptr<curve_gate> gate, std::string endpoint,
+                         head_options options, size_t max_frame_bytes, metrics::registry& metrics,
+                         run::event_log& events)
+    : gate_(std::move(gate)),
+      socket_(std::move(socket)),
+      handshakes_(std::move(handshakes)),
       endpoint_(std::move(endpoint)),
       logic_(std::move(options), std::chrono::steady_clock::now()),
       max_frame_bytes_(max_frame_bytes),
@@ -59,6 +68,21 @@ void head_server::reject(const std::string& identity, const absl::Status& why) {
                                           .add("message", std::string(why.message()))
                                           .bytes());
   (void)send(socket_, {identity, frame});
+}
+
+void head_server::count_refused_handshakes() {
+  for (const auto& f : handshakes_->take()) {
+    const char* reason = f.key_refused ? "key_not_allowed" : "handshake_failed";
+    metrics_
+        .get_counter("troupe_auth_refused_total",
+                     "Connections to the head refused in the CURVE handshake", {{"reason", reason}})
+        .inc();
+    events_.emit(run::severity::warning, "auth_refused",
+                 f.key_refused ? "refused a connection whose CURVE key is not the cluster's"
+                               : "refused a connection whose handshake failed (no CURVE, or "
+                                 "another cluster's keys)",
+                 {{"reason", reason}});
+  }
 }
 
 void head_server::serve(const std::vector<zmq::message_t>& frames) {
@@ -130,6 +154,7 @@ void head_server::loop() {
     if (clock::now() >= next_tick) {
       deliver(logic_.on_tick(clock::now()));
       next_tick = clock::now() + std::chrono::milliseconds(50);
+      count_refused_handshakes();
     }
     report();
   }

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "runtime/cluster/curve_gate.hpp"
 #include "runtime/cluster/head_logic.hpp"
 #include "runtime/metrics/registry.hpp"
 #include "runtime/run/event_log.hpp"
@@ -16,7 +17,9 @@ namespace troupe::cluster {
 /// The head: one thread serving `head_logic` on a ZeroMQ ROUTER. Frames that are oversized,
 /// malformed, of an unknown type or another protocol version are answered with an error and
 /// counted in `troupe_rejected_frames_total{reason}`; the connection that sent them keeps
-/// working. Joins, refusals and deaths go to the event log.
+/// working. With CURVE credentials the socket is a CURVE server behind the context's curve_gate;
+/// a handshake it refuses (a client without CURVE, or with another key) is counted in
+/// `troupe_auth_refused_total{reason}` and logged. Joins, refusals and deaths go to the event log.
 class head_server {
  public:
   /// Binds `listen` ("tcp://HOST:PORT", port 0 picks one) and starts serving.
@@ -34,15 +37,19 @@ class head_server {
   void stop(absl::string_view reason = "the job ended");
 
  private:
-  head_server(zmq::socket_t socket, std::string endpoint, head_options options,
+  head_server(zmq::socket_t socket, std::unique_ptr<handshake_watch> handshakes,
+              std::shared_ptr<curve_gate> gate, std::string endpoint, head_options options,
               size_t max_frame_bytes, metrics::registry& metrics, run::event_log& events);
   void loop();
   void serve(const std::vector<zmq::message_t>& frames);
   void deliver(const std::vector<head_logic::outgoing>& out);
   void report();
   void reject(const std::string& identity, const absl::Status& why);
+  void count_refused_handshakes();
 
+  std::shared_ptr<curve_gate> gate_;  // null without CURVE
   zmq::socket_t socket_;
+  std::unique_ptr<handshake_watch> handshakes_;
   std::string endpoint_;
   head_logic logic_;
   size_t max_frame_bytes_;

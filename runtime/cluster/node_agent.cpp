@@ -39,9 +39,11 @@ node_agent::node_agent(zmq::context_t& context, caf::actor_system& system, node_
       lost_in_flush_(metrics.get_counter("troupe_remote_undeliverable_total",
                                          "Actor messages between nodes that could not be delivered",
                                          {{"what", "outgoing"}, {"reason", "send_failed"}})),
-      head_(context, zmq::socket_type::dealer) {
+      head_(context, zmq::socket_type::dealer),
+      head_handshakes_(context, head_) {
   configure_socket(head_, 4 * options_.max_frame_bytes);
   head_.set(zmq::sockopt::routing_id, random_identity());
+  secure_client(head_, options_.credentials);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
 
@@ -61,8 +63,12 @@ absl::StatusOr<std::unique_ptr<node_agent>> node_agent::start(zmq::context_t& co
 }
 
 absl::Status node_agent::join() {
+  auto gate = curve_gate::open(context_, options_.credentials);
+  if (!gate.ok()) return gate.status();
+  gate_ = std::move(*gate);
   zmq::socket_t router(context_, zmq::socket_type::router);
   configure_socket(router, 4 * options_.max_frame_bytes);
+  secure_server(router, options_.credentials);
   auto bound = bind_socket(router, absl::StrCat("tcp://", options_.bind_host, ":0"));
   if (!bound.ok()) return bound.status();
   endpoint_ = *bound;
@@ -76,7 +82,7 @@ absl::Status node_agent::join() {
         absl::StrCat("cannot connect to the head at ", options_.head, ": ", e.what()));
   }
   map_builder payload;
-  payload.add("token", options_.token)
+  payload.add("token", options_.credentials.token)
       .add("endpoint", endpoint_)
       .add("host", hostname())
       .add("pid", static_cast<int64_t>(getpid()))
@@ -96,6 +102,9 @@ absl::Status node_agent::join() {
       zmq::poll(&item, 1, std::chrono::milliseconds(50));
     } catch (const zmq::error_t&) {
       continue;
+    }
+    if (const auto failed = head_handshakes_.take(); !failed.empty()) {
+      return handshake_refused(failed.front(), options_.head, options_.credentials);
     }
     auto frames = try_recv(head_);
     if (!frames.ok()) return frames.status();
@@ -128,9 +137,12 @@ absl::Status node_agent::join() {
     }
     return absl::OkStatus();
   }
-  return absl::DeadlineExceededError(absl::StrCat("no answer from the head at ", options_.head,
-                                                  " within ", options_.join_timeout.count(),
-                                                  " ms; is `troupe head` running there?"));
+  return absl::DeadlineExceededError(absl::StrCat(
+      "no answer from the head at ", options_.head, " within ", options_.join_timeout.count(),
+      " ms; is `troupe head` running there?",
+      options_.credentials.curve ? absl::StrCat(" Does ", options_.credentials.keys_dir,
+                                                " hold the keys it was started with?")
+                                 : ""));
 }
 
 node_agent::~node_agent() {
@@ -236,6 +248,7 @@ absl::Status node_agent::send_to_peer(const std::string& node, absl::string_view
     if (!slot) {
       zmq::socket_t socket(context_, zmq::socket_type::dealer);
       configure_socket(socket, 4 * options_.max_frame_bytes);
+      secure_client(socket, options_.credentials);
       try {
         socket.connect(p->second.endpoint);
       } catch (const zmq::error_t& e) {

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "caf/all.hpp"
 #include "nlohmann/json.hpp"
+#include "runtime/cluster/curve_gate.hpp"
 #include "runtime/cluster/envelope.hpp"
 #include "runtime/cluster/membership.hpp"
 #include "runtime/cluster/peer_inbox.hpp"
@@ -30,7 +31,7 @@ namespace troupe::cluster {
 struct node_options {
   /// The head's endpoint, "tcp://HOST:PORT".
   std::string head;
-  std::string token;
+  cluster_credentials credentials;
   /// Where this node's ROUTER listens for its peers (a free port on this host).
   std::string bind_host = "127.0.0.1";
   /// True for the head process's own node (it takes the member id "head").
@@ -73,7 +74,7 @@ class node_agent {
   ~node_agent();
 
   [[nodiscard]] const std::string& id() const { return id_; }
-  /// What the node was started with (the head's endpoint and the cluster token among it).
+  /// What the node was started with (the head's endpoint and the cluster's credentials among it).
   [[nodiscard]] const node_options& options() const { return options_; }
   [[nodiscard]] const std::string& endpoint() const { return endpoint_; }
   /// The app config the head handed out at the join (empty without an app).
@@ -136,7 +137,9 @@ class node_agent {
   metrics::counter& frames_on_workers_;
   metrics::counter& frames_on_node_thread_;
   metrics::counter& lost_in_flush_;
+  std::shared_ptr<curve_gate> gate_;  // null without CURVE; before the sockets it admits to
   zmq::socket_t head_;
+  handshake_watch head_handshakes_;
   std::shared_ptr<peer_inbox> inbox_;
   bool workers_poll_inbox_ = false;  // else the I/O thread polls it
   int wake_fd_ = -1;

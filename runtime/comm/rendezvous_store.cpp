@@ -25,11 +25,11 @@ absl::StatusOr<std::string> memory_store::wait(const std::string& key,
   return values_[key];
 }
 
-absl::StatusOr<std::unique_ptr<head_store>> head_store::connect(const std::string& endpoint,
-                                                                const std::string& token) {
+absl::StatusOr<std::unique_ptr<head_store>> head_store::connect(
+    const std::string& endpoint, const cluster::cluster_credentials& credentials) {
   std::unique_ptr<head_store> store(new head_store());
   TROUPE_ASSIGN_OR_RETURN(store->client_,
-                          cluster::head_client::connect(store->context_, endpoint, token));
+                          cluster::head_client::connect(store->context_, endpoint, credentials));
   return store;
 }
 
@@ -51,11 +51,12 @@ absl::StatusOr<std::string> head_store::wait(const std::string& key,
   return map.get_bytes("value");
 }
 
-store_opener head_store_opener(std::string endpoint, std::string token) {
+store_opener head_store_opener(std::string endpoint, cluster::cluster_credentials credentials) {
   return [endpoint = std::move(endpoint),
-          token = std::move(token)]() -> absl::StatusOr<std::shared_ptr<rendezvous_store>> {
+          credentials =
+              std::move(credentials)]() -> absl::StatusOr<std::shared_ptr<rendezvous_store>> {
     TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<head_store> store,
-                            head_store::connect(endpoint, token));
+                            head_store::connect(endpoint, credentials));
     return std::shared_ptr<rendezvous_store>(std::move(store));
   };
 }

@@ -40,9 +40,9 @@ class memory_store final : public rendezvous_store {
 /// The head's key-value store (kv.set / kv.wait, docs/protocol.md), through its own connection.
 class head_store final : public rendezvous_store {
  public:
-  /// Connects to the head at `endpoint` with the cluster token.
+  /// Connects to the head at `endpoint` with the cluster's credentials.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<head_store>> connect(
-      const std::string& endpoint, const std::string& token);
+      const std::string& endpoint, const cluster::cluster_credentials& credentials);
 
   absl::Status set(const std::string& key, const std::string& value) override;
   absl::StatusOr<std::string> wait(const std::string& key,
@@ -59,7 +59,8 @@ using store_opener = std::function<absl::StatusOr<std::shared_ptr<rendezvous_sto
 
 /// Each call connects a new head_store to the head at `endpoint` (a member may block in wait()
 /// while another sets, so members do not share a connection).
-[[nodiscard]] store_opener head_store_opener(std::string endpoint, std::string token);
+[[nodiscard]] store_opener head_store_opener(std::string endpoint,
+                                             cluster::cluster_credentials credentials);
 
 /// Every call returns the same memory_store: the members are threads of this process.
 [[nodiscard]] store_opener shared_memory_store_opener();

@@ -40,6 +40,13 @@ object_schema<cluster_spec> make_cluster_schema() {
       .help("the head's endpoint; port 0 picks a free one");
   s.add("token", &cluster_spec::token)
       .help("secret needed to join; empty = TROUPE_CLUSTER_TOKEN or a random one");
+  s.add("auth", &cluster_spec::auth)
+      .one_of({"token", "curve"})
+      .help(
+          "token: a shared secret sent in clear; curve: ZeroMQ CURVE on every control-plane "
+          "connection (docs/security.md)");
+  s.add("keys", &cluster_spec::keys)
+      .help("with auth: curve, the directory `troupe keys generate` wrote; empty = TROUPE_KEYS");
   s.add("heartbeat_interval_ms", &cluster_spec::heartbeat_interval_ms)
       .range(10, 60000)
       .help("how often workers send heartbeats");

@@ -53,6 +53,11 @@ struct cluster_spec {
   std::string listen = "tcp://127.0.0.1:0";
   /// The secret a worker needs to join; empty: TROUPE_CLUSTER_TOKEN, else a random one.
   std::string token;
+  /// How members prove they belong: "token" (sent in clear) or "curve" (every control-plane
+  /// connection encrypted and authenticated with the cluster's keys).
+  std::string auth = "token";
+  /// With curve: the directory `troupe keys generate` wrote; empty: TROUPE_KEYS.
+  std::string keys;
   int heartbeat_interval_ms = 500;
   /// Missed heartbeats before a worker is declared dead (interval * misses: 2 s by default).
   int heartbeat_misses = 4;

@@ -44,17 +44,22 @@ class cluster_harness : public ::testing::Test {
     endpoint_ = m[1];
   }
 
-  subprocess& start_worker(const std::string& worker_token = token) {
-    workers_.push_back(
-        std::make_unique<subprocess>(std::vector<std::string>{TROUPE_BINARY, "worker", "--join",
-                                                              endpoint_, "--token", worker_token},
-                                     env()));
+  // A worker joining with `worker_token`, and with `keys` (a CURVE keys directory) when set.
+  subprocess& start_worker(const std::string& worker_token = token, const std::string& keys = "") {
+    std::vector<std::string> args = {TROUPE_BINARY, "worker",  "--join",
+                                     endpoint_,     "--token", worker_token};
+    if (!keys.empty()) args.insert(args.end(), {"--keys", keys});
+    workers_.push_back(std::make_unique<subprocess>(args, env()));
     return *workers_.back();
   }
 
-  // `troupe status --json`; an empty object once the head is gone.
+  // `troupe status --json` (with `keys`, the CURVE keys directory, when set); an empty object
+  // once the head is gone.
   nlohmann::json status() const {
-    auto r = run({TROUPE_BINARY, "status", "--head", endpoint_, "--token", token, "--json"}, 10s);
+    std::vector<std::string> args = {TROUPE_BINARY, "status", "--head", endpoint_,
+                                     "--token",     token,    "--json"};
+    if (!keys_.empty()) args.insert(args.end(), {"--keys", keys_});
+    auto r = run(args, 10s);
     auto j = nlohmann::json::parse(r.out, nullptr, false);
     return j.is_object() ? j : nlohmann::json::object();
   }
@@ -98,6 +103,7 @@ class cluster_harness : public ::testing::Test {
   temp_dir dir_;
   test_hold hold_{dir_};
   std::string endpoint_;
+  std::string keys_;  // the cluster's CURVE keys directory, when it has one
   // A head stopped with Ctrl-C removes its cluster file (/tmp/troupe-UID/head-PORT.json); a
   // killed one would leave it behind. The destructors kill whatever is left.
   void TearDown() override {

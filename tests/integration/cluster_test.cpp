@@ -214,6 +214,51 @@ TEST_F(ClusterTest, AForeignClientSpeaksTheDocumentedProtocol) {
   EXPECT_NE(r.out.find("ok: 2 members"), std::string::npos) << r.out << r.err;
 }
 
+// CURVE as a new user runs it (docs/security.md): `troupe keys generate`, a head and two workers
+// with the keys, `troupe status` with them, a job across the workers. A worker without the keys,
+// or with another cluster's, is refused with what is wrong; the head logs the refusals.
+TEST_F(ClusterTest, ACurveClusterRunsAJobAndRefusesWorkersWithoutItsKeys) {
+  const std::string keys = dir_.file("keys");
+  const auto generated = run({TROUPE_BINARY, "keys", "generate", "--out", keys}, 10s);
+  ASSERT_EQ(generated.exit_code, 0) << generated.err;
+  const std::string other = dir_.file("other-keys");
+  ASSERT_EQ(run({TROUPE_BINARY, "keys", "generate", "--out", other}, 10s).exit_code, 0);
+  keys_ = keys;
+  hold_.hold();  // the job waits until the refusals are seen
+  start_head(pipeline(100,
+                      "impl: faulty, plugin: faulty, count: 2, "
+                      "options: {fail_first: 1000000, mode: hold}"),
+             {"--keys", keys, "--set", "cluster.min_workers=2"});
+  EXPECT_NE(head_->stderr_so_far().find("(CURVE, keys in " + keys + ")"), std::string::npos);
+  start_worker(token, keys);
+  start_worker("any-token", keys);  // CURVE admits by key; the token is not checked
+  ASSERT_EQ(live_workers(2).size(), 2u) << head_->stderr_so_far();
+  EXPECT_EQ(status()["members"].size(), 3u);
+
+  auto plain = start_worker().wait(20s);
+  EXPECT_EQ(plain.exit_code, 1);
+  EXPECT_NE(plain.err.find("requires CURVE (cluster.auth: curve) and this process has no keys: "
+                           "pass --keys DIR or set TROUPE_KEYS"),
+            std::string::npos)
+      << plain.err;
+  auto wrong = start_worker(token, other).wait(30s);
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.err.find(other), std::string::npos) << wrong.err;
+  const auto status_without = run({TROUPE_BINARY, "status", "--head", endpoint_}, 20s);
+  EXPECT_NE(status_without.exit_code, 0);
+  EXPECT_NE(status_without.err.find("requires CURVE"), std::string::npos) << status_without.err;
+  EXPECT_TRUE(head_->wait_for_stderr("refused a connection whose handshake failed", 10s));
+  EXPECT_EQ(live_workers(2).size(), 2u);
+
+  hold_.release();
+  auto r = head_->wait(60s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(summary_of(r)["digest"], expected_digest(payloads_));  // every item, across CURVE
+  const auto ready = events_of(run_dir(), "cluster_ready");
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0]["auth"], "curve");
+}
+
 TEST_F(ClusterTest, AJoinWithoutTheTokenIsRefusedAndLogged) {
   start_head();
   auto r = start_worker("not-the-token").wait(20s);
@@ -240,7 +285,7 @@ TEST_F(ClusterTest, GarbageFramesAreRefusedWithoutHarm) {
   ASSERT_TRUE(head_->wait_for_stderr("started", 20s));
   zmq::context_t context;
   for (const std::string& target : {endpoint_, workers[0]["endpoint"].get<std::string>()}) {
-    auto client = cluster::head_client::connect(context, target, token);
+    auto client = cluster::head_client::connect(context, target, {.token = token});
     ASSERT_TRUE(client.ok());
     std::mt19937 rng(7);
     for (int i = 0; i < 200; ++i) {

@@ -293,12 +293,21 @@ TEST_F(PretrainTest, SftTrainsOnTheResponsesAndTwoRanksMatchOne) {
   EXPECT_NEAR(two.summary["val_loss"].get<double>(), one.summary["val_loss"].get<double>(), 1e-4);
 }
 
+// ZeRO-1 runs on a CURVE cluster (cluster.auth: curve): the control plane's encryption changes
+// nothing of the training.
 TEST_F(PretrainTest, TwoRanksAndZeroStagesMatchOneRank) {
   const run_result one = launch("dp1", 1, 0);
   ASSERT_EQ(one.process.exit_code, 0) << one.process.err;
+  const std::string keys = dir_.file("keys");
+  ASSERT_EQ(troupe({"keys", "generate", "--out", keys}, std::chrono::seconds(30)).exit_code, 0);
   for (int zero : {0, 1, 2}) {
-    const run_result two = launch("dp2-zero" + std::to_string(zero), 2, zero);
+    std::vector<std::string> curve;
+    if (zero == 1) curve = {"--set", "cluster.auth=curve", "--set", "cluster.keys=" + keys};
+    const run_result two = launch("dp2-zero" + std::to_string(zero), 2, zero, curve);
     ASSERT_EQ(two.process.exit_code, 0) << two.process.err;
+    const auto ready = events_of(dir_.file("dp2-zero" + std::to_string(zero)), "cluster_ready");
+    ASSERT_EQ(ready.size(), 1u);
+    EXPECT_EQ(ready[0]["auth"], zero == 1 ? "curve" : "token");
     expect_close(one.losses, two.losses, 1e-4, "dp2 zero " + std::to_string(zero));
     EXPECT_NEAR(two.summary["val_loss"].get<double>(), one.summary["val_loss"].get<double>(), 1e-4);
   }

@@ -214,6 +214,17 @@ TEST_F(ServeTest, TheOfficialOpenAiClientWorksUnchanged) {
   EXPECT_EQ(seen["stream_choices"], nlohmann::json::array({0, 1}));
 }
 
+TEST_F(ServeTest, ServesOnACurveCluster) {
+  const std::string keys = dir_.file("keys");
+  ASSERT_EQ(troupe({"keys", "generate", "--out", keys}, 30s).exit_code, 0);
+  start({"--set", "cluster.auth=curve", "--set", "cluster.keys=" + keys});
+  auto c = client();
+  post(c, "/v1/completions", R"({"model": "troupe-tiny", "prompt": "x", "max_tokens": 2})", 200);
+  const auto ready = events_of(run_dir(), "cluster_ready");
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0]["auth"], "curve");
+}
+
 TEST_F(ServeTest, ABearerTokenAndTheHttpLimitsComeFromTheConfig) {
   start({"--set", "serve.token=s3cret", "--set", "serve.http.max_body_bytes=256"});
   auto c = client();

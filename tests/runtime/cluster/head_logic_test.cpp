@@ -21,7 +21,7 @@ class HeadLogicTest : public ::testing::Test {
  protected:
   HeadLogicTest()
       : t0_(clock::now()),
-        head_({.token = "s3cret",
+        head_({.credentials = {.token = "s3cret"},
                .heartbeat_interval = 100ms,
                .heartbeat_misses = 3,
                .app_config = "app: pipeline\n",

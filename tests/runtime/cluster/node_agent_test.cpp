@@ -25,10 +25,10 @@ using echo_actor = caf::typed_actor<caf::replies_to<actor::ping_atom, int32_t>::
 class NodeAgentTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    auto head =
-        head_server::start(context_, "tcp://127.0.0.1:0",
-                           {.token = "t", .heartbeat_interval = 100ms, .heartbeat_misses = 5},
-                           1 << 20, metrics_, events_);
+    auto head = head_server::start(
+        context_, "tcp://127.0.0.1:0",
+        {.credentials = {.token = "t"}, .heartbeat_interval = 100ms, .heartbeat_misses = 5},
+        1 << 20, metrics_, events_);
     ASSERT_TRUE(head.ok()) << head.status();
     head_ = std::move(*head);
     a_ = start(*system_a_);
@@ -46,7 +46,7 @@ class NodeAgentTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<node_agent> start(caf::actor_system& system, std::string token = "t") {
     auto agent = node_agent::start(context_, system,
                                    {.head = head_->endpoint(),
-                                    .token = std::move(token),
+                                    .credentials = {.token = std::move(token)},
                                     .max_frame_bytes = max_frame,
                                     .join_timeout = 5s,
                                     .request_timeout = 5s},
@@ -326,9 +326,9 @@ TEST_P(NodeAgentTest, ANodeThatLeavesFailsItsPendingRequestsAndProxies) {
 }
 
 TEST_P(NodeAgentTest, AJoinWithoutTheTokenIsRefused) {
-  auto bad = node_agent::start(context_, *system_b_,
-                               {.head = head_->endpoint(), .token = "wrong", .join_timeout = 5s},
-                               metrics_);
+  auto bad = node_agent::start(
+      context_, *system_b_,
+      {.head = head_->endpoint(), .credentials = {.token = "wrong"}, .join_timeout = 5s}, metrics_);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(bad.status().message().find("missing or wrong cluster token"), absl::string_view::npos);

@@ -31,8 +31,8 @@ class GlooCommunicatorTest : public ::testing::Test {
   void SetUp() override {
     auto head = cluster::head_server::start(
         context_, "tcp://127.0.0.1:0",
-        {.token = "secret", .app_config = {}, .endpoint = {}, .metrics_text = {}}, 1 << 20,
-        metrics_, events_);
+        {.credentials = {.token = "secret"}, .app_config = {}, .endpoint = {}, .metrics_text = {}},
+        1 << 20, metrics_, events_);
     ASSERT_TRUE(head.ok()) << head.status();
     head_ = std::move(*head);
   }
@@ -105,7 +105,7 @@ TEST_F(GlooCommunicatorTest, AKilledRankFailsEverySurvivorsCollectiveAtOnce) {
   std::vector<std::unique_ptr<testing::subprocess>> ranks;
   for (int r = 0; r < 4; ++r)
     ranks.push_back(start_rank(r, 4, "peer_killed", 120000));
-  auto store = head_store::connect(head_->endpoint(), "secret");
+  auto store = head_store::connect(head_->endpoint(), {.token = "secret"});
   ASSERT_TRUE(store.ok()) << store.status();
   for (int r = 0; r < 3; ++r)
     ASSERT_TRUE((*store)->wait("entered/" + std::to_string(r), 30s).ok()) << r;
@@ -125,7 +125,7 @@ TEST_F(GlooCommunicatorTest, AbortReleasesSurvivorsOfAStoppedRankAndFencesIt) {
   std::vector<std::unique_ptr<testing::subprocess>> ranks;
   for (int r = 0; r < 3; ++r)
     ranks.push_back(start_rank(r, 3, "peer_stopped", 120000));
-  auto store = head_store::connect(head_->endpoint(), "secret");
+  auto store = head_store::connect(head_->endpoint(), {.token = "secret"});
   ASSERT_TRUE(store.ok()) << store.status();
   for (int r = 0; r < 2; ++r)
     ASSERT_TRUE((*store)->wait("entered/" + std::to_string(r), 30s).ok()) << r;

@@ -162,7 +162,7 @@ absl::Status peer_lost(comm::communicator& c, comm::rendezvous_store& store, boo
   }
   std::thread watcher;
   if (stopped) {
-    auto watch_store = comm::head_store::connect(head, token);
+    auto watch_store = comm::head_store::connect(head, {.token = token});
     if (!watch_store.ok()) return watch_store.status();
     watcher = std::thread([&c, ws = std::shared_ptr<comm::head_store>(std::move(*watch_store))] {
       if (ws->wait("abort", 2min).ok()) c.abort("the last rank stopped");
@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", report.dump().c_str());
     return s.ok() ? 0 : 1;
   };
-  auto store = comm::head_store::connect(head, token);
+  auto store = comm::head_store::connect(head, {.token = token});
   if (!store.ok()) return finish(store.status());
   const auto start = std::chrono::steady_clock::now();
   auto group = comm::make_gloo_communicator(**store, options);
