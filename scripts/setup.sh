@@ -21,6 +21,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-zmq python3-msgpack
   # the PyTorch baselines of the benchmarks (bench/ref_*_torch.py, ../shared/tools)
   python3-torch
+  # fuzzing: clang with libFuzzer, ASan and UBSan (scripts/fuzz.sh, tests/fuzz)
+  clang libclang-rt-dev
   # a busy machine for the suite's repeated runs (scripts/test.sh --busy-cores, docs/testing.md)
   stress-ng
   # the OpenAI client compatibility test (tests/integration/openai_client); npm comes with it

@@ -156,10 +156,13 @@ absl::StatusOr<checkpoint> checkpoint_store::read(const std::string& dir) {
     return absl::DataLossError(
         absl::StrCat(manifest_path, ": missing (the checkpoint was never committed)"));
   }
+  // Every field is checked for its type before it is read: a manifest is outside input.
   nlohmann::json manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (manifest.is_discarded() || !manifest.is_object() || manifest.value("format", "") != format ||
-      !manifest.contains("step") || !manifest["step"].is_number_integer() ||
-      !manifest.contains("files") || !manifest["files"].is_object()) {
+  if (manifest.is_discarded() || !manifest.is_object() || !manifest.contains("format") ||
+      manifest["format"] != format || !manifest.contains("step") ||
+      !manifest["step"].is_number_integer() || !manifest.contains("files") ||
+      !manifest["files"].is_object() ||
+      (manifest.contains("meta") && !manifest["meta"].is_object())) {
     return absl::DataLossError(absl::StrCat(manifest_path, ": not a ", format, " manifest"));
   }
   checkpoint out;
@@ -167,16 +170,24 @@ absl::StatusOr<checkpoint> checkpoint_store::read(const std::string& dir) {
   out.step = manifest["step"].get<int64_t>();
   out.meta = manifest.value("meta", nlohmann::json::object());
   for (const auto& [name, record] : manifest["files"].items()) {
+    // A file of the step directory itself, with its size and digest.
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        !record.is_object() || !record.contains("bytes") || !record["bytes"].is_number_unsigned() ||
+        !record.contains("sha256") || !record["sha256"].is_string()) {
+      return absl::DataLossError(absl::StrCat(manifest_path, ": malformed entry for file '", name,
+                                              "' (a file name with its bytes and sha256)"));
+    }
+    const uint64_t bytes = record["bytes"].get<uint64_t>();
     const std::string path = (fs::path(dir) / name).string();
     std::error_code ec;
     const uint64_t size = fs::file_size(path, ec);
     if (ec) return absl::DataLossError(absl::StrCat(path, ": listed in the manifest but missing"));
-    if (size != record.value("bytes", uint64_t{0})) {
-      return absl::DataLossError(absl::StrCat(path, ": ", size, " bytes, the manifest says ",
-                                              record.value("bytes", uint64_t{0}), " (truncated?)"));
+    if (size != bytes) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": ", size, " bytes, the manifest says ", bytes, " (truncated?)"));
     }
     TROUPE_ASSIGN_OR_RETURN(std::string digest, sha256_file(path));
-    if (digest != record.value("sha256", "")) {
+    if (digest != record["sha256"].get<std::string>()) {
       return absl::DataLossError(
           absl::StrCat(path, ": sha256 differs from the manifest (the file is corrupted)"));
     }

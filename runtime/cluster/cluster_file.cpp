@@ -42,10 +42,10 @@ absl::StatusOr<std::string> read_cluster_token(const std::string& endpoint) {
   std::ifstream in(file_for(endpoint));
   if (!in) return absl::NotFoundError("no cluster file for " + endpoint);
   auto j = nlohmann::json::parse(in, nullptr, false);
-  if (!j.is_object()) {
+  if (!j.is_object() || !j.contains("token") || !j["token"].is_string()) {
     return absl::NotFoundError("no cluster file for " + endpoint);
   }
-  return j.value("token", "");
+  return j["token"].get<std::string>();
 }
 
 void remove_cluster_file(const std::string& endpoint) {

@@ -41,6 +41,7 @@ absl::StatusOr<caf::error> unpack_error(const msgpack::object& o) {
   auto status = m->get_uint("status", 13);
   auto message = m->get_string("message", "");
   if (!category.ok()) return category.status();
+  if (!message.ok()) return message.status();
   if (!code.ok() || *code > 255) return absl::InvalidArgumentError("error: bad 'code'");
   if (!status.ok() || *status > 16) return absl::InvalidArgumentError("error: bad 'status'");
   if (*category == "system") return caf::make_error(static_cast<caf::sec>(*code), *message);

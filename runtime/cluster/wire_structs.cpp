@@ -240,6 +240,7 @@ absl::StatusOr<actor::actor_down> unpack_down(const msgpack::object& o) {
   auto message = m->get_string("message", "");
   if (!name.ok()) return name.status();
   if (!code.ok()) return code.status();
+  if (!message.ok()) return message.status();
   return actor::actor_down{std::move(*name), static_cast<int32_t>(*code), std::move(*message)};
 }
 

@@ -88,6 +88,28 @@ TEST(CheckpointStore, DamageIsDetectedNamedAndSkipped) {
   EXPECT_EQ(store.read_latest(nullptr).status().code(), absl::StatusCode::kNotFound);
 }
 
+// A manifest is outside input: fields of another type, or a file outside the step directory,
+// make the checkpoint unreadable (the next older one is used), never an exception.
+TEST(CheckpointStore, AManifestWithFieldsOfOtherTypesIsRefused) {
+  testing::temp_dir dir;
+  checkpoint_store store(dir.path().string());
+  ASSERT_TRUE(save(store, 1).ok());
+  const std::string manifest = (fs::path(store.step_dir(1)) / "manifest.json").string();
+  for (const std::string& text :
+       {R"({"format": 3, "step": 1, "files": {}})",
+        R"({"format": "troupe-checkpoint-1", "step": 1, "files": {}, "meta": []})",
+        R"({"format": "troupe-checkpoint-1", "step": 1, "files": {"model.safetensors": 7}})",
+        R"({"format": "troupe-checkpoint-1", "step": 1,
+               "files": {"model.safetensors": {"bytes": "10", "sha256": "x"}}})",
+        R"({"format": "troupe-checkpoint-1", "step": 1,
+               "files": {"../../etc/hostname": {"bytes": 1, "sha256": "x"}}})"}) {
+    std::ofstream(manifest, std::ios::trunc) << text;
+    auto read = checkpoint_store::read(store.step_dir(1));
+    EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss) << text;
+    EXPECT_NE(read.status().message().find(manifest), std::string::npos) << read.status();
+  }
+}
+
 }  // namespace
 }  // namespace troupe::checkpoint
 
