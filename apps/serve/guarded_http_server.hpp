@@ -2,26 +2,22 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string>
 
-#include "absl/strings/string_view.h"
+#include "absl/status/status.h"
+#include "apps/serve/http_connection.hpp"
 #include "apps/serve/http_limits.hpp"
 #include "httplib.h"
 
 namespace troupe::apps {
 
-/// Where a request's head stands in the bytes received so far.
-enum class head_scan { incomplete, complete, url_too_long, headers_too_large };
-
-/// Scans `received`, the start of a connection's next request, against `limits`: complete once
-/// the blank line after the headers has come.
-[[nodiscard]] head_scan scan_request_head(absl::string_view received, const http_limits& limits);
-
 /// cpp-httplib's server, with the limits it lacks enforced on each connection before it parses:
 /// it caps body size itself, but keeps a thread per connection for as long as a client trickles
 /// bytes (slowloris), queues connections without bound, and its URL and header caps are fixed
-/// at build time. Here every connection is admitted against max_connections, its request heads
-/// are read under a deadline and the size limits, and only then parsed by cpp-httplib.
+/// at build time. Here every connection (http_connection: TCP, or TLS after use_tls) is admitted
+/// against max_connections, its request heads are read under a deadline and the size limits,
+/// and only then parsed by cpp-httplib.
 class guarded_http_server : public httplib::Server {
  public:
   /// `refusal` gives the body of a refusal the server writes itself (status, message); it may
@@ -34,16 +30,21 @@ class guarded_http_server : public httplib::Server {
   /// the client) as 408, not cpp-httplib's 400.
   guarded_http_server& set_error_handler(Handler handler);
 
+  /// Serves HTTPS from now on, with the PEM certificate chain `cert` and private key `key`
+  /// (which its group and others must not be able to read). TLS 1.2 at least.
+  [[nodiscard]] absl::Status use_tls(const std::string& cert, const std::string& key);
+
   /// Connections being served now.
   [[nodiscard]] int connections() const { return connections_.load(); }
 
  private:
   bool process_and_close_socket(socket_t sock) override;
-  void refuse(socket_t sock, int status, const std::string& message);
+  void refuse(http_connection& connection, int status, const std::string& message);
 
   http_limits limits_;
   refusal_body refusal_;
   Handler route_error_handler_;
+  std::shared_ptr<SSL_CTX> tls_;  // null: plain HTTP
   std::atomic<int> connections_{0};
 };
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "runtime/base/status.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -65,6 +66,9 @@ absl::StatusOr<std::unique_ptr<http_front_end>> http_front_end::start(settings s
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     *listening = fd;
   });
+  if (!f->settings_.tls_cert.empty()) {
+    TROUPE_RETURN_IF_ERROR(f->server_->use_tls(f->settings_.tls_cert, f->settings_.tls_key));
+  }
   f->install_routes();
   const int port =
       f->settings_.port == 0

@@ -32,6 +32,8 @@ class http_front_end {
     std::string token;  ///< bearer token; empty: none
     api_limits limits;
     http_limits http;
+    std::string tls_cert;  ///< with tls_key: HTTPS; both empty: HTTP
+    std::string tls_key;
     std::shared_ptr<serve_metrics> metrics;  ///< counted here, exported at /metrics
   };
 

@@ -132,11 +132,13 @@ absl::Status start_front_end(self_ptr self) {
   http_front_end::hooks hooks{
       .submit = [send](actor::generation_request r) { send(actor::generate_atom_v, std::move(r)); },
       .cancel = [send](uint64_t id) { send(actor::cancel_atom_v, id); }};
-  TROUPE_ASSIGN_OR_RETURN(st.front_end,
-                          http_front_end::start({st.options.host, st.options.port, st.options.token,
-                                                 st.limits, st.options.http, st.metrics},
-                                                std::move(hooks)));
-  st.url = absl::StrCat("http://", st.options.host, ":", st.front_end->port());
+  TROUPE_ASSIGN_OR_RETURN(
+      st.front_end,
+      http_front_end::start({st.options.host, st.options.port, st.options.token, st.limits,
+                             st.options.http, st.options.tls.cert, st.options.tls.key, st.metrics},
+                            std::move(hooks)));
+  st.url = absl::StrCat(st.options.tls.cert.empty() ? "http://" : "https://", st.options.host, ":",
+                        st.front_end->port());
   const std::string& url = st.url;
   st.events->emit(run::severity::info, "serving",
                   absl::StrCat("serving ", st.limits.model, " on ", url, "  (try: curl -N ", url,

@@ -31,6 +31,17 @@ config::object_schema<engine_spec> engine_schema() {
   return s;
 }
 
+config::object_schema<tls_files> tls_schema() {
+  config::object_schema<tls_files> s;
+  s.add("cert", &tls_files::cert).help("the server's PEM certificate chain");
+  s.add("key", &tls_files::key).help("its PEM private key (mode 0600)");
+  s.check([](const tls_files& t) -> std::optional<std::string> {
+    if (t.cert.empty() != t.key.empty()) return "give both cert and key, or neither";
+    return std::nullopt;
+  });
+  return s;
+}
+
 config::object_schema<http_limits> http_schema() {
   config::object_schema<http_limits> s;
   s.add("max_body_bytes", &http_limits::max_body_bytes)
@@ -91,6 +102,8 @@ config::object_schema<serve_options> serve_schema() {
       .help("max_tokens when a request gives none");
   s.add("http", &serve_options::http, http_schema())
       .help("what one HTTP client may send, how slowly, and how many may connect");
+  s.add("tls", &serve_options::tls, tls_schema())
+      .help("HTTPS: the certificate and key files; empty: plain HTTP");
   s.add("engine", &serve_options::engine, engine_schema()).help("each worker's engine");
   return s;
 }

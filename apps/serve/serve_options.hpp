@@ -25,6 +25,12 @@ struct engine_spec {
   int threads = 1;              ///< CPU threads per worker's engine
 };
 
+/// `serve.tls`: HTTPS with this PEM certificate chain and private key (both, or neither).
+struct tls_files {
+  std::string cert;
+  std::string key;
+};
+
 /// The `serve:` section.
 struct serve_options {
   std::string host = "127.0.0.1";
@@ -37,6 +43,7 @@ struct serve_options {
   int max_per_worker = 64;
   int default_max_tokens = 16;
   http_limits http;
+  tls_files tls;
   engine_spec engine;
 };
 

@@ -1,7 +1,7 @@
 // What an HTTP client sends the serving front end: the request head as the guarded server
 // scans it, and the body as /v1/completions and /v1/chat/completions parse it.
 
-#include "apps/serve/guarded_http_server.hpp"
+#include "apps/serve/http_connection.hpp"
 #include "apps/serve/openai_api.hpp"
 #include "tests/fuzz/fuzz_target.hpp"
 

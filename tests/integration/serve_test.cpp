@@ -16,8 +16,10 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "httplib.h"
 #include "tests/integration/troupe_cli.hpp"
+#include "tests/support/tls_certificate.hpp"
 
 namespace troupe::testing {
 namespace {
@@ -27,8 +29,10 @@ using namespace std::chrono_literals;
 class ServeTest : public ::testing::Test {
  protected:
   // Starts the serve config with a small fresh model on two local workers (`workers`: how many
-  // the job has once it serves), and waits until it serves on the port it picked.
-  void start(std::vector<std::string> extra = {}, int workers = 2) {
+  // the job has once it serves), and waits until it serves (`https`: with serve.tls) on the
+  // port it picked.
+  void start(std::vector<std::string> extra = {}, int workers = 2, bool https = false) {
+    https_ = https;
     std::vector<std::string> args = {
         TROUPE_BINARY,  "launch",  std::string(TROUPE_SOURCE_DIR) + "/configs/serve_tiny.yaml",
         "--run-dir",    run_dir(), "--set",
@@ -44,7 +48,8 @@ class ServeTest : public ::testing::Test {
   std::string run_dir() const { return dir_.file("run"); }
 
   httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
+    httplib::Client c(absl::StrCat(https_ ? "https" : "http", "://127.0.0.1:", port_));
+    c.enable_server_certificate_verification(false);  // the tests' certificate is self-signed
     c.set_read_timeout(60, 0);
     return c;
   }
@@ -110,6 +115,7 @@ class ServeTest : public ::testing::Test {
   temp_dir dir_;
   test_hold hold_{dir_};
   int port_ = 0;
+  bool https_ = false;
   std::unique_ptr<subprocess> job_;
 };
 
@@ -214,12 +220,21 @@ TEST_F(ServeTest, TheOfficialOpenAiClientWorksUnchanged) {
   EXPECT_EQ(seen["stream_choices"], nlohmann::json::array({0, 1}));
 }
 
-TEST_F(ServeTest, ServesOnACurveCluster) {
+// HTTPS from serve.tls, on a cluster whose control plane is CURVE: both ends encrypted.
+TEST_F(ServeTest, ServesHttpsOnACurveCluster) {
   const std::string keys = dir_.file("keys");
   ASSERT_EQ(troupe({"keys", "generate", "--out", keys}, 30s).exit_code, 0);
-  start({"--set", "cluster.auth=curve", "--set", "cluster.keys=" + keys});
+  const std::string cert = dir_.file("cert.pem"), key = dir_.file("key.pem");
+  make_tls_certificate(cert, key);
+  start({"--set", "cluster.auth=curve", "--set", "cluster.keys=" + keys, "--set",
+         "serve.tls={cert: " + cert + ", key: " + key + "}"},
+        2, /*https=*/true);
+  EXPECT_EQ(wait_for_event(run_dir(), "serving")["url"].get<std::string>().rfind("https://", 0),
+            0u);
   auto c = client();
   post(c, "/v1/completions", R"({"model": "troupe-tiny", "prompt": "x", "max_tokens": 2})", 200);
+  httplib::Client plain("127.0.0.1", port_);
+  EXPECT_FALSE(plain.Get("/health")) << "plain HTTP answered on an HTTPS port";
   const auto ready = events_of(run_dir(), "cluster_ready");
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0]["auth"], "curve");

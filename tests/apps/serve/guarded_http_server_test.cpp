@@ -8,10 +8,13 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/tls_certificate.hpp"
 #include "tests/support/wait.hpp"
 
 namespace troupe::apps {
@@ -96,7 +99,7 @@ std::string post(size_t length, size_t sent) {
 
 class GuardedHttpServer : public ::testing::Test {
  protected:
-  void start(http_limits limits) {
+  void start(http_limits limits, const std::function<void(guarded_http_server&)>& setup = nullptr) {
     server_ = std::make_unique<guarded_http_server>(
         limits, [this](int status, const std::string& message) {
           refusals_.push_back(status);
@@ -117,6 +120,7 @@ class GuardedHttpServer : public ::testing::Test {
         return false;
       });
     });
+    if (setup) setup(*server_);
     port_ = server_->bind_to_any_port("127.0.0.1");
     ASSERT_GT(port_, 0);
     thread_ = std::thread([this] { server_->listen_after_bind(); });
@@ -233,6 +237,48 @@ TEST_F(GuardedHttpServer, AClientThatReadsNothingIsCutOffAfterTheWriteTimeout) {
   raw_client next(port_);
   ASSERT_TRUE(next.send(get("/ok")));
   EXPECT_EQ(next.status(), 200);
+}
+
+TEST_F(GuardedHttpServer, ServesHttpsAndCutsOffASilentHandshake) {
+  testing::temp_dir dir;
+  const std::string cert = dir.file("cert.pem"), key = dir.file("key.pem");
+  testing::make_tls_certificate(cert, key);
+  http_limits l;
+  l.read_timeout_s = 1;
+  l.max_connections = 1;
+  {
+    guarded_http_server refused(l, [](int, const std::string&) { return std::string(); });
+    chmod(key.c_str(), 0644);
+    const absl::Status open = refused.use_tls(cert, key);
+    EXPECT_EQ(open.code(), absl::StatusCode::kPermissionDenied) << open;
+    EXPECT_NE(open.message().find("chmod 600"), std::string::npos) << open;
+    chmod(key.c_str(), 0600);
+    EXPECT_EQ(refused.use_tls(key, key).code(), absl::StatusCode::kInvalidArgument);
+  }
+  start(l, [&](guarded_http_server& s) { ASSERT_TRUE(s.use_tls(cert, key).ok()); });
+
+  httplib::SSLClient https("127.0.0.1", port_);
+  https.enable_server_certificate_verification(false);
+  auto ok = https.Get("/ok");
+  ASSERT_TRUE(ok) << httplib::to_string(ok.error());
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(ok->body, "ok");
+  auto big = https.Post("/echo", std::string(5 << 20, 'b'), "text/plain");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413);
+
+  // A client that connects and never starts the handshake holds the one slot only until the
+  // read deadline; a plain HTTP request gets no answer but a closed connection.
+  raw_client silent(port_);
+  ASSERT_TRUE(silent.connected());
+  EXPECT_EQ(silent.read_to_end(), "");
+  raw_client plain(port_);
+  ASSERT_TRUE(plain.send(get("/ok")));
+  EXPECT_EQ(plain.status(), -1);
+  ASSERT_TRUE(testing::wait_until([&] { return server_->connections() == 0; }));
+  auto again = https.Get("/ok");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200);
 }
 
 TEST_F(GuardedHttpServer, KeepsAConnectionAliveAcrossRequests) {
