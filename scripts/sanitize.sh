@@ -3,7 +3,8 @@
 # CUDA off:
 #
 #   scripts/sanitize.sh asan   # ASan + UBSan (build-asan): the runtime (config, cluster, comm,
-#                              # tensors, checkpoints), the kernels and the GPT
+#                              # tensors, checkpoints), the kernels and the GPT; CAF's
+#                              # internals suppressed (tests/ubsan.supp)
 #   scripts/sanitize.sh tsan   # TSan (build-tsan): the threaded runtime parts: the scheduler's
 #                              # I/O polling, the peer inbox, the collective queue, the async
 #                              # checkpoint writer; CAF's internals suppressed (tests/tsan.supp)
@@ -33,7 +34,8 @@ run() {  # NAME SANITIZERS FILTER BINARY...
 }
 
 if [ "$mode" = asan ] || [ "$mode" = all ]; then
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$PWD/tests/ubsan.supp" \
     run asan address,undefined '*' runtime_test cluster_test comm_test tensor_checkpoint_test \
     kernels_test models_test
 fi
