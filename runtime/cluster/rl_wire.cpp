@@ -26,7 +26,7 @@ absl::StatusOr<std::vector<T>> unpack_bin_of(const msgpack::object& o, absl::str
         absl::StrCat(what, " must be bin of ", sizeof(T), "-byte floats"));
   }
   std::vector<T> x(o.via.bin.size / sizeof(T));
-  std::memcpy(x.data(), o.via.bin.ptr, o.via.bin.size);
+  if (!x.empty()) std::memcpy(x.data(), o.via.bin.ptr, o.via.bin.size);  // both null when empty
   return x;
 }
 
