@@ -162,8 +162,7 @@ absl::StatusOr<checkpoint> checkpoint_store::read(const std::string& dir) {
       manifest["format"] != format || !manifest.contains("step") ||
       !manifest["step"].is_number_integer() || !manifest.contains("files") ||
       !manifest["files"].is_object() ||
-      (manifest.contains("meta") && !manifest["meta"].is_object() &&
-       !manifest["meta"].is_null())) {
+      (manifest.contains("meta") && !manifest["meta"].is_object() && !manifest["meta"].is_null())) {
     return absl::DataLossError(absl::StrCat(manifest_path, ": not a ", format, " manifest"));
   }
   checkpoint out;

@@ -53,7 +53,9 @@ absl::StatusOr<curve_keypair> generate_curve_keypair() {
   char public_key[41] = {};
   char secret_key[41] = {};
   if (!curve_available() || zmq_curve_keypair(public_key, secret_key) != 0) {
-    return absl::UnimplementedError("this libzmq has no CURVE support (zmq_has(\"curve\") is 0)");
+    return absl::FailedPreconditionError(
+        "this libzmq was built without CURVE (zmq_has(\"curve\") is 0); use Debian's libzmq5, "
+        "which has it (scripts/setup.sh installs it)");
   }
   return curve_keypair{public_key, secret_key};
 }
