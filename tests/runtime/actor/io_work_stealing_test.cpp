@@ -83,6 +83,23 @@ struct killed_at_exit {
   ~killed_at_exit() { caf::anon_send_exit(actor, caf::exit_reason::kill); }
 };
 
+// Whether one worker of `system` waits in the attached input and every other one sleeps on its
+// condition variable: none of them can then steal what the polling worker queues for itself.
+bool one_polls_and_the_others_sleep(caf::actor_system& system) {
+  auto* scheduler =
+      dynamic_cast<caf::scheduler::coordinator<io_work_stealing>*>(&system.scheduler());
+  if (scheduler == nullptr) return false;
+  size_t polling = 0;
+  size_t sleeping = 0;
+  for (size_t i = 0; i < scheduler->num_workers(); ++i) {
+    auto& w = scheduler->worker_by_id(i)->data();
+    std::lock_guard<std::mutex> guard(w.waitdata.lock);
+    polling += w.polling != nullptr;
+    sleeping += w.waitdata.sleeping;
+  }
+  return polling == 1 && polling + sleeping == scheduler->num_workers();
+}
+
 // An actor that reports the thread each message runs on.
 thread_reporter spawn_reporter(caf::actor_system& system,
                                std::shared_ptr<std::promise<std::thread::id>> ran_on) {
@@ -102,9 +119,10 @@ TEST(IoWorkStealing, AMessageFromTheInputRunsOnTheWorkerThatPolledIt) {
   killed_at_exit guard{caf::actor_cast<caf::actor>(reporter)};
   auto input = std::make_shared<fake_input>(caf::actor_cast<caf::actor>(reporter));
   ASSERT_TRUE(attach_idle_io(system, input));
-  // The workers asleep when the input came are woken to wait in it: wait for the first poll.
-  ASSERT_TRUE(testing::wait_until([&] { return input->polls() > 0; }))
-      << "no idle worker polls the attached input";
+  // The workers asleep when the input came are woken to wait in it: one takes it, the other
+  // goes back to sleep (until then it could steal the message, as it should).
+  ASSERT_TRUE(testing::wait_until([&] { return one_polls_and_the_others_sleep(system); }))
+      << "no idle worker polls the attached input while the others sleep";
   input->push();
   auto ran = ran_on->get_future();
   ASSERT_EQ(ran.wait_for(5s), std::future_status::ready);
