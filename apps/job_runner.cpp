@@ -11,6 +11,7 @@
 #include "apps/worker_processes.hpp"
 #include "runtime/actor/messages.hpp"
 #include "runtime/actor/system_config.hpp"
+#include "runtime/cluster/head_http.hpp"
 #include "runtime/cluster/head_server.hpp"
 #include "runtime/cluster/node_agent.hpp"
 #include "runtime/comm/rendezvous_store.hpp"
@@ -42,6 +43,7 @@ job_runner::job_runner(const app::app_plan& plan, metrics::registry& metrics,
 
 job_runner::~job_runner() {
   // Workers go first (the head tells them to shut down), then this process's actors.
+  http_.reset();
   if (head_) head_->stop("the job ended");
   if (workers_) workers_->reap(std::chrono::seconds(10));
   node_.reset();
@@ -61,6 +63,9 @@ absl::Status job_runner::form_cluster(const std::atomic<bool>& stop) {
       static_cast<size_t>(spec.max_frame_bytes), metrics_, events_);
   if (!head.ok()) return head.status();
   head_ = std::move(*head);
+  auto http = cluster::start_head_http(spec, *head_, events_, run_dir_);
+  if (!http.ok()) return http.status();
+  http_ = std::move(*http);
   if (cluster_->on_listening) cluster_->on_listening(head_->endpoint());
   auto node = cluster::node_agent::start(
       *zmq_, *system_,

@@ -22,6 +22,7 @@ class context_t;
 }  // namespace zmq
 
 namespace troupe::cluster {
+class head_http;
 class head_server;
 class node_agent;
 }  // namespace troupe::cluster
@@ -93,6 +94,7 @@ class job_runner {
   std::unique_ptr<caf::actor_system> system_;
   std::unique_ptr<zmq::context_t> zmq_;
   std::unique_ptr<cluster::head_server> head_;
+  std::unique_ptr<cluster::head_http> http_;  // the head's /metrics, /api/* and dashboard
   std::unique_ptr<cluster::node_agent> node_;
   std::unique_ptr<worker_processes> workers_;
 };

@@ -121,6 +121,13 @@ int main(int argc, char** argv) {
   head_cmd->add_option("--keys", head.keys,
                        "Use CURVE with the keys `troupe keys generate` wrote here (default: "
                        "cluster.keys, then TROUPE_KEYS, when cluster.auth is curve)");
+  head_cmd
+      ->add_option("--http", head.http,
+                   "Without --config: where to serve /metrics, /api/* and the dashboard "
+                   "(HOST:PORT, port 0 picks one; off: none); with it, cluster.http")
+      ->capture_default_str();
+  head_cmd->add_option("--http-token", head.http_token,
+                       "Without --config: the bearer token the HTTP endpoints ask for");
   head_cmd->add_option("--config", head_app.config, "Run this app on the workers that join");
   head_cmd->add_option("--set", head_app.overrides, "With --config: override a config value");
   head_cmd->add_option("--run-dir", head.run_dir, "With --config: the run directory");

@@ -17,6 +17,7 @@
 #include "runtime/actor/system_config.hpp"
 #include "runtime/cluster/cluster_file.hpp"
 #include "runtime/cluster/head_client.hpp"
+#include "runtime/cluster/head_http.hpp"
 #include "runtime/cluster/head_server.hpp"
 #include "runtime/cluster/msgpack_view.hpp"
 #include "runtime/cluster/node_agent.hpp"
@@ -213,10 +214,18 @@ int head_command(const head_args& args) {
     return exit_runtime_failure;
   }
   announce((*head)->endpoint());
+  spec.http = args.http;
+  spec.http_token = args.http_token;
+  auto http = cluster::start_head_http(spec, **head, events, "");
+  if (!http.ok()) {
+    std::fprintf(stderr, "troupe head: %s\n", std::string(http.status().message()).c_str());
+    return exit_usage_error;
+  }
   install_interrupt_handlers();
   while (!interrupted.load())
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::fprintf(stderr, "troupe head: shutting the cluster down\n");
+  http->reset();
   (*head)->stop("the head was stopped");
   return exit_ok;
 }

@@ -59,6 +59,9 @@ struct head_args {
   std::string listen = "tcp://127.0.0.1:7070";
   std::string token;
   std::string keys;  ///< CURVE keys directory (else TROUPE_KEYS)
+  /// Without a config: where the head serves HTTP (cluster.http), and its bearer token.
+  std::string http = "127.0.0.1:0";
+  std::string http_token;
   /// With a config, the head runs that app on the workers that join.
   std::optional<config_args> app;
   std::optional<std::string> run_dir;

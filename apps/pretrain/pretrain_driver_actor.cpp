@@ -18,6 +18,7 @@
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/cluster/head_logic.hpp"
 #include "runtime/cluster/job_publisher.hpp"
+#include "runtime/metrics/row_gauges.hpp"
 #include "runtime/run/line_chart.hpp"
 
 namespace troupe::apps {
@@ -38,6 +39,7 @@ struct driver_state {
   run::work_pacer pacer;
   models::gpt_config model;
   run::event_log* events = nullptr;
+  metrics::registry* registry = nullptr;  // the process's: each metrics row's figures as gauges
   std::string run_dir;
   std::string checkpoint_root;
   std::optional<elastic_world> elastic;  // roles.trainer.elastic
@@ -109,6 +111,7 @@ void report_progress(self_ptr self, const nlohmann::json& row) {
 void record(self_ptr self, const nlohmann::json& row) {
   auto& st = self->state;
   if (st.metrics.is_open()) st.metrics << row.dump() << '\n' << std::flush;
+  metrics::set_row_gauges(*st.registry, "troupe_train_", row);
   const double step = row["step"].get<double>();
   if (row.contains("loss")) {
     st.train.points.emplace_back(step, row["loss"].get<double>());
@@ -522,6 +525,7 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
   state->pacer = pacer;
   state->model = models::gpt_config_of(ctx.plan.spec.model);
   state->events = &ctx.events;
+  state->registry = &ctx.metrics;
   state->run_dir = ctx.run_dir;
   state->status = cluster::job_publisher(ctx.rendezvous);
   state->recovery = actors::recovery_metrics_of(ctx.metrics);
@@ -554,6 +558,7 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
         st.pacer = state->pacer;
         st.model = state->model;
         st.events = state->events;
+        st.registry = state->registry;
         st.run_dir = state->run_dir;
         st.checkpoint_root = state->checkpoint_root;
         st.elastic = state->elastic;

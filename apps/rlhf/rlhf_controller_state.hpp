@@ -21,6 +21,7 @@
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/role_actor.hpp"
 #include "runtime/cluster/job_publisher.hpp"
+#include "runtime/metrics/registry.hpp"
 #include "runtime/run/event_log.hpp"
 #include "runtime/run/line_chart.hpp"
 
@@ -55,6 +56,7 @@ struct controller_state {
   rlhf_options options;
   models::gpt_config model;
   run::event_log* events = nullptr;
+  metrics::registry* registry = nullptr;  // the process's: each metrics row's figures as gauges
   std::string run_dir;
   // The policy's and the critic's (GAE only) ranks by actor name; the logic's members(critic)
   // give their rank order.

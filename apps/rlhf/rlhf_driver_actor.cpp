@@ -19,6 +19,7 @@
 #include "runtime/base/status.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/cluster/job_publisher.hpp"
+#include "runtime/metrics/row_gauges.hpp"
 #include "runtime/run/line_chart.hpp"
 
 namespace troupe::apps::rlhf {
@@ -72,6 +73,7 @@ void on_rank_error(self_ptr self, bool critic, int rank, uint64_t generation,
 void record(self_ptr self, const nlohmann::json& row) {
   auto& st = self->state;
   if (st.metrics.is_open()) st.metrics << row.dump() << '\n' << std::flush;
+  metrics::set_row_gauges(*st.registry, "troupe_rl_", row);
   if (!row.contains("step")) {
     if (row.contains("warmup_step")) {
       st.events->emit(run::severity::debug, "progress",
@@ -633,6 +635,7 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
   state->options = options;
   state->model = models::gpt_config_of(ctx.plan.spec.model);
   state->events = &ctx.events;
+  state->registry = &ctx.metrics;
   state->run_dir = ctx.run_dir;
   const auto& c = ctx.plan.spec.cluster;
   state->loss_wait = std::max<std::chrono::milliseconds>(
@@ -658,6 +661,7 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
         st.options = state->options;
         st.model = state->model;
         st.events = state->events;
+        st.registry = state->registry;
         st.run_dir = state->run_dir;
         st.loss_wait = state->loss_wait;
         st.worker_wait = state->worker_wait;

@@ -52,37 +52,22 @@ struct http_front_end::stream {
 
 absl::StatusOr<std::unique_ptr<http_front_end>> http_front_end::start(settings s, hooks h) {
   std::unique_ptr<http_front_end> f(new http_front_end(std::move(s), std::move(h)));
-  f->server_ = std::make_unique<guarded_http_server>(
+  f->server_ = std::make_unique<http::guarded_http_server>(
       f->settings_.http, [metrics = f->settings_.metrics](int status, const std::string& message) {
         metrics->response(status);
         return error_body(
             {status, status == 503 ? "server_error" : "invalid_request_error", "", message});
       });
-  // cpp-httplib listens with a backlog of 5, which a burst of clients overflows (their
-  // connections are reset); the socket is listened on again with the system's maximum.
-  auto listening = std::make_shared<int>(-1);
-  f->server_->set_socket_options([listening](socket_t fd) {
-    int yes = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    *listening = fd;
-  });
   if (!f->settings_.tls_cert.empty()) {
     TROUPE_RETURN_IF_ERROR(f->server_->use_tls(f->settings_.tls_cert, f->settings_.tls_key));
   }
   f->install_routes();
-  const int port =
-      f->settings_.port == 0
-          ? f->server_->bind_to_any_port(f->settings_.host)
-          : (f->server_->bind_to_port(f->settings_.host, f->settings_.port) ? f->settings_.port
-                                                                            : -1);
-  if (port <= 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", f->settings_.host, ":",
-                                               f->settings_.port,
-                                               " (in use? set serve.port, or 0 for a free one)"));
+  auto port = f->server_->start(f->settings_.host, f->settings_.port);
+  if (!port.ok()) {
+    return absl::Status(port.status().code(),
+                        absl::StrCat("serve.port: ", port.status().message()));
   }
-  if (*listening >= 0) ::listen(*listening, SOMAXCONN);
-  f->port_ = port;
-  f->thread_ = std::thread([server = f->server_.get()] { server->listen_after_bind(); });
+  f->port_ = *port;
   return f;
 }
 
@@ -91,8 +76,7 @@ http_front_end::http_front_end(settings s, hooks h)
 
 http_front_end::~http_front_end() {
   closing_ = true;
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  server_.reset();  // stops serving and joins its thread
 }
 
 std::shared_ptr<http_front_end::stream> http_front_end::find(uint64_t id) {

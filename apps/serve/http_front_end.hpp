@@ -6,12 +6,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
-#include "apps/serve/guarded_http_server.hpp"
 #include "apps/serve/openai_api.hpp"
 #include "apps/serve/serve_metrics.hpp"
+#include "runtime/http/guarded_http_server.hpp"
 
 namespace troupe::apps {
 
@@ -31,7 +30,7 @@ class http_front_end {
     int port = 0;
     std::string token;  ///< bearer token; empty: none
     api_limits limits;
-    http_limits http;
+    http::http_limits http;
     std::string tls_cert;  ///< with tls_key: HTTPS; both empty: HTTP
     std::string tls_key;
     std::shared_ptr<serve_metrics> metrics;  ///< counted here, exported at /metrics
@@ -61,8 +60,7 @@ class http_front_end {
 
   settings settings_;
   hooks hooks_;
-  std::unique_ptr<guarded_http_server> server_;
-  std::thread thread_;
+  std::unique_ptr<http::guarded_http_server> server_;
   int port_ = 0;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> draining_{false};  // new requests are refused

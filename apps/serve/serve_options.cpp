@@ -42,30 +42,30 @@ config::object_schema<tls_files> tls_schema() {
   return s;
 }
 
-config::object_schema<http_limits> http_schema() {
-  config::object_schema<http_limits> s;
-  s.add("max_body_bytes", &http_limits::max_body_bytes)
+config::object_schema<http::http_limits> http_schema() {
+  config::object_schema<http::http_limits> s;
+  s.add("max_body_bytes", &http::http_limits::max_body_bytes)
       .range(size_t{1}, size_t{1} << 34)
       .help("largest request body; a larger one is answered 413");
-  s.add("max_url_bytes", &http_limits::max_url_bytes)
+  s.add("max_url_bytes", &http::http_limits::max_url_bytes)
       .range(size_t{64}, size_t{8192})
       .help("longest request line (method, URL, version); a longer one is answered 414");
-  s.add("max_header_bytes", &http_limits::max_header_bytes)
+  s.add("max_header_bytes", &http::http_limits::max_header_bytes)
       .range(size_t{256}, size_t{1} << 20)
       .help("the request line and headers together; more is answered 431");
-  s.add("read_timeout_s", &http_limits::read_timeout_s)
+  s.add("read_timeout_s", &http::http_limits::read_timeout_s)
       .range(0.01, 3600.0)
       .help("a request must arrive whole within this, from its first byte; else 408");
-  s.add("write_timeout_s", &http_limits::write_timeout_s)
+  s.add("write_timeout_s", &http::http_limits::write_timeout_s)
       .range(0.01, 3600.0)
       .help("a client that takes no bytes of its answer this long is cut off");
-  s.add("keep_alive_timeout_s", &http_limits::keep_alive_timeout_s)
+  s.add("keep_alive_timeout_s", &http::http_limits::keep_alive_timeout_s)
       .range(0.01, 3600.0)
       .help("an idle kept-alive connection is closed after this");
-  s.add("max_connections", &http_limits::max_connections)
+  s.add("max_connections", &http::http_limits::max_connections)
       .range(1, 1 << 16)
       .help("connections served at once (a thread each); more are answered 503");
-  s.check([](const http_limits& l) -> std::optional<std::string> {
+  s.check([](const http::http_limits& l) -> std::optional<std::string> {
     if (l.max_url_bytes > l.max_header_bytes) {
       return absl::StrCat("max_url_bytes (", l.max_url_bytes, ") is over max_header_bytes (",
                           l.max_header_bytes, "), which counts the request line too; raise ",

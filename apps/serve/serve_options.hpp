@@ -5,8 +5,8 @@
 
 #include "absl/status/statusor.h"
 #include "actors/inference_worker_actor.hpp"
-#include "apps/serve/http_limits.hpp"
 #include "runtime/config/schema.hpp"
+#include "runtime/http/http_limits.hpp"
 
 namespace troupe::app {
 struct app_plan;
@@ -42,7 +42,7 @@ struct serve_options {
   int max_queue = 256;
   int max_per_worker = 64;
   int default_max_tokens = 16;
-  http_limits http;
+  http::http_limits http;
   tls_files tls;
   engine_spec engine;
 };

@@ -200,6 +200,11 @@ std::vector<head_logic::outgoing> head_logic::on_heartbeat(const std::string& id
                                                            clock::time_point now) {
   const std::string node = member_of(identity);
   if (auto s = members_.heartbeat(node, now); !s.ok()) return {error(identity, r.header, s)};
+  if (auto map = map_view::of(r.payload, "heartbeat"); map.ok()) {
+    if (auto text = map->get_string("metrics", ""); text.ok() && !text->empty()) {
+      metrics_by_member_[node] = std::move(*text);
+    }
+  }
   return {reply(identity, r.header, "heartbeat.ok", [&](packer& pk) {
     pk.pack_map(1);
     pk.pack("epoch");
@@ -306,7 +311,18 @@ void head_logic::pack_members(packer& pk, clock::time_point now) const {
 std::vector<head_logic::outgoing> head_logic::on_status(const std::string& identity,
                                                         const received_envelope& r,
                                                         clock::time_point now) {
-  return {reply(identity, r.header, "status", [&](packer& pk) {
+  envelope h{.type = "status",
+             .src = "head",
+             .dst = r.header.src,
+             .corr = r.header.corr,
+             .epoch = members_.epoch()};
+  return {{identity, encode(h, status_payload(now))}};
+}
+
+std::string head_logic::status_payload(clock::time_point now) const {
+  msgpack::sbuffer buf;
+  packer pk(buf);
+  {
     pk.pack_map(5);
     pk.pack("epoch");
     pk.pack(members_.epoch());
@@ -324,7 +340,12 @@ std::vector<head_logic::outgoing> head_logic::on_status(const std::string& ident
     pk.pack(static_cast<int64_t>(members_.failure_timeout().count()));
     pk.pack("members");
     pack_members(pk, now);
-  })};
+  }
+  return std::string(buf.data(), buf.size());
+}
+
+std::vector<std::pair<std::string, std::string>> head_logic::worker_metrics() const {
+  return {metrics_by_member_.begin(), metrics_by_member_.end()};
 }
 
 std::vector<head_logic::outgoing> head_logic::on_metrics(const std::string& identity,
@@ -463,6 +484,11 @@ std::vector<head_logic::outgoing> head_logic::on_tick(clock::time_point now) {
                       " ms (epoch ", members_.find(node)->removed_epoch, ")"),
          node});
   }
+  // A dead or departed member's metrics leave the scrape.
+  std::erase_if(metrics_by_member_, [&](const auto& entry) {
+    const member* m = members_.find(entry.first);
+    return m == nullptr || m->state != member_state::alive;
+  });
   if (!dead.empty()) {
     auto pushes = broadcast_members();
     out.insert(out.end(), pushes.begin(), pushes.end());

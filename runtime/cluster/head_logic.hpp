@@ -76,6 +76,14 @@ class head_logic {
 
   [[nodiscard]] const membership& members() const { return members_; }
 
+  /// What a "status" request is answered with (msgpack): {epoch, job, kv_keys,
+  /// failure_timeout_ms, members}.
+  [[nodiscard]] std::string status_payload(clock::time_point now) const;
+
+  /// The metrics (Prometheus text) each live worker sent with its latest heartbeat, by node (a
+  /// member's leave the list at the tick that finds it dead or departed).
+  [[nodiscard]] std::vector<std::pair<std::string, std::string>> worker_metrics() const;
+
  private:
   // Whether `token` lets a client in: the cluster's token, or anything under CURVE.
   [[nodiscard]] bool token_accepted(absl::string_view token) const;
@@ -130,6 +138,7 @@ class head_logic {
   std::vector<notice> notices_;
   std::vector<std::string> rejections_;
   std::vector<std::string> forwarded_events_;
+  std::map<std::string, std::string> metrics_by_member_;
   clock::time_point now_;
 };
 

@@ -38,7 +38,8 @@ head_server::head_server(zmq::socket_t socket, std::unique_ptr<handshake_watch> 
       logic_(std::move(options), std::chrono::steady_clock::now()),
       max_frame_bytes_(max_frame_bytes),
       metrics_(metrics),
-      events_(events) {
+      events_(events),
+      view_(metrics) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -157,9 +158,27 @@ void head_server::loop() {
       count_refused_handshakes();
     }
     report();
+    observe(clock::now());
   }
   deliver(logic_.shutdown(stop_reason_));
   report();
+}
+
+void head_server::observe(std::chrono::steady_clock::time_point now) {
+  using std::chrono::milliseconds;
+  if (now < next_publish_) return;
+  next_publish_ = now + milliseconds(250);
+  view_.publish(logic_.status_payload(now), logic_.worker_metrics());
+  if (now < next_record_) return;
+  next_record_ = now + milliseconds(1000);
+  const metrics::merged_exposition merged = view_.metrics();
+  if (merged.dropped_lines > 0) {
+    metrics_
+        .get_counter("troupe_metrics_dropped_lines_total",
+                     "Malformed lines in the metrics workers sent, dropped from the scrape")
+        .inc(merged.dropped_lines);
+  }
+  history_.record(events_.elapsed_seconds(), merged.text);
 }
 
 }  // namespace troupe::cluster

@@ -8,7 +8,9 @@
 #include "absl/status/statusor.h"
 #include "runtime/cluster/curve_gate.hpp"
 #include "runtime/cluster/head_logic.hpp"
+#include "runtime/cluster/head_view.hpp"
 #include "runtime/metrics/registry.hpp"
+#include "runtime/metrics/series_history.hpp"
 #include "runtime/run/event_log.hpp"
 #include "zmq.hpp"
 
@@ -36,6 +38,12 @@ class head_server {
   /// Tells every worker to shut down with `reason`, then stops the thread. Idempotent.
   void stop(absl::string_view reason = "the job ended");
 
+  /// The status and the cluster's metrics, for other threads (published 4 times a second).
+  [[nodiscard]] const head_view& view() const { return view_; }
+
+  /// The cluster's metrics sampled every second, for charts.
+  [[nodiscard]] const metrics::series_history& history() const { return history_; }
+
  private:
   head_server(zmq::socket_t socket, std::unique_ptr<handshake_watch> handshakes,
               std::shared_ptr<curve_gate> gate, std::string endpoint, head_options options,
@@ -46,6 +54,8 @@ class head_server {
   void report();
   void reject(const std::string& identity, const absl::Status& why);
   void count_refused_handshakes();
+  // Publishes the view, and every second records the cluster's metrics in the history.
+  void observe(std::chrono::steady_clock::time_point now);
 
   std::shared_ptr<curve_gate> gate_;  // null without CURVE
   zmq::socket_t socket_;
@@ -55,6 +65,10 @@ class head_server {
   size_t max_frame_bytes_;
   metrics::registry& metrics_;
   run::event_log& events_;
+  head_view view_;
+  metrics::series_history history_;
+  std::chrono::steady_clock::time_point next_publish_{};
+  std::chrono::steady_clock::time_point next_record_{};
   std::atomic<bool> stopping_{false};
   std::string stop_reason_;
   std::thread thread_;

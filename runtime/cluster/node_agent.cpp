@@ -497,8 +497,10 @@ void node_agent::loop() {
     if (now - last_turn > heartbeat_interval_) last_ack = now;
     last_turn = now;
     if (now >= next_heartbeat && !options_.as_head) {
+      // The process's metrics ride along: the head serves the cluster's from its /metrics.
       envelope h{.type = "heartbeat", .src = id_, .corr = next_corr_++, .epoch = epoch_.load()};
-      (void)send(head_, {encode(h)});
+      (void)send(head_,
+                 {encode(h, map_builder().add("metrics", metrics_.prometheus_text()).bytes())});
       next_heartbeat = now + heartbeat_interval_;
     }
     if (!options_.as_head && now - last_ack > heartbeat_interval_ * heartbeat_misses_) {

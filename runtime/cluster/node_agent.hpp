@@ -58,7 +58,9 @@ struct peer {
 ///
 ///   joining --joined--> member --shutdown from the head, head lost, or refused--> stopped
 ///
-/// The head is lost when it has not acknowledged a heartbeat for `interval * misses`.
+/// The head is lost when it has not acknowledged a heartbeat for `interval * misses`. Each
+/// heartbeat carries the process's metrics (Prometheus text), which the head serves for the whole
+/// cluster.
 class node_agent {
  public:
   /// Called once the node joined and before it serves its peers: whatever it publishes here is

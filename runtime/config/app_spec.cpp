@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "absl/strings/numbers.h"
+
 namespace troupe::config {
 namespace {
 
@@ -15,6 +17,20 @@ object_schema<restart_spec> make_restart_schema() {
       .help("delay before the first restart; doubles each time, up to 30 s");
   return s;
 }
+
+}  // namespace
+
+std::optional<std::pair<std::string, int>> parse_host_port(absl::string_view text) {
+  const size_t colon = text.rfind(':');
+  int port = -1;
+  if (colon == absl::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(text.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return std::nullopt;
+  }
+  return std::make_pair(std::string(text.substr(0, colon)), port);
+}
+
+namespace {
 
 object_schema<cluster_spec> make_cluster_schema() {
   object_schema<cluster_spec> s;
@@ -38,6 +54,16 @@ object_schema<cluster_spec> make_cluster_schema() {
         return "'" + v + "' is not a tcp://HOST:PORT endpoint";
       })
       .help("the head's endpoint; port 0 picks a free one");
+  s.add("http", &cluster_spec::http)
+      .check([](const std::string& v) -> std::optional<std::string> {
+        if (v == "off" || parse_host_port(v)) return std::nullopt;
+        return "'" + v + "' is not HOST:PORT (port 0 picks a free one) or off";
+      })
+      .help(
+          "where the head serves /metrics, /api/* and the dashboard (docs/observability.md); "
+          "port 0 picks a free one; off: not served");
+  s.add("http_token", &cluster_spec::http_token)
+      .help("bearer token the head's HTTP endpoints ask for; empty: none");
   s.add("token", &cluster_spec::token)
       .help("secret needed to join; empty = TROUPE_CLUSTER_TOKEN or a random one");
   s.add("auth", &cluster_spec::auth)

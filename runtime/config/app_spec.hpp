@@ -16,8 +16,10 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "runtime/config/codec.hpp"
 #include "runtime/config/schema.hpp"
 
@@ -51,6 +53,11 @@ struct cluster_spec {
   int worker_wait_s = 30;
   /// Where the head listens; port 0 picks a free one.
   std::string listen = "tcp://127.0.0.1:0";
+  /// Where the head serves its HTTP endpoints (/metrics, /api/*, the dashboard): "HOST:PORT"
+  /// (port 0 picks a free one), or "off".
+  std::string http = "127.0.0.1:0";
+  /// The bearer token those endpoints ask for; empty: none.
+  std::string http_token;
   /// The secret a worker needs to join; empty: TROUPE_CLUSTER_TOKEN, else a random one.
   std::string token;
   /// How members prove they belong: "token" (sent in clear) or "curve" (every control-plane
@@ -142,6 +149,9 @@ struct app_spec {
 /// nullopt when `name` is a valid role, app or plugin name (lowercase letters, digits and '_',
 /// starting with a letter); otherwise the reason it is not.
 [[nodiscard]] std::optional<std::string> check_identifier(const std::string& name);
+
+/// "HOST:PORT" (e.g. `cluster.http`) as its host and port (0 to 65535); nullopt otherwise.
+[[nodiscard]] std::optional<std::pair<std::string, int>> parse_host_port(absl::string_view text);
 
 /// The schema of the top-level map (role options and the app section stay raw).
 [[nodiscard]] const object_schema<app_spec>& app_spec_schema();

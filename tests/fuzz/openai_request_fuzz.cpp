@@ -1,18 +1,18 @@
 // What an HTTP client sends the serving front end: the request head as the guarded server
 // scans it, and the body as /v1/completions and /v1/chat/completions parse it.
 
-#include "apps/serve/http_connection.hpp"
 #include "apps/serve/openai_api.hpp"
+#include "runtime/http/http_connection.hpp"
 #include "tests/fuzz/fuzz_target.hpp"
 
 namespace {
 
 void parse_request(absl::string_view input) {
   using namespace troupe::apps;
-  http_limits limits;
+  troupe::http::http_limits limits;
   limits.max_url_bytes = 256;
   limits.max_header_bytes = 1024;
-  (void)scan_request_head(input, limits);
+  (void)troupe::http::scan_request_head(input, limits);
   const api_limits model{"troupe-tiny", 64, 16};
   (void)parse_completion(input, model, /*chat=*/false);
   (void)parse_completion(input, model, /*chat=*/true);

@@ -95,7 +95,7 @@ TEST(CheckpointStore, AManifestWithFieldsOfOtherTypesIsRefused) {
   checkpoint_store store(dir.path().string());
   ASSERT_TRUE(save(store, 1).ok());
   const std::string manifest = (fs::path(store.step_dir(1)) / "manifest.json").string();
-  for (const std::string& text :
+  for (const char* text :
        {R"({"format": 3, "step": 1, "files": {}})",
         R"({"format": "troupe-checkpoint-1", "step": 1, "files": {}, "meta": []})",
         R"({"format": "troupe-checkpoint-1", "step": 1, "files": {"model.safetensors": 7}})",

@@ -1,4 +1,4 @@
-#include "apps/serve/guarded_http_server.hpp"
+#include "runtime/http/guarded_http_server.hpp"
 
 #include <openssl/err.h>
 #include <sys/socket.h>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace troupe::apps {
+namespace troupe::http {
 namespace {
 
 using clock = http_connection::clock;
@@ -29,6 +29,11 @@ const char* reason_of(int status) {
   }
 }
 
+// " (serve.http.NAME)": the config key of a limit, for a refusal's message; empty without one.
+std::string setting(const http_limits& limits, absl::string_view name) {
+  return limits.config_key.empty() ? "" : absl::StrCat(" (", limits.config_key, ".", name, ")");
+}
+
 // The connection this thread serves, for the error handler (cpp-httplib calls it on that thread).
 thread_local const http_connection* serving = nullptr;
 
@@ -47,12 +52,12 @@ guarded_http_server::guarded_http_server(http_limits limits, refusal_body refusa
       res.status = 408;
       res.set_content(
           refusal_(408, absl::StrCat("the request did not arrive within ", limits_.read_timeout_s,
-                                     " s (serve.http.read_timeout_s)")),
+                                     " s", setting(limits_, "read_timeout_s"))),
           "application/json");
     } else if (res.status == 413 && res.body.empty()) {  // cpp-httplib's own, not a route's
       res.set_content(
-          refusal_(413, absl::StrCat("the request body is over ", limits_.max_body_bytes,
-                                     " bytes (serve.http.max_body_bytes)")),
+          refusal_(413, absl::StrCat("the request body is over ", limits_.max_body_bytes, " bytes",
+                                     setting(limits_, "max_body_bytes"))),
           "application/json");
     }
     if (route_error_handler_) route_error_handler_(req, res);
@@ -113,6 +118,30 @@ void guarded_http_server::refuse(http_connection& connection, int status,
   }
 }
 
+guarded_http_server::~guarded_http_server() {
+  stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::StatusOr<int> guarded_http_server::start(const std::string& host, int port) {
+  // cpp-httplib listens with a backlog of 5, which a burst of clients overflows (their
+  // connections are reset); the socket is listened on again with the system's maximum.
+  auto listening = std::make_shared<int>(-1);
+  set_socket_options([listening](socket_t fd) {
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    *listening = fd;
+  });
+  const int bound = port == 0 ? bind_to_any_port(host) : (bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", host, ":", port, " (in use? port 0 picks a free one)"));
+  }
+  if (*listening >= 0) ::listen(*listening, SOMAXCONN);
+  thread_ = std::thread([this] { listen_after_bind(); });
+  return bound;
+}
+
 bool guarded_http_server::process_and_close_socket(socket_t sock) {
   struct on_exit {
     socket_t sock;
@@ -126,8 +155,8 @@ bool guarded_http_server::process_and_close_socket(socket_t sock) {
     connections_.fetch_sub(1);
     if (!connection.handshake()) return true;
     refuse(connection, 503,
-           absl::StrCat("the server has ", limits_.max_connections,
-                        " connections open (serve.http.max_connections); retry shortly"));
+           absl::StrCat("the server has ", limits_.max_connections, " connections open",
+                        setting(limits_, "max_connections"), "; retry shortly"));
     return true;
   }
   serving = &connection;
@@ -153,19 +182,19 @@ bool guarded_http_server::process_and_close_socket(socket_t sock) {
         [[fallthrough]];
       case http_connection::head::timed_out:
         refuse(connection, 408,
-               absl::StrCat("the request did not arrive within ", limits_.read_timeout_s,
-                            " s (serve.http.read_timeout_s)"));
+               absl::StrCat("the request did not arrive within ", limits_.read_timeout_s, " s",
+                            setting(limits_, "read_timeout_s")));
         return true;
       case http_connection::head::url_too_long:
         refuse(connection, 414,
-               absl::StrCat("the request line is over ", limits_.max_url_bytes,
-                            " bytes (serve.http.max_url_bytes)"));
+               absl::StrCat("the request line is over ", limits_.max_url_bytes, " bytes",
+                            setting(limits_, "max_url_bytes")));
         return true;
       case http_connection::head::headers_too_large:
         refuse(connection, 431,
                absl::StrCat("the request headers are over ", limits_.max_header_bytes,
                             " bytes, or one is over ", httplib_header_line_max,
-                            " (serve.http.max_header_bytes)"));
+                            setting(limits_, "max_header_bytes")));
         return true;
     }
     bool closed = false;
@@ -176,4 +205,4 @@ bool guarded_http_server::process_and_close_socket(socket_t sock) {
   return true;
 }
 
-}  // namespace troupe::apps
+}  // namespace troupe::http

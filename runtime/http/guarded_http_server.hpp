@@ -4,13 +4,15 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
-#include "apps/serve/http_connection.hpp"
-#include "apps/serve/http_limits.hpp"
+#include "absl/status/statusor.h"
 #include "httplib.h"
+#include "runtime/http/http_connection.hpp"
+#include "runtime/http/http_limits.hpp"
 
-namespace troupe::apps {
+namespace troupe::http {
 
 /// cpp-httplib's server, with the limits it lacks enforced on each connection before it parses:
 /// it caps body size itself, but keeps a thread per connection for as long as a client trickles
@@ -34,6 +36,13 @@ class guarded_http_server : public httplib::Server {
   /// (which its group and others must not be able to read). TLS 1.2 at least.
   [[nodiscard]] absl::Status use_tls(const std::string& cert, const std::string& key);
 
+  /// Listens on `host:port` (0: a free port) with the system's maximum backlog and serves on a
+  /// thread of its own until destroyed; the port it listens on.
+  [[nodiscard]] absl::StatusOr<int> start(const std::string& host, int port);
+
+  /// Stops serving and joins the thread `start` began.
+  ~guarded_http_server() override;
+
   /// Connections being served now.
   [[nodiscard]] int connections() const { return connections_.load(); }
 
@@ -46,6 +55,7 @@ class guarded_http_server : public httplib::Server {
   Handler route_error_handler_;
   std::shared_ptr<SSL_CTX> tls_;  // null: plain HTTP
   std::atomic<int> connections_{0};
+  std::thread thread_;  // listening, once started
 };
 
-}  // namespace troupe::apps
+}  // namespace troupe::http

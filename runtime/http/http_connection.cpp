@@ -1,4 +1,4 @@
-#include "apps/serve/http_connection.hpp"
+#include "runtime/http/http_connection.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,7 +10,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-namespace troupe::apps {
+namespace troupe::http {
 namespace {
 
 using clock = http_connection::clock;
@@ -217,4 +217,4 @@ void http_connection::get_local_ip_and_port(std::string& ip, int& port) const {
   address_of(fd_, ::getsockname, ip, port);
 }
 
-}  // namespace troupe::apps
+}  // namespace troupe::http

@@ -1,8 +1,9 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
-namespace troupe::apps {
+namespace troupe::http {
 
 /// What one HTTP client may ask of the server (`serve.http`). Each limit is answered with its
 /// status: a body over max_body_bytes 413, a request line over max_url_bytes 414, a request line
@@ -16,6 +17,9 @@ struct http_limits {
   double write_timeout_s = 30;      ///< a client that takes no bytes this long is cut off
   double keep_alive_timeout_s = 5;  ///< an idle kept-alive connection is closed after this
   int max_connections = 128;
+  /// Where these come from in the config, for the refusals' messages (not a setting itself);
+  /// empty: fixed limits.
+  std::string config_key = "serve.http";
 };
 
-}  // namespace troupe::apps
+}  // namespace troupe::http

@@ -6,10 +6,10 @@
 #include <openssl/ssl.h>
 
 #include "absl/strings/string_view.h"
-#include "apps/serve/http_limits.hpp"
 #include "httplib.h"
+#include "runtime/http/http_limits.hpp"
 
-namespace troupe::apps {
+namespace troupe::http {
 
 /// cpp-httplib's own cap on one header line (CPPHTTPLIB_HEADER_MAX_LENGTH, fixed in Debian's
 /// build); a longer line is refused as 431 rather than reaching it as a bare 400.
@@ -79,4 +79,4 @@ class http_connection final : public httplib::Stream {
 /// `s` seconds as the clock's duration.
 [[nodiscard]] http_connection::clock::duration seconds(double s);
 
-}  // namespace troupe::apps
+}  // namespace troupe::http

@@ -1,4 +1,4 @@
-#include "apps/serve/guarded_http_server.hpp"
+#include "runtime/http/guarded_http_server.hpp"
 
 #include <future>
 #include <thread>
@@ -17,7 +17,7 @@
 #include "tests/support/tls_certificate.hpp"
 #include "tests/support/wait.hpp"
 
-namespace troupe::apps {
+namespace troupe::http {
 namespace {
 
 using std::chrono::milliseconds;
@@ -292,4 +292,4 @@ TEST_F(GuardedHttpServer, KeepsAConnectionAliveAcrossRequests) {
 }
 
 }  // namespace
-}  // namespace troupe::apps
+}  // namespace troupe::http

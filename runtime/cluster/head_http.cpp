@@ -1,0 +1,143 @@
+#include "runtime/cluster/head_http.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/cluster/dashboard_html.hpp"
+
+namespace troupe::cluster {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string error_json(absl::string_view message) {
+  return nlohmann::json{{"error", message}}.dump();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<head_http>> head_http::start(settings s, const head_server& head,
+                                                            run::event_log& events) {
+  std::unique_ptr<head_http> h(new head_http(std::move(s), head));
+  events.add_listener([feed = h->feed_](const nlohmann::json& e) { feed->add(e); });
+  h->install_routes();
+  auto port = h->server_->start(h->settings_.host, h->settings_.port);
+  if (!port.ok()) {
+    return absl::Status(port.status().code(),
+                        absl::StrCat("cluster.http: ", port.status().message()));
+  }
+  h->settings_.port = *port;
+  return h;
+}
+
+head_http::head_http(settings s, const head_server& head)
+    : settings_(std::move(s)),
+      head_(head),
+      server_(std::make_unique<http::guarded_http_server>(
+          settings_.limits, [](int, const std::string& message) { return error_json(message); })) {}
+
+head_http::~head_http() {
+  closing_ = true;
+  feed_->close();
+  server_.reset();  // stops serving and joins its thread
+}
+
+std::string head_http::url() const {
+  return absl::StrCat("http://", settings_.host, ":", settings_.port);
+}
+
+void head_http::install_routes() {
+  auto& server = *server_;
+  server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (settings_.token.empty() ||
+        req.get_header_value("Authorization") == absl::StrCat("Bearer ", settings_.token)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    res.status = 401;
+    res.set_content(error_json("missing or wrong bearer token (Authorization: Bearer ...)"),
+                    "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(head_.view().metrics().text, "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server.Get("/api/status", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(head_.view().status().dump(), "application/json");
+  });
+  server.Get("/api/series", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string name = req.get_param_value("name");
+    if (name.empty()) {
+      res.status = 400;
+      res.set_content(nlohmann::json{{"error", "name the metric: /api/series?name=FAMILY"},
+                                     {"families", head_.history().families()}}
+                          .dump(),
+                      "application/json");
+      return;
+    }
+    res.set_content(head_.history().of(name).dump(), "application/json");
+  });
+  server.Get("/api/events", [this](const httplib::Request& req, httplib::Response& res) {
+    uint64_t after = 0;
+    const std::string from = req.has_header("Last-Event-ID") ? req.get_header_value("Last-Event-ID")
+                                                             : req.get_param_value("after");
+    if (!from.empty() && !absl::SimpleAtoi(from, &after)) {
+      res.status = 400;
+      res.set_content(error_json(absl::StrCat("after: '", from, "' is not an event number")),
+                      "application/json");
+      return;
+    }
+    const bool follow = req.get_param_value("follow") != "0";
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, after, follow](size_t, httplib::DataSink& sink) mutable {
+          if (closing_) return false;
+          const auto events = feed_->after(after, follow ? 1000ms : 0ms);
+          std::string chunk;
+          for (const auto& e : events) {
+            absl::StrAppend(&chunk, "id: ", e.id, "\ndata: ", e.json, "\n\n");
+            after = e.id;
+          }
+          if (chunk.empty() && follow) chunk = ": waiting\n\n";  // finds a closed connection
+          if (!chunk.empty() && !sink.write(chunk.data(), chunk.size())) return false;
+          if (!follow) sink.done();
+          return true;
+        });
+  });
+  server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dashboard_html, "text/html; charset=utf-8");
+  });
+  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.status == 404) {
+      res.set_content(error_json(absl::StrCat("no ", req.path,
+                                              " here: / (the dashboard), /metrics, /api/status, "
+                                              "/api/events, /api/series?name=F")),
+                      "application/json");
+    }
+  });
+}
+
+absl::StatusOr<std::unique_ptr<head_http>> start_head_http(const config::cluster_spec& spec,
+                                                           const head_server& head,
+                                                           run::event_log& events,
+                                                           const std::string& run_dir) {
+  if (spec.http == "off") return nullptr;
+  const auto address = config::parse_host_port(spec.http);
+  if (!address) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cluster.http: '", spec.http, "' is not HOST:PORT (port 0 picks a free one) or off"));
+  }
+  auto http = head_http::start(
+      {.host = address->first, .port = address->second, .token = spec.http_token}, head, events);
+  if (!http.ok()) return http.status();
+  const std::string url = (*http)->url();
+  if (!run_dir.empty()) {
+    std::ofstream(std::filesystem::path(run_dir) / "head_http_url") << url << "\n";
+  }
+  events.emit(run::severity::info, "head_http", absl::StrCat("dashboard and /metrics at ", url),
+              {{"url", url}});
+  return http;
+}
+
+}  // namespace troupe::cluster

@@ -1,0 +1,123 @@
+// The head's HTTP endpoints on a real cluster: a pretraining job on two local workers, held at a
+// step while the test scrapes /metrics (every node's series, checked by promtool), reads
+// /api/status, /api/series and /api/events, and is refused without the bearer token.
+
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "httplib.h"
+#include "tests/integration/cluster_harness.hpp"
+
+namespace troupe::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr char http_token[] = "dashboard-secret";
+
+class ObservabilityTest : public cluster_harness {
+ protected:
+  // Two trainers (dp=2) on two local workers, 6 steps.
+  std::string config() {
+    std::string text;
+    for (int i = 0; i < 2000; ++i)
+      text += "the quick brown fox " + std::to_string(i % 89) + " jumps over the lazy dog\n";
+    return dir_.write("observed.yaml",
+                      "app: pretrain\n"
+                      "model: {vocab: 256, ctx: 32, layers: 2, dim: 32, heads: 2}\n"
+                      "roles: {trainer: {kind: trainer, impl: gpt, count: 2}}\n"
+                      "cluster: {local_workers: 2, http_token: " +
+                          std::string(http_token) +
+                          "}\n"
+                          "pretrain:\n"
+                          "  train: {steps: 6, batch: 4, lr: 3.0e-3, warmup: 1, seed: 7}\n"
+                          "  data: {path: " +
+                          dir_.write("corpus.txt", text) +
+                          ", eval_every: 0, eval_windows: 8}\n"
+                          "  parallel: {dp: 2, zero: 1}\n");
+  }
+
+  // The head's HTTP URL, as the run directory records it.
+  std::string head_url() const {
+    std::string url;
+    EXPECT_TRUE(wait_until([&] {
+      std::ifstream in(run_dir() + "/head_http_url");
+      return static_cast<bool>(std::getline(in, url)) && !url.empty();
+    })) << "no head_http_url in the run directory";
+    return url;
+  }
+
+  // A client of the head's HTTP endpoints that sends the token.
+  static std::unique_ptr<httplib::Client> client(const std::string& url) {
+    auto c = std::make_unique<httplib::Client>(url);
+    c->set_bearer_token_auth(http_token);
+    c->set_read_timeout(10, 0);
+    return c;
+  }
+
+  // GET `path`: the body of a 200, or "" (the failure recorded).
+  static std::string get(httplib::Client& c, const std::string& path) {
+    auto r = c.Get(path);
+    EXPECT_TRUE(r) << path << ": " << httplib::to_string(r.error());
+    if (!r) return "";
+    EXPECT_EQ(r->status, 200) << path << ": " << r->body;
+    return r->status == 200 ? r->body : "";
+  }
+};
+
+TEST_F(ObservabilityTest, TheHeadServesEveryNodesMetricsStatusSeriesAndEvents) {
+  hold_.hold(2);
+  start_head(config());
+  const std::string url = head_url();
+  auto http = client(url);
+  // Both workers' trainers report through their heartbeats, next to the head's own series.
+  std::string metrics;
+  const auto has_trainer_of = [&](const std::string& node) {
+    return std::regex_search(metrics,
+                             std::regex("troupe_actor_messages_total\\{node=\"" + node +
+                                        "\",role=\"worker\",actor=\"trainer/[01]\"\\} [1-9]"));
+  };
+  ASSERT_TRUE(wait_until([&] {
+    metrics = get(*http, "/metrics");
+    return has_trainer_of("w1") && has_trainer_of("w2") &&
+           metrics.find("troupe_train_loss{node=\"head\",role=\"head\"}") != std::string::npos;
+  })) << metrics;
+  EXPECT_EQ(metrics.find("# TYPE troupe_actor_messages_total counter\n"),
+            metrics.rfind("# TYPE troupe_actor_messages_total counter\n"))
+      << "one TYPE line per family";
+  // promtool (Debian's prometheus, scripts/setup.sh) checks the exposition as Prometheus would.
+  const std::string scraped = dir_.write("metrics.txt", metrics);
+  const process_result check = run({"/bin/sh", "-c", "promtool check metrics < " + scraped}, 30s);
+  EXPECT_EQ(check.exit_code, 0) << "promtool check metrics:\n" << check.out << check.err;
+  EXPECT_EQ(check.err.find("error"), std::string::npos) << check.err;
+
+  const auto status = nlohmann::json::parse(get(*http, "/api/status"), nullptr, false);
+  ASSERT_TRUE(status.is_object());
+  EXPECT_EQ(status["members"].size(), 3u) << status.dump();  // the head and two workers
+
+  const auto loss = nlohmann::json::parse(get(*http, "/api/series?name=troupe_train_loss"));
+  ASSERT_EQ(loss["series"].size(), 1u) << loss.dump();
+  EXPECT_FALSE(loss["series"][0]["points"].empty());
+  auto r = http->Get("/api/series");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+
+  const std::string events = get(*http, "/api/events?follow=0");
+  EXPECT_NE(events.find("\"event\":\"cluster_ready\""), std::string::npos) << events;
+  EXPECT_NE(events.find("id: 1\ndata: {"), std::string::npos) << events;
+
+  httplib::Client anonymous(url);
+  r = anonymous.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+
+  hold_.release();
+  const process_result done = head_->wait(120s);
+  EXPECT_EQ(done.exit_code, 0) << done.err;
+}
+
+}  // namespace
+}  // namespace troupe::testing
