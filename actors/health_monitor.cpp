@@ -1,7 +1,5 @@
 #include "actors/health_monitor.hpp"
 
-#include "runtime/metrics/cycle_clock.hpp"
-
 namespace troupe::actors {
 
 const char* to_string(liveness l) {
@@ -19,12 +17,8 @@ const char* to_string(liveness l) {
 void health_monitor::set(const std::string& actor, entry& e, liveness to) {
   if (e.state != to) {
     const auto stats = metrics_.actor(actor);
-    const uint64_t start = stats->handler_start();
-    const double in_handler = start == 0
-                                  ? 0
-                                  : static_cast<double>(metrics::cycle_clock::now() - start) *
-                                        metrics::cycle_clock::nanos_per_tick() * 1e-9;
-    changes_.push_back({actor, e.state, to, e.missed_in_a_row, stats->mailbox_depth(), in_handler});
+    changes_.push_back({actor, e.state, to, e.missed_in_a_row, stats->mailbox_depth(),
+                        stats->handler_age_seconds()});
   }
   e.state = to;
   metrics_.get_gauge("troupe_actor_up", "1 if the actor answers pings, else 0", {{"actor", actor}})

@@ -35,8 +35,11 @@ class health_monitor {
     double in_handler_seconds;
   };
 
+  /// Also tells `metrics` when a handler makes its actor stuck (health.stuck_after_s).
   health_monitor(const config::health_spec& spec, metrics::registry& metrics)
-      : spec_(spec), metrics_(metrics) {}
+      : spec_(spec), metrics_(metrics) {
+    metrics_.set_stuck_after(spec.stuck_after_s);
+  }
 
   /// Starts (or, after a restart, resumes) watching `actor`.
   void track(const std::string& actor);

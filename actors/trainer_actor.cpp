@@ -12,6 +12,7 @@
 #include "actors/checkpoint_writer_actor.hpp"
 #include "actors/job_thread.hpp"
 #include "runtime/actor/status_bridge.hpp"
+#include "runtime/comm/counted_communicator.hpp"
 #include "runtime/comm/gloo_communicator.hpp"
 
 namespace troupe::actors {
@@ -25,6 +26,8 @@ double seconds_since(clock::time_point start) {
 
 struct trainer_state {
   trainer_actor_spec spec;
+  std::string name;                      // the actor's, e.g. "trainer/1"
+  metrics::registry* metrics = nullptr;  // its process's
   std::unique_ptr<models::gpt_layout> layout;
   std::mutex group_mutex;  // group: replaced on the job thread, aborted from the actor's
   std::unique_ptr<comm::communicator> group;
@@ -90,6 +93,16 @@ void on_done(self_ptr self, uint64_t id) {
   then();
 }
 
+// One of the trainer's groups (kind: dp, pipe, tensor or sync), its progress in the process's
+// metrics as if it were an actor named e.g. "trainer/1/dp_group" (comm::counted).
+absl::StatusOr<std::unique_ptr<comm::communicator>> form_group(trainer_state& st,
+                                                               const comm::group_options& g,
+                                                               const char* kind) {
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<comm::communicator> group,
+                          comm::make_gloo_communicator(*st.store, g));
+  return comm::counted(std::move(group), *st.metrics, absl::StrCat(st.name, "/", kind, "_group"));
+}
+
 absl::Status build(self_ptr self, metrics::registry& metrics, const std::string& name) {
   auto& st = self->state;
   if (st.spec.objective && st.spec.critic) {
@@ -109,19 +122,19 @@ absl::Status build(self_ptr self, metrics::registry& metrics, const std::string&
     comm::group_options g = st.spec.group;
     g.rank = st.spec.rank;
     g.size = st.spec.ranks;
-    TROUPE_ASSIGN_OR_RETURN(st.group, comm::make_gloo_communicator(*st.store, g));
+    TROUPE_ASSIGN_OR_RETURN(st.group, form_group(st, g, "dp"));
   }
   if (pipeline.stages > 1) {
     comm::group_options g = st.spec.pipe;
     g.rank = pipeline.stage;
     g.size = pipeline.stages;
-    TROUPE_ASSIGN_OR_RETURN(st.pipe, comm::make_gloo_communicator(*st.store, g));
+    TROUPE_ASSIGN_OR_RETURN(st.pipe, form_group(st, g, "pipe"));
   }
   if (st.spec.tp.size > 1) {
     comm::group_options g = st.spec.tensor;
     g.rank = st.spec.tp.rank;
     g.size = st.spec.tp.size;
-    TROUPE_ASSIGN_OR_RETURN(st.tensor, comm::make_gloo_communicator(*st.store, g));
+    TROUPE_ASSIGN_OR_RETURN(st.tensor, form_group(st, g, "tensor"));
   }
   TROUPE_ASSIGN_OR_RETURN(st.logic, trainer::create(*st.layout, st.spec.options, st.group.get(),
                                                     st.pipe.get(), st.tensor.get()));
@@ -245,7 +258,7 @@ absl::Status form_group(self_ptr self, const actor::group_change& c) {
     g.epoch = c.generation;
     // A newer generation's abort ends a rendezvous that waits for a rank lost meanwhile.
     g.cancelled = [&st, generation = c.generation] { return st.given_up.load() > generation; };
-    TROUPE_ASSIGN_OR_RETURN(group, comm::make_gloo_communicator(*st.store, g));
+    TROUPE_ASSIGN_OR_RETURN(group, form_group(st, g, "dp"));
   }
   std::unique_ptr<trainer> next;
   using source = actor::group_change::source;
@@ -404,7 +417,7 @@ caf::result<actor::weights_ack> sync_weights(self_ptr self, const actor::weight_
   if (st.sync_group == nullptr || st.sync_group->epoch() != round.epoch) {
     st.sync_group.reset();
     absl::StatusOr<std::unique_ptr<comm::communicator>> group =
-        comm::make_gloo_communicator(*st.store, sync_group_options(st.spec.sync->group, round));
+        form_group(st, sync_group_options(st.spec.sync->group, round), "sync");
     if (!group.ok()) return actor::to_error(group.status());
     st.sync_group = *std::move(group);
   }
@@ -461,6 +474,8 @@ actor::trainer_actor spawn_trainer(caf::actor_system& system, metrics::registry&
       metrics.actor(name),
       [&metrics, name, store, shared_spec](self_ptr self) -> actor::trainer_actor::behavior_type {
         self->state.spec = *shared_spec;
+        self->state.name = name;
+        self->state.metrics = &metrics;
         self->state.store = store;
         // A failed build stops the actor; its handlers never run then.
         if (absl::Status s = build(self, metrics, name); !s.ok()) self->quit(actor::to_error(s));

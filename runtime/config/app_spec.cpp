@@ -151,6 +151,11 @@ object_schema<health_spec> make_health_schema() {
   s.add("unresponsive_after", &health_spec::unresponsive_after)
       .range(1, 1000)
       .help("missed pings in a row before an actor is reported unresponsive");
+  s.add("stuck_after_s", &health_spec::stuck_after_s)
+      .range(0.001, 86400.0)
+      .help(
+          "a handler running longer than this flags its actor stuck (troupe_actor_stuck, the "
+          "dashboard)");
   return s;
 }
 

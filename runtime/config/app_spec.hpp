@@ -132,6 +132,8 @@ struct health_spec {
   int interval_ms = 1000;
   int ping_timeout_ms = 1000;
   int unresponsive_after = 3;
+  /// A handler running longer than this flags its actor as stuck (troupe_actor_stuck).
+  double stuck_after_s = 10;
 };
 
 /// A whole app config.

@@ -5,6 +5,8 @@
 #include <bit>
 #include <cstdint>
 
+#include "runtime/metrics/cycle_clock.hpp"
+
 namespace troupe::metrics {
 
 /// Per-actor message statistics, written by the actor itself on every message and read
@@ -49,6 +51,14 @@ class actor_stats {
   /// The cycle_clock tick at which the handler now running started; 0 when idle.
   [[nodiscard]] uint64_t handler_start() const {
     return handler_start_.load(std::memory_order_relaxed);
+  }
+
+  /// Seconds the handler now running has run; 0 when idle.
+  [[nodiscard]] double handler_age_seconds() const {
+    const uint64_t start = handler_start();
+    const uint64_t now = cycle_clock::now();
+    if (start == 0 || now < start) return 0;
+    return static_cast<double>(now - start) * cycle_clock::nanos_per_tick() * 1e-9;
   }
   [[nodiscard]] uint64_t messages() const { return messages_.load(std::memory_order_relaxed); }
   [[nodiscard]] uint64_t busy_nanos() const { return busy_nanos_.load(std::memory_order_relaxed); }

@@ -144,6 +144,23 @@ std::string registry::prometheus_text() const {
                     s->mailbox_depth(), "\n");
   }
   absl::StrAppend(&out,
+                  "# HELP troupe_actor_handler_age_seconds How long the handler now running has "
+                  "run (0: idle).\n# TYPE troupe_actor_handler_age_seconds gauge\n");
+  std::vector<double> ages;
+  for (const auto& [actor, s] : actors_) {
+    ages.push_back(s->handler_age_seconds());
+    absl::StrAppend(&out, series_name("troupe_actor_handler_age_seconds", {{"actor", actor}}), " ",
+                    number(ages.back()), "\n");
+  }
+  absl::StrAppend(&out,
+                  "# HELP troupe_actor_stuck 1 while the actor's handler has run longer than "
+                  "health.stuck_after_s.\n# TYPE troupe_actor_stuck gauge\n");
+  size_t i = 0;
+  for (const auto& [actor, s] : actors_) {
+    absl::StrAppend(&out, series_name("troupe_actor_stuck", {{"actor", actor}}), " ",
+                    ages[i++] > stuck_after_s_.load() ? 1 : 0, "\n");
+  }
+  absl::StrAppend(&out,
                   "# HELP troupe_actor_handle_seconds Time spent handling one message.\n"
                   "# TYPE troupe_actor_handle_seconds histogram\n");
   for (const auto& [actor, s] : actors_) {

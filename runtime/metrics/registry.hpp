@@ -79,6 +79,9 @@ class registry {
   /// restarted actor gets the same object, so its counts continue.
   std::shared_ptr<actor_stats> actor(const std::string& actor);
 
+  /// How long a handler may run before its actor is exported as stuck (health.stuck_after_s).
+  void set_stuck_after(double seconds) { stuck_after_s_.store(seconds); }
+
   /// Names of all actors with statistics.
   [[nodiscard]] std::vector<std::string> actor_names() const;
 
@@ -105,6 +108,7 @@ class registry {
   std::map<std::string, family<gauge>> gauges_;
   std::map<std::string, family<histogram>> histograms_;
   std::map<std::string, std::shared_ptr<actor_stats>> actors_;
+  std::atomic<double> stuck_after_s_{10};
 };
 
 }  // namespace troupe::metrics

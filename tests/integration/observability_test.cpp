@@ -7,6 +7,7 @@
 #include <regex>
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include "httplib.h"
 #include "tests/integration/cluster_harness.hpp"
@@ -20,8 +21,8 @@ constexpr char http_token[] = "dashboard-secret";
 
 class ObservabilityTest : public cluster_harness {
  protected:
-  // Two trainers (dp=2) on two local workers, 6 steps.
-  std::string config() {
+  // Two trainers (dp=2) on two local workers, 6 steps; `more` adds top-level sections.
+  std::string config(const std::string& more = "") {
     std::string text;
     for (int i = 0; i < 2000; ++i)
       text += "the quick brown fox " + std::to_string(i % 89) + " jumps over the lazy dog\n";
@@ -37,7 +38,8 @@ class ObservabilityTest : public cluster_harness {
                           "  data: {path: " +
                           dir_.write("corpus.txt", text) +
                           ", eval_every: 0, eval_windows: 8}\n"
-                          "  parallel: {dp: 2, zero: 1}\n");
+                          "  parallel: {dp: 2, zero: 1}\n" +
+                          more);
   }
 
   // The head's HTTP URL, as the run directory records it.
@@ -115,6 +117,42 @@ TEST_F(ObservabilityTest, TheHeadServesEveryNodesMetricsStatusSeriesAndEvents) {
   EXPECT_EQ(r->status, 401);
 
   hold_.release();
+  const process_result done = head_->wait(120s);
+  EXPECT_EQ(done.exit_code, 0) << done.err;
+}
+
+// A rank frozen mid-run (SIGSTOP) stops its group: the other rank's data-parallel group shows
+// stuck in /metrics within health.stuck_after_s, long before the heartbeat timeout (here 30 s)
+// declares the frozen worker dead. Thawed, the job finishes.
+TEST_F(ObservabilityTest, AFrozenRankShowsItsGroupStuckBeforeItIsDeclaredDead) {
+  hold_.hold(2);
+  start_head(config("health: {stuck_after_s: 1}\n"), {"--set", "cluster.heartbeat_misses=60"});
+  const std::string url = head_url();
+  auto http = client(url);
+  ASSERT_TRUE(wait_until([&] {
+    return get(*http, "/metrics").find("actor=\"trainer/1/dp_group\"") != std::string::npos;
+  }));
+  int64_t frozen_pid = 0;
+  const auto members = nlohmann::json::parse(get(*http, "/api/status"))["members"];
+  for (const auto& m : members) {
+    if (m["node"] == "w2") frozen_pid = m.value("pid", int64_t{0});
+  }
+  ASSERT_GT(frozen_pid, 0) << members.dump();
+  ASSERT_EQ(::kill(static_cast<pid_t>(frozen_pid), SIGSTOP), 0);
+  hold_.release();
+  std::string metrics;
+  const std::regex stuck(
+      "troupe_actor_stuck\\{node=\"w1\",role=\"worker\",actor=\"trainer/[01]/dp_group\"\\} 1");
+  const bool seen = wait_until([&] {
+    metrics = get(*http, "/metrics");
+    return std::regex_search(metrics, stuck);
+  });
+  const auto status = nlohmann::json::parse(get(*http, "/api/status"));
+  ::kill(static_cast<pid_t>(frozen_pid), SIGCONT);
+  ASSERT_TRUE(seen) << metrics;
+  for (const auto& m : status["members"]) {
+    EXPECT_EQ(m["state"], "alive") << m.dump();  // not yet declared dead
+  }
   const process_result done = head_->wait(120s);
   EXPECT_EQ(done.exit_code, 0) << done.err;
 }

@@ -74,6 +74,22 @@ TEST(Registry, PrometheusText) {
   EXPECT_NE(text.find("troupe_actor_handle_seconds_count{actor=\"s/0\"} 1\n"), std::string::npos);
 }
 
+// The handler an actor runs now: its age, and whether it passed health.stuck_after_s.
+TEST(Registry, AHandlerRunningPastTheLimitMakesItsActorStuck) {
+  registry r;
+  r.set_stuck_after(0.5);
+  r.actor("idle/0")->record(1000);
+  const uint64_t two_seconds = static_cast<uint64_t>(2e9 / cycle_clock::nanos_per_tick());
+  r.actor("busy/0")->begin(cycle_clock::now() - two_seconds);
+  const std::string text = r.prometheus_text();
+  EXPECT_NE(text.find("troupe_actor_handler_age_seconds{actor=\"idle/0\"} 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("troupe_actor_stuck{actor=\"busy/0\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("troupe_actor_stuck{actor=\"idle/0\"} 0\n"), std::string::npos) << text;
+  EXPECT_GE(r.actor("busy/0")->handler_age_seconds(), 2.0);
+}
+
 TEST(Registry, HistogramBucketsAreCumulativeInPrometheusText) {
   registry r;
   auto& h = r.get_histogram("troupe_latency_seconds", "Latency", {0.01, 0.1}, {{"route", "a"}});
