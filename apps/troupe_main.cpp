@@ -157,6 +157,16 @@ int main(int argc, char** argv) {
                          "The cluster's CURVE keys directory (default: TROUPE_KEYS)");
   status_cmd->add_flag("--json", status.json, "Print JSON");
 
+  top_args top;
+  auto* top_cmd =
+      app.add_subcommand("top", "Watch a job: members, key figures and busiest actors, live");
+  top_cmd->add_option("run_dir", top.run_dir,
+                      "The job's run directory (default: the newest under runs/ with a head)");
+  top_cmd->add_option("--head", top.head, "The head's HTTP address (HOST:PORT or URL)");
+  top_cmd->add_option("--token", top.token,
+                      "The head's bearer token (cluster.http_token; default TROUPE_HTTP_TOKEN)");
+  top_cmd->add_flag("--once", top.once, "Print the picture once and exit");
+
   keys_args keys;
   auto* keys_cmd = app.add_subcommand("keys", "Make the keys of a CURVE cluster");
   keys_cmd->require_subcommand(1);
@@ -186,6 +196,7 @@ int main(int argc, char** argv) {
   }
   if (*worker_cmd) return worker_command(worker);
   if (*status_cmd) return status_command(status);
+  if (*top_cmd) return top_command(top);
   if (*keys_generate_cmd) return keys_generate_command(keys);
   return exit_usage_error;
 }

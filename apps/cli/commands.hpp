@@ -92,6 +92,17 @@ struct status_args {
 /// `troupe status`: the members of a cluster, their actors and heartbeats.
 [[nodiscard]] int status_command(const status_args& args);
 
+struct top_args {
+  std::string head;     ///< the head's HTTP URL or HOST:PORT; empty: from the run directory
+  std::string run_dir;  ///< a job's run directory (its head_http_url); empty: the newest in runs/
+  std::string token;    ///< the head's bearer token (else TROUPE_HTTP_TOKEN)
+  bool once = false;
+};
+
+/// `troupe top`: the members, the job's key figures and the busiest actors, from the head's
+/// HTTP endpoints, redrawn every second (`q` quits), or printed once with --once.
+[[nodiscard]] int top_command(const top_args& args);
+
 struct export_args {
   std::string run_dir;
   std::string format = "safetensors";

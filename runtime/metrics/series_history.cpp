@@ -42,7 +42,8 @@ nlohmann::json series_history::of(absl::string_view name) const {
     nlohmann::json points = nlohmann::json::array();
     for (size_t k = 0; k < p.t.size(); ++k) {
       const size_t i = (p.next + k) % p.t.size();
-      points.push_back({p.t[i], std::isfinite(p.v[i]) ? nlohmann::json(p.v[i]) : nlohmann::json()});
+      const double t = std::round(static_cast<double>(p.t[i]) * 1000) / 1000;  // to the ms
+      points.push_back({t, std::isfinite(p.v[i]) ? nlohmann::json(p.v[i]) : nlohmann::json()});
     }
     nlohmann::json labels = nlohmann::json::object();
     for (const auto& [k, v] : p.labels)

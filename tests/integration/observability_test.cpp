@@ -111,6 +111,17 @@ TEST_F(ObservabilityTest, TheHeadServesEveryNodesMetricsStatusSeriesAndEvents) {
   EXPECT_NE(events.find("\"event\":\"cluster_ready\""), std::string::npos) << events;
   EXPECT_NE(events.find("id: 1\ndata: {"), std::string::npos) << events;
 
+  // troupe top --once, as a user on SSH would run it, with the run directory to find the head.
+  const process_result top = troupe({"top", run_dir(), "--once", "--token", http_token});
+  EXPECT_EQ(top.exit_code, 0) << top.err;
+  for (const char* shown : {"w1", "w2", "head", "trainer/0", "trainer/1", "troupe_train_loss"}) {
+    EXPECT_NE(top.out.find(shown), std::string::npos) << shown << " missing:\n" << top.out;
+  }
+  EXPECT_EQ(top.out.find("\x1b["), std::string::npos) << "no terminal codes in a pipe";
+  const process_result refused = troupe({"top", run_dir(), "--once"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("wants its bearer token"), std::string::npos) << refused.err;
+
   httplib::Client anonymous(url);
   r = anonymous.Get("/metrics");
   ASSERT_TRUE(r);
