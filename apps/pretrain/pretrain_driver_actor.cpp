@@ -20,6 +20,7 @@
 #include "runtime/cluster/job_publisher.hpp"
 #include "runtime/metrics/row_gauges.hpp"
 #include "runtime/run/line_chart.hpp"
+#include "runtime/run/row_alerts.hpp"
 
 namespace troupe::apps {
 namespace {
@@ -40,6 +41,7 @@ struct driver_state {
   models::gpt_config model;
   run::event_log* events = nullptr;
   metrics::registry* registry = nullptr;  // the process's: each metrics row's figures as gauges
+  run::row_alerts alerts;                  // warnings about the rows: NaN loss, throughput drop
   std::string run_dir;
   std::string checkpoint_root;
   std::optional<elastic_world> elastic;  // roles.trainer.elastic
@@ -112,6 +114,7 @@ void record(self_ptr self, const nlohmann::json& row) {
   auto& st = self->state;
   if (st.metrics.is_open()) st.metrics << row.dump() << '\n' << std::flush;
   metrics::set_row_gauges(*st.registry, "troupe_train_", row);
+  st.alerts.report(row, *st.events);
   const double step = row["step"].get<double>();
   if (row.contains("loss")) {
     st.train.points.emplace_back(step, row["loss"].get<double>());

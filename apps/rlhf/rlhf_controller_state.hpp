@@ -24,6 +24,7 @@
 #include "runtime/metrics/registry.hpp"
 #include "runtime/run/event_log.hpp"
 #include "runtime/run/line_chart.hpp"
+#include "runtime/run/row_alerts.hpp"
 
 namespace troupe::apps::rlhf::control {
 
@@ -57,6 +58,7 @@ struct controller_state {
   models::gpt_config model;
   run::event_log* events = nullptr;
   metrics::registry* registry = nullptr;  // the process's: each metrics row's figures as gauges
+  run::row_alerts alerts;  // warnings about the rows: NaN loss, throughput drop, collapses
   std::string run_dir;
   // The policy's and the critic's (GAE only) ranks by actor name; the logic's members(critic)
   // give their rank order.

@@ -21,6 +21,7 @@
 #include "runtime/cluster/job_publisher.hpp"
 #include "runtime/metrics/row_gauges.hpp"
 #include "runtime/run/line_chart.hpp"
+#include "runtime/run/row_alerts.hpp"
 
 namespace troupe::apps::rlhf {
 namespace control {
@@ -74,6 +75,7 @@ void record(self_ptr self, const nlohmann::json& row) {
   auto& st = self->state;
   if (st.metrics.is_open()) st.metrics << row.dump() << '\n' << std::flush;
   metrics::set_row_gauges(*st.registry, "troupe_rl_", row);
+  st.alerts.report(row, *st.events);
   if (!row.contains("step")) {
     if (row.contains("warmup_step")) {
       st.events->emit(run::severity::debug, "progress",

@@ -179,6 +179,7 @@ void head_server::observe(std::chrono::steady_clock::time_point now) {
         .inc(merged.dropped_lines);
   }
   history_.record(events_.elapsed_seconds(), merged.text);
+  stuck_.report(metrics::parse_samples(merged.text), events_);
 }
 
 }  // namespace troupe::cluster

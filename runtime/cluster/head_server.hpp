@@ -12,6 +12,7 @@
 #include "runtime/metrics/registry.hpp"
 #include "runtime/metrics/series_history.hpp"
 #include "runtime/run/event_log.hpp"
+#include "runtime/run/stuck_alerts.hpp"
 #include "zmq.hpp"
 
 namespace troupe::cluster {
@@ -67,6 +68,7 @@ class head_server {
   run::event_log& events_;
   head_view view_;
   metrics::series_history history_;
+  run::stuck_alerts stuck_;  // warns of actors and trainer groups that became stuck
   std::chrono::steady_clock::time_point next_publish_{};
   std::chrono::steady_clock::time_point next_record_{};
   std::atomic<bool> stopping_{false};

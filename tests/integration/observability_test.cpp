@@ -111,7 +111,13 @@ TEST_F(ObservabilityTest, TheHeadServesEveryNodesMetricsStatusSeriesAndEvents) {
   EXPECT_NE(events.find("\"event\":\"cluster_ready\""), std::string::npos) << events;
   EXPECT_NE(events.find("id: 1\ndata: {"), std::string::npos) << events;
 
-  // troupe top --once, as a user on SSH would run it, with the run directory to find the head.
+  // troupe top --once, as a user on SSH would run it, with the run directory to find the head,
+  // once the history it reads (sampled every second) has the trainers.
+  ASSERT_TRUE(wait_until([&] {
+    const std::string s = get(*http, "/api/series?name=troupe_actor_messages_total");
+    return s.find("\"trainer/0\"") != std::string::npos &&
+           s.find("\"trainer/1\"") != std::string::npos;
+  }));
   const process_result top = troupe({"top", run_dir(), "--once", "--token", http_token});
   EXPECT_EQ(top.exit_code, 0) << top.err;
   for (const char* shown : {"w1", "w2", "head", "trainer/0", "trainer/1", "troupe_train_loss"}) {
@@ -159,8 +165,15 @@ TEST_F(ObservabilityTest, AFrozenRankShowsItsGroupStuckBeforeItIsDeclaredDead) {
     return std::regex_search(metrics, stuck);
   });
   const auto status = nlohmann::json::parse(get(*http, "/api/status"));
+  // The head warns of it once, in the event log (and so on the terminal and in troupe.log).
+  const bool warned = wait_until([&] {
+    for (const auto& e : events_of(run_dir(), "alert"))
+      if (e["kind"] == "stuck_collective" && e["node"] == "w1") return true;
+    return false;
+  });
   ::kill(static_cast<pid_t>(frozen_pid), SIGCONT);
   ASSERT_TRUE(seen) << metrics;
+  EXPECT_TRUE(warned) << "no stuck_collective alert for w1";
   for (const auto& m : status["members"]) {
     EXPECT_EQ(m["state"], "alive") << m.dump();  // not yet declared dead
   }
