@@ -23,8 +23,9 @@ packages=(
   python3-torch
   # fuzzing: clang with libFuzzer, ASan and UBSan (scripts/fuzz.sh, tests/fuzz)
   clang libclang-rt-dev
-  # promtool, which checks the head's /metrics as Prometheus reads it (observability_test)
-  prometheus
+  # promtool, which checks the head's /metrics as Prometheus reads it, and the browser the
+  # dashboard is tested in (observability_test)
+  prometheus chromium
   # a busy machine for the suite's repeated runs (scripts/test.sh --busy-cores, docs/testing.md)
   stress-ng
   # the OpenAI client compatibility test (tests/integration/openai_client); npm comes with it

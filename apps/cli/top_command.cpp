@@ -88,7 +88,7 @@ absl::StatusOr<top_snapshot> fetch(httplib::Client& head, const std::string& url
   if (!status.ok()) return status.status();
   s.status = std::move(*status);
   const auto series = [&](const std::string& name) {
-    return get_json(head, url, "/api/series?name=" + name);
+    return get_json(head, url, "/api/series?points=6&name=" + name);
   };
   auto messages = series("troupe_actor_messages_total");
   auto mailbox = series("troupe_actor_mailbox_depth");

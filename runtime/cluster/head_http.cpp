@@ -18,9 +18,10 @@ std::string error_json(absl::string_view message) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<head_http>> head_http::start(settings s, const head_server& head,
-                                                            run::event_log& events) {
-  std::unique_ptr<head_http> h(new head_http(std::move(s), head));
+absl::StatusOr<std::unique_ptr<head_http>> head_http::start(
+    settings s, const head_view& view, const metrics::series_history& history,
+    run::event_log& events) {
+  std::unique_ptr<head_http> h(new head_http(std::move(s), view, history));
   events.add_listener([feed = h->feed_](const nlohmann::json& e) { feed->add(e); });
   h->install_routes();
   auto port = h->server_->start(h->settings_.host, h->settings_.port);
@@ -32,9 +33,10 @@ absl::StatusOr<std::unique_ptr<head_http>> head_http::start(settings s, const he
   return h;
 }
 
-head_http::head_http(settings s, const head_server& head)
+head_http::head_http(settings s, const head_view& view, const metrics::series_history& history)
     : settings_(std::move(s)),
-      head_(head),
+      view_(view),
+      history_(history),
       server_(std::make_unique<http::guarded_http_server>(
           settings_.limits, [](int, const std::string& message) { return error_json(message); })) {}
 
@@ -51,8 +53,11 @@ std::string head_http::url() const {
 void head_http::install_routes() {
   auto& server = *server_;
   server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // The header, or (for a browser's page and its event stream, which cannot set headers)
+    // RFC 6750's access_token query parameter.
     if (settings_.token.empty() ||
-        req.get_header_value("Authorization") == absl::StrCat("Bearer ", settings_.token)) {
+        req.get_header_value("Authorization") == absl::StrCat("Bearer ", settings_.token) ||
+        req.get_param_value("access_token") == settings_.token) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     res.status = 401;
@@ -61,22 +66,30 @@ void head_http::install_routes() {
     return httplib::Server::HandlerResponse::Handled;
   });
   server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(head_.view().metrics().text, "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(view_.metrics().text, "text/plain; version=0.0.4; charset=utf-8");
   });
   server.Get("/api/status", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(head_.view().status().dump(), "application/json");
+    res.set_content(view_.status().dump(), "application/json");
   });
   server.Get("/api/series", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string name = req.get_param_value("name");
     if (name.empty()) {
       res.status = 400;
       res.set_content(nlohmann::json{{"error", "name the metric: /api/series?name=FAMILY"},
-                                     {"families", head_.history().families()}}
+                                     {"families", history_.families()}}
                           .dump(),
                       "application/json");
       return;
     }
-    res.set_content(head_.history().of(name).dump(), "application/json");
+    size_t points = 0;  // all kept
+    if (const std::string n = req.get_param_value("points");
+        !n.empty() && !absl::SimpleAtoi(n, &points)) {
+      res.status = 400;
+      res.set_content(error_json(absl::StrCat("points: '", n, "' is not a count")),
+                      "application/json");
+      return;
+    }
+    res.set_content(history_.of(name, points).dump(), "application/json");
   });
   server.Get("/api/events", [this](const httplib::Request& req, httplib::Response& res) {
     uint64_t after = 0;
@@ -129,7 +142,8 @@ absl::StatusOr<std::unique_ptr<head_http>> start_head_http(const config::cluster
         "cluster.http: '", spec.http, "' is not HOST:PORT (port 0 picks a free one) or off"));
   }
   auto http = head_http::start(
-      {.host = address->first, .port = address->second, .token = spec.http_token}, head, events);
+      {.host = address->first, .port = address->second, .token = spec.http_token}, head.view(),
+      head.history(), events);
   if (!http.ok()) return http.status();
   const std::string url = (*http)->url();
   if (!run_dir.empty()) {

@@ -22,7 +22,8 @@ namespace troupe::cluster {
 ///   GET /api/series?name=F  the recent history of metric family F (series_history::of)
 ///   GET /                   the dashboard
 ///
-/// With a token, every request must carry `Authorization: Bearer TOKEN`.
+/// With a token, every request must carry `Authorization: Bearer TOKEN`, or `access_token=TOKEN`
+/// in its query (RFC 6750; the dashboard passes its own on to what it fetches).
 class head_http {
  public:
   struct settings {
@@ -32,22 +33,23 @@ class head_http {
     http::http_limits limits;
   };
 
-  /// Listens on `s.host:s.port` and serves `head`'s view and `events` from now on. `head` must
-  /// outlive the returned server.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<head_http>> start(settings s,
-                                                                        const head_server& head,
-                                                                        run::event_log& events);
+  /// Listens on `s.host:s.port` and serves `view`, `history` and `events` from now on (a
+  /// head_server's, or a test's). `view` and `history` must outlive the returned server.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<head_http>> start(
+      settings s, const head_view& view, const metrics::series_history& history,
+      run::event_log& events);
   ~head_http();
 
   /// "http://HOST:PORT".
   [[nodiscard]] std::string url() const;
 
  private:
-  head_http(settings s, const head_server& head);
+  head_http(settings s, const head_view& view, const metrics::series_history& history);
   void install_routes();
 
   settings settings_;
-  const head_server& head_;
+  const head_view& view_;
+  const metrics::series_history& history_;
   std::shared_ptr<run::event_feed> feed_ = std::make_shared<run::event_feed>();
   std::atomic<bool> closing_{false};
   std::unique_ptr<http::guarded_http_server> server_;

@@ -34,13 +34,14 @@ void series_history::record(double t, absl::string_view exposition) {
                 [&](const auto& kv) { return round_ - kv.second.last_round >= capacity_; });
 }
 
-nlohmann::json series_history::of(absl::string_view name) const {
+nlohmann::json series_history::of(absl::string_view name, size_t last) const {
   nlohmann::json out = {{"name", name}, {"series", nlohmann::json::array()}};
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [series, p] : series_) {
     if (p.family != name && p.name != name) continue;
     nlohmann::json points = nlohmann::json::array();
-    for (size_t k = 0; k < p.t.size(); ++k) {
+    const size_t skipped = last == 0 || last >= p.t.size() ? 0 : p.t.size() - last;
+    for (size_t k = skipped; k < p.t.size(); ++k) {
       const size_t i = (p.next + k) % p.t.size();
       const double t = std::round(static_cast<double>(p.t[i]) * 1000) / 1000;  // to the ms
       points.push_back({t, std::isfinite(p.v[i]) ? nlohmann::json(p.v[i]) : nlohmann::json()});

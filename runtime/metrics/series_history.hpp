@@ -23,10 +23,10 @@ class series_history {
   /// samples.
   void record(double t, absl::string_view exposition);
 
-  /// The points of every series of the family or metric `name`:
-  /// {"name", "series": [{"series": "name{labels}", "labels": {k: v}, "points": [[t, v]...]}]}.
-  /// NaN and infinite values are null.
-  [[nodiscard]] nlohmann::json of(absl::string_view name) const;
+  /// The points of every series of the family or metric `name`, the last `last` of each (0:
+  /// all kept): {"name", "series": [{"series": "name{labels}", "labels": {k: v}, "points":
+  /// [[t, v]...]}]}. NaN and infinite values are null.
+  [[nodiscard]] nlohmann::json of(absl::string_view name, size_t last = 0) const;
 
   /// The names of the families recorded.
   [[nodiscard]] std::vector<std::string> families() const;

@@ -3,6 +3,7 @@
 // /api/status, /api/series and /api/events, and is refused without the bearer token.
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 
@@ -16,6 +17,7 @@ namespace troupe::testing {
 namespace {
 
 using namespace std::chrono_literals;
+namespace fs = std::filesystem;
 
 constexpr char http_token[] = "dashboard-secret";
 
@@ -177,6 +179,60 @@ TEST_F(ObservabilityTest, AFrozenRankShowsItsGroupStuckBeforeItIsDeclaredDead) {
   for (const auto& m : status["members"]) {
     EXPECT_EQ(m["state"], "alive") << m.dump();  // not yet declared dead
   }
+  const process_result done = head_->wait(120s);
+  EXPECT_EQ(done.exit_code, 0) << done.err;
+}
+
+// The dashboard in a real browser (Debian's chromium, headless, loopback only) on the held job:
+// members, actors and curves with points, no console error; a screenshot in
+// build/test-output/dashboard.png.
+TEST_F(ObservabilityTest, TheDashboardShowsMembersActorsAndCurvesInABrowser) {
+  hold_.hold(3);
+  start_head(config());
+  const std::string url = head_url();
+  auto http = client(url);
+  ASSERT_TRUE(wait_until([&] {  // two points of the loss curve, and the trainers in the history
+    const auto loss = nlohmann::json::parse(get(*http, "/api/series?name=troupe_train_loss"));
+    const std::string actors = get(*http, "/api/series?points=1&name=troupe_actor_messages_total");
+    return !loss["series"].empty() && loss["series"][0]["points"].size() >= 2 &&
+           actors.find("\"trainer/1\"") != std::string::npos;
+  }));
+  const fs::path out = fs::path(TROUPE_BINARY).parent_path() / "test-output";
+  fs::create_directories(out);
+  const std::vector<std::string> chromium = {"/usr/bin/chromium",
+                                             "--headless",
+                                             "--no-sandbox",
+                                             "--disable-gpu",
+                                             "--enable-logging=stderr",
+                                             "--v=0",
+                                             "--virtual-time-budget=10000",
+                                             "--window-size=1280,1400"};
+  const auto browse = [&](const std::string& what) {
+    std::vector<std::string> args = chromium;
+    args.push_back(what);
+    args.push_back(url + "/?once&access_token=" + http_token);
+    return run(args, 60s);
+  };
+  const process_result dom = browse("--dump-dom");
+  ASSERT_EQ(dom.exit_code, 0) << dom.err;
+  EXPECT_NE(dom.out.find("data-ready=\"1\""), std::string::npos)
+      << "the page never finished:\n" << dom.out << dom.err;
+  for (const char* shown : {"<td>w1</td>", "<td>w2</td>", "<td>head</td>", "<td>trainer/0</td>",
+                            "<td>trainer/1/dp_group</td>", "troupe_train_loss", "cluster_ready"}) {
+    EXPECT_NE(dom.out.find(shown), std::string::npos) << shown << " missing from the page";
+  }
+  const std::regex chart("data-points=\"([0-9]+)\"");
+  int charts = 0;
+  for (auto it = std::sregex_iterator(dom.out.begin(), dom.out.end(), chart);
+       it != std::sregex_iterator(); ++it, ++charts) {
+    EXPECT_GT(std::stoi((*it)[1]), 0) << "a curve without points";
+  }
+  EXPECT_GE(charts, 2) << "the loss and tokens/s curves";
+  EXPECT_EQ(dom.err.find("CONSOLE"), std::string::npos) << "the page logged:\n" << dom.err;
+  const process_result shot = browse("--screenshot=" + (out / "dashboard.png").string());
+  EXPECT_EQ(shot.exit_code, 0) << shot.err;
+  EXPECT_TRUE(fs::exists(out / "dashboard.png"));
+  hold_.release();
   const process_result done = head_->wait(120s);
   EXPECT_EQ(done.exit_code, 0) << done.err;
 }
