@@ -28,7 +28,7 @@ struct router_state {
   std::unique_ptr<request_router> logic;
   std::map<std::string, actor::inference_worker_actor> workers;
   std::map<caf::actor_addr, std::string> names;
-  std::shared_ptr<serve_metrics> metrics = std::make_shared<serve_metrics>();
+  std::shared_ptr<serve_metrics> metrics;
   std::unique_ptr<http_front_end> front_end;
   std::string url;
   caf::typed_response_promise<actor::job_result> done;
@@ -186,12 +186,14 @@ absl::StatusOr<caf::actor> spawn_serve_router(actor::role_context& ctx,
   const api_limits limits{options.model_name, models::gpt_config_of(ctx.plan.spec.model).ctx,
                           options.default_max_tokens};
   run::event_log* events = &ctx.events;
+  metrics::registry* registry = &ctx.metrics;
   auto handle = ctx.spawn<router_actor, router_state>(
-      [options, limits, events](self_ptr self) -> router_actor::behavior_type {
+      [options, limits, events, registry](self_ptr self) -> router_actor::behavior_type {
         auto& st = self->state;
         st.options = options;
         st.limits = limits;
         st.events = events;
+        st.metrics = std::make_shared<serve_metrics>(*registry);
         st.logic = std::make_unique<request_router>(request_router::options{
             .max_queue = options.max_queue, .max_per_worker = options.max_per_worker});
         self->set_down_handler([self](caf::down_msg& down) {

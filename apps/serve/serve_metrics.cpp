@@ -9,8 +9,9 @@ const std::vector<double> sequences = {1, 2, 4, 8, 16, 32, 64, 128, 256};
 
 }  // namespace
 
-serve_metrics::serve_metrics()
-    : ttft_(registry_.get_histogram("troupe_serve_time_to_first_token_seconds",
+serve_metrics::serve_metrics(metrics::registry& registry)
+    : registry_(registry),
+      ttft_(registry_.get_histogram("troupe_serve_time_to_first_token_seconds",
                                     "From a request's arrival to its first token.",
                                     latency_seconds)),
       inter_token_(registry_.get_histogram("troupe_serve_inter_token_latency_seconds",

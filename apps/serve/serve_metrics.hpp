@@ -9,14 +9,15 @@
 
 namespace troupe::apps {
 
-/// The serving app's figures, exported at GET /metrics in Prometheus text: responses by HTTP
+/// The serving app's figures, kept in the process's registry (so the head's /metrics has them
+/// too) and exported with the rest of it at the serving API's GET /metrics: responses by HTTP
 /// status, time to first token and inter-token latency (measured where the router hands tokens
 /// to the HTTP threads), queue depth, requests in flight and dispatched to each worker, and the
 /// workers' KV blocks in use and batch sizes (from their poll reports). Updated from the router and
 /// the HTTP threads.
 class serve_metrics {
  public:
-  serve_metrics();
+  explicit serve_metrics(metrics::registry& registry);
 
   void response(int http_status);
   /// A request (or a replay) went to `worker`.
@@ -35,7 +36,7 @@ class serve_metrics {
  private:
   void sum_workers();  // with mu_ held
 
-  metrics::registry registry_;
+  metrics::registry& registry_;
   metrics::histogram& ttft_;
   metrics::histogram& inter_token_;
   metrics::histogram& batch_size_;

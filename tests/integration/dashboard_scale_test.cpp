@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/cluster/head_http.hpp"
 #include "runtime/metrics/registry.hpp"
-#include "tests/support/subprocess.hpp"
+#include "tests/support/headless_chromium.hpp"
 
 namespace troupe::testing {
 namespace {
@@ -65,11 +65,7 @@ TEST(DashboardScale, SixtyFourNodesAndAThousandActorsAreAllShown) {
   auto http = cluster::head_http::start({}, view, history, events);
   ASSERT_TRUE(http.ok()) << http.status();
 
-  const process_result dom =
-      run({"/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
-           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=30000", "--dump-dom",
-           (*http)->url() + "/?once"},
-          120s);
+  const process_result dom = headless_chromium((*http)->url() + "/?once", "--dump-dom");
   ASSERT_EQ(dom.exit_code, 0) << dom.err;
   EXPECT_NE(dom.out.find("data-ready=\"1\""), std::string::npos) << "the page never finished";
   EXPECT_NE(dom.out.find("<td>w64</td>"), std::string::npos);

@@ -12,6 +12,7 @@
 
 #include "httplib.h"
 #include "tests/integration/cluster_harness.hpp"
+#include "tests/support/headless_chromium.hpp"
 
 namespace troupe::testing {
 namespace {
@@ -102,7 +103,12 @@ TEST_F(ObservabilityTest, TheHeadServesEveryNodesMetricsStatusSeriesAndEvents) {
   ASSERT_TRUE(status.is_object());
   EXPECT_EQ(status["members"].size(), 3u) << status.dump();  // the head and two workers
 
-  const auto loss = nlohmann::json::parse(get(*http, "/api/series?name=troupe_train_loss"));
+  // The history is sampled every second: the loss is there at the next sample.
+  nlohmann::json loss;
+  ASSERT_TRUE(wait_until([&] {
+    loss = nlohmann::json::parse(get(*http, "/api/series?name=troupe_train_loss"));
+    return !loss["series"].empty();
+  })) << loss.dump();
   ASSERT_EQ(loss["series"].size(), 1u) << loss.dump();
   EXPECT_FALSE(loss["series"][0]["points"].empty());
   auto r = http->Get("/api/series");
@@ -199,37 +205,22 @@ TEST_F(ObservabilityTest, TheDashboardShowsMembersActorsAndCurvesInABrowser) {
   }));
   const fs::path out = fs::path(TROUPE_BINARY).parent_path() / "test-output";
   fs::create_directories(out);
-  const std::vector<std::string> chromium = {"/usr/bin/chromium",
-                                             "--headless",
-                                             "--no-sandbox",
-                                             "--disable-gpu",
-                                             "--enable-logging=stderr",
-                                             "--v=0",
-                                             "--virtual-time-budget=10000",
-                                             "--window-size=1280,1400"};
-  const auto browse = [&](const std::string& what) {
-    std::vector<std::string> args = chromium;
-    args.push_back(what);
-    args.push_back(url + "/?once&access_token=" + http_token);
-    return run(args, 60s);
-  };
-  const process_result dom = browse("--dump-dom");
+  const std::string page = url + "/?once&access_token=" + http_token;
+  const process_result dom = headless_chromium(page, "--dump-dom");
   ASSERT_EQ(dom.exit_code, 0) << dom.err;
-  EXPECT_NE(dom.out.find("data-ready=\"1\""), std::string::npos)
-      << "the page never finished:\n" << dom.out << dom.err;
+  EXPECT_NE(dom.out.find("data-ready=\"1\""), std::string::npos) << "the page never finished:\n"
+                                                                 << dom.out << dom.err;
   for (const char* shown : {"<td>w1</td>", "<td>w2</td>", "<td>head</td>", "<td>trainer/0</td>",
                             "<td>trainer/1/dp_group</td>", "troupe_train_loss", "cluster_ready"}) {
     EXPECT_NE(dom.out.find(shown), std::string::npos) << shown << " missing from the page";
   }
-  const std::regex chart("data-points=\"([0-9]+)\"");
-  int charts = 0;
-  for (auto it = std::sregex_iterator(dom.out.begin(), dom.out.end(), chart);
-       it != std::sregex_iterator(); ++it, ++charts) {
-    EXPECT_GT(std::stoi((*it)[1]), 0) << "a curve without points";
-  }
-  EXPECT_GE(charts, 2) << "the loss and tokens/s curves";
+  const std::vector<int> charts = chart_points(dom.out);
+  EXPECT_GE(charts.size(), 2u) << "the loss and tokens/s curves";
+  for (int points : charts)
+    EXPECT_GT(points, 0) << "a curve without points";
   EXPECT_EQ(dom.err.find("CONSOLE"), std::string::npos) << "the page logged:\n" << dom.err;
-  const process_result shot = browse("--screenshot=" + (out / "dashboard.png").string());
+  const process_result shot =
+      headless_chromium(page, "--screenshot=" + (out / "dashboard.png").string());
   EXPECT_EQ(shot.exit_code, 0) << shot.err;
   EXPECT_TRUE(fs::exists(out / "dashboard.png"));
   hold_.release();

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <regex>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
 #include "tests/integration/troupe_cli.hpp"
+#include "tests/support/headless_chromium.hpp"
 #include "tests/support/tls_certificate.hpp"
 
 namespace troupe::testing {
@@ -259,6 +261,48 @@ TEST_F(ServeTest, ABearerTokenAndTheHttpLimitsComeFromTheConfig) {
 // A flood against a queue of one, with the engines held: exactly three requests are taken (one
 // running on each worker, one waiting) and the other 29 answered at once with 429 and
 // Retry-After; once released, the three finish in full.
+// The head's dashboard of a serving job under load (completions held in flight on the
+// workers), in headless chromium: the members, the workers' actors and the serving curves with
+// points, and no console message.
+TEST_F(ServeTest, TheDashboardShowsAServingJobUnderLoad) {
+  start();
+  hold_.hold();
+  auto calls = completions(8, 8);
+  const auto released = hold_.release_at_exit();
+  ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 1, 30s, /*at_least=*/true));
+  std::string dashboard;
+  std::getline(std::ifstream(run_dir() + "/head_http_url"), dashboard);
+  ASSERT_FALSE(dashboard.empty()) << "no head_http_url in the run directory";
+  httplib::Client head(dashboard);
+  std::string history;
+  ASSERT_TRUE(wait_until([&] {  // the load in the head's history: two samples of it
+    auto r = head.Get("/api/series?name=troupe_serve_in_flight");
+    if (!r || r->status != 200) return false;
+    history = r->body;
+    const auto series = nlohmann::json::parse(r->body);
+    int loaded = 0;
+    for (const auto& s : series["series"])
+      for (const auto& p : s["points"])
+        loaded += p[1].is_number() && p[1].get<double>() >= 1;
+    return loaded >= 2;
+  })) << history;
+  const process_result dom = headless_chromium(dashboard + "/?once", "--dump-dom");
+  ASSERT_EQ(dom.exit_code, 0) << dom.err;
+  EXPECT_NE(dom.out.find("data-ready=\"1\""), std::string::npos) << "the page never finished";
+  for (const char* shown :
+       {"<td>w1</td>", "<td>w2</td>", "<td>head</td>", "troupe_serve_running_sequences"}) {
+    EXPECT_NE(dom.out.find(shown), std::string::npos) << shown << " missing from the page";
+  }
+  const std::vector<int> charts = chart_points(dom.out);
+  EXPECT_GE(charts.size(), 2u) << "the serving curves";
+  for (int points : charts)
+    EXPECT_GT(points, 0) << "a curve without points";
+  EXPECT_EQ(dom.err.find("CONSOLE"), std::string::npos) << "the page logged:\n" << dom.err;
+  hold_.release();
+  for (auto& call : calls)
+    EXPECT_FALSE(call.get().is_null());
+}
+
 TEST_F(ServeTest, AFloodGets429WithRetryAfter) {
   start({"--set", "serve.max_queue=1", "--set", "serve.max_per_worker=1"});
   hold_.hold();
