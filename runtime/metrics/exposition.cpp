@@ -121,19 +121,6 @@ std::string unescape_label_value(absl::string_view v) {
   return out;
 }
 
-std::string escape_label_value(absl::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
 // The sample written back with `identity` first; a label of the same name becomes exported_<name>.
 std::string relabelled(const sample_line& s, const labels& identity) {
   std::string out(s.name);
@@ -156,6 +143,19 @@ std::string relabelled(const sample_line& s, const labels& identity) {
 }
 
 }  // namespace
+
+std::string escape_label_value(absl::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
 
 merged_exposition merge_expositions(const std::vector<exposition_source>& sources) {
   struct family {

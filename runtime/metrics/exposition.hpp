@@ -8,6 +8,9 @@
 
 namespace troupe::metrics {
 
+/// A label value as Prometheus text writes it: backslash, double quote and newline escaped.
+[[nodiscard]] std::string escape_label_value(absl::string_view v);
+
 /// One process's Prometheus text exposition (registry::prometheus_text), with the labels that
 /// say whose it is, e.g. {{"node", "w1"}, {"role", "worker"}}.
 struct exposition_source {

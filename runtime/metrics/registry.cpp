@@ -4,28 +4,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/metrics/exposition.hpp"
 
 namespace troupe::metrics {
 namespace {
-
-std::string escape_label(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
 
 std::string series_name(const std::string& name, const labels& l) {
   if (l.empty()) return name;
   std::string out = name + "{";
   for (size_t i = 0; i < l.size(); ++i) {
-    absl::StrAppend(&out, i ? "," : "", l[i].first, "=\"", escape_label(l[i].second), "\"");
+    absl::StrAppend(&out, i ? "," : "", l[i].first, "=\"", escape_label_value(l[i].second), "\"");
   }
   return out + "}";
 }

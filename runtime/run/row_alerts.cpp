@@ -23,6 +23,23 @@ bool is_collapse_watched(const std::string& field) {
   return field == "actor/entropy" || field == "response_length/mean";
 }
 
+// A field watched for a fall below a fraction of its median.
+struct falling {
+  bool (*applies)(const std::string& field);
+  double fraction;
+  const char* fraction_text;
+  const char* kind;
+  const char* verb;
+  const char* cause;
+};
+
+constexpr falling watched[] = {
+    {is_throughput, 0.5, "half", "throughput_drop", "fell to",
+     "a slow or lost rank, or a busier machine"},
+    {is_collapse_watched, 0.1, "a tenth", "collapse", "collapsed to",
+     "the policy may be degenerating (see samples.jsonl)"},
+};
+
 double median_of(std::vector<double> values) {
   const auto mid = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
   std::nth_element(values.begin(), mid, values.end());
@@ -60,22 +77,14 @@ std::vector<alert> row_alerts::observe(const nlohmann::json& row, const std::str
       continue;
     }
     if (!value.is_number()) continue;
-    const double v = value.get<double>();
-    if (is_throughput(field)) {
-      if (auto drop = below_median(field, v, 0.5)) {
-        raise("throughput_drop", field,
-              absl::StrFormat("%s fell to %.4g (the median of the last %d rows) at %s, below "
-                              "half its median before (%.4g): a slow or lost rank, or a busier "
-                              "machine",
-                              field, drop->first, recent, where, drop->second));
-      }
-    } else if (is_collapse_watched(field)) {
-      if (auto drop = below_median(field, v, 0.1)) {
-        raise("collapse", field,
-              absl::StrFormat("%s collapsed to %.4g (the median of the last %d rows) at %s, below "
-                              "a tenth of its median before (%.4g): the policy may be "
-                              "degenerating (see samples.jsonl)",
-                              field, drop->first, recent, where, drop->second));
+    for (const falling& f : watched) {
+      if (!f.applies(field)) continue;
+      if (auto drop = below_median(field, value.get<double>(), f.fraction)) {
+        raise(f.kind, field,
+              absl::StrFormat("%s %s %.4g (the median of the last %d rows) at %s, below %s its "
+                              "median before (%.4g): %s",
+                              field, f.verb, drop->first, recent, where, f.fraction_text,
+                              drop->second, f.cause));
       }
     }
   }

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "tests/support/subprocess.hpp"
 
 namespace troupe::testing {
@@ -23,15 +25,24 @@ inline process_result headless_chromium(
              timeout);
 }
 
-/// The number of points of each chart a dashboard page drew (its data-points attributes).
-inline std::vector<int> chart_points(const std::string& dom) {
-  std::vector<int> out;
+/// Checks a dashboard page as `--dump-dom` left it: finished drawing (`?once`), showing each of
+/// `shown`, at least `min_charts` curves and none without points, and nothing logged to the
+/// console.
+inline void expect_dashboard(const process_result& dom, const std::vector<std::string>& shown,
+                             size_t min_charts) {
+  ASSERT_EQ(dom.exit_code, 0) << dom.err;
+  EXPECT_NE(dom.out.find("data-ready=\"1\""), std::string::npos) << "the page never finished:\n"
+                                                                 << dom.out << dom.err;
+  for (const std::string& s : shown)
+    EXPECT_NE(dom.out.find(s), std::string::npos) << s << " missing from the page";
+  size_t charts = 0;
   const std::regex chart("data-points=\"([0-9]+)\"");
-  for (auto it = std::sregex_iterator(dom.begin(), dom.end(), chart); it != std::sregex_iterator();
-       ++it) {
-    out.push_back(std::stoi((*it)[1]));
+  for (auto it = std::sregex_iterator(dom.out.begin(), dom.out.end(), chart);
+       it != std::sregex_iterator(); ++it, ++charts) {
+    EXPECT_GT(std::stoi((*it)[1]), 0) << "a curve without points";
   }
-  return out;
+  EXPECT_GE(charts, min_charts) << "curves drawn";
+  EXPECT_EQ(dom.err.find("CONSOLE"), std::string::npos) << "the page logged:\n" << dom.err;
 }
 
 }  // namespace troupe::testing
