@@ -104,9 +104,13 @@ class trainer {
   /// each block's row-parallel parts and the gradient norm, and over which the replicated
   /// parameters' gradients are checked to agree. INVALID_ARGUMENT when the batch does not split
   /// into the ranks' shares and those into the micro-batches, or a group does not fit.
+  /// The trainer keeps `layout` by reference: it must outlive the trainer (a temporary cannot).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<trainer>> create(
       const models::gpt_layout& layout, const trainer_options& options, comm::communicator* group,
       comm::communicator* pipe = nullptr, comm::communicator* tensor = nullptr);
+  static absl::StatusOr<std::unique_ptr<trainer>> create(
+      models::gpt_layout&& layout, const trainer_options& options, comm::communicator* group,
+      comm::communicator* pipe = nullptr, comm::communicator* tensor = nullptr) = delete;
   /// A trainer on `group`, a data-parallel group formed anew after its membership changed (a
   /// rank lost or joined), continuing from the state of optimizer step `steps`. A collective of
   /// the new group: each survivor passes its `previous` trainer, a joining rank nullptr. The
@@ -121,6 +125,11 @@ class trainer {
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<trainer>> regroup(
       trainer* previous, const models::gpt_layout& layout, const trainer_options& options,
       comm::communicator* group, int64_t steps);
+  static absl::StatusOr<std::unique_ptr<trainer>> regroup(trainer* previous,
+                                                          models::gpt_layout&& layout,
+                                                          const trainer_options& options,
+                                                          comm::communicator* group,
+                                                          int64_t steps) = delete;
 
   /// What a trainer of `layout` with `options` in a data-parallel group of `ranks` holds, without
   /// making one.

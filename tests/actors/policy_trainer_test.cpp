@@ -311,8 +311,8 @@ TEST_F(CriticTrainerTest, TheCriticRefusesThePolicysRequestsAndMalformedBatches)
   EXPECT_NE(report.status().message().find("returns has 127 entries; batch 8 x ctx 16 needs 128"),
             std::string::npos)
       << report.status();
-  auto policy = *trainer::create(models::gpt_layout(config, models::layer_range::all(config)),
-                                 policy_options(), nullptr);
+  const models::gpt_layout lm_layout(config, models::layer_range::all(config));
+  auto policy = *trainer::create(lm_layout, policy_options(), nullptr);
   EXPECT_FALSE(policy->values(b).ok());
   EXPECT_FALSE(policy->step(critic_batch(*t), value_objective{}).ok());
   EXPECT_EQ(t->steps(), 0);
