@@ -2,12 +2,13 @@
 # Unit tests under sanitizers (docs/testing.md#sanitizers), each build in its own directory with
 # CUDA off:
 #
-#   scripts/sanitize.sh asan   # ASan + UBSan (build-asan): the runtime (config, cluster, comm,
-#                              # tensors, checkpoints), the kernels and the GPT; CAF's
-#                              # internals suppressed (tests/ubsan.supp)
-#   scripts/sanitize.sh tsan   # TSan (build-tsan): the threaded runtime parts: the scheduler's
-#                              # I/O polling, the peer inbox, the collective queue, the async
-#                              # checkpoint writer; CAF's internals suppressed (tests/tsan.supp)
+#   scripts/sanitize.sh asan   # ASan + UBSan (build-asan): every unit test binary (the runtime,
+#                              # plugins, actors, app drivers, tasks, kernels, the GPT, the
+#                              # fuzz corpora); CAF's internals suppressed (tests/ubsan.supp)
+#   scripts/sanitize.sh tsan   # TSan (build-tsan): the threaded runtime parts without CAF actors:
+#                              # the peer inbox, the collective queue, the async checkpoint
+#                              # writer (the scheduler's tests need a TSan-built CAF: see
+#                              # docs/testing.md#sanitizers)
 #   scripts/sanitize.sh all    # both
 #
 # Each test binary runs whole, in one process; any report fails it, and the script.
@@ -37,10 +38,10 @@ if [ "$mode" = asan ] || [ "$mode" = all ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$PWD/tests/ubsan.supp" \
     run asan address,undefined '*' runtime_test cluster_test comm_test tensor_checkpoint_test \
-    kernels_test models_test
+    kernels_test models_test plugin_test actor_test apps_test tasks_test fuzz_replay_test
 fi
 if [ "$mode" = tsan ] || [ "$mode" = all ]; then
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
-    run tsan thread 'IoWorkStealing.*:PeerInboxTest.*:CollectiveQueue.*:AsyncWriter.*:JobEndFlush.*' \
+    run tsan thread 'PeerInboxTest.*:CollectiveQueue.*:AsyncWriter.*' \
     runtime_test cluster_test comm_test tensor_checkpoint_test
 fi

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Builds what the tests need and runs the whole suite except the GPU tests: `ctest -LE gpu`,
-# then each fuzz harness for a while (scripts/fuzz.sh). .ci/run calls this (after
+# then each fuzz harness for a while (scripts/fuzz.sh), then the unit tests under ASan + UBSan and
+# the threaded runtime's under TSan (scripts/sanitize.sh). .ci/run calls this (after
 # scripts/setup.sh), so a fresh machine proves the set-up.
 #
-#   scripts/test.sh [--repeat N] [--busy-cores K] [--slowdown F] [--fuzz-seconds S] [CTEST_ARGS...]
+#   scripts/test.sh [--repeat N] [--busy-cores K] [--slowdown F] [--fuzz-seconds S]
+#                   [--sanitizers all|asan|tsan|none] [CTEST_ARGS...]
 #
 #   --repeat N        run the suite N times, stopping at the first run that fails
 #   --busy-cores K    keep K cores busy (stress-ng --cpu K) while the suite runs
 #   --slowdown F      run engines and trainers F times slower (TROUPE_TEST_SLOWDOWN, docs/testing.md)
 #   --fuzz-seconds S  run each fuzz harness S seconds after the suite (default 30; 0: none, and
 #                     none when CTEST_ARGS pick some tests)
+#   --sanitizers M    which sanitizer builds run after that (default all; none when CTEST_ARGS
+#                     pick some tests)
 #   CTEST_ARGS        passed to ctest, e.g. -R ServeTest to run some tests only
 #
 # Each run prints its number, verdict and duration; docs/testing.md records such runs.
@@ -17,7 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-  echo "usage: scripts/test.sh [--repeat N] [--busy-cores K] [--slowdown F] [--fuzz-seconds S] [CTEST_ARGS...]" >&2
+  echo "usage: scripts/test.sh [--repeat N] [--busy-cores K] [--slowdown F] [--fuzz-seconds S]" \
+    "[--sanitizers all|asan|tsan|none] [CTEST_ARGS...]" >&2
   exit 2
 }
 number() { [[ "$2" =~ ^[0-9]+$ ]] || { echo "scripts/test.sh: $1 needs a whole number, not '$2'" >&2; usage; }; }
@@ -25,6 +30,7 @@ number() { [[ "$2" =~ ^[0-9]+$ ]] || { echo "scripts/test.sh: $1 needs a whole n
 repeat=1
 busy=0
 fuzz_seconds=30
+sanitizers=all
 ctest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -32,6 +38,10 @@ while [ $# -gt 0 ]; do
     --busy-cores) [ $# -ge 2 ] || usage; number "$1" "$2"; busy=$2; shift 2 ;;
     --slowdown) [ $# -ge 2 ] || usage; export TROUPE_TEST_SLOWDOWN=$2; shift 2 ;;
     --fuzz-seconds) [ $# -ge 2 ] || usage; number "$1" "$2"; fuzz_seconds=$2; shift 2 ;;
+    --sanitizers)
+      [ $# -ge 2 ] || usage
+      case "$2" in all|asan|tsan|none) sanitizers=$2 ;; *) echo "scripts/test.sh: --sanitizers takes all, asan, tsan or none, not '$2'" >&2; usage ;; esac
+      shift 2 ;;
     *) ctest_args+=("$1"); shift ;;
   esac
 done
@@ -63,4 +73,10 @@ if [ "$fuzz_seconds" -gt 0 ] && [ ${#ctest_args[@]} -eq 0 ]; then
   started=$(date +%s)
   scripts/fuzz.sh "$fuzz_seconds"
   echo "test.sh: fuzzing passed in $(($(date +%s) - started)) s"
+fi
+
+if [ "$sanitizers" != none ] && [ ${#ctest_args[@]} -eq 0 ]; then
+  started=$(date +%s)
+  scripts/sanitize.sh "$sanitizers"
+  echo "test.sh: sanitizers passed in $(($(date +%s) - started)) s"
 fi
