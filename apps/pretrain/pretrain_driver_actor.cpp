@@ -41,7 +41,7 @@ struct driver_state {
   models::gpt_config model;
   run::event_log* events = nullptr;
   metrics::registry* registry = nullptr;  // the process's: each metrics row's figures as gauges
-  run::row_alerts alerts;                  // warnings about the rows: NaN loss, throughput drop
+  run::row_alerts alerts;                 // warnings about the rows: NaN loss, throughput drop
   std::string run_dir;
   std::string checkpoint_root;
   std::optional<elastic_world> elastic;  // roles.trainer.elastic

@@ -18,9 +18,9 @@ std::string error_json(absl::string_view message) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<head_http>> head_http::start(
-    settings s, const head_view& view, const metrics::series_history& history,
-    run::event_log& events) {
+absl::StatusOr<std::unique_ptr<head_http>> head_http::start(settings s, const head_view& view,
+                                                            const metrics::series_history& history,
+                                                            run::event_log& events) {
   std::unique_ptr<head_http> h(new head_http(std::move(s), view, history));
   events.add_listener([feed = h->feed_](const nlohmann::json& e) { feed->add(e); });
   h->install_routes();
@@ -141,9 +141,9 @@ absl::StatusOr<std::unique_ptr<head_http>> start_head_http(const config::cluster
     return absl::InvalidArgumentError(absl::StrCat(
         "cluster.http: '", spec.http, "' is not HOST:PORT (port 0 picks a free one) or off"));
   }
-  auto http = head_http::start(
-      {.host = address->first, .port = address->second, .token = spec.http_token}, head.view(),
-      head.history(), events);
+  auto http =
+      head_http::start({.host = address->first, .port = address->second, .token = spec.http_token},
+                       head.view(), head.history(), events);
   if (!http.ok()) return http.status();
   const std::string url = (*http)->url();
   if (!run_dir.empty()) {

@@ -83,9 +83,10 @@ struct killed_at_exit {
   ~killed_at_exit() { caf::anon_send_exit(actor, caf::exit_reason::kill); }
 };
 
-// Whether one worker of `system` waits in the attached input and every other one sleeps on its
-// condition variable: none of them can then steal what the polling worker queues for itself.
-bool one_polls_and_the_others_sleep(caf::actor_system& system) {
+// Whether `polling` workers of `system` wait in the attached input and every other one is blocked
+// on its condition variable (the scheduler's own state, read under its locks): none of them can
+// then take work but what is handed to it. Waited for with a bound, never slept for.
+bool workers_blocked(caf::actor_system& system, size_t polling_wanted) {
   auto* scheduler =
       dynamic_cast<caf::scheduler::coordinator<io_work_stealing>*>(&system.scheduler());
   if (scheduler == nullptr) return false;
@@ -97,7 +98,7 @@ bool one_polls_and_the_others_sleep(caf::actor_system& system) {
     polling += w.polling != nullptr;
     sleeping += w.waitdata.sleeping;
   }
-  return polling == 1 && polling + sleeping == scheduler->num_workers();
+  return polling == polling_wanted && polling + sleeping == scheduler->num_workers();
 }
 
 // An actor that reports the thread each message runs on.
@@ -121,7 +122,7 @@ TEST(IoWorkStealing, AMessageFromTheInputRunsOnTheWorkerThatPolledIt) {
   ASSERT_TRUE(attach_idle_io(system, input));
   // The workers asleep when the input came are woken to wait in it: one takes it, the other
   // goes back to sleep (until then it could steal the message, as it should).
-  ASSERT_TRUE(testing::wait_until([&] { return one_polls_and_the_others_sleep(system); }))
+  ASSERT_TRUE(testing::wait_until([&] { return workers_blocked(system, 1); }))
       << "no idle worker polls the attached input while the others sleep";
   input->push();
   auto ran = ran_on->get_future();
@@ -155,7 +156,8 @@ TEST(IoWorkStealing, WorkEnqueuedFromOutsideWakesTheWorkerInTheInput) {
 TEST(IoWorkStealing, ABusyWorkerWithASecondJobWakesAnIdleOneToStealIt) {
   auto cfg = config_with_long_sleeps();
   caf::actor_system system{*cfg};
-  std::this_thread::sleep_for(100ms);  // lets both workers fall asleep (else nothing is shown)
+  // Both workers asleep first (else nothing is shown).
+  ASSERT_TRUE(testing::wait_until([&] { return workers_blocked(system, 0); }));
   auto first = std::make_shared<std::promise<std::thread::id>>();
   auto second = std::make_shared<std::promise<std::thread::id>>();
   auto f1 = first->get_future().share();

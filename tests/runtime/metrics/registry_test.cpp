@@ -82,8 +82,7 @@ TEST(Registry, AHandlerRunningPastTheLimitMakesItsActorStuck) {
   const uint64_t two_seconds = static_cast<uint64_t>(2e9 / cycle_clock::nanos_per_tick());
   r.actor("busy/0")->begin(cycle_clock::now() - two_seconds);
   const std::string text = r.prometheus_text();
-  EXPECT_NE(text.find("troupe_actor_handler_age_seconds{actor=\"idle/0\"} 0\n"),
-            std::string::npos)
+  EXPECT_NE(text.find("troupe_actor_handler_age_seconds{actor=\"idle/0\"} 0\n"), std::string::npos)
       << text;
   EXPECT_NE(text.find("troupe_actor_stuck{actor=\"busy/0\"} 1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("troupe_actor_stuck{actor=\"idle/0\"} 0\n"), std::string::npos) << text;

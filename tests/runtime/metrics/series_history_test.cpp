@@ -20,7 +20,8 @@ TEST(SeriesHistory, KeepsTheLastPointsOfEverySeriesOfAFamily) {
   ASSERT_EQ(h["series"].size(), 1u);
   EXPECT_EQ(h["series"][0]["labels"]["node"], "w1");
   EXPECT_EQ(h["series"][0]["points"], nlohmann::json::parse("[[2, 8], [3, 7], [4, 6]]"));
-  EXPECT_EQ(history.of("loss", 2)["series"][0]["points"], nlohmann::json::parse("[[3, 7], [4, 6]]"));
+  EXPECT_EQ(history.of("loss", 2)["series"][0]["points"],
+            nlohmann::json::parse("[[3, 7], [4, 6]]"));
   // A histogram's sum and count are kept under its family, its buckets are not.
   const nlohmann::json waits = history.of("wait_seconds");
   ASSERT_EQ(waits["series"].size(), 2u);
