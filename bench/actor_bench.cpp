@@ -6,6 +6,10 @@
 //   request_response_latency  a client awaits each response before the next request; us
 //   one_way_throughput        a sender fires messages at a receiver; messages per second
 //
+// Each metric's second line ("<metric>.scheduler_only") runs plain CAF actors on troupe's actor
+// system, against the same baseline: what troupe's scheduler costs or saves, without the actors'
+// instrumentation (the first line has both).
+//
 // Usage: actor_bench [--repeats N] [--round-trips N] [--messages N]
 
 #include <chrono>
@@ -163,6 +167,7 @@ int main(int argc, char** argv) {
   caf::actor_system stock{stock_cfg};
   const raw_caf raw{stock};
   const troupe_api ours{ctx};
+  const raw_caf plain_on_ours{system};
 
   struct series {
     const char* metric;
@@ -171,7 +176,7 @@ int main(int argc, char** argv) {
     double (*run_raw)(raw_caf, int32_t);
     double (*run_ours)(troupe_api, int32_t);
     int32_t n;
-    std::vector<double> raw, troupe;
+    std::vector<double> raw, troupe, scheduler_only;
   };
   std::vector<series> all = {
       {"ping_pong_latency", "us", better::lower, ping_pong_us<raw_caf>, ping_pong_us<troupe_api>,
@@ -188,11 +193,14 @@ int main(int argc, char** argv) {
     for (auto& s : all) {
       s.raw.push_back(s.run_raw(raw, s.n));
       s.troupe.push_back(s.run_ours(ours, s.n));
+      s.scheduler_only.push_back(s.run_raw(plain_on_ours, s.n));
     }
   }
   for (auto& s : all) {
     report("actor_bench", s.metric, s.troupe, s.unit, "raw_caf", s.raw, s.direction,
            {{"n", s.n}, {"scheduler_threads", 2}});
+    report("actor_bench", std::string(s.metric) + ".scheduler_only", s.scheduler_only, s.unit,
+           "raw_caf", s.raw, s.direction, {{"n", s.n}, {"scheduler_threads", 2}});
   }
   return 0;
 }

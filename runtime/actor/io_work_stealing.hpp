@@ -185,3 +185,5 @@ class io_work_stealing : public caf::policy::work_stealing {
 void detach_idle_io(caf::actor_system& system);
 
 }  // namespace troupe::actor
+
+#include "runtime/actor/io_worker.hpp"  // IWYU pragma: export

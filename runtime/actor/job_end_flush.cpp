@@ -16,7 +16,9 @@ struct job_state {
   std::vector<listed_output> to_flush;
 };
 
-thread_local job_state current;
+// Initial-exec: read at every job's start and end, and libtroupe_core is linked, never dlopened,
+// so its thread-locals sit at a fixed offset instead of behind __tls_get_addr.
+thread_local job_state current __attribute__((tls_model("initial-exec")));
 
 }  // namespace
 
@@ -42,6 +44,7 @@ void job_begins() {
 
 void job_ends() {
   current.running = false;
+  if (current.to_flush.empty()) return;  // most jobs send nothing to other processes
   // Swapped out first: a flush may itself queue output (it then flushes at once).
   std::vector<listed_output> list;
   list.swap(current.to_flush);

@@ -25,9 +25,10 @@ struct actor_base<caf::actor> {
 /// State for roles that keep none.
 struct no_state {};
 
-/// Adds troupe's instrumentation to a CAF actor base: every handled message is counted and timed
-/// into the actor's `actor_stats`, the mailbox depth is sampled, and an exception thrown by a
-/// handler becomes the actor's exit reason (so the supervisor sees the exception's text).
+/// Adds troupe's instrumentation to a CAF actor base: every handled message is counted into the
+/// actor's `actor_stats` and the timed ones (as actor_stats chooses) are timed, the mailbox depth
+/// is sampled, and an exception thrown by a handler becomes the actor's exit reason (so the
+/// supervisor sees the exception's text).
 template <class Base>
 class instrumented : public Base {
  public:
@@ -40,11 +41,16 @@ class instrumented : public Base {
   }
 
   caf::invoke_message_result consume(caf::mailbox_element& x) override {
-    const uint64_t start = metrics::cycle_clock::now();
-    stats_->begin(start);
-    auto result = Base::consume(x);
-    const uint64_t ticks = metrics::cycle_clock::now() - start;
-    stats_->record(static_cast<uint64_t>(static_cast<double>(ticks) * nanos_per_tick_));
+    caf::invoke_message_result result;
+    if (stats_->begin()) {
+      const uint64_t start = metrics::cycle_clock::now();
+      result = Base::consume(x);
+      const uint64_t ticks = metrics::cycle_clock::now() - start;
+      stats_->record_timed(static_cast<uint64_t>(static_cast<double>(ticks) * nanos_per_tick_));
+    } else {
+      result = Base::consume(x);
+      stats_->record_untimed();
+    }
     // Reading the mailbox size walks its queues, so sample one message in 16.
     if ((stats_->messages() & 15) == 0) stats_->record_mailbox_depth(this->mailbox().size());
     return result;

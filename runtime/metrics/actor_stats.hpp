@@ -15,8 +15,20 @@ namespace troupe::metrics {
 /// There is exactly one writer (an actor runs on one thread at a time), so updates are plain
 /// relaxed load/store pairs instead of read-modify-write atomics: the hot path stays a few
 /// nanoseconds, and readers see values that are at worst one message old.
+///
+/// What is exact and what is sampled: every message is counted, and the start of the one
+/// running is marked on the coarse clock (its age is right to a few milliseconds). Durations
+/// (busy time, the histogram, the maximum) come from the messages that are timed: every one
+/// while the last timed one took at least `time_all_above_nanos`, and one in `sampling_stride`
+/// otherwise, each standing for the messages it was picked among (its weight). The stride is
+/// chosen before the message runs, so the estimates are unbiased; an actor with long handlers
+/// (a trainer's step) is timed exactly, and one with sub-microsecond handlers pays for the cycle
+/// counter once in 16 messages.
 class actor_stats {
  public:
+  static constexpr uint64_t sampling_stride = 16;
+  static constexpr uint64_t time_all_above_nanos = 20000;
+
   /// Histogram bucket upper bounds: 1 us, 4 us, 16 us, ... 4 s (powers of 4), then +Inf.
   static constexpr int bucket_count = 13;
   static constexpr double bucket_bound_seconds(int i) {
@@ -26,15 +38,35 @@ class actor_stats {
     return b;
   }
 
-  /// Marks the start of handling a message, at cycle_clock tick `start`.
-  void begin(uint64_t start) { handler_start_.store(start, std::memory_order_relaxed); }
+  /// Marks the start of handling a message, at coarse_clock time `start` (now). Returns whether
+  /// to time it (then end it with `record_timed`, else with `record_untimed`).
+  bool begin(uint64_t start = coarse_clock::now()) {
+    handler_start_.store(start, std::memory_order_relaxed);
+    if (countdown_ == 0) return true;
+    --countdown_;
+    return false;
+  }
 
-  /// Records one handled message that took `nanos` to process.
-  void record(uint64_t nanos) {
+  /// Ends a message that `begin` chose to time; it took `nanos`.
+  void record_timed(uint64_t nanos) {
+    record(nanos, stride_);
+    stride_ = nanos >= time_all_above_nanos ? 1 : sampling_stride;
+    countdown_ = stride_ - 1;
+  }
+
+  /// Ends a message that `begin` chose not to time.
+  void record_untimed() {
     handler_start_.store(0, std::memory_order_relaxed);
     bump(messages_);
-    add(busy_nanos_, nanos);
-    bump(buckets_[bucket_of(nanos)]);
+  }
+
+  /// Records one handled message that took `nanos` (every message timed: a communicator's
+  /// operations), standing for `weight` messages' durations.
+  void record(uint64_t nanos, uint64_t weight = 1) {
+    handler_start_.store(0, std::memory_order_relaxed);
+    bump(messages_);
+    add(busy_nanos_, nanos * weight);
+    add(buckets_[bucket_of(nanos)], weight);
     if (nanos > max_nanos_.load(std::memory_order_relaxed)) {
       max_nanos_.store(nanos, std::memory_order_relaxed);
     }
@@ -48,17 +80,18 @@ class actor_stats {
     }
   }
 
-  /// The cycle_clock tick at which the handler now running started; 0 when idle.
+  /// The coarse_clock time at which the handler now running started; 0 when idle.
   [[nodiscard]] uint64_t handler_start() const {
     return handler_start_.load(std::memory_order_relaxed);
   }
 
-  /// Seconds the handler now running has run; 0 when idle.
+  /// Seconds the handler now running has run (to the coarse clock's few milliseconds); 0 when
+  /// idle.
   [[nodiscard]] double handler_age_seconds() const {
     const uint64_t start = handler_start();
-    const uint64_t now = cycle_clock::now();
+    const uint64_t now = coarse_clock::now();
     if (start == 0 || now < start) return 0;
-    return static_cast<double>(now - start) * cycle_clock::nanos_per_tick() * 1e-9;
+    return static_cast<double>(now - start) * 1e-9;
   }
   [[nodiscard]] uint64_t messages() const { return messages_.load(std::memory_order_relaxed); }
   [[nodiscard]] uint64_t busy_nanos() const { return busy_nanos_.load(std::memory_order_relaxed); }
@@ -83,6 +116,10 @@ class actor_stats {
   static void add(std::atomic<uint64_t>& a, uint64_t n) {
     a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
+
+  // The writer's own: which messages to time.
+  uint64_t stride_ = 1;
+  uint64_t countdown_ = 0;
 
   std::atomic<uint64_t> handler_start_{0};
   std::atomic<uint64_t> messages_{0};

@@ -24,7 +24,7 @@ class RoleActorTest : public ::testing::Test {
   caf::actor_system system_;
 };
 
-TEST_F(RoleActorTest, CountsAndTimesEveryMessage) {
+TEST_F(RoleActorTest, CountsEveryMessageAndTimesSome) {
   auto stats = std::make_shared<metrics::actor_stats>();
   auto echo = system_.spawn<role_actor<echo_actor, counter_state>>(
       stats, [](role_pointer<echo_actor, counter_state> self) -> echo_actor::behavior_type {
@@ -46,10 +46,13 @@ TEST_F(RoleActorTest, CountsAndTimesEveryMessage) {
   }
   EXPECT_EQ(stats->messages(), 40u);
   EXPECT_GT(stats->busy_nanos(), 0u);
+  // The timed messages stand for the others (ActorStats.* pins down which are timed): the first,
+  // then one in 16 or, were some handlers long, more.
   uint64_t bucketed = 0;
   for (int i = 0; i < metrics::actor_stats::bucket_count; ++i)
     bucketed += stats->bucket(i);
-  EXPECT_EQ(bucketed, 40u);
+  EXPECT_GE(bucketed, 33u);
+  EXPECT_LE(bucketed, 40u + metrics::actor_stats::sampling_stride - 1);
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
 }
 

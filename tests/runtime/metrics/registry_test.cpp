@@ -1,6 +1,7 @@
 #include "runtime/metrics/registry.hpp"
 
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -20,6 +21,58 @@ TEST(ActorStats, BucketsArePowersOfFourMicroseconds) {
     EXPECT_EQ(actor_stats::bucket_of(bound), i) << i;
     EXPECT_EQ(actor_stats::bucket_of(bound + 1), i + 1) << i;
   }
+}
+
+// Short handlers: the first message is timed, then one in 16, each standing for 16; every
+// message is counted.
+TEST(ActorStats, TimesOneShortMessageInSixteenAndCountsThemAll) {
+  actor_stats s;
+  std::vector<int> timed;
+  for (int i = 0; i < 40; ++i) {
+    if (s.begin()) {
+      timed.push_back(i);
+      s.record_timed(500);
+    } else {
+      s.record_untimed();
+    }
+  }
+  EXPECT_EQ(timed, (std::vector<int>{0, 16, 32}));
+  EXPECT_EQ(s.messages(), 40u);
+  EXPECT_EQ(s.busy_nanos(), 500u * (1 + 16 + 16));
+  EXPECT_EQ(s.bucket(0), 33u);
+  EXPECT_EQ(s.handler_start(), 0u);
+}
+
+// A timed handler that took 20 us or more has every following message timed, until a short one.
+TEST(ActorStats, TimesEveryMessageAfterALongOne) {
+  actor_stats s;
+  ASSERT_TRUE(s.begin());
+  s.record_timed(actor_stats::time_all_above_nanos);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(s.begin()) << i;
+    s.record_timed(2 * actor_stats::time_all_above_nanos);
+  }
+  ASSERT_TRUE(s.begin());
+  s.record_timed(100);  // short again: the next 15 are not timed
+  for (int i = 0; i < 15; ++i) {
+    ASSERT_FALSE(s.begin()) << i;
+    s.record_untimed();
+  }
+  ASSERT_TRUE(s.begin());
+  s.record_timed(100);
+  EXPECT_EQ(s.messages(), 21u);
+  EXPECT_EQ(s.busy_nanos(), 20000u + 3 * 40000u + 100u + 16 * 100u);
+  EXPECT_EQ(s.max_nanos(), 40000u);
+}
+
+// The running handler's start is marked on the coarse clock, and cleared when it ends.
+TEST(ActorStats, MarksTheRunningHandler) {
+  actor_stats s;
+  EXPECT_EQ(s.handler_age_seconds(), 0);
+  (void)s.begin(coarse_clock::now() - 3000000000u);
+  EXPECT_GE(s.handler_age_seconds(), 3.0);
+  s.record_timed(10);
+  EXPECT_EQ(s.handler_age_seconds(), 0);
 }
 
 TEST(ActorStats, RecordsMessagesAndMailboxDepth) {
@@ -79,8 +132,7 @@ TEST(Registry, AHandlerRunningPastTheLimitMakesItsActorStuck) {
   registry r;
   r.set_stuck_after(0.5);
   r.actor("idle/0")->record(1000);
-  const uint64_t two_seconds = static_cast<uint64_t>(2e9 / cycle_clock::nanos_per_tick());
-  r.actor("busy/0")->begin(cycle_clock::now() - two_seconds);
+  (void)r.actor("busy/0")->begin(coarse_clock::now() - 2000000000u);
   const std::string text = r.prometheus_text();
   EXPECT_NE(text.find("troupe_actor_handler_age_seconds{actor=\"idle/0\"} 0\n"), std::string::npos)
       << text;
