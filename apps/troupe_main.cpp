@@ -38,6 +38,14 @@ int main(int argc, char** argv) {
   auto* list_cmd = plugins_cmd->add_subcommand("list", "List plugins and every role they add");
   list_cmd->add_option("--plugin-dir", plugin_dirs, "Extra plugin directory");
   list_cmd->add_flag("--json", plugins_json, "Print JSON");
+  plugins_new_args plugin_project;
+  auto* new_cmd = plugins_cmd->add_subcommand(
+      "new", "Write a plugin project that builds against the installed troupe");
+  new_cmd->add_option("name", plugin_project.name, "The plugin's (and its role's) name")
+      ->required();
+  new_cmd->add_option("--kind", plugin_project.kind, "stage, reward or source (default stage)");
+  new_cmd->add_option("--dir", plugin_project.dir,
+                      "Where the project's directory goes (default: the current one)");
 
   export_args export_run;
   auto* export_cmd =
@@ -185,6 +193,7 @@ int main(int argc, char** argv) {
   if (*launch_cmd) return launch_command(launch);
   if (*check_cmd) return check_command(check);
   if (*list_cmd) return plugins_list_command(plugin_dirs, plugins_json);
+  if (*new_cmd) return plugins_new_command(plugin_project);
   if (*version_cmd) return version_command(version_json);
   if (*data_sft_cmd) return data_sft_command(data);
   if (*data_prefs_cmd) return data_preferences_command(prefs);

@@ -1,12 +1,6 @@
 # Every dependency comes from a Debian package (scripts/setup.sh); see DESIGN.md "Dependencies".
 
-# CAF 0.17 ships no CMake package.
-find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
-find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
-add_library(caf::core UNKNOWN IMPORTED)
-set_target_properties(caf::core PROPERTIES
-  IMPORTED_LOCATION ${CAF_CORE_LIBRARY}
-  INTERFACE_INCLUDE_DIRECTORIES ${CAF_INCLUDE_DIR})
+include(TroupeCaf)  # caf::core
 
 find_package(absl REQUIRED)
 find_package(msgpack REQUIRED)  # target msgpackc-cxx

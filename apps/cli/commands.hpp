@@ -52,6 +52,15 @@ using cluster_setup = std::function<std::optional<apps::cluster_options>(const r
 /// `troupe plugins list`: every role, built-in or from the plugins found.
 [[nodiscard]] int plugins_list_command(const std::vector<std::string>& plugin_dirs, bool json);
 
+/// `troupe plugins new NAME --kind stage|reward|source [--dir DIR]`: writes DIR/NAME, a plugin
+/// project built against the installed SDK, with its own test (apps/cli/plugin_project.hpp).
+struct plugins_new_args {
+  std::string name;
+  std::string kind = "stage";
+  std::string dir = ".";
+};
+[[nodiscard]] int plugins_new_command(const plugins_new_args& args);
+
 /// `troupe version`.
 [[nodiscard]] int version_command(bool json);
 

@@ -1,28 +1,17 @@
-#include <filesystem>
-
-#include <unistd.h>
-
 #include "apps/builtin_apps.hpp"
 #include "apps/cli/commands.hpp"
+#include "apps/cli/install_layout.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/config/environment.hpp"
 
 namespace troupe::cli {
-namespace {
-
-std::filesystem::path executable_dir() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return std::filesystem::current_path();
-  return std::filesystem::path(std::string(buf, n)).parent_path();
-}
-
-}  // namespace
 
 roles_and_plugins::roles_and_plugins(const std::vector<std::string>& extra_dirs) {
   // Built-ins cannot clash unless troupe itself is broken.
   TROUPE_CHECK(apps::register_builtins(registry).ok());
-  plugins.add_search_dir((executable_dir() / "plugins").string());
+  plugins.add_search_dir((executable_dir() / "plugins").string());  // a build tree
+  if (auto installed = installed_plugin_dir())  // an installed troupe (cmake --install)
+    plugins.add_search_dir(installed->string());
   for (const auto& dir : config::plugin_path_from_environment())
     plugins.add_search_dir(dir);
   for (const auto& dir : extra_dirs)

@@ -1,4 +1,4 @@
-#include "plugins/example/caesar.hpp"
+#include "caesar.hpp"
 
 namespace troupe::example {
 

@@ -1,4 +1,4 @@
-#include "plugins/example/caesar_actor.hpp"
+#include "caesar_actor.hpp"
 
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/role_context.hpp"

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "plugins/example/caesar.hpp"
+#include "caesar.hpp"
 #include "runtime/actor/role_registry.hpp"
 
 namespace troupe::example {

@@ -1,6 +1,6 @@
 // The example plugin: the smallest complete plugin, adding one role, `stage/caesar`.
 
-#include "plugins/example/caesar_actor.hpp"
+#include "caesar_actor.hpp"
 #include "runtime/plugin/plugin_api.hpp"
 
 namespace {

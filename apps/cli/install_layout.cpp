@@ -1,0 +1,30 @@
+#include "apps/cli/install_layout.hpp"
+
+#include <string>
+
+#include <unistd.h>
+
+namespace troupe::cli {
+
+std::filesystem::path executable_dir() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return std::filesystem::current_path();
+  return std::filesystem::path(std::string(buf, n)).parent_path();
+}
+
+// TROUPE_PLUGINS_FROM_BINARY and TROUPE_LIBRARIES_FROM_BINARY: the installed layout, relative
+// to the binary's directory (CMakeLists.txt).
+std::optional<std::filesystem::path> installed_plugin_dir() {
+  auto dir = (executable_dir() / TROUPE_PLUGINS_FROM_BINARY).lexically_normal();
+  if (!std::filesystem::is_directory(dir)) return std::nullopt;
+  return dir;
+}
+
+std::optional<std::filesystem::path> installed_prefix() {
+  const auto libraries = (executable_dir() / TROUPE_LIBRARIES_FROM_BINARY).lexically_normal();
+  if (!std::filesystem::exists(libraries / "cmake/troupe/troupeConfig.cmake")) return std::nullopt;
+  return (executable_dir() / "..").lexically_normal();
+}
+
+}  // namespace troupe::cli

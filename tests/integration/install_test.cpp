@@ -1,0 +1,176 @@
+// An installed troupe, as a plugin author meets it (docs/plugins.md "Out of tree"): `cmake
+// --install` into a temp prefix; the installed binary finds its own plugins and configs; the
+// example plugin, copied out of the repository and renamed, builds against the installed SDK
+// with find_package(troupe) and runs in a launch of the installed binary.
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/troupe_cli.hpp"
+
+namespace troupe::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Replaces every `from` in the file at `path` with `to`; the file must hold at least one.
+void replace_in(const fs::path& path, const std::string& from, const std::string& to) {
+  std::string text = read_file(path);
+  size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << from << " in " << path;
+  for (; at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  std::ofstream(path) << text;
+}
+
+class InstallTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new temp_dir;
+    install_ = new process_result(
+        run({TROUPE_CMAKE, "--install", TROUPE_BUILD_DIR, "--prefix", dir_->file("prefix")},
+            std::chrono::minutes(5)));
+  }
+  static void TearDownTestSuite() {
+    delete install_;
+    delete dir_;
+  }
+  void SetUp() override { ASSERT_EQ(install_->exit_code, 0) << install_->out << install_->err; }
+
+  static std::string prefix() { return dir_->file("prefix"); }
+  static std::string bin() { return prefix() + "/bin/troupe"; }
+
+  static temp_dir* dir_;
+  static process_result* install_;
+};
+temp_dir* InstallTest::dir_ = nullptr;
+process_result* InstallTest::install_ = nullptr;
+
+TEST_F(InstallTest, ThePrefixHoldsTheBinaryThePluginsTheSdkAndShare) {
+  for (const char* path :
+       {"bin/troupe", "lib/libtroupe_core.so", "lib/troupe/plugins/troupe_plugin_example.so",
+        "lib/troupe/plugins/troupe_plugin_reward_example.so", "lib/cmake/troupe/troupeConfig.cmake",
+        "lib/cmake/troupe/troupeConfigVersion.cmake", "include/troupe/runtime/plugin/plugin_abi.h",
+        "include/troupe/runtime/plugin/plugin_api.hpp", "share/troupe/configs/quickstart.yaml",
+        "share/troupe/docs/plugins.md"}) {
+    EXPECT_TRUE(fs::exists(prefix() + "/" + path)) << path;
+  }
+  // Nothing of troupe's internals beyond the SDK: no app, cluster or kernel headers.
+  EXPECT_FALSE(fs::exists(prefix() + "/include/troupe/apps"));
+  EXPECT_FALSE(fs::exists(prefix() + "/include/troupe/runtime/cluster"));
+}
+
+TEST_F(InstallTest, TheInstalledBinaryFindsItsPluginsAndRunsTheirConfig) {
+  // No TROUPE_PLUGIN_PATH: the plugins come from the prefix, found from the binary's own path.
+  auto listed = run({bin(), "plugins", "list", "--json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  auto out = nlohmann::json::parse(listed.out);
+  bool caesar = false;
+  for (const auto& role : out["roles"]) {
+    if (role["kind"] == "stage" && role["name"] == "caesar") {
+      caesar = true;
+      EXPECT_EQ(role["origin"],
+                "plugin example (" + prefix() + "/lib/troupe/plugins/troupe_plugin_example.so)");
+    }
+  }
+  EXPECT_TRUE(caesar) << listed.out;
+
+  auto launched = run({bin(), "launch", prefix() + "/share/troupe/configs/plugin_example.yaml",
+                       "--run-dir", dir_->file("run_installed")},
+                      std::chrono::minutes(2));
+  ASSERT_EQ(launched.exit_code, 0) << launched.err;
+  EXPECT_EQ(nlohmann::json::parse(launched.out)["status"], "succeeded") << launched.out;
+}
+
+TEST_F(InstallTest, AnOutOfTreePluginBuildsAgainstTheInstalledSdkAndRuns) {
+  // The example plugin's project, copied out of the repository and renamed so that it cannot be
+  // taken for the installed one.
+  const fs::path project = dir_->file("rot_plugin");
+  fs::copy(fs::path(TROUPE_SOURCE_DIR) / "plugins/example", project);
+  replace_in(project / "CMakeLists.txt", "troupe_add_plugin(example", "troupe_add_plugin(rot");
+  replace_in(project / "plugin.cpp", "TROUPE_PLUGIN(\"example\"", "TROUPE_PLUGIN(\"rot\"");
+  replace_in(project / "plugin.cpp", "\"caesar\"", "\"rot_caesar\"");
+
+  const std::string build = dir_->file("rot_build");
+  auto configured =
+      run({TROUPE_CMAKE, "-S", project.string(), "-B", build, "-DCMAKE_PREFIX_PATH=" + prefix()},
+          std::chrono::minutes(2));
+  ASSERT_EQ(configured.exit_code, 0) << configured.out << configured.err;
+  auto built = run({TROUPE_CMAKE, "--build", build}, std::chrono::minutes(5));
+  ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
+  ASSERT_TRUE(fs::exists(build + "/troupe_plugin_rot.so"));
+
+  const std::string config = dir_->write(
+      "rot.yaml",
+      "app: pipeline\n"
+      "roles:\n"
+      "  lines: {kind: source, impl: text, options: {path: " +
+          dir_->write("input.txt", "Hello\nWorld\n") +
+          ", delimiter: ''}}\n"
+          "  rotate: {kind: stage, impl: rot_caesar, plugin: rot, options: {shift: 1}}\n"
+          "  digest: {kind: sink, impl: digest}\n"
+          "pipeline: {flow: [lines, rotate, digest]}\n");
+  auto launched =
+      run({bin(), "launch", config, "--plugin-dir", build, "--run-dir", dir_->file("run_rot")},
+          std::chrono::minutes(2));
+  ASSERT_EQ(launched.exit_code, 0) << launched.err;
+  auto summary = nlohmann::json::parse(launched.out);
+  EXPECT_EQ(summary["status"], "succeeded");
+  EXPECT_EQ(summary["items"], 2);
+
+  auto listed = run({bin(), "plugins", "list", "--plugin-dir", build});
+  EXPECT_NE(listed.out.find("stage/rot_caesar"), std::string::npos) << listed.out;
+}
+
+// `troupe plugins new` as a new user meets it: each kind's project builds against the installed
+// SDK, passes its own test, and its plugin loads (and runs, for a pipeline's stage and source).
+TEST_F(InstallTest, PluginsNewMakesAProjectOfEachKindThatBuildsPassesItsTestAndLoads) {
+  for (const std::string kind : {"stage", "source", "reward"}) {
+    SCOPED_TRACE(kind);
+    const std::string name = "my_" + kind;
+    const std::string project = dir_->file(name);
+    auto made =
+        run({bin(), "plugins", "new", name, "--kind", kind, "--dir", dir_->path().string()});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    EXPECT_NE(made.out.find("-DCMAKE_PREFIX_PATH=" + prefix()), std::string::npos) << made.out;
+
+    const std::string build = project + "/build";
+    auto configured =
+        run({TROUPE_CMAKE, "-S", project, "-B", build, "-DCMAKE_PREFIX_PATH=" + prefix()},
+            std::chrono::minutes(2));
+    ASSERT_EQ(configured.exit_code, 0) << configured.out << configured.err;
+    auto built = run({TROUPE_CMAKE, "--build", build, "-j", "2"}, std::chrono::minutes(5));
+    ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
+    auto tested = run({TROUPE_CTEST, "--test-dir", build, "--output-on-failure"});
+    ASSERT_EQ(tested.exit_code, 0) << tested.out << tested.err;
+
+    auto listed = run({bin(), "plugins", "list", "--plugin-dir", build});
+    EXPECT_NE(listed.out.find(kind + "/" + name), std::string::npos) << listed.out;
+    if (kind == "reward") continue;  // an RLHF run is another test's business
+    auto launched = run({bin(), "launch", project + "/" + name + ".yaml", "--plugin-dir", build,
+                         "--run-dir", project + "/run"},
+                        std::chrono::minutes(2));
+    ASSERT_EQ(launched.exit_code, 0) << launched.err;
+    EXPECT_EQ(nlohmann::json::parse(launched.out)["status"], "succeeded") << launched.out;
+  }
+  // A second project of the same name is refused, and so is a bad name, with exit code 2.
+  auto again = run({bin(), "plugins", "new", "my_stage", "--dir", dir_->path().string()});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("exists already"), std::string::npos) << again.err;
+  auto bad = run({bin(), "plugins", "new", "My-Plugin"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("lowercase letters"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace troupe::testing
