@@ -24,7 +24,7 @@ std::optional<std::filesystem::path> installed_plugin_dir() {
 std::optional<std::filesystem::path> installed_prefix() {
   const auto libraries = (executable_dir() / TROUPE_LIBRARIES_FROM_BINARY).lexically_normal();
   if (!std::filesystem::exists(libraries / "cmake/troupe/troupeConfig.cmake")) return std::nullopt;
-  return (executable_dir() / "..").lexically_normal();
+  return executable_dir().parent_path();
 }
 
 }  // namespace troupe::cli

@@ -133,7 +133,8 @@ TEST_F(InstallTest, AnOutOfTreePluginBuildsAgainstTheInstalledSdkAndRuns) {
 }
 
 // `troupe plugins new` as a new user meets it: each kind's project builds against the installed
-// SDK, passes its own test, and its plugin loads (and runs, for a pipeline's stage and source).
+// SDK, passes its own test, and its plugin loads and runs (a stage and a source in a pipeline, a
+// reward in a GRPO run).
 TEST_F(InstallTest, PluginsNewMakesAProjectOfEachKindThatBuildsPassesItsTestAndLoads) {
   for (const std::string kind : {"stage", "source", "reward"}) {
     SCOPED_TRACE(kind);
@@ -142,7 +143,8 @@ TEST_F(InstallTest, PluginsNewMakesAProjectOfEachKindThatBuildsPassesItsTestAndL
     auto made =
         run({bin(), "plugins", "new", name, "--kind", kind, "--dir", dir_->path().string()});
     ASSERT_EQ(made.exit_code, 0) << made.err;
-    EXPECT_NE(made.out.find("-DCMAKE_PREFIX_PATH=" + prefix()), std::string::npos) << made.out;
+    EXPECT_NE(made.out.find("-DCMAKE_PREFIX_PATH=" + prefix() + "\n"), std::string::npos)
+        << made.out;
 
     const std::string build = project + "/build";
     auto configured =
@@ -156,10 +158,30 @@ TEST_F(InstallTest, PluginsNewMakesAProjectOfEachKindThatBuildsPassesItsTestAndL
 
     auto listed = run({bin(), "plugins", "list", "--plugin-dir", build});
     EXPECT_NE(listed.out.find(kind + "/" + name), std::string::npos) << listed.out;
-    if (kind == "reward") continue;  // an RLHF run is another test's business
-    auto launched = run({bin(), "launch", project + "/" + name + ".yaml", "--plugin-dir", build,
-                         "--run-dir", project + "/run"},
-                        std::chrono::minutes(2));
+    // A stage or a source runs in its project's pipeline; a reward scores a short GRPO run of
+    // the installed config.
+    const std::vector<std::string> launch =
+        kind == "reward"
+            ? std::vector<std::string>{bin(),
+                                       "launch",
+                                       prefix() + "/share/troupe/configs/rlhf_grpo.yaml",
+                                       "--plugin-dir",
+                                       build,
+                                       "--run-dir",
+                                       project + "/run",
+                                       "--set",
+                                       "roles.reward={kind: reward, impl: my_reward, "
+                                       "plugin: my_reward}",
+                                       "--set",
+                                       "rlhf.warmup.steps=0",
+                                       "--set",
+                                       "rlhf.trainer.test_freq=0",
+                                       "--set",
+                                       "rlhf.trainer.total_training_steps=2"}
+            : std::vector<std::string>{bin(),           "launch", project + "/" + name + ".yaml",
+                                       "--plugin-dir",  build,    "--run-dir",
+                                       project + "/run"};
+    auto launched = run(launch, std::chrono::minutes(3));
     ASSERT_EQ(launched.exit_code, 0) << launched.err;
     EXPECT_EQ(nlohmann::json::parse(launched.out)["status"], "succeeded") << launched.out;
   }
