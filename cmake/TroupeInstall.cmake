@@ -1,4 +1,4 @@
-# `cmake --install build --prefix P` (docs/plugins.md "An installed troupe"):
+# `cmake --install build --prefix P` (docs/plugins.md "Out of tree, against an installed troupe"):
 #
 #   P/bin/troupe                        finds its plugins and share/ relative to itself
 #   P/lib/libtroupe_{core,kernels,models}.so

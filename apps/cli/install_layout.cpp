@@ -1,16 +1,11 @@
 #include "apps/cli/install_layout.hpp"
 
-#include <string>
-
-#include <unistd.h>
+#include "apps/worker_processes.hpp"
 
 namespace troupe::cli {
 
 std::filesystem::path executable_dir() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return std::filesystem::current_path();
-  return std::filesystem::path(std::string(buf, n)).parent_path();
+  return std::filesystem::absolute(apps::self_executable()).parent_path();
 }
 
 // TROUPE_PLUGINS_FROM_BINARY and TROUPE_LIBRARIES_FROM_BINARY: the installed layout, relative

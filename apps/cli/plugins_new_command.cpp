@@ -12,6 +12,11 @@ int plugins_new_command(const plugins_new_args& args) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path dir = fs::absolute(fs::path(args.dir) / args.name, ec).lexically_normal();
+  if (ec) {
+    std::fprintf(stderr, "troupe plugins new: --dir %s: %s\n", args.dir.c_str(),
+                 ec.message().c_str());
+    return exit_usage_error;
+  }
   const auto prefix = installed_prefix();
   auto files = plugin_project_files({.name = args.name,
                                      .kind = args.kind,

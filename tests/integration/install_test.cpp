@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -92,23 +93,34 @@ TEST_F(InstallTest, TheInstalledBinaryFindsItsPluginsAndRunsTheirConfig) {
   EXPECT_EQ(nlohmann::json::parse(launched.out)["status"], "succeeded") << launched.out;
 }
 
-TEST_F(InstallTest, AnOutOfTreePluginBuildsAgainstTheInstalledSdkAndRuns) {
-  // The example plugin's project, copied out of the repository and renamed so that it cannot be
-  // taken for the installed one.
-  const fs::path project = dir_->file("rot_plugin");
+// The example plugin's project, copied out of the repository as plugin `name` with the role
+// stage/`name`_caesar (so that it cannot be taken for the installed one), with `edit` applied to
+// its plugin.cpp, in `dir`, built against the SDK installed under `prefix`. Returns the build
+// directory.
+std::string build_example_copy(const temp_dir& dir, const std::string& name,
+                               const std::string& prefix,
+                               const std::function<void(const fs::path&)>& edit = {}) {
+  const fs::path project = dir.file(name + "_plugin");
   fs::copy(fs::path(TROUPE_SOURCE_DIR) / "plugins/example", project);
-  replace_in(project / "CMakeLists.txt", "troupe_add_plugin(example", "troupe_add_plugin(rot");
-  replace_in(project / "plugin.cpp", "TROUPE_PLUGIN(\"example\"", "TROUPE_PLUGIN(\"rot\"");
-  replace_in(project / "plugin.cpp", "\"caesar\"", "\"rot_caesar\"");
+  replace_in(project / "CMakeLists.txt", "troupe_add_plugin(example", "troupe_add_plugin(" + name);
+  replace_in(project / "plugin.cpp", "TROUPE_PLUGIN(\"example\"", "TROUPE_PLUGIN(\"" + name + "\"");
+  replace_in(project / "plugin.cpp", "\"caesar\"", "\"" + name + "_caesar\"");
+  if (edit) edit(project / "plugin.cpp");
 
-  const std::string build = dir_->file("rot_build");
+  const std::string build = project.string() + "/build";
   auto configured =
-      run({TROUPE_CMAKE, "-S", project.string(), "-B", build, "-DCMAKE_PREFIX_PATH=" + prefix()},
+      run({TROUPE_CMAKE, "-S", project.string(), "-B", build, "-DCMAKE_PREFIX_PATH=" + prefix},
           std::chrono::minutes(2));
-  ASSERT_EQ(configured.exit_code, 0) << configured.out << configured.err;
+  EXPECT_EQ(configured.exit_code, 0) << configured.out << configured.err;
   auto built = run({TROUPE_CMAKE, "--build", build}, std::chrono::minutes(5));
-  ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
-  ASSERT_TRUE(fs::exists(build + "/troupe_plugin_rot.so"));
+  EXPECT_EQ(built.exit_code, 0) << built.out << built.err;
+  EXPECT_TRUE(fs::exists(build + "/troupe_plugin_" + name + ".so"));
+  return build;
+}
+
+TEST_F(InstallTest, AnOutOfTreePluginBuildsAgainstTheInstalledSdkAndRuns) {
+  const std::string build = build_example_copy(*dir_, "rot", prefix());
+  ASSERT_FALSE(HasFailure());
 
   const std::string config = dir_->write(
       "rot.yaml",
@@ -130,6 +142,26 @@ TEST_F(InstallTest, AnOutOfTreePluginBuildsAgainstTheInstalledSdkAndRuns) {
 
   auto listed = run({bin(), "plugins", "list", "--plugin-dir", build});
   EXPECT_NE(listed.out.find("stage/rot_caesar"), std::string::npos) << listed.out;
+}
+
+// A plugin built out of tree for another ABI number is refused by the installed troupe, which
+// names both numbers.
+TEST_F(InstallTest, AnOutOfTreePluginOfAnotherAbiIsRefusedNamingBothNumbers) {
+  const std::string build =
+      build_example_copy(*dir_, "other_abi", prefix(), [](const fs::path& source) {
+        replace_in(source, "#include \"runtime/plugin/plugin_api.hpp\"\n",
+                   "#include \"runtime/plugin/plugin_api.hpp\"\n#undef TROUPE_PLUGIN_ABI_VERSION\n"
+                   "#define TROUPE_PLUGIN_ABI_VERSION 99u\n");
+      });
+  ASSERT_FALSE(HasFailure());
+  auto listed = run({bin(), "plugins", "list", "--plugin-dir", build, "--json"});
+  EXPECT_EQ(listed.exit_code, 1) << listed.err;
+  const std::string errors = nlohmann::json::parse(listed.out)["errors"].dump();
+  EXPECT_NE(errors.find("plugin ABI mismatch: the plugin was built for ABI version 99"),
+            std::string::npos)
+      << errors;
+  EXPECT_NE(errors.find("this troupe uses ABI version 1"), std::string::npos) << errors;
+  EXPECT_EQ(listed.out.find("other_abi_caesar"), std::string::npos) << listed.out;
 }
 
 // `troupe plugins new` as a new user meets it: each kind's project builds against the installed
@@ -192,6 +224,13 @@ TEST_F(InstallTest, PluginsNewMakesAProjectOfEachKindThatBuildsPassesItsTestAndL
   auto bad = run({bin(), "plugins", "new", "My-Plugin"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("lowercase letters"), std::string::npos) << bad.err;
+  // From a build tree there is no SDK to build against yet: it says how to install one.
+  auto from_tree =
+      run({TROUPE_BINARY, "plugins", "new", "tree_stage", "--dir", dir_->path().string()});
+  EXPECT_EQ(from_tree.exit_code, 0) << from_tree.err;
+  EXPECT_NE(from_tree.out.find("install it first with `cmake --install build --prefix PREFIX`"),
+            std::string::npos)
+      << from_tree.out;
 }
 
 }  // namespace

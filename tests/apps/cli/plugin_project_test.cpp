@@ -23,7 +23,7 @@ TEST(PluginProject, AStageProjectHasTheLogicItsTestThePluginAConfigAndTheBuild) 
   std::vector<std::string> paths;
   for (const auto& [path, text] : files) {
     paths.push_back(path);
-    EXPECT_EQ(text.find("{{"), std::string::npos) << path << ": a placeholder is left";
+    EXPECT_EQ(text.find("{{"), std::string::npos) << path << ": a {{...}} was not substituted";
   }
   EXPECT_EQ(paths, (std::vector<std::string>{"CMakeLists.txt", "README.md", "plugin.cpp",
                                              "twice.hpp", "twice.yaml", "twice_test.cpp"}));
