@@ -1,22 +1,20 @@
 # `cmake --install build --prefix P` (docs/plugins.md "Out of tree, against an installed troupe"):
 #
 #   P/bin/troupe                        finds its plugins and share/ relative to itself
-#   P/lib/libtroupe_{core,kernels,models}.so
+#   P/lib/troupe/libtroupe_{core,kernels,models}.so   private to troupe and its plugins
 #   P/lib/troupe/plugins/               the plugins that ship with troupe
 #   P/share/troupe/{configs,docs}/
 #   P/include/troupe/                   the plugin SDK's headers, and what they include
 #   P/lib/cmake/troupe/                 troupeConfig.cmake: troupe::plugin_sdk, troupe_add_plugin()
 include(CMakePackageConfigHelpers)
 
-set(TROUPE_INSTALL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/troupe)
-
 set_target_properties(troupe PROPERTIES INSTALL_RPATH "$ORIGIN/${TROUPE_LIBRARIES_FROM_BINARY}")
 install(TARGETS troupe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS troupe_core EXPORT troupeTargets
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${TROUPE_INSTALL_LIBRARY_DIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/troupe)
 install(EXPORT troupeTargets NAMESPACE troupe:: DESTINATION ${TROUPE_INSTALL_CMAKE_DIR})
-install(TARGETS troupe_kernels troupe_models LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS troupe_kernels troupe_models LIBRARY DESTINATION ${TROUPE_INSTALL_LIBRARY_DIR})
 
 # The SDK's headers: the entry points a plugin includes (the C ABI and the C++ plugin API, the
 # role context and registry, the actor base, the typed interfaces and messages) and the closure

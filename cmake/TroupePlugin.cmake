@@ -14,7 +14,7 @@ function(troupe_add_plugin name)
     add_dependencies(troupe_plugins troupe_plugin_${name})
     set_target_properties(troupe_plugin_${name} PROPERTIES
       LIBRARY_OUTPUT_DIRECTORY ${TROUPE_PLUGIN_OUTPUT_DIR}
-      INSTALL_RPATH "$ORIGIN/../..")
+      INSTALL_RPATH "$ORIGIN/..")
     install(TARGETS troupe_plugin_${name} LIBRARY DESTINATION ${TROUPE_INSTALL_PLUGIN_DIR})
   endif()
 endfunction()

@@ -33,6 +33,8 @@ packages=(
   nodejs
   # text for the example and pretraining apps
   fortunes
+  # the Debian package: dpkg-shlibdeps for its dependencies, lintian to check it (scripts/deb.sh)
+  dpkg-dev lintian
 )
 
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -7,6 +7,7 @@
  * digits_format scores the format of a response, not its numbers: the share of its bytes that
  * are digits or commas, if it ended with the end string (0 if it ran out of tokens); an empty
  * ended response scores 1. */
+#include <ctype.h>
 #include <stddef.h>
 
 #include "runtime/plugin/plugin_abi.h"
@@ -20,8 +21,8 @@ static double digits_format(void* user_data, const char* prompt, size_t prompt_s
   if (response_size == 0) return 1.0;
   size_t good = 0;
   for (size_t i = 0; i < response_size; ++i) {
-    const char c = response[i];
-    if ((c >= '0' && c <= '9') || c == ',') ++good;
+    const unsigned char c = (unsigned char)response[i];
+    if (isdigit(c) || c == ',') ++good;
   }
   return (double)good / (double)response_size;
 }

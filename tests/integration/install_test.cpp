@@ -59,7 +59,7 @@ process_result* InstallTest::install_ = nullptr;
 
 TEST_F(InstallTest, ThePrefixHoldsTheBinaryThePluginsTheSdkAndShare) {
   for (const char* path :
-       {"bin/troupe", "lib/libtroupe_core.so", "lib/troupe/plugins/troupe_plugin_example.so",
+       {"bin/troupe", "lib/troupe/libtroupe_core.so", "lib/troupe/plugins/troupe_plugin_example.so",
         "lib/troupe/plugins/troupe_plugin_reward_example.so", "lib/cmake/troupe/troupeConfig.cmake",
         "lib/cmake/troupe/troupeConfigVersion.cmake", "include/troupe/runtime/plugin/plugin_abi.h",
         "include/troupe/runtime/plugin/plugin_api.hpp", "share/troupe/configs/quickstart.yaml",
