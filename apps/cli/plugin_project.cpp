@@ -22,6 +22,12 @@ std::string usage(const plugin_project_spec& spec) {
     return absl::StrCat("# in an RLHF config: roles.reward: {kind: reward, impl: ", spec.name,
                         ", plugin: ", spec.name, "}");
   }
+  if (spec.kind == "source") {
+    return absl::StrCat("troupe launch ", spec.name,
+                        ".yaml --plugin-dir build           # a pipeline\n", "troupe launch ",
+                        spec.name,
+                        "_pretrain.yaml --plugin-dir build  # pretraining on its records");
+  }
   return absl::StrCat("troupe launch ", spec.name, ".yaml --plugin-dir build");
 }
 

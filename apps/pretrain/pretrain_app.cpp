@@ -2,7 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "actors/pair_reference.hpp"
+#include "actors/source_reader.hpp"
 #include "actors/trainer_actor.hpp"
 #include "apps/pretrain/pretrain_driver.hpp"
 #include "apps/pretrain/pretrain_driver_actor.hpp"
@@ -44,10 +46,39 @@ absl::StatusOr<actors::text_corpus> load_corpus(const data_spec& d, int ctx) {
   return actors::text_corpus::load(d.path, d.val_fraction, ctx);
 }
 
+// data.source: this rank's own instance of the source role (`role`/`ctx.index`, on a thread of
+// its own, since this blocks), read from record 0 to its end; the text is its records joined
+// by newlines. A source answers by position, so every rank reads the same text.
+absl::StatusOr<actors::text_corpus> read_source_corpus(actor::role_context& ctx, const data_spec& d,
+                                                       int window) {
+  const app::resolved_role* role = ctx.plan.find_role(d.source);
+  if (role == nullptr) {  // check_data_source refuses such a config
+    return absl::FailedPreconditionError(
+        absl::StrCat("data.source names no role '", d.source, "'"));
+  }
+  actor::role_context reader = ctx;
+  reader.role = d.source;
+  reader.detached = true;
+  const std::string name =
+      absl::StrCat("data.source ", reader.actor_name(), " (source/", role->spec.impl, ")");
+  TROUPE_ASSIGN_OR_RETURN(caf::actor source,
+                          role->entry->factory.spawn(reader, role->options.get()));
+  auto records = actors::read_records(
+      ctx.system, caf::actor_cast<actor::source_actor>(source), name,
+      static_cast<uint64_t>(d.source_max_records),
+      std::chrono::milliseconds(static_cast<int64_t>(d.source_timeout_s * 1000)));
+  caf::anon_send_exit(source, caf::exit_reason::user_shutdown);
+  TROUPE_RETURN_IF_ERROR(records.status());
+  return actors::text_corpus::from_text(absl::StrJoin(*records, "\n"), d.val_fraction, window,
+                                        name);
+}
+
 absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt_trainer_options&) {
   TROUPE_ASSIGN_OR_RETURN(const pretrain_options* o, pretrain_options_in(ctx.plan));
   const models::gpt_config model = models::gpt_config_of(ctx.plan.spec.model);
-  TROUPE_ASSIGN_OR_RETURN(actors::text_corpus corpus, load_corpus(o->data, model.ctx));
+  TROUPE_ASSIGN_OR_RETURN(actors::text_corpus corpus,
+                          o->data.source.empty() ? load_corpus(o->data, model.ctx)
+                                                 : read_source_corpus(ctx, o->data, model.ctx));
   const bool dpo = ctx.plan.spec.app == "dpo";
   const auto* role = ctx.plan.find_role(trainer_role);
   const bool elastic = role != nullptr && role->spec.elastic.has_value();
@@ -322,7 +353,48 @@ void check_app_data(const std::string& app, const pretrain_options& o,
   }
 }
 
-// The roles must be exactly the trainer ranks, and the shapes must fit together.
+// data.source names a role of kind source, one instance of which each trainer rank reads in its
+// own process (so the supervisor starts none: pretrain_app_factory's embedded_roles), for text.
+void check_data_source(const app::app_plan& plan, const pretrain_options& o,
+                       const config::parse_context& ctx, const YAML::Node& section) {
+  const config::parse_context data = ctx.child("data");
+  const YAML::Node at = located(section, "data", "source");
+  const app::resolved_role* role = plan.find_role(o.data.source);
+  if (role == nullptr) {
+    data.child("source").error(
+        at, absl::StrCat("names no role '", o.data.source, "'; add roles.", o.data.source,
+                         ": {kind: source, impl: ...} (a plugin's, or text), or use data.path"));
+    return;
+  }
+  if (role->spec.kind != "source") {
+    data.child("source").error(at, absl::StrCat("names role '", o.data.source, "' of kind ",
+                                                role->spec.kind, "; it must be of kind source"));
+    return;
+  }
+  if (role->spec.count != 1 || role->spec.elastic) {
+    data.child("source").error(
+        at, absl::StrCat("names role '", o.data.source,
+                         "', which has a count or elastic: each trainer rank reads an instance "
+                         "of it in its own process; remove them from roles.",
+                         o.data.source));
+  }
+  if (o.data.format != "text") {
+    data.child("format").error(
+        located(section, "data", "format"),
+        absl::StrCat("is ", o.data.format,
+                     ", but data.source gives text (its records joined by "
+                     "newlines): use format text, or data.path for JSONL files"));
+  }
+  // Compared with the default, not "is it written": workers get the config with every default.
+  if (o.data.path != data_spec{}.path) {
+    data.child("path").error(located(section, "data", "path"),
+                             "is set, and so is data.source: the text comes from one of them; "
+                             "remove one");
+  }
+}
+
+// The roles must be exactly the trainer ranks (and data.source's), and the shapes must fit
+// together.
 void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
                          const config::parse_context& ctx, const YAML::Node& section) {
   const auto& o = *static_cast<const pretrain_options*>(opaque);
@@ -333,6 +405,7 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
                                     model.vocab));
   }
   check_app_data(plan.spec.app, o, ctx, section);
+  if (!o.data.source.empty()) check_data_source(plan, o, ctx, section);
   const auto* trainer = plan.find_role(trainer_role);
   if (trainer == nullptr || trainer->spec.kind != "trainer") {
     ctx.error(section, absl::StrCat("app: ", plan.spec.app,
@@ -374,10 +447,11 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
                "remove it");
   }
   for (const auto& role : plan.roles) {
-    if (role.spec.name != trainer_role) {
-      ctx.error(section,
-                absl::StrCat("app: ", plan.spec.app, " runs only the 'trainer' role; remove role '",
-                             role.spec.name, "'"));
+    if (role.spec.name != trainer_role && role.spec.name != o.data.source) {
+      ctx.error(section, absl::StrCat("app: ", plan.spec.app,
+                                      " runs only the 'trainer' role (and the role data.source "
+                                      "names); remove role '",
+                                      role.spec.name, "'"));
     }
   }
   const auto train_ctx = ctx.child("train");
@@ -430,7 +504,12 @@ std::string describe_data(const pretrain_options& o, int ctx) {
 std::vector<std::string> describe_pretrain_plan(const app::app_plan& plan, const void* opaque) {
   const auto& o = *static_cast<const pretrain_options*>(opaque);
   const models::gpt_config model = models::gpt_config_of(plan.spec.model);
-  std::vector<std::string> out = {describe_data(o, model.ctx)};
+  std::vector<std::string> out = {
+      o.data.source.empty()
+          ? describe_data(o, model.ctx)
+          : absl::StrCat("data: text, the records of role ", o.data.source, " (source/",
+                         plan.find_role(o.data.source)->spec.impl,
+                         ") joined by newlines, read by each trainer rank as it starts")};
   const auto* trainer = plan.find_role(trainer_role);
   if (trainer == nullptr || trainer->spec.elastic) return out;
   const int dp = o.parallel.dp, pp = o.parallel.pp, tp = o.parallel.tp;
@@ -495,6 +574,11 @@ actor::role_factory pretrain_app_factory(absl::string_view app) {
       });
   factory.check_plan = check_pretrain_plan;
   factory.describe_plan = describe_pretrain_plan;
+  factory.embedded_roles = [](const void* opaque) {
+    const auto& o = *static_cast<const pretrain_options*>(opaque);
+    return o.data.source.empty() ? std::vector<std::string>{}
+                                 : std::vector<std::string>{o.data.source};
+  };
   return factory;
 }
 

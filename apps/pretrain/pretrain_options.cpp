@@ -49,6 +49,16 @@ config::object_schema<data_spec> data_schema() {
   s.add("path", &data_spec::path)
       .non_empty()
       .help("a text file, or a directory whose text files are read in name order");
+  s.add("source", &data_spec::source)
+      .help(
+          "instead of path: a role of kind source (e.g. a plugin's) whose records, joined by "
+          "newlines, are the text; each trainer rank reads it in its own process");
+  s.add("source_max_records", &data_spec::source_max_records)
+      .range(0, int64_t{1} << 40)
+      .help("read at most this many records of data.source; 0 = until it ends");
+  s.add("source_timeout_s", &data_spec::source_timeout_s)
+      .range(0.001, 86400)
+      .help("how long each answer of data.source may take");
   s.add("format", &data_spec::format)
       .one_of({"text", "sft", "pairs"})
       .help(

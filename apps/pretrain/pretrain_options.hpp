@@ -28,6 +28,11 @@ struct train_spec {
 /// `pretrain.data`: the text and its held-out split.
 struct data_spec {
   std::string path = "/usr/share/games/fortunes";
+  /// Instead of `path`: a role of kind source (a plugin's, or source/text) whose records, joined
+  /// by newlines, are the text. Each trainer rank reads it from an instance in its own process.
+  std::string source;
+  int64_t source_max_records = 0;  ///< read at most this many of its records; 0: all
+  double source_timeout_s = 60;    ///< how long each of its answers may take
   /// text: byte windows of the text; sft: JSONL prompt/response (or chat) examples, the loss on
   /// the response only; pairs (app: reward_model): JSONL prompt/chosen/rejected preference pairs.
   std::string format = "text";

@@ -59,6 +59,9 @@ struct role_context {
   /// communicator groups: the head's key-value store in a cluster, one store shared inside this
   /// process otherwise.
   std::function<absl::StatusOr<std::shared_ptr<comm::rendezvous_store>>()> rendezvous;
+  /// Whether spawn() gives the actor a thread of its own (caf::detached): for an instance that
+  /// a blocking caller reads in place, as a trainer rank reads pretraining's data.source.
+  bool detached = false;
 
   /// The job-unique actor name, "role/index".
   [[nodiscard]] std::string actor_name() const { return absl::StrCat(role, "/", index); }
@@ -67,6 +70,10 @@ struct role_context {
   /// in `metrics` under `actor_name()`.
   template <class Handle, class State = no_state>
   Handle spawn(typename role_actor<Handle, State>::init_fn init) {
+    if (detached) {
+      return system.spawn<role_actor<Handle, State>, caf::detached>(metrics.actor(actor_name()),
+                                                                    std::move(init));
+    }
     return system.spawn<role_actor<Handle, State>>(metrics.actor(actor_name()), std::move(init));
   }
 };

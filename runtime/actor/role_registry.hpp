@@ -46,6 +46,10 @@ struct role_factory {
   /// For app drivers: groups of roles whose actors of the same index run in one process (the
   /// supervisor places each on the node of the first one placed). May be empty.
   std::function<std::vector<std::vector<std::string>>(const void* options)> colocation;
+  /// For app drivers: roles whose actors the app's own actors spawn in their processes and read
+  /// in place (pretraining's data.source: an instance in each trainer rank's process). The
+  /// supervisor starts none of them. May be empty.
+  std::function<std::vector<std::string>(const void* options)> embedded_roles;
 };
 
 /// Builds a factory from a typed options schema and a typed spawn function.

@@ -1,5 +1,7 @@
 #include "runtime/app/app_plan.hpp"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status.hpp"
 #include "runtime/config/document.hpp"
@@ -97,10 +99,18 @@ const resolved_role* app_plan::find_role(absl::string_view name) const {
   return nullptr;
 }
 
+bool app_plan::embedded(absl::string_view name) const {
+  if (app_entry == nullptr || !app_entry->factory.embedded_roles) return false;
+  const std::vector<std::string> names = app_entry->factory.embedded_roles(app_options.get());
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 int app_plan::actor_count() const {
   int n = 0;
-  for (const auto& r : roles)
+  for (const auto& r : roles) {
+    if (embedded(r.spec.name)) continue;
     n += r.spec.elastic ? r.spec.elastic->min : r.spec.count;  // elastic: grown as workers join
+  }
   return n;
 }
 

@@ -33,7 +33,12 @@ struct app_plan {
   /// The role named `name`, or nullptr.
   [[nodiscard]] const resolved_role* find_role(absl::string_view name) const;
 
-  /// The number of actors the roles ask for (an elastic role: its min, grown as workers join).
+  /// Whether the app's own actors spawn the role `name` in place (role_factory::embedded_roles),
+  /// so that the supervisor starts none of its actors.
+  [[nodiscard]] bool embedded(absl::string_view name) const;
+
+  /// The number of actors the supervisor starts for the roles (an elastic role: its min, grown
+  /// as workers join; an embedded one: none).
   [[nodiscard]] int actor_count() const;
 
   /// The resolved config as YAML: every default explicit, as written to the run directory.

@@ -166,7 +166,7 @@ TEST_F(InstallTest, AnOutOfTreePluginOfAnotherAbiIsRefusedNamingBothNumbers) {
 
 // `troupe plugins new` as a new user meets it: each kind's project builds against the installed
 // SDK, passes its own test, and its plugin loads and runs (a stage and a source in a pipeline, a
-// reward in a GRPO run).
+// source also as pretraining's data, a reward in a GRPO run).
 TEST_F(InstallTest, PluginsNewMakesAProjectOfEachKindThatBuildsPassesItsTestAndLoads) {
   for (const std::string kind : {"stage", "source", "reward"}) {
     SCOPED_TRACE(kind);
@@ -216,6 +216,16 @@ TEST_F(InstallTest, PluginsNewMakesAProjectOfEachKindThatBuildsPassesItsTestAndL
     auto launched = run(launch, std::chrono::minutes(3));
     ASSERT_EQ(launched.exit_code, 0) << launched.err;
     EXPECT_EQ(nlohmann::json::parse(launched.out)["status"], "succeeded") << launched.out;
+    if (kind != "source") continue;
+    // A source is also a pretraining data source: each trainer rank reads the plugin's records.
+    auto pretrained = run({bin(), "launch", project + "/" + name + "_pretrain.yaml", "--plugin-dir",
+                           build, "--run-dir", project + "/run_pretrain"},
+                          std::chrono::minutes(3));
+    ASSERT_EQ(pretrained.exit_code, 0) << pretrained.err;
+    const auto summary = summary_of(pretrained);
+    EXPECT_EQ(summary["status"], "succeeded") << pretrained.out;
+    EXPECT_EQ(summary["steps"], 50);
+    EXPECT_LT(summary["train_loss"].get<double>(), 3.0) << pretrained.out;  // ln 256 = 5.5
   }
   // A second project of the same name is refused, and so is a bad name, with exit code 2.
   auto again = run({bin(), "plugins", "new", "my_stage", "--dir", dir_->path().string()});

@@ -64,11 +64,12 @@ class PretrainTest : public ::testing::Test {
                              "  parallel: {dp: 1, zero: 0}\n");
   }
 
-  // `troupe launch` of the config with `dp` ranks (on dp local worker processes when dp > 1).
-  run_result launch(const std::string& name, int dp, int zero,
-                    std::vector<std::string> extra = {}) {
+  // `troupe launch` of the config (or of `config`) with `dp` ranks (on dp local worker processes
+  // when dp > 1).
+  run_result launch(const std::string& name, int dp, int zero, std::vector<std::string> extra = {},
+                    const std::string& config = "") {
     std::vector<std::string> args = {
-        "launch",    config_,
+        "launch",    config.empty() ? config_ : config,
         "--run-dir", dir_.file(name),
         "--set",     "pretrain.parallel.dp=" + std::to_string(dp),
         "--set",     "roles.trainer.count=" + std::to_string(dp),
@@ -295,6 +296,36 @@ TEST_F(PretrainTest, SftTrainsOnTheResponsesAndTwoRanksMatchOne) {
 
 // ZeRO-1 runs on a CURVE cluster (cluster.auth: curve): the control plane's encryption changes
 // nothing of the training.
+// pretrain.data.source: the records of a source role (the built-in source/text here, a record a
+// line; a plugin's in InstallTest), read by each trainer rank from an instance in its own worker
+// process, train bit for bit as the same text from data.path does; that role gets no actor of
+// its own.
+TEST_F(PretrainTest, ADataSourceRoleTrainsAsTheSameTextFromAFile) {
+  std::string joined = corpus_text();
+  joined.pop_back();  // the records joined by newlines: no newline after the last
+  const run_result from_file =
+      launch("file", 2, 1, {"--set", "pretrain.data.path=" + dir_.write("joined.txt", joined)});
+  ASSERT_EQ(from_file.process.exit_code, 0) << from_file.process.err;
+  const std::string config =
+      dir_.write("source.yaml",
+                 "app: pretrain\n"
+                 "model: {vocab: 256, ctx: 32, layers: 2, dim: 32, heads: 2}\n"
+                 "roles:\n"
+                 "  trainer: {kind: trainer, impl: gpt, count: 1}\n"
+                 "  corpus: {kind: source, impl: text, options: {path: " +
+                     text_ +
+                     ", delimiter: ''}}\n"
+                     "pretrain:\n"
+                     "  train: {steps: 40, batch: 8, lr: 3.0e-3, warmup: 4, seed: 7}\n"
+                     "  data: {source: corpus, eval_every: 20, eval_windows: 32}\n");
+  const run_result from_source = launch("source", 2, 1, {}, config);
+  ASSERT_EQ(from_source.process.exit_code, 0) << from_source.process.err;
+  ASSERT_EQ(from_source.losses.size(), 40u);
+  EXPECT_EQ(from_source.losses, from_file.losses);  // bit for bit
+  EXPECT_EQ(from_source.summary["val_loss"], from_file.summary["val_loss"]);
+  EXPECT_EQ(events_of(dir_.file("source"), "job_started").at(0)["actors"], 2);  // the trainers
+}
+
 TEST_F(PretrainTest, TwoRanksAndZeroStagesMatchOneRank) {
   const run_result one = launch("dp1", 1, 0);
   ASSERT_EQ(one.process.exit_code, 0) << one.process.err;

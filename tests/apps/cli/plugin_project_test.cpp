@@ -45,6 +45,12 @@ TEST(PluginProject, ASourceProjectRegistersASource) {
   auto files = files_of({.name = "numbers", .kind = "source", .dir = "/p", .prefix = "/usr"});
   EXPECT_NE(files["plugin.cpp"].find("r.add_role(\"source\", \"numbers\""), std::string::npos);
   EXPECT_NE(files["numbers.yaml"].find("flow: [records, digest]"), std::string::npos);
+  // ... and a pretraining config that reads it (pretrain.data.source).
+  EXPECT_NE(files["numbers_pretrain.yaml"].find("impl: numbers\n    plugin: numbers"),
+            std::string::npos);
+  EXPECT_NE(files["numbers_pretrain.yaml"].find("data: {source: records"), std::string::npos);
+  EXPECT_NE(files["README.md"].find("troupe launch numbers_pretrain.yaml --plugin-dir build"),
+            std::string::npos);
 }
 
 TEST(PluginProject, BadNamesAndKindsAreRefusedWithWhatIsAllowed) {

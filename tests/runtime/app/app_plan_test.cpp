@@ -201,6 +201,47 @@ TEST_F(AppPlanTest, PipelineFlowIsChecked) {
             "app.yaml:9:11: pipeline: missing required key 'flow'");
 }
 
+// pretrain.data.source names a role of kind source, whose instances the trainer ranks spawn
+// themselves: the supervisor starts none, and the text comes from it alone.
+TEST_F(AppPlanTest, PretrainDataSourceIsChecked) {
+  const std::string head =
+      "app: pretrain\n"
+      "model: {vocab: 256, ctx: 32, layers: 2, dim: 32, heads: 2}\n"
+      "roles:\n"
+      "  trainer: {kind: trainer, impl: gpt, count: 2}\n"
+      "  corpus:\n" +
+      source_yaml();
+  const std::string tail = "pretrain:\n  parallel: {dp: 2}\n  data: {source: corpus}\n";
+  auto plan = load(head + tail);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->embedded("corpus"));
+  EXPECT_FALSE(plan->embedded("trainer"));
+  EXPECT_EQ(plan->actor_count(), 2);  // the trainers; each spawns its own corpus instance
+
+  EXPECT_EQ(errors(head + tail, {"pretrain.data.source=corp"}),
+            "--set pretrain.data.source=corp: pretrain.data.source: names no role 'corp'; add "
+            "roles.corp: {kind: source, impl: ...} (a plugin's, or text), or use data.path\n"
+            "app.yaml:10:3: pretrain: app: pretrain runs only the 'trainer' role (and the role "
+            "data.source names); remove role 'corpus'");
+  EXPECT_TRUE(absl::StartsWith(errors(head + tail, {"pretrain.data.source=trainer"}),
+                               "--set pretrain.data.source=trainer: pretrain.data.source: names "
+                               "role 'trainer' of kind trainer; it must be of kind source\n"));
+  EXPECT_EQ(errors(head + tail, {"roles.corpus.count=2"}),
+            "app.yaml:11:18: pretrain.data.source: names role 'corpus', which has a count or "
+            "elastic: each trainer rank reads an instance of it in its own process; remove them "
+            "from roles.corpus");
+  EXPECT_EQ(errors(head + tail, {"pretrain.data.format=sft", "pretrain.data.path=/tmp"}),
+            "--set pretrain.data.format=sft: pretrain.data.format: is sft, but data.source gives "
+            "text (its records joined by newlines): use format text, or data.path for JSONL "
+            "files\n"
+            "--set pretrain.data.path=/tmp: pretrain.data.path: is set, and so is data.source: "
+            "the text comes from one of them; remove one");
+  // Without data.source, a second role is refused as before.
+  EXPECT_EQ(errors(head + "pretrain:\n  parallel: {dp: 2}\n"),
+            "app.yaml:10:3: pretrain: app: pretrain runs only the 'trainer' role (and the role "
+            "data.source names); remove role 'corpus'");
+}
+
 // docs/config.md stays true to the schemas: every key they accept is documented.
 TEST_F(AppPlanTest, ConfigReferenceDocumentsEveryKey) {
   std::ifstream in(std::string(TROUPE_SOURCE_DIR) + "/docs/config.md");
