@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   launch_cmd->add_option("--plugin-dir", launch.plugin_dirs, "Extra plugin directory");
   launch_cmd->add_option("--resume", launch.resume,
                          "Continue from a run directory's newest good checkpoint (pretrain)");
+  launch_cmd->add_flag("--slurm", launch.slurm,
+                       "Under srun: task 0 runs the head and the app, the other tasks join it as "
+                       "workers (docs/launch.md)");
 
   config_args check;
   auto* check_cmd = app.add_subcommand("check", "Validate a config without running it");
@@ -156,6 +159,9 @@ int main(int argc, char** argv) {
                          "What this worker offers, e.g. cores=8,memory=32G,gpus=1 "
                          "(default: this machine's cores and memory, no GPUs)");
   worker_cmd->add_option("--plugin-dir", worker.plugin_dirs, "Extra plugin directory");
+  worker_cmd->add_option("--slurm-job", worker.slurm_job,
+                         "Join the running `troupe launch --slurm` job JOB (its rendezvous file "
+                         "in SLURM_SUBMIT_DIR, else here) instead of --join");
 
   status_args status;
   auto* status_cmd = app.add_subcommand("status", "Show a cluster's members and actors");

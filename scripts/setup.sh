@@ -35,6 +35,9 @@ packages=(
   fortunes
   # the Debian package: dpkg-shlibdeps for its dependencies, lintian to check it (scripts/deb.sh)
   dpkg-dev lintian
+  # a real Slurm cluster of three nodes on this machine for the launch tests
+  # (scripts/slurm/local_cluster.sh, docs/launch.md)
+  slurmctld slurmd slurm-client munge
 )
 
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -14,6 +14,7 @@
 #include "actors/health_monitor_actor.hpp"
 #include "actors/role_host_actor.hpp"
 #include "apps/cli/commands.hpp"
+#include "apps/cli/slurm_task.hpp"
 #include "runtime/actor/system_config.hpp"
 #include "runtime/cluster/cluster_file.hpp"
 #include "runtime/cluster/head_client.hpp"
@@ -231,6 +232,14 @@ int head_command(const head_args& args) {
 }
 
 int worker_command(const worker_args& args) {
+  if (!args.slurm_job.empty()) {
+    worker_args joining = args;
+    joining.slurm_job.clear();
+    const char* submit_dir = std::getenv("SLURM_SUBMIT_DIR");
+    return join_slurm_job(
+        slurm_rendezvous_path(submit_dir != nullptr ? submit_dir : ".", args.slurm_job),
+        std::chrono::seconds(config::cluster_spec{}.join_wait_s), std::move(joining));
+  }
   auto res = parse_resources(args.resources);
   if (!res.ok()) {
     std::fprintf(stderr, "troupe worker: %s\n", std::string(res.status().message()).c_str());
@@ -286,7 +295,12 @@ int worker_command(const worker_args& args) {
   }
   std::fprintf(stderr, "troupe worker %s joined %s (epoch %llu)\n", (*node)->id().c_str(),
                args.join.c_str(), static_cast<unsigned long long>((*node)->epoch()));
-  install_interrupt_handlers();
+  if (args.stop_with_head) {
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+  } else {
+    install_interrupt_handlers();
+  }
   absl::Status ended;
   while (true) {
     if (auto s = (*node)->wait_for(std::chrono::milliseconds(100))) {

@@ -33,6 +33,8 @@ struct launch_args : config_args {
   std::optional<std::string> run_dir;
   /// A run directory to continue from: sets the app's `resume` option.
   std::optional<std::string> resume;
+  /// Under srun: task 0 runs the head and the app, the others join it (slurm_launch.cpp).
+  bool slurm = false;
 };
 
 /// `troupe launch`: validate, run the app, print one JSON summary line on stdout.
@@ -86,10 +88,24 @@ struct worker_args {
   std::string bind_host = "127.0.0.1";
   std::string resources;
   std::vector<std::string> plugin_dirs;
+  /// `--slurm-job JOB`: join the running job JOB of `troupe launch --slurm`, found through its
+  /// rendezvous file in SLURM_SUBMIT_DIR (else this directory), instead of --join.
+  std::string slurm_job;
+  /// Ignore SIGINT and SIGTERM, and stop only with the head (a Slurm task: scancel signals the
+  /// head and its workers at once, and the head must be able to finish its stop).
+  bool stop_with_head = false;
 };
 
 /// `troupe worker`: join a cluster and host the actors the head places here.
 [[nodiscard]] int worker_command(const worker_args& args);
+
+/// `troupe launch CONFIG --slurm` (slurm_launch.cpp, docs/launch.md#slurm).
+[[nodiscard]] int slurm_launch_command(const launch_args& args);
+
+/// Joins the job whose head's task wrote `rendezvous_path`, waiting up to `wait` for it, as
+/// `worker` (its join, token and bind address come from the file).
+[[nodiscard]] int join_slurm_job(const std::string& rendezvous_path, std::chrono::seconds wait,
+                                 worker_args worker);
 
 struct status_args {
   std::string head = "tcp://127.0.0.1:7070";
@@ -194,5 +210,10 @@ struct roles_and_plugins {
   actor::role_registry registry;
   plugin::plugin_loader plugins;
 };
+
+/// The plan `troupe launch` runs: the config, with `--resume DIR` as the app's `resume` option
+/// for apps that have one.
+[[nodiscard]] absl::StatusOr<app::app_plan> load_launch_plan(roles_and_plugins& env,
+                                                             const launch_args& args);
 
 }  // namespace troupe::cli

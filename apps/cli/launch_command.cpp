@@ -147,10 +147,7 @@ int run_job(const app::app_plan& plan, const std::string& config_name,
   return code;
 }
 
-namespace {
-
-// The plan with `--resume DIR` as the app's `resume` option, for apps that have one.
-absl::StatusOr<app::app_plan> load_resumed(roles_and_plugins& env, const launch_args& args) {
+absl::StatusOr<app::app_plan> load_launch_plan(roles_and_plugins& env, const launch_args& args) {
   TROUPE_ASSIGN_OR_RETURN(app::app_plan plan, env.load(args));
   if (!args.resume) return plan;
   bool resumable = false;
@@ -171,11 +168,10 @@ absl::StatusOr<app::app_plan> load_resumed(roles_and_plugins& env, const launch_
   return env.load(resumed);
 }
 
-}  // namespace
-
 int launch_command(const launch_args& args) {
+  if (args.slurm) return slurm_launch_command(args);
   roles_and_plugins env(args.plugin_dirs);
-  auto plan = load_resumed(env, args);
+  auto plan = load_launch_plan(env, args);
   if (!plan.ok()) {
     std::fprintf(stderr, "%s\n", std::string(plan.status().message()).c_str());
     return exit_usage_error;

@@ -1,0 +1,114 @@
+// `troupe launch CONFIG --slurm` (docs/launch.md#slurm): under srun, the task with SLURM_PROCID 0
+// runs the head and the app, and the others join it as workers, through a rendezvous file in
+// the submit directory.
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "apps/cli/commands.hpp"
+#include "apps/cli/slurm_task.hpp"
+#include "runtime/cluster/cluster_file.hpp"
+
+namespace troupe::cli {
+namespace {
+
+// The rendezvous file goes with the head's task, however the job ends.
+class rendezvous_file {
+ public:
+  explicit rendezvous_file(std::string path) : path_(std::move(path)) {}
+  ~rendezvous_file() {
+    std::error_code ec;
+    if (written_) std::filesystem::remove(path_, ec);
+  }
+  rendezvous_file(const rendezvous_file&) = delete;
+  rendezvous_file& operator=(const rendezvous_file&) = delete;
+
+  void write(const slurm_rendezvous& r) {
+    if (absl::Status s = write_slurm_rendezvous(path_, r); !s.ok()) {
+      std::fprintf(stderr, "troupe launch --slurm: %s; the other tasks cannot join\n",
+                   std::string(s.message()).c_str());
+      return;
+    }
+    written_ = true;
+  }
+
+ private:
+  std::string path_;
+  bool written_ = false;
+};
+
+int run_head_task(const app::app_plan& plan, const launch_args& args, const slurm_task& task) {
+  const auto& spec = plan.spec.cluster;
+  auto credentials = head_credentials(spec, "");
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(credentials.status().message()).c_str());
+    return exit_usage_error;
+  }
+  cluster::head_cluster_file file(credentials->token);
+  rendezvous_file rendezvous(slurm_rendezvous_path(task.submit_dir, task.job_id));
+  std::fprintf(stderr, "troupe launch --slurm: job %s, %d tasks; this one (on %s) runs the head\n",
+               task.job_id.c_str(), task.ntasks, task.node.c_str());
+  return run_job(plan, args.config, args.run_dir,
+                 [&](const run::run_dir& dir) -> std::optional<apps::cluster_options> {
+                   if (task.ntasks == 1) return std::nullopt;
+                   return apps::cluster_options{
+                       .listen = spec.listen,
+                       .credentials = *credentials,
+                       .local_workers = 0,
+                       .min_workers = std::max(spec.min_workers, task.ntasks - 1),
+                       .log_dir = dir.path().string(),
+                       .plugin_dirs = args.plugin_dirs,
+                       .on_listening = [&](const std::string& endpoint) {
+                         file.listening(endpoint);
+                         rendezvous.write({endpoint, credentials->token});
+                       }};
+                 });
+}
+
+}  // namespace
+
+int join_slurm_job(const std::string& rendezvous_path, std::chrono::seconds wait,
+                   worker_args worker) {
+  auto rendezvous = read_slurm_rendezvous(rendezvous_path, wait);
+  if (!rendezvous.ok()) {
+    std::fprintf(stderr, "troupe worker: %s\n", std::string(rendezvous.status().message()).c_str());
+    return exit_runtime_failure;
+  }
+  auto bind = local_address_towards(rendezvous->endpoint);
+  if (!bind.ok()) {
+    std::fprintf(stderr, "troupe worker: %s\n", std::string(bind.status().message()).c_str());
+    return exit_runtime_failure;
+  }
+  worker.join = rendezvous->endpoint;
+  worker.token = rendezvous->token;
+  worker.bind_host = *bind;
+  // scancel signals every task at once: the head stops the job (draining or checkpointing, as on
+  // Ctrl-C) and then its workers, so a worker leaves only with its head.
+  worker.stop_with_head = true;
+  return worker_command(worker);
+}
+
+int slurm_launch_command(const launch_args& args) {
+  auto task = slurm_task_from([](const char* name) { return std::getenv(name); });
+  if (!task.ok()) {
+    std::fprintf(stderr, "troupe launch: %s\n", std::string(task.status().message()).c_str());
+    return exit_usage_error;
+  }
+  roles_and_plugins env(args.plugin_dirs);
+  auto plan = load_launch_plan(env, args);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(plan.status().message()).c_str());
+    return exit_usage_error;
+  }
+  if (task->head()) return run_head_task(*plan, args, *task);
+  worker_args worker;
+  worker.keys = plan->spec.cluster.keys;
+  worker.plugin_dirs = args.plugin_dirs;
+  if (task->cpus_per_task > 0) worker.resources = absl::StrCat("cores=", task->cpus_per_task);
+  return join_slurm_job(slurm_rendezvous_path(task->submit_dir, task->job_id),
+                        std::chrono::seconds(plan->spec.cluster.join_wait_s), std::move(worker));
+}
+
+}  // namespace troupe::cli

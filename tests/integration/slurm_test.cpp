@@ -1,0 +1,113 @@
+// troupe under a real Slurm cluster (docs/launch.md#slurm): scripts/slurm/local_cluster.sh starts
+// three slurmd nodes on this machine, and scripts/slurm/troupe.sbatch runs `troupe launch
+// --slurm` over three tasks: task 0 the head and the app, the others workers found through the
+// rendezvous file in the submit directory.
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "tests/integration/troupe_cli.hpp"
+
+namespace troupe::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class SlurmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* tool :
+         {"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/sbatch"}) {
+      if (!fs::exists(tool)) GTEST_SKIP() << tool << " is missing; scripts/setup.sh installs it";
+    }
+  }
+
+  // Runs `script` (bash, in the test's directory, with TROUPE set to the built binary,
+  // TROUPE_SOURCE to the source tree and sbatch_script to troupe.sbatch) on a fresh three-node
+  // cluster.
+  process_result on_cluster(const std::string& script) {
+    const std::string path = dir_.write(
+        "job.sh", "set -euo pipefail\ncd " + dir_.path().string() +
+                      "\nexport TROUPE=" TROUPE_BINARY "\nTROUPE_SOURCE=" TROUPE_SOURCE_DIR
+                      "\nsbatch_script=$TROUPE_SOURCE/scripts/slurm/troupe.sbatch\n" +
+                      script);
+    return run({TROUPE_SOURCE_DIR "/scripts/slurm/local_cluster.sh", "--nodes", "3", "--",
+                "/bin/bash", path},
+               std::chrono::minutes(4));
+  }
+
+  temp_dir dir_;
+};
+
+TEST_F(SlurmTest, SbatchRunsTheQuickstartOverThreeTasks) {
+  const auto r = on_cluster(R"sh(
+sbatch --wait --parsable -N 3 -n 3 "$sbatch_script" "$TROUPE_SOURCE/configs/quickstart.yaml" \
+  --run-dir run --set pretrain.train.steps=12 --set pretrain.train.warmup=2 \
+  --set pretrain.checkpoint.every_steps=6 --set pretrain.data.eval_every=6
+)sh");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto summary =
+      nlohmann::json::parse(read_file(dir_.file("run/summary.json")), nullptr, false);
+  EXPECT_EQ(summary["status"], "succeeded") << summary;
+  EXPECT_EQ(summary["steps"], 12);
+  EXPECT_EQ(summary["world_size"], 2);  // the two tasks that joined as workers
+  // The workers came from tasks on the other nodes, and left with the head.
+  EXPECT_EQ(events_of(dir_.file("run"), "member_joined").size(), 2u);
+  const std::string job = r.out.substr(0, r.out.find('\n'));  // sbatch --parsable's
+  const std::string output = read_file(dir_.file("troupe-" + job + ".out"));
+  EXPECT_NE(output.find("this one (on n1) runs the head"), std::string::npos) << output;
+  EXPECT_NE(output.find("troupe worker w1: done"), std::string::npos) << output;
+  EXPECT_NE(output.find("troupe worker w2: done"), std::string::npos) << output;
+  // The rendezvous file went with the head.
+  EXPECT_FALSE(fs::exists(dir_.file(".troupe/slurm-" + job + ".json")));
+}
+
+// A serving job over three tasks; a later sbatch of one more worker joins it; scancel stops it
+// as Ctrl-C does: the head drains, then its workers (the joined job's too) leave with it.
+TEST_F(SlurmTest, ALaterSbatchJoinsAServingJobAndScancelDrainsIt) {
+  const auto r = on_cluster(R"sh(
+job=$(sbatch --parsable -N 3 -n 3 "$sbatch_script" "$TROUPE_SOURCE/configs/serve_tiny.yaml" --run-dir serve)
+wait_for() {  # wait_for WHAT COMMAND...: until COMMAND succeeds, up to 60 s
+  local what=$1; shift
+  for _ in $(seq 1 600); do "$@" && return 0; sleep 0.1; done
+  echo "no $what within 60 s"; squeue; tail -n 5 troupe-*.out; exit 1
+}
+serving() { grep -qs '"event":"serving"' serve/events.jsonl; }
+wait_for "serving event" serving
+joiner=$(sbatch --parsable -N 1 -n 1 "$sbatch_script" --join "$job")
+three_workers() { test "$(grep -c '"event":"worker_joined"' serve/events.jsonl)" = 3; }
+wait_for "third worker" three_workers
+url=$(grep '"event":"serving"' serve/events.jsonl | grep -o '"url":"[^"]*"' | cut -d'"' -f4)
+python3 -c 'import sys, urllib.request
+print(urllib.request.urlopen(sys.argv[1] + "/v1/models", timeout=30).read().decode())' "$url" > models.json
+scancel "$job"
+both_stopped() { test -z "$(squeue -h -j "$job,$joiner")"; }
+wait_for "stop of both jobs" both_stopped
+echo "job: $(scontrol show job "$job" | grep -o 'JobState=[A-Z]*\|ExitCode=[0-9:]*' | tr '\n' ' ')"
+echo "joiner: $(scontrol show job "$joiner" | grep -o 'JobState=[A-Z]*\|ExitCode=[0-9:]*' | tr '\n' ' ')"
+)sh");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(read_file(dir_.file("models.json")).find("troupe-tiny"), std::string::npos);
+  // scancel's SIGTERM reached the head, which drained and ended the job as Ctrl-C does; the
+  // job's exit code is troupe launch's. The joined worker then left, and its job completed.
+  EXPECT_NE(r.out.find("job: JobState=CANCELLED ExitCode=0:0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("joiner: JobState=COMPLETED ExitCode=0:0"), std::string::npos) << r.out;
+  const auto summary =
+      nlohmann::json::parse(read_file(dir_.file("serve/summary.json")), nullptr, false);
+  EXPECT_EQ(summary["status"], "succeeded") << summary;
+  EXPECT_EQ(events_of(dir_.file("serve"), "draining").size(), 1u);
+  EXPECT_EQ(events_of(dir_.file("serve"), "drained").size(), 1u);
+}
+
+}  // namespace
+}  // namespace troupe::testing
