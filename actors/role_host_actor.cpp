@@ -34,7 +34,8 @@ absl::Status spawn_role(self_ptr self, const std::string& role, int32_t index) {
                           .role = role,
                           .index = index,
                           .cores = static_cast<int>(node.res.cores),
-                          .rendezvous = comm::head_store_opener(node.head, node.credentials)};
+                          .rendezvous = comm::head_store_opener(node.head, node.credentials),
+                          .host = node.bind_host};
   const std::string name = ctx.actor_name();
   auto handle = resolved->entry->factory.spawn(ctx, resolved->options.get());
   if (!handle.ok()) {

@@ -116,6 +116,7 @@ absl::StatusOr<caf::actor> spawn_here(self_ptr self, const actor::role_factory& 
                           .index = index,
                           .run_dir = st.deps->run_dir,
                           .rendezvous = st.deps->rendezvous};
+  if (st.deps->node != nullptr) ctx.host = st.deps->node->options().bind_host;
   auto handle = factory.spawn(ctx, options);
   if (!handle.ok()) {
     return absl::Status(handle.status().code(), absl::StrCat("cannot start ", ctx.actor_name(),

@@ -14,6 +14,7 @@
 #include "runtime/cluster/head_http.hpp"
 #include "runtime/cluster/head_server.hpp"
 #include "runtime/cluster/node_agent.hpp"
+#include "runtime/cluster/zmq_util.hpp"
 #include "runtime/comm/rendezvous_store.hpp"
 
 namespace troupe::apps {
@@ -71,6 +72,7 @@ absl::Status job_runner::form_cluster(const std::atomic<bool>& stop) {
       *zmq_, *system_,
       {.head = head_->endpoint(),
        .credentials = cluster_->credentials,
+       .bind_host = cluster::advertised_host(head_->endpoint()),
        .as_head = true,
        .max_frame_bytes = static_cast<size_t>(spec.max_frame_bytes),
        .request_timeout = std::chrono::milliseconds(spec.request_timeout_ms)},

@@ -38,6 +38,8 @@ packages=(
   # a real Slurm cluster of three nodes on this machine for the launch tests
   # (scripts/slurm/local_cluster.sh, docs/launch.md)
   slurmctld slurmd slurm-client munge
+  # network namespaces, one per "host", for the multi-host tests (tests/integration/netns_test)
+  iproute2
 )
 
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -75,6 +75,15 @@ absl::StatusOr<cluster::resources> parse_resources(const std::string& text) {
   return res;
 }
 
+// Stops `a` and waits (up to 10 s) until it has terminated.
+void stop_and_wait(caf::actor_system& system, const caf::actor& a) {
+  if (!a) return;
+  caf::scoped_actor self{system};
+  self->monitor(a);
+  self->send_exit(a, caf::exit_reason::user_shutdown);
+  self->receive([](const caf::down_msg&) {}, caf::after(std::chrono::seconds(10)) >> [] {});
+}
+
 // Sends a worker's events to the head's event log while its node agent lives.
 class event_forwarder {
  public:
@@ -312,7 +321,9 @@ int worker_command(const worker_args& args) {
       break;
     }
   }
-  if (host) caf::anon_send_exit(host, caf::exit_reason::user_shutdown);
+  // The role host's handlers use the node (a spawn the head asked for publishes through it), so
+  // it must be gone before the node goes.
+  stop_and_wait(system, caf::actor_cast<caf::actor>(host));
   if (health) caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
   forwarder.attach(nullptr);
   const std::string id = (*node)->id();

@@ -130,10 +130,13 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
                         ? absl::StrCat("pretrain/dp/stage-", at.stage, "/tp-", at.tp_rank)
                         : "pretrain/dp";
   spec.group.timeout = std::chrono::milliseconds(o->parallel.timeout_ms);
+  spec.group.host = ctx.host;
   spec.pipe.name = absl::StrCat("pretrain/pp/replica-", at.replica, "/tp-", at.tp_rank);
   spec.pipe.timeout = spec.group.timeout;
+  spec.pipe.host = ctx.host;
   spec.tensor.name = absl::StrCat("pretrain/tp/replica-", at.replica, "/stage-", at.stage);
   spec.tensor.timeout = spec.group.timeout;
+  spec.tensor.host = ctx.host;
   spec.corpus = std::make_shared<const actors::text_corpus>(std::move(corpus));
   spec.data_seed = static_cast<uint64_t>(o->train.seed);
   spec.prefetch = o->data.prefetch;

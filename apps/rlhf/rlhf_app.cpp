@@ -29,11 +29,13 @@ absl::StatusOr<const rlhf_options*> options_in(const app::app_plan& plan, absl::
   return static_cast<const rlhf_options*>(plan.app_options.get());
 }
 
-// A weight-sync participant: the group's name and limits (each sync round brings its members).
-actors::weight_sync_spec sync_member(const rlhf_options& o) {
+// A weight-sync participant: the group's name and limits (each sync round brings its members),
+// listening at this process's address.
+actors::weight_sync_spec sync_member(const rlhf_options& o, const actor::role_context& ctx) {
   actors::weight_sync_spec s;
   s.group.name = "rlhf/sync";
   s.group.timeout = std::chrono::milliseconds(o.sync.timeout_ms);
+  s.group.host = ctx.host;
   s.bucket_bytes = int64_t{o.sync.bucket_mb} << 20;
   return s;
 }
@@ -74,6 +76,7 @@ absl::StatusOr<caf::actor> spawn_policy(actor::role_context& ctx, const no_optio
   place_rank(spec, ctx, o->actor.dp, o->data.train_batch_size * o->rollout.n);
   spec.group.name = "rlhf/policy";
   spec.group.timeout = std::chrono::milliseconds(o->sync.timeout_ms);
+  spec.group.host = ctx.host;
   if (o->warmup.steps > 0) {
     TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<const text_task> task, make_task(o->task));
     // Enough examples that the warm-up does not repeat them.
@@ -88,7 +91,7 @@ absl::StatusOr<caf::actor> spawn_policy(actor::role_context& ctx, const no_optio
   spec.data_seed = static_cast<uint64_t>(o->seed);
   spec.eval_windows = 1;
   spec.objective = objective_of(*o);
-  if (ctx.index == 0 || spec.elastic) spec.sync = sync_member(*o);  // rank 0 sends
+  if (ctx.index == 0 || spec.elastic) spec.sync = sync_member(*o, ctx);  // rank 0 sends
   TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
   spec.pacer = run::work_pacer(std::move(hooks));
   return caf::actor_cast<caf::actor>(
@@ -116,6 +119,7 @@ absl::StatusOr<caf::actor> spawn_critic(actor::role_context& ctx, const no_optio
   place_rank(spec, ctx, o->critic.dp, o->data.train_batch_size * o->rollout.n);
   spec.group.name = "rlhf/critic";
   spec.group.timeout = std::chrono::milliseconds(o->sync.timeout_ms);
+  spec.group.host = ctx.host;
   spec.critic = critic_objective_of(*o);
   spec.file_prefix = "critic-";  // beside the policy's files in the run's checkpoints
   TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
@@ -141,7 +145,7 @@ absl::StatusOr<caf::actor> spawn_rollout(actor::role_context& ctx, const no_opti
                           actors::spawn_inference_worker(
                               ctx.system, ctx.metrics, ctx.actor_name(), std::move(served), engine,
                               run::work_pacer(std::move(hooks)), std::chrono::milliseconds(500),
-                              actors::rollout_sync{store, sync_member(*o)}));
+                              actors::rollout_sync{store, sync_member(*o, ctx)}));
   return caf::actor_cast<caf::actor>(worker);
 }
 

@@ -59,6 +59,9 @@ struct role_context {
   /// communicator groups: the head's key-value store in a cluster, one store shared inside this
   /// process otherwise.
   std::function<absl::StatusOr<std::shared_ptr<comm::rendezvous_store>>()> rendezvous;
+  /// The address this process's peers reach it at: its node's (a worker's `--bind`, the head's
+  /// `cluster.listen` host). Data-plane groups (Gloo) listen there.
+  std::string host = "127.0.0.1";
   /// Whether spawn() gives the actor a thread of its own (caf::detached): for an instance that
   /// a blocking caller reads in place, as a trainer rank reads pretraining's data.source.
   bool detached = false;

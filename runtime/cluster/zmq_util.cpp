@@ -2,8 +2,13 @@
 
 #include <random>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <unistd.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace troupe::cluster {
 
@@ -73,6 +78,30 @@ std::string random_token() {
   for (int i = 0; i < 32; ++i)
     token += "0123456789abcdef"[rd() % 16];
   return token;
+}
+
+std::string advertised_host(absl::string_view endpoint) {
+  std::string host = endpoint_host(endpoint);
+  if (host != "0.0.0.0" && host != "*") return host.empty() ? "127.0.0.1" : host;
+  char name[256] = {};
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* found = nullptr;
+  if (gethostname(name, sizeof(name) - 1) != 0 || getaddrinfo(name, nullptr, &hints, &found) != 0)
+    return "127.0.0.1";
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text, sizeof(text));
+  freeaddrinfo(found);
+  return text;
+}
+
+std::string endpoint_host(absl::string_view endpoint) {
+  if (!absl::ConsumePrefix(&endpoint, "tcp://")) return "";
+  const size_t colon = endpoint.rfind(':');
+  if (colon == absl::string_view::npos) return "";
+  absl::string_view host = endpoint.substr(0, colon);
+  if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
+  return std::string(host);
 }
 
 }  // namespace troupe::cluster

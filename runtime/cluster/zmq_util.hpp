@@ -21,6 +21,14 @@ void configure_socket(zmq::socket_t& socket, size_t max_bytes);
 [[nodiscard]] absl::StatusOr<std::string> bind_socket(zmq::socket_t& socket,
                                                       absl::string_view endpoint);
 
+/// The host of "tcp://HOST:PORT" (an IPv6 address without its brackets), or "" for anything
+/// else.
+[[nodiscard]] std::string endpoint_host(absl::string_view endpoint);
+
+/// The address peers reach a process at that listens on `endpoint`: its host, or for a
+/// wildcard (0.0.0.0, *) the IPv4 address this machine's hostname resolves to.
+[[nodiscard]] std::string advertised_host(absl::string_view endpoint);
+
 /// Receives all frames of one message without blocking; empty when none is waiting.
 [[nodiscard]] absl::StatusOr<std::vector<zmq::message_t>> try_recv(zmq::socket_t& socket);
 
