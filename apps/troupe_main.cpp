@@ -126,7 +126,9 @@ int main(int argc, char** argv) {
   head_args head;
   config_args head_app;
   auto* head_cmd = app.add_subcommand("head", "Serve a cluster that workers join");
-  head_cmd->add_option("--listen", head.listen, "Endpoint to listen on")->capture_default_str();
+  head_cmd->add_option("--listen", head.listen,
+                       "Endpoint to listen on (default: with --config, its cluster.listen when "
+                       "it sets one, else tcp://127.0.0.1:7070)");
   head_cmd->add_option("--token", head.token,
                        "Secret workers need (default: TROUPE_CLUSTER_TOKEN or a random one)");
   head_cmd->add_option("--keys", head.keys,

@@ -153,6 +153,18 @@ int keys_generate_command(const keys_args& args) {
   return exit_ok;
 }
 
+namespace {
+
+// --listen, else the config's cluster.listen when it sets one, else the head's usual port.
+std::string head_listen(const head_args& args, const app::app_plan* plan) {
+  if (args.listen) return *args.listen;
+  if (plan != nullptr && plan->spec.cluster.listen != config::cluster_spec{}.listen)
+    return plan->spec.cluster.listen;
+  return "tcp://127.0.0.1:7070";
+}
+
+}  // namespace
+
 int head_command(const head_args& args) {
   std::optional<roles_and_plugins> env;  // the plan's roles come from it: it outlives the job
   std::optional<app::app_plan> plan;
@@ -196,7 +208,7 @@ int head_command(const head_args& args) {
     return run_job(*plan, args.app->config, args.run_dir,
                    [&](const run::run_dir& dir) -> std::optional<apps::cluster_options> {
                      return apps::cluster_options{
-                         .listen = args.listen,
+                         .listen = head_listen(args, &*plan),
                          .credentials = *credentials,
                          .local_workers = spec.local_workers,
                          .min_workers = std::max({spec.min_workers, spec.local_workers, 1}),
@@ -214,7 +226,7 @@ int head_command(const head_args& args) {
   });
   config::cluster_spec defaults;
   auto head = cluster::head_server::start(
-      context, args.listen,
+      context, head_listen(args, nullptr),
       {.credentials = *credentials,
        .heartbeat_interval = std::chrono::milliseconds(defaults.heartbeat_interval_ms),
        .heartbeat_misses = defaults.heartbeat_misses},

@@ -67,7 +67,9 @@ struct plugins_new_args {
 [[nodiscard]] int version_command(bool json);
 
 struct head_args {
-  std::string listen = "tcp://127.0.0.1:7070";
+  /// Where to listen; unset: with --config, its cluster.listen when the config sets one, else
+  /// tcp://127.0.0.1:7070.
+  std::optional<std::string> listen;
   std::string token;
   std::string keys;  ///< CURVE keys directory (else TROUPE_KEYS)
   /// Without a config: where the head serves HTTP (cluster.http), and its bearer token.

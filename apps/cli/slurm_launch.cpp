@@ -52,7 +52,6 @@ int run_head_task(const app::app_plan& plan, const launch_args& args, const slur
                task.job_id.c_str(), task.ntasks, task.node.c_str());
   return run_job(plan, args.config, args.run_dir,
                  [&](const run::run_dir& dir) -> std::optional<apps::cluster_options> {
-                   if (task.ntasks == 1) return std::nullopt;
                    return apps::cluster_options{
                        .listen = spec.listen,
                        .credentials = *credentials,
@@ -95,6 +94,11 @@ int slurm_launch_command(const launch_args& args) {
   if (!task.ok()) {
     std::fprintf(stderr, "troupe launch: %s\n", std::string(task.status().message()).c_str());
     return exit_usage_error;
+  }
+  if (task->ntasks == 1) {  // a job of one task is a launch on its node, local workers and all
+    launch_args alone = args;
+    alone.slurm = false;
+    return launch_command(alone);
   }
   roles_and_plugins env(args.plugin_dirs);
   auto plan = load_launch_plan(env, args);

@@ -55,7 +55,8 @@ void head_http::install_routes() {
   server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     // The header, or (for a browser's page and its event stream, which cannot set headers)
     // RFC 6750's access_token query parameter.
-    if (settings_.token.empty() ||
+    // /health answers without one: it is what probes and load balancers ask, and says nothing.
+    if (settings_.token.empty() || req.path == "/health" ||
         req.get_header_value("Authorization") == absl::StrCat("Bearer ", settings_.token) ||
         req.get_param_value("access_token") == settings_.token) {
       return httplib::Server::HandlerResponse::Unhandled;
@@ -64,6 +65,9 @@ void head_http::install_routes() {
     res.set_content(error_json("missing or wrong bearer token (Authorization: Bearer ...)"),
                     "application/json");
     return httplib::Server::HandlerResponse::Handled;
+  });
+  server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"status\":\"ok\"}", "application/json");
   });
   server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(view_.metrics().text, "text/plain; version=0.0.4; charset=utf-8");

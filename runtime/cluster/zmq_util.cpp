@@ -3,8 +3,8 @@
 #include <random>
 
 #include <arpa/inet.h>
-#include <netdb.h>
-#include <unistd.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -83,16 +83,22 @@ std::string random_token() {
 std::string advertised_host(absl::string_view endpoint) {
   std::string host = endpoint_host(endpoint);
   if (host != "0.0.0.0" && host != "*") return host.empty() ? "127.0.0.1" : host;
-  char name[256] = {};
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  addrinfo* found = nullptr;
-  if (gethostname(name, sizeof(name) - 1) != 0 || getaddrinfo(name, nullptr, &hints, &found) != 0)
-    return "127.0.0.1";
-  char text[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text, sizeof(text));
-  freeaddrinfo(found);
-  return text;
+  // The first IPv4 address of an interface that is up and not loopback (a pod's IP, a host's
+  // primary address); the hostname is no guide (Debian maps it to 127.0.1.1).
+  ifaddrs* interfaces = nullptr;
+  if (getifaddrs(&interfaces) != 0) return "127.0.0.1";
+  std::string found = "127.0.0.1";
+  for (const ifaddrs* i = interfaces; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text,
+              sizeof(text));
+    found = text;
+    break;
+  }
+  freeifaddrs(interfaces);
+  return found;
 }
 
 std::string endpoint_host(absl::string_view endpoint) {

@@ -26,7 +26,7 @@ void configure_socket(zmq::socket_t& socket, size_t max_bytes);
 [[nodiscard]] std::string endpoint_host(absl::string_view endpoint);
 
 /// The address peers reach a process at that listens on `endpoint`: its host, or for a
-/// wildcard (0.0.0.0, *) the IPv4 address this machine's hostname resolves to.
+/// wildcard (0.0.0.0, *) the first IPv4 address of an interface that is up and not loopback.
 [[nodiscard]] std::string advertised_host(absl::string_view endpoint);
 
 /// Receives all frames of one message without blocking; empty when none is waiting.
