@@ -1,14 +1,16 @@
 // Cross-process request/response through troupe (an actor calling an actor in another process
-// through the control plane) against raw ZeroMQ DEALER/ROUTER + msgpack doing the same, in the
-// same run, between the same two processes:
+// through the control plane) against two baselines doing the same, in the same run, between the
+// same two processes: raw ZeroMQ DEALER/ROUTER + msgpack, and CAF's own remote actors
+// (caf::io::middleman, BASP over TCP: publish / remote_actor):
 //
 //   one_outstanding   a call waits for its answer before the next: calls per second
 //   64_in_flight      64 calls outstanding at all times: calls per second
 //
 // The benchmark forks: the parent runs the head and the calling side, the child joins as a
-// worker and answers (a published echo actor, and a raw ROUTER echo thread).
+// worker and answers (an echo actor, published to troupe and through CAF's middleman, and a raw
+// ROUTER echo thread).
 //
-// Usage: remote_bench [--repeats N] [--calls N] [--window N] [--only troupe|raw]
+// Usage: remote_bench [--repeats N] [--calls N] [--window N] [--only troupe|raw|caf]
 //   --window N runs only that window, --only one side (for profiling).
 
 #include <chrono>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "bench/bench_report.hpp"
+#include "caf/io/all.hpp"
 #include "runtime/actor/messages.hpp"
 #include "runtime/actor/system_config.hpp"
 #include "runtime/cluster/head_server.hpp"
@@ -79,11 +82,17 @@ int serve(int endpoint_fd, int report_fd) {
   if (head.empty()) return 1;
   zmq::context_t context;
   auto cfg = actor::make_system_config({.scheduler_threads = 2});
+  cfg->load<caf::io::middleman>();
   caf::actor_system system{*cfg};
   metrics::registry metrics;
   auto echo = system.spawn([]() -> echo_actor::behavior_type {
     return {[](actor::ping_atom, int32_t x) { return x + 1; }};
   });
+  // The same actor through CAF's middleman; its port first, then the raw echo's endpoint.
+  auto port = system.middleman().publish(echo, 0, "127.0.0.1");
+  if (!port) return 1;
+  const std::string port_line = std::to_string(*port) + "\n";
+  (void)!write(report_fd, port_line.data(), port_line.size());
   auto node =
       cluster::node_agent::start(context, system, {.head = head, .credentials = {.token = token}},
                                  metrics, [&](cluster::node_agent& agent) {
@@ -203,9 +212,11 @@ int main(int argc, char** argv) {
   const std::string endpoint = (*head)->endpoint();
   const std::string line = endpoint + "\n";
   (void)!write(to_child[1], line.data(), line.size());
+  const int caf_port = std::atoi(read_line(from_child[0]).c_str());
   const std::string raw_endpoint = read_line(from_child[0]);
 
   auto cfg = actor::make_system_config({.scheduler_threads = 2});
+  cfg->load<caf::io::middleman>();
   caf::actor_system system{*cfg};
   auto node = cluster::node_agent::start(
       context, system, {.head = endpoint, .credentials = {.token = token}, .as_head = true},
@@ -217,6 +228,8 @@ int main(int argc, char** argv) {
     if (!remote) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (!remote) return 1;
+  auto caf_remote = system.middleman().remote_actor<echo_actor>("127.0.0.1", caf_port);
+  if (!caf_remote) return 1;
   zmq::socket_t dealer(context, zmq::socket_type::dealer);
   cluster::configure_socket(dealer, max_frame);
   dealer.connect(raw_endpoint);
@@ -225,29 +238,37 @@ int main(int argc, char** argv) {
     const char* metric;
     int window;
     int calls;
-    std::vector<double> troupe, raw;
+    std::vector<double> troupe, raw, caf_io;
   };
-  std::vector<series> all = {{"one_outstanding", 1, calls / 4, {}, {}},
-                             {"64_in_flight", 64, calls * 4, {}, {}}};
+  std::vector<series> all = {{"one_outstanding", 1, calls / 4, {}, {}, {}},
+                             {"64_in_flight", 64, calls * 4, {}, {}, {}}};
   if (const int only = arg(argc, argv, "--window", 0); only > 0) {
     std::erase_if(all, [only](const series& s) { return s.window != only; });
   }
   const char* only = arg(argc, argv, "--only");
-  const bool run_troupe = only == nullptr || std::strcmp(only, "raw") != 0;
-  const bool run_raw = only == nullptr || std::strcmp(only, "troupe") != 0;
+  const auto runs = [only](const char* side) {
+    return only == nullptr || std::strcmp(only, side) == 0;
+  };
+  const caf::actor caf_echo = caf::actor_cast<caf::actor>(*caf_remote);
   for (auto& s : all) {  // warm up
-    if (run_troupe) (void)troupe_calls(system, remote, s.calls / 10, s.window);
-    if (run_raw) (void)raw_calls(dealer, s.calls / 10, s.window);
+    if (runs("troupe")) (void)troupe_calls(system, remote, s.calls / 10, s.window);
+    if (runs("raw")) (void)raw_calls(dealer, s.calls / 10, s.window);
+    if (runs("caf")) (void)troupe_calls(system, caf_echo, s.calls / 10, s.window);
   }
   for (int r = 0; r < repeats; ++r) {
     for (auto& s : all) {
-      s.raw.push_back(run_raw ? raw_calls(dealer, s.calls, s.window) : 0);
-      s.troupe.push_back(run_troupe ? troupe_calls(system, remote, s.calls, s.window) : 0);
+      s.raw.push_back(runs("raw") ? raw_calls(dealer, s.calls, s.window) : 0);
+      s.troupe.push_back(runs("troupe") ? troupe_calls(system, remote, s.calls, s.window) : 0);
+      // The same calling actor; only the path to the echo differs.
+      s.caf_io.push_back(runs("caf") ? troupe_calls(system, caf_echo, s.calls, s.window) : 0);
     }
   }
   for (auto& s : all) {
     report("remote_bench", s.metric, s.troupe, "calls/s", "raw_zeromq_msgpack", s.raw,
            better::higher, {{"window", s.window}, {"calls", s.calls}});
+    report("remote_bench", s.metric + std::string(".vs_caf_io"), s.troupe, "calls/s",
+           "caf_io_middleman", s.caf_io, better::higher,
+           {{"window", s.window}, {"calls", s.calls}});
   }
   (*head)->stop("benchmark done");
   node->reset();
