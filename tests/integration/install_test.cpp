@@ -17,13 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Replaces every `from` in the file at `path` with `to`; the file must hold at least one.
 void replace_in(const fs::path& path, const std::string& from, const std::string& to) {
   std::string text = read_file(path);

@@ -27,13 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Every environment variable troupe's sources read (getenv("NAME")).
 std::set<std::string> variables_troupe_reads() {
   std::set<std::string> names;
@@ -41,7 +34,7 @@ std::set<std::string> variables_troupe_reads() {
   for (const char* dir : {"runtime", "apps", "actors"}) {
     for (const auto& e : fs::recursive_directory_iterator(fs::path(TROUPE_SOURCE_DIR) / dir)) {
       if (e.path().extension() != ".cpp" && e.path().extension() != ".hpp") continue;
-      const std::string text = read_file(e.path());
+      const std::string text = read_file(e.path().string());
       for (std::sregex_iterator m(text.begin(), text.end(), getenv_call), end; m != end; ++m)
         names.insert((*m)[1]);
     }

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,12 @@
 #include "tests/support/wait.hpp"
 
 namespace troupe::testing {
+
+/// The whole file at `path` ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 /// `troupe ARGS...` with the test plugins on TROUPE_PLUGIN_PATH.
 inline process_result troupe(std::vector<std::string> args,
