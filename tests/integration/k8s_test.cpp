@@ -64,9 +64,6 @@ struct manifests {
 class KubernetesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto hosts = network_namespaces::create(2);  // the head's pod's node, the workers'
-    if (!hosts.ok()) GTEST_SKIP() << hosts.status();
-    hosts_ = std::move(*hosts);
     m_ = manifests::load();
     for (const auto& kv : m_["Secret/troupe-cluster"]["stringData"])
       secret_[kv.first.as<std::string>()] = kv.second.as<std::string>();
@@ -161,6 +158,9 @@ TEST_F(KubernetesTest, EveryVariableAndPortTheManifestsUseIsOneTroupeReads) {
 }
 
 TEST_F(KubernetesTest, TheDeploymentsServeAndScale) {
+  auto hosts = network_namespaces::create(2);  // the head's pod's node, the workers'
+  if (!hosts.ok()) GTEST_SKIP() << hosts.status();
+  hosts_ = std::move(*hosts);
   subprocess head(hosts_->on(0, argv_of(m_.container("troupe-head"), hosts_->address(0))),
                   environment());
   std::vector<std::unique_ptr<subprocess>> workers;
