@@ -190,8 +190,7 @@ std::vector<head_logic::outgoing> head_logic::on_join(const std::string& identit
     pk.pack("members");
     pack_members(pk, now);
   })};
-  auto pushes = broadcast_members(m->id);
-  out.insert(out.end(), pushes.begin(), pushes.end());
+  members_changed_ = true;
   return out;
 }
 
@@ -219,11 +218,8 @@ std::vector<head_logic::outgoing> head_logic::on_leave(const std::string& identi
   if (auto s = members_.leave(node); !s.ok()) return {error(identity, r.header, s)};
   notices_.push_back(
       {"member_left", absl::StrCat(node, " left (epoch ", members_.epoch(), ")"), node});
-  std::vector<outgoing> out = {
-      reply(identity, r.header, "left", [](packer& pk) { pk.pack_map(0); })};
-  auto pushes = broadcast_members(node);
-  out.insert(out.end(), pushes.begin(), pushes.end());
-  return out;
+  members_changed_ = true;
+  return {reply(identity, r.header, "left", [](packer& pk) { pk.pack_map(0); })};
 }
 
 std::vector<head_logic::outgoing> head_logic::on_actors(const std::string& identity,
@@ -441,7 +437,7 @@ std::vector<head_logic::outgoing> head_logic::release_waiters(
   return out;
 }
 
-std::vector<head_logic::outgoing> head_logic::broadcast_members(absl::string_view except) const {
+std::vector<head_logic::outgoing> head_logic::broadcast_members() const {
   std::vector<outgoing> out;
   envelope h;
   h.type = "members";
@@ -455,7 +451,6 @@ std::vector<head_logic::outgoing> head_logic::broadcast_members(absl::string_vie
     pack_members(pk, now_);
   });
   for (const member* m : members_.alive()) {
-    if (m->id == except) continue;
     if (auto it = identity_by_member_.find(m->id); it != identity_by_member_.end()) {
       out.push_back({it->second, frame});
     }
@@ -489,9 +484,12 @@ std::vector<head_logic::outgoing> head_logic::on_tick(clock::time_point now) {
     const member* m = members_.find(entry.first);
     return m == nullptr || m->state != member_state::alive;
   });
-  if (!dead.empty()) {
+  // The changes since the last tick, in one push of the list: a storm of n joins costs a few
+  // waves of n pushes, not one wave per join.
+  if (members_changed_ || !dead.empty()) {
     auto pushes = broadcast_members();
     out.insert(out.end(), pushes.begin(), pushes.end());
+    members_changed_ = false;
   }
   return out;
 }

@@ -120,8 +120,8 @@ class head_logic {
   // A "kv.value" reply.
   outgoing value_reply(const std::string& identity, const envelope& request,
                        const std::string& value) const;
-  // The "members" push, for every live worker except `except`.
-  std::vector<outgoing> broadcast_members(absl::string_view except = {}) const;
+  // The "members" push, for every live worker.
+  std::vector<outgoing> broadcast_members() const;
   void pack_members(packer& pk, clock::time_point now) const;
   std::vector<outgoing> release_waiters(const std::vector<kv_store::waiter_id>& woken,
                                         const std::string& value);
@@ -140,6 +140,8 @@ class head_logic {
   std::vector<std::string> forwarded_events_;
   std::map<std::string, std::string> metrics_by_member_;
   clock::time_point now_;
+  // A join or departure not pushed yet: the next tick pushes the member list once.
+  bool members_changed_ = false;
 };
 
 }  // namespace troupe::cluster
