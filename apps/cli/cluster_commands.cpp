@@ -188,7 +188,7 @@ int head_command(const head_args& args) {
   }
   cluster::head_cluster_file file(credentials->token);
   const auto announce = [&credentials, &file](const std::string& endpoint) {
-    file.listening(endpoint);
+    (void)file.listening(endpoint);  // a convenience on this machine
     if (credentials->curve) {
       std::fprintf(stderr,
                    "troupe head listening on %s (CURVE, keys in %s)\n"

@@ -195,7 +195,7 @@ int launch_command(const launch_args& args) {
                        .min_workers = std::max(spec.min_workers, spec.local_workers),
                        .log_dir = dir.path().string(),
                        .plugin_dirs = args.plugin_dirs,
-                       .on_listening = [&file](const std::string& e) { file.listening(e); }};
+                       .on_listening = [&file](const std::string& e) { (void)file.listening(e); }};
                  });
 }
 

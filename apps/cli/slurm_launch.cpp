@@ -10,34 +10,10 @@
 #include "apps/cli/commands.hpp"
 #include "apps/cli/slurm_task.hpp"
 #include "runtime/cluster/cluster_file.hpp"
+#include "runtime/cluster/zmq_util.hpp"
 
 namespace troupe::cli {
 namespace {
-
-// The rendezvous file goes with the head's task, however the job ends.
-class rendezvous_file {
- public:
-  explicit rendezvous_file(std::string path) : path_(std::move(path)) {}
-  ~rendezvous_file() {
-    std::error_code ec;
-    if (written_) std::filesystem::remove(path_, ec);
-  }
-  rendezvous_file(const rendezvous_file&) = delete;
-  rendezvous_file& operator=(const rendezvous_file&) = delete;
-
-  void write(const slurm_rendezvous& r) {
-    if (absl::Status s = write_slurm_rendezvous(path_, r); !s.ok()) {
-      std::fprintf(stderr, "troupe launch --slurm: %s; the other tasks cannot join\n",
-                   std::string(s.message()).c_str());
-      return;
-    }
-    written_ = true;
-  }
-
- private:
-  std::string path_;
-  bool written_ = false;
-};
 
 int run_head_task(const app::app_plan& plan, const launch_args& args, const slurm_task& task) {
   const auto& spec = plan.spec.cluster;
@@ -46,8 +22,9 @@ int run_head_task(const app::app_plan& plan, const launch_args& args, const slur
     std::fprintf(stderr, "%s\n", std::string(credentials.status().message()).c_str());
     return exit_usage_error;
   }
-  cluster::head_cluster_file file(credentials->token);
-  rendezvous_file rendezvous(slurm_rendezvous_path(task.submit_dir, task.job_id));
+  // The per-machine file, and the job's rendezvous file through which its other tasks join.
+  cluster::head_cluster_file files(credentials->token,
+                                   slurm_rendezvous_path(task.submit_dir, task.job_id));
   std::fprintf(stderr, "troupe launch --slurm: job %s, %d tasks; this one (on %s) runs the head\n",
                task.job_id.c_str(), task.ntasks, task.node.c_str());
   return run_job(plan, args.config, args.run_dir,
@@ -60,8 +37,11 @@ int run_head_task(const app::app_plan& plan, const launch_args& args, const slur
                        .log_dir = dir.path().string(),
                        .plugin_dirs = args.plugin_dirs,
                        .on_listening = [&](const std::string& endpoint) {
-                         file.listening(endpoint);
-                         rendezvous.write({endpoint, credentials->token});
+                         if (absl::Status s = files.listening(endpoint); !s.ok()) {
+                           std::fprintf(stderr,
+                                        "troupe launch --slurm: %s; the other tasks cannot join\n",
+                                        std::string(s.message()).c_str());
+                         }
                        }};
                  });
 }
@@ -70,12 +50,17 @@ int run_head_task(const app::app_plan& plan, const launch_args& args, const slur
 
 int join_slurm_job(const std::string& rendezvous_path, std::chrono::seconds wait,
                    worker_args worker) {
-  auto rendezvous = read_slurm_rendezvous(rendezvous_path, wait);
+  auto rendezvous = cluster::read_head_file(rendezvous_path, wait);
   if (!rendezvous.ok()) {
-    std::fprintf(stderr, "troupe worker: %s\n", std::string(rendezvous.status().message()).c_str());
+    std::fprintf(stderr, "troupe worker: %s%s\n",
+                 std::string(rendezvous.status().message()).c_str(),
+                 absl::IsDeadlineExceeded(rendezvous.status())
+                     ? ": the head's task (SLURM_PROCID 0) did not write it (cluster.join_wait_s); "
+                       "see its output for why"
+                     : "");
     return exit_runtime_failure;
   }
-  auto bind = local_address_towards(rendezvous->endpoint);
+  auto bind = cluster::local_address_towards(rendezvous->endpoint);
   if (!bind.ok()) {
     std::fprintf(stderr, "troupe worker: %s\n", std::string(bind.status().message()).c_str());
     return exit_runtime_failure;

@@ -5,10 +5,13 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netdb.h>
+#include <unistd.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "runtime/config/app_spec.hpp"
 
 namespace troupe::cluster {
 
@@ -101,13 +104,52 @@ std::string advertised_host(absl::string_view endpoint) {
   return found;
 }
 
-std::string endpoint_host(absl::string_view endpoint) {
-  if (!absl::ConsumePrefix(&endpoint, "tcp://")) return "";
-  const size_t colon = endpoint.rfind(':');
-  if (colon == absl::string_view::npos) return "";
-  absl::string_view host = endpoint.substr(0, colon);
+namespace {
+
+// "tcp://HOST:PORT" as HOST (without an IPv6 address's brackets) and PORT.
+std::optional<std::pair<std::string, int>> tcp_host_port(absl::string_view endpoint) {
+  if (!absl::ConsumePrefix(&endpoint, "tcp://")) return std::nullopt;
+  auto parsed = config::parse_host_port(endpoint);
+  if (!parsed) return std::nullopt;
+  absl::string_view host = parsed->first;
   if (absl::ConsumePrefix(&host, "[")) absl::ConsumeSuffix(&host, "]");
-  return std::string(host);
+  return std::make_pair(std::string(host), parsed->second);
+}
+
+}  // namespace
+
+std::string endpoint_host(absl::string_view endpoint) {
+  auto parsed = tcp_host_port(endpoint);
+  return parsed ? parsed->first : "";
+}
+
+absl::StatusOr<std::string> local_address_towards(absl::string_view endpoint) {
+  auto parsed = tcp_host_port(endpoint);
+  if (!parsed) {
+    return absl::InvalidArgumentError(absl::StrCat("'", endpoint, "' is not tcp://HOST:PORT"));
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (int rc = getaddrinfo(parsed->first.c_str(), std::to_string(parsed->second).c_str(), &hints,
+                           &found);
+      rc != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve ", parsed->first, " (from ",
+                                               endpoint, "): ", gai_strerror(rc)));
+  }
+  // Connecting a datagram socket only picks the route; nothing is sent.
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  const bool connected = fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0;
+  freeaddrinfo(found);
+  sockaddr_in local{};
+  socklen_t size = sizeof(local);
+  const bool named = connected && getsockname(fd, reinterpret_cast<sockaddr*>(&local), &size) == 0;
+  if (fd >= 0) close(fd);
+  if (!named) return absl::UnavailableError(absl::StrCat("no route to ", endpoint));
+  char text[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text));
+  return std::string(text);
 }
 
 }  // namespace troupe::cluster

@@ -25,6 +25,11 @@ void configure_socket(zmq::socket_t& socket, size_t max_bytes);
 /// else.
 [[nodiscard]] std::string endpoint_host(absl::string_view endpoint);
 
+/// The address of this machine that packets to `endpoint` ("tcp://HOST:PORT") leave from: what
+/// a worker binds and advertises so that its peers on the head's side reach it (127.0.0.1 for a
+/// head on loopback). No packet is sent.
+[[nodiscard]] absl::StatusOr<std::string> local_address_towards(absl::string_view endpoint);
+
 /// The address peers reach a process at that listens on `endpoint`: its host, or for a
 /// wildcard (0.0.0.0, *) the first IPv4 address of an interface that is up and not loopback.
 [[nodiscard]] std::string advertised_host(absl::string_view endpoint);

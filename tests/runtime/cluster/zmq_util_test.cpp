@@ -26,5 +26,12 @@ TEST(AdvertisedHost, AConcreteHostAsItIsAWildcardAsAnInterfaceAddress) {
   }
 }
 
+TEST(LocalAddressTowards, LoopbackForAHeadOnLoopback) {
+  auto address = local_address_towards("tcp://127.0.0.1:7070");
+  ASSERT_TRUE(address.ok()) << address.status();
+  EXPECT_EQ(*address, "127.0.0.1");
+  EXPECT_EQ(local_address_towards("udp://x").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace troupe::cluster
