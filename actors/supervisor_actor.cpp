@@ -249,7 +249,7 @@ void on_child_down(self_ptr self, const std::string& name, const caf::error& rea
 void grow(self_ptr self) {
   auto& st = self->state;
   for (const auto& role : st.deps->plan.roles) {
-    if (!role.spec.elastic || st.deps->plan.embedded(role.spec.name)) continue;
+    if (!role.spec.elastic || role.embedded) continue;
     while (st.live[role.spec.name] < st.nodes.elastic_target(*role.spec.elastic)) {
       const int index = st.next_index[role.spec.name]++;
       st.policy.add(absl::StrCat(role.spec.name, "/", index), role.on_failure);
@@ -278,7 +278,7 @@ void start(self_ptr self) {
     }
   }
   for (const auto& role : plan.roles) {
-    if (plan.embedded(role.spec.name)) continue;
+    if (role.embedded) continue;
     const int count =
         role.spec.elastic ? st.nodes.elastic_target(*role.spec.elastic) : role.spec.count;
     for (int i = 0; i < count; ++i) {

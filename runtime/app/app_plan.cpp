@@ -1,7 +1,6 @@
 #include "runtime/app/app_plan.hpp"
 
-#include <algorithm>
-
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status.hpp"
 #include "runtime/config/document.hpp"
@@ -99,16 +98,10 @@ const resolved_role* app_plan::find_role(absl::string_view name) const {
   return nullptr;
 }
 
-bool app_plan::embedded(absl::string_view name) const {
-  if (app_entry == nullptr || !app_entry->factory.embedded_roles) return false;
-  const std::vector<std::string> names = app_entry->factory.embedded_roles(app_options.get());
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
 int app_plan::actor_count() const {
   int n = 0;
   for (const auto& r : roles) {
-    if (embedded(r.spec.name)) continue;
+    if (r.embedded) continue;
     n += r.spec.elastic ? r.spec.elastic->min : r.spec.count;  // elastic: grown as workers join
   }
   return n;
@@ -165,6 +158,11 @@ absl::StatusOr<app_plan> load_app_plan(const load_request& request, actor::role_
     }
     if (plan.app_options != nullptr) {
       plan.spec.app_section.node = factory.options->to_node(plan.app_options.get());
+      const std::vector<std::string> embedded = factory.embedded_roles
+                                                    ? factory.embedded_roles(plan.app_options.get())
+                                                    : std::vector<std::string>{};
+      for (auto& r : plan.roles)
+        r.embedded = absl::c_linear_search(embedded, r.spec.name);
     }
   }
   TROUPE_RETURN_IF_ERROR(diag.status());

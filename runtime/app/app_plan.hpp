@@ -20,6 +20,9 @@ struct resolved_role {
   config::failure_policy on_failure;
   /// Parsed options, in the type the factory's schema produces.
   std::shared_ptr<const void> options;
+  /// Whether the app's own actors spawn this role in place (role_factory::embedded_roles), so
+  /// that the supervisor starts none of its actors.
+  bool embedded = false;
 };
 
 /// Everything needed to launch an app: the typed config, its app driver and its roles, each
@@ -32,10 +35,6 @@ struct app_plan {
 
   /// The role named `name`, or nullptr.
   [[nodiscard]] const resolved_role* find_role(absl::string_view name) const;
-
-  /// Whether the app's own actors spawn the role `name` in place (role_factory::embedded_roles),
-  /// so that the supervisor starts none of its actors.
-  [[nodiscard]] bool embedded(absl::string_view name) const;
 
   /// The number of actors the supervisor starts for the roles (an elastic role: its min, grown
   /// as workers join; an embedded one: none).

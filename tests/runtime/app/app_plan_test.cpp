@@ -214,8 +214,8 @@ TEST_F(AppPlanTest, PretrainDataSourceIsChecked) {
   const std::string tail = "pretrain:\n  parallel: {dp: 2}\n  data: {source: corpus}\n";
   auto plan = load(head + tail);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_TRUE(plan->embedded("corpus"));
-  EXPECT_FALSE(plan->embedded("trainer"));
+  EXPECT_TRUE(plan->find_role("corpus")->embedded);
+  EXPECT_FALSE(plan->find_role("trainer")->embedded);
   EXPECT_EQ(plan->actor_count(), 2);  // the trainers; each spawns its own corpus instance
 
   EXPECT_EQ(errors(head + tail, {"pretrain.data.source=corp"}),
