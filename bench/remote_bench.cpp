@@ -111,8 +111,9 @@ int serve(int endpoint_fd, int report_fd) {
 
 // -- the calling process -----------------------------------------------------------------------
 
-// Calls per second through troupe with `window` calls outstanding.
-double troupe_calls(caf::actor_system& system, const caf::actor& remote, int calls, int window) {
+// Calls per second from an actor here to the echo actor `remote` (through troupe, or through
+// CAF's middleman) with `window` calls outstanding.
+double actor_calls(caf::actor_system& system, const caf::actor& remote, int calls, int window) {
   std::promise<void> done;
   auto peer = caf::actor_cast<echo_actor>(remote);
   auto driver = system.spawn([&, peer](driver_actor::pointer self) -> driver_actor::behavior_type {
@@ -251,16 +252,16 @@ int main(int argc, char** argv) {
   };
   const caf::actor caf_echo = caf::actor_cast<caf::actor>(*caf_remote);
   for (auto& s : all) {  // warm up
-    if (runs("troupe")) (void)troupe_calls(system, remote, s.calls / 10, s.window);
+    if (runs("troupe")) (void)actor_calls(system, remote, s.calls / 10, s.window);
     if (runs("raw")) (void)raw_calls(dealer, s.calls / 10, s.window);
-    if (runs("caf")) (void)troupe_calls(system, caf_echo, s.calls / 10, s.window);
+    if (runs("caf")) (void)actor_calls(system, caf_echo, s.calls / 10, s.window);
   }
   for (int r = 0; r < repeats; ++r) {
     for (auto& s : all) {
       s.raw.push_back(runs("raw") ? raw_calls(dealer, s.calls, s.window) : 0);
-      s.troupe.push_back(runs("troupe") ? troupe_calls(system, remote, s.calls, s.window) : 0);
+      s.troupe.push_back(runs("troupe") ? actor_calls(system, remote, s.calls, s.window) : 0);
       // The same calling actor; only the path to the echo differs.
-      s.caf_io.push_back(runs("caf") ? troupe_calls(system, caf_echo, s.calls, s.window) : 0);
+      s.caf_io.push_back(runs("caf") ? actor_calls(system, caf_echo, s.calls, s.window) : 0);
     }
   }
   for (auto& s : all) {

@@ -101,14 +101,7 @@ class KubernetesTest : public ::testing::Test {
 
   // GET (or POST `body` to) `url` from inside host `from`; the HTTP status and body.
   process_result http(int from, const std::string& url, const std::string& body = "") const {
-    return run(hosts_->on(from, {"/usr/bin/python3", "-c",
-                                 "import sys, urllib.request\n"
-                                 "data = sys.argv[2].encode() or None\n"
-                                 "req = urllib.request.Request(sys.argv[1], data=data, headers="
-                                 "{'Content-Type': 'application/json'})\n"
-                                 "print(urllib.request.urlopen(req, timeout=60).read().decode())\n",
-                                 url, body}),
-               std::chrono::seconds(90));
+    return run(hosts_->on(from, http_request_argv(url, body)), std::chrono::seconds(90));
   }
 
   std::unique_ptr<network_namespaces> hosts_;

@@ -56,13 +56,8 @@ class NetnsTest : public ::testing::Test {
   // A completion asked from inside host 0, where the server listens.
   process_result complete(const std::string& url) const {
     return run(
-        hosts_->on(0, {"/usr/bin/python3", "-c",
-                       "import sys, urllib.request\n"
-                       "req = urllib.request.Request(sys.argv[1] + '/v1/completions', "
-                       "data=b'{\"model\":\"troupe-tiny\",\"prompt\":\"Hi\",\"max_tokens\":4}',"
-                       " headers={'Content-Type': 'application/json'})\n"
-                       "print(urllib.request.urlopen(req, timeout=60).read().decode())\n",
-                       url}),
+        hosts_->on(0, http_request_argv(url + "/v1/completions",
+                                        R"({"model":"troupe-tiny","prompt":"Hi","max_tokens":4})")),
         std::chrono::seconds(90));
   }
 

@@ -22,6 +22,18 @@ inline std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+/// A command that asks `url` (a JSON POST of `body` when it is not empty) and prints the reply's
+/// body: for requests from inside a network namespace (network_namespaces::on).
+inline std::vector<std::string> http_request_argv(const std::string& url,
+                                                  const std::string& body = "") {
+  return {"/usr/bin/python3", "-c",
+          "import sys, urllib.request\n"
+          "req = urllib.request.Request(sys.argv[1], data=sys.argv[2].encode() or None, "
+          "headers={'Content-Type': 'application/json'})\n"
+          "print(urllib.request.urlopen(req, timeout=60).read().decode())\n",
+          url, body};
+}
+
 /// `troupe ARGS...` with the test plugins on TROUPE_PLUGIN_PATH.
 inline process_result troupe(std::vector<std::string> args,
                              std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
