@@ -102,5 +102,38 @@ echo "joiner: $(scontrol show job "$joiner" | grep -o 'JobState=[A-Z]*\|ExitCode
   EXPECT_EQ(events_of(dir_.file("serve"), "drained").size(), 1u);
 }
 
+// scancel of a pretraining job: the head checkpoints the step in flight, as on Ctrl-C, and the
+// job's exit code is troupe launch's 130. The test hold keeps step 5 in flight until then.
+TEST_F(SlurmTest, ScancelCheckpointsAPretrainingJobsStepInFlight) {
+  const auto r = on_cluster(R"sh(
+echo 4 > hold  # steps 1-4 run, step 5 waits (TROUPE_TEST_HOLD, exported to the job's tasks)
+export TROUPE_TEST_HOLD=$PWD/hold
+job=$(sbatch --parsable "$sbatch_script" "$TROUPE_SOURCE/configs/quickstart.yaml" --run-dir run \
+  --set pretrain.train.steps=50 --set pretrain.train.warmup=2)
+wait_for() {  # wait_for WHAT COMMAND...: until COMMAND succeeds, up to 60 s
+  local what=$1; shift
+  for _ in $(seq 1 600); do "$@" && return 0; sleep 0.1; done
+  echo "no $what within 60 s"; squeue; tail -n 5 troupe-*.out; exit 1
+}
+four_steps() { test "$(grep -cs '"loss"' run/metrics.jsonl)" = 4; }
+wait_for "four steps" four_steps
+scancel "$job"
+stopping() { grep -qs '"event":"training_stopping"' run/events.jsonl; }
+wait_for "stop" stopping
+rm hold
+stopped() { test -z "$(squeue -h -j "$job")"; }
+wait_for "end of the job" stopped
+echo "job: $(scontrol show job "$job" | grep -o 'JobState=[A-Z]*\|ExitCode=[0-9:]*' | tr '\n' ' ')"
+)sh");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("job: JobState=CANCELLED ExitCode=130:0"), std::string::npos) << r.out;
+  const auto summary =
+      nlohmann::json::parse(read_file(dir_.file("run/summary.json")), nullptr, false);
+  EXPECT_EQ(summary["status"], "interrupted") << summary;
+  EXPECT_NE(summary.value("error", "").find("interrupted after step 5; checkpoint 5 is committed"),
+            std::string::npos)
+      << summary;
+}
+
 }  // namespace
 }  // namespace troupe::testing
