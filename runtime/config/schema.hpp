@@ -243,7 +243,7 @@ class object_schema {
 
   /// Parses `node` into `out`. Every problem is reported through `ctx`; returns false if any.
   bool parse(const YAML::Node& node, const parse_context& ctx, T& out) const {
-    if (node.IsNull() || !node.IsDefined()) return parse(YAML::Node(YAML::NodeType::Map), ctx, out);
+    if (!node.IsDefined() || node.IsNull()) return parse(YAML::Node(YAML::NodeType::Map), ctx, out);
     if (!node.IsMap()) {
       ctx.error(node, absl::StrCat("expected a map, got ", describe_node(node)));
       return false;
