@@ -25,6 +25,7 @@ std::optional<std::string> request_router::least_loaded() const {
   int64_t best_load = 0;
   for (const auto& [name, running] : workers_) {
     if (static_cast<int>(running.size()) >= options_.max_per_worker) continue;
+    if (draining_.count(name) > 0) continue;
     const int64_t l = load(name);
     if (!best || l < best_load) {
       best = name;
@@ -83,6 +84,21 @@ std::vector<request_router::command> request_router::cancel(uint64_t id) {
   return out;
 }
 
+size_t request_router::running_on(const std::string& worker) const {
+  auto it = workers_.find(worker);
+  return it == workers_.end() ? 0 : it->second.size();
+}
+
+std::vector<request_router::command> request_router::set_draining(const std::string& worker,
+                                                                  bool draining) {
+  if (!draining) {
+    draining_.erase(worker);
+    return drain();
+  }
+  if (workers_.count(worker) > 0) draining_.insert(worker);
+  return {};
+}
+
 std::vector<request_router::command> request_router::add_worker(const std::string& worker) {
   workers_[worker];
   return drain();
@@ -100,6 +116,7 @@ std::vector<request_router::command> request_router::remove_worker(const std::st
     ++replays_;
   }
   workers_.erase(it);
+  draining_.erase(worker);
   return drain();
 }
 

@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -24,6 +25,7 @@ namespace troupe::actors {
 ///   seeded sampling reproduces the tokens, and the ones the client already has are dropped, so
 ///   the stream continues without a repeat or a gap.
 /// - A client that goes away cancels its request wherever it is.
+/// - A draining worker (autoscaling takes it away) gets no new requests; those it runs finish.
 class request_router {
  public:
   struct options {
@@ -56,6 +58,9 @@ class request_router {
   std::vector<command> cancel(uint64_t id);
 
   std::vector<command> add_worker(const std::string& worker);
+  /// Whether `worker` gets new requests: a draining one does not (it finishes those it has); one
+  /// that serves again takes queued requests at once.
+  std::vector<command> set_draining(const std::string& worker, bool draining);
   /// A worker left or died: its requests are replayed elsewhere.
   std::vector<command> remove_worker(const std::string& worker);
   /// An event from `worker` about one of its requests.
@@ -67,6 +72,8 @@ class request_router {
   [[nodiscard]] size_t queued() const { return queue_.size(); }
   [[nodiscard]] size_t in_flight() const { return placed_.size(); }
   [[nodiscard]] int64_t load(const std::string& worker) const;
+  /// The requests `worker` runs.
+  [[nodiscard]] size_t running_on(const std::string& worker) const;
   [[nodiscard]] size_t workers() const { return workers_.size(); }
   [[nodiscard]] uint64_t replays() const { return replays_; }
 
@@ -87,6 +94,7 @@ class request_router {
   std::deque<uint64_t> queue_;
   std::map<std::string, std::map<uint64_t, bool>> workers_;  // worker -> its requests
   std::map<uint64_t, std::string> placed_;
+  std::set<std::string> draining_;
   uint64_t replays_ = 0;
 };
 

@@ -77,7 +77,10 @@ void watch(self_ptr self, const std::string& name, const caf::actor& handle) {
 // The driver learns of a new or replaced actor.
 void announce(self_ptr self, const std::string& name) {
   auto& st = self->state;
-  if (st.running) self->send(st.driver, actor::actor_update{name, st.children->at(name)});
+  if (st.running) {
+    self->send(st.driver, actor::actor_update{name, st.children->at(name),
+                                              st.nodes.node_of(name).value_or("")});
+  }
 }
 
 void grow(self_ptr self);
@@ -88,7 +91,9 @@ void maybe_run(self_ptr self) {
   if (st.running || st.finished || st.starting > 0 || !st.driver) return;
   st.running = true;
   for (const auto& [name, handle] : *st.children) {
-    if (name != driver_name) self->send(st.driver, actor::actor_update{name, handle});
+    if (name != driver_name) {
+      self->send(st.driver, actor::actor_update{name, handle, st.nodes.node_of(name).value_or("")});
+    }
   }
   const auto& plan = st.deps->plan;
   st.deps->events.emit(
@@ -115,7 +120,8 @@ absl::StatusOr<caf::actor> spawn_here(self_ptr self, const actor::role_factory& 
                           .role = role,
                           .index = index,
                           .run_dir = st.deps->run_dir,
-                          .rendezvous = st.deps->rendezvous};
+                          .rendezvous = st.deps->rendezvous,
+                          .scaler = st.deps->scaler};
   if (st.deps->node != nullptr) ctx.host = st.deps->node->options().bind_host;
   auto handle = factory.spawn(ctx, options);
   if (!handle.ok()) {
@@ -197,8 +203,8 @@ void apply_policy(self_ptr self, const std::string& name, const absl::Status& st
   // An elastic role shrinks with its workers, down to its min. One that cannot be restarted
   // shrinks below min too: a fresh actor would not have its state, so its app decides (an
   // elastic pretraining job waits for a worker to join).
-  if (role.spec.elastic &&
-      (st.live[role.spec.name] >= role.spec.elastic->min || !role.entry->factory.restartable)) {
+  const auto elastic = role.spec.elastic_bounds();
+  if (elastic && (st.live[role.spec.name] >= elastic->min || !role.entry->factory.restartable)) {
     st.deps->events.emit(run::severity::warning, "role_shrunk",
                          absl::StrCat(name, " stopped (", status.message(), "); ", role.spec.name,
                                       " continues with ", st.live[role.spec.name], " actors"),
@@ -249,8 +255,9 @@ void on_child_down(self_ptr self, const std::string& name, const caf::error& rea
 void grow(self_ptr self) {
   auto& st = self->state;
   for (const auto& role : st.deps->plan.roles) {
-    if (!role.spec.elastic || role.embedded) continue;
-    while (st.live[role.spec.name] < st.nodes.elastic_target(*role.spec.elastic)) {
+    const auto elastic = role.spec.elastic_bounds();
+    if (!elastic || role.embedded) continue;
+    while (st.live[role.spec.name] < st.nodes.elastic_target(*elastic)) {
       const int index = st.next_index[role.spec.name]++;
       st.policy.add(absl::StrCat(role.spec.name, "/", index), role.on_failure);
       st.deps->events.emit(
@@ -279,8 +286,8 @@ void start(self_ptr self) {
   }
   for (const auto& role : plan.roles) {
     if (role.embedded) continue;
-    const int count =
-        role.spec.elastic ? st.nodes.elastic_target(*role.spec.elastic) : role.spec.count;
+    const auto elastic = role.spec.elastic_bounds();
+    const int count = elastic ? st.nodes.elastic_target(*elastic) : role.spec.count;
     for (int i = 0; i < count; ++i) {
       st.policy.add(absl::StrCat(role.spec.name, "/", i), role.on_failure);
       spawn_instance(self, role, i, true);

@@ -2,6 +2,7 @@
 
 #include "actors/health_monitor_actor.hpp"
 #include "runtime/actor/interfaces.hpp"
+#include "runtime/actor/role_context.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/cluster/node_agent.hpp"
 #include "runtime/comm/rendezvous_store.hpp"
@@ -41,6 +42,8 @@ struct supervisor_deps {
   /// The run directory and the rendezvous for the actors spawned here (role_context).
   std::string run_dir;
   comm::store_opener rendezvous;
+  /// Starts and stops workers for an app that autoscales (role_context::scaler); may be null.
+  actor::worker_scaler* scaler = nullptr;
 };
 
 [[nodiscard]] supervisor_actor spawn_supervisor(caf::actor_system& system, supervisor_deps deps);

@@ -4,10 +4,12 @@
 #include <optional>
 #include <thread>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "actors/health_monitor_actor.hpp"
 #include "actors/role_host_actor.hpp"
 #include "actors/supervisor_actor.hpp"
+#include "apps/worker_pool.hpp"
 #include "apps/worker_processes.hpp"
 #include "runtime/actor/messages.hpp"
 #include "runtime/actor/system_config.hpp"
@@ -45,8 +47,10 @@ job_runner::job_runner(const app::app_plan& plan, metrics::registry& metrics,
 job_runner::~job_runner() {
   // Workers go first (the head tells them to shut down), then this process's actors.
   http_.reset();
+  if (pool_) pool_->close();
   if (head_) head_->stop("the job ended");
   if (workers_) workers_->reap(std::chrono::seconds(10));
+  pool_.reset();
   node_.reset();
   head_.reset();
   system_.reset();
@@ -79,13 +83,25 @@ absl::Status job_runner::form_cluster(const std::atomic<bool>& stop) {
       metrics_);
   if (!node.ok()) return node.status();
   node_ = std::move(*node);
+  workers_ = std::make_unique<worker_processes>();
   if (cluster_->local_workers > 0) {
-    workers_ = std::make_unique<worker_processes>();
     if (auto s = workers_->start(cluster_->local_workers, head_->endpoint(), cluster_->credentials,
                                  cluster_->log_dir, cluster_->plugin_dirs);
         !s.ok()) {
       return s;
     }
+  }
+  if (absl::c_any_of(plan_.roles, [](const auto& r) { return r.spec.autoscale.has_value(); })) {
+    pool_ = std::make_unique<worker_pool>(
+        worker_pool::options{.head = head_->endpoint(),
+                             .credentials = cluster_->credentials,
+                             .log_dir = cluster_->log_dir,
+                             .plugin_dirs = cluster_->plugin_dirs,
+                             .local = cluster_->local_workers > 0,
+                             .scale_command = spec.scale_command,
+                             .initial = cluster_->local_workers + cluster_->joining_workers},
+        *workers_, *head_, events_);
+    pool_->scale_to(std::max(cluster_->min_workers, cluster_->local_workers));
   }
   const auto workers = [&] {
     int n = 0;
@@ -135,7 +151,8 @@ job_outcome job_runner::run(const std::atomic<bool>& stop) {
         *system_, {plan_, metrics_, events_, health, caf::actor_cast<caf::actor>(owner),
                    node_.get(), run_dir_,
                    node_ ? comm::head_store_opener(head_->endpoint(), cluster_->credentials)
-                         : comm::shared_memory_store_opener()});
+                         : comm::shared_memory_store_opener(),
+                   pool_.get()});
     if (node_) {
       node_->publish(std::string(actors::supervisor_name), caf::actor_cast<caf::actor>(supervisor));
       node_->subscribe(caf::actor_cast<caf::actor>(supervisor));
@@ -146,6 +163,7 @@ job_outcome job_runner::run(const std::atomic<bool>& stop) {
       owner->receive([&](actor::job_result& r) { result = std::move(r); },
                      caf::after(std::chrono::milliseconds(100)) >> [] {});
       if (result) break;
+      if (pool_) pool_->poll();
       if (stop.load() && !stop_deadline) {
         // The app stops gracefully (a server drains), within the grace period.
         const int grace_s = plan_.spec.runtime.stop_grace_s;

@@ -29,6 +29,7 @@ class node_agent;
 
 namespace troupe::apps {
 
+class worker_pool;
 class worker_processes;
 
 /// How a job ended.
@@ -53,6 +54,10 @@ struct cluster_options {
   int local_workers = 0;
   /// Workers to wait for before placing roles.
   int min_workers = 0;
+  /// Workers on their way that nobody needs to ask for (a Slurm job's other tasks). With an
+  /// autoscaled role, the ones missing to `min_workers` beyond these and the local ones are
+  /// asked of `cluster.scale_command`.
+  int joining_workers = 0;
   /// Where local workers write their logs.
   std::string log_dir;
   /// Plugin directories local workers search too.
@@ -97,6 +102,7 @@ class job_runner {
   std::unique_ptr<cluster::head_http> http_;  // the head's /metrics, /api/* and dashboard
   std::unique_ptr<cluster::node_agent> node_;
   std::unique_ptr<worker_processes> workers_;
+  std::unique_ptr<worker_pool> pool_;  // for an autoscaled role
 };
 
 }  // namespace troupe::apps

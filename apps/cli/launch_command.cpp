@@ -187,12 +187,14 @@ int launch_command(const launch_args& args) {
   cluster::head_cluster_file file(credentials->token);
   return run_job(*plan, args.config, args.run_dir,
                  [&](const run::run_dir& dir) -> std::optional<apps::cluster_options> {
-                   if (spec.local_workers == 0) return std::nullopt;
+                   // A scale command starts the workers of a job without local ones.
+                   if (spec.local_workers == 0 && spec.scale_command.empty()) return std::nullopt;
                    return apps::cluster_options{
                        .listen = spec.listen,
                        .credentials = *credentials,
                        .local_workers = spec.local_workers,
-                       .min_workers = std::max(spec.min_workers, spec.local_workers),
+                       .min_workers = std::max({spec.min_workers, spec.local_workers,
+                                                spec.local_workers > 0 ? 0 : 1}),
                        .log_dir = dir.path().string(),
                        .plugin_dirs = args.plugin_dirs,
                        .on_listening = [&file](const std::string& e) { (void)file.listening(e); }};

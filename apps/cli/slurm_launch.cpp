@@ -34,6 +34,7 @@ int run_head_task(const app::app_plan& plan, const launch_args& args, const slur
                        .credentials = *credentials,
                        .local_workers = 0,
                        .min_workers = std::max(spec.min_workers, task.ntasks - 1),
+                       .joining_workers = task.ntasks - 1,
                        .log_dir = dir.path().string(),
                        .plugin_dirs = args.plugin_dirs,
                        .on_listening = [&](const std::string& endpoint) {

@@ -1,6 +1,7 @@
 #include "apps/serve/router_actor.hpp"
 
 #include "absl/strings/str_cat.h"
+#include "actors/replica_autoscaler.hpp"
 #include "actors/request_router.hpp"
 #include "apps/serve/http_front_end.hpp"
 #include "models/gpt/gpt_source.hpp"
@@ -12,14 +13,18 @@
 namespace troupe::apps {
 namespace {
 
+using actors::replica_autoscaler;
 using actors::request_router;
+// tick: a draining router's check for its last request; wake: the autoscaler's control tick.
 using router_actor =
     actor::app_actor::extend<caf::reacts_to<actor::generate_atom, actor::generation_request>,
                              caf::reacts_to<actor::cancel_atom, uint64_t>,
-                             caf::reacts_to<actor::tick_atom>>;
+                             caf::reacts_to<actor::tick_atom>, caf::reacts_to<actor::wake_atom>>;
 
 // How often a draining router looks whether the last request has ended.
 constexpr auto drain_check = std::chrono::milliseconds(50);
+// How often the autoscaler looks at the load (Ray Serve's control loop period).
+constexpr auto autoscale_period = std::chrono::milliseconds(100);
 
 struct router_state {
   serve_options options;
@@ -33,6 +38,12 @@ struct router_state {
   std::string url;
   caf::typed_response_promise<actor::job_result> done;
   bool draining = false;
+  // Autoscaling (roles.worker.autoscale); null without it.
+  std::unique_ptr<replica_autoscaler> autoscaler;
+  actor::worker_scaler* scaler = nullptr;
+  std::map<std::string, replica_autoscaler::replica> replicas;  // by worker
+  std::map<std::string, std::string> node_of;                   // worker -> its cluster node
+  uint64_t joins = 0;
 };
 
 using self_ptr = actor::role_pointer<router_actor, router_state>;
@@ -95,6 +106,8 @@ void lost(self_ptr self, const std::string& worker, const std::string& why) {
   if (it == st.workers.end()) return;
   st.names.erase(it->second.address());
   st.workers.erase(it);
+  st.replicas.erase(worker);
+  st.node_of.erase(worker);
   const uint64_t before = st.logic->replays();
   execute(self, st.logic->remove_worker(worker));
   const uint64_t replayed = st.logic->replays() - before;
@@ -116,11 +129,74 @@ void on_update(self_ptr self, const actor::actor_update& update) {
   }
   st.workers[update.name] = handle;
   st.names[handle.address()] = update.name;
+  st.replicas[update.name] = {.name = update.name, .joined = ++st.joins};
+  st.node_of[update.name] = update.node;
   self->monitor(handle);
   st.events->emit(run::severity::info, "worker_joined",
                   absl::StrCat(update.name, " serves requests"), {{"worker", update.name}});
   execute(self, st.logic->add_worker(update.name));
   poll(self, update.name);
+}
+
+// A drained worker leaves: the router forgets it (it has no request left) and its process
+// stops.
+void retire(self_ptr self, const std::string& worker) {
+  auto& st = self->state;
+  auto it = st.workers.find(worker);
+  if (it == st.workers.end()) return;
+  const std::string node = st.node_of[worker];
+  self->demonitor(it->second.address());
+  st.names.erase(it->second.address());
+  st.workers.erase(it);
+  st.replicas.erase(worker);
+  st.node_of.erase(worker);
+  execute(self, st.logic->remove_worker(worker));
+  st.metrics->worker_gone(worker);
+  st.scaler->retire(node, st.autoscaler->target());
+  st.events->emit(run::severity::info, "worker_retired",
+                  absl::StrCat(worker, " on ", node, " finished its requests and stops"),
+                  {{"worker", worker}, {"node", node}});
+}
+
+// The autoscaler's control tick: ask for more or fewer workers, drain the ones beyond the
+// target, retire the drained ones.
+void autoscale(self_ptr self) {
+  auto& st = self->state;
+  if (st.draining) return;  // the job stops: its workers stop with it
+  std::vector<replica_autoscaler::replica> replicas;
+  for (auto& [name, r] : st.replicas) {
+    r.ongoing = static_cast<int64_t>(st.logic->running_on(name));
+    replicas.push_back(r);
+  }
+  const int64_t ongoing = static_cast<int64_t>(st.logic->queued() + st.logic->in_flight());
+  const int before = st.autoscaler->target();
+  auto d = st.autoscaler->step(std::chrono::steady_clock::now(), ongoing, replicas);
+  if (d.scale_to && *d.scale_to != before) {
+    st.events->emit(run::severity::info, "autoscaled",
+                    absl::StrCat(ongoing, " requests ongoing: the workers go from ", before, " to ",
+                                 *d.scale_to, " (roles.worker.autoscale)"),
+                    {{"from", before}, {"to", *d.scale_to}, {"ongoing", ongoing}});
+  }
+  if (d.scale_to) st.scaler->scale_to(*d.scale_to);
+  for (const auto& worker : d.drain) {
+    st.replicas[worker].draining = true;
+    execute(self, st.logic->set_draining(worker, true));
+    st.events->emit(run::severity::info, "worker_draining",
+                    absl::StrCat(worker, " takes no new requests and finishes its ",
+                                 st.logic->running_on(worker), " before it stops"),
+                    {{"worker", worker}, {"requests", st.logic->running_on(worker)}});
+  }
+  for (const auto& worker : d.undrain) {
+    st.replicas[worker].draining = false;
+    execute(self, st.logic->set_draining(worker, false));
+  }
+  for (const auto& worker : d.retire)
+    retire(self, worker);
+  size_t draining = 0;
+  for (const auto& [name, r] : st.replicas)
+    draining += r.draining;
+  st.metrics->autoscale_state(st.autoscaler->target(), draining);
+  self->delayed_send(self, autoscale_period, actor::wake_atom_v);
 }
 
 absl::Status start_front_end(self_ptr self) {
@@ -187,9 +263,20 @@ absl::StatusOr<caf::actor> spawn_serve_router(actor::role_context& ctx,
                           options.default_max_tokens};
   run::event_log* events = &ctx.events;
   metrics::registry* registry = &ctx.metrics;
+  std::optional<config::autoscale_spec> autoscaling;
+  if (const auto* worker = ctx.plan.find_role("worker")) autoscaling = worker->spec.autoscale;
+  // The job starts with the workers it waits for (local ones, or min_workers).
+  const auto& cluster = ctx.plan.spec.cluster;
+  const int initial = std::max(cluster.local_workers, cluster.min_workers);
+  actor::worker_scaler* scaler = ctx.scaler;
   auto handle = ctx.spawn<router_actor, router_state>(
-      [options, limits, events, registry](self_ptr self) -> router_actor::behavior_type {
+      [options, limits, events, registry, autoscaling, initial,
+       scaler](self_ptr self) -> router_actor::behavior_type {
         auto& st = self->state;
+        if (autoscaling) {
+          st.autoscaler = std::make_unique<replica_autoscaler>(*autoscaling, initial);
+        }
+        st.scaler = scaler;
         st.options = options;
         st.limits = limits;
         st.events = events;
@@ -209,11 +296,20 @@ absl::StatusOr<caf::actor> spawn_serve_router(actor::role_context& ctx,
               st.done = self->make_response_promise<actor::job_result>();
               if (absl::Status s = start_front_end(self); !s.ok()) {
                 finish(self, actor::job_result{false, {}, std::string(s.message())});
+              } else if (st.autoscaler && st.scaler == nullptr) {
+                finish(self, actor::job_result{false,
+                                               {},
+                                               "roles.worker.autoscale needs a job that can start "
+                                               "workers (cluster.local_workers or "
+                                               "cluster.scale_command)"});
+              } else if (st.autoscaler) {
+                autoscale(self);
               }
               return st.done;  // answered when the job stops
             },
             [self](actor::stop_atom) { drain(self); },
             [self](actor::tick_atom) { finish_when_drained(self); },
+            [self](actor::wake_atom) { autoscale(self); },
             [self](actor::generate_atom, actor::generation_request& request) {
               auto& st = self->state;
               const uint64_t id = request.id;

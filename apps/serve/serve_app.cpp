@@ -57,6 +57,7 @@ actor::role_factory serve_app_factory() {
         return spawn_serve_router(ctx, options);
       });
   factory.check_plan = check_serve_plan;
+  factory.autoscales = true;
   return factory;
 }
 

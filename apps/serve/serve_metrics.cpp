@@ -33,6 +33,17 @@ serve_metrics::serve_metrics(metrics::registry& registry)
           registry_.get_counter("troupe_serve_replays_total",
                                 "Requests replayed on another worker after theirs was lost.")) {}
 
+void serve_metrics::autoscale_state(int target, size_t draining) {
+  registry_
+      .get_gauge("troupe_serve_autoscale_target_workers",
+                 "Workers the autoscaler asks for (roles.worker.autoscale).")
+      .set(target);
+  registry_
+      .get_gauge("troupe_serve_draining_workers",
+                 "Workers finishing their requests before autoscaling stops them.")
+      .set(static_cast<double>(draining));
+}
+
 void serve_metrics::response(int http_status) {
   registry_
       .get_counter("troupe_serve_responses_total", "HTTP responses by status.",

@@ -27,6 +27,8 @@ class serve_metrics {
   void tokens_arrived(int tokens, int earlier, double since_submit, double since_last);
   void router_state(size_t queued, size_t in_flight, size_t workers);
   void replayed(uint64_t requests) { replays_.inc(requests); }
+  /// The autoscaler's target and the workers it drains.
+  void autoscale_state(int target, size_t draining);
   /// A worker's latest report; a worker that is gone no longer counts.
   void worker_state(const std::string& worker, const actor::worker_report& report);
   void worker_gone(const std::string& worker);

@@ -26,6 +26,8 @@ namespace troupe::actor {
 struct actor_update {
   std::string name;
   caf::actor handle;
+  /// The cluster node the actor runs on; empty for one in the supervisor's process.
+  std::string node;
 };
 
 template <class Inspector>
@@ -50,7 +52,7 @@ typename Inspector::result_type inspect(Inspector& f, custom_message& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, actor_update& x) {
-  return f(caf::meta::type_name("actor_update"), x.name, x.handle);
+  return f(caf::meta::type_name("actor_update"), x.name, x.handle, x.node);
 }
 
 template <class Inspector>

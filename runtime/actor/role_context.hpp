@@ -22,6 +22,18 @@ class rendezvous_store;
 
 namespace troupe::actor {
 
+/// Changes how many worker processes a job has, for an app that sizes itself by load (serving's
+/// autoscaling). The job runner implements it; actors call it from their threads, and each call
+/// returns at once (processes start, and commands run, in the background).
+class worker_scaler {
+ public:
+  virtual ~worker_scaler() = default;
+  /// The job wants `count` workers: start (or ask for) the ones missing.
+  virtual void scale_to(int count) = 0;
+  /// Stops worker node `node`, whose work has drained; the job then wants `count` workers.
+  virtual void retire(const std::string& node, int count) = 0;
+};
+
 /// The parts of a job-unique actor name: "rot13/2" -> ("rot13", 2). A name without a numeric
 /// index after its last '/' is its own role, index 0.
 struct actor_name_parts {
@@ -65,6 +77,9 @@ struct role_context {
   /// Whether spawn() gives the actor a thread of its own (caf::detached): for an instance that
   /// a blocking caller reads in place, as a trainer rank reads pretraining's data.source.
   bool detached = false;
+  /// Starts and stops the job's workers (an app whose factory `autoscales`, on the head); null
+  /// when nothing can.
+  worker_scaler* scaler = nullptr;
 
   /// The job-unique actor name, "role/index".
   [[nodiscard]] std::string actor_name() const { return absl::StrCat(role, "/", index); }

@@ -50,6 +50,9 @@ struct role_factory {
   /// in place (pretraining's data.source: an instance in each trainer rank's process). The
   /// supervisor starts none of them. May be empty.
   std::function<std::vector<std::string>(const void* options)> embedded_roles;
+  /// For app drivers: whether the app sizes its roles by load (`roles.NAME.autoscale`), through
+  /// role_context::scaler. Other apps refuse autoscale at load.
+  bool autoscales = false;
 };
 
 /// Builds a factory from a typed options schema and a typed spawn function.

@@ -51,6 +51,13 @@ bool resolve_role(const config::role_spec& role, const YAML::Node& node, const p
                                "actor per worker");
     return false;
   }
+  if (role.autoscale && (role.elastic || role.count != 1)) {
+    ctx.child("autoscale")
+        .error(key_or(node, "autoscale"),
+               absl::StrCat("set autoscale alone, without ", role.elastic ? "elastic" : "count",
+                            ": autoscale's min and max bound the role, one actor per worker"));
+    return false;
+  }
   out.spec = role;
   if (out.spec.kind.empty()) out.spec.kind = role.name;
   auto entry = registry.find(out.spec.kind, role.impl);
@@ -89,6 +96,28 @@ bool resolve_role(const config::role_spec& role, const YAML::Node& node, const p
   return true;
 }
 
+// An autoscaled role needs an app that scales by load and a way to start workers.
+void check_autoscaling(const app_plan& plan, const YAML::Node& root, const parse_context& ctx) {
+  for (const auto& role : plan.roles) {
+    if (!role.spec.autoscale) continue;
+    const YAML::Node node = root["roles"][role.spec.name];
+    const parse_context at = ctx.child("roles").child(role.spec.name).child("autoscale");
+    if (!plan.app_entry->factory.autoscales) {
+      at.error(key_or(node, "autoscale"),
+               absl::StrCat("app: ", plan.spec.app,
+                            " does not scale its workers by load (app: serve does); use elastic: "
+                            "{min, max} for a role that grows as workers join"));
+    } else if (role.spec.placement == "head") {
+      at.error(key_or(node, "autoscale"),
+               "an autoscaled role runs one actor per worker; remove placement: head");
+    } else if (plan.spec.cluster.local_workers == 0 && plan.spec.cluster.scale_command.empty()) {
+      at.error(key_or(node, "autoscale"),
+               "autoscaling starts and stops worker processes: set cluster.local_workers (workers "
+               "on this machine) or cluster.scale_command (e.g. an sbatch or a kubectl scale)");
+    }
+  }
+}
+
 }  // namespace
 
 const resolved_role* app_plan::find_role(absl::string_view name) const {
@@ -102,7 +131,8 @@ int app_plan::actor_count() const {
   int n = 0;
   for (const auto& r : roles) {
     if (r.embedded) continue;
-    n += r.spec.elastic ? r.spec.elastic->min : r.spec.count;  // elastic: grown as workers join
+    const auto elastic = r.spec.elastic_bounds();
+    n += elastic ? elastic->min : r.spec.count;  // elastic: grown as workers join
   }
   return n;
 }
@@ -164,6 +194,7 @@ absl::StatusOr<app_plan> load_app_plan(const load_request& request, actor::role_
       for (auto& r : plan.roles)
         r.embedded = absl::c_linear_search(embedded, r.spec.name);
     }
+    check_autoscaling(plan, root, ctx);
   }
   TROUPE_RETURN_IF_ERROR(diag.status());
 

@@ -494,17 +494,39 @@ std::vector<head_logic::outgoing> head_logic::on_tick(clock::time_point now) {
   return out;
 }
 
-std::vector<head_logic::outgoing> head_logic::shutdown(absl::string_view reason) {
-  std::vector<outgoing> out;
+std::string head_logic::shutdown_frame(absl::string_view reason) const {
   envelope h;
   h.type = "shutdown";
   h.src = "head";
   h.epoch = members_.epoch();
-  const std::string frame = encode(h, [&](packer& pk) {
+  return encode(h, [&](packer& pk) {
     pk.pack_map(1);
     pk.pack("reason");
     pk.pack(std::string(reason));
   });
+}
+
+std::vector<head_logic::outgoing> head_logic::retire(const std::string& node,
+                                                     absl::string_view reason) {
+  auto identity = identity_by_member_.find(node);
+  const member* m = members_.find(node);
+  if (identity == identity_by_member_.end() || m == nullptr || m->head ||
+      m->state != member_state::alive) {
+    return {};
+  }
+  std::vector<outgoing> out = {{identity->second, shutdown_frame(reason)}};
+  if (members_.leave(node).ok()) {
+    notices_.push_back({"member_left",
+                        absl::StrCat(node, " retired: ", reason, " (epoch ", members_.epoch(), ")"),
+                        node});
+    members_changed_ = true;
+  }
+  return out;
+}
+
+std::vector<head_logic::outgoing> head_logic::shutdown(absl::string_view reason) {
+  std::vector<outgoing> out;
+  const std::string frame = shutdown_frame(reason);
   for (const member* m : members_.alive()) {
     if (m->head) continue;
     if (auto it = identity_by_member_.find(m->id); it != identity_by_member_.end()) {

@@ -65,6 +65,10 @@ class head_logic {
   /// Tells every live worker to shut down.
   [[nodiscard]] std::vector<outgoing> shutdown(absl::string_view reason);
 
+  /// Tells worker `node` alone to shut down, and counts it as departed at once (a "members"
+  /// push follows at the next tick). Nothing when it is not a live worker.
+  [[nodiscard]] std::vector<outgoing> retire(const std::string& node, absl::string_view reason);
+
   /// Notices since the last call.
   [[nodiscard]] std::vector<notice> take_notices();
 
@@ -125,6 +129,8 @@ class head_logic {
   void pack_members(packer& pk, clock::time_point now) const;
   std::vector<outgoing> release_waiters(const std::vector<kv_store::waiter_id>& woken,
                                         const std::string& value);
+  // The "shutdown" push.
+  std::string shutdown_frame(absl::string_view reason) const;
   // The member id of a joined connection, or empty.
   std::string member_of(const std::string& identity) const;
 

@@ -54,6 +54,11 @@ void head_server::stop(absl::string_view reason) {
   thread_.join();
 }
 
+void head_server::retire(std::string node, std::string reason) {
+  std::lock_guard<std::mutex> lock(retire_mu_);
+  to_retire_.emplace_back(std::move(node), std::move(reason));
+}
+
 void head_server::reject(const std::string& identity, const absl::Status& why) {
   metrics_
       .get_counter("troupe_rejected_frames_total", "Frames refused by the control plane",
@@ -152,6 +157,13 @@ void head_server::loop() {
       if (!frames.ok() || frames->empty()) break;
       serve(*frames);
     }
+    std::vector<std::pair<std::string, std::string>> retiring;
+    {
+      std::lock_guard<std::mutex> lock(retire_mu_);
+      retiring.swap(to_retire_);
+    }
+    for (const auto& [node, reason] : retiring)
+      deliver(logic_.retire(node, reason));
     if (clock::now() >= next_tick) {
       deliver(logic_.on_tick(clock::now()));
       next_tick = clock::now() + std::chrono::milliseconds(50);

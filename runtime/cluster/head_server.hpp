@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -39,6 +40,10 @@ class head_server {
   /// Tells every worker to shut down with `reason`, then stops the thread. Idempotent.
   void stop(absl::string_view reason = "the job ended");
 
+  /// Tells worker `node` to shut down (head_logic::retire), from any thread; done within the
+  /// loop's next turn (20 ms).
+  void retire(std::string node, std::string reason);
+
   /// The status and the cluster's metrics, for other threads (published 4 times a second).
   [[nodiscard]] const head_view& view() const { return view_; }
 
@@ -71,6 +76,8 @@ class head_server {
   run::stuck_alerts stuck_;  // warns of actors and trainer groups that became stuck
   std::chrono::steady_clock::time_point next_publish_{};
   std::chrono::steady_clock::time_point next_record_{};
+  std::mutex retire_mu_;
+  std::vector<std::pair<std::string, std::string>> to_retire_;  // (node, reason)
   std::atomic<bool> stopping_{false};
   std::string stop_reason_;
   std::thread thread_;

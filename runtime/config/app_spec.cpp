@@ -85,6 +85,10 @@ object_schema<cluster_spec> make_cluster_schema() {
   s.add("max_frame_bytes", &cluster_spec::max_frame_bytes)
       .range(1024, int64_t{1} << 32)
       .help("frames larger than this are refused");
+  s.add("scale_command", &cluster_spec::scale_command)
+      .help(
+          "shell command run when an autoscaled role wants more or fewer workers, with "
+          "TROUPE_SCALE_FROM and TROUPE_SCALE_TO set (docs/serve.md); empty: local workers only");
   return s;
 }
 
@@ -95,6 +99,26 @@ object_schema<elastic_spec> make_elastic_schema() {
   s.check([](const elastic_spec& e) -> std::optional<std::string> {
     if (e.min <= e.max) return std::nullopt;
     return "min " + std::to_string(e.min) + " is larger than max " + std::to_string(e.max);
+  });
+  return s;
+}
+
+object_schema<autoscale_spec> make_autoscale_schema() {
+  object_schema<autoscale_spec> s;
+  s.add("min", &autoscale_spec::min).range(1, 4096).help("fewest workers (min_replicas)");
+  s.add("max", &autoscale_spec::max).range(1, 4096).help("most workers (max_replicas)");
+  s.add("target_ongoing_requests", &autoscale_spec::target_ongoing_requests)
+      .range(0.001, 1e6)
+      .help("requests queued or running per worker that the autoscaler aims for");
+  s.add("upscale_delay_s", &autoscale_spec::upscale_delay_s)
+      .range(0.0, 86400.0)
+      .help("how long more workers must be wanted before they are started");
+  s.add("downscale_delay_s", &autoscale_spec::downscale_delay_s)
+      .range(0.0, 86400.0)
+      .help("how long fewer workers must be wanted before some are drained and stopped");
+  s.check([](const autoscale_spec& a) -> std::optional<std::string> {
+    if (a.min <= a.max) return std::nullopt;
+    return "min " + std::to_string(a.min) + " is larger than max " + std::to_string(a.max);
   });
   return s;
 }
@@ -171,6 +195,10 @@ object_schema<role_spec> make_role_schema() {
   s.add("count", &role_spec::count).range(1, 4096).help("number of actors");
   s.add("elastic", &role_spec::elastic, make_elastic_schema())
       .help("{min, max}: one actor per worker, grown when workers join (instead of count)");
+  s.add("autoscale", &role_spec::autoscale, make_autoscale_schema())
+      .help(
+          "{min, max, target_ongoing_requests, upscale_delay_s, downscale_delay_s}: one actor per "
+          "worker, with workers started and drained by load (app: serve; docs/serve.md)");
   s.add("placement", &role_spec::placement)
       .one_of({"spread", "head"})
       .help("spread over the workers, or on the head with the app driver");

@@ -72,12 +72,28 @@ struct cluster_spec {
   int request_timeout_ms = 30000;
   /// Frames larger than this are refused.
   int64_t max_frame_bytes = 64ll << 20;
+  /// For an autoscaled role without local workers: the shell command that asks for more or
+  /// fewer workers (an `sbatch` of joiners, a `kubectl scale`). It runs on each change of the
+  /// wanted count with TROUPE_SCALE_FROM and TROUPE_SCALE_TO set (the counts asked for before
+  /// and now). Empty: none.
+  std::string scale_command;
 };
 
 /// How many actors an elastic role has: one per worker, between `min` and `max`.
 struct elastic_spec {
   int min = 1;
   int max = 1;
+};
+
+/// `roles.NAME.autoscale`: Ray Serve's autoscaling_config. The role has one actor per worker,
+/// and the job asks for ceil(ongoing requests / target_ongoing_requests) workers within
+/// [min, max], once that wish has held for the delay in its direction.
+struct autoscale_spec {
+  int min = 1;
+  int max = 1;
+  double target_ongoing_requests = 2;
+  double upscale_delay_s = 30;
+  double downscale_delay_s = 600;
 };
 
 /// A GPT-style decoder, for the apps that train or serve one.
@@ -113,11 +129,20 @@ struct role_spec {
   int count = 1;
   /// One actor per worker, grown when workers join (instead of `count`).
   std::optional<elastic_spec> elastic;
+  /// One actor per worker, with workers started and stopped by load (instead of `count`).
+  std::optional<autoscale_spec> autoscale;
   /// Where the actors run in a cluster: "spread" over the workers, or "head", the process that
   /// runs the app driver (for roles whose state must not be lost with a worker).
   std::string placement = "spread";
   std::optional<failure_policy> on_failure;
   raw_node options;
+
+  /// How many actors a role with one per worker may have: `elastic`, or `autoscale`'s bounds;
+  /// nullopt for a role of `count` actors.
+  [[nodiscard]] std::optional<elastic_spec> elastic_bounds() const {
+    if (autoscale) return elastic_spec{autoscale->min, autoscale->max};
+    return elastic;
+  }
 };
 
 /// Where plugins come from. Plugins load only from these directories, the directory `plugins`

@@ -132,5 +132,29 @@ TEST(RequestRouter, ALostWorkersRequestsContinueElsewhereWithoutRepeatsOrGaps) {
   EXPECT_EQ(engines.at("w1")->blocks().used_blocks(), 0);
 }
 
+TEST(RequestRouter, ADrainingWorkerFinishesItsRequestsAndTakesNoNewOnes) {
+  router r({.max_queue = 8, .max_per_worker = 1});
+  r.add_worker("w1");
+  r.add_worker("w2");
+  (void)*r.submit(request(1, 4, 8));  // w1
+  EXPECT_TRUE(r.set_draining("w1", true).empty());
+  auto c = *r.submit(request(2, 4, 8));  // w1 is draining: w2
+  EXPECT_EQ(all<router::dispatch>(c).at(0).worker, "w2");
+  c = *r.submit(request(3, 4, 8));  // w2 is full and w1 draining: it waits
+  EXPECT_TRUE(all<router::dispatch>(c).empty());
+  EXPECT_EQ(r.queued(), 1u);
+  // w1's request still streams to its client, and its end does not bring w1 new work.
+  generation_event done{1, {5, 6}, 0, true, finish_reason::length};
+  c = r.on_event("w1", done);
+  ASSERT_EQ(all<router::deliver>(c).size(), 1u);
+  EXPECT_TRUE(all<router::dispatch>(c).empty());
+  EXPECT_EQ(r.running_on("w1"), 0u);
+  // Serving again, w1 takes the waiting request at once.
+  c = r.set_draining("w1", false);
+  ASSERT_EQ(all<router::dispatch>(c).size(), 1u);
+  EXPECT_EQ(all<router::dispatch>(c).at(0).worker, "w1");
+  EXPECT_EQ(r.running_on("w1"), 1u);
+}
+
 }  // namespace
 }  // namespace troupe::actors

@@ -102,6 +102,77 @@ echo "joiner: $(scontrol show job "$joiner" | grep -o 'JobState=[A-Z]*\|ExitCode
   EXPECT_EQ(events_of(dir_.file("serve"), "drained").size(), 1u);
 }
 
+// Autoscaling under Slurm: a serving job of two tasks (the head and one worker) whose
+// cluster.scale_command submits joiner jobs. A held burst of six requests brings two joiners
+// (1 -> 3 workers); released, the requests finish, and the two surplus workers are drained and
+// stopped (3 -> 1), their tasks ending with exit code 0; then scancel stops the job.
+TEST_F(SlurmTest, AutoscalingSubmitsJoinerJobsForABurstAndStopsThemAfterIt) {
+  const auto r = on_cluster(R"sh(
+: > hold  # the engines run no iteration until the hold is removed
+export TROUPE_TEST_HOLD=$PWD/hold
+job=$(sbatch --parsable -N 2 -n 2 "$sbatch_script" "$TROUPE_SOURCE/configs/serve_autoscale.yaml" \
+  --run-dir serve --set model='{vocab: 256, ctx: 64, layers: 2, dim: 32, heads: 4}' \
+  --set cluster.scale_command="$TROUPE_SOURCE/scripts/slurm/scale_workers.sh" \
+  --set roles.worker.autoscale.upscale_delay_s=0 --set roles.worker.autoscale.downscale_delay_s=0.5)
+wait_for() {  # wait_for WHAT COMMAND...: until COMMAND succeeds, up to 60 s
+  local what=$1; shift
+  for _ in $(seq 1 600); do "$@" && return 0; sleep 0.1; done
+  echo "no $what within 60 s"; squeue; tail -n 5 troupe-*.out serve/scale_command.log; exit 1
+}
+count() { grep -cs "\"event\":\"$1\"" serve/events.jsonl || true; }
+serving() { grep -qs '"event":"serving"' serve/events.jsonl; }
+wait_for "serving event" serving
+url=$(grep '"event":"serving"' serve/events.jsonl | grep -o '"url":"[^"]*"' | cut -d'"' -f4)
+python3 - "$url" > answers.txt <<'PY' &
+import json, sys, threading, urllib.request
+def ask(i, out):
+    body = json.dumps({"model": "troupe-tiny", "prompt": f"request {i}", "max_tokens": 8}).encode()
+    with urllib.request.urlopen(sys.argv[1] + "/v1/completions", body, timeout=120) as r:
+        out[i] = json.load(r)["usage"]["completion_tokens"]
+out = {}
+threads = [threading.Thread(target=ask, args=(i, out)) for i in range(6)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("answers:", sorted(out.values()))
+PY
+clients=$!
+three() { test "$(count worker_joined)" = 3; }
+wait_for "three workers" three
+rm hold
+wait "$clients"
+one_left() { test "$(count worker_retired)" = 2; }
+wait_for "two workers retired" one_left
+joiners() { grep -o 'joiner job [0-9]*' serve/scale_command.log | cut -d' ' -f3 | paste -sd,; }
+joined=$(joiners)
+echo "joiners: $joined"
+scancel "$job"
+stopped() { test -z "$(squeue -h -j "$job,$joined")"; }
+wait_for "stop of the job and its joiners" stopped
+for j in ${joined//,/ }; do
+  echo "joiner: $(scontrol show job "$j" | grep -o 'JobState=[A-Z]*\|ExitCode=[0-9:]*' | tr '\n' ' ')"
+done
+)sh");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(read_file(dir_.file("answers.txt")).find("answers: [8, 8, 8, 8, 8, 8]"),
+            std::string::npos)
+      << read_file(dir_.file("answers.txt"));
+  const auto scaled = events_of(dir_.file("serve"), "autoscaled");
+  ASSERT_EQ(scaled.size(), 2u) << r.out;
+  EXPECT_EQ(scaled[0]["to"], 3);
+  EXPECT_EQ(scaled[1]["to"], 1);
+  EXPECT_EQ(events_of(dir_.file("serve"), "worker_retired").size(), 2u);
+  EXPECT_TRUE(events_of(dir_.file("serve"), "worker_lost").empty());
+  // Two joiner jobs were submitted, and both completed with exit code 0: a retired worker's
+  // process ends by itself, one still serving at the scancel leaves with the head.
+  const std::string completed = "joiner: JobState=COMPLETED ExitCode=0:0 ";
+  size_t joiners = 0;
+  for (size_t at = 0; (at = r.out.find("joiner: ", at)) != std::string::npos; ++at) {
+    ++joiners;
+    EXPECT_EQ(r.out.substr(at, completed.size()), completed) << r.out;
+  }
+  EXPECT_EQ(joiners, 2u) << r.out;
+}
+
 // scancel of a pretraining job: the head checkpoints the step in flight, as on Ctrl-C, and the
 // job's exit code is troupe launch's 130. The test hold keeps step 5 in flight until then.
 TEST_F(SlurmTest, ScancelCheckpointsAPretrainingJobsStepInFlight) {

@@ -109,9 +109,11 @@ TEST_F(AppPlanTest, SetOverridesAreAppliedAndValidated) {
   EXPECT_EQ(errors(yaml, {"roles.rot.options.shift=30"}),
             "--set roles.rot.options.shift=30: roles.rot.options.shift: must be between 1 and 25, "
             "got 30");
-  EXPECT_EQ(errors(yaml, {"roles.rot.cuont=2"}),
-            "--set roles.rot.cuont=2: roles.rot.cuont: unknown key 'cuont'. Did you mean 'count'? "
-            "Valid keys here: kind, impl, plugin, count, elastic, placement, on_failure, options.");
+  EXPECT_EQ(
+      errors(yaml, {"roles.rot.cuont=2"}),
+      "--set roles.rot.cuont=2: roles.rot.cuont: unknown key 'cuont'. Did you mean 'count'? "
+      "Valid keys here: kind, impl, plugin, count, elastic, autoscale, placement, on_failure, "
+      "options.");
   EXPECT_EQ(errors(yaml, {"roles.rot"}),
             "--set roles.rot: expected key.path=value, for example --set roles.sink.count=2");
 }
@@ -240,6 +242,39 @@ TEST_F(AppPlanTest, PretrainDataSourceIsChecked) {
   EXPECT_EQ(errors(head + "pretrain:\n  parallel: {dp: 2}\n"),
             "app.yaml:10:3: pretrain: app: pretrain runs only the 'trainer' role (and the role "
             "data.source names); remove role 'corpus'");
+}
+
+TEST_F(AppPlanTest, AMissingAppSectionIsReportedNotThrown) {
+  EXPECT_EQ(errors("app: pipeline\nroles:\n  out: {kind: sink, impl: digest}\n"),
+            "app.yaml:1:1: pipeline: missing required key 'flow'");
+}
+
+TEST_F(AppPlanTest, AutoscaleIsCheckedAtItsKey) {
+  const std::string serve = "app: serve\nserve: {}\n";
+  const std::string worker = "  worker:\n    kind: inference_worker\n    impl: gpt\n";
+  // Valid: local workers to start, and the role's bounds come from autoscale.
+  auto plan = load(serve + "cluster: {local_workers: 1}\nroles:\n" + worker +
+                   "    autoscale: {min: 1, max: 3, target_ongoing_requests: 1}\n");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->roles[0].spec.elastic_bounds()->max, 3);
+  EXPECT_EQ(plan->actor_count(), 1);
+  EXPECT_EQ(errors(serve + "roles:\n" + worker + "    autoscale: {min: 1, max: 3}\n"),
+            "app.yaml:7:16: roles.worker.autoscale: autoscaling starts and stops worker processes: "
+            "set cluster.local_workers (workers on this machine) or cluster.scale_command (e.g. an "
+            "sbatch or a kubectl scale)");
+  EXPECT_EQ(errors(serve + "cluster: {local_workers: 1}\nroles:\n" + worker +
+                   "    elastic: {min: 1, max: 2}\n    autoscale: {min: 1, max: 3}\n"),
+            "app.yaml:9:16: roles.worker.autoscale: set autoscale alone, without elastic: "
+            "autoscale's min and max bound the role, one actor per worker");
+  EXPECT_EQ(errors(serve + "cluster: {local_workers: 1}\nroles:\n" + worker +
+                   "    autoscale: {min: 4, max: 3}\n"),
+            "app.yaml:8:16: roles.worker.autoscale: min 4 is larger than max 3");
+  // Only an app that scales by load takes it.
+  EXPECT_EQ(errors("app: pipeline\ncluster: {local_workers: 1}\nroles:\n  src:\n" + source_yaml() +
+                   "  rot: {kind: stage, impl: caesar, plugin: example, autoscale: {max: 2}}\n"
+                   "  out: {kind: sink, impl: digest}\npipeline: {flow: [src, rot, out]}\n"),
+            "app.yaml:8:64: roles.rot.autoscale: app: pipeline does not scale its workers by load "
+            "(app: serve does); use elastic: {min, max} for a role that grows as workers join");
 }
 
 // docs/config.md stays true to the schemas: every key they accept is documented.

@@ -210,5 +210,25 @@ TEST_F(HeadLogicTest, ShutdownReachesEveryWorker) {
   EXPECT_EQ(out[0].payload().get_string("reason").value(), "done");
 }
 
+TEST_F(HeadLogicTest, RetireStopsOneWorkerAndCountsItAsDeparted) {
+  const std::string w1 = join("c1", "tcp://w1");
+  const std::string w2 = join("c2", "tcp://w2");
+  (void)head_.take_notices();
+  auto out = decoded(head_.retire(w2, "fewer workers"));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].identity, "c2");
+  EXPECT_EQ(out[0].env.header.type, "shutdown");
+  EXPECT_EQ(out[0].payload().get_string("reason").value(), "fewer workers");
+  EXPECT_EQ(head_.members().find(w2)->state, member_state::left);
+  EXPECT_EQ(head_.members().find(w1)->state, member_state::alive);
+  auto notices = head_.take_notices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].type, "member_left");
+  // The next tick tells the others; a second retire, or one of an unknown node, does nothing.
+  EXPECT_FALSE(decoded(head_.on_tick(t0_ + 10ms)).empty());
+  EXPECT_TRUE(head_.retire(w2, "again").empty());
+  EXPECT_TRUE(head_.retire("w99", "unknown").empty());
+}
+
 }  // namespace
 }  // namespace troupe::cluster

@@ -1,0 +1,94 @@
+// Request-driven autoscaling of `app: serve` (roles.worker.autoscale, docs/serve.md#autoscaling)
+// with local worker processes: a burst takes the job from 1 worker to 3, and when it has gone
+// the job drains two and stops their processes, losing no request.
+//
+// Every state the test looks at is held by construction with the test hold (docs/testing.md):
+// the engines run no iteration, or a bounded number, until the test lets them.
+
+#include <cerrno>
+#include <regex>
+
+#include <signal.h>
+
+#include "tests/integration/serve_fixture.hpp"
+
+namespace troupe::testing {
+namespace {
+
+class ServeAutoscaleTest : public ServeTest {
+ protected:
+  ServeAutoscaleTest() { config_ = TROUPE_SOURCE_DIR "/configs/serve_autoscale.yaml"; }
+
+  // Whether the process of the node that `retired` (a worker_retired event) names has ended
+  // within `limit` (the head collects it): its pid is in the node's member_joined event.
+  bool process_ended(const nlohmann::json& retired, std::chrono::milliseconds limit) {
+    pid_t pid = 0;
+    for (const auto& e : events_of(run_dir(), "member_joined")) {
+      std::smatch m;
+      const std::string message = e.value("message", "");
+      if (e["node"] == retired["node"] &&
+          std::regex_search(message, m, std::regex("\\(pid ([0-9]+)"))) {
+        pid = std::stoi(m[1]);
+      }
+    }
+    if (pid <= 0) return false;
+    return wait_until([&] { return ::kill(pid, 0) != 0 && errno == ESRCH; }, limit);
+  }
+};
+
+TEST_F(ServeAutoscaleTest, ABurstScalesOneWorkerToThreeAndBackWithEveryRequestAnswered) {
+  hold_.hold();
+  const auto released = hold_.release_at_exit();
+  start({"--set", "roles.worker.autoscale.upscale_delay_s=0", "--set",
+         "roles.worker.autoscale.downscale_delay_s=0.5"},
+        1);
+  // Six requests on the one worker, held: 6 ongoing / 2 per worker wants 3 workers.
+  auto shorts = completions(6, 2);
+  ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 6, 30s));
+  ASSERT_TRUE(metric_reaches("troupe_serve_workers", 3, 60s))
+      << "the burst did not bring 3 workers; see " << run_dir();
+  const auto up = events_of(run_dir(), "autoscaled");
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_EQ(up[0]["from"], 1);
+  EXPECT_EQ(up[0]["to"], 3);
+  EXPECT_EQ(metric("troupe_serve_autoscale_target_workers"), 3);
+  // Two long requests go to the new workers, the least loaded, one each.
+  auto longs = completions(2, 40);
+  ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 8, 30s));
+  EXPECT_EQ(metric("troupe_serve_dispatched_total{worker=\"worker/1\"}"), 1);
+  EXPECT_EQ(metric("troupe_serve_dispatched_total{worker=\"worker/2\"}"), 1);
+  // Each engine may run 20 iterations: the short requests finish, the long ones stop short of
+  // their 40 tokens. 2 ongoing want 1 worker: worker/0 (idle) and worker/2 (the newer of the
+  // two busy ones) are drained; worker/0 stops at once, worker/2 keeps its request.
+  hold_.hold(20);
+  for (auto& f : shorts) {
+    const auto body = f.get();
+    ASSERT_TRUE(body.is_object()) << "a request failed";
+    EXPECT_EQ(body["usage"]["completion_tokens"], 2);
+  }
+  ASSERT_TRUE(metric_reaches("troupe_serve_workers", 2, 30s));
+  EXPECT_TRUE(metric_reaches("troupe_serve_draining_workers", 1, 30s));
+  EXPECT_EQ(metric("troupe_serve_in_flight"), 2);
+  const auto retired = events_of(run_dir(), "worker_retired");
+  ASSERT_EQ(retired.size(), 1u);
+  EXPECT_EQ(retired[0]["worker"], "worker/0");
+  EXPECT_TRUE(process_ended(retired[0], 30s)) << retired[0];
+  // Released, the held request finishes on its draining worker, which then stops too.
+  hold_.release();
+  for (auto& f : longs) {
+    const auto body = f.get();
+    ASSERT_TRUE(body.is_object()) << "a request failed";
+    EXPECT_EQ(body["usage"]["completion_tokens"], 40);
+  }
+  EXPECT_TRUE(metric_reaches("troupe_serve_workers", 1, 30s));
+  const auto both = events_of(run_dir(), "worker_retired");
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[1]["worker"], "worker/2");
+  EXPECT_TRUE(process_ended(both[1], 30s)) << both[1];
+  EXPECT_EQ(metric("troupe_serve_replays_total"), 0) << "a drained worker's request was moved";
+  EXPECT_EQ(metric("troupe_serve_autoscale_target_workers"), 1);
+  EXPECT_TRUE(events_of(run_dir(), "worker_lost").empty());
+}
+
+}  // namespace
+}  // namespace troupe::testing
