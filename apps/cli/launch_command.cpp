@@ -193,8 +193,8 @@ int launch_command(const launch_args& args) {
                        .listen = spec.listen,
                        .credentials = *credentials,
                        .local_workers = spec.local_workers,
-                       .min_workers = std::max({spec.min_workers, spec.local_workers,
-                                                spec.local_workers > 0 ? 0 : 1}),
+                       .min_workers = std::max(
+                           {spec.min_workers, spec.local_workers, spec.local_workers > 0 ? 0 : 1}),
                        .log_dir = dir.path().string(),
                        .plugin_dirs = args.plugin_dirs,
                        .on_listening = [&file](const std::string& e) { (void)file.listening(e); }};

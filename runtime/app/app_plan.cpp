@@ -96,8 +96,17 @@ bool resolve_role(const config::role_spec& role, const YAML::Node& node, const p
   return true;
 }
 
-// An autoscaled role needs an app that scales by load and a way to start workers.
+// An autoscaled role needs an app that scales by load and a way to start workers; a scale
+// command needs an autoscaled role.
 void check_autoscaling(const app_plan& plan, const YAML::Node& root, const parse_context& ctx) {
+  if (!plan.spec.cluster.scale_command.empty() &&
+      absl::c_none_of(plan.roles, [](const resolved_role& r) { return r.spec.autoscale; })) {
+    ctx.child("cluster")
+        .child("scale_command")
+        .error(key_or(root["cluster"], "scale_command"),
+               "a scale command is for a role with autoscale (app: serve's roles.worker."
+               "autoscale); remove it, or add autoscale");
+  }
   for (const auto& role : plan.roles) {
     if (!role.spec.autoscale) continue;
     const YAML::Node node = root["roles"][role.spec.name];

@@ -269,6 +269,9 @@ TEST_F(AppPlanTest, AutoscaleIsCheckedAtItsKey) {
   EXPECT_EQ(errors(serve + "cluster: {local_workers: 1}\nroles:\n" + worker +
                    "    autoscale: {min: 4, max: 3}\n"),
             "app.yaml:8:16: roles.worker.autoscale: min 4 is larger than max 3");
+  EXPECT_EQ(errors(serve + "cluster: {scale_command: 'true'}\nroles:\n" + worker),
+            "app.yaml:3:26: cluster.scale_command: a scale command is for a role with autoscale "
+            "(app: serve's roles.worker.autoscale); remove it, or add autoscale");
   // Only an app that scales by load takes it.
   EXPECT_EQ(errors("app: pipeline\ncluster: {local_workers: 1}\nroles:\n  src:\n" + source_yaml() +
                    "  rot: {kind: stage, impl: caesar, plugin: example, autoscale: {max: 2}}\n"
