@@ -175,6 +175,7 @@ std::vector<head_logic::outgoing> head_logic::on_join(const std::string& identit
   }
   member_by_identity_[identity] = m->id;
   identity_by_member_[m->id] = identity;
+  changed_.insert(m->id);
   std::vector<outgoing> out = {reply(identity, r.header, "joined", [&](packer& pk) {
     pk.pack_map(6);
     pk.pack("node");
@@ -188,9 +189,8 @@ std::vector<head_logic::outgoing> head_logic::on_join(const std::string& identit
     pk.pack("config");
     pk.pack(options_.app_config);
     pk.pack("members");
-    pack_members(pk, now);
+    pack_peers(pk, members_.all());
   })};
-  members_changed_ = true;
   return out;
 }
 
@@ -201,7 +201,7 @@ std::vector<head_logic::outgoing> head_logic::on_heartbeat(const std::string& id
   if (auto s = members_.heartbeat(node, now); !s.ok()) return {error(identity, r.header, s)};
   if (auto map = map_view::of(r.payload, "heartbeat"); map.ok()) {
     if (auto text = map->get_string("metrics", ""); text.ok() && !text->empty()) {
-      metrics_by_member_[node] = std::move(*text);
+      metrics_by_member_[node] = std::make_shared<const std::string>(std::move(*text));
     }
   }
   return {reply(identity, r.header, "heartbeat.ok", [&](packer& pk) {
@@ -218,7 +218,7 @@ std::vector<head_logic::outgoing> head_logic::on_leave(const std::string& identi
   if (auto s = members_.leave(node); !s.ok()) return {error(identity, r.header, s)};
   notices_.push_back(
       {"member_left", absl::StrCat(node, " left (epoch ", members_.epoch(), ")"), node});
-  members_changed_ = true;
+  changed_.insert(node);
   return {reply(identity, r.header, "left", [](packer& pk) { pk.pack_map(0); })};
 }
 
@@ -270,10 +270,25 @@ std::vector<head_logic::outgoing> head_logic::on_resolve(const std::string& iden
   })};
 }
 
+void head_logic::pack_peers(packer& pk, const std::vector<const member*>& list) const {
+  pk.pack_array(static_cast<uint32_t>(list.size()));
+  for (const member* m : list) {
+    pk.pack_map(4);
+    pk.pack("node");
+    pk.pack(m->id);
+    pk.pack("endpoint");
+    pk.pack(m->endpoint);
+    pk.pack("state");
+    pk.pack(to_string(m->state));
+    pk.pack("head");
+    pk.pack(m->head);
+  }
+}
+
 void head_logic::pack_members(packer& pk, clock::time_point now) const {
-  const auto all = members_.all();
-  pk.pack_array(static_cast<uint32_t>(all.size()));
-  for (const member* m : all) {
+  const auto list = members_.all();
+  pk.pack_array(static_cast<uint32_t>(list.size()));
+  for (const member* m : list) {
     pk.pack_map(10);
     pk.pack("node");
     pk.pack(m->id);
@@ -340,7 +355,8 @@ std::string head_logic::status_payload(clock::time_point now) const {
   return std::string(buf.data(), buf.size());
 }
 
-std::vector<std::pair<std::string, std::string>> head_logic::worker_metrics() const {
+std::vector<std::pair<std::string, std::shared_ptr<const std::string>>> head_logic::worker_metrics()
+    const {
   return {metrics_by_member_.begin(), metrics_by_member_.end()};
 }
 
@@ -437,18 +453,25 @@ std::vector<head_logic::outgoing> head_logic::release_waiters(
   return out;
 }
 
-std::vector<head_logic::outgoing> head_logic::broadcast_members() const {
+std::vector<head_logic::outgoing> head_logic::broadcast_changes() {
   std::vector<outgoing> out;
+  std::vector<const member*> changed;
+  for (const auto& id : std::exchange(changed_, {})) {
+    if (const member* m = members_.find(id)) changed.push_back(m);
+  }
+  if (changed.empty()) return out;
   envelope h;
   h.type = "members";
   h.src = "head";
   h.epoch = members_.epoch();
   const std::string frame = encode(h, [&](packer& pk) {
-    pk.pack_map(2);
+    pk.pack_map(3);
     pk.pack("epoch");
     pk.pack(members_.epoch());
+    pk.pack("delta");
+    pk.pack(true);
     pk.pack("members");
-    pack_members(pk, now_);
+    pack_peers(pk, changed);
   });
   for (const member* m : members_.alive()) {
     if (auto it = identity_by_member_.find(m->id); it != identity_by_member_.end()) {
@@ -473,6 +496,7 @@ std::vector<head_logic::outgoing> head_logic::on_tick(clock::time_point now) {
   }
   const auto dead = members_.detect_failures(now);
   for (const auto& node : dead) {
+    changed_.insert(node);
     notices_.push_back(
         {"member_dead",
          absl::StrCat(node, " declared dead: no heartbeat for ", members_.failure_timeout().count(),
@@ -484,13 +508,10 @@ std::vector<head_logic::outgoing> head_logic::on_tick(clock::time_point now) {
     const member* m = members_.find(entry.first);
     return m == nullptr || m->state != member_state::alive;
   });
-  // The changes since the last tick, in one push of the list: a storm of n joins costs a few
-  // waves of n pushes, not one wave per join.
-  if (members_changed_ || !dead.empty()) {
-    auto pushes = broadcast_members();
-    out.insert(out.end(), pushes.begin(), pushes.end());
-    members_changed_ = false;
-  }
+  // The changes since the last tick, in one push of their records: a storm of n joins costs a
+  // few waves of n small pushes, not one wave per join, nor the whole list each time.
+  auto pushes = broadcast_changes();
+  out.insert(out.end(), pushes.begin(), pushes.end());
   return out;
 }
 
@@ -519,7 +540,7 @@ std::vector<head_logic::outgoing> head_logic::retire(const std::string& node,
     notices_.push_back({"member_left",
                         absl::StrCat(node, " retired: ", reason, " (epoch ", members_.epoch(), ")"),
                         node});
-    members_changed_ = true;
+    changed_.insert(node);
   }
   return out;
 }

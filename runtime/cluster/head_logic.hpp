@@ -3,6 +3,8 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -86,7 +88,8 @@ class head_logic {
 
   /// The metrics (Prometheus text) each live worker sent with its latest heartbeat, by node (a
   /// member's leave the list at the tick that finds it dead or departed).
-  [[nodiscard]] std::vector<std::pair<std::string, std::string>> worker_metrics() const;
+  [[nodiscard]] std::vector<std::pair<std::string, std::shared_ptr<const std::string>>>
+  worker_metrics() const;
 
  private:
   // Whether `token` lets a client in: the cluster's token, or anything under CURVE.
@@ -124,9 +127,12 @@ class head_logic {
   // A "kv.value" reply.
   outgoing value_reply(const std::string& identity, const envelope& request,
                        const std::string& value) const;
-  // The "members" push, for every live worker.
-  std::vector<outgoing> broadcast_members() const;
+  // The "members" push of the records changed since the last one, for every live worker.
+  std::vector<outgoing> broadcast_changes();
+  // Every member's whole record (status).
   void pack_members(packer& pk, clock::time_point now) const;
+  // What a node agent keeps of `list` (node, endpoint, state, head): joins' replies and pushes.
+  void pack_peers(packer& pk, const std::vector<const member*>& list) const;
   std::vector<outgoing> release_waiters(const std::vector<kv_store::waiter_id>& woken,
                                         const std::string& value);
   // The "shutdown" push.
@@ -144,10 +150,10 @@ class head_logic {
   std::vector<notice> notices_;
   std::vector<std::string> rejections_;
   std::vector<std::string> forwarded_events_;
-  std::map<std::string, std::string> metrics_by_member_;
+  std::map<std::string, std::shared_ptr<const std::string>> metrics_by_member_;
   clock::time_point now_;
-  // A join or departure not pushed yet: the next tick pushes the member list once.
-  bool members_changed_ = false;
+  // Members joined, departed or dead since the last push: the next tick pushes their records.
+  std::set<std::string> changed_;
 };
 
 }  // namespace troupe::cluster

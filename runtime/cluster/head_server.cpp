@@ -41,6 +41,7 @@ head_server::head_server(zmq::socket_t socket, std::unique_ptr<handshake_watch> 
       events_(events),
       view_(metrics) {
   thread_ = std::thread([this] { loop(); });
+  recorder_ = std::thread([this] { record_loop(); });
 }
 
 head_server::~head_server() {
@@ -52,6 +53,7 @@ void head_server::stop(absl::string_view reason) {
   stop_reason_ = std::string(reason);
   stopping_.store(true);
   thread_.join();
+  recorder_.join();
 }
 
 void head_server::retire(std::string node, std::string reason) {
@@ -181,17 +183,37 @@ void head_server::observe(std::chrono::steady_clock::time_point now) {
   if (now < next_publish_) return;
   next_publish_ = now + milliseconds(250);
   view_.publish(logic_.status_payload(now), logic_.worker_metrics());
-  if (now < next_record_) return;
-  next_record_ = now + milliseconds(1000);
-  const metrics::merged_exposition merged = view_.metrics();
-  if (merged.dropped_lines > 0) {
+}
+
+void head_server::record_loop() {
+  pthread_setname_np(pthread_self(), "troupe.record");
+  using clock = std::chrono::steady_clock;
+  auto next = clock::now();
+  while (!stopping_.load()) {
+    if (clock::now() < next) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    const auto started = clock::now();
+    const metrics::merged_exposition merged = view_.metrics();
+    if (merged.dropped_lines > 0) {
+      metrics_
+          .get_counter("troupe_metrics_dropped_lines_total",
+                       "Malformed lines in the metrics workers sent, dropped from the scrape")
+          .inc(merged.dropped_lines);
+    }
+    history_.record(events_.elapsed_seconds(), merged.text);
+    stuck_.report(metrics::parse_samples(merged.text), events_);
+    const uint64_t refused = history_.refused();
     metrics_
-        .get_counter("troupe_metrics_dropped_lines_total",
-                     "Malformed lines in the metrics workers sent, dropped from the scrape")
-        .inc(merged.dropped_lines);
+        .get_counter("troupe_history_refused_samples_total",
+                     "Samples of series beyond the history's limit, not kept for charts")
+        .inc(refused - history_refused_);
+    history_refused_ = refused;
+    // Every second, or less often when a round takes long (thousands of members): the recorder
+    // keeps to a fifth of a core.
+    next = std::max(started + std::chrono::seconds(1), clock::now() + 4 * (clock::now() - started));
   }
-  history_.record(events_.elapsed_seconds(), merged.text);
-  stuck_.report(metrics::parse_samples(merged.text), events_);
 }
 
 }  // namespace troupe::cluster

@@ -60,8 +60,12 @@ class head_server {
   void report();
   void reject(const std::string& identity, const absl::Status& why);
   void count_refused_handshakes();
-  // Publishes the view, and every second records the cluster's metrics in the history.
+  // Publishes the view (4 times a second).
   void observe(std::chrono::steady_clock::time_point now);
+  // The recorder thread: every second, the cluster's merged metrics into the history and the
+  // stuck alerts, off the head's thread (at thousands of members a merge takes long enough to
+  // delay heartbeats).
+  void record_loop();
 
   std::shared_ptr<curve_gate> gate_;  // null without CURVE
   zmq::socket_t socket_;
@@ -75,7 +79,8 @@ class head_server {
   metrics::series_history history_;
   run::stuck_alerts stuck_;  // warns of actors and trainer groups that became stuck
   std::chrono::steady_clock::time_point next_publish_{};
-  std::chrono::steady_clock::time_point next_record_{};
+  std::thread recorder_;
+  uint64_t history_refused_ = 0;  // the history's refused() already counted
   std::mutex retire_mu_;
   std::vector<std::pair<std::string, std::string>> to_retire_;  // (node, reason)
   std::atomic<bool> stopping_{false};

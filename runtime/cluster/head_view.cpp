@@ -2,8 +2,7 @@
 
 namespace troupe::cluster {
 
-void head_view::publish(std::string status_msgpack,
-                        std::vector<std::pair<std::string, std::string>> worker_metrics) {
+void head_view::publish(std::string status_msgpack, std::vector<metrics_text> worker_metrics) {
   std::lock_guard<std::mutex> lock(mu_);
   status_ = std::move(status_msgpack);
   worker_metrics_ = std::move(worker_metrics);
@@ -25,7 +24,7 @@ metrics::merged_exposition head_view::metrics() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [node, text] : worker_metrics_)
-      sources.push_back({{{"node", node}, {"role", "worker"}}, text});
+      sources.push_back({{{"node", node}, {"role", "worker"}}, *text});
   }
   return metrics::merge_expositions(sources);
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -16,13 +17,15 @@ namespace troupe::cluster {
 /// a second). Thread-safe.
 class head_view {
  public:
+  /// A worker's latest metrics text, by node; shared with the head thread, never copied there.
+  using metrics_text = std::pair<std::string, std::shared_ptr<const std::string>>;
+
   /// `head_metrics`: the head process's own registry, read at each `metrics` call.
   explicit head_view(metrics::registry& head_metrics) : head_metrics_(head_metrics) {}
 
   /// Replaces what readers see: the status (head_logic::status_payload, msgpack) and the
   /// workers' metrics by node. Called by the head thread.
-  void publish(std::string status_msgpack,
-               std::vector<std::pair<std::string, std::string>> worker_metrics);
+  void publish(std::string status_msgpack, std::vector<metrics_text> worker_metrics);
 
   /// What `troupe status --json` prints.
   [[nodiscard]] nlohmann::json status() const;
@@ -35,7 +38,7 @@ class head_view {
   metrics::registry& head_metrics_;
   mutable std::mutex mu_;
   std::string status_;
-  std::vector<std::pair<std::string, std::string>> worker_metrics_;
+  std::vector<metrics_text> worker_metrics_;
 };
 
 }  // namespace troupe::cluster

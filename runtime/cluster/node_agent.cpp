@@ -133,7 +133,7 @@ absl::Status node_agent::join() {
         [this](const std::string& to, absl::string_view f) { return send_to_peer(to, f); },
         options_.request_timeout, metrics_);
     if (const msgpack::object* members = map->find("members")) {
-      apply_members(*members, map->get_uint("epoch", 0).value_or(0));
+      apply_members(*members, map->get_uint("epoch", 0).value_or(0), false);
     }
     return absl::OkStatus();
   }
@@ -275,9 +275,9 @@ void node_agent::reject(const absl::Status& why) {
   reject(rejection_reason(why));
 }
 
-void node_agent::apply_members(const msgpack::object& list, uint64_t epoch) {
+void node_agent::apply_members(const msgpack::object& list, uint64_t epoch, bool delta) {
   if (list.type != msgpack::type::ARRAY) return;
-  std::map<std::string, peer> fresh;
+  std::map<std::string, peer> fresh;  // the records in `list`
   for (uint32_t i = 0; i < list.via.array.size; ++i) {
     auto m = map_view::of(list.via.array.ptr[i], "member");
     if (!m.ok()) continue;
@@ -307,7 +307,12 @@ void node_agent::apply_members(const msgpack::object& list, uint64_t epoch) {
         links_.erase(id);
       }
     }
-    peers_ = std::move(fresh);
+    if (delta) {
+      for (auto& [id, p] : fresh)
+        peers_[id] = std::move(p);
+    } else {
+      peers_ = std::move(fresh);
+    }
     listeners = listeners_;
   }
   epoch_.store(epoch);
@@ -332,7 +337,12 @@ void node_agent::on_head_frame(const received_envelope& env) {
   const envelope& h = env.header;
   if (h.type == "members") {
     if (auto map = map_view::of(env.payload, "members payload"); map.ok()) {
-      if (const msgpack::object* list = map->find("members")) apply_members(*list, h.epoch);
+      const msgpack::object* delta = map->find("delta");
+      if (const msgpack::object* list = map->find("members")) {
+        apply_members(
+            *list, h.epoch,
+            delta != nullptr && delta->type == msgpack::type::BOOLEAN && delta->via.boolean);
+      }
     }
     return;
   }

@@ -121,7 +121,9 @@ class node_agent {
   void loop();
   void on_head_frame(const received_envelope& env);
   void on_peer_frame(const std::vector<zmq::message_t>& frames, caf::execution_unit* here);
-  void apply_members(const msgpack::object& list, uint64_t epoch);
+  // The member records `list`: the whole list (a join's reply), or, with `delta`, the records
+  // that changed since the last push (the others stay as they were).
+  void apply_members(const msgpack::object& list, uint64_t epoch, bool delta);
   void finish(absl::Status reason);
   // Queues a frame for the head; the I/O thread sends it.
   void to_head(std::string frame);

@@ -13,9 +13,16 @@ void series_history::record(double t, absl::string_view exposition) {
   ++round_;
   for (sample& s : samples) {
     if (absl::EndsWith(s.name, "_bucket") && s.name != s.family) continue;
-    auto [it, added] = series_.try_emplace(s.series);
+    auto it = series_.find(s.series);
+    if (it == series_.end()) {
+      if (series_.size() >= max_series_) {
+        ++refused_;
+        continue;
+      }
+      it = series_.try_emplace(s.series).first;
+    }
     points& p = it->second;
-    if (added) {
+    if (p.name.empty()) {
       p.family = s.family;
       p.name = s.name;
       p.labels = std::move(s.labels);

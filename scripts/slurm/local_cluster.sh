@@ -47,14 +47,17 @@ pids=()
 cmd_pid=""
 failed=0
 
-# `count` consecutive TCP ports that nothing listens on, from a random base.
+# `count` consecutive TCP ports that no socket uses, from a random base below the kernel's
+# ephemeral range (there an outgoing connection of any process could take one meanwhile).
 free_ports() {
-  local count=$1 base port taken
+  local count=$1 base port taken low
+  read -r low _ < /proc/sys/net/ipv4/ip_local_port_range
+  [ "$low" -gt 12000 ] || low=32768
   for _ in $(seq 1 50); do
-    base=$((20000 + RANDOM % 30000))
+    base=$((10000 + RANDOM % (low - 10000 - count)))
     taken=0
     for port in $(seq "$base" $((base + count - 1))); do
-      if ss -Htln "sport = :$port" | grep -q .; then taken=1; break; fi
+      if ss -Htan "sport = :$port" | grep -q .; then taken=1; break; fi
     done
     [ "$taken" = 0 ] && { echo "$base"; return 0; }
   done

@@ -50,11 +50,12 @@ TEST(DashboardScale, SixtyFourNodesAndAThousandActorsAreAllShown) {
   metrics::series_history history;
   for (int t = 0; t < 60; ++t) {  // a minute, every actor handling a message a second
     loss.set(5.0 - t * 0.05);
-    std::vector<std::pair<std::string, std::string>> texts;
+    std::vector<cluster::head_view::metrics_text> texts;
     for (int n = 0; n < nodes; ++n) {
       for (int a = 0; a < actors_per_node; ++a)
         workers[n].actor(absl::StrCat("trainer/", n * actors_per_node + a))->record(1000 * (a + 1));
-      texts.emplace_back(absl::StrCat("w", n + 1), workers[n].prometheus_text());
+      texts.emplace_back(absl::StrCat("w", n + 1),
+                         std::make_shared<const std::string>(workers[n].prometheus_text()));
     }
     const auto status_bytes = nlohmann::json::to_msgpack(status);
     view.publish(std::string(status_bytes.begin(), status_bytes.end()), std::move(texts));

@@ -106,7 +106,20 @@ TEST_F(HeadLogicTest, JoinsHandOutIdsAndConfigAndTellTheOthers) {
   for (const auto& p : pushed) {
     EXPECT_EQ(p.env.header.type, "members");
     EXPECT_EQ(p.env.header.epoch, 3u);
+    // The records of the two that joined since the last push, not the whole list.
+    EXPECT_TRUE(p.payload().find("delta")->via.boolean);
+    EXPECT_EQ(p.payload().find("members")->via.array.size, 2u);
   }
+  // A third join: the next push carries its record alone.
+  request("c3", "join",
+          std::move(map_builder()
+                        .add("token", std::string("s3cret"))
+                        .add("endpoint", std::string("tcp://w3"))));
+  pushed = decoded(head_.on_tick(t0_ + 15ms));
+  ASSERT_EQ(pushed.size(), 3u);
+  const msgpack::object* records = pushed[0].payload().find("members");
+  ASSERT_EQ(records->via.array.size, 1u);
+  EXPECT_EQ(map_view::of(records->via.array.ptr[0], "member")->get_string("node").value(), "w3");
   EXPECT_TRUE(head_.on_tick(t0_ + 20ms).empty());  // nothing changed since
 }
 

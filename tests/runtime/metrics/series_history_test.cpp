@@ -40,6 +40,16 @@ TEST(SeriesHistory, ASeriesGoneForAWholeWindowIsForgotten) {
   EXPECT_EQ(history.of("stays")["series"][0]["points"].size(), 2u);
 }
 
+TEST(SeriesHistory, SeriesBeyondTheLimitAreRefusedAndCounted) {
+  series_history history(10, 2);
+  history.record(0, "a 1\nb 1\nc 1\n");
+  history.record(1, "a 2\nb 2\nc 2\n");
+  EXPECT_EQ(history.of("a")["series"][0]["points"].size(), 2u);
+  EXPECT_EQ(history.of("b")["series"][0]["points"].size(), 2u);
+  EXPECT_EQ(history.of("c")["series"].size(), 0u);
+  EXPECT_EQ(history.refused(), 2u);
+}
+
 TEST(SeriesHistory, NotANumberIsNull) {
   series_history history;
   history.record(0, "x NaN\n");
