@@ -5,10 +5,12 @@
 // with a metrics text of a real worker's size, and takes the head's membership pushes.
 //
 //   head_scale_bench [--members 1000,5000,10000] [--processes 4] [--seconds 10]
-//                    [--metrics-bytes 4096]
+//                    [--metrics-bytes 4096] [--wave W]
 //
 // Per member count it prints JSON lines:
 //   join_storm_s           every member joins at once; until the last has its `joined`
+//                          (with --wave W, join_in_waves_s: each process joins W members at a
+//                          time, the next W once they have their replies)
 //   heartbeat_p50_ms/p99   heartbeat to `heartbeat.ok`, steady state; the baseline is a raw
 //                          ZeroMQ ROUTER that answers each frame unread, with the same members
 //   dead_detection_s       a member goes silent; until another member's push says it is dead,
@@ -144,8 +146,8 @@ class member_swarm {
     std::string command;
     while (true) {
       if (!read_command(command)) return;
-      if (command == "join") {
-        join();
+      if (command.starts_with("join ")) {
+        join(std::stoi(command.substr(5)));
       } else if (command.starts_with("heartbeat ")) {
         heartbeat_until(std::stod(command.substr(10)));
       } else if (command.starts_with("silence ")) {
@@ -286,8 +288,6 @@ class member_swarm {
     for (uint32_t k = 0; k < list->via.array.size; ++k) {
       auto m = map_view::of(list->via.array.ptr[k], "member");
       if (!m.ok() || m->get_string("node", "").value_or("") != nodes_[0]) continue;
-      fprintf(stderr, "push: %s %s\n", nodes_[0].c_str(),
-              m->get_string("state", "").value_or("").c_str());
       if (m->get_string("state", "").value_or("") == "dead") {
         detected_ = true;
         detected_at_ = now;
@@ -295,20 +295,26 @@ class member_swarm {
     }
   }
 
-  void join() {
+  // Joins every member: all at once (`wave` 0: the storm), or `wave` at a time, each wave
+  // once the previous one has its replies.
+  void join(int wave) {
     const auto t0 = clock_type::now();
-    for (int i = 0; i < plan_.count; ++i) {
-      send(i, "join",
-           map_builder()
-               .add("token", std::string(token))
-               .add("endpoint", absl::StrCat("tcp://127.0.0.1:", 20000 + plan_.first + i))
-               .add("host", std::string("sim"))
-               .add("pid", static_cast<int64_t>(getpid()))
-               .bytes());
-    }
     const auto deadline = t0 + std::chrono::seconds(600);
-    while (joined_ < plan_.count && clock_type::now() < deadline)
-      pump(std::chrono::milliseconds(5), false);
+    const int step = wave > 0 ? wave : plan_.count;
+    for (int first = 0; first < plan_.count; first += step) {
+      const int last = std::min(plan_.count, first + step);
+      for (int i = first; i < last; ++i) {
+        send(i, "join",
+             map_builder()
+                 .add("token", std::string(token))
+                 .add("endpoint", absl::StrCat("tcp://127.0.0.1:", 20000 + plan_.first + i))
+                 .add("host", std::string("sim"))
+                 .add("pid", static_cast<int64_t>(getpid()))
+                 .bytes());
+      }
+      while (joined_ < last && clock_type::now() < deadline)
+        pump(std::chrono::milliseconds(5), false);
+    }
     say(nlohmann::json{{"joined", joined_}, {"last_s", since(t0, last_joined_)}}.dump());
   }
 
@@ -607,14 +613,14 @@ std::pair<double, double> raw_baseline(int members, int processes, double second
                                        size_t metrics_bytes) {
   raw_router router;
   swarm s(router.endpoint(), members, processes, metrics_bytes);
-  s.all("join", std::chrono::seconds(600));
+  s.all("join 0", std::chrono::seconds(600));
   auto parts = s.all(absl::StrCat("heartbeat ", seconds), std::chrono::seconds(600));
   s.all("stop", std::chrono::seconds(60));
   return {merged_quantile(parts, 0.5), merged_quantile(parts, 0.99)};
 }
 
 void measure(const std::string& troupe, int members, int processes, double seconds,
-             size_t metrics_bytes) {
+             size_t metrics_bytes, int wave) {
   const head_process head = start_head(troupe);
   if (head.endpoint.empty()) {
     std::fprintf(stderr, "head_scale_bench: cannot start %s head\n", troupe.c_str());
@@ -625,7 +631,7 @@ void measure(const std::string& troupe, int members, int processes, double secon
     // The join storm: every member at once.
     const double cpu0 = cpu_seconds(head.pid);
     const auto t0 = clock_type::now();
-    auto joined = s.all("join", std::chrono::seconds(900));
+    auto joined = s.all(absl::StrCat("join ", wave), std::chrono::seconds(900));
     double storm_s = 0;
     int count = 0;
     for (const auto& j : joined) {
@@ -634,8 +640,10 @@ void measure(const std::string& troupe, int members, int processes, double secon
       count += j["joined"].get<int>();
     }
     const double storm_wall = since(t0, clock_type::now());
-    emit(members, "join_storm_s", storm_s, "s",
-         {{"joined", count}, {"head_cores", (cpu_seconds(head.pid) - cpu0) / storm_wall}});
+    emit(members, wave == 0 ? "join_storm_s" : "join_in_waves_s", storm_s, "s",
+         {{"joined", count},
+          {"wave", wave * processes},
+          {"head_cores", (cpu_seconds(head.pid) - cpu0) / storm_wall}});
     // The steady state: heartbeats, and `status` asked now and then.
     const double cpu1 = cpu_seconds(head.pid);
     const auto t1 = clock_type::now();
@@ -698,6 +706,7 @@ int main(int argc, char** argv) {
   int processes = 4;
   double seconds = 10;
   size_t metrics_bytes = 4096;
+  int wave = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--members" && i + 1 < argc) {
@@ -708,6 +717,8 @@ int main(int argc, char** argv) {
       processes = std::stoi(argv[++i]);
     } else if (a == "--seconds" && i + 1 < argc) {
       seconds = std::stod(argv[++i]);
+    } else if (a == "--wave" && i + 1 < argc) {
+      wave = std::stoi(argv[++i]);
     } else if (a == "--metrics-bytes" && i + 1 < argc) {
       metrics_bytes = std::stoul(argv[++i]);
     } else {
@@ -716,6 +727,6 @@ int main(int argc, char** argv) {
   }
   signal(SIGPIPE, SIG_IGN);
   for (int n : members)
-    troupe::bench::measure(TROUPE_BINARY, n, processes, seconds, metrics_bytes);
+    troupe::bench::measure(TROUPE_BINARY, n, processes, seconds, metrics_bytes, wave);
   return 0;
 }

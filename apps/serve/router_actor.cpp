@@ -100,18 +100,25 @@ void poll(self_ptr self, const std::string& worker) {
           });
 }
 
-void lost(self_ptr self, const std::string& worker, const std::string& why) {
+// Forgets worker `it`: the requests it ran are replayed on the others; returns how many.
+uint64_t forget(self_ptr self, std::map<std::string, actor::inference_worker_actor>::iterator it) {
   auto& st = self->state;
-  auto it = st.workers.find(worker);
-  if (it == st.workers.end()) return;
+  const std::string worker = it->first;
   st.names.erase(it->second.address());
   st.workers.erase(it);
   st.replicas.erase(worker);
   st.node_of.erase(worker);
   const uint64_t before = st.logic->replays();
   execute(self, st.logic->remove_worker(worker));
-  const uint64_t replayed = st.logic->replays() - before;
   st.metrics->worker_gone(worker);
+  return st.logic->replays() - before;
+}
+
+void lost(self_ptr self, const std::string& worker, const std::string& why) {
+  auto& st = self->state;
+  auto it = st.workers.find(worker);
+  if (it == st.workers.end()) return;
+  const uint64_t replayed = forget(self, it);
   st.metrics->replayed(replayed);
   st.events->emit(run::severity::warning, "worker_lost",
                   absl::StrCat(worker, " is gone (", why, "); ", replayed,
@@ -146,12 +153,7 @@ void retire(self_ptr self, const std::string& worker) {
   if (it == st.workers.end()) return;
   const std::string node = st.node_of[worker];
   self->demonitor(it->second.address());
-  st.names.erase(it->second.address());
-  st.workers.erase(it);
-  st.replicas.erase(worker);
-  st.node_of.erase(worker);
-  execute(self, st.logic->remove_worker(worker));
-  st.metrics->worker_gone(worker);
+  forget(self, it);  // nothing to replay: it was drained
   st.scaler->retire(node, st.autoscaler->target());
   st.events->emit(run::severity::info, "worker_retired",
                   absl::StrCat(worker, " on ", node, " finished its requests and stops"),
