@@ -191,9 +191,9 @@ class member_swarm {
     envelope h{.type = type, .src = nodes_[i].empty() ? "sim" : nodes_[i], .corr = ++corr_};
     const std::string frame = cluster::encode(h, payload);
     (void)sockets_[i].send(zmq::buffer(frame), zmq::send_flags::dontwait);
+    sent_on_.push_back(i);  // a send may take the edge that announces a frame: look again
   }
 
-  // Polls every socket (and the control pipe) once, handles what came, sends due heartbeats.
   // Waits up to `wait` for frames (and, with `control`, the parent's commands), handles them,
   // and sends the heartbeats due. Thousands of sockets: an epoll set of their ZMQ_FDs, so a turn
   // costs what is ready, not the number of sockets (zmq_poll would look at every one).
@@ -230,7 +230,10 @@ class member_swarm {
       send(i, "heartbeat", map_builder().add("metrics", metrics_text_).bytes());
       due_.emplace(now + std::chrono::milliseconds(heartbeat_ms), i);
       if (i == 0) last_victim_heartbeat_ = now;
-      drain(i);  // a send may take the edge that announced a frame
+    }
+    while (!sent_on_.empty()) {
+      for (int i : std::exchange(sent_on_, {}))
+        drain(i);
     }
   }
 
@@ -387,6 +390,7 @@ class member_swarm {
                       std::vector<std::pair<clock_type::time_point, int>>, std::greater<>>
       due_;
   std::vector<clock_type::time_point> sent_at_;
+  std::vector<int> sent_on_;  // sockets sent on since the last look at their frames
   std::vector<bool> rdzv_done_;
   std::string metrics_text_;
   std::string control_;
