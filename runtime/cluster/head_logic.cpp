@@ -270,18 +270,27 @@ std::vector<head_logic::outgoing> head_logic::on_resolve(const std::string& iden
   })};
 }
 
+namespace {
+
+// The 4 fields of a member record a node agent keeps: node, endpoint, state, head.
+void pack_peer_fields(packer& pk, const member& m) {
+  pk.pack("node");
+  pk.pack(m.id);
+  pk.pack("endpoint");
+  pk.pack(m.endpoint);
+  pk.pack("state");
+  pk.pack(to_string(m.state));
+  pk.pack("head");
+  pk.pack(m.head);
+}
+
+}  // namespace
+
 void head_logic::pack_peers(packer& pk, const std::vector<const member*>& list) const {
   pk.pack_array(static_cast<uint32_t>(list.size()));
   for (const member* m : list) {
     pk.pack_map(4);
-    pk.pack("node");
-    pk.pack(m->id);
-    pk.pack("endpoint");
-    pk.pack(m->endpoint);
-    pk.pack("state");
-    pk.pack(to_string(m->state));
-    pk.pack("head");
-    pk.pack(m->head);
+    pack_peer_fields(pk, *m);
   }
 }
 
@@ -290,14 +299,7 @@ void head_logic::pack_members(packer& pk, clock::time_point now) const {
   pk.pack_array(static_cast<uint32_t>(list.size()));
   for (const member* m : list) {
     pk.pack_map(10);
-    pk.pack("node");
-    pk.pack(m->id);
-    pk.pack("endpoint");
-    pk.pack(m->endpoint);
-    pk.pack("state");
-    pk.pack(to_string(m->state));
-    pk.pack("head");
-    pk.pack(m->head);
+    pack_peer_fields(pk, *m);
     pk.pack("host");
     pk.pack(m->host);
     pk.pack("pid");
