@@ -614,10 +614,10 @@ void emit(int members, const std::string& metric, double value, const std::strin
 
 // The raw ROUTER's heartbeat latencies for `members` members.
 std::pair<double, double> raw_baseline(int members, int processes, double seconds,
-                                       size_t metrics_bytes) {
+                                       size_t metrics_bytes, int wave) {
   raw_router router;
   swarm s(router.endpoint(), members, processes, metrics_bytes);
-  s.all("join 0", std::chrono::seconds(600));
+  s.all(absl::StrCat("join ", wave), std::chrono::seconds(600));
   auto parts = s.all(absl::StrCat("heartbeat ", seconds), std::chrono::seconds(600));
   s.all("stop", std::chrono::seconds(60));
   return {merged_quantile(parts, 0.5), merged_quantile(parts, 0.99)};
@@ -664,7 +664,7 @@ void measure(const std::string& troupe, int members, int processes, double secon
     auto parts = s.all(absl::StrCat("heartbeat ", seconds), std::chrono::seconds(900));
     asker.join();
     const double head_cores = (cpu_seconds(head.pid) - cpu1) / since(t1, clock_type::now());
-    const auto [raw50, raw99] = raw_baseline(members, processes, seconds, metrics_bytes);
+    const auto [raw50, raw99] = raw_baseline(members, processes, seconds, metrics_bytes, wave);
     const double p50 = merged_quantile(parts, 0.5), p99 = merged_quantile(parts, 0.99);
     emit(members, "heartbeat_p50_ms", p50, "ms",
          {{"baseline", "raw ZeroMQ ROUTER"}, {"baseline_value", raw50}, {"ratio", raw50 / p50}});
