@@ -1,6 +1,7 @@
 #include "runtime/cluster/head_logic.hpp"
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/status.hpp"
 #include "runtime/cluster/msgpack_view.hpp"
 
 namespace troupe::cluster {
@@ -215,10 +216,7 @@ std::vector<head_logic::outgoing> head_logic::on_leave(const std::string& identi
                                                        const received_envelope& r,
                                                        clock::time_point) {
   const std::string node = member_of(identity);
-  if (auto s = members_.leave(node); !s.ok()) return {error(identity, r.header, s)};
-  notices_.push_back(
-      {"member_left", absl::StrCat(node, " left (epoch ", members_.epoch(), ")"), node});
-  changed_.insert(node);
+  if (auto s = depart(node, "left"); !s.ok()) return {error(identity, r.header, s)};
   return {reply(identity, r.header, "left", [](packer& pk) { pk.pack_map(0); })};
 }
 
@@ -529,22 +527,23 @@ std::string head_logic::shutdown_frame(absl::string_view reason) const {
   });
 }
 
+absl::Status head_logic::depart(const std::string& node, absl::string_view how) {
+  TROUPE_RETURN_IF_ERROR(members_.leave(node));
+  notices_.push_back(
+      {"member_left", absl::StrCat(node, " ", how, " (epoch ", members_.epoch(), ")"), node});
+  changed_.insert(node);
+  return absl::OkStatus();
+}
+
 std::vector<head_logic::outgoing> head_logic::retire(const std::string& node,
                                                      absl::string_view reason) {
   auto identity = identity_by_member_.find(node);
   const member* m = members_.find(node);
   if (identity == identity_by_member_.end() || m == nullptr || m->head ||
-      m->state != member_state::alive) {
+      !depart(node, absl::StrCat("retired: ", reason)).ok()) {
     return {};
   }
-  std::vector<outgoing> out = {{identity->second, shutdown_frame(reason)}};
-  if (members_.leave(node).ok()) {
-    notices_.push_back({"member_left",
-                        absl::StrCat(node, " retired: ", reason, " (epoch ", members_.epoch(), ")"),
-                        node});
-    changed_.insert(node);
-  }
-  return out;
+  return {{identity->second, shutdown_frame(reason)}};
 }
 
 std::vector<head_logic::outgoing> head_logic::shutdown(absl::string_view reason) {

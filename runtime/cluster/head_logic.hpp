@@ -135,6 +135,8 @@ class head_logic {
   void pack_peers(packer& pk, const std::vector<const member*>& list) const;
   std::vector<outgoing> release_waiters(const std::vector<kv_store::waiter_id>& woken,
                                         const std::string& value);
+  // `node` leaves (`how`: "left", "retired: ..."): noticed, and pushed at the next tick.
+  absl::Status depart(const std::string& node, absl::string_view how);
   // The "shutdown" push.
   std::string shutdown_frame(absl::string_view reason) const;
   // The member id of a joined connection, or empty.

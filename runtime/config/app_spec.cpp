@@ -92,14 +92,18 @@ object_schema<cluster_spec> make_cluster_schema() {
   return s;
 }
 
+// For a spec with `min` and `max`: whether they are in order.
+template <class Bounds>
+std::optional<std::string> min_not_above_max(const Bounds& b) {
+  if (b.min <= b.max) return std::nullopt;
+  return "min " + std::to_string(b.min) + " is larger than max " + std::to_string(b.max);
+}
+
 object_schema<elastic_spec> make_elastic_schema() {
   object_schema<elastic_spec> s;
   s.add("min", &elastic_spec::min).range(1, 4096).help("fewest actors");
   s.add("max", &elastic_spec::max).range(1, 4096).help("most actors");
-  s.check([](const elastic_spec& e) -> std::optional<std::string> {
-    if (e.min <= e.max) return std::nullopt;
-    return "min " + std::to_string(e.min) + " is larger than max " + std::to_string(e.max);
-  });
+  s.check(min_not_above_max<elastic_spec>);
   return s;
 }
 
@@ -116,10 +120,7 @@ object_schema<autoscale_spec> make_autoscale_schema() {
   s.add("downscale_delay_s", &autoscale_spec::downscale_delay_s)
       .range(0.0, 86400.0)
       .help("how long fewer workers must be wanted before some are drained and stopped");
-  s.check([](const autoscale_spec& a) -> std::optional<std::string> {
-    if (a.min <= a.max) return std::nullopt;
-    return "min " + std::to_string(a.min) + " is larger than max " + std::to_string(a.max);
-  });
+  s.check(min_not_above_max<autoscale_spec>);
   return s;
 }
 
