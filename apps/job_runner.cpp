@@ -112,6 +112,7 @@ absl::Status job_runner::form_cluster(const std::atomic<bool>& stop) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(spec.join_wait_s);
   while (workers() < cluster_->min_workers) {
     if (stop.load()) return absl::CancelledError("interrupted while waiting for workers");
+    if (pool_) pool_->poll();  // a scale command that failed says so while the job waits
     if (std::chrono::steady_clock::now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "only ", workers(), " of ", cluster_->min_workers, " workers joined within ",

@@ -90,5 +90,25 @@ TEST_F(ServeAutoscaleTest, ABurstScalesOneWorkerToThreeAndBackWithEveryRequestAn
   EXPECT_TRUE(events_of(run_dir(), "worker_lost").empty());
 }
 
+// Without local workers the scale command starts the first worker too. One that fails is
+// reported with its exit code and log while the job waits, and the job fails naming the workers
+// it waited for.
+TEST_F(ServeAutoscaleTest, AFailingScaleCommandIsReportedAndTheJobFailsClearly) {
+  const auto r = run(
+      {TROUPE_BINARY, "launch", config_, "--run-dir", run_dir(), "--set", "cluster.local_workers=0",
+       "--set", "cluster.scale_command='exit 3'", "--set", "cluster.join_wait_s=10"},
+      60s);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto asked = events_of(run_dir(), "scale_command");
+  ASSERT_EQ(asked.size(), 1u) << r.err;
+  EXPECT_EQ(asked[0]["from"], 0);
+  EXPECT_EQ(asked[0]["to"], 1);
+  const auto failed = events_of(run_dir(), "scale_failed");
+  ASSERT_EQ(failed.size(), 1u) << r.err;
+  EXPECT_NE(failed[0]["message"].get<std::string>().find("exit code 3"), std::string::npos)
+      << failed[0];
+  EXPECT_NE(r.err.find("only 0 of 1 workers joined within 10 s"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace troupe::testing
