@@ -74,13 +74,16 @@ void watch(self_ptr self, const std::string& name, const caf::actor& handle) {
   (*st.children)[name] = handle;
 }
 
+// What the driver is told of actor `name`: its handle and its node.
+actor::actor_update update_of(self_ptr self, const std::string& name) {
+  auto& st = self->state;
+  return {name, st.children->at(name), st.nodes.node_of(name).value_or("")};
+}
+
 // The driver learns of a new or replaced actor.
 void announce(self_ptr self, const std::string& name) {
   auto& st = self->state;
-  if (st.running) {
-    self->send(st.driver, actor::actor_update{name, st.children->at(name),
-                                              st.nodes.node_of(name).value_or("")});
-  }
+  if (st.running) self->send(st.driver, update_of(self, name));
 }
 
 void grow(self_ptr self);
@@ -90,10 +93,8 @@ void maybe_run(self_ptr self) {
   auto& st = self->state;
   if (st.running || st.finished || st.starting > 0 || !st.driver) return;
   st.running = true;
-  for (const auto& [name, handle] : *st.children) {
-    if (name != driver_name) {
-      self->send(st.driver, actor::actor_update{name, handle, st.nodes.node_of(name).value_or("")});
-    }
+  for (const auto& [name, unused] : *st.children) {
+    if (name != driver_name) self->send(st.driver, update_of(self, name));
   }
   const auto& plan = st.deps->plan;
   st.deps->events.emit(
