@@ -20,6 +20,18 @@ int64_t millis(std::chrono::steady_clock::duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
 
+// The 4 fields of a member record a node agent keeps: node, endpoint, state, head.
+void pack_peer_fields(packer& pk, const member& m) {
+  pk.pack("node");
+  pk.pack(m.id);
+  pk.pack("endpoint");
+  pk.pack(m.endpoint);
+  pk.pack("state");
+  pk.pack(to_string(m.state));
+  pk.pack("head");
+  pk.pack(m.head);
+}
+
 }  // namespace
 
 bool head_logic::token_accepted(absl::string_view token) const {
@@ -82,7 +94,7 @@ std::vector<head_logic::outgoing> head_logic::on_request(const std::string& iden
       {"resolve", {&head_logic::on_resolve, false}},    {"status", {&head_logic::on_status, false}},
       {"metrics", {&head_logic::on_metrics, false}},    {"kv.set", {&head_logic::on_kv_set, false}},
       {"kv.get", {&head_logic::on_kv_get, false}},      {"kv.add", {&head_logic::on_kv_add, false}},
-      {"kv.wait", {&head_logic::on_kv_wait, false}},
+      {"kv.wait", {&head_logic::on_kv_wait, false}},    {"member", {&head_logic::on_member, true}},
   };
   const envelope& h = request.header;
   auto it = handlers.find(h.type);
@@ -177,6 +189,8 @@ std::vector<head_logic::outgoing> head_logic::on_join(const std::string& identit
   member_by_identity_[identity] = m->id;
   identity_by_member_[m->id] = identity;
   changed_.insert(m->id);
+  const bool watches = map->find("watch") != nullptr;
+  if (watches) watchers_.insert(m->id);
   std::vector<outgoing> out = {reply(identity, r.header, "joined", [&](packer& pk) {
     pk.pack_map(6);
     pk.pack("node");
@@ -190,9 +204,33 @@ std::vector<head_logic::outgoing> head_logic::on_join(const std::string& identit
     pk.pack("config");
     pk.pack(options_.app_config);
     pk.pack("members");
-    pack_peers(pk, members_.all());
+    // A watcher gets every member; any other node the head and itself, and asks for the rest
+    // when it needs them ("member"): a storm of n joins costs O(n), not O(n^2).
+    if (watches) {
+      pack_peers(pk, members_.all());
+    } else {
+      pack_peers(pk, {members_.find("head"), m});
+    }
   })};
   return out;
+}
+
+std::vector<head_logic::outgoing> head_logic::on_member(const std::string& identity,
+                                                        const received_envelope& r,
+                                                        clock::time_point) {
+  auto map = map_view::of(r.payload, "member payload");
+  if (!map.ok()) return {error(identity, r.header, map.status())};
+  auto node = map->get_string("node");
+  if (!node.ok()) return {error(identity, r.header, node.status())};
+  const member* m = members_.find(*node);
+  if (m == nullptr) {
+    return {error(identity, r.header,
+                  absl::NotFoundError(absl::StrCat("no member is called '", *node, "'")))};
+  }
+  return {reply(identity, r.header, "member", [&](packer& pk) {
+    pk.pack_map(4);
+    pack_peer_fields(pk, *m);
+  })};
 }
 
 std::vector<head_logic::outgoing> head_logic::on_heartbeat(const std::string& identity,
@@ -267,22 +305,6 @@ std::vector<head_logic::outgoing> head_logic::on_resolve(const std::string& iden
     pk.pack(m->endpoint);
   })};
 }
-
-namespace {
-
-// The 4 fields of a member record a node agent keeps: node, endpoint, state, head.
-void pack_peer_fields(packer& pk, const member& m) {
-  pk.pack("node");
-  pk.pack(m.id);
-  pk.pack("endpoint");
-  pk.pack(m.endpoint);
-  pk.pack("state");
-  pk.pack(to_string(m.state));
-  pk.pack("head");
-  pk.pack(m.head);
-}
-
-}  // namespace
 
 void head_logic::pack_peers(packer& pk, const std::vector<const member*>& list) const {
   pk.pack_array(static_cast<uint32_t>(list.size()));
@@ -455,25 +477,32 @@ std::vector<head_logic::outgoing> head_logic::release_waiters(
 
 std::vector<head_logic::outgoing> head_logic::broadcast_changes() {
   std::vector<outgoing> out;
-  std::vector<const member*> changed;
+  std::vector<const member*> changed;  // for watchers
+  std::vector<const member*> gone;     // for everyone: departures and deaths
   for (const auto& id : std::exchange(changed_, {})) {
-    if (const member* m = members_.find(id)) changed.push_back(m);
+    const member* m = members_.find(id);
+    if (m == nullptr) continue;
+    changed.push_back(m);
+    if (m->state != member_state::alive) gone.push_back(m);
   }
-  if (changed.empty()) return out;
-  envelope h;
-  h.type = "members";
-  h.src = "head";
-  h.epoch = members_.epoch();
-  const std::string frame = encode(h, [&](packer& pk) {
-    pk.pack_map(3);
-    pk.pack("epoch");
-    pk.pack(members_.epoch());
-    pk.pack("delta");
-    pk.pack(true);
-    pk.pack("members");
-    pack_peers(pk, changed);
-  });
+  const auto push = [&](const std::vector<const member*>& records) {
+    if (records.empty()) return std::string();
+    envelope h{.type = "members", .src = "head", .epoch = members_.epoch()};
+    return encode(h, [&](packer& pk) {
+      pk.pack_map(3);
+      pk.pack("epoch");
+      pk.pack(members_.epoch());
+      pk.pack("delta");
+      pk.pack(true);
+      pk.pack("members");
+      pack_peers(pk, records);
+    });
+  };
+  const std::string to_watchers = push(changed);
+  const std::string to_others = push(gone);
   for (const member* m : members_.alive()) {
+    const std::string& frame = watchers_.count(m->id) ? to_watchers : to_others;
+    if (frame.empty()) continue;
     if (auto it = identity_by_member_.find(m->id); it != identity_by_member_.end()) {
       out.push_back({it->second, frame});
     }

@@ -111,6 +111,7 @@ class head_logic {
   std::vector<outgoing> on_leave(const std::string&, const received_envelope&, clock::time_point);
   std::vector<outgoing> on_actors(const std::string&, const received_envelope&, clock::time_point);
   std::vector<outgoing> on_resolve(const std::string&, const received_envelope&, clock::time_point);
+  std::vector<outgoing> on_member(const std::string&, const received_envelope&, clock::time_point);
   std::vector<outgoing> on_status(const std::string&, const received_envelope&, clock::time_point);
   std::vector<outgoing> on_metrics(const std::string&, const received_envelope&, clock::time_point);
   std::vector<outgoing> on_event(const std::string&, const received_envelope&, clock::time_point);
@@ -127,7 +128,8 @@ class head_logic {
   // A "kv.value" reply.
   outgoing value_reply(const std::string& identity, const envelope& request,
                        const std::string& value) const;
-  // The "members" push of the records changed since the last one, for every live worker.
+  // The "members" pushes of the records changed since the last ones: every change to the
+  // watchers, departures and deaths to the other live members.
   std::vector<outgoing> broadcast_changes();
   // Every member's whole record (status).
   void pack_members(packer& pk, clock::time_point now) const;
@@ -156,6 +158,8 @@ class head_logic {
   clock::time_point now_;
   // Members joined, departed or dead since the last push: the next tick pushes their records.
   std::set<std::string> changed_;
+  // Members that asked (join's "watch") for every member's record, joins included.
+  std::set<std::string> watchers_;
 };
 
 }  // namespace troupe::cluster

@@ -16,6 +16,21 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// A member record as the head sends it: {node, endpoint, state, head}.
+peer peer_of(const map_view& m) {
+  peer p;
+  p.node = m.get_string("node", "").value_or("");
+  p.endpoint = m.get_string("endpoint", "").value_or("");
+  const std::string state = m.get_string("state", "alive").value_or("alive");
+  p.state = state == "alive"  ? member_state::alive
+            : state == "left" ? member_state::left
+                              : member_state::dead;
+  if (const msgpack::object* h = m.find("head"); h && h->type == msgpack::type::BOOLEAN) {
+    p.head = h->via.boolean;
+  }
+  return p;
+}
+
 std::string hostname() {
   char buf[256] = {};
   gethostname(buf, sizeof buf - 1);
@@ -90,6 +105,7 @@ absl::Status node_agent::join() {
                                                         {"memory_bytes", options_.res.memory_bytes},
                                                         {"gpus", options_.res.gpus}});
   if (options_.as_head) payload.add("head", true);
+  if (options_.as_head || options_.watch_members) payload.add("watch", true);
   envelope h;
   h.type = "join";
   h.corr = next_corr_++;
@@ -157,10 +173,7 @@ node_agent::~node_agent() {
 
 std::vector<peer> node_agent::peers() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<peer> out;
-  for (const auto& [id, p] : peers_)
-    out.push_back(p);
-  return out;
+  return directory_.known();
 }
 
 void node_agent::to_head(std::string frame) {
@@ -236,32 +249,94 @@ void node_agent::forward_event(const nlohmann::json& event) {
              .bytes()));
 }
 
+absl::StatusOr<std::shared_ptr<peer_link>> node_agent::link_locked(const peer& p) {
+  auto& slot = links_[p.node];
+  if (!slot) {
+    zmq::socket_t socket(context_, zmq::socket_type::dealer);
+    configure_socket(socket, 4 * options_.max_frame_bytes);
+    secure_client(socket, options_.credentials);
+    try {
+      socket.connect(p.endpoint);
+    } catch (const zmq::error_t& e) {
+      links_.erase(p.node);
+      return absl::UnavailableError(
+          absl::StrCat("cannot connect to node ", p.node, " at ", p.endpoint, ": ", e.what()));
+    }
+    slot = std::make_shared<peer_link>(
+        std::move(socket), peer_link::limits{.max_frame_bytes = options_.max_frame_bytes},
+        lost_in_flush_);
+  }
+  return slot;
+}
+
 absl::Status node_agent::send_to_peer(const std::string& node, absl::string_view envelope) {
   std::shared_ptr<peer_link> link;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto p = peers_.find(node);
-    if (p == peers_.end() || p->second.state != member_state::alive) {
-      return absl::UnavailableError(absl::StrCat("node ", node, " is not a live member"));
+    const auto d = directory_.outgoing(node, envelope);
+    if (d.what == peer_directory::decision::refused) return d.why;
+    if (d.what == peer_directory::decision::pass) {
+      auto l = link_locked(*d.record);
+      if (!l.ok()) return l.status();
+      link = std::move(*l);
     }
-    auto& slot = links_[node];
-    if (!slot) {
-      zmq::socket_t socket(context_, zmq::socket_type::dealer);
-      configure_socket(socket, 4 * options_.max_frame_bytes);
-      secure_client(socket, options_.credentials);
-      try {
-        socket.connect(p->second.endpoint);
-      } catch (const zmq::error_t& e) {
-        return absl::UnavailableError(absl::StrCat("cannot connect to node ", node, " at ",
-                                                   p->second.endpoint, ": ", e.what()));
-      }
-      slot = std::make_shared<peer_link>(
-          std::move(socket), peer_link::limits{.max_frame_bytes = options_.max_frame_bytes},
-          lost_in_flush_);
-    }
-    link = slot;
+    if (d.ask_head) ask_head_about_locked(node);
   }
-  return link->send(envelope);
+  return link ? link->send(envelope) : absl::OkStatus();
+}
+
+void node_agent::ask_head_about_locked(const std::string& node) {
+  const uint64_t corr = next_corr_++;
+  member_questions_[corr] = node;
+  envelope h{.type = "member", .src = id_, .corr = corr};
+  head_queue_.push_back(encode(h, map_builder().add("node", node).bytes()));
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+}
+
+void node_agent::on_member_answer(const std::string& node, const std::optional<peer>& record) {
+  peer_directory::released r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    r = directory_.learn(node, record);
+    if (!r.was_asked) return;
+    if (r.alive && !r.outgoing.empty()) {
+      // Sent under the lock: a sender that comes meanwhile finds the member open and must not
+      // overtake these. Back to back, a batch to a frame, as a job's messages travel.
+      auto link = link_locked(r.record);
+      std::string batch;
+      size_t in_batch = 0;
+      const auto send_batch = [&] {
+        if (!link.ok() || !(*link)->send(batch).ok()) lost_in_flush_.inc(in_batch);
+        batch.clear();
+        in_batch = 0;
+      };
+      for (const auto& envelope : r.outgoing) {
+        if (!batch.empty() && batch.size() + envelope.size() > peer_link::limits{}.batch_bytes) {
+          send_batch();
+        }
+        batch += envelope;
+        ++in_batch;
+      }
+      send_batch();
+    }
+  }
+  if (!r.alive) {
+    for (size_t i = 0; i < r.dropped_incoming; ++i)
+      reject("not_a_member");
+    // What was sent to it fails now, as it would have at once had it been known.
+    messaging_->on_node_lost(
+        node, absl::UnavailableError(absl::StrCat("node ", node, " is not a live member (",
+                                                  to_string(r.record.state), ")")));
+    return;
+  }
+  for (auto batch = std::move(r.incoming);;) {
+    for (const auto& envelope : batch)
+      deliver(envelope.data(), envelope.size(), nullptr, true);
+    std::lock_guard<std::mutex> lock(mu_);
+    batch = directory_.opened(node);
+    if (batch.empty()) break;
+  }
 }
 
 void node_agent::reject(const char* reason) {
@@ -277,44 +352,25 @@ void node_agent::reject(const absl::Status& why) {
 
 void node_agent::apply_members(const msgpack::object& list, uint64_t epoch, bool delta) {
   if (list.type != msgpack::type::ARRAY) return;
-  std::map<std::string, peer> fresh;  // the records in `list`
+  std::vector<peer> records;
   for (uint32_t i = 0; i < list.via.array.size; ++i) {
-    auto m = map_view::of(list.via.array.ptr[i], "member");
-    if (!m.ok()) continue;
-    peer p;
-    p.node = m->get_string("node", "").value_or("");
-    p.endpoint = m->get_string("endpoint", "").value_or("");
-    const std::string state = m->get_string("state", "alive").value_or("alive");
-    p.state = state == "alive"  ? member_state::alive
-              : state == "left" ? member_state::left
-                                : member_state::dead;
-    if (const msgpack::object* h = m->find("head"); h && h->type == msgpack::type::BOOLEAN) {
-      p.head = h->via.boolean;
+    if (auto m = map_view::of(list.via.array.ptr[i], "member"); m.ok()) {
+      records.push_back(peer_of(*m));
     }
-    if (!p.node.empty()) fresh[p.node] = p;
   }
   std::vector<actor::member_event> changes;
   std::vector<caf::actor> listeners;
+  size_t dropped = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [id, p] : fresh) {
-      auto old = peers_.find(id);
-      const bool was_alive = old != peers_.end() && old->second.state == member_state::alive;
-      if (p.state == member_state::alive && !was_alive && old == peers_.end()) {
-        changes.push_back({"joined", id, epoch});
-      } else if (p.state != member_state::alive && was_alive) {
-        changes.push_back({to_string(p.state), id, epoch});
-        links_.erase(id);
-      }
-    }
-    if (delta) {
-      for (auto& [id, p] : fresh)
-        peers_[id] = std::move(p);
-    } else {
-      peers_ = std::move(fresh);
+    changes = directory_.apply(records, epoch, delta, &dropped);
+    for (const auto& c : changes) {
+      if (c.kind != "joined") links_.erase(c.node);
     }
     listeners = listeners_;
   }
+  for (size_t i = 0; i < dropped; ++i)
+    reject("not_a_member");
   epoch_.store(epoch);
   if (messaging_) messaging_->set_epoch(epoch);
   for (const auto& c : changes) {
@@ -354,15 +410,28 @@ void node_agent::on_head_frame(const received_envelope& env) {
     finish(absl::CancelledError(reason));
     return;
   }
+  std::optional<std::string> asked_about;
   std::promise<absl::StatusOr<std::string>> call;
   bool awaited = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = head_calls_.find(h.corr); it != head_calls_.end()) {
+    if (auto it = member_questions_.find(h.corr); it != member_questions_.end()) {
+      asked_about = it->second;
+      member_questions_.erase(it);
+    } else if (auto it = head_calls_.find(h.corr); it != head_calls_.end()) {
       call = std::move(it->second);
       head_calls_.erase(it);
       awaited = true;
     }
+  }
+  if (asked_about) {
+    // "member" with the record, or an error: no such member.
+    std::optional<peer> record;
+    if (h.type == "member") {
+      if (auto map = map_view::of(env.payload, "member payload"); map.ok()) record = peer_of(*map);
+    }
+    on_member_answer(*asked_about, record);
+    return;
   }
   if (awaited) {
     if (h.type == "error") {
@@ -396,6 +465,10 @@ void node_agent::on_peer_frame(const std::vector<zmq::message_t>& frames,
     reject("oversized");
     return;
   }
+  deliver(data, size, here, false);
+}
+
+void node_agent::deliver(const char* data, size_t size, caf::execution_unit* here, bool held) {
   // One or more envelopes back to back, all from one node: its membership is looked up once.
   std::string member;
   for (frame_reader reader(data, size, options_.max_frame_bytes); !reader.done();) {
@@ -405,11 +478,13 @@ void node_agent::on_peer_frame(const std::vector<zmq::message_t>& frames,
       continue;
     }
     const envelope& h = env->header;
-    if (h.src != member) {
+    if (h.src != member && !held) {
       std::lock_guard<std::mutex> lock(mu_);
-      auto p = peers_.find(h.src);
-      if (p == peers_.end() || p->second.state != member_state::alive) {
-        reject("not_a_member");
+      const auto d = directory_.incoming(
+          h.src, [&] { return encode(h, [&](packer& pk) { pk.pack(env->payload); }); });
+      if (d.what != peer_directory::decision::pass) {
+        if (d.what == peer_directory::decision::refused) reject("not_a_member");
+        if (d.ask_head) ask_head_about_locked(h.src);
         continue;
       }
       member = h.src;

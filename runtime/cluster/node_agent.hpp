@@ -19,6 +19,7 @@
 #include "runtime/cluster/curve_gate.hpp"
 #include "runtime/cluster/envelope.hpp"
 #include "runtime/cluster/membership.hpp"
+#include "runtime/cluster/peer_directory.hpp"
 #include "runtime/cluster/peer_inbox.hpp"
 #include "runtime/cluster/peer_link.hpp"
 #include "runtime/cluster/remote_messaging.hpp"
@@ -36,25 +37,22 @@ struct node_options {
   std::string bind_host = "127.0.0.1";
   /// True for the head process's own node (it takes the member id "head").
   bool as_head = false;
+  /// Whether the head pushes every member's record (joins too) to this node; otherwise it
+  /// learns of a member when it first sends to it or hears from it (peer_directory). The head's
+  /// own node always watches.
+  bool watch_members = false;
   resources res;
   size_t max_frame_bytes = 64 << 20;
   std::chrono::milliseconds join_timeout{10000};
   std::chrono::milliseconds request_timeout{30000};
 };
 
-/// A member of the cluster as a node sees it.
-struct peer {
-  std::string node;
-  std::string endpoint;
-  member_state state = member_state::alive;
-  bool head = false;
-};
-
-/// One process's membership in a cluster: joins the head, sends heartbeats, keeps the member
-/// list the head pushes, and carries actor messages to and from its peers (remote_messaging).
-/// Each node binds one ROUTER for incoming frames (a peer_inbox, where the idle CAF workers wait,
-/// so that an actor message from a peer runs on the thread that received it) and keeps one
-/// send-only DEALER per peer (a peer_link), on which senders send from their own threads.
+/// One process's membership in a cluster: joins the head, sends heartbeats, keeps what the head
+/// pushes and answers of the other members (peer_directory), and carries actor messages to and from
+/// its peers (remote_messaging). Each node binds one ROUTER for incoming frames (a peer_inbox,
+/// where the idle CAF workers wait, so that an actor message from a peer runs on the thread that
+/// received it) and keeps one send-only DEALER per peer (a peer_link), on which senders send from
+/// their own threads.
 ///
 ///   joining --joined--> member --shutdown from the head, head lost, or refused--> stopped
 ///
@@ -82,6 +80,8 @@ class node_agent {
   /// The app config the head handed out at the join (empty without an app).
   [[nodiscard]] const std::string& app_config() const { return app_config_; }
   [[nodiscard]] uint64_t epoch() const { return epoch_.load(); }
+  /// The members this node knows: every one when it watches (node_options::watch_members),
+  /// else the head, itself, those it has talked to, and every departed or dead one.
   [[nodiscard]] std::vector<peer> peers() const;
 
   /// Makes `handle` reachable from other nodes as `name`, and tells the head.
@@ -128,6 +128,16 @@ class node_agent {
   // Queues a frame for the head; the I/O thread sends it.
   void to_head(std::string frame);
   absl::Status send_to_peer(const std::string& node, absl::string_view envelope);
+  // Under `mu_`: the link to live member `p`, connected on first use.
+  absl::StatusOr<std::shared_ptr<peer_link>> link_locked(const peer& p);
+  // Under `mu_`: asks the head who `node` is (a "member" request); the I/O thread hands the
+  // answer to `on_member_answer`.
+  void ask_head_about_locked(const std::string& node);
+  // The I/O thread: releases what waited for `node` (`record`: nullopt when it is no member).
+  void on_member_answer(const std::string& node, const std::optional<peer>& record);
+  // Hands the envelopes in `frame` from a peer to the messaging layer (`held`: they waited for
+  // the head's answer about their sender, and are passed on even while others still wait).
+  void deliver(const char* data, size_t size, caf::execution_unit* here, bool held);
   // Counts a refused frame or envelope in troupe_rejected_frames_total.
   void reject(const char* reason);
   void reject(const absl::Status& why);
@@ -157,7 +167,8 @@ class node_agent {
   std::unique_ptr<remote_messaging> messaging_;
 
   mutable std::mutex mu_;
-  std::map<std::string, peer> peers_;
+  peer_directory directory_;
+  std::map<uint64_t, std::string> member_questions_;  // by corr: the node asked about
   std::map<std::string, std::shared_ptr<peer_link>> links_;
   std::deque<std::string> head_queue_;
   std::map<uint64_t, std::promise<absl::StatusOr<std::string>>> head_calls_;

@@ -85,42 +85,77 @@ TEST_F(HeadLogicTest, JoinWithoutTheTokenIsRefusedAndNoticed) {
   EXPECT_EQ(head_.members().alive().size(), 1u);  // the head only
 }
 
-TEST_F(HeadLogicTest, JoinsHandOutIdsAndConfigAndTellTheOthers) {
+// Node names of a list of member records.
+std::vector<std::string> nodes_of(const msgpack::object* records) {
+  std::vector<std::string> out;
+  for (uint32_t i = 0; i < records->via.array.size; ++i)
+    out.push_back(map_view::of(records->via.array.ptr[i], "member")->get_string("node").value());
+  return out;
+}
+
+TEST_F(HeadLogicTest, JoinsHandOutIdsAndConfigAndTellTheWatchers) {
+  // w1 watches (as the head's own node does); w2 and w3 learn of members when they need them.
   auto out = request("c1", "join",
                      std::move(map_builder()
                                    .add("token", std::string("s3cret"))
-                                   .add("endpoint", std::string("tcp://w1"))));
+                                   .add("endpoint", std::string("tcp://w1"))
+                                   .add("watch", true)));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].payload().get_string("node").value(), "w1");
   EXPECT_EQ(out[0].payload().get_string("config").value(), "app: pipeline\n");
+  EXPECT_EQ(nodes_of(out[0].payload().find("members")), (std::vector<std::string>{"head", "w1"}));
   out = request("c2", "join",
                 std::move(map_builder()
                               .add("token", std::string("s3cret"))
                               .add("endpoint", std::string("tcp://w2"))));
-  ASSERT_EQ(out.size(), 1u);  // the reply; the others hear of it at the next tick
-  // One push of the list to each live worker, however many joins came since the last tick.
-  auto pushed = decoded(head_.on_tick(t0_ + 10ms));
-  ASSERT_EQ(pushed.size(), 2u);
-  EXPECT_EQ(pushed[0].identity, "c1");
-  EXPECT_EQ(pushed[1].identity, "c2");
-  for (const auto& p : pushed) {
-    EXPECT_EQ(p.env.header.type, "members");
-    EXPECT_EQ(p.env.header.epoch, 3u);
-    // The records of the two that joined since the last push, not the whole list.
-    EXPECT_TRUE(p.payload().find("delta")->via.boolean);
-    EXPECT_EQ(p.payload().find("members")->via.array.size, 2u);
-  }
-  // A third join: the next push carries its record alone.
+  ASSERT_EQ(out.size(), 1u);  // the reply; the watchers hear of it at the next tick
+  // A node that does not watch gets the head and itself, not the list: a storm of n joins
+  // costs O(n).
+  EXPECT_EQ(nodes_of(out[0].payload().find("members")), (std::vector<std::string>{"head", "w2"}));
   request("c3", "join",
           std::move(map_builder()
                         .add("token", std::string("s3cret"))
                         .add("endpoint", std::string("tcp://w3"))));
-  pushed = decoded(head_.on_tick(t0_ + 15ms));
-  ASSERT_EQ(pushed.size(), 3u);
-  const msgpack::object* records = pushed[0].payload().find("members");
-  ASSERT_EQ(records->via.array.size, 1u);
-  EXPECT_EQ(map_view::of(records->via.array.ptr[0], "member")->get_string("node").value(), "w3");
-  EXPECT_TRUE(head_.on_tick(t0_ + 20ms).empty());  // nothing changed since
+  // One push to the watcher, however many joins came since the last tick, with their records.
+  auto pushed = decoded(head_.on_tick(t0_ + 10ms));
+  ASSERT_EQ(pushed.size(), 1u);
+  EXPECT_EQ(pushed[0].identity, "c1");
+  EXPECT_EQ(pushed[0].env.header.type, "members");
+  EXPECT_EQ(pushed[0].env.header.epoch, 4u);
+  EXPECT_TRUE(pushed[0].payload().find("delta")->via.boolean);
+  EXPECT_EQ(nodes_of(pushed[0].payload().find("members")),
+            (std::vector<std::string>{"w1", "w2", "w3"}));
+  EXPECT_TRUE(head_.on_tick(t0_ + 15ms).empty());  // nothing changed since
+
+  // A departure goes to every live member, so that all of them refuse the departed one.
+  request("c2", "leave");
+  pushed = decoded(head_.on_tick(t0_ + 20ms));
+  ASSERT_EQ(pushed.size(), 2u);
+  EXPECT_EQ(pushed[0].identity, "c1");
+  EXPECT_EQ(pushed[1].identity, "c3");
+  for (const auto& p : pushed) {
+    const msgpack::object* records = p.payload().find("members");
+    ASSERT_EQ(nodes_of(records), std::vector<std::string>{"w2"});
+    EXPECT_EQ(map_view::of(records->via.array.ptr[0], "m")->get_string("state").value(), "left");
+  }
+
+  // What a node asks of a member it has not met.
+  out = request("c3", "member", std::move(map_builder().add("node", std::string("w1"))));
+  ASSERT_EQ(out.at(0).env.header.type, "member");
+  EXPECT_EQ(out[0].payload().get_string("endpoint").value(), "tcp://w1");
+  EXPECT_EQ(out[0].payload().get_string("state").value(), "alive");
+  out = request("c3", "member", std::move(map_builder().add("node", std::string("w2"))));
+  EXPECT_EQ(out.at(0).payload().get_string("state").value(), "left");
+  out = request("c3", "member", std::move(map_builder().add("node", std::string("w9"))));
+  ASSERT_EQ(out.at(0).env.header.type, "error");
+  EXPECT_EQ(out[0].payload().get_string("code").value(), "NOT_FOUND");
+  EXPECT_NE(out[0].payload().get_string("message").value().find("no member is called 'w9'"),
+            std::string::npos);
+  // Only members may ask.
+  out = request(
+      "c9", "member",
+      std::move(map_builder().add("token", std::string("s3cret")).add("node", std::string("w1"))));
+  EXPECT_EQ(out.at(0).payload().get_string("code").value(), "PERMISSION_DENIED");
 }
 
 TEST_F(HeadLogicTest, ClientsThatDidNotJoinNeedTheTokenForEverything) {

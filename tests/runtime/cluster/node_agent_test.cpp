@@ -34,7 +34,6 @@ class NodeAgentTest : public ::testing::TestWithParam<std::string> {
     a_ = start(*system_a_);
     b_ = start(*system_b_);
     ASSERT_TRUE(a_ && b_);
-    wait_until([&] { return b_->peers().size() == 3 && a_->peers().size() == 3; });
   }
 
   void TearDown() override {
@@ -43,16 +42,39 @@ class NodeAgentTest : public ::testing::TestWithParam<std::string> {
     head_.reset();
   }
 
-  std::unique_ptr<node_agent> start(caf::actor_system& system, std::string token = "t") {
+  std::unique_ptr<node_agent> start(caf::actor_system& system, bool watch = false) {
     auto agent = node_agent::start(context_, system,
                                    {.head = head_->endpoint(),
-                                    .credentials = {.token = std::move(token)},
+                                    .credentials = {.token = "t"},
+                                    .watch_members = watch,
                                     .max_frame_bytes = max_frame,
                                     .join_timeout = 5s,
                                     .request_timeout = 5s},
                                    metrics_);
     EXPECT_TRUE(agent.ok()) << agent.status();
     return agent.ok() ? std::move(*agent) : nullptr;
+  }
+
+  // A third node, with an actor system of its own (members destroyed from the last).
+  struct extra_node {
+    std::unique_ptr<caf::actor_system_config> cfg;
+    std::unique_ptr<caf::actor_system> system;
+    std::unique_ptr<node_agent> agent;
+  };
+  extra_node start_extra(bool watch) {
+    extra_node n;
+    n.cfg = actor::make_system_config({.scheduler_threads = 2, .scheduler_policy = GetParam()});
+    n.system = std::make_unique<caf::actor_system>(*n.cfg);
+    n.agent = start(*n.system, watch);
+    return n;
+  }
+
+  // The state in which `n` knows member `id`, or nullopt when it does not know it.
+  static std::optional<member_state> known_as(const node_agent& n, const std::string& id) {
+    for (const auto& p : n.peers()) {
+      if (p.node == id) return p.state;
+    }
+    return std::nullopt;
   }
 
   // Publishes `name` on node a: an actor that hands over the value of the first ping it gets.
@@ -129,6 +151,54 @@ TEST_P(NodeAgentTest, RemoteRequestResponseLooksLocal) {
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
 }
 
+// Nodes that do not watch learn of a peer from the head the first time they send to it or hear
+// from it; a node that watches knows every member.
+TEST_P(NodeAgentTest, ANodeMeetsAPeerThroughTheHeadOnFirstContact) {
+  EXPECT_EQ(known_as(*b_, "head"), member_state::alive);
+  EXPECT_EQ(known_as(*b_, b_->id()), member_state::alive);
+  EXPECT_EQ(known_as(*b_, a_->id()), std::nullopt);
+  EXPECT_EQ(known_as(*a_, b_->id()), std::nullopt);
+  auto echo = system_a_->spawn([]() -> echo_actor::behavior_type {
+    return {[](actor::ping_atom, int32_t x) { return x * 2; }};
+  });
+  a_->publish("echo/0", caf::actor_cast<caf::actor>(echo));
+  auto remote = caf::actor_cast<echo_actor>(b_->remote("echo/0", a_->id()));
+  caf::scoped_actor self{*system_b_};
+  self->request(remote, 5s, actor::ping_atom_v, int32_t{21})
+      .receive([](int32_t y) { EXPECT_EQ(y, 42); },
+               [](caf::error& e) { FAIL() << caf::to_string(e); });
+  EXPECT_EQ(known_as(*b_, a_->id()), member_state::alive);  // to send the request
+  EXPECT_EQ(known_as(*a_, b_->id()), member_state::alive);  // to deliver it
+  auto watcher = start_extra(true);
+  ASSERT_TRUE(watcher.agent);
+  EXPECT_EQ(watcher.agent->peers().size(), 4u);  // the head, a, b and itself, from the join
+  caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+}
+
+// A member that left is refused by every node, also by one that never talked to it (the
+// departure is pushed to all), both ways.
+TEST_P(NodeAgentTest, ADepartedMemberIsRefusedByANodeThatNeverMetIt) {
+  auto c = start_extra(false);
+  ASSERT_TRUE(c.agent);
+  const std::string gone = c.agent->id();
+  c.agent.reset();  // leaves
+  ASSERT_TRUE(wait_until([&] { return known_as(*a_, gone) == member_state::left; }));
+  auto content = encode_message(caf::make_message(actor::ping_atom_v, int32_t{1}).content());
+  ASSERT_TRUE(content.ok()) << content.status();
+  envelope h{.type = "actor.send", .src = gone, .dst = "collector/0"};
+  auto dealer = raw_peer_connection();
+  dealer.send(zmq::buffer(encode(h, *content)), zmq::send_flags::none);
+  EXPECT_TRUE(rejections_reach("not_a_member", 1));
+  auto remote = caf::actor_cast<echo_actor>(a_->remote("echo/0", gone));
+  caf::scoped_actor self{*system_a_};
+  self->request(remote, 5s, actor::ping_atom_v, int32_t{1})
+      .receive([](int32_t) { FAIL() << "expected an error"; },
+               [&](caf::error& e) {
+                 const absl::Status s = actor::to_status(e);
+                 EXPECT_NE(s.message().find(gone), absl::string_view::npos) << s;
+               });
+}
+
 // With every scheduler worker of node A stuck in a long handler, a request to a detached actor
 // there is still received (the node thread drains the ROUTER between its turns) and answered.
 TEST_P(NodeAgentTest, RequestsArriveWhileEveryWorkerIsBusy) {
@@ -177,23 +247,54 @@ TEST_P(NodeAgentTest, OrderIsKeptPerSenderAndReceiver) {
   });
   a_->publish("collector/0", collector);
   auto remote = b_->remote("collector/0", a_->id());
+  const auto frames_so_far = [&] {
+    return metrics_.get_counter("troupe_peer_frames_total", "", {{"thread", "worker"}}).value() +
+           metrics_.get_counter("troupe_peer_frames_total", "", {{"thread", "node"}}).value();
+  };
+  // A first message, so that the nodes know each other (the burst would otherwise wait for the
+  // head's answer and leave batched however it was sent).
+  caf::anon_send(remote, actor::ping_atom_v, int32_t{-1});
+  ASSERT_TRUE(wait_until([&] { return count->load(std::memory_order_acquire) == 1; }));
+  const double frames_before = frames_so_far();
   auto sender = system_b_->spawn([remote](caf::event_based_actor* self) -> caf::behavior {
     for (int32_t i = 0; i < 2000; ++i)
       self->send(remote, actor::ping_atom_v, i);
     return {};
   });
-  ASSERT_TRUE(wait_until([&] { return count->load(std::memory_order_acquire) == 2000; }));
+  ASSERT_TRUE(wait_until([&] { return count->load(std::memory_order_acquire) == 2001; }));
   for (int32_t i = 0; i < 2000; ++i)
-    ASSERT_EQ((*received)[i], i);
+    ASSERT_EQ((*received)[i + 1], i);
   // Sent in one job on troupe's scheduler, the messages travel several to a frame.
-  const double frames =
-      metrics_.get_counter("troupe_peer_frames_total", "", {{"thread", "worker"}}).value() +
-      metrics_.get_counter("troupe_peer_frames_total", "", {{"thread", "node"}}).value();
+  const double frames = frames_so_far() - frames_before;
   if (GetParam() == "stealing") {
     EXPECT_LE(frames, 2000 / 8);
   } else {
     EXPECT_GE(frames, 2000);
   }
+  caf::anon_send_exit(collector, caf::exit_reason::user_shutdown);
+}
+
+// A burst to a peer the sender has not met waits for the head's answer, then arrives in order,
+// and so do the receiver's messages held until it met the sender.
+TEST_P(NodeAgentTest, ABurstToAPeerNotMetYetArrivesInOrder) {
+  auto received = std::make_shared<std::vector<int32_t>>();
+  auto count = std::make_shared<std::atomic<int>>(0);
+  auto collector = system_a_->spawn([received, count](caf::event_based_actor*) -> caf::behavior {
+    return {[received, count](actor::ping_atom, int32_t x) {
+      received->push_back(x);
+      count->fetch_add(1, std::memory_order_release);
+    }};
+  });
+  a_->publish("collector/0", collector);
+  auto remote = b_->remote("collector/0", a_->id());
+  auto sender = system_b_->spawn([remote](caf::event_based_actor* self) -> caf::behavior {
+    for (int32_t i = 0; i < 3000; ++i)
+      self->send(remote, actor::ping_atom_v, i);
+    return {};
+  });
+  ASSERT_TRUE(wait_until([&] { return count->load(std::memory_order_acquire) == 3000; }));
+  for (int32_t i = 0; i < 3000; ++i)
+    ASSERT_EQ((*received)[i], i);
   caf::anon_send_exit(collector, caf::exit_reason::user_shutdown);
 }
 
