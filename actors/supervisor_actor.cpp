@@ -203,9 +203,11 @@ void apply_policy(self_ptr self, const std::string& name, const absl::Status& st
   const app::resolved_role& role = *st.role_of.at(name);
   // An elastic role shrinks with its workers, down to its min. One that cannot be restarted
   // shrinks below min too: a fresh actor would not have its state, so its app decides (an
-  // elastic pretraining job waits for a worker to join).
+  // elastic pretraining job waits for a worker to join). So does an autoscaled one: the job
+  // starts a worker in place of the lost one (actor::worker_scaler::replace), where it grows.
   const auto elastic = role.spec.elastic_bounds();
-  if (elastic && (st.live[role.spec.name] >= elastic->min || !role.entry->factory.restartable)) {
+  if (elastic && (st.live[role.spec.name] >= elastic->min || !role.entry->factory.restartable ||
+                  role.spec.autoscale)) {
     st.deps->events.emit(run::severity::warning, "role_shrunk",
                          absl::StrCat(name, " stopped (", status.message(), "); ", role.spec.name,
                                       " continues with ", st.live[role.spec.name], " actors"),

@@ -44,20 +44,42 @@ void worker_pool::retire(const std::string& node, int count) {
   if (count != asked_) ask(count);
 }
 
+void worker_pool::replace(const std::string& node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  events_.emit(run::severity::info, "worker_replaced",
+               absl::StrCat("worker node ", node, " was lost: ",
+                            options_.local ? "a new worker process starts in its place"
+                                           : "cluster.scale_command asks for one in its place"),
+               {{"node", node}});
+  if (options_.local) {
+    start_local(1);
+  } else {
+    run_command(asked_ - 1, asked_);
+  }
+}
+
 void worker_pool::ask(int count) {
   const int from = asked_;
   asked_ = count;
-  if (options_.local) {
-    if (count <= from) return;  // the router retires the drained workers one by one
-    if (absl::Status s = local_.start(count - from, options_.head, options_.credentials,
-                                      options_.log_dir, options_.plugin_dirs);
-        !s.ok()) {
-      events_.emit(run::severity::error, "scale_failed",
-                   absl::StrCat("cannot start a worker process: ", s.message()),
-                   {{"error", std::string(s.message())}});
-    }
-    return;
+  if (!options_.local) {
+    run_command(from, count);
+  } else if (count > from) {  // the router retires the drained workers one by one
+    start_local(count - from);
   }
+}
+
+void worker_pool::start_local(int n) {
+  if (absl::Status s = local_.start(n, options_.head, options_.credentials, options_.log_dir,
+                                    options_.plugin_dirs);
+      !s.ok()) {
+    events_.emit(run::severity::error, "scale_failed",
+                 absl::StrCat("cannot start a worker process: ", s.message()),
+                 {{"error", std::string(s.message())}});
+  }
+}
+
+void worker_pool::run_command(int from, int count) {
   const std::string log = absl::StrCat(options_.log_dir, "/scale_command.log");
   auto pid = start_child({"/bin/sh", "-c", options_.scale_command},
                          environment_with({absl::StrCat("TROUPE_SCALE_FROM=", from),

@@ -48,6 +48,7 @@ class worker_pool final : public actor::worker_scaler {
 
   void scale_to(int count) override;
   void retire(const std::string& node, int count) override;
+  void replace(const std::string& node) override;
 
   /// Collects ended workers and commands, reporting a command that failed. Called from the
   /// job's thread.
@@ -59,6 +60,10 @@ class worker_pool final : public actor::worker_scaler {
  private:
   // Asks for `count` workers instead of asked_ (with mu_ held).
   void ask(int count);
+  // With mu_ held: starts `n` local worker processes, or runs the scale command from `from` to
+  // `to` workers.
+  void start_local(int n);
+  void run_command(int from, int to);
 
   options options_;
   worker_processes& local_;

@@ -118,7 +118,15 @@ void lost(self_ptr self, const std::string& worker, const std::string& why) {
   auto& st = self->state;
   auto it = st.workers.find(worker);
   if (it == st.workers.end()) return;
+  // An autoscaled worker the job still wanted is replaced (not one drained to go, nor one
+  // whose actor was replaced on its node, nor any while the job stops).
+  const auto replica = st.replicas.find(worker);
+  const bool replace = st.autoscaler != nullptr && st.scaler != nullptr && !st.draining &&
+                       why != "replaced" && replica != st.replicas.end() &&
+                       !replica->second.draining;
+  const std::string node = st.node_of[worker];
   const uint64_t replayed = forget(self, it);
+  if (replace) st.scaler->replace(node);
   st.metrics->replayed(replayed);
   st.events->emit(run::severity::warning, "worker_lost",
                   absl::StrCat(worker, " is gone (", why, "); ", replayed,

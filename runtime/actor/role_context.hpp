@@ -32,6 +32,9 @@ class worker_scaler {
   virtual void scale_to(int count) = 0;
   /// Stops worker node `node`, whose work has drained; the job then wants `count` workers.
   virtual void retire(const std::string& node, int count) = 0;
+  /// Worker node `node` was lost (its process died or its host went): start, or ask for, one
+  /// in its place, as Ray Serve's controller replaces a crashed replica.
+  virtual void replace(const std::string& node) = 0;
 };
 
 /// The parts of a job-unique actor name: "rot13/2" -> ("rot13", 2). A name without a numeric

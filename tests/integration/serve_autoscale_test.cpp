@@ -19,18 +19,22 @@ class ServeAutoscaleTest : public ServeTest {
  protected:
   ServeAutoscaleTest() { config_ = TROUPE_SOURCE_DIR "/configs/serve_autoscale.yaml"; }
 
-  // Whether the process of the node that `retired` (a worker_retired event) names has ended
-  // within `limit` (the head collects it): its pid is in the node's member_joined event.
-  bool process_ended(const nlohmann::json& retired, std::chrono::milliseconds limit) {
-    pid_t pid = 0;
+  // The pid of worker node `node`'s process, from its member_joined event; 0 if not found.
+  pid_t pid_of(const nlohmann::json& node) const {
     for (const auto& e : events_of(run_dir(), "member_joined")) {
       std::smatch m;
       const std::string message = e.value("message", "");
-      if (e["node"] == retired["node"] &&
-          std::regex_search(message, m, std::regex("\\(pid ([0-9]+)"))) {
-        pid = std::stoi(m[1]);
+      if (e["node"] == node && std::regex_search(message, m, std::regex("\\(pid ([0-9]+)"))) {
+        return std::stoi(m[1]);
       }
     }
+    return 0;
+  }
+
+  // Whether the process of the node that `retired` (a worker_retired event) names has ended
+  // within `limit` (the head collects it).
+  bool process_ended(const nlohmann::json& retired, std::chrono::milliseconds limit) {
+    const pid_t pid = pid_of(retired["node"]);
     if (pid <= 0) return false;
     return wait_until([&] { return ::kill(pid, 0) != 0 && errno == ESRCH; }, limit);
   }
@@ -88,6 +92,37 @@ TEST_F(ServeAutoscaleTest, ABurstScalesOneWorkerToThreeAndBackWithEveryRequestAn
   EXPECT_EQ(metric("troupe_serve_replays_total"), 0) << "a drained worker's request was moved";
   EXPECT_EQ(metric("troupe_serve_autoscale_target_workers"), 1);
   EXPECT_TRUE(events_of(run_dir(), "worker_lost").empty());
+}
+
+// A worker process that dies is replaced by a new one, which serves, as Ray Serve's controller
+// replaces a crashed replica.
+TEST_F(ServeAutoscaleTest, AKilledWorkerProcessIsReplacedByANewOne) {
+  start({"--set", "cluster.local_workers=2", "--set", "roles.worker.autoscale.min=2"}, 2);
+  const auto joined = events_of(run_dir(), "member_joined");
+  ASSERT_EQ(joined.size(), 2u);
+  const pid_t victim = pid_of(joined[1]["node"]);
+  ASSERT_GT(victim, 0) << joined[1];
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  // Below min, the role shrinks (no second engine in the surviving process) and a new process
+  // joins, where the role grows back.
+  ASSERT_TRUE(wait_until([&] { return events_of(run_dir(), "worker_joined").size() == 3; }, 60s))
+      << "no worker replaced the killed one; see " << run_dir();
+  const auto replaced = events_of(run_dir(), "worker_replaced");
+  ASSERT_EQ(replaced.size(), 1u);
+  EXPECT_EQ(replaced[0]["node"], joined[1]["node"]);
+  EXPECT_EQ(events_of(run_dir(), "role_shrunk").size(), 1u);
+  const auto members = events_of(run_dir(), "member_joined");
+  ASSERT_EQ(members.size(), 3u);
+  const auto grown = events_of(run_dir(), "role_grown");
+  ASSERT_FALSE(grown.empty());
+  EXPECT_EQ(grown.back()["actor"], "worker/2");
+  EXPECT_TRUE(metric_reaches("troupe_serve_workers", 2, 30s));
+  EXPECT_EQ(metric("troupe_serve_autoscale_target_workers"), 2);
+  for (auto& f : completions(4, 2)) {
+    const auto body = f.get();
+    ASSERT_TRUE(body.is_object()) << "a request failed";
+    EXPECT_EQ(body["usage"]["completion_tokens"], 2);
+  }
 }
 
 // Without local workers the scale command starts the first worker too. One that fails is
