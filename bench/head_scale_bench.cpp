@@ -469,6 +469,7 @@ class raw_router {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.set(zmq::sockopt::sndhwm, 0);
     socket_.set(zmq::sockopt::rcvhwm, 0);
+    socket_.set(zmq::sockopt::backlog, 4096);  // as the head's (head_server.cpp)
     socket_.bind("tcp://127.0.0.1:0");
     endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
     thread_ = std::thread([this] { loop(); });
@@ -583,7 +584,8 @@ double merged_quantile(const std::vector<nlohmann::json>& parts, double p) {
   std::vector<std::pair<double, double>> weighted;  // (value, weight)
   double total = 0;
   for (const auto& part : parts) {
-    if (!part.is_object()) continue;
+    // A process that did not answer in time (or a late answer to the previous command).
+    if (!part.is_object() || !part.contains("count") || !part.contains("quantiles")) continue;
     const auto& q = part["quantiles"];
     const double n = part["count"].get<double>();
     if (q.empty()) continue;
