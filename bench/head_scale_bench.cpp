@@ -15,6 +15,8 @@
 //                          ZeroMQ ROUTER that answers each frame unread, with the same members
 //   dead_detection_s       a member goes silent; until another member's push says it is dead,
 //                          against the bound (interval x misses) + 0.5 s
+//   declared_dead_by_mistake  members that kept heartbeating but whose heartbeats the head
+//                          refused by then (declared dead: their heartbeats came too late)
 //   status_ms, status_bytes  `status` (every member) as `troupe status` asks it
 //   rendezvous_s           every member sets its address, counts itself in, and waits for the
 //                          last one's "done" key (kv.set, kv.add, kv.wait)
@@ -33,6 +35,7 @@
 #include <fstream>
 #include <map>
 #include <queue>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -260,6 +263,14 @@ class member_swarm {
       due_.emplace(now + std::chrono::microseconds(int64_t{heartbeat_ms} * 1000 *
                                                    (plan_.first + i) / plan_.total),
                    i);
+    } else if (type == "error") {
+      // The head refuses the heartbeats of a member it declared dead (FAILED_PRECONDITION): one
+      // that was not silent was declared dead by mistake (its heartbeats came too late).
+      auto map = map_view::of(env->payload, "error");
+      if (map.ok() && map->get_string("code", "").value_or("") == "FAILED_PRECONDITION" &&
+          !(silent_ && i == 0)) {
+        mistaken_dead_.insert(i);
+      }
     } else if (type == "heartbeat.ok") {
       if (measuring_) latencies_ms_.push_back(since(sent_at_[i], now) * 1000);
     } else if (type == "members") {
@@ -345,7 +356,7 @@ class member_swarm {
     const auto end = clock_type::now() + std::chrono::duration<double>(limit_s);
     while (!detected_ && clock_type::now() < end)
       pump(std::chrono::milliseconds(2), false);
-    nlohmann::json out{{"detected", detected_}};
+    nlohmann::json out{{"detected", detected_}, {"mistaken_dead", mistaken_dead_.size()}};
     if (detected_) out["after_s"] = since(last_victim_heartbeat_, detected_at_);
     say(out.dump());
   }
@@ -399,6 +410,7 @@ class member_swarm {
   int joined_ = 0, rdzv_finished_ = 0;
   clock_type::time_point last_joined_, last_rdzv_, last_victim_heartbeat_, detected_at_;
   bool measuring_ = false, silent_ = false, detected_ = false;
+  std::set<int> mistaken_dead_;  // members whose heartbeats the head refused
   std::vector<double> latencies_ms_;
   uint64_t push_bytes_ = 0, pushes_ = 0;
 };
@@ -469,7 +481,7 @@ class raw_router {
     socket_.set(zmq::sockopt::linger, 0);
     socket_.set(zmq::sockopt::sndhwm, 0);
     socket_.set(zmq::sockopt::rcvhwm, 0);
-    socket_.set(zmq::sockopt::backlog, 4096);  // as the head's (head_server.cpp)
+    socket_.set(zmq::sockopt::backlog, 65535);  // as the head's (head_server.cpp)
     socket_.bind("tcp://127.0.0.1:0");
     endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
     thread_ = std::thread([this] { loop(); });
@@ -627,6 +639,8 @@ std::pair<double, double> raw_baseline(int members, int processes, double second
 
 void measure(const std::string& troupe, int members, int processes, double seconds,
              size_t metrics_bytes, int wave) {
+  // The baseline first, on its own: its members beside the head's would double the load.
+  const auto [raw50, raw99] = raw_baseline(members, processes, seconds, metrics_bytes, wave);
   const head_process head = start_head(troupe);
   if (head.endpoint.empty()) {
     std::fprintf(stderr, "head_scale_bench: cannot start %s head\n", troupe.c_str());
@@ -666,7 +680,6 @@ void measure(const std::string& troupe, int members, int processes, double secon
     auto parts = s.all(absl::StrCat("heartbeat ", seconds), std::chrono::seconds(900));
     asker.join();
     const double head_cores = (cpu_seconds(head.pid) - cpu1) / since(t1, clock_type::now());
-    const auto [raw50, raw99] = raw_baseline(members, processes, seconds, metrics_bytes, wave);
     const double p50 = merged_quantile(parts, 0.5), p99 = merged_quantile(parts, 0.99);
     emit(members, "heartbeat_p50_ms", p50, "ms",
          {{"baseline", "raw ZeroMQ ROUTER"}, {"baseline_value", raw50}, {"ratio", raw50 / p50}});
@@ -685,6 +698,13 @@ void measure(const std::string& troupe, int members, int processes, double secon
          watched.is_object() && watched.value("detected", false) ? watched["after_s"].get<double>()
                                                                  : -1,
          "s", {{"bound_s", bound_s}, {"target_s", bound_s + 0.5}});
+    // Members that kept heartbeating but were declared dead by then (their heartbeats came too
+    // late): the head refused their heartbeats.
+    int mistaken_dead = 0;
+    for (const auto& part : silence) {
+      if (part.is_object()) mistaken_dead += part.value("mistaken_dead", 0);
+    }
+    emit(members, "declared_dead_by_mistake", mistaken_dead, "members", {{"target", 0}});
     // Every member through the key-value store at once.
     auto rdzv = s.all("rendezvous", std::chrono::seconds(900));
     double rdzv_s = 0;

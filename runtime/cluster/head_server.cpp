@@ -16,10 +16,10 @@ absl::StatusOr<std::unique_ptr<head_server>> head_server::start(
   zmq::socket_t socket(context, zmq::socket_type::router);
   configure_socket(socket, 4 * max_frame_bytes);
   socket.set(zmq::sockopt::router_mandatory, 1);
-  // Connections not yet accepted that the kernel queues (ZeroMQ's default: 100; Linux caps it at
-  // net.core.somaxconn, 4096 by default). A join storm past the queue loses SYNs, and their
-  // retries wait 1, 3, 7 ... s: thousands of workers starting at once must not.
-  socket.set(zmq::sockopt::backlog, 4096);
+  // Connections not yet accepted that the kernel queues (ZeroMQ's default: 100). A join storm
+  // past the queue loses SYNs, whose retries wait 1, 3, 7 ... s. Linux caps the queue at
+  // net.core.somaxconn (4096 by default; docs/cluster.md says when to raise it).
+  socket.set(zmq::sockopt::backlog, 65535);
   secure_server(socket, options.credentials);
   auto handshakes = std::make_unique<handshake_watch>(context, socket);
   auto endpoint = bind_socket(socket, listen);

@@ -89,6 +89,26 @@ class NodeAgentTest : public ::testing::TestWithParam<std::string> {
     return got->get_future();
   }
 
+  // Publishes "collector/0" on node a: an actor that keeps the values of the pings it gets, in
+  // order, and counts them.
+  struct collector {
+    caf::actor actor;
+    std::shared_ptr<std::vector<int32_t>> values;
+    std::shared_ptr<std::atomic<int>> count;
+  };
+  collector publish_collector() {
+    auto values = std::make_shared<std::vector<int32_t>>();
+    auto count = std::make_shared<std::atomic<int>>(0);
+    auto actor = system_a_->spawn([values, count](caf::event_based_actor*) -> caf::behavior {
+      return {[values, count](actor::ping_atom, int32_t x) {
+        values->push_back(x);
+        count->fetch_add(1, std::memory_order_release);
+      }};
+    });
+    a_->publish("collector/0", actor);
+    return {actor, values, count};
+  }
+
   // A raw connection to node a's ROUTER, as a peer's DEALER.
   zmq::socket_t raw_peer_connection() {
     zmq::socket_t dealer(context_, zmq::socket_type::dealer);
@@ -237,15 +257,7 @@ TEST_P(NodeAgentTest, RequestsArriveWhileEveryWorkerIsBusy) {
 }
 
 TEST_P(NodeAgentTest, OrderIsKeptPerSenderAndReceiver) {
-  auto received = std::make_shared<std::vector<int32_t>>();
-  auto count = std::make_shared<std::atomic<int>>(0);
-  auto collector = system_a_->spawn([received, count](caf::event_based_actor*) -> caf::behavior {
-    return {[received, count](actor::ping_atom, int32_t x) {
-      received->push_back(x);
-      count->fetch_add(1, std::memory_order_release);
-    }};
-  });
-  a_->publish("collector/0", collector);
+  const auto [collector, received, count] = publish_collector();
   auto remote = b_->remote("collector/0", a_->id());
   const auto frames_so_far = [&] {
     return metrics_.get_counter("troupe_peer_frames_total", "", {{"thread", "worker"}}).value() +
@@ -277,15 +289,7 @@ TEST_P(NodeAgentTest, OrderIsKeptPerSenderAndReceiver) {
 // A burst to a peer the sender has not met waits for the head's answer, then arrives in order,
 // and so do the receiver's messages held until it met the sender.
 TEST_P(NodeAgentTest, ABurstToAPeerNotMetYetArrivesInOrder) {
-  auto received = std::make_shared<std::vector<int32_t>>();
-  auto count = std::make_shared<std::atomic<int>>(0);
-  auto collector = system_a_->spawn([received, count](caf::event_based_actor*) -> caf::behavior {
-    return {[received, count](actor::ping_atom, int32_t x) {
-      received->push_back(x);
-      count->fetch_add(1, std::memory_order_release);
-    }};
-  });
-  a_->publish("collector/0", collector);
+  const auto [collector, received, count] = publish_collector();
   auto remote = b_->remote("collector/0", a_->id());
   auto sender = system_b_->spawn([remote](caf::event_based_actor* self) -> caf::behavior {
     for (int32_t i = 0; i < 3000; ++i)
