@@ -478,12 +478,14 @@ std::vector<head_logic::outgoing> head_logic::release_waiters(
 std::vector<head_logic::outgoing> head_logic::broadcast_changes() {
   std::vector<outgoing> out;
   std::vector<const member*> changed;  // for watchers
-  std::vector<const member*> gone;     // for everyone: departures and deaths
+  // For everyone: departures, deaths, and the head's own record (every node knows the head, and
+  // its node's endpoint replaces the head server's once the head's node agent joins).
+  std::vector<const member*> for_all;
   for (const auto& id : std::exchange(changed_, {})) {
     const member* m = members_.find(id);
     if (m == nullptr) continue;
     changed.push_back(m);
-    if (m->state != member_state::alive) gone.push_back(m);
+    if (m->state != member_state::alive || m->head) for_all.push_back(m);
   }
   const auto push = [&](const std::vector<const member*>& records) {
     if (records.empty()) return std::string();
@@ -499,7 +501,7 @@ std::vector<head_logic::outgoing> head_logic::broadcast_changes() {
     });
   };
   const std::string to_watchers = push(changed);
-  const std::string to_others = push(gone);
+  const std::string to_others = push(for_all);
   for (const member* m : members_.alive()) {
     const std::string& frame = watchers_.count(m->id) ? to_watchers : to_others;
     if (frame.empty()) continue;

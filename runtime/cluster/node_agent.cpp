@@ -367,6 +367,11 @@ void node_agent::apply_members(const msgpack::object& list, uint64_t epoch, bool
     for (const auto& c : changes) {
       if (c.kind != "joined") links_.erase(c.node);
     }
+    // A live member's record pushed again has a new endpoint (the head's, once its node agent
+    // joined): the next send connects there.
+    for (const auto& p : records) {
+      if (delta && p.state == member_state::alive) links_.erase(p.node);
+    }
     listeners = listeners_;
   }
   for (size_t i = 0; i < dropped; ++i)

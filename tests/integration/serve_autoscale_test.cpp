@@ -62,8 +62,12 @@ TEST_F(ServeAutoscaleTest, ABurstScalesOneWorkerToThreeAndBackWithEveryRequestAn
   EXPECT_EQ(metric("troupe_serve_dispatched_total{worker=\"worker/1\"}"), 1);
   EXPECT_EQ(metric("troupe_serve_dispatched_total{worker=\"worker/2\"}"), 1);
   // Each engine may run 20 iterations: the short requests finish, the long ones stop short of
-  // their 40 tokens. 2 ongoing want 1 worker: worker/0 (idle) and worker/2 (the newer of the
-  // two busy ones) are drained; worker/0 stops at once, worker/2 keeps its request.
+  // their 40 tokens. 2 ongoing want 1 worker: worker/0 (idle) and the newer of the two busy ones
+  // (the later to join the router: worker/1 and worker/2 start at once) are drained; worker/0
+  // stops at once, the other keeps its request.
+  const auto joins = events_of(run_dir(), "worker_joined");
+  ASSERT_EQ(joins.size(), 3u);
+  const std::string newer = joins[2]["worker"];
   hold_.hold(20);
   for (auto& f : shorts) {
     const auto body = f.get();
@@ -87,7 +91,7 @@ TEST_F(ServeAutoscaleTest, ABurstScalesOneWorkerToThreeAndBackWithEveryRequestAn
   EXPECT_TRUE(metric_reaches("troupe_serve_workers", 1, 30s));
   const auto both = events_of(run_dir(), "worker_retired");
   ASSERT_EQ(both.size(), 2u);
-  EXPECT_EQ(both[1]["worker"], "worker/2");
+  EXPECT_EQ(both[1]["worker"], newer);
   EXPECT_TRUE(process_ended(both[1], 30s)) << both[1];
   EXPECT_EQ(metric("troupe_serve_replays_total"), 0) << "a drained worker's request was moved";
   EXPECT_EQ(metric("troupe_serve_autoscale_target_workers"), 1);

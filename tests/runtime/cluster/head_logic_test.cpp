@@ -158,6 +158,27 @@ TEST_F(HeadLogicTest, JoinsHandOutIdsAndConfigAndTellTheWatchers) {
   EXPECT_EQ(out.at(0).payload().get_string("code").value(), "PERMISSION_DENIED");
 }
 
+// A worker that joined before the head's own node agent learns the head node's endpoint when
+// the agent joins: the head's record goes to every member.
+TEST_F(HeadLogicTest, TheHeadsNodeEndpointReachesWorkersThatJoinedBeforeIt) {
+  join("c1", "tcp://w1");
+  (void)head_.on_tick(t0_ + 5ms);
+  auto out = request("h", "join",
+                     std::move(map_builder()
+                                   .add("token", std::string("s3cret"))
+                                   .add("endpoint", std::string("tcp://head-node"))
+                                   .add("head", true)
+                                   .add("watch", true)));
+  ASSERT_EQ(out.at(0).payload().get_string("node").value(), "head");
+  auto pushed = decoded(head_.on_tick(t0_ + 10ms));
+  ASSERT_EQ(pushed.size(), 2u);  // the head's node and the worker
+  ASSERT_EQ(pushed[1].identity, "c1");
+  const msgpack::object* records = pushed[1].payload().find("members");
+  ASSERT_EQ(nodes_of(records), std::vector<std::string>{"head"});
+  EXPECT_EQ(map_view::of(records->via.array.ptr[0], "m")->get_string("endpoint").value(),
+            "tcp://head-node");
+}
+
 TEST_F(HeadLogicTest, ClientsThatDidNotJoinNeedTheTokenForEverything) {
   EXPECT_EQ(request("c1", "status")[0].payload().get_string("code").value(), "PERMISSION_DENIED");
   EXPECT_EQ(request("c1", "heartbeat")[0].payload().get_string("code").value(),
