@@ -9,7 +9,15 @@ absl::Status peer_directory::not_alive(const entry& e) {
                                              to_string(e.record.state), ")"));
 }
 
+peer_directory::decision peer_directory::too_many_unknown(const std::string& node) {
+  return {.what = decision::refused,
+          .why = absl::UnavailableError(
+              absl::StrCat("node ", node, " is not known yet and ", max_asking,
+                           " other members are being asked about already"))};
+}
+
 peer_directory::entry& peer_directory::ask(const std::string& node) {
+  ++asking_;
   entry& e = entries_[node];
   e.record.node = node;
   e.at = stage::asking;
@@ -20,6 +28,7 @@ peer_directory::decision peer_directory::outgoing(const std::string& node,
                                                   absl::string_view envelope) {
   auto it = entries_.find(node);
   const bool first = it == entries_.end();
+  if (first && asking_ >= max_asking) return too_many_unknown(node);
   entry& e = first ? ask(node) : it->second;
   if (e.at != stage::asking) {
     if (e.record.state != member_state::alive)
@@ -40,6 +49,7 @@ peer_directory::decision peer_directory::incoming(const std::string& node,
                                                   const std::function<std::string()>& envelope) {
   auto it = entries_.find(node);
   const bool first = it == entries_.end();
+  if (first && asking_ >= max_asking) return too_many_unknown(node);
   entry& e = first ? ask(node) : it->second;
   if (e.at == stage::known) {
     if (e.record.state != member_state::alive)
@@ -60,10 +70,17 @@ peer_directory::released peer_directory::learn(const std::string& node,
   auto it = entries_.find(node);
   if (it == entries_.end() || it->second.at != stage::asking) return {};
   entry& e = it->second;
+  --asking_;
   released out{.was_asked = true};
-  e.record = record.value_or(peer{.node = node, .state = member_state::dead});
-  out.record = e.record;
-  out.alive = e.record.state == member_state::alive;
+  out.record = record.value_or(peer{.node = node, .state = member_state::dead});
+  out.alive = out.record.state == member_state::alive;
+  if (!out.alive && !record) {
+    // No such member: nothing is kept of a name a peer made up.
+    out.dropped_incoming = e.in.size();
+    entries_.erase(it);
+    return out;
+  }
+  e.record = out.record;
   if (out.alive) {
     e.at = stage::opening;
     out.outgoing.assign(e.out.begin(), e.out.end());
@@ -109,6 +126,7 @@ std::vector<actor::member_event> peer_directory::apply(const std::vector<peer>& 
       continue;
     }
     if (!alive) {
+      if (e.at == stage::asking) --asking_;
       if (dropped_incoming != nullptr) *dropped_incoming += e.in.size();
       e.out.clear();
       e.in.clear();

@@ -38,6 +38,9 @@ class peer_directory {
  public:
   /// Envelopes that may wait for one member before more are refused.
   static constexpr size_t max_waiting = 4096;
+  /// Members asked about at once before envelopes from more unknown senders are refused (a peer
+  /// connection that names a new sender in every envelope must not grow this without bound).
+  static constexpr size_t max_asking = 1024;
 
   struct decision {
     enum kind { pass, held, refused };
@@ -93,10 +96,13 @@ class peer_directory {
   };
   // A refusal for `node`, which is not alive.
   static absl::Status not_alive(const entry& e);
+  // The refusal of an unknown sender or receiver while max_asking others are asked about.
+  static decision too_many_unknown(const std::string& node);
   // The entry for a node not known yet: asking.
   entry& ask(const std::string& node);
 
   std::map<std::string, entry> entries_;
+  size_t asking_ = 0;  // entries at stage::asking
 };
 
 }  // namespace troupe::cluster

@@ -63,11 +63,28 @@ TEST(PeerDirectory, AMemberTheHeadDoesNotKnowIsRefusedAndWhatWaitedIsDropped) {
   EXPECT_FALSE(r.alive);
   EXPECT_TRUE(r.outgoing.empty());
   EXPECT_EQ(r.dropped_incoming, 2u);
-  const auto refused = d.outgoing("w9", "b");
+  // A departed member stays known as such and is refused without asking again.
+  (void)d.outgoing("w8", "a");
+  (void)d.learn("w8", peer{.node = "w8", .state = member_state::left});
+  const auto refused = d.outgoing("w8", "b");
   EXPECT_EQ(refused.what, peer_directory::decision::refused);
-  EXPECT_NE(refused.why.message().find("w9 is not a live member"), std::string::npos)
+  EXPECT_NE(refused.why.message().find("w8 is not a live member (left)"), std::string::npos)
       << refused.why;
-  EXPECT_EQ(d.incoming("w9", bytes("z")).what, peer_directory::decision::refused);
+  EXPECT_EQ(d.incoming("w8", bytes("z")).what, peer_directory::decision::refused);
+}
+
+TEST(PeerDirectory, MadeUpSendersAreBoundedAndNotKept) {
+  peer_directory d;
+  for (size_t i = 0; i < peer_directory::max_asking; ++i)
+    ASSERT_TRUE(d.incoming("fake" + std::to_string(i), bytes("x")).ask_head);
+  const auto refused = d.incoming("one-more", bytes("x"));
+  EXPECT_EQ(refused.what, peer_directory::decision::refused);
+  EXPECT_NE(refused.why.message().find("being asked about"), std::string::npos) << refused.why;
+  // The head knows none of them: nothing stays, and new names may be asked about again.
+  for (size_t i = 0; i < peer_directory::max_asking; ++i)
+    EXPECT_EQ(d.learn("fake" + std::to_string(i), std::nullopt).dropped_incoming, 1u);
+  EXPECT_TRUE(d.known().empty());
+  EXPECT_TRUE(d.incoming("one-more", bytes("x")).ask_head);
 }
 
 TEST(PeerDirectory, APushedDeathFencesAMemberThisNodeNeverTalkedTo) {
