@@ -11,9 +11,9 @@ struct loader_state {
   bool producing = false;  // a (produce) message is on its way
 };
 
-using self_ptr = actor::role_pointer<actor::data_loader_actor, loader_state>;
+using loader_self = actor::role_pointer<actor::data_loader_actor, loader_state>;
 
-void keep_producing(self_ptr self) {
+void keep_producing(loader_self self) {
   auto& st = self->state;
   if (st.producing || !st.queue->can_produce()) return;
   st.producing = true;
@@ -29,7 +29,7 @@ actor::data_loader_actor spawn_data_loader(caf::actor_system& system, metrics::r
   auto shared_queue = std::make_shared<prefetch_queue>(std::move(queue));
   return system.spawn<actor::role_actor<actor::data_loader_actor, loader_state>>(
       metrics.actor(name),
-      [corpus, shared_queue](self_ptr self) -> actor::data_loader_actor::behavior_type {
+      [corpus, shared_queue](loader_self self) -> actor::data_loader_actor::behavior_type {
         self->state.corpus = corpus;
         self->state.queue = std::make_unique<prefetch_queue>(std::move(*shared_queue));
         return {

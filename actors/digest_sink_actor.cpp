@@ -10,7 +10,7 @@ struct digest_sink_state {
   digest_sink sink;
 };
 
-using self_ptr = actor::role_pointer<actor::sink_actor, digest_sink_state>;
+using sink_self = actor::role_pointer<actor::sink_actor, digest_sink_state>;
 
 }  // namespace
 
@@ -19,7 +19,7 @@ actor::role_factory digest_sink_factory() {
       "counts and an order-sensitive digest of the stream", {},
       [](actor::role_context& ctx, const digest_sink_options&) -> absl::StatusOr<caf::actor> {
         auto handle = ctx.spawn<actor::sink_actor, digest_sink_state>(
-            [](self_ptr self) -> actor::sink_actor::behavior_type {
+            [](sink_self self) -> actor::sink_actor::behavior_type {
               return {
                   [self](actor::consume_atom, const actor::work_item& item) {
                     return actor::to_result(self, self->state.sink.consume(item.seq, item.payload));

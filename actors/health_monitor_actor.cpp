@@ -19,7 +19,7 @@ struct health_state {
   std::set<std::string> outstanding;  // one ping per actor at a time
 };
 
-using self_ptr = actor::role_pointer<health_actor, health_state>;
+using health_self = actor::role_pointer<health_actor, health_state>;
 
 void report_changes(health_state& st) {
   for (const auto& c : st.logic->take_changes()) {
@@ -43,7 +43,7 @@ void report_changes(health_state& st) {
   }
 }
 
-void ping_all(self_ptr self) {
+void ping_all(health_self self) {
   auto& st = self->state;
   for (const auto& name : st.logic->pingable()) {
     if (st.outstanding.count(name) || !st.actors.count(name)) continue;
@@ -75,7 +75,7 @@ health_actor spawn_health_monitor(caf::actor_system& system, const config::healt
                                   metrics::registry& metrics, run::event_log& events) {
   using role = actor::role_actor<health_actor, health_state>;
   return system.spawn<role>(
-      metrics.actor("health_monitor"), [spec, &metrics, &events](self_ptr self) {
+      metrics.actor("health_monitor"), [spec, &metrics, &events](health_self self) {
         self->state.spec = spec;
         self->state.logic = std::make_unique<health_monitor>(spec, metrics);
         self->state.events = &events;

@@ -50,14 +50,14 @@ struct worker_state {
   std::deque<held_request> held;
 };
 
-using self_ptr = actor::role_pointer<actor::inference_worker_actor, worker_state>;
+using worker_self = actor::role_pointer<actor::inference_worker_actor, worker_state>;
 
 // Batch sizes a report keeps (the latest), however long since the last poll.
 constexpr size_t max_batch_sizes = 256;
 
 // Delivers the report to the poll that waits, if one does. A quiet request's merged event stays
 // behind until the request has ended: nobody waits for it before.
-void answer_poll(self_ptr self) {
+void answer_poll(worker_self self) {
   auto& st = self->state;
   if (!st.polling) return;
   st.polling = false;
@@ -88,7 +88,7 @@ bool poll_ready(const worker_state& st) {
 }
 
 // A poll: answered once it is ready, or after poll_wait.
-caf::typed_response_promise<actor::worker_report> start_poll(self_ptr self, bool until_quiet) {
+caf::typed_response_promise<actor::worker_report> start_poll(worker_self self, bool until_quiet) {
   auto& st = self->state;
   if (st.polling) answer_poll(self);  // a newer poll replaces an older one
   st.poll = self->make_response_promise<actor::worker_report>();
@@ -102,7 +102,7 @@ caf::typed_response_promise<actor::worker_report> start_poll(self_ptr self, bool
   return st.poll;
 }
 
-void keep_stepping(self_ptr self) {
+void keep_stepping(worker_self self) {
   auto& st = self->state;
   if (st.stepping || st.engine->idle()) return;
   st.stepping = true;
@@ -111,7 +111,7 @@ void keep_stepping(self_ptr self) {
 
 // A streamed request's events are each wanted by a poll; a quiet one's (stream false) are merged
 // into one event, wanted once it has finished.
-void add_events(self_ptr self, std::vector<actor::generation_event> events) {
+void add_events(worker_self self, std::vector<actor::generation_event> events) {
   auto& st = self->state;
   for (auto& e : events) {
     const bool quiet = st.quiet.contains(e.id);
@@ -137,7 +137,7 @@ void add_events(self_ptr self, std::vector<actor::generation_event> events) {
 
 // Adds every request or none: the first refused one takes back those added before it. All join
 // the engine before its next iteration, so the batches they run in do not depend on timing.
-absl::Status add_requests(self_ptr self, std::vector<actor::generation_request> requests) {
+absl::Status add_requests(worker_self self, std::vector<actor::generation_request> requests) {
   auto& st = self->state;
   auto& engine = *st.engine;
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -154,7 +154,8 @@ absl::Status add_requests(self_ptr self, std::vector<actor::generation_request> 
   return absl::OkStatus();
 }
 
-caf::result<caf::ok_atom> generate(self_ptr self, std::vector<actor::generation_request> requests) {
+caf::result<caf::ok_atom> generate(worker_self self,
+                                   std::vector<actor::generation_request> requests) {
   auto& st = self->state;
   if (st.swap) {  // after the swap
     st.held.push_back({std::move(requests), self->make_response_promise<caf::ok_atom>()});
@@ -167,7 +168,7 @@ caf::result<caf::ok_atom> generate(self_ptr self, std::vector<actor::generation_
 }
 
 // A pending swap, once the engine is empty: the new weights go in and the held requests follow.
-void finish_swap(self_ptr self) {
+void finish_swap(worker_self self) {
   auto& st = self->state;
   if (!st.swap || !st.engine->idle()) return;
   pending_swap swap = *std::move(st.swap);
@@ -194,7 +195,7 @@ void finish_swap(self_ptr self) {
 
 // Receives weights version `version` into the buffer the engine does not run on, then swaps
 // them in at once when the engine is empty, else after its last running request.
-caf::result<actor::weights_ack> receive_weights(self_ptr self,
+caf::result<actor::weights_ack> receive_weights(worker_self self,
                                                 const actor::weight_sync_round& round) {
   const uint64_t version = round.version;
   auto& st = self->state;
@@ -252,7 +253,7 @@ absl::StatusOr<actor::inference_worker_actor> spawn_inference_worker(
       .spawn<actor::role_actor<actor::inference_worker_actor, worker_state>, caf::detached>(
           metrics.actor(name),
           [model, engine, poll_wait, pacer,
-           sync](self_ptr self) -> actor::inference_worker_actor::behavior_type {
+           sync](worker_self self) -> actor::inference_worker_actor::behavior_type {
             auto& st = self->state;
             st.model = model;
             st.engine = engine;

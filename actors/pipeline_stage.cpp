@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/stage_link.hpp"
+#include "runtime/base/seconds.hpp"
 #include "runtime/base/status.hpp"
 
 namespace troupe::actors {
@@ -15,10 +16,6 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 using kind = pipeline_action::kind;
-
-double seconds_since(clock::time_point t) {
-  return std::chrono::duration<double>(clock::now() - t).count();
-}
 
 // The most micro-batches a stage's plan holds at once (forward done, backward, or its weight
 // half, not yet).

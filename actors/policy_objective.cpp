@@ -9,7 +9,8 @@ namespace troupe::actors {
 namespace {
 
 // The statistics local_sums() adds up, in order.
-enum sum_index {
+namespace policy_sum {
+enum index {
   pg_loss,
   entropy,
   kl_loss,
@@ -19,6 +20,7 @@ enum sum_index {
   tokens,
   n_sums
 };
+}  // namespace policy_sum
 
 }  // namespace
 
@@ -114,27 +116,27 @@ std::vector<float> policy_objective_pass::local_sums() const {
     h += double{b_.weights[i]} * entropy_[i];
     kl += double{b_.weights[i]} * kl_[i];
   }
-  std::vector<float> sums(n_sums);
-  sums[pg_loss] = static_cast<float>(pg.pg_loss);
-  sums[entropy] = static_cast<float>(h);
-  sums[kl_loss] = static_cast<float>(kl);
+  std::vector<float> sums(policy_sum::n_sums);
+  sums[policy_sum::pg_loss] = static_cast<float>(pg.pg_loss);
+  sums[policy_sum::entropy] = static_cast<float>(h);
+  sums[policy_sum::kl_loss] = static_cast<float>(kl);
   // The kernel's masked means over this rank's tokens, back to sums.
-  sums[clipped] = static_cast<float>(pg.pg_clipfrac * count);
-  sums[clipped_lower] = static_cast<float>(pg.pg_clipfrac_lower * count);
-  sums[negative_log_ratio] = static_cast<float>(pg.ppo_kl * count);
-  sums[tokens] = static_cast<float>(count);
+  sums[policy_sum::clipped] = static_cast<float>(pg.pg_clipfrac * count);
+  sums[policy_sum::clipped_lower] = static_cast<float>(pg.pg_clipfrac_lower * count);
+  sums[policy_sum::negative_log_ratio] = static_cast<float>(pg.ppo_kl * count);
+  sums[policy_sum::tokens] = static_cast<float>(count);
   return sums;
 }
 
 actor::rl_step_report policy_objective_pass::report(const std::vector<float>& sums) {
   actor::rl_step_report r;
-  r.pg_loss = sums[pg_loss];
-  r.entropy = sums[entropy];
-  r.kl_loss = sums[kl_loss];
-  const double count = std::max(1.0f, sums[tokens]);
-  r.pg_clipfrac = sums[clipped] / count;
-  r.pg_clipfrac_lower = sums[clipped_lower] / count;
-  r.ppo_kl = sums[negative_log_ratio] / count;
+  r.pg_loss = sums[policy_sum::pg_loss];
+  r.entropy = sums[policy_sum::entropy];
+  r.kl_loss = sums[policy_sum::kl_loss];
+  const double count = std::max(1.0f, sums[policy_sum::tokens]);
+  r.pg_clipfrac = sums[policy_sum::clipped] / count;
+  r.pg_clipfrac_lower = sums[policy_sum::clipped_lower] / count;
+  r.ppo_kl = sums[policy_sum::negative_log_ratio] / count;
   return r;
 }
 

@@ -18,9 +18,9 @@ struct role_host_state {
       std::make_shared<std::map<caf::actor_addr, std::string>>();
 };
 
-using self_ptr = actor::role_pointer<role_host_actor, role_host_state>;
+using host_self = actor::role_pointer<role_host_actor, role_host_state>;
 
-absl::Status spawn_role(self_ptr self, const std::string& role, int32_t index) {
+absl::Status spawn_role(host_self self, const std::string& role, int32_t index) {
   auto& st = self->state;
   const auto* resolved = st.deps->plan.find_role(role);
   if (resolved == nullptr) {
@@ -60,7 +60,7 @@ role_host_actor spawn_role_host(caf::actor_system& system, role_host_deps deps) 
   auto stats = deps.metrics.actor(role_host_name(deps.node.id()));
   auto shared = std::make_shared<const role_host_deps>(std::move(deps));
   return system.spawn<role>(
-      std::move(stats), [shared](self_ptr self) -> role_host_actor::behavior_type {
+      std::move(stats), [shared](host_self self) -> role_host_actor::behavior_type {
         self->state.deps = shared;
         self->set_down_handler([self](caf::down_msg& down) {
           auto& st = self->state;

@@ -41,12 +41,12 @@ struct supervisor_state {
   bool stopping = false;  // (stop) asked: the driver winds down
 };
 
-using self_ptr = actor::role_pointer<supervisor_actor, supervisor_state>;
+using supervisor_self = actor::role_pointer<supervisor_actor, supervisor_state>;
 
-void spawn_instance(self_ptr self, const app::resolved_role& role, int index, bool initial);
-void apply_policy(self_ptr self, const std::string& name, const absl::Status& status);
+void spawn_instance(supervisor_self self, const app::resolved_role& role, int index, bool initial);
+void apply_policy(supervisor_self self, const std::string& name, const absl::Status& status);
 
-void finish(self_ptr self, actor::job_result result) {
+void finish(supervisor_self self, actor::job_result result) {
   auto& st = self->state;
   if (st.finished) return;
   st.finished = true;
@@ -62,12 +62,12 @@ void finish(self_ptr self, actor::job_result result) {
   self->quit();
 }
 
-void fail(self_ptr self, std::string cause) {
+void fail(supervisor_self self, std::string cause) {
   finish(self, actor::job_result{false, {}, std::move(cause)});
 }
 
 // Starts watching `handle` as `name`: monitored, stopped with the supervisor.
-void watch(self_ptr self, const std::string& name, const caf::actor& handle) {
+void watch(supervisor_self self, const std::string& name, const caf::actor& handle) {
   auto& st = self->state;
   self->monitor(handle);
   st.names[handle.address()] = name;
@@ -75,21 +75,21 @@ void watch(self_ptr self, const std::string& name, const caf::actor& handle) {
 }
 
 // What the driver is told of actor `name`: its handle and its node.
-actor::actor_update update_of(self_ptr self, const std::string& name) {
+actor::actor_update update_of(supervisor_self self, const std::string& name) {
   auto& st = self->state;
   return {name, st.children->at(name), st.nodes.node_of(name).value_or("")};
 }
 
 // The driver learns of a new or replaced actor.
-void announce(self_ptr self, const std::string& name) {
+void announce(supervisor_self self, const std::string& name) {
   auto& st = self->state;
   if (st.running) self->send(st.driver, update_of(self, name));
 }
 
-void grow(self_ptr self);
+void grow(supervisor_self self);
 
 // After the initial spawns: hand the driver every actor, then run it.
-void maybe_run(self_ptr self) {
+void maybe_run(supervisor_self self) {
   auto& st = self->state;
   if (st.running || st.finished || st.starting > 0 || !st.driver) return;
   st.running = true;
@@ -111,7 +111,7 @@ void maybe_run(self_ptr self) {
 }
 
 // Spawns actor `index` of `role` in this process.
-absl::StatusOr<caf::actor> spawn_here(self_ptr self, const actor::role_factory& factory,
+absl::StatusOr<caf::actor> spawn_here(supervisor_self self, const actor::role_factory& factory,
                                       const void* options, const std::string& role, int index) {
   auto& st = self->state;
   actor::role_context ctx{.system = self->system(),
@@ -135,14 +135,15 @@ absl::StatusOr<caf::actor> spawn_here(self_ptr self, const actor::role_factory& 
 
 // A spawn that did not happen: for the first start the job cannot run; a failed restart counts
 // as one more failure of the actor.
-void spawn_failed(self_ptr self, const std::string& name, bool initial, const absl::Status& why) {
+void spawn_failed(supervisor_self self, const std::string& name, bool initial,
+                  const absl::Status& why) {
   auto& st = self->state;
   --st.live[st.role_of.at(name)->spec.name];
   if (initial) return fail(self, std::string(why.message()));
   apply_policy(self, name, why);
 }
 
-void spawn_instance(self_ptr self, const app::resolved_role& role, int index, bool initial) {
+void spawn_instance(supervisor_self self, const app::resolved_role& role, int index, bool initial) {
   auto& st = self->state;
   const std::string name = absl::StrCat(role.spec.name, "/", index);
   st.role_of[name] = &role;
@@ -198,7 +199,7 @@ void spawn_instance(self_ptr self, const app::resolved_role& role, int index, bo
           });
 }
 
-void apply_policy(self_ptr self, const std::string& name, const absl::Status& status) {
+void apply_policy(supervisor_self self, const std::string& name, const absl::Status& status) {
   auto& st = self->state;
   const app::resolved_role& role = *st.role_of.at(name);
   // An elastic role shrinks with its workers, down to its min. One that cannot be restarted
@@ -240,7 +241,7 @@ void apply_policy(self_ptr self, const std::string& name, const absl::Status& st
   }
 }
 
-void on_child_down(self_ptr self, const std::string& name, const caf::error& reason) {
+void on_child_down(supervisor_self self, const std::string& name, const caf::error& reason) {
   auto& st = self->state;
   if (name == driver_name) {
     if (reason) {
@@ -255,7 +256,7 @@ void on_child_down(self_ptr self, const std::string& name, const caf::error& rea
 }
 
 // Elastic roles get an actor on each worker that joined, up to their max.
-void grow(self_ptr self) {
+void grow(supervisor_self self) {
   auto& st = self->state;
   for (const auto& role : st.deps->plan.roles) {
     const auto elastic = role.spec.elastic_bounds();
@@ -272,7 +273,7 @@ void grow(self_ptr self) {
   }
 }
 
-void start(self_ptr self) {
+void start(supervisor_self self) {
   auto& st = self->state;
   const auto& plan = st.deps->plan;
   if (const auto& colocation = plan.app_entry->factory.colocation) {
@@ -311,7 +312,7 @@ supervisor_actor spawn_supervisor(caf::actor_system& system, supervisor_deps dep
   using role = actor::role_actor<supervisor_actor, supervisor_state>;
   auto stats = deps.metrics.actor(std::string(supervisor_name));
   auto shared_deps = std::make_shared<supervisor_deps>(std::move(deps));
-  auto handle = system.spawn<role>(std::move(stats), [shared_deps](self_ptr self) {
+  auto handle = system.spawn<role>(std::move(stats), [shared_deps](supervisor_self self) {
     auto& st = self->state;
     st.deps = shared_deps;
     self->attach_functor([children = st.children](const caf::error&) {

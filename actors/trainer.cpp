@@ -8,16 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/adamw.hpp"
 #include "kernels/matmul.hpp"
+#include "runtime/base/seconds.hpp"
 #include "runtime/base/status.hpp"
 
 namespace troupe::actors {
 namespace {
 
 using clock = std::chrono::steady_clock;
-
-double seconds_since(clock::time_point start) {
-  return std::chrono::duration<double>(clock::now() - start).count();
-}
 
 }  // namespace
 

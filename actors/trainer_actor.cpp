@@ -12,6 +12,7 @@
 #include "actors/checkpoint_writer_actor.hpp"
 #include "actors/job_thread.hpp"
 #include "runtime/actor/status_bridge.hpp"
+#include "runtime/base/seconds.hpp"
 #include "runtime/comm/counted_communicator.hpp"
 #include "runtime/comm/gloo_communicator.hpp"
 
@@ -19,10 +20,6 @@ namespace troupe::actors {
 namespace {
 
 using clock = std::chrono::steady_clock;
-
-double seconds_since(clock::time_point start) {
-  return std::chrono::duration<double>(clock::now() - start).count();
-}
 
 struct trainer_state {
   trainer_actor_spec spec;
@@ -67,11 +64,11 @@ struct trainer_state {
   }
 };
 
-using self_ptr = actor::role_pointer<actor::trainer_actor, trainer_state>;
+using trainer_self = actor::role_pointer<actor::trainer_actor, trainer_state>;
 
 // Runs `work` on the job thread; `then` gets its result on the actor's thread.
 template <class T>
-void off_thread(self_ptr self, std::function<T()> work, std::function<void(T)> then) {
+void off_thread(trainer_self self, std::function<T()> work, std::function<void(T)> then) {
   auto& st = self->state;
   const uint64_t id = ++st.next_job;
   auto result = std::make_shared<std::optional<T>>();
@@ -84,7 +81,7 @@ void off_thread(self_ptr self, std::function<T()> work, std::function<void(T)> t
   });
 }
 
-void on_done(self_ptr self, uint64_t id) {
+void on_done(trainer_self self, uint64_t id) {
   auto& st = self->state;
   auto it = st.finishing.find(id);
   if (it == st.finishing.end()) return;
@@ -103,7 +100,7 @@ absl::StatusOr<std::unique_ptr<comm::communicator>> form_group(trainer_state& st
   return comm::counted(std::move(group), *st.metrics, absl::StrCat(st.name, "/", kind, "_group"));
 }
 
-absl::Status build(self_ptr self, metrics::registry& metrics, const std::string& name) {
+absl::Status build(trainer_self self, metrics::registry& metrics, const std::string& name) {
   auto& st = self->state;
   if (st.spec.objective && st.spec.critic) {
     return absl::InvalidArgumentError("a trainer is the RL policy or the critic, not both");
@@ -156,7 +153,7 @@ absl::Status build(self_ptr self, metrics::registry& metrics, const std::string&
   return absl::OkStatus();
 }
 
-caf::result<actor::step_report> step(self_ptr self) {
+caf::result<actor::step_report> step(trainer_self self) {
   if (!self->state.loader) {
     return actor::to_error(absl::FailedPreconditionError(
         "(step) asked of a trainer without training text; it takes RL steps only"));
@@ -211,7 +208,7 @@ caf::result<actor::step_report> step(self_ptr self) {
   return promise;
 }
 
-caf::result<actor::eval_report> evaluate(self_ptr self) {
+caf::result<actor::eval_report> evaluate(trainer_self self) {
   auto promise = self->make_response_promise<actor::eval_report>();
   off_thread<absl::StatusOr<actor::eval_report>>(
       self,
@@ -248,7 +245,7 @@ trainer* trainer_of(trainer_state& st, uint64_t generation) {
 
 // On the job thread: forms generation `c.generation` of the group and builds its trainer from
 // where the state comes from.
-absl::Status form_group(self_ptr self, const actor::group_change& c) {
+absl::Status form_group(trainer_self self, const actor::group_change& c) {
   auto& st = self->state;
   std::unique_ptr<comm::communicator> group;
   if (c.ranks > 1) {
@@ -293,7 +290,7 @@ absl::Status form_group(self_ptr self, const actor::group_change& c) {
   return absl::OkStatus();
 }
 
-caf::result<int64_t> regroup(self_ptr self, const actor::group_change& c) {
+caf::result<int64_t> regroup(trainer_self self, const actor::group_change& c) {
   if (!self->state.spec.elastic) {
     return actor::to_error(absl::FailedPreconditionError(
         "(regroup) asked of a trainer of a fixed group; an elastic job sets "
@@ -322,7 +319,7 @@ caf::result<int64_t> regroup(self_ptr self, const actor::group_change& c) {
 }
 
 // Snapshots this rank's state and hands it to the writer; the answer waits for the writer.
-caf::result<actor::checkpoint_shard> start_checkpoint(self_ptr self, int64_t step,
+caf::result<actor::checkpoint_shard> start_checkpoint(trainer_self self, int64_t step,
                                                       const std::string& root) {
   auto& st = self->state;
   // A pretraining checkpoint is named by the optimizer step; an RL one by the RL step (the
@@ -354,7 +351,7 @@ caf::result<actor::checkpoint_shard> start_checkpoint(self_ptr self, int64_t ste
 
 // On the job thread, as a step: the gradient sum blocks in a collective, which an (abort) of an
 // elastic group's driver must reach.
-caf::result<actor::rl_step_report> rl_step(self_ptr self, actor::rl_batch batch) {
+caf::result<actor::rl_step_report> rl_step(trainer_self self, actor::rl_batch batch) {
   auto& st = self->state;
   if (!st.spec.objective && !st.spec.critic) {
     return actor::to_error(absl::FailedPreconditionError(
@@ -383,7 +380,7 @@ caf::result<actor::rl_step_report> rl_step(self_ptr self, actor::rl_batch batch)
   return promise;
 }
 
-caf::result<std::vector<float>> log_probs(self_ptr self, const actor::rl_batch& batch) {
+caf::result<std::vector<float>> log_probs(trainer_self self, const actor::rl_batch& batch) {
   auto& st = self->state;
   const float temperature = st.spec.objective ? st.spec.objective->temperature : 1.0f;
   absl::StatusOr<std::vector<float>> out = st.logic->log_probs(batch, temperature);
@@ -391,7 +388,7 @@ caf::result<std::vector<float>> log_probs(self_ptr self, const actor::rl_batch& 
   return *std::move(out);
 }
 
-caf::result<int64_t> load_weights(self_ptr self, const std::string& dir) {
+caf::result<int64_t> load_weights(trainer_self self, const std::string& dir) {
   absl::StatusOr<checkpoint::checkpoint> saved = checkpoint::checkpoint_store::read(dir);
   if (!saved.ok()) return actor::to_error(saved.status());
   if (absl::Status s = self->state.logic->load_weights(*saved); !s.ok()) {
@@ -402,7 +399,8 @@ caf::result<int64_t> load_weights(self_ptr self, const std::string& dir) {
 
 // Rank 0 of the policy sends its weights to the rollout (the group's other members), in the
 // round's group (formed anew at each new epoch: a rollout worker lost or joined).
-caf::result<actor::weights_ack> sync_weights(self_ptr self, const actor::weight_sync_round& round) {
+caf::result<actor::weights_ack> sync_weights(trainer_self self,
+                                             const actor::weight_sync_round& round) {
   auto& st = self->state;
   if (!st.spec.sync || st.logic->rank() != 0) {
     return actor::to_error(absl::FailedPreconditionError(
@@ -430,7 +428,7 @@ caf::result<actor::weights_ack> sync_weights(self_ptr self, const actor::weight_
   return actor::weights_ack{round.version, *std::move(checksum)};
 }
 
-caf::result<int64_t> restore(self_ptr self, const std::string& dir) {
+caf::result<int64_t> restore(trainer_self self, const std::string& dir) {
   auto& st = self->state;
   if (st.logic->steps() != 0) {
     return actor::to_error(absl::FailedPreconditionError(
@@ -472,7 +470,8 @@ actor::trainer_actor spawn_trainer(caf::actor_system& system, metrics::registry&
   auto shared_spec = std::make_shared<trainer_actor_spec>(std::move(spec));
   return system.spawn<actor::role_actor<actor::trainer_actor, trainer_state>, caf::detached>(
       metrics.actor(name),
-      [&metrics, name, store, shared_spec](self_ptr self) -> actor::trainer_actor::behavior_type {
+      [&metrics, name, store,
+       shared_spec](trainer_self self) -> actor::trainer_actor::behavior_type {
         self->state.spec = *shared_spec;
         self->state.name = name;
         self->state.metrics = &metrics;

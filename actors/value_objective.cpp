@@ -10,7 +10,9 @@ namespace troupe::actors {
 namespace {
 
 // The statistics local_sums() adds up, in order.
-enum sum_index { vf_loss, clipped, vpred_sum, tokens, n_sums };
+namespace value_sum {
+enum index { vf_loss, clipped, vpred_sum, tokens, n_sums };
+}  // namespace value_sum
 
 }  // namespace
 
@@ -56,20 +58,21 @@ std::vector<float> value_objective_pass::local_sums() const {
     count += mask_[i];
     v += double{mask_[i]} * vpreds_[i];
   }
-  std::vector<float> sums(n_sums);
-  sums[vf_loss] = static_cast<float>(vf.vf_loss);
-  sums[clipped] = static_cast<float>(vf.vf_clipfrac * count);  // the kernel's mean, back to a sum
-  sums[vpred_sum] = static_cast<float>(v);
-  sums[tokens] = static_cast<float>(count);
+  std::vector<float> sums(value_sum::n_sums);
+  sums[value_sum::vf_loss] = static_cast<float>(vf.vf_loss);
+  sums[value_sum::clipped] =
+      static_cast<float>(vf.vf_clipfrac * count);  // the kernel's mean, back to a sum
+  sums[value_sum::vpred_sum] = static_cast<float>(v);
+  sums[value_sum::tokens] = static_cast<float>(count);
   return sums;
 }
 
 actor::rl_step_report value_objective_pass::report(const std::vector<float>& sums) {
   actor::rl_step_report r;
-  r.vf_loss = sums[vf_loss];
-  const double count = std::max(1.0f, sums[tokens]);
-  r.vf_clipfrac = sums[clipped] / count;
-  r.vpred_mean = sums[vpred_sum] / count;
+  r.vf_loss = sums[value_sum::vf_loss];
+  const double count = std::max(1.0f, sums[value_sum::tokens]);
+  r.vf_clipfrac = sums[value_sum::clipped] / count;
+  r.vpred_mean = sums[value_sum::vpred_sum] / count;
   return r;
 }
 

@@ -19,6 +19,9 @@ struct gemm {
 };
 
 namespace cuda {
+/// The default stream (a null cudaStream_t), for callers that run on one stream.
+inline constexpr void* default_stream = nullptr;
+
 /// out = op(a) @ op(b) (+ bias[n]) through cuBLASLt: bf16 inputs, fp32 accumulation, out in
 /// `out_type` (bf16 activations, or f32 for gradients that accumulate).
 [[nodiscard]] absl::Status matmul(void* out, tensor::dtype out_type, const tensor::bf16* a,

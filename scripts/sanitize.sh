@@ -43,5 +43,5 @@ fi
 if [ "$mode" = tsan ] || [ "$mode" = all ]; then
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
     run tsan thread 'PeerInboxTest.*:CollectiveQueue.*:AsyncWriter.*' \
-    runtime_test cluster_test comm_test tensor_checkpoint_test
+    cluster_test comm_test tensor_checkpoint_test
 fi

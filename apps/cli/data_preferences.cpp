@@ -16,7 +16,7 @@
 namespace troupe::cli {
 namespace {
 
-int fail(int code, const std::string& message) {
+int preferences_failed(int code, const std::string& message) {
   std::fprintf(stderr, "troupe data preferences: %s\n", message.c_str());
   return code;
 }
@@ -82,17 +82,21 @@ absl::StatusOr<written> write_pairs(const std::string& path,
 }  // namespace
 
 int data_preferences_command(const preferences_args& args) {
-  if (args.examples < 1) return fail(exit_usage_error, "--prompts must be at least 1");
-  if (args.samples < 2) return fail(exit_usage_error, "--samples must be at least 2: a pair");
-  if (args.held_out_prompts < 0) return fail(exit_usage_error, "--held-out-prompts is negative");
+  if (args.examples < 1)
+    return preferences_failed(exit_usage_error, "--prompts must be at least 1");
+  if (args.samples < 2)
+    return preferences_failed(exit_usage_error, "--samples must be at least 2: a pair");
+  if (args.held_out_prompts < 0)
+    return preferences_failed(exit_usage_error, "--held-out-prompts is negative");
   if (args.rejected != "worst" && args.rejected != "random") {
-    return fail(exit_usage_error,
-                absl::StrCat("--rejected is '", args.rejected, "'; it is worst or random"));
+    return preferences_failed(exit_usage_error, absl::StrCat("--rejected is '", args.rejected,
+                                                             "'; it is worst or random"));
   }
   absl::StatusOr<data_task> task = data_task_of(args);
-  if (!task.ok()) return fail(exit_usage_error, std::string(task.status().message()));
+  if (!task.ok()) return preferences_failed(exit_usage_error, std::string(task.status().message()));
   auto policy = load_task_policy(*task, args.policy, "--policy");
-  if (!policy.ok()) return fail(exit_usage_error, std::string(policy.status().message()));
+  if (!policy.ok())
+    return preferences_failed(exit_usage_error, std::string(policy.status().message()));
 
   nlohmann::json summary = {{"format", "pairs"},
                             {"task", task->spec.name},
@@ -109,9 +113,9 @@ int data_preferences_command(const preferences_args& args) {
     auto responses = sample_responses(*policy->engine, *task->task, prompts, args.samples,
                                       args.temperature, args.seed);
     if (!responses.ok())
-      return fail(exit_runtime_failure, std::string(responses.status().message()));
+      return preferences_failed(exit_runtime_failure, std::string(responses.status().message()));
     absl::StatusOr<written> w = write_pairs(path, prompts, *responses, args, first);
-    if (!w.ok()) return fail(exit_runtime_failure, std::string(w.status().message()));
+    if (!w.ok()) return preferences_failed(exit_runtime_failure, std::string(w.status().message()));
     summary[path == args.out ? "out" : "held_out"] = {{"path", path},
                                                       {"prompts", count},
                                                       {"pairs", w->pairs},

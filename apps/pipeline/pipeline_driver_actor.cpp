@@ -30,11 +30,11 @@ struct driver_state {
   clock::time_point last_progress{};
 };
 
-using self_ptr = actor::role_pointer<actor::app_actor, driver_state>;
+using pipeline_self = actor::role_pointer<actor::app_actor, driver_state>;
 
-void execute(self_ptr self, std::vector<command> commands);
+void execute(pipeline_self self, std::vector<command> commands);
 
-void report_progress(self_ptr self, bool force) {
+void report_progress(pipeline_self self, bool force) {
   auto& st = self->state;
   const auto now = clock::now();
   if (!force && now - st.last_progress < std::chrono::milliseconds(200)) return;
@@ -47,7 +47,7 @@ void report_progress(self_ptr self, bool force) {
       {{"done", done}, {"total", total}, {"unit", "items"}});
 }
 
-void complete(self_ptr self, actor::job_result result) {
+void complete(pipeline_self self, actor::job_result result) {
   auto& st = self->state;
   if (!st.running) return;
   st.running = false;
@@ -56,7 +56,7 @@ void complete(self_ptr self, actor::job_result result) {
   self->quit();
 }
 
-void on_report(self_ptr self, const actor::sink_report& report) {
+void on_report(pipeline_self self, const actor::sink_report& report) {
   nlohmann::json summary = {{"items", report.items},
                             {"bytes", report.bytes},
                             {"digest", report.digest},
@@ -65,7 +65,7 @@ void on_report(self_ptr self, const actor::sink_report& report) {
   complete(self, actor::job_result{true, summary.dump(), {}});
 }
 
-void execute_one(self_ptr self, command& cmd) {
+void execute_one(pipeline_self self, command& cmd) {
   auto& st = self->state;
   const auto timeout = std::chrono::milliseconds(st.options.item_timeout_ms);
   if (auto* p = std::get_if<pipeline_driver::pull>(&cmd)) {
@@ -106,7 +106,7 @@ void execute_one(self_ptr self, command& cmd) {
   }
 }
 
-void execute(self_ptr self, std::vector<command> commands) {
+void execute(pipeline_self self, std::vector<command> commands) {
   auto& st = self->state;
   if (!st.running) return;
   if (!st.logic->failure().ok()) {
@@ -118,7 +118,7 @@ void execute(self_ptr self, std::vector<command> commands) {
   report_progress(self, false);
 }
 
-void on_update(self_ptr self, const actor::actor_update& update) {
+void on_update(pipeline_self self, const actor::actor_update& update) {
   auto& st = self->state;
   const auto [role, index] = actor::parse_actor_name(update.name);
   if (role == st.source_role) {
@@ -146,7 +146,7 @@ absl::StatusOr<caf::actor> spawn_pipeline_driver(actor::role_context& ctx,
   }
   run::event_log* events = &ctx.events;
   auto handle = ctx.spawn<actor::app_actor, driver_state>(
-      [options, stages, events](self_ptr self) -> actor::app_actor::behavior_type {
+      [options, stages, events](pipeline_self self) -> actor::app_actor::behavior_type {
         auto& st = self->state;
         st.options = options;
         st.logic = std::make_unique<pipeline_driver>(options, stages);

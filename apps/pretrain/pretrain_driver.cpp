@@ -3,16 +3,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/base/seconds.hpp"
 
 namespace troupe::apps {
-namespace {
-
-double seconds(pretrain_driver::clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-}  // namespace
-
 pretrain_driver::pretrain_driver(pretrain_schedule schedule, std::function<clock::time_point()> now,
                                  std::vector<std::string> members)
     : schedule_(schedule),

@@ -60,11 +60,11 @@ struct driver_state {
   clock::time_point last_progress{};
 };
 
-using self_ptr = actor::role_pointer<driver_actor, driver_state>;
+using pretrain_self = actor::role_pointer<driver_actor, driver_state>;
 
-void execute(self_ptr self, std::vector<command> commands);
+void execute(pretrain_self self, std::vector<command> commands);
 
-void complete(self_ptr self, actor::job_result result) {
+void complete(pretrain_self self, actor::job_result result) {
   auto& st = self->state;
   if (!st.running) return;
   st.running = false;
@@ -72,7 +72,7 @@ void complete(self_ptr self, actor::job_result result) {
   self->quit();
 }
 
-void fail(self_ptr self, const absl::Status& why) {
+void fail(pretrain_self self, const absl::Status& why) {
   complete(self, actor::job_result{false, {}, std::string(why.message())});
 }
 
@@ -87,7 +87,7 @@ absl::Status with_resume_hint(const driver_state& st, const absl::Status& why) {
                    " continues from it, at this layout or another (pretrain.parallel)"));
 }
 
-void report_progress(self_ptr self, const nlohmann::json& row) {
+void report_progress(pretrain_self self, const nlohmann::json& row) {
   auto& st = self->state;
   const auto now = clock::now();
   const int64_t step = row["step"];
@@ -110,7 +110,7 @@ void report_progress(self_ptr self, const nlohmann::json& row) {
             st.elastic ? absl::StrFormat("  %d ranks", row.value("world_size", 0)) : "")}});
 }
 
-void record(self_ptr self, const nlohmann::json& row) {
+void record(pretrain_self self, const nlohmann::json& row) {
   auto& st = self->state;
   if (st.metrics.is_open()) st.metrics << row.dump() << '\n' << std::flush;
   metrics::set_row_gauges(*st.registry, "troupe_train_", row);
@@ -136,7 +136,7 @@ void record(self_ptr self, const nlohmann::json& row) {
   }
 }
 
-absl::Status commit(self_ptr self, const pretrain_driver::commit& c) {
+absl::Status commit(pretrain_self self, const pretrain_driver::commit& c) {
   auto& st = self->state;
   const nlohmann::json meta = {
       {"app", st.app},
@@ -157,7 +157,7 @@ absl::Status commit(self_ptr self, const pretrain_driver::commit& c) {
   return absl::OkStatus();
 }
 
-void finish(self_ptr self, nlohmann::json summary) {
+void finish(pretrain_self self, nlohmann::json summary) {
   auto& st = self->state;
   if (!st.run_dir.empty()) {
     const std::string title = absl::StrCat(st.app, ": ", st.model.layers, " layers, dim ",
@@ -199,8 +199,8 @@ void finish(self_ptr self, nlohmann::json summary) {
 // Runs `on_answer` for every member's answer to `message` (asked in the driver's current
 // generation), or the driver's on_error.
 template <class Answer, class... Ts>
-void ask_all(self_ptr self, std::function<std::vector<command>(int, Answer&, uint64_t)> on_answer,
-             Ts... message) {
+void ask_all(pretrain_self self,
+             std::function<std::vector<command>(int, Answer&, uint64_t)> on_answer, Ts... message) {
   auto& st = self->state;
   const uint64_t generation = st.logic->generation();
   const std::vector<std::string>& members = st.logic->members();
@@ -215,7 +215,7 @@ void ask_all(self_ptr self, std::function<std::vector<command>(int, Answer&, uin
   }
 }
 
-void step_all(self_ptr self) {
+void step_all(pretrain_self self) {
   if (!self->state.pacer.may_start()) {  // held by a test: ask again shortly
     self->delayed_send(self, run::work_pacer::recheck, actor::tick_atom_v);
     return;
@@ -229,7 +229,7 @@ void step_all(self_ptr self) {
 }
 
 // Elastic: the group as `troupe status` shows it, in the head's store (when there is a head).
-void publish_group(self_ptr self) {
+void publish_group(pretrain_self self) {
   auto& st = self->state;
   st.status.publish("trainer_group", {{"generation", st.logic->generation()},
                                       {"world_size", st.logic->members().size()},
@@ -237,7 +237,7 @@ void publish_group(self_ptr self) {
 }
 
 // Elastic: every member forms the new generation of the group, as rank r of the members.
-void regroup_all(self_ptr self, const pretrain_driver::regroup_all& g) {
+void regroup_all(pretrain_self self, const pretrain_driver::regroup_all& g) {
   auto& st = self->state;
   const std::vector<std::string>& members = st.logic->members();
   const int ranks = static_cast<int>(members.size());
@@ -261,7 +261,7 @@ void regroup_all(self_ptr self, const pretrain_driver::regroup_all& g) {
   }
 }
 
-void execute_one(self_ptr self, command& cmd) {
+void execute_one(pretrain_self self, command& cmd) {
   auto& st = self->state;
   if (std::holds_alternative<pretrain_driver::step_all>(cmd)) {
     step_all(self);
@@ -303,14 +303,14 @@ void execute_one(self_ptr self, command& cmd) {
   }
 }
 
-void execute(self_ptr self, std::vector<command> commands) {
+void execute(pretrain_self self, std::vector<command> commands) {
   for (auto& cmd : commands) {
     if (!self->state.running) return;
     execute_one(self, cmd);
   }
 }
 
-void start_training(self_ptr self, int64_t first_step) {
+void start_training(pretrain_self self, int64_t first_step) {
   auto& st = self->state;
   const auto& o = st.options;
   pretrain_schedule schedule{
@@ -371,7 +371,7 @@ absl::Status check_model(const driver_state& st, const checkpoint::checkpoint& s
 }
 
 // Finds the newest good checkpoint, checks it fits this run, and restores every rank from it.
-void resume(self_ptr self) {
+void resume(pretrain_self self) {
   auto& st = self->state;
   std::vector<std::string> warnings;
   const checkpoint::checkpoint_store store(checkpoint::checkpoint_root_of(st.options.resume));
@@ -421,7 +421,7 @@ void resume(self_ptr self) {
 
 // init_from: every rank takes the weights of the named run's latest checkpoint (a reward model a
 // language model's trunk), then the run starts at step 0.
-void init_from(self_ptr self) {
+void init_from(pretrain_self self) {
   auto& st = self->state;
   absl::StatusOr<checkpoint::checkpoint> saved =
       models::read_checkpoint_at(st.options.init_from, "init_from");
@@ -448,7 +448,7 @@ void init_from(self_ptr self) {
   }
 }
 
-void on_update(self_ptr self, const actor::actor_update& update) {
+void on_update(pretrain_self self, const actor::actor_update& update) {
   auto& st = self->state;
   const auto [role, index] = actor::parse_actor_name(update.name);
   if (role != "trainer" || index < 0) return;
@@ -474,7 +474,7 @@ void on_update(self_ptr self, const actor::actor_update& update) {
 
 // A trainer is gone (its worker died, or was declared dead and fenced): an elastic group goes on
 // without it; a fixed grid's run fails, saying which rank it lost.
-void on_down(self_ptr self, const caf::down_msg& down) {
+void on_down(pretrain_self self, const caf::down_msg& down) {
   auto& st = self->state;
   auto it = st.names.find(down.source);
   if (it == st.names.end()) return;
@@ -499,7 +499,7 @@ absl::Status prepare_outputs(driver_state& st) {
 }
 
 // Ctrl-C: the step in flight is the last one; the event says which.
-void stop(self_ptr self) {
+void stop(pretrain_self self) {
   auto& st = self->state;
   if (!st.logic) {  // still restoring: nothing to finish
     return complete(self, actor::job_result{false, {}, "interrupted"});
@@ -553,8 +553,8 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
         "pretrain.checkpoint.every_steps is set, but there is no run directory: set "
         "pretrain.checkpoint.dir");
   }
-  auto handle =
-      ctx.spawn<driver_actor, driver_state>([state](self_ptr self) -> driver_actor::behavior_type {
+  auto handle = ctx.spawn<driver_actor, driver_state>(
+      [state](pretrain_self self) -> driver_actor::behavior_type {
         auto& st = self->state;
         st.app = state->app;
         st.options = state->options;

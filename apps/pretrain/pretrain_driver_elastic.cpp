@@ -7,16 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/base/seconds.hpp"
 
 namespace troupe::apps {
-namespace {
-
-double seconds(pretrain_driver::clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-}  // namespace
-
 std::vector<pretrain_driver::command> pretrain_driver::on_regrouped(
     int rank, const absl::StatusOr<int64_t>& steps, uint64_t generation) {
   if (!current(phase::regrouping, generation) || rank < 0 ||

@@ -11,13 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/base/seconds.hpp"
 
 namespace troupe::apps::rlhf {
 namespace {
-
-double seconds(rlhf_driver::clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 std::string plural(size_t n, const char* what) {
   return absl::StrCat(n, " ", what, n == 1 ? "" : "s");

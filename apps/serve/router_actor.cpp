@@ -46,12 +46,12 @@ struct router_state {
   uint64_t joins = 0;
 };
 
-using self_ptr = actor::role_pointer<router_actor, router_state>;
+using router_self = actor::role_pointer<router_actor, router_state>;
 
-void poll(self_ptr self, const std::string& worker);
-void lost(self_ptr self, const std::string& worker, const std::string& why);
+void poll(router_self self, const std::string& worker);
+void lost(router_self self, const std::string& worker, const std::string& why);
 
-void execute(self_ptr self, std::vector<request_router::command> commands) {
+void execute(router_self self, std::vector<request_router::command> commands) {
   auto& st = self->state;
   // The figures first: a client that has its last token reads /metrics without this request.
   st.metrics->router_state(st.logic->queued(), st.logic->in_flight(), st.workers.size());
@@ -84,7 +84,7 @@ void execute(self_ptr self, std::vector<request_router::command> commands) {
   }
 }
 
-void poll(self_ptr self, const std::string& worker) {
+void poll(router_self self, const std::string& worker) {
   auto it = self->state.workers.find(worker);
   if (it == self->state.workers.end()) return;
   self->request(it->second, std::chrono::seconds(30), actor::poll_atom_v)
@@ -101,7 +101,8 @@ void poll(self_ptr self, const std::string& worker) {
 }
 
 // Forgets worker `it`: the requests it ran are replayed on the others; returns how many.
-uint64_t forget(self_ptr self, std::map<std::string, actor::inference_worker_actor>::iterator it) {
+uint64_t forget(router_self self,
+                std::map<std::string, actor::inference_worker_actor>::iterator it) {
   auto& st = self->state;
   const std::string worker = it->first;
   st.names.erase(it->second.address());
@@ -114,7 +115,7 @@ uint64_t forget(self_ptr self, std::map<std::string, actor::inference_worker_act
   return st.logic->replays() - before;
 }
 
-void lost(self_ptr self, const std::string& worker, const std::string& why) {
+void lost(router_self self, const std::string& worker, const std::string& why) {
   auto& st = self->state;
   auto it = st.workers.find(worker);
   if (it == st.workers.end()) return;
@@ -134,7 +135,7 @@ void lost(self_ptr self, const std::string& worker, const std::string& why) {
                   {{"worker", worker}, {"replayed", replayed}});
 }
 
-void on_update(self_ptr self, const actor::actor_update& update) {
+void on_update(router_self self, const actor::actor_update& update) {
   auto& st = self->state;
   if (actor::parse_actor_name(update.name).role != "worker") return;
   auto handle = caf::actor_cast<actor::inference_worker_actor>(update.handle);
@@ -155,7 +156,7 @@ void on_update(self_ptr self, const actor::actor_update& update) {
 
 // A drained worker leaves: the router forgets it (it has no request left) and its process
 // stops.
-void retire(self_ptr self, const std::string& worker) {
+void retire(router_self self, const std::string& worker) {
   auto& st = self->state;
   auto it = st.workers.find(worker);
   if (it == st.workers.end()) return;
@@ -170,7 +171,7 @@ void retire(self_ptr self, const std::string& worker) {
 
 // The autoscaler's control tick: ask for more or fewer workers, drain the ones beyond the
 // target, retire the drained ones.
-void autoscale(self_ptr self) {
+void autoscale(router_self self) {
   auto& st = self->state;
   if (st.draining) return;  // the job stops: its workers stop with it
   std::vector<replica_autoscaler::replica> replicas;
@@ -209,7 +210,7 @@ void autoscale(self_ptr self) {
   self->delayed_send(self, autoscale_period, actor::wake_atom_v);
 }
 
-absl::Status start_front_end(self_ptr self) {
+absl::Status start_front_end(router_self self) {
   auto& st = self->state;
   const caf::actor_addr me = self->address();
   const auto send = [me](auto... xs) {
@@ -234,14 +235,14 @@ absl::Status start_front_end(self_ptr self) {
   return absl::OkStatus();
 }
 
-void finish(self_ptr self, actor::job_result result) {
+void finish(router_self self, actor::job_result result) {
   self->state.done.deliver(std::move(result));
   self->quit();
 }
 
 // Ends the job once a draining router has nothing left: no request queued, on a worker, or in
 // an HTTP exchange.
-void finish_when_drained(self_ptr self) {
+void finish_when_drained(router_self self) {
   auto& st = self->state;
   if (st.logic->queued() > 0 || st.logic->in_flight() > 0 || st.front_end->open_requests() > 0) {
     self->delayed_send(self, drain_check, actor::tick_atom_v);
@@ -253,7 +254,7 @@ void finish_when_drained(self_ptr self) {
              true, nlohmann::json{{"url", st.url}, {"replays", st.logic->replays()}}.dump(), {}});
 }
 
-void drain(self_ptr self) {
+void drain(router_self self) {
   auto& st = self->state;
   if (st.draining || !st.front_end) return;
   st.draining = true;
@@ -281,7 +282,7 @@ absl::StatusOr<caf::actor> spawn_serve_router(actor::role_context& ctx,
   actor::worker_scaler* scaler = ctx.scaler;
   auto handle = ctx.spawn<router_actor, router_state>(
       [options, limits, events, registry, autoscaling, initial,
-       scaler](self_ptr self) -> router_actor::behavior_type {
+       scaler](router_self self) -> router_actor::behavior_type {
         auto& st = self->state;
         if (autoscaling) {
           st.autoscaler = std::make_unique<replica_autoscaler>(*autoscaling, initial);

@@ -16,11 +16,10 @@
 namespace troupe::models {
 namespace {
 
-namespace k = kernels::cuda;
+namespace cuda = kernels::cuda;
 using kernels::gemm;
 using tensor::bf16;
 using tensor::dtype;
-constexpr void* stream = nullptr;  // the default stream: one decoder, one stream
 
 class gpt_cuda_decoder final : public gpt_decoder {
  public:
@@ -104,39 +103,42 @@ class gpt_cuda_decoder final : public gpt_decoder {
     bf16 *x = x_.data<bf16>(), *ln = ln_.data<bf16>(), *qkv = qkv_.data<bf16>();
     bf16 *atty = atty_.data<bf16>(), *tmp = tmp_.data<bf16>(), *fc = fc_.data<bf16>();
     float *mean = mean_.data<float>(), *rstd = rstd_.data<float>();
-    TROUPE_RETURN_IF_ERROR(k::embedding_forward(x, dev_tokens, dev_positions, N, w + layout_.wte(),
-                                                w + layout_.wpe(), C, stream));
+    TROUPE_RETURN_IF_ERROR(cuda::embedding_forward(x, dev_tokens, dev_positions, N,
+                                                   w + layout_.wte(), w + layout_.wpe(), C,
+                                                   cuda::default_stream));
     for (int l = 0; l < c.layers; ++l) {
       const auto& o = layout_.block(l);
       bf16 *keys = pools_[2 * l].data<bf16>(), *values = pools_[2 * l + 1].data<bf16>();
-      TROUPE_RETURN_IF_ERROR(
-          k::layernorm_forward(ln, mean, rstd, x, w + o.ln1_w, w + o.ln1_b, N, C, stream));
-      TROUPE_RETURN_IF_ERROR(
-          k::matmul(qkv, dtype::bf16, ln, w + o.attn_w, w + o.attn_b, gemm{N, 3 * C, C}, stream));
+      TROUPE_RETURN_IF_ERROR(cuda::layernorm_forward(ln, mean, rstd, x, w + o.ln1_w, w + o.ln1_b, N,
+                                                     C, cuda::default_stream));
+      TROUPE_RETURN_IF_ERROR(cuda::matmul(qkv, dtype::bf16, ln, w + o.attn_w, w + o.attn_b,
+                                          gemm{N, 3 * C, C}, cuda::default_stream));
       int row = 0;
       for (int i = 0; i < R; ++i) {
         const decode_request& r = requests[i];
         const bf16* new_rows = qkv + int64_t{row} * 3 * C;
-        TROUPE_RETURN_IF_ERROR(k::kv_append(keys, dev_tables + table_of[i], kv_, r.first_position,
-                                            new_rows + C, 3 * C, r.count, stream));
-        TROUPE_RETURN_IF_ERROR(k::kv_append(values, dev_tables + table_of[i], kv_, r.first_position,
-                                            new_rows + 2 * C, 3 * C, r.count, stream));
+        TROUPE_RETURN_IF_ERROR(cuda::kv_append(keys, dev_tables + table_of[i], kv_,
+                                               r.first_position, new_rows + C, 3 * C, r.count,
+                                               cuda::default_stream));
+        TROUPE_RETURN_IF_ERROR(cuda::kv_append(values, dev_tables + table_of[i], kv_,
+                                               r.first_position, new_rows + 2 * C, 3 * C, r.count,
+                                               cuda::default_stream));
         row += r.count;
       }
-      TROUPE_RETURN_IF_ERROR(k::paged_attention(atty, qkv, 3 * C, keys, values, dev_tables,
-                                                dev_offsets, dev_positions, kv_, N, c.heads,
-                                                stream));
-      TROUPE_RETURN_IF_ERROR(
-          k::matmul(tmp, dtype::bf16, atty, w + o.proj_w, w + o.proj_b, gemm{N, C, C}, stream));
-      TROUPE_RETURN_IF_ERROR(k::accumulate(x, tmp, int64_t{N} * C, stream));
-      TROUPE_RETURN_IF_ERROR(
-          k::layernorm_forward(ln, mean, rstd, x, w + o.ln2_w, w + o.ln2_b, N, C, stream));
-      TROUPE_RETURN_IF_ERROR(
-          k::matmul(fc, dtype::bf16, ln, w + o.fc_w, w + o.fc_b, gemm{N, 4 * C, C}, stream));
-      TROUPE_RETURN_IF_ERROR(k::gelu_forward(fc, fc, int64_t{N} * 4 * C, stream));
-      TROUPE_RETURN_IF_ERROR(
-          k::matmul(tmp, dtype::bf16, fc, w + o.fc2_w, w + o.fc2_b, gemm{N, C, 4 * C}, stream));
-      TROUPE_RETURN_IF_ERROR(k::accumulate(x, tmp, int64_t{N} * C, stream));
+      TROUPE_RETURN_IF_ERROR(cuda::paged_attention(atty, qkv, 3 * C, keys, values, dev_tables,
+                                                   dev_offsets, dev_positions, kv_, N, c.heads,
+                                                   cuda::default_stream));
+      TROUPE_RETURN_IF_ERROR(cuda::matmul(tmp, dtype::bf16, atty, w + o.proj_w, w + o.proj_b,
+                                          gemm{N, C, C}, cuda::default_stream));
+      TROUPE_RETURN_IF_ERROR(cuda::accumulate(x, tmp, int64_t{N} * C, cuda::default_stream));
+      TROUPE_RETURN_IF_ERROR(cuda::layernorm_forward(ln, mean, rstd, x, w + o.ln2_w, w + o.ln2_b, N,
+                                                     C, cuda::default_stream));
+      TROUPE_RETURN_IF_ERROR(cuda::matmul(fc, dtype::bf16, ln, w + o.fc_w, w + o.fc_b,
+                                          gemm{N, 4 * C, C}, cuda::default_stream));
+      TROUPE_RETURN_IF_ERROR(cuda::gelu_forward(fc, fc, int64_t{N} * 4 * C, cuda::default_stream));
+      TROUPE_RETURN_IF_ERROR(cuda::matmul(tmp, dtype::bf16, fc, w + o.fc2_w, w + o.fc2_b,
+                                          gemm{N, C, 4 * C}, cuda::default_stream));
+      TROUPE_RETURN_IF_ERROR(cuda::accumulate(x, tmp, int64_t{N} * C, cuda::default_stream));
     }
     // Only each request's last row goes through the head.
     int row = 0;
@@ -146,11 +148,11 @@ class gpt_cuda_decoder final : public gpt_decoder {
       TROUPE_ASSIGN_OR_RETURN(tensor::tensor to, last_.narrow(0, int64_t{i} * C, C));
       TROUPE_RETURN_IF_ERROR(tensor::copy(to, from));
     }
-    TROUPE_RETURN_IF_ERROR(k::layernorm_forward(ln, mean, rstd, last_.data<bf16>(),
-                                                w + layout_.lnf_w(), w + layout_.lnf_b(), R, C,
-                                                stream));
-    TROUPE_RETURN_IF_ERROR(k::matmul(logits_.raw(), dtype::f32, ln, w + layout_.wte(), nullptr,
-                                     gemm{R, c.vocab, C, false, true}, stream));
+    TROUPE_RETURN_IF_ERROR(cuda::layernorm_forward(ln, mean, rstd, last_.data<bf16>(),
+                                                   w + layout_.lnf_w(), w + layout_.lnf_b(), R, C,
+                                                   cuda::default_stream));
+    TROUPE_RETURN_IF_ERROR(cuda::matmul(logits_.raw(), dtype::f32, ln, w + layout_.wte(), nullptr,
+                                        gemm{R, c.vocab, C, false, true}, cuda::default_stream));
     TROUPE_ASSIGN_OR_RETURN(tensor::tensor produced, logits_.narrow(0, 0, int64_t{R} * c.vocab));
     TROUPE_ASSIGN_OR_RETURN(tensor::tensor on_host, produced.to(tensor::device::cpu()));
     std::memcpy(logits, on_host.data<float>(), int64_t{R} * c.vocab * sizeof(float));

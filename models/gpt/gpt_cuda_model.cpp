@@ -14,14 +14,10 @@
 
 namespace troupe::models {
 
-namespace k = kernels::cuda;
+namespace cuda = kernels::cuda;
 using kernels::gemm;
 using tensor::bf16;
 using tensor::dtype;
-
-namespace {
-constexpr void* stream = nullptr;  // the default stream: one model, one stream
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<gpt_cuda_model>> gpt_cuda_model::create(const gpt_layout& layout,
                                                                        int max_batch, int device,
@@ -103,36 +99,39 @@ absl::StatusOr<loss_sum> gpt_cuda_model::train_step(const tensor::tensor& tokens
   const int32_t* tok = tokens.data<int32_t>();
   const int32_t* pos = positions_.data<int32_t>();
 
-  TROUPE_RETURN_IF_ERROR(k::embedding_forward(x_[0].data<bf16>(), tok, pos, N, w + layout_.wte(),
-                                              w + layout_.wpe(), C, stream));
+  TROUPE_RETURN_IF_ERROR(cuda::embedding_forward(x_[0].data<bf16>(), tok, pos, N, w + layout_.wte(),
+                                                 w + layout_.wpe(), C, cuda::default_stream));
   for (int l = 0; l < c.layers; ++l) {
     TROUPE_RETURN_IF_ERROR(
         block_forward(l, batch, seq, x_[l].data<bf16>(), x_[l + 1].data<bf16>()));
   }
-  TROUPE_RETURN_IF_ERROR(k::layernorm_forward(
+  TROUPE_RETURN_IF_ERROR(cuda::layernorm_forward(
       lnf_.data<bf16>(), lnf_mean_.data<float>(), lnf_rstd_.data<float>(), x_.back().data<bf16>(),
-      w + layout_.lnf_w(), w + layout_.lnf_b(), N, C, stream));
-  TROUPE_RETURN_IF_ERROR(k::matmul(logits_.raw(), dtype::bf16, lnf_.data<bf16>(), w + layout_.wte(),
-                                   nullptr, gemm{N, c.vocab, C, false, true}, stream));
-  TROUPE_RETURN_IF_ERROR(k::cross_entropy_fused(losses_.data<float>(), logits_.data<bf16>(),
-                                                targets.data<int32_t>(), loss_scale, N, c.vocab,
-                                                stream));
+      w + layout_.lnf_w(), w + layout_.lnf_b(), N, C, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::matmul(logits_.raw(), dtype::bf16, lnf_.data<bf16>(),
+                                      w + layout_.wte(), nullptr, gemm{N, c.vocab, C, false, true},
+                                      cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::cross_entropy_fused(losses_.data<float>(), logits_.data<bf16>(),
+                                                   targets.data<int32_t>(), loss_scale, N, c.vocab,
+                                                   cuda::default_stream));
   // Backward: logits_ now holds d(logits).
   bf16* dx = dx_.data<bf16>();
-  TROUPE_RETURN_IF_ERROR(k::matmul(dtmp_.raw(), dtype::bf16, logits_.data<bf16>(),
-                                   w + layout_.wte(), nullptr, gemm{N, C, c.vocab}, stream));
-  TROUPE_RETURN_IF_ERROR(k::matmul(g + layout_.wte(), dtype::f32, logits_.data<bf16>(),
-                                   lnf_.data<bf16>(), nullptr,
-                                   gemm{c.vocab, C, N, true, false, true}, stream));
+  TROUPE_RETURN_IF_ERROR(cuda::matmul(dtmp_.raw(), dtype::bf16, logits_.data<bf16>(),
+                                      w + layout_.wte(), nullptr, gemm{N, C, c.vocab},
+                                      cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(
+      cuda::matmul(g + layout_.wte(), dtype::f32, logits_.data<bf16>(), lnf_.data<bf16>(), nullptr,
+                   gemm{c.vocab, C, N, true, false, true}, cuda::default_stream));
   TROUPE_RETURN_IF_ERROR(tensor::cuda_zero(dx, int64_t{N} * C * sizeof(bf16)));
-  TROUPE_RETURN_IF_ERROR(k::layernorm_backward(
-      dx, g + layout_.lnf_w(), g + layout_.lnf_b(), dtmp_.data<bf16>(), x_.back().data<bf16>(),
-      w + layout_.lnf_w(), lnf_mean_.data<float>(), lnf_rstd_.data<float>(), N, C, stream));
+  TROUPE_RETURN_IF_ERROR(
+      cuda::layernorm_backward(dx, g + layout_.lnf_w(), g + layout_.lnf_b(), dtmp_.data<bf16>(),
+                               x_.back().data<bf16>(), w + layout_.lnf_w(), lnf_mean_.data<float>(),
+                               lnf_rstd_.data<float>(), N, C, cuda::default_stream));
   for (int l = c.layers - 1; l >= 0; --l) {
     TROUPE_RETURN_IF_ERROR(block_backward(l, batch, seq, x_[l].data<bf16>()));
   }
-  TROUPE_RETURN_IF_ERROR(
-      k::embedding_backward(g + layout_.wte(), g + layout_.wpe(), dx, tok, pos, N, C, stream));
+  TROUPE_RETURN_IF_ERROR(cuda::embedding_backward(g + layout_.wte(), g + layout_.wpe(), dx, tok,
+                                                  pos, N, C, cuda::default_stream));
   TROUPE_ASSIGN_OR_RETURN(tensor::tensor losses, losses_.narrow(0, 0, N));
   TROUPE_ASSIGN_OR_RETURN(tensor::tensor host_losses, losses.to(tensor::device::cpu()));
   TROUPE_ASSIGN_OR_RETURN(tensor::tensor host_targets, targets.to(tensor::device::cpu()));
@@ -153,27 +152,28 @@ absl::Status gpt_cuda_model::block_forward(int layer, int batch, int seq, const 
   const int N = batch * seq, C = c.dim;
   const bf16* w = weights_.data<bf16>();
   bf16* tmp = dtmp_.data<bf16>();
-  TROUPE_RETURN_IF_ERROR(k::layernorm_forward(a.ln1.data<bf16>(), a.ln1_mean.data<float>(),
-                                              a.ln1_rstd.data<float>(), in, w + o.ln1_w,
-                                              w + o.ln1_b, N, C, stream));
-  TROUPE_RETURN_IF_ERROR(k::matmul(a.qkv.raw(), dtype::bf16, a.ln1.data<bf16>(), w + o.attn_w,
-                                   w + o.attn_b, gemm{N, 3 * C, C}, stream));
-  TROUPE_RETURN_IF_ERROR(k::attention_forward(a.atty.data<bf16>(), a.lse.data<float>(),
-                                              a.qkv.data<bf16>(), {batch, seq, C, c.heads},
-                                              stream));
-  TROUPE_RETURN_IF_ERROR(k::matmul(tmp, dtype::bf16, a.atty.data<bf16>(), w + o.proj_w,
-                                   w + o.proj_b, gemm{N, C, C}, stream));
-  TROUPE_RETURN_IF_ERROR(k::residual_forward(a.mid.data<bf16>(), in, tmp, int64_t{N} * C, stream));
-  TROUPE_RETURN_IF_ERROR(k::layernorm_forward(a.ln2.data<bf16>(), a.ln2_mean.data<float>(),
-                                              a.ln2_rstd.data<float>(), a.mid.data<bf16>(),
-                                              w + o.ln2_w, w + o.ln2_b, N, C, stream));
-  TROUPE_RETURN_IF_ERROR(k::matmul(a.fc.raw(), dtype::bf16, a.ln2.data<bf16>(), w + o.fc_w,
-                                   w + o.fc_b, gemm{N, 4 * C, C}, stream));
+  TROUPE_RETURN_IF_ERROR(cuda::layernorm_forward(a.ln1.data<bf16>(), a.ln1_mean.data<float>(),
+                                                 a.ln1_rstd.data<float>(), in, w + o.ln1_w,
+                                                 w + o.ln1_b, N, C, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::matmul(a.qkv.raw(), dtype::bf16, a.ln1.data<bf16>(), w + o.attn_w,
+                                      w + o.attn_b, gemm{N, 3 * C, C}, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::attention_forward(a.atty.data<bf16>(), a.lse.data<float>(),
+                                                 a.qkv.data<bf16>(), {batch, seq, C, c.heads},
+                                                 cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::matmul(tmp, dtype::bf16, a.atty.data<bf16>(), w + o.proj_w,
+                                      w + o.proj_b, gemm{N, C, C}, cuda::default_stream));
   TROUPE_RETURN_IF_ERROR(
-      k::gelu_forward(a.fc_gelu.data<bf16>(), a.fc.data<bf16>(), int64_t{N} * 4 * C, stream));
-  TROUPE_RETURN_IF_ERROR(k::matmul(tmp, dtype::bf16, a.fc_gelu.data<bf16>(), w + o.fc2_w,
-                                   w + o.fc2_b, gemm{N, C, 4 * C}, stream));
-  return k::residual_forward(out, a.mid.data<bf16>(), tmp, int64_t{N} * C, stream);
+      cuda::residual_forward(a.mid.data<bf16>(), in, tmp, int64_t{N} * C, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::layernorm_forward(
+      a.ln2.data<bf16>(), a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(), a.mid.data<bf16>(),
+      w + o.ln2_w, w + o.ln2_b, N, C, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::matmul(a.fc.raw(), dtype::bf16, a.ln2.data<bf16>(), w + o.fc_w,
+                                      w + o.fc_b, gemm{N, 4 * C, C}, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::gelu_forward(a.fc_gelu.data<bf16>(), a.fc.data<bf16>(),
+                                            int64_t{N} * 4 * C, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::matmul(tmp, dtype::bf16, a.fc_gelu.data<bf16>(), w + o.fc2_w,
+                                      w + o.fc2_b, gemm{N, C, 4 * C}, cuda::default_stream));
+  return cuda::residual_forward(out, a.mid.data<bf16>(), tmp, int64_t{N} * C, cuda::default_stream);
 }
 
 absl::Status gpt_cuda_model::block_backward(int layer, int batch, int seq, const bf16* in) {
@@ -187,35 +187,37 @@ absl::Status gpt_cuda_model::block_backward(int layer, int batch, int seq, const
   bf16* dtmp = dtmp_.data<bf16>();
   bf16* dfc = dfc_.data<bf16>();
   bf16* dqkv = dqkv_.data<bf16>();
-  TROUPE_RETURN_IF_ERROR(k::matmul(dfc, dtype::bf16, dx, w + o.fc2_w, nullptr,
-                                   gemm{N, 4 * C, C, false, true}, stream));
-  TROUPE_RETURN_IF_ERROR(k::matmul(g + o.fc2_w, dtype::f32, a.fc_gelu.data<bf16>(), dx, nullptr,
-                                   gemm{4 * C, C, N, true, false, true}, stream));
-  TROUPE_RETURN_IF_ERROR(k::bias_backward(g + o.fc2_b, dx, N, C, stream));
-  TROUPE_RETURN_IF_ERROR(k::gelu_backward(dfc, a.fc.data<bf16>(), dfc, int64_t{N} * 4 * C, stream));
-  TROUPE_RETURN_IF_ERROR(k::matmul(dtmp, dtype::bf16, dfc, w + o.fc_w, nullptr,
-                                   gemm{N, C, 4 * C, false, true}, stream));
-  TROUPE_RETURN_IF_ERROR(k::matmul(g + o.fc_w, dtype::f32, a.ln2.data<bf16>(), dfc, nullptr,
-                                   gemm{C, 4 * C, N, true, false, true}, stream));
-  TROUPE_RETURN_IF_ERROR(k::bias_backward(g + o.fc_b, dfc, N, 4 * C, stream));
+  TROUPE_RETURN_IF_ERROR(cuda::matmul(dfc, dtype::bf16, dx, w + o.fc2_w, nullptr,
+                                      gemm{N, 4 * C, C, false, true}, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::matmul(g + o.fc2_w, dtype::f32, a.fc_gelu.data<bf16>(), dx, nullptr,
+                                      gemm{4 * C, C, N, true, false, true}, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::bias_backward(g + o.fc2_b, dx, N, C, cuda::default_stream));
   TROUPE_RETURN_IF_ERROR(
-      k::layernorm_backward(dx, g + o.ln2_w, g + o.ln2_b, dtmp, a.mid.data<bf16>(), w + o.ln2_w,
-                            a.ln2_mean.data<float>(), a.ln2_rstd.data<float>(), N, C, stream));
-  TROUPE_RETURN_IF_ERROR(
-      k::matmul(dtmp, dtype::bf16, dx, w + o.proj_w, nullptr, gemm{N, C, C, false, true}, stream));
-  TROUPE_RETURN_IF_ERROR(k::matmul(g + o.proj_w, dtype::f32, a.atty.data<bf16>(), dx, nullptr,
-                                   gemm{C, C, N, true, false, true}, stream));
-  TROUPE_RETURN_IF_ERROR(k::bias_backward(g + o.proj_b, dx, N, C, stream));
-  TROUPE_RETURN_IF_ERROR(k::attention_backward(dqkv, dtmp, a.qkv.data<bf16>(), a.atty.data<bf16>(),
-                                               a.lse.data<float>(), {batch, seq, C, c.heads},
-                                               stream));
-  TROUPE_RETURN_IF_ERROR(k::matmul(dtmp, dtype::bf16, dqkv, w + o.attn_w, nullptr,
-                                   gemm{N, C, 3 * C, false, true}, stream));
-  TROUPE_RETURN_IF_ERROR(k::matmul(g + o.attn_w, dtype::f32, a.ln1.data<bf16>(), dqkv, nullptr,
-                                   gemm{C, 3 * C, N, true, false, true}, stream));
-  TROUPE_RETURN_IF_ERROR(k::bias_backward(g + o.attn_b, dqkv, N, 3 * C, stream));
-  return k::layernorm_backward(dx, g + o.ln1_w, g + o.ln1_b, dtmp, in, w + o.ln1_w,
-                               a.ln1_mean.data<float>(), a.ln1_rstd.data<float>(), N, C, stream);
+      cuda::gelu_backward(dfc, a.fc.data<bf16>(), dfc, int64_t{N} * 4 * C, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::matmul(dtmp, dtype::bf16, dfc, w + o.fc_w, nullptr,
+                                      gemm{N, C, 4 * C, false, true}, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::matmul(g + o.fc_w, dtype::f32, a.ln2.data<bf16>(), dfc, nullptr,
+                                      gemm{C, 4 * C, N, true, false, true}, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::bias_backward(g + o.fc_b, dfc, N, 4 * C, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::layernorm_backward(
+      dx, g + o.ln2_w, g + o.ln2_b, dtmp, a.mid.data<bf16>(), w + o.ln2_w, a.ln2_mean.data<float>(),
+      a.ln2_rstd.data<float>(), N, C, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::matmul(dtmp, dtype::bf16, dx, w + o.proj_w, nullptr,
+                                      gemm{N, C, C, false, true}, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::matmul(g + o.proj_w, dtype::f32, a.atty.data<bf16>(), dx, nullptr,
+                                      gemm{C, C, N, true, false, true}, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::bias_backward(g + o.proj_b, dx, N, C, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::attention_backward(dqkv, dtmp, a.qkv.data<bf16>(),
+                                                  a.atty.data<bf16>(), a.lse.data<float>(),
+                                                  {batch, seq, C, c.heads}, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::matmul(dtmp, dtype::bf16, dqkv, w + o.attn_w, nullptr,
+                                      gemm{N, C, 3 * C, false, true}, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::matmul(g + o.attn_w, dtype::f32, a.ln1.data<bf16>(), dqkv, nullptr,
+                                      gemm{C, 3 * C, N, true, false, true}, cuda::default_stream));
+  TROUPE_RETURN_IF_ERROR(cuda::bias_backward(g + o.attn_b, dqkv, N, 3 * C, cuda::default_stream));
+  return cuda::layernorm_backward(dx, g + o.ln1_w, g + o.ln1_b, dtmp, in, w + o.ln1_w,
+                                  a.ln1_mean.data<float>(), a.ln1_rstd.data<float>(), N, C,
+                                  cuda::default_stream);
 }
 
 absl::Status gpt_cuda_model::optimizer_step(const kernels::adamw_params& p, float weight_decay) {
@@ -224,10 +226,10 @@ absl::Status gpt_cuda_model::optimizer_step(const kernels::adamw_params& p, floa
     kernels::adamw_params q = p;
     q.step = steps_;
     q.weight_decay = slot.decay ? weight_decay : 0.0f;
-    TROUPE_RETURN_IF_ERROR(
-        k::adamw_update(master_.data<float>() + slot.offset, weights_.data<bf16>() + slot.offset,
-                        grads_.data<float>() + slot.offset, m_.data<float>() + slot.offset,
-                        v_.data<float>() + slot.offset, slot.numel, q, 1.0f, stream));
+    TROUPE_RETURN_IF_ERROR(cuda::adamw_update(
+        master_.data<float>() + slot.offset, weights_.data<bf16>() + slot.offset,
+        grads_.data<float>() + slot.offset, m_.data<float>() + slot.offset,
+        v_.data<float>() + slot.offset, slot.numel, q, 1.0f, cuda::default_stream));
   }
   return tensor::zero(grads_);
 }

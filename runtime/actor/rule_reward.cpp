@@ -15,7 +15,7 @@ struct reward_state {
   reward_scorer scorer;
 };
 
-using self_ptr = role_pointer<reward_actor, reward_state>;
+using reward_self = role_pointer<reward_actor, reward_state>;
 
 struct no_options {};
 
@@ -46,7 +46,7 @@ reward_actor spawn_reward(caf::actor_system& system, metrics::registry& metrics,
                           const std::string& actor_name, reward_scorer scorer) {
   return system.spawn<role_actor<reward_actor, reward_state>>(
       metrics.actor(actor_name),
-      [scorer = std::move(scorer)](self_ptr self) -> reward_actor::behavior_type {
+      [scorer = std::move(scorer)](reward_self self) -> reward_actor::behavior_type {
         self->state.scorer = scorer;
         return {
             [self](score_atom, const reward_request& request) -> caf::result<std::vector<double>> {
