@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdio>
 #include <functional>
 #include <optional>
 #include <string>
@@ -13,6 +14,12 @@
 #include "runtime/run/run_dir.hpp"
 
 namespace troupe::cli {
+
+/// Prints "COMMAND: MESSAGE" on stderr and returns `code`: how a command reports why it stopped.
+inline int fail(const char* command, int code, const std::string& message) {
+  std::fprintf(stderr, "%s: %s\n", command, message.c_str());
+  return code;
+}
 
 /// troupe's exit codes.
 enum exit_code : int {

@@ -14,15 +14,6 @@
 #include "tasks/text_task.hpp"
 
 namespace troupe::cli {
-namespace {
-
-int sft_failed(int code, const std::string& message) {
-  std::fprintf(stderr, "troupe data sft: %s\n", message.c_str());
-  return code;
-}
-
-}  // namespace
-
 absl::StatusOr<data_task> data_task_of(const config_args& args) {
   TROUPE_ASSIGN_OR_RETURN(config::document doc, config::document::load_file(args.config));
   for (const auto& assignment : args.overrides)
@@ -56,15 +47,18 @@ absl::StatusOr<data_task> data_task_of(const config_args& args) {
 }
 
 int data_sft_command(const data_args& args) {
-  if (args.examples < 1) return sft_failed(exit_usage_error, "--examples must be at least 1");
+  if (args.examples < 1)
+    return fail("troupe data sft", exit_usage_error, "--examples must be at least 1");
   absl::StatusOr<data_task> data = data_task_of(args);
-  if (!data.ok()) return sft_failed(exit_usage_error, std::string(data.status().message()));
+  if (!data.ok())
+    return fail("troupe data sft", exit_usage_error, std::string(data.status().message()));
 
   const std::filesystem::path out(args.out);
   std::error_code ec;
   if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path(), ec);
   std::ofstream file(out, std::ios::binary | std::ios::trunc);
-  if (!file) return sft_failed(exit_runtime_failure, absl::StrCat("cannot write ", args.out));
+  if (!file)
+    return fail("troupe data sft", exit_runtime_failure, absl::StrCat("cannot write ", args.out));
   for (int64_t i = 0; i < args.examples; ++i) {
     const tasks::text_task::example e = data->task->example_at(args.seed, i);
     // Bytes that are not UTF-8 (fortunes are Latin-1 in places) show as U+FFFD.
@@ -73,7 +67,8 @@ int data_sft_command(const data_args& args) {
          << '\n';
   }
   file.close();
-  if (!file) return sft_failed(exit_runtime_failure, absl::StrCat("cannot write ", args.out));
+  if (!file)
+    return fail("troupe data sft", exit_runtime_failure, absl::StrCat("cannot write ", args.out));
   std::printf("%s\n", nlohmann::json{{"format", "sft"},
                                      {"task", data->spec.name},
                                      {"examples", args.examples},

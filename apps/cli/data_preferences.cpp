@@ -16,11 +16,6 @@
 namespace troupe::cli {
 namespace {
 
-int preferences_failed(int code, const std::string& message) {
-  std::fprintf(stderr, "troupe data preferences: %s\n", message.c_str());
-  return code;
-}
-
 // Writes the pair of each prompt (its best and its worst writable response; none when they
 // tie) to `path`; returns the pairs written, the chosen and the rejected responses' mean scores,
 // and the responses left out for bytes JSON cannot hold.
@@ -83,20 +78,23 @@ absl::StatusOr<written> write_pairs(const std::string& path,
 
 int data_preferences_command(const preferences_args& args) {
   if (args.examples < 1)
-    return preferences_failed(exit_usage_error, "--prompts must be at least 1");
+    return fail("troupe data preferences", exit_usage_error, "--prompts must be at least 1");
   if (args.samples < 2)
-    return preferences_failed(exit_usage_error, "--samples must be at least 2: a pair");
+    return fail("troupe data preferences", exit_usage_error,
+                "--samples must be at least 2: a pair");
   if (args.held_out_prompts < 0)
-    return preferences_failed(exit_usage_error, "--held-out-prompts is negative");
+    return fail("troupe data preferences", exit_usage_error, "--held-out-prompts is negative");
   if (args.rejected != "worst" && args.rejected != "random") {
-    return preferences_failed(exit_usage_error, absl::StrCat("--rejected is '", args.rejected,
-                                                             "'; it is worst or random"));
+    return fail("troupe data preferences", exit_usage_error,
+                absl::StrCat("--rejected is '", args.rejected, "'; it is worst or random"));
   }
   absl::StatusOr<data_task> task = data_task_of(args);
-  if (!task.ok()) return preferences_failed(exit_usage_error, std::string(task.status().message()));
+  if (!task.ok())
+    return fail("troupe data preferences", exit_usage_error, std::string(task.status().message()));
   auto policy = load_task_policy(*task, args.policy, "--policy");
   if (!policy.ok())
-    return preferences_failed(exit_usage_error, std::string(policy.status().message()));
+    return fail("troupe data preferences", exit_usage_error,
+                std::string(policy.status().message()));
 
   nlohmann::json summary = {{"format", "pairs"},
                             {"task", task->spec.name},
@@ -113,9 +111,12 @@ int data_preferences_command(const preferences_args& args) {
     auto responses = sample_responses(*policy->engine, *task->task, prompts, args.samples,
                                       args.temperature, args.seed);
     if (!responses.ok())
-      return preferences_failed(exit_runtime_failure, std::string(responses.status().message()));
+      return fail("troupe data preferences", exit_runtime_failure,
+                  std::string(responses.status().message()));
     absl::StatusOr<written> w = write_pairs(path, prompts, *responses, args, first);
-    if (!w.ok()) return preferences_failed(exit_runtime_failure, std::string(w.status().message()));
+    if (!w.ok())
+      return fail("troupe data preferences", exit_runtime_failure,
+                  std::string(w.status().message()));
     summary[path == args.out ? "out" : "held_out"] = {{"path", path},
                                                       {"prompts", count},
                                                       {"pairs", w->pairs},

@@ -12,29 +12,23 @@
 #include "nlohmann/json.hpp"
 
 namespace troupe::cli {
-namespace {
-
-int eval_failed(int code, const std::string& message) {
-  std::fprintf(stderr, "troupe eval: %s\n", message.c_str());
-  return code;
-}
-
-}  // namespace
-
 int eval_command(const eval_args& args) {
-  if (args.examples < 1) return eval_failed(exit_usage_error, "--prompts must be at least 1");
-  if (args.first < 0) return eval_failed(exit_usage_error, "--first is negative");
+  if (args.examples < 1)
+    return fail("troupe eval", exit_usage_error, "--prompts must be at least 1");
+  if (args.first < 0) return fail("troupe eval", exit_usage_error, "--first is negative");
   absl::StatusOr<data_task> task = data_task_of(args);
-  if (!task.ok()) return eval_failed(exit_usage_error, std::string(task.status().message()));
+  if (!task.ok())
+    return fail("troupe eval", exit_usage_error, std::string(task.status().message()));
   auto policy = load_task_policy(*task, args.policy, "--policy");
-  if (!policy.ok()) return eval_failed(exit_usage_error, std::string(policy.status().message()));
+  if (!policy.ok())
+    return fail("troupe eval", exit_usage_error, std::string(policy.status().message()));
   std::vector<std::string> prompts;
   for (int64_t i = args.first; i < args.first + args.examples; ++i)
     prompts.push_back(task->task->prompt(args.seed, i));
   auto responses =
       sample_responses(*policy->engine, *task->task, prompts, 1, /*temperature=*/0.0, 0);
   if (!responses.ok())
-    return eval_failed(exit_runtime_failure, std::string(responses.status().message()));
+    return fail("troupe eval", exit_runtime_failure, std::string(responses.status().message()));
 
   std::ofstream out;
   if (!args.out.empty()) {
@@ -42,7 +36,8 @@ int eval_command(const eval_args& args) {
     std::error_code ec;
     if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
     out.open(path, std::ios::binary | std::ios::trunc);
-    if (!out) return eval_failed(exit_runtime_failure, absl::StrCat("cannot write ", args.out));
+    if (!out)
+      return fail("troupe eval", exit_runtime_failure, absl::StrCat("cannot write ", args.out));
   }
   double sum = 0, perfect = 0;
   for (size_t p = 0; p < prompts.size(); ++p) {
@@ -58,7 +53,8 @@ int eval_command(const eval_args& args) {
   }
   if (out.is_open()) {
     out.close();
-    if (!out) return eval_failed(exit_runtime_failure, absl::StrCat("cannot write ", args.out));
+    if (!out)
+      return fail("troupe eval", exit_runtime_failure, absl::StrCat("cannot write ", args.out));
   }
   const double n = static_cast<double>(prompts.size());
   nlohmann::json summary = {

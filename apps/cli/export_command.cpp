@@ -11,11 +11,6 @@
 namespace troupe::cli {
 namespace {
 
-int export_failed(int code, const std::string& message) {
-  std::fprintf(stderr, "troupe export: %s\n", message.c_str());
-  return code;
-}
-
 // The model shape a pretraining checkpoint records in its manifest's meta.model.
 absl::StatusOr<models::gpt_config> model_of(const checkpoint::checkpoint& c) {
   const nlohmann::json& m = c.meta.contains("model") ? c.meta["model"] : nlohmann::json();
@@ -39,8 +34,8 @@ absl::StatusOr<models::gpt_config> model_of(const checkpoint::checkpoint& c) {
 
 int export_command(const export_args& args) {
   if (args.format != "safetensors") {
-    return export_failed(
-        exit_usage_error,
+    return fail(
+        "troupe export", exit_usage_error,
         absl::StrCat("--format ", args.format, " is not supported; use --format safetensors"));
   }
   const checkpoint::checkpoint_store store(
@@ -54,21 +49,22 @@ int export_command(const export_args& args) {
     for (const auto& w : warnings)
       std::fprintf(stderr, "troupe export: warning: %s\n", w.c_str());
   }
-  if (!c.ok()) return export_failed(exit_runtime_failure, std::string(c.status().message()));
+  if (!c.ok())
+    return fail("troupe export", exit_runtime_failure, std::string(c.status().message()));
   absl::StatusOr<models::gpt_config> config = model_of(*c);
   if (!config.ok())
-    return export_failed(exit_runtime_failure, std::string(config.status().message()));
+    return fail("troupe export", exit_runtime_failure, std::string(config.status().message()));
   // One file, or a pipeline's stages gathered by name.
   absl::StatusOr<tensor::named_tensors> model = models::checkpoint_model(*c);
   if (!model.ok())
-    return export_failed(exit_runtime_failure, std::string(model.status().message()));
+    return fail("troupe export", exit_runtime_failure, std::string(model.status().message()));
   const models::gpt_layout layout(*config, models::layer_range::all(*config));
   std::vector<float> params(layout.total());
   if (absl::Status s = layout.from_named(*model, params.data()); !s.ok()) {
-    return export_failed(exit_runtime_failure, absl::StrCat(c->dir, ": ", s.message()));
+    return fail("troupe export", exit_runtime_failure, absl::StrCat(c->dir, ": ", s.message()));
   }
   if (absl::Status s = models::write_hf_gpt2(layout, params.data(), args.out); !s.ok()) {
-    return export_failed(exit_runtime_failure, std::string(s.message()));
+    return fail("troupe export", exit_runtime_failure, std::string(s.message()));
   }
   const nlohmann::json summary = {{"exported", args.out},
                                   {"step", c->step},
