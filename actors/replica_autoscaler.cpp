@@ -8,8 +8,8 @@ namespace troupe::actors {
 replica_autoscaler::replica_autoscaler(config::autoscale_spec spec, int initial)
     : spec_(spec), target_(std::clamp(initial, spec.min, spec.max)) {}
 
-int replica_autoscaler::wanted(int64_t ongoing) const {
-  const double n = std::ceil(static_cast<double>(ongoing) / spec_.target_ongoing_requests);
+int replica_autoscaler::wanted(double ongoing) const {
+  const double n = std::ceil(ongoing / spec_.target_ongoing_requests);
   return static_cast<int>(
       std::clamp(n, static_cast<double>(spec_.min), static_cast<double>(spec_.max)));
 }
@@ -21,8 +21,24 @@ replica_autoscaler::decision replica_autoscaler::step(clock::time_point now, int
     if (!since) since = now;
     return now - *since >= std::chrono::duration<double>(delay_s);
   };
-  const int want = wanted(ongoing);
-  if (want > target_) {
+  recent_.emplace_back(now, ongoing);
+  const auto window = std::chrono::duration<double>(spec_.look_back_period_s);
+  while (now - recent_.front().first >= window && recent_.size() > 1)
+    recent_.pop_front();
+  double sum = 0;
+  for (const auto& [when, n] : recent_)
+    sum += static_cast<double>(n);
+  int want = wanted(sum / static_cast<double>(recent_.size()));
+
+  if (target_ == 0 || replicas.empty()) {
+    // Nothing serves: a request starts a worker at once; no wish counts until one serves.
+    up_since_.reset();
+    down_since_.reset();
+    if (target_ == 0 && ongoing > 0) {
+      target_ = 1;
+      out.scale_to = target_;
+    }
+  } else if (want > target_) {
     down_since_.reset();
     if (held(up_since_, spec_.upscale_delay_s)) {
       target_ = want;
@@ -31,7 +47,12 @@ replica_autoscaler::decision replica_autoscaler::step(clock::time_point now, int
     }
   } else if (want < target_) {
     up_since_.reset();
-    if (held(down_since_, spec_.downscale_delay_s)) {
+    // Only the last worker goes to none, after its own delay.
+    const bool to_zero = target_ == 1;
+    if (!to_zero) want = std::max(want, 1);
+    const double delay = to_zero ? spec_.downscale_to_zero_delay_s.value_or(spec_.downscale_delay_s)
+                                 : spec_.downscale_delay_s;
+    if (held(down_since_, delay)) {
       target_ = want;
       down_since_.reset();
       out.scale_to = target_;

@@ -109,7 +109,9 @@ object_schema<elastic_spec> make_elastic_schema() {
 
 object_schema<autoscale_spec> make_autoscale_schema() {
   object_schema<autoscale_spec> s;
-  s.add("min", &autoscale_spec::min).range(1, 4096).help("fewest workers (min_replicas)");
+  s.add("min", &autoscale_spec::min)
+      .range(0, 4096)
+      .help("fewest workers (min_replicas); 0: none while no request comes");
   s.add("max", &autoscale_spec::max).range(1, 4096).help("most workers (max_replicas)");
   s.add("target_ongoing_requests", &autoscale_spec::target_ongoing_requests)
       .range(0.001, 1e6)
@@ -120,6 +122,14 @@ object_schema<autoscale_spec> make_autoscale_schema() {
   s.add("downscale_delay_s", &autoscale_spec::downscale_delay_s)
       .range(0.0, 86400.0)
       .help("how long fewer workers must be wanted before some are drained and stopped");
+  s.add("downscale_to_zero_delay_s", &autoscale_spec::downscale_to_zero_delay_s)
+      .range(0.0, 86400.0)
+      .help(
+          "with min 0: how long no request must come before the last worker stops (unset: "
+          "downscale_delay_s)");
+  s.add("look_back_period_s", &autoscale_spec::look_back_period_s)
+      .range(0.001, 86400.0)
+      .help("the window over which the ongoing requests are averaged before deciding");
   s.check(min_not_above_max<autoscale_spec>);
   return s;
 }

@@ -86,14 +86,19 @@ struct elastic_spec {
 };
 
 /// `roles.NAME.autoscale`: Ray Serve's autoscaling_config. The role has one actor per worker,
-/// and the job asks for ceil(ongoing requests / target_ongoing_requests) workers within
-/// [min, max], once that wish has held for the delay in its direction.
+/// and the job asks for ceil(ongoing requests, averaged over look_back_period_s /
+/// target_ongoing_requests) workers within [min, max], once that wish has held for the delay in
+/// its direction. With min 0 an idle job goes down to no worker, and the first request starts
+/// one at once.
 struct autoscale_spec {
   int min = 1;
   int max = 1;
   double target_ongoing_requests = 2;
   double upscale_delay_s = 30;
   double downscale_delay_s = 600;
+  /// The delay from one worker to none; unset: downscale_delay_s.
+  std::optional<double> downscale_to_zero_delay_s;
+  double look_back_period_s = 30;
 };
 
 /// A GPT-style decoder, for the apps that train or serve one.

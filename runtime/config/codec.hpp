@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -112,6 +113,26 @@ struct codec<std::vector<T>> {
     for (const auto& x : v)
       node.push_back(codec<T>::to_node(x));
     return node;
+  }
+};
+
+/// A value that may be left unset: absent or null (`--set a.key=null`) is nullopt, and an unset
+/// value stays out of the resolved config.
+template <class T>
+struct codec<std::optional<T>> {
+  static constexpr const char* expected = codec<T>::expected;
+  static bool parse(const YAML::Node& node, const parse_context& ctx, std::optional<T>& out) {
+    if (node.IsNull()) {
+      out.reset();
+      return true;
+    }
+    T value{};
+    if (!codec<T>::parse(node, ctx, value)) return false;
+    out = std::move(value);
+    return true;
+  }
+  static YAML::Node to_node(const std::optional<T>& v) {
+    return v ? codec<T>::to_node(*v) : YAML::Node();
   }
 };
 

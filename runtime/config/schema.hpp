@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -35,6 +36,11 @@ template <class T>
 class object_schema;
 
 namespace detail {
+
+template <class M>
+struct is_optional : std::false_type {};
+template <class M>
+struct is_optional<std::optional<M>> : std::true_type {};
 
 template <class T>
 class field_base {
@@ -84,11 +90,16 @@ class field : public detail::field_base<T> {
     return *this;
   }
 
-  /// Numbers must lie in [lo, hi].
+  /// Numbers must lie in [lo, hi] (an optional one when it is set).
   field& range(M lo, M hi) {
     return check([lo, hi](const M& v) -> std::optional<std::string> {
-      if (v >= lo && v <= hi) return std::nullopt;
-      return absl::StrCat("must be between ", lo, " and ", hi, ", got ", v);
+      if constexpr (detail::is_optional<M>::value) {
+        if (!v || (*v >= *lo && *v <= *hi)) return std::nullopt;
+        return absl::StrCat("must be between ", *lo, " and ", *hi, ", got ", *v);
+      } else {
+        if (v >= lo && v <= hi) return std::nullopt;
+        return absl::StrCat("must be between ", lo, " and ", hi, ", got ", v);
+      }
     });
   }
 

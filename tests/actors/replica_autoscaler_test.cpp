@@ -8,12 +8,15 @@ namespace {
 using autoscaler = replica_autoscaler;
 using std::chrono::milliseconds;
 
-config::autoscale_spec spec(int min, int max, double target, double up_s, double down_s) {
+// A look-back shorter than the ticks: each tick's count decides alone.
+config::autoscale_spec spec(int min, int max, double target, double up_s, double down_s,
+                            double look_back_s = 0.05) {
   return {.min = min,
           .max = max,
           .target_ongoing_requests = target,
           .upscale_delay_s = up_s,
-          .downscale_delay_s = down_s};
+          .downscale_delay_s = down_s,
+          .look_back_period_s = look_back_s};
 }
 
 autoscaler::replica worker(std::string name, int64_t ongoing, uint64_t joined,
@@ -99,6 +102,73 @@ TEST(ReplicaAutoscaler, WorkersThatJoinBeyondTheTargetAreDrainedAndRetired) {
                   {worker("w/0", 0, 1), worker("w/1", 0, 2), worker("w/2", 0, 3)});
   EXPECT_EQ(d.drain, (std::vector<std::string>{"w/2", "w/1"}));
   EXPECT_EQ(d.retire, (std::vector<std::string>{"w/2", "w/1"}));
+}
+
+TEST(ReplicaAutoscaler, AveragesTheOngoingRequestsOverTheLookBackPeriod) {
+  autoscaler a(spec(1, 4, 2, 0, 0, 1.0), 1);
+  const auto t0 = autoscaler::clock::now();
+  const std::vector<autoscaler::replica> one = {worker("w/0", 0, 1)};
+  (void)a.step(t0, 0, one);
+  (void)a.step(t0 + milliseconds(500), 0, one);
+  // 8 ongoing now, 0 at the two ticks before within the second: a mean of 8/3 wants 2.
+  auto d = a.step(t0 + milliseconds(900), 8, one);
+  ASSERT_TRUE(d.scale_to.has_value());
+  EXPECT_EQ(*d.scale_to, 2);
+  // The tick at t0 has left the window: (0 + 8 + 8) / 3 wants 3 ...
+  d = a.step(t0 + milliseconds(1000), 8, one);
+  ASSERT_TRUE(d.scale_to.has_value());
+  EXPECT_EQ(*d.scale_to, 3);
+  // ... and once only the busy ticks are left, 8 / 2 wants 4.
+  d = a.step(t0 + milliseconds(1600), 8, one);
+  ASSERT_TRUE(d.scale_to.has_value());
+  EXPECT_EQ(*d.scale_to, 4);
+}
+
+TEST(ReplicaAutoscaler, GoesToZeroWorkersOnlyFromOneAfterItsOwnDelay) {
+  auto s = spec(0, 3, 2, 0, 1.0);
+  s.downscale_to_zero_delay_s = 5.0;
+  autoscaler a(s, 3);
+  const auto t0 = autoscaler::clock::now();
+  const std::vector<autoscaler::replica> three = {worker("w/0", 0, 1), worker("w/1", 0, 2),
+                                                  worker("w/2", 0, 3)};
+  (void)a.step(t0, 0, three);
+  // Idle: after downscale_delay_s the target goes to 1, not to 0.
+  auto d = a.step(t0 + milliseconds(1000), 0, three);
+  ASSERT_TRUE(d.scale_to.has_value());
+  EXPECT_EQ(*d.scale_to, 1);
+  EXPECT_EQ(d.drain.size(), 2u);
+  const std::vector<autoscaler::replica> one = {worker("w/0", 0, 1)};
+  EXPECT_FALSE(a.step(t0 + milliseconds(1100), 0, one).scale_to.has_value());
+  EXPECT_FALSE(a.step(t0 + milliseconds(6000), 0, one).scale_to.has_value());
+  // From 1 to 0 after downscale_to_zero_delay_s: the last worker drains and, idle, retires.
+  d = a.step(t0 + milliseconds(6100), 0, one);
+  ASSERT_TRUE(d.scale_to.has_value());
+  EXPECT_EQ(*d.scale_to, 0);
+  EXPECT_EQ(d.drain, (std::vector<std::string>{"w/0"}));
+  EXPECT_EQ(d.retire, (std::vector<std::string>{"w/0"}));
+}
+
+TEST(ReplicaAutoscaler, AtZeroWorkersARequestStartsOneAtOnce) {
+  autoscaler a(spec(0, 3, 2, 600, 0), 0);
+  const auto t0 = autoscaler::clock::now();
+  EXPECT_EQ(*a.step(t0, 0, {}).scale_to, 0);
+  EXPECT_FALSE(a.step(t0 + milliseconds(100), 0, {}).scale_to.has_value());
+  // Six requests wait: one worker at once, whatever upscale_delay_s says ...
+  auto d = a.step(t0 + milliseconds(200), 6, {});
+  ASSERT_TRUE(d.scale_to.has_value());
+  EXPECT_EQ(*d.scale_to, 1);
+  // ... and nothing more until it serves (then more after upscale_delay_s).
+  EXPECT_FALSE(a.step(t0 + milliseconds(300), 6, {}).scale_to.has_value());
+  EXPECT_EQ(a.target(), 1);
+}
+
+TEST(ReplicaAutoscaler, DoesNotGoDownWhileNoWorkerServesYet) {
+  autoscaler a(spec(0, 3, 2, 0, 0), 1);
+  const auto t0 = autoscaler::clock::now();
+  EXPECT_EQ(*a.step(t0, 0, {}).scale_to, 1);
+  // The first worker is still starting: no request, but the target stays.
+  EXPECT_FALSE(a.step(t0 + milliseconds(100), 0, {}).scale_to.has_value());
+  EXPECT_EQ(a.target(), 1);
 }
 
 }  // namespace

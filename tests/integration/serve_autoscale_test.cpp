@@ -43,8 +43,10 @@ class ServeAutoscaleTest : public ServeTest {
 TEST_F(ServeAutoscaleTest, ABurstScalesOneWorkerToThreeAndBackWithEveryRequestAnswered) {
   hold_.hold();
   const auto released = hold_.release_at_exit();
+  // A look-back shorter than the autoscaler's ticks: each tick's count decides alone.
   start({"--set", "roles.worker.autoscale.upscale_delay_s=0", "--set",
-         "roles.worker.autoscale.downscale_delay_s=0.5"},
+         "roles.worker.autoscale.downscale_delay_s=0.5", "--set",
+         "roles.worker.autoscale.look_back_period_s=0.05"},
         1);
   // Six requests on the one worker, held: 6 ongoing / 2 per worker wants 3 workers.
   auto shorts = completions(6, 2);
@@ -127,6 +129,44 @@ TEST_F(ServeAutoscaleTest, AKilledWorkerProcessIsReplacedByANewOne) {
     ASSERT_TRUE(body.is_object()) << "a request failed";
     EXPECT_EQ(body["usage"]["completion_tokens"], 2);
   }
+}
+
+// With min 0 an idle job stops its last worker, and a request that comes then waits in the
+// router while a worker starts at once (Ray Serve's scale to zero and cold start).
+TEST_F(ServeAutoscaleTest, AnIdleJobGoesToZeroWorkersAndTheNextRequestStartsOne) {
+  start({"--set", "roles.worker.autoscale.min=0", "--set",
+         "roles.worker.autoscale.downscale_to_zero_delay_s=0"},
+        0);
+  ASSERT_TRUE(wait_until([&] { return !events_of(run_dir(), "worker_retired").empty(); }, 60s))
+      << "the idle worker was not stopped; see " << run_dir();
+  const auto retired = events_of(run_dir(), "worker_retired");
+  EXPECT_EQ(retired[0]["worker"], "worker/0");
+  EXPECT_TRUE(process_ended(retired[0], 30s)) << retired[0];
+  EXPECT_TRUE(metric_reaches("troupe_serve_workers", 0, 30s));
+  EXPECT_EQ(metric("troupe_serve_autoscale_target_workers"), 0);
+  // Two requests, held on the worker they start until both run there.
+  hold_.hold();
+  auto calls = completions(2, 3);
+  const auto released = hold_.release_at_exit();
+  ASSERT_TRUE(metric_reaches("troupe_serve_in_flight", 2, 60s))
+      << "no worker took the requests; see " << run_dir();
+  EXPECT_EQ(metric("troupe_serve_workers"), 1);
+  hold_.release();
+  for (auto& f : calls) {
+    const auto body = f.get();
+    ASSERT_TRUE(body.is_object()) << "a request failed; see " << run_dir();
+    EXPECT_EQ(body["usage"]["completion_tokens"], 3);
+  }
+  const auto scaled = events_of(run_dir(), "autoscaled");  // then maybe to 0 again
+  ASSERT_GE(scaled.size(), 2u);
+  EXPECT_EQ(scaled[0]["to"], 0);
+  EXPECT_EQ(scaled[1]["from"], 0);
+  EXPECT_EQ(scaled[1]["to"], 1);
+  const auto joins = events_of(run_dir(), "worker_joined");
+  ASSERT_EQ(joins.size(), 2u);
+  EXPECT_EQ(joins[1]["worker"], "worker/1");
+  EXPECT_EQ(events_of(run_dir(), "member_joined").size(), 2u) << "no new worker process";
+  EXPECT_EQ(metric("troupe_serve_replays_total"), 0);
 }
 
 // Without local workers the scale command starts the first worker too. One that fails is

@@ -113,7 +113,8 @@ export TROUPE_TEST_HOLD=$PWD/hold
 job=$(sbatch --parsable -N 2 -n 2 "$sbatch_script" "$TROUPE_SOURCE/configs/serve_autoscale.yaml" \
   --run-dir serve --set model='{vocab: 256, ctx: 64, layers: 2, dim: 32, heads: 4}' \
   --set cluster.scale_command="$TROUPE_SOURCE/scripts/slurm/scale_workers.sh" \
-  --set roles.worker.autoscale.upscale_delay_s=0 --set roles.worker.autoscale.downscale_delay_s=0.5)
+  --set roles.worker.autoscale.upscale_delay_s=0 --set roles.worker.autoscale.downscale_delay_s=0.5 \
+  --set roles.worker.autoscale.look_back_period_s=0.05)
 wait_for() {  # wait_for WHAT COMMAND...: until COMMAND succeeds, up to 60 s
   local what=$1; shift
   for _ in $(seq 1 600); do "$@" && return 0; sleep 0.1; done

@@ -107,6 +107,36 @@ TEST(AppSpec, ClusterAndElasticRoles) {
             std::string::npos);
 }
 
+TEST(AppSpec, AutoscaleDownToZeroWithAnOptionalDelay) {
+  auto p = parse("app: x\nroles:\n  w: {impl: i, autoscale: {min: 0, max: 2}}\n");
+  ASSERT_EQ(p.errors, "");
+  EXPECT_EQ(p.spec.roles[0].autoscale->min, 0);
+  EXPECT_FALSE(p.spec.roles[0].autoscale->downscale_to_zero_delay_s.has_value());
+  EXPECT_EQ(p.spec.roles[0].autoscale->look_back_period_s, 30);  // Ray Serve's default
+  // Unset, it stays out of the resolved config; set, it is written back.
+  EXPECT_FALSE(app_spec_schema()
+                   .to_node(p.spec)["roles"]["w"]["autoscale"]["downscale_to_zero_delay_s"]
+                   .IsDefined());
+  auto set =
+      parse("app: x\nroles:\n  w: {impl: i, autoscale: {min: 0, downscale_to_zero_delay_s: 5}}\n");
+  ASSERT_EQ(set.errors, "");
+  EXPECT_EQ(*set.spec.roles[0].autoscale->downscale_to_zero_delay_s, 5.0);
+  EXPECT_EQ(app_spec_schema()
+                .to_node(set.spec)["roles"]["w"]["autoscale"]["downscale_to_zero_delay_s"]
+                .as<double>(),
+            5.0);
+  auto unset = parse(
+      "app: x\nroles:\n  w: {impl: i, autoscale: {min: 0, downscale_to_zero_delay_s: null}}\n");
+  ASSERT_EQ(unset.errors, "");
+  EXPECT_FALSE(unset.spec.roles[0].autoscale->downscale_to_zero_delay_s.has_value());
+  EXPECT_EQ(
+      parse("app: x\nroles:\n  w: {impl: i, autoscale: {downscale_to_zero_delay_s: -1}}\n").errors,
+      "a.yaml:3:55: roles.w.autoscale.downscale_to_zero_delay_s: must be between 0 and 86400, "
+      "got -1");
+  EXPECT_EQ(parse("app: x\nroles:\n  w: {impl: i, autoscale: {look_back_period_s: soon}}\n").errors,
+            "a.yaml:3:48: roles.w.autoscale.look_back_period_s: expected a number, got 'soon'");
+}
+
 TEST(AppSpec, RoleCountAndImplChecked) {
   EXPECT_EQ(parse("app: x\nroles:\n  a: {impl: i, count: 0}\n").errors,
             "a.yaml:3:23: roles.a.count: must be between 1 and 4096, got 0");
