@@ -231,7 +231,7 @@ std::vector<pretrain_driver::command> pretrain_driver::after_eval() {
   std::vector<command> out;
   if (checkpoint_due) {
     saving_[step_].expected = members_.size();
-    out.push_back(checkpoint_all{step_});
+    out.push_back(checkpoint_all{step_, members_});
   }
   auto rest = next_or_finish();
   out.insert(out.end(), rest.begin(), rest.end());
@@ -263,6 +263,15 @@ std::vector<pretrain_driver::command> pretrain_driver::on_saved(
     out.insert(out.end(), rest.begin(), rest.end());
   }
   return out;
+}
+
+std::vector<pretrain_driver::command> pretrain_driver::on_save_failed(int64_t step, int rank,
+                                                                      const absl::Status& error) {
+  if (done_ || !saving_.contains(step)) return {};
+  if (schedule_.elastic && absl::IsUnavailable(error)) return {};
+  return fail_with(absl::Status(
+      error.code(), absl::StrCat("trainer rank ", rank, place_of(rank),
+                                 " could not save checkpoint ", step, ": ", error.message())));
 }
 
 std::vector<pretrain_driver::command> pretrain_driver::next_or_finish() {

@@ -114,8 +114,11 @@ class pretrain_driver {
 
   struct step_all {};
   struct eval_all {};
+  /// The ranks that took step `step` save it: `members`, the group's then (a joiner admitted
+  /// at the same step boundary has none of its state yet).
   struct checkpoint_all {
     int64_t step;
+    std::vector<std::string> members;
   };
   struct metrics_row {
     nlohmann::json row;  ///< one line of metrics.jsonl
@@ -170,6 +173,10 @@ class pretrain_driver {
   /// (Every rank's evaluation is the group's sum: the same figures.)
   std::vector<command> on_eval(int rank, const actor::eval_report& report, uint64_t generation = 0);
   std::vector<command> on_saved(const actor::checkpoint_shard& shard);
+  /// Rank `rank` of checkpoint_all's members could not save its part of checkpoint `step`: the
+  /// job fails, unless the rank's process is gone (UNAVAILABLE) in an elastic group, where
+  /// on_lost abandons the checkpoint.
+  std::vector<command> on_save_failed(int64_t step, int rank, const absl::Status& error);
   std::vector<command> on_error(int rank, const absl::Status& error, uint64_t generation = 0);
   /// Elastic: a member answered its regroup with the step count it continues from.
   std::vector<command> on_regrouped(int rank, const absl::StatusOr<int64_t>& steps,

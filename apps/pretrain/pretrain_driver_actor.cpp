@@ -273,12 +273,16 @@ void execute_one(pretrain_self self, command& cmd) {
         },
         actor::eval_atom_v);
   } else if (auto* c = std::get_if<pretrain_driver::checkpoint_all>(&cmd)) {
-    ask_all<actor::checkpoint_shard>(
-        self,
-        [self](int, actor::checkpoint_shard& x, uint64_t) {
-          return self->state.logic->on_saved(x);
-        },
-        actor::checkpoint_atom_v, c->step, st.checkpoint_root);
+    for (size_t rank = 0; rank < c->members.size(); ++rank) {
+      const int r = static_cast<int>(rank);
+      self->request(st.trainers.at(c->members[rank]), caf::infinite, actor::checkpoint_atom_v,
+                    c->step, st.checkpoint_root)
+          .then(
+              [self](actor::checkpoint_shard& x) { execute(self, self->state.logic->on_saved(x)); },
+              [self, r, step = c->step](caf::error& e) {
+                execute(self, self->state.logic->on_save_failed(step, r, actor::to_status(e)));
+              });
+    }
   } else if (auto* m = std::get_if<pretrain_driver::metrics_row>(&cmd)) {
     record(self, m->row);
   } else if (auto* c = std::get_if<pretrain_driver::commit>(&cmd)) {

@@ -65,6 +65,27 @@ sbatch --wait --parsable -N 3 -n 3 "$sbatch_script" "$TROUPE_SOURCE/configs/quic
   EXPECT_FALSE(fs::exists(dir_.file(".troupe/slurm-" + job + ".json")));
 }
 
+// With cluster.auth: curve the tasks find the keys where the config says (a directory every node
+// sees): the worker's task joins over CURVE and the quickstart trains to its end.
+TEST_F(SlurmTest, WithCurveTheTasksJoinWithTheConfigsKeys) {
+  const auto r = on_cluster(R"sh(
+"$TROUPE" keys generate --out keys > /dev/null
+sbatch --wait --parsable -N 2 -n 2 "$sbatch_script" "$TROUPE_SOURCE/configs/quickstart.yaml" \
+  --run-dir run --set cluster.auth=curve --set cluster.keys="$PWD/keys" \
+  --set pretrain.train.steps=4 --set pretrain.train.warmup=2 --set pretrain.checkpoint.every_steps=4 \
+  --set pretrain.data.eval_every=4
+)sh");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto summary =
+      nlohmann::json::parse(read_file(dir_.file("run/summary.json")), nullptr, false);
+  EXPECT_EQ(summary["status"], "succeeded") << summary;
+  EXPECT_EQ(summary["world_size"], 1);
+  const auto ready = events_of(dir_.file("run"), "cluster_ready");
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0]["auth"], "curve");
+  EXPECT_TRUE(events_of(dir_.file("run"), "auth_refused").empty());
+}
+
 // A serving job over three tasks; a later sbatch of one more worker joins it; scancel stops it
 // as Ctrl-C does: the head drains, then its workers (the joined job's too) leave with it.
 TEST_F(SlurmTest, ALaterSbatchJoinsAServingJobAndScancelDrainsIt) {
@@ -172,6 +193,50 @@ done
     EXPECT_EQ(r.out.substr(at, completed.size()), completed) << r.out;
   }
   EXPECT_EQ(joiners, 2u) << r.out;
+}
+
+// An elastic pretraining job of two tasks (the head and one trainer's worker) that a later
+// sbatch --join grows: the joined worker's trainer becomes rank 1 at the next step boundary,
+// after step 3, whose checkpoint the first rank saves; the job ends with both ranks, and the
+// joiner's job completes with it. The test hold keeps step 3 in flight until the driver knows of
+// the new trainer.
+TEST_F(SlurmTest, ALaterSbatchAddsARankToAnElasticPretrainingJob) {
+  const auto r = on_cluster(R"sh(
+echo 2 > hold  # steps 1-2 run, step 3 waits (TROUPE_TEST_HOLD, exported to the job's tasks)
+export TROUPE_TEST_HOLD=$PWD/hold
+job=$(sbatch --parsable -N 2 -n 2 "$sbatch_script" "$TROUPE_SOURCE/configs/pretrain_elastic.yaml" \
+  --run-dir run --set cluster.min_workers=1 --set model='{vocab: 256, ctx: 64, layers: 2, dim: 32, heads: 4}' \
+  --set pretrain.train.steps=6 --set pretrain.train.warmup=2 --set pretrain.data.eval_every=0 \
+  --set pretrain.checkpoint.every_steps=3)
+wait_for() {  # wait_for WHAT COMMAND...: until COMMAND succeeds, up to 60 s
+  local what=$1; shift
+  for _ in $(seq 1 600); do "$@" && return 0; sleep 0.1; done
+  echo "no $what within 60 s"; squeue; tail -n 5 troupe-*.out; exit 1
+}
+two_steps() { test "$(grep -cs '"loss"' run/metrics.jsonl)" = 2; }
+wait_for "two steps" two_steps
+joiner=$(sbatch --parsable -N 1 -n 1 "$sbatch_script" --join "$job")
+joining() { grep -qs '"event":"rank_joining"' run/events.jsonl; }
+wait_for "the new trainer" joining
+rm hold
+both_ended() { test -z "$(squeue -h -j "$job,$joiner")"; }
+wait_for "end of both jobs" both_ended
+echo "job: $(scontrol show job "$job" | grep -o 'JobState=[A-Z]*\|ExitCode=[0-9:]*' | tr '\n' ' ')"
+echo "joiner: $(scontrol show job "$joiner" | grep -o 'JobState=[A-Z]*\|ExitCode=[0-9:]*' | tr '\n' ' ')"
+)sh");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("job: JobState=COMPLETED ExitCode=0:0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("joiner: JobState=COMPLETED ExitCode=0:0"), std::string::npos) << r.out;
+  const auto summary =
+      nlohmann::json::parse(read_file(dir_.file("run/summary.json")), nullptr, false);
+  EXPECT_EQ(summary["status"], "succeeded") << summary;
+  EXPECT_EQ(summary["world_size"], 2) << summary;
+  const auto joined = events_of(dir_.file("run"), "rank_joined");
+  ASSERT_EQ(joined.size(), 1u);
+  EXPECT_EQ(joined[0]["rank"], 1);
+  EXPECT_EQ(joined[0]["step"], 4);
+  EXPECT_EQ(summary["checkpoint_step"], 6) << summary;
+  EXPECT_EQ(events_of(dir_.file("run"), "checkpoint_committed").size(), 2u);
 }
 
 // scancel of a pretraining job: the head checkpoints the step in flight, as on Ctrl-C, and the

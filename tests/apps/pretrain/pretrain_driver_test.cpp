@@ -209,6 +209,24 @@ TEST(PretrainDriver, ARankErrorFailsTheJobOnceNamingRankAndStep) {
   EXPECT_TRUE(d.on_step(0, report(1, 1.0)).empty());
 }
 
+// A rank that cannot save its part of a checkpoint fails the job, naming the rank and the
+// checkpoint; the steps go on meanwhile, and their answers are not mistaken for it.
+TEST(PretrainDriver, ACheckpointARankCannotSaveFailsTheJobNamingRankAndStep) {
+  fake_clock clock;
+  driver d({.steps = 4, .ranks = 2, .checkpoint_every = 1}, clock.fn());
+  d.start();
+  d.on_step(0, report(1, 1.0));
+  auto c = d.on_step(1, report(1, 1.0));
+  EXPECT_EQ(get<driver::checkpoint_all>(c).members,
+            (std::vector<std::string>{"trainer/0", "trainer/1"}));
+  ASSERT_TRUE(has<driver::step_all>(c));
+  EXPECT_TRUE(d.on_save_failed(2, 1, absl::InternalError("x")).empty()) << "not asked";
+  c = d.on_save_failed(1, 1, absl::ResourceExhaustedError("no space left on device"));
+  const auto& f = get<driver::fail>(c);
+  EXPECT_EQ(f.why.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(f.why.message(), "trainer rank 1 could not save checkpoint 1: no space left on device");
+}
+
 // A fixed grid cannot go on without a rank: a lost one fails the job at once, named with its
 // place in the dp x pp grid; so does a rank's error.
 TEST(PretrainDriver, AFixedGridFailsOnALostRankNamingItsPlace) {
@@ -474,6 +492,36 @@ TEST(ElasticPretrainDriver, AJoinerIsAdmittedAtTheNextStepBoundaryUpToMax) {
   EXPECT_FALSE(has<driver::recovered>(c)) << "a join is no recovery";
   c = stepped(d, 2);
   EXPECT_EQ(get<driver::metrics_row>(c).row["world_size"], 3);
+}
+
+// A joiner admitted at the boundary of a step that is checkpointed has none of that step's state:
+// the ranks that took the step save it, and it commits with their shards. A rank whose process is
+// gone fails no checkpoint (its loss abandons it); any other failure to save fails the job.
+TEST(ElasticPretrainDriver, TheRanksThatTookACheckpointedStepSaveItNotAJoiner) {
+  fake_clock clock;
+  auto schedule = elastic_schedule(4, 1, 3);
+  schedule.checkpoint_every = 1;
+  driver d(schedule, clock.fn(), {"trainer/0", "trainer/1"});
+  d.start();
+  regrouped(d, 0);
+  d.on_joined("trainer/2");
+  auto c = stepped(d, 1);
+  EXPECT_TRUE(noted(c, "rank_joined"));
+  EXPECT_EQ(d.members().size(), 3u);
+  EXPECT_EQ(get<driver::checkpoint_all>(c).step, 1);
+  EXPECT_EQ(get<driver::checkpoint_all>(c).members,
+            (std::vector<std::string>{"trainer/0", "trainer/1"}));
+  c = regrouped(d, 1);
+  ASSERT_TRUE(has<driver::step_all>(c));
+  EXPECT_TRUE(d.on_saved(shard(1, 1)).empty());
+  c = d.on_saved(shard(1, 0));
+  EXPECT_EQ(get<driver::commit>(c).step, 1);
+  c = stepped(d, 2);
+  EXPECT_EQ(get<driver::checkpoint_all>(c).members.size(), 3u);
+  EXPECT_TRUE(d.on_save_failed(2, 2, absl::UnavailableError("trainer/2's node is gone")).empty());
+  c = d.on_save_failed(2, 1, absl::InternalError("disk error"));
+  EXPECT_EQ(get<driver::fail>(c).why.message(),
+            "trainer rank 1 could not save checkpoint 2: disk error");
 }
 
 TEST(ElasticPretrainDriver, SamplesThatDoNotTileTheStepFailTheJob) {
