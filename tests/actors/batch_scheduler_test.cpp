@@ -7,8 +7,8 @@
 namespace troupe::actors {
 namespace {
 
-generation_request request(uint64_t id, int prompt, int max_tokens,
-                           std::vector<std::string> stop = {}) {
+generation_request scheduler_request(uint64_t id, int prompt, int max_tokens,
+                                     std::vector<std::string> stop = {}) {
   generation_request r;
   r.id = id;
   r.prompt.assign(prompt, 'a');
@@ -49,12 +49,12 @@ TEST(KvBlockPool, HandsOutAndTakesBackBlocks) {
 TEST(BatchScheduler, NewRequestsJoinAtTheNextIteration) {
   kv_block_pool pool(64, 16);
   batch_scheduler s({.ctx = 128, .max_batch_tokens = 64}, pool);
-  ASSERT_TRUE(s.add(request(1, 10, 5)).ok());
+  ASSERT_TRUE(s.add(scheduler_request(1, 10, 5)).ok());
   std::vector<batch_chunk> batch;
   run(s, batch);
   ASSERT_EQ(batch.size(), 1u);
   EXPECT_EQ(batch[0].count, 10);
-  ASSERT_TRUE(s.add(request(2, 20, 5)).ok());
+  ASSERT_TRUE(s.add(scheduler_request(2, 20, 5)).ok());
   run(s, batch);
   ASSERT_EQ(batch.size(), 2u);
   EXPECT_EQ(batch[0].id, 1u);  // a decode step
@@ -67,10 +67,10 @@ TEST(BatchScheduler, NewRequestsJoinAtTheNextIteration) {
 TEST(BatchScheduler, StaticBatchingWaitsForTheWholeBatchToEnd) {
   kv_block_pool pool(64, 16);
   batch_scheduler s({.ctx = 128, .max_batch_tokens = 64, .continuous = false}, pool);
-  ASSERT_TRUE(s.add(request(1, 10, 3)).ok());
+  ASSERT_TRUE(s.add(scheduler_request(1, 10, 3)).ok());
   std::vector<batch_chunk> batch;
   run(s, batch);
-  ASSERT_TRUE(s.add(request(2, 10, 3)).ok());
+  ASSERT_TRUE(s.add(scheduler_request(2, 10, 3)).ok());
   run(s, batch);
   run(s, batch);  // request 1 ends here (3 tokens)
   for (const auto& c : batch)
@@ -88,8 +88,8 @@ TEST(BatchScheduler, StaticBatchingWaitsForTheWholeBatchToEnd) {
 TEST(BatchScheduler, AStaticBatchKeepsTheRowsOfEndedSequencesUntilItEnds) {
   kv_block_pool pool(64, 4);
   batch_scheduler s({.ctx = 128, .max_batch_tokens = 64, .continuous = false}, pool);
-  ASSERT_TRUE(s.add(request(1, 4, 2)).ok());
-  ASSERT_TRUE(s.add(request(2, 4, 6)).ok());
+  ASSERT_TRUE(s.add(scheduler_request(1, 4, 2)).ok());
+  ASSERT_TRUE(s.add(scheduler_request(2, 4, 6)).ok());
   std::vector<batch_chunk> batch;
   std::map<uint64_t, int> produced;
   for (int i = 0; i < 6; ++i) {  // the prefill, then 5 more steps of the longest
@@ -114,7 +114,7 @@ TEST(BatchScheduler, AStaticBatchKeepsTheRowsOfEndedSequencesUntilItEnds) {
 TEST(BatchScheduler, LongPromptsArePrefilledInChunksUnderTheBudget) {
   kv_block_pool pool(64, 16);
   batch_scheduler s({.ctx = 128, .max_batch_tokens = 16}, pool);
-  ASSERT_TRUE(s.add(request(1, 40, 2)).ok());
+  ASSERT_TRUE(s.add(scheduler_request(1, 40, 2)).ok());
   std::vector<batch_chunk> batch;
   std::vector<std::pair<int, bool>> chunks;
   for (int i = 0; i < 3; ++i) {
@@ -129,8 +129,8 @@ TEST(BatchScheduler, LongPromptsArePrefilledInChunksUnderTheBudget) {
 TEST(BatchScheduler, OutOfBlocksTheNewestIsPreemptedAndRecomputedLater) {
   kv_block_pool pool(4, 4);  // 16 positions in all
   batch_scheduler s({.ctx = 64, .max_batch_tokens = 64}, pool);
-  ASSERT_TRUE(s.add(request(1, 6, 8)).ok());
-  ASSERT_TRUE(s.add(request(2, 6, 8)).ok());
+  ASSERT_TRUE(s.add(scheduler_request(1, 6, 8)).ok());
+  ASSERT_TRUE(s.add(scheduler_request(2, 6, 8)).ok());
   std::vector<batch_chunk> batch;
   std::map<uint64_t, int> produced;
   std::map<uint64_t, bool> done;
@@ -151,7 +151,7 @@ TEST(BatchScheduler, OutOfBlocksTheNewestIsPreemptedAndRecomputedLater) {
 TEST(BatchScheduler, StopStringsEndTheOutputAndAreHeldBackWhileTheyMightStart) {
   kv_block_pool pool(16, 16);
   batch_scheduler s({.ctx = 64, .max_batch_tokens = 64}, pool);
-  ASSERT_TRUE(s.add(request(1, 4, 10, {"yz"})).ok());
+  ASSERT_TRUE(s.add(scheduler_request(1, 4, 10, {"yz"})).ok());
   std::vector<batch_chunk> batch;
   std::string streamed;
   bool finished = false;
@@ -179,7 +179,7 @@ TEST(BatchScheduler, StopStringsEndTheOutputAndAreHeldBackWhileTheyMightStart) {
 TEST(BatchScheduler, AStopStringCanStayInTheOutput) {
   kv_block_pool pool(16, 16);
   batch_scheduler s({.ctx = 64, .max_batch_tokens = 64}, pool);
-  generation_request r = request(1, 4, 10, {"yz"});
+  generation_request r = scheduler_request(1, 4, 10, {"yz"});
   r.include_stop_str_in_output = true;
   ASSERT_TRUE(s.add(r).ok());
   std::vector<batch_chunk> batch;
@@ -202,14 +202,14 @@ TEST(BatchScheduler, AStopStringCanStayInTheOutput) {
 TEST(BatchScheduler, RefusesWhatCannotRunAndCancelsAnywhere) {
   kv_block_pool pool(4, 16);
   batch_scheduler s({.ctx = 32, .max_batch_tokens = 64}, pool);
-  EXPECT_EQ(s.add(request(1, 0, 4)).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.add(request(1, 32, 4)).code(), absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(s.add(request(1, 4, 0)).code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(s.add(request(1, 4, 100)).ok());  // ends at the context: 28 tokens
-  EXPECT_EQ(s.add(request(1, 4, 4)).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(s.add(scheduler_request(1, 0, 4)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.add(scheduler_request(1, 32, 4)).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(s.add(scheduler_request(1, 4, 0)).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(s.add(scheduler_request(1, 4, 100)).ok());  // ends at the context: 28 tokens
+  EXPECT_EQ(s.add(scheduler_request(1, 4, 4)).code(), absl::StatusCode::kAlreadyExists);
   kv_block_pool small(1, 16);
   batch_scheduler t({.ctx = 64, .max_batch_tokens = 64}, small);
-  EXPECT_EQ(t.add(request(2, 10, 10)).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(t.add(scheduler_request(2, 10, 10)).code(), absl::StatusCode::kOutOfRange);
 
   std::vector<batch_chunk> batch;
   run(s, batch);
@@ -226,7 +226,7 @@ TEST(BatchScheduler, RefusesWhatCannotRunAndCancelsAnywhere) {
 TEST(BatchScheduler, GenerationEndsAtTheContext) {
   kv_block_pool pool(4, 16);
   batch_scheduler s({.ctx = 16, .max_batch_tokens = 64}, pool);
-  ASSERT_TRUE(s.add(request(1, 12, 100)).ok());
+  ASSERT_TRUE(s.add(scheduler_request(1, 12, 100)).ok());
   std::vector<batch_chunk> batch;
   int produced = 0;
   bool finished = false;

@@ -16,12 +16,12 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config config{24, 12, 2, 16, 2};
+const models::gpt_config dpo_model{24, 12, 2, 16, 2};
 
 // toy_pairs(), each row trained on its response: each position from the prompt's last predicts
 // the next token. Each row's reference log-probability is a fixed number.
-token_batch make_pairs(int pairs, int salt = 0) {
-  token_batch b = testing::toy_pairs(config, pairs, salt);
+token_batch dpo_pairs(int pairs, int salt = 0) {
+  token_batch b = testing::toy_pairs(dpo_model, pairs, salt);
   for (int row = 0; row < b.batch; ++row) {
     const int32_t* tokens = b.tokens.data() + static_cast<size_t>(row) * b.ctx;
     for (int t = 2; t < testing::toy_pair_last(row / 2, salt); ++t)
@@ -42,7 +42,7 @@ trainer_options dpo_options(int rows, kernels::preference_loss type = {}) {
 }
 
 TEST(DpoObjective, MalformedPairBatchesAreRefusedNamingTheRow) {
-  const token_batch b = make_pairs(2);
+  const token_batch b = dpo_pairs(2);
   EXPECT_TRUE(validate_dpo_pairs(b).ok()) << validate_dpo_pairs(b);
   token_batch odd = b;
   odd.batch = 3;
@@ -67,8 +67,8 @@ TEST(DpoObjective, MalformedPairBatchesAreRefusedNamingTheRow) {
 // over 3 pairs) sees whole pairs and gives the same gradient.
 TEST(DpoObjective, TheDpoGradientIsTheFiniteDifferenceForEachLoss) {
   const int pairs = 3;
-  const token_batch b = make_pairs(pairs, 1);
-  const models::gpt_layout layout(config, models::layer_range::all(config));
+  const token_batch b = dpo_pairs(pairs, 1);
+  const models::gpt_layout layout(dpo_model, models::layer_range::all(dpo_model));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 6);
   for (auto& p : params)
@@ -124,10 +124,10 @@ TEST(DpoObjective, TheDpoGradientIsTheFiniteDifferenceForEachLoss) {
 // held-out implicit reward margin and accuracy rise, and a step reports TRL's figures over the
 // whole batch; passes of one pair give the same step as one pass.
 TEST(DpoTrainer, StepsPreferTheChosenResponses) {
-  const models::gpt_layout layout(config, models::layer_range::all(config));
+  const models::gpt_layout layout(dpo_model, models::layer_range::all(dpo_model));
   auto t = *trainer::create(layout, dpo_options(8), nullptr);
-  token_batch train = make_pairs(4);
-  std::vector<token_batch> held = {make_pairs(4, 2), make_pairs(2, 3)};
+  token_batch train = dpo_pairs(4);
+  std::vector<token_batch> held = {dpo_pairs(4, 2), dpo_pairs(2, 3)};
   // The reference: this trainer's own log-probs before any step (TRL's reference is the initial
   // policy), so that the first step's logits are 0.
   models::gpt_cpu_batch forward(layout, 8, 1);
@@ -169,17 +169,17 @@ TEST(DpoTrainer, StepsPreferTheChosenResponses) {
 }
 
 TEST(DpoTrainer, APassWithoutRoomForAPairOrAMissingReferenceIsRefused) {
-  const models::gpt_layout lm(config, models::layer_range::all(config));
+  const models::gpt_layout lm(dpo_model, models::layer_range::all(dpo_model));
   trainer_options one_row = dpo_options(8);
   one_row.micro_batch = 1;
   auto t = *trainer::create(lm, one_row, nullptr);
-  auto refused = t->step(make_pairs(4));
+  auto refused = t->step(dpo_pairs(4));
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("DPO's pass holds whole preference pairs"),
             std::string::npos)
       << refused.status();
   auto policy = *trainer::create(lm, dpo_options(8), nullptr);
-  token_batch bare = make_pairs(4);
+  token_batch bare = dpo_pairs(4);
   bare.reference_logps.clear();
   EXPECT_FALSE(policy->step(bare).ok());
   EXPECT_EQ(policy->steps(), 0);

@@ -10,11 +10,11 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config config{256, 64, 2, 32, 4};
+const models::gpt_config engine_model{256, 64, 2, 32, 4};
 
 class InferenceEngineTest : public ::testing::Test {
  protected:
-  InferenceEngineTest() : layout_(config, models::layer_range::all(config)) {
+  InferenceEngineTest() : layout_(engine_model, models::layer_range::all(engine_model)) {
     params_.resize(layout_.total());
     layout_.initialize(params_.data(), 5);
   }

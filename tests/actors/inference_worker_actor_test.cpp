@@ -31,7 +31,7 @@ actor::inference_worker_actor tiny_worker(caf::actor_system& system, metrics::re
                                  {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, {}, poll_wait);
 }
 
-actor::generation_request request(uint64_t id, int max_tokens) {
+actor::generation_request worker_request(uint64_t id, int max_tokens) {
   actor::generation_request r;
   r.id = id;
   r.prompt = {'H', 'e', 'l', 'l', 'o'};
@@ -60,10 +60,10 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
   caf::scoped_actor self(system);
   auto first_poll = self->request(worker, 20s, actor::poll_atom_v);
   for (uint64_t id : {1, 2}) {
-    self->request(worker, 10s, actor::generate_atom_v, request(id, 5 * id))
+    self->request(worker, 10s, actor::generate_atom_v, worker_request(id, 5 * id))
         .receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
   }
-  auto too_long = request(3, 5);
+  auto too_long = worker_request(3, 5);
   too_long.prompt.assign(64, 'a');
   self->request(worker, 10s, actor::generate_atom_v, too_long)
       .receive([](caf::ok_atom) { FAIL() << "a prompt filling the context was accepted"; },
@@ -115,7 +115,7 @@ TEST(InferenceWorkerActor, GeneratesStreamsAndRefusesBadRequests) {
       *spawn_inference_worker(system, metrics, "worker/1", tiny_model(1024),
                               {.scheduler = {.ctx = 1024, .max_batch_tokens = 64}},
                               run::work_pacer(config::test_hooks{.hold_file = hold}), 50ms);
-  self->request(long_worker, 10s, actor::generate_atom_v, request(4, 1000))
+  self->request(long_worker, 10s, actor::generate_atom_v, worker_request(4, 1000))
       .receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
   size_t tokens = 0;
   bool cancelled = false;
@@ -160,7 +160,7 @@ TEST(InferenceWorkerActor, RequestsThatDoNotStreamAreAnsweredWhenTheyEnd) {
   auto worker = tiny_worker(system, metrics, 100s);
   caf::scoped_actor self(system);
   auto first_poll = self->request(worker, 100s, actor::poll_atom_v);
-  std::vector<actor::generation_request> requests = {request(1, 5), request(2, 10)};
+  std::vector<actor::generation_request> requests = {worker_request(1, 5), worker_request(2, 10)};
   for (auto& r : requests)
     r.stream = false;
   self->request(worker, 10s, actor::generate_atom_v, requests)
@@ -194,7 +194,8 @@ TEST(InferenceWorkerActor, APollUntilQuietTakesEveryEndedRequestInOneAnswer) {
   auto worker = tiny_worker(system, metrics, 100s);
   caf::scoped_actor self(system);
   auto whole = self->request(worker, 100s, actor::poll_atom_v, true);
-  std::vector<actor::generation_request> requests = {request(1, 3), request(2, 7), request(3, 12)};
+  std::vector<actor::generation_request> requests = {worker_request(1, 3), worker_request(2, 7),
+                                                     worker_request(3, 12)};
   for (auto& r : requests)
     r.stream = false;
   self->request(worker, 10s, actor::generate_atom_v, requests)

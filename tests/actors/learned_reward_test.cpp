@@ -13,7 +13,7 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config tiny{256, 16, 1, 16, 2};
+const models::gpt_config reward_trunk{256, 16, 1, 16, 2};
 
 // Commits a checkpoint of `layout` under `root`, with weights large enough that the values
 // differ from sequence to sequence; returns them.
@@ -23,9 +23,11 @@ std::vector<float> save(const std::string& root, const models::gpt_layout& layou
 
 TEST(LearnedReward, ScoresEachSequenceAtItsLastByteAsTheRewardModelWasTrained) {
   testing::temp_dir dir;
-  const models::gpt_layout layout(tiny, models::layer_range::all(tiny), models::gpt_head::value);
+  const models::gpt_layout layout(reward_trunk, models::layer_range::all(reward_trunk),
+                                  models::gpt_head::value);
   const std::vector<float> params = save(dir.file("rm/checkpoints"), layout);
-  auto rm = learned_reward::load(tiny, dir.file("rm"), "roles.reward.options.checkpoint", "\n", 2);
+  auto rm = learned_reward::load(reward_trunk, dir.file("rm"), "roles.reward.options.checkpoint",
+                                 "\n", 2);
   ASSERT_TRUE(rm.ok()) << rm.status();
   // 70 sequences: more than one pass of 64.
   actor::reward_request request;
@@ -38,14 +40,14 @@ TEST(LearnedReward, ScoresEachSequenceAtItsLastByteAsTheRewardModelWasTrained) {
   ASSERT_TRUE(scores.ok()) << scores.status();
   ASSERT_EQ(scores->size(), 70u);
   models::gpt_cpu_batch forward(layout, 1, 1);
-  std::vector<float> values(tiny.ctx);
+  std::vector<float> values(reward_trunk.ctx);
   for (int i : {0, 1, 63, 64, 69}) {
     const std::string text =
         absl::StrCat(request.prompts[i], request.responses[i], request.ended[i] ? "\n" : "");
-    std::vector<int32_t> tokens(tiny.ctx, 0);
+    std::vector<int32_t> tokens(reward_trunk.ctx, 0);
     for (size_t t = 0; t < text.size(); ++t)
       tokens[t] = static_cast<uint8_t>(text[t]);
-    forward.values(params.data(), 1, tiny.ctx, tokens.data(), values.data());
+    forward.values(params.data(), 1, reward_trunk.ctx, tokens.data(), values.data());
     EXPECT_NEAR((*scores)[i], values[text.size() - 1], 1e-5) << i;
   }
   EXPECT_NE((*scores)[0], (*scores)[1]);
@@ -63,14 +65,16 @@ TEST(LearnedReward, ScoresEachSequenceAtItsLastByteAsTheRewardModelWasTrained) {
 
 TEST(LearnedReward, ALanguageModelsCheckpointIsRefusedNamingTheSetting) {
   testing::temp_dir dir;
-  save(dir.file("sft/checkpoints"), models::gpt_layout(tiny, models::layer_range::all(tiny)));
-  auto rm = learned_reward::load(tiny, dir.file("sft"), "roles.reward.options.checkpoint", "\n", 1);
+  save(dir.file("sft/checkpoints"),
+       models::gpt_layout(reward_trunk, models::layer_range::all(reward_trunk)));
+  auto rm = learned_reward::load(reward_trunk, dir.file("sft"), "roles.reward.options.checkpoint",
+                                 "\n", 1);
   ASSERT_FALSE(rm.ok());
   EXPECT_NE(rm.status().message().find("reward model's checkpoint"), std::string::npos)
       << rm.status();
-  EXPECT_FALSE(
-      learned_reward::load(tiny, dir.file("nowhere"), "roles.reward.options.checkpoint", "\n", 1)
-          .ok());
+  EXPECT_FALSE(learned_reward::load(reward_trunk, dir.file("nowhere"),
+                                    "roles.reward.options.checkpoint", "\n", 1)
+                   .ok());
 }
 
 }  // namespace

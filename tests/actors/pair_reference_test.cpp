@@ -20,12 +20,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const models::gpt_config tiny{256, 16, 1, 16, 2};
+const models::gpt_config reference_model{256, 16, 1, 16, 2};
 
 // Commits checkpoint `step` of a language model under `root` with weights from `seed`.
 std::vector<float> save(const std::string& root, int64_t step, uint64_t seed) {
   return testing::commit_model_checkpoint(
-      root, step, models::gpt_layout(tiny, models::layer_range::all(tiny)), seed);
+      root, step, models::gpt_layout(reference_model, models::layer_range::all(reference_model)),
+      seed);
 }
 
 // `n` pairs {"prompt": "q<i>:", "chosen": "good\n", "rejected": <rejected, JSON-escaped>}.
@@ -88,7 +89,8 @@ TEST(PairReference, ComputedOnceCachedBesideTheDataAndRedoneWhenTheReferenceChan
   const std::vector<float> weights = save(run + "/checkpoints", 10, 3);
 
   pair_reference_source source;
-  auto first = cached_pair_reference(corpus, data, run, "dpo.init_from", tiny, 2, &source);
+  auto first =
+      cached_pair_reference(corpus, data, run, "dpo.init_from", reference_model, 2, &source);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_TRUE(source.computed);
   EXPECT_EQ(source.cache, data + ".reference.safetensors");
@@ -99,7 +101,7 @@ TEST(PairReference, ComputedOnceCachedBesideTheDataAndRedoneWhenTheReferenceChan
   // The numbers: the first pair's rows under the reference, summed over their targets.
   token_batch b{2, 16, std::vector<int32_t>(32), std::vector<int32_t>(32)};
   fill_dpo_pair(b, 0, corpus.train_pairs()[0], nullptr);
-  const models::gpt_layout layout(tiny, models::layer_range::all(tiny));
+  const models::gpt_layout layout(reference_model, models::layer_range::all(reference_model));
   models::gpt_cpu_batch forward(layout, 2, 1);
   std::vector<float> logps(32);
   forward.log_probs(weights.data(), 2, 16, b.tokens.data(), b.targets.data(), 1.0f, logps.data());
@@ -108,14 +110,16 @@ TEST(PairReference, ComputedOnceCachedBesideTheDataAndRedoneWhenTheReferenceChan
   EXPECT_NEAR(first->train[1], rows.sums[1], 1e-4);
   EXPECT_LT(first->train[0], 0.0f);
 
-  auto again = cached_pair_reference(corpus, data, run, "dpo.init_from", tiny, 1, &source);
+  auto again =
+      cached_pair_reference(corpus, data, run, "dpo.init_from", reference_model, 1, &source);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_FALSE(source.computed) << "read from the cache";
   EXPECT_EQ(again->train, first->train);
   EXPECT_EQ(again->val, first->val);
 
   save(run + "/checkpoints", 20, 4);  // the run's newest checkpoint is another reference
-  auto changed = cached_pair_reference(corpus, data, run, "dpo.init_from", tiny, 1, &source);
+  auto changed =
+      cached_pair_reference(corpus, data, run, "dpo.init_from", reference_model, 1, &source);
   ASSERT_TRUE(changed.ok()) << changed.status();
   EXPECT_TRUE(source.computed) << "a new reference invalidates the cache";
   EXPECT_NE(changed->train, first->train);
@@ -123,11 +127,12 @@ TEST(PairReference, ComputedOnceCachedBesideTheDataAndRedoneWhenTheReferenceChan
   const std::string other_data = dir.write("pairs.jsonl", pair_lines(6, "worse\\n"));
   auto other = *text_corpus::load_pairs(other_data, 0.2, 16);
   ASSERT_TRUE(
-      cached_pair_reference(other, other_data, run, "dpo.init_from", tiny, 1, &source).ok());
+      cached_pair_reference(other, other_data, run, "dpo.init_from", reference_model, 1, &source)
+          .ok());
   EXPECT_TRUE(source.computed) << "other pairs invalidate it too";
 
-  auto missing =
-      cached_pair_reference(corpus, data, dir.file("nowhere"), "dpo.reference", tiny, 1, &source);
+  auto missing = cached_pair_reference(corpus, data, dir.file("nowhere"), "dpo.reference",
+                                       reference_model, 1, &source);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("dpo.reference"), std::string::npos)
       << missing.status();

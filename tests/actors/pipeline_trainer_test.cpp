@@ -17,10 +17,10 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config config{256, 32, 4, 32, 2};
+const models::gpt_config pipeline_model{256, 32, 4, 32, 2};
 constexpr int global_batch = 8;
 
-std::string sample_text() {
+std::string pipeline_text() {
   std::string text;
   for (int i = 0; text.size() < 30000; ++i)
     text += "the quick brown fox " + std::to_string(i % 97) + " jumps over the lazy dog\n";
@@ -39,7 +39,8 @@ struct grid_run {
 class PipelineTrainerTest : public ::testing::Test {
  protected:
   PipelineTrainerTest()
-      : corpus_(*text_corpus::load(dir_.write("t.txt", sample_text()), 0.05, config.ctx)) {}
+      : corpus_(
+            *text_corpus::load(dir_.write("t.txt", pipeline_text()), 0.05, pipeline_model.ctx)) {}
 
   trainer_options options(int micro_batches, pipeline_schedule_kind schedule, zero_stage zero,
                           int stages, int stage) const {
@@ -68,8 +69,9 @@ class PipelineTrainerTest : public ::testing::Test {
     for (int rank = 0; rank < world; ++rank) {
       ranks.emplace_back([&, rank] {
         const int d = rank / (pp * tp), s = rank / tp % pp, r = rank % tp;
-        const int per = config.layers / pp;
-        models::gpt_layout layout(config, {s * per, (s + 1) * per}, models::gpt_head::lm, {r, tp});
+        const int per = pipeline_model.layers / pp;
+        models::gpt_layout layout(pipeline_model, {s * per, (s + 1) * per}, models::gpt_head::lm,
+                                  {r, tp});
         // Each dimension's group: the ranks that differ in it alone.
         const auto group = [&](const std::string& name, int me, int size) {
           std::unique_ptr<comm::communicator> g;
@@ -88,7 +90,7 @@ class PipelineTrainerTest : public ::testing::Test {
         ASSERT_TRUE(t.ok()) << t.status();
         EXPECT_EQ(trainer::memory(layout, o, dp).activations, (*t)->activation_bytes())
             << "troupe check's estimate is what the rank holds";
-        auto loader = *data_loader::create(corpus_, config.ctx, global_batch, d, dp, 5);
+        auto loader = *data_loader::create(corpus_, pipeline_model.ctx, global_batch, d, dp, 5);
         // The whole model's tensors, put together from the ranks' parts.
         const auto gather = [&](const float* p, named_floats& into) {
           std::lock_guard lock(out_mutex);
@@ -203,7 +205,7 @@ TEST_F(PipelineTrainerTest, TensorParallelRanksWhoseReplicatedGradientsDifferAre
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.emplace_back([&, r] {
-      const models::gpt_layout layout(config, models::layer_range::all(config),
+      const models::gpt_layout layout(pipeline_model, models::layer_range::all(pipeline_model),
                                       models::gpt_head::lm, {r, 2});
       auto group = comm::make_gloo_communicator(store, {.name = "tp", .rank = r, .size = 2});
       ASSERT_TRUE(group.ok()) << group.status();
@@ -211,7 +213,7 @@ TEST_F(PipelineTrainerTest, TensorParallelRanksWhoseReplicatedGradientsDifferAre
       o.seed = 11 + r;
       auto t = trainer::create(layout, o, nullptr, nullptr, group->get());
       ASSERT_TRUE(t.ok()) << t.status();
-      auto loader = *data_loader::create(corpus_, config.ctx, global_batch, 0, 1, 5);
+      auto loader = *data_loader::create(corpus_, pipeline_model.ctx, global_batch, 0, 1, 5);
       got[r] = (*t)->step(loader.next()).status();
     });
   }

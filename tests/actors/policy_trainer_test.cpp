@@ -14,31 +14,31 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config config{24, 16, 2, 16, 2};
+const models::gpt_config policy_model{24, 16, 2, 16, 2};
 
 // `rows` sequences of 16: a prompt of 3 + (row % 3) tokens, then a response that ends 1 + row % 4
 // before the context (right padding); targets only on the response.
 actor::rl_batch make_batch(int rows) {
   actor::rl_batch b;
   b.batch = rows;
-  b.ctx = config.ctx;
-  const size_t n = static_cast<size_t>(rows) * config.ctx;
+  b.ctx = policy_model.ctx;
+  const size_t n = static_cast<size_t>(rows) * policy_model.ctx;
   b.tokens.resize(n);
   b.targets.assign(n, -1);
   std::vector<float> mask(n, 0.0f);
   for (int r = 0; r < rows; ++r) {
-    const int prompt = 3 + r % 3, end = config.ctx - 1 - r % 4;
-    for (int t = 0; t < config.ctx; ++t) {
-      const size_t i = static_cast<size_t>(r) * config.ctx + t;
-      b.tokens[i] = (r * 5 + t * 7 + 1) % config.vocab;
+    const int prompt = 3 + r % 3, end = policy_model.ctx - 1 - r % 4;
+    for (int t = 0; t < policy_model.ctx; ++t) {
+      const size_t i = static_cast<size_t>(r) * policy_model.ctx + t;
+      b.tokens[i] = (r * 5 + t * 7 + 1) % policy_model.vocab;
       if (t + 1 >= prompt && t + 1 < end) {
-        b.targets[i] = (r * 5 + (t + 1) * 7 + 1) % config.vocab;
+        b.targets[i] = (r * 5 + (t + 1) * 7 + 1) % policy_model.vocab;
         mask[i] = 1.0f;
       }
     }
   }
   b.weights.resize(n);
-  kernels::cpu::loss_agg_weights(b.weights.data(), mask.data(), rows, config.ctx,
+  kernels::cpu::loss_agg_weights(b.weights.data(), mask.data(), rows, policy_model.ctx,
                                  kernels::loss_agg_mode::token_mean);
   b.advantages.assign(n, 0.0f);
   b.old_log_probs.assign(n, 0.0f);
@@ -77,7 +77,7 @@ trainer_options policy_options() {
 
 class PolicyTrainerTest : public ::testing::Test {
  protected:
-  PolicyTrainerTest() : layout_(config, models::layer_range::all(config)) {}
+  PolicyTrainerTest() : layout_(policy_model, models::layer_range::all(policy_model)) {}
 
   // The sum of the log-probs of each row's response under `t`.
   std::vector<double> response_log_probs(trainer& t, const actor::rl_batch& b, float temperature) {
@@ -240,7 +240,7 @@ TEST_F(PolicyTrainerTest, MalformedBatchesAreRefusedNamingTheField) {
 class CriticTrainerTest : public ::testing::Test {
  protected:
   CriticTrainerTest()
-      : layout_(config, models::layer_range::all(config), models::gpt_head::value) {}
+      : layout_(policy_model, models::layer_range::all(policy_model), models::gpt_head::value) {}
 
   // make_batch's rows with the critic's values (its own, before the update) and returns.
   actor::rl_batch critic_batch(trainer& t) {
@@ -311,7 +311,7 @@ TEST_F(CriticTrainerTest, TheCriticRefusesThePolicysRequestsAndMalformedBatches)
   EXPECT_NE(report.status().message().find("returns has 127 entries; batch 8 x ctx 16 needs 128"),
             std::string::npos)
       << report.status();
-  const models::gpt_layout lm_layout(config, models::layer_range::all(config));
+  const models::gpt_layout lm_layout(policy_model, models::layer_range::all(policy_model));
   auto policy = *trainer::create(lm_layout, policy_options(), nullptr);
   EXPECT_FALSE(policy->values(b).ok());
   EXPECT_FALSE(policy->step(critic_batch(*t), value_objective{}).ok());

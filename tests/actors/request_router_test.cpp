@@ -9,7 +9,7 @@ namespace {
 
 using router = request_router;
 
-generation_request request(uint64_t id, int prompt, int max_tokens) {
+generation_request router_request(uint64_t id, int prompt, int max_tokens) {
   generation_request r;
   r.id = id;
   for (int i = 0; i < prompt; ++i)
@@ -33,20 +33,21 @@ TEST(RequestRouter, SendsEachRequestToTheLeastLoadedWorker) {
   router r({.max_queue = 2, .max_per_worker = 2});
   EXPECT_TRUE(r.add_worker("w1").empty());
   r.add_worker("w2");
-  auto c = *r.submit(request(1, 10, 100));  // w1 (ties go to the first name)
+  auto c = *r.submit(router_request(1, 10, 100));  // w1 (ties go to the first name)
   EXPECT_EQ(all<router::dispatch>(c).at(0).worker, "w1");
-  c = *r.submit(request(2, 10, 10));  // w2 is empty
+  c = *r.submit(router_request(2, 10, 10));  // w2 is empty
   EXPECT_EQ(all<router::dispatch>(c).at(0).worker, "w2");
-  c = *r.submit(request(3, 10, 10));  // w2 owes 20 tokens, w1 110
+  c = *r.submit(router_request(3, 10, 10));  // w2 owes 20 tokens, w1 110
   EXPECT_EQ(all<router::dispatch>(c).at(0).worker, "w2");
   EXPECT_EQ(r.load("w2"), 40);
   // w2 is full (2 requests), w1 takes one more; then the queue fills, then refusals.
-  EXPECT_EQ(all<router::dispatch>(*r.submit(request(4, 1, 1))).at(0).worker, "w1");
-  EXPECT_TRUE(r.submit(request(5, 1, 1))->empty());
-  EXPECT_TRUE(r.submit(request(6, 1, 1))->empty());
+  EXPECT_EQ(all<router::dispatch>(*r.submit(router_request(4, 1, 1))).at(0).worker, "w1");
+  EXPECT_TRUE(r.submit(router_request(5, 1, 1))->empty());
+  EXPECT_TRUE(r.submit(router_request(6, 1, 1))->empty());
   EXPECT_EQ(r.queued(), 2u);
-  EXPECT_EQ(r.submit(request(7, 1, 1)).status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(r.submit(request(6, 1, 1)).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(r.submit(router_request(7, 1, 1)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(r.submit(router_request(6, 1, 1)).status().code(), absl::StatusCode::kAlreadyExists);
   // A finished request frees a place: the oldest waiting request takes it.
   c = r.on_event("w2", {2, {'x'}, 0, true, finish_reason::length});
   ASSERT_EQ(all<router::deliver>(c).size(), 1u);
@@ -60,8 +61,9 @@ TEST(RequestRouter, SendsEachRequestToTheLeastLoadedWorker) {
 TEST(RequestRouter, WithoutAQueueOnlyFullWorkersRefuse) {
   router r({.max_queue = 0, .max_per_worker = 1});
   r.add_worker("w1");
-  EXPECT_EQ(all<router::dispatch>(*r.submit(request(1, 1, 1))).size(), 1u);
-  EXPECT_EQ(r.submit(request(2, 1, 1)).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(all<router::dispatch>(*r.submit(router_request(1, 1, 1))).size(), 1u);
+  EXPECT_EQ(r.submit(router_request(2, 1, 1)).status().code(),
+            absl::StatusCode::kResourceExhausted);
 }
 
 // Two real engines serve a stream of requests; one is lost midway. Every client stream must
@@ -79,7 +81,7 @@ TEST(RequestRouter, ALostWorkersRequestsContinueElsewhereWithoutRepeatsOrGaps) {
     auto engine = *inference_engine::create(layout, params.data(), o);
     inference_engine& e = *engine;
     for (uint64_t id = 1; id <= 8; ++id)
-      ASSERT_TRUE(e.add(request(id, 4 + id, 12)).ok());
+      ASSERT_TRUE(e.add(router_request(id, 4 + id, 12)).ok());
     while (!e.idle()) {
       auto events = e.step();
       ASSERT_TRUE(events.ok()) << events.status();
@@ -111,7 +113,7 @@ TEST(RequestRouter, ALostWorkersRequestsContinueElsewhereWithoutRepeatsOrGaps) {
   apply(r.add_worker("w1"));
   apply(r.add_worker("w2"));
   for (uint64_t id = 1; id <= 8; ++id)
-    apply(*r.submit(request(id, 4 + id, 12)));
+    apply(*r.submit(router_request(id, 4 + id, 12)));
   for (int iteration = 0; iteration < 500 && ended < 8; ++iteration) {
     if (iteration == 5) {
       engines.erase("w2");  // killed: whatever it held is gone
@@ -136,11 +138,11 @@ TEST(RequestRouter, ADrainingWorkerFinishesItsRequestsAndTakesNoNewOnes) {
   router r({.max_queue = 8, .max_per_worker = 1});
   r.add_worker("w1");
   r.add_worker("w2");
-  (void)*r.submit(request(1, 4, 8));  // w1
+  (void)*r.submit(router_request(1, 4, 8));  // w1
   EXPECT_TRUE(r.set_draining("w1", true).empty());
-  auto c = *r.submit(request(2, 4, 8));  // w1 is draining: w2
+  auto c = *r.submit(router_request(2, 4, 8));  // w1 is draining: w2
   EXPECT_EQ(all<router::dispatch>(c).at(0).worker, "w2");
-  c = *r.submit(request(3, 4, 8));  // w2 is full and w1 draining: it waits
+  c = *r.submit(router_request(3, 4, 8));  // w2 is full and w1 draining: it waits
   EXPECT_TRUE(all<router::dispatch>(c).empty());
   EXPECT_EQ(r.queued(), 1u);
   // w1's request still streams to its client, and its end does not bring w1 new work.

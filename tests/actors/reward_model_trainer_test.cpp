@@ -17,11 +17,11 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config config{24, 12, 2, 16, 2};
+const models::gpt_config scorer_model{24, 12, 2, 16, 2};
 
 // toy_pairs(), each row scored at its last token: target 1 on the chosen row, 0 on the rejected.
-token_batch make_pairs(int pairs, int salt = 0) {
-  token_batch b = testing::toy_pairs(config, pairs, salt);
+token_batch scored_pairs(int pairs, int salt = 0) {
+  token_batch b = testing::toy_pairs(scorer_model, pairs, salt);
   for (int row = 0; row < b.batch; ++row) {
     const int last = testing::toy_pair_last(row / 2, salt);
     b.targets[static_cast<size_t>(row) * b.ctx + last] = row % 2 == 0 ? 1 : 0;
@@ -39,7 +39,7 @@ trainer_options rm_options(int rows) {
 }
 
 TEST(RewardObjective, MalformedPairBatchesAreRefusedNamingTheRow) {
-  token_batch b = make_pairs(2);
+  token_batch b = scored_pairs(2);
   EXPECT_TRUE(validate_pairs(b).ok());
   token_batch odd = b;
   odd.batch = 3;
@@ -64,9 +64,10 @@ TEST(RewardObjective, MalformedPairBatchesAreRefusedNamingTheRow) {
 // 3 pairs) sees whole pairs and gives the same gradient.
 TEST(RewardObjective, TheBradleyTerryGradientIsTheFiniteDifference) {
   const int pairs = 3;
-  token_batch b = make_pairs(pairs, 1);
+  token_batch b = scored_pairs(pairs, 1);
   b.margins = {0.5f, -0.25f, 1.0f};  // TRL's margins: -log sigmoid(r_c - r_r - m)
-  models::gpt_layout layout(config, models::layer_range::all(config), models::gpt_head::value);
+  models::gpt_layout layout(scorer_model, models::layer_range::all(scorer_model),
+                            models::gpt_head::value);
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 6);
   for (auto& p : params)
@@ -112,11 +113,11 @@ TEST(RewardObjective, TheBradleyTerryGradientIsTheFiniteDifference) {
 // A step reports the mean Bradley-Terry loss of its pairs; steps raise the held-out accuracy
 // and the reward gap; passes of one pair give the same step as one pass.
 TEST(RewardModelTrainer, StepsRankTheChosenResponsesAbove) {
-  const models::gpt_layout layout(config, models::layer_range::all(config),
+  const models::gpt_layout layout(scorer_model, models::layer_range::all(scorer_model),
                                   models::gpt_head::value);
   auto t = *trainer::create(layout, rm_options(8), nullptr);
-  const token_batch train = make_pairs(4);
-  const std::vector<token_batch> held = {make_pairs(4, 2), make_pairs(2, 3)};
+  const token_batch train = scored_pairs(4);
+  const std::vector<token_batch> held = {scored_pairs(4, 2), scored_pairs(2, 3)};
   const pair_sums before = *t->evaluate_pairs(held);
   EXPECT_EQ(before.pairs, 6);
   EXPECT_NEAR(before.loss / before.pairs, std::log(2.0), 0.2) << "rewards start near equal";
@@ -140,29 +141,30 @@ TEST(RewardModelTrainer, StepsRankTheChosenResponsesAbove) {
 }
 
 TEST(RewardModelTrainer, ALanguageModelOrAPassWithoutRoomForAPairIsRefused) {
-  const models::gpt_layout value(config, models::layer_range::all(config), models::gpt_head::value);
+  const models::gpt_layout value(scorer_model, models::layer_range::all(scorer_model),
+                                 models::gpt_head::value);
   trainer_options one_row = rm_options(8);
   one_row.micro_batch = 1;
   auto t = *trainer::create(value, one_row, nullptr);
-  auto refused = t->step(make_pairs(4));
+  auto refused = t->step(scored_pairs(4));
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("at least one pair"), std::string::npos)
       << refused.status();
-  const models::gpt_layout lm(config, models::layer_range::all(config));
+  const models::gpt_layout lm(scorer_model, models::layer_range::all(scorer_model));
   auto policy = *trainer::create(lm, rm_options(8), nullptr);
-  EXPECT_FALSE(policy->evaluate_pairs({make_pairs(2)}).ok());
+  EXPECT_FALSE(policy->evaluate_pairs({scored_pairs(2)}).ok());
   EXPECT_EQ(t->steps(), 0);
 }
 
 TEST(RewardModelTrainer, TwoRanksMatchOne) {
-  const models::gpt_layout layout(config, models::layer_range::all(config),
+  const models::gpt_layout layout(scorer_model, models::layer_range::all(scorer_model),
                                   models::gpt_head::value);
   auto one = *trainer::create(layout, rm_options(8), nullptr);
-  const token_batch all = make_pairs(4);
+  const token_batch all = scored_pairs(4);
   std::vector<step_report> single;
   for (int s = 0; s < 3; ++s)
     single.push_back(*one->step(all));
-  const pair_sums held_one = *one->evaluate_pairs({make_pairs(2, 2), make_pairs(2, 3)});
+  const pair_sums held_one = *one->evaluate_pairs({scored_pairs(2, 2), scored_pairs(2, 3)});
   comm::memory_store store;
   std::vector<std::vector<step_report>> reports(2);
   std::vector<pair_sums> held(2);
@@ -179,7 +181,7 @@ TEST(RewardModelTrainer, TwoRanksMatchOne) {
       mine.targets.assign(all.targets.begin() + begin, all.targets.begin() + end);
       for (int s = 0; s < 3; ++s)
         reports[r].push_back(*t->step(mine));
-      held[r] = *t->evaluate_pairs({make_pairs(2, 2), make_pairs(2, 3)});
+      held[r] = *t->evaluate_pairs({scored_pairs(2, 2), scored_pairs(2, 3)});
     });
   }
   for (auto& t : ranks)

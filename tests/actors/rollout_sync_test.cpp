@@ -20,7 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const models::gpt_config config{256, 48, 2, 32, 4};
+const models::gpt_config rollout_model{256, 48, 2, 32, 4};
 
 weight_sync_spec sync_spec() {
   weight_sync_spec s;
@@ -44,7 +44,7 @@ class RolloutSyncTest : public ::testing::Test {
 
   actor::trainer_actor policy() {
     trainer_actor_spec s;
-    s.model = config;
+    s.model = rollout_model;
     s.options.global_batch = 1;
     s.options.seed = 21;  // not the rollout's initial weights
     s.objective = policy_objective{};
@@ -54,13 +54,14 @@ class RolloutSyncTest : public ::testing::Test {
 
   actor::inference_worker_actor rollout(int index) {
     auto model = std::make_shared<served_model>();
-    model->layout = std::make_unique<models::gpt_layout>(config, models::layer_range::all(config));
+    model->layout = std::make_unique<models::gpt_layout>(rollout_model,
+                                                         models::layer_range::all(rollout_model));
     model->params.resize(model->layout->total());
     model->layout->initialize(model->params.data(), 3);
-    return *spawn_inference_worker(system_, metrics_, "rollout/" + std::to_string(index),
-                                   std::move(model),
-                                   {.scheduler = {.ctx = config.ctx, .max_batch_tokens = 64}}, {},
-                                   20s, rollout_sync{store_, sync_spec()});
+    return *spawn_inference_worker(
+        system_, metrics_, "rollout/" + std::to_string(index), std::move(model),
+        {.scheduler = {.ctx = rollout_model.ctx, .max_batch_tokens = 64}}, {}, 20s,
+        rollout_sync{store_, sync_spec()});
   }
 
   // One sync round of `version` at `epoch` from `sender` to `workers` (ranks 1..), every member
@@ -213,10 +214,11 @@ TEST_F(RolloutSyncTest, AStuckOrImpossibleSyncIsAnErrorNotAHang) {
   weight_sync_spec lonely = sync_spec();
   lonely.group.timeout = 300ms;
   auto model = std::make_shared<served_model>();
-  model->layout = std::make_unique<models::gpt_layout>(config, models::layer_range::all(config));
+  model->layout =
+      std::make_unique<models::gpt_layout>(rollout_model, models::layer_range::all(rollout_model));
   model->params.resize(model->layout->total());
   auto worker = *spawn_inference_worker(system_, metrics_, "rollout/0", model,
-                                        {.scheduler = {.ctx = config.ctx}}, {}, 20s,
+                                        {.scheduler = {.ctx = rollout_model.ctx}}, {}, 20s,
                                         rollout_sync{store_, lonely});
   self_->request(worker, 30s, actor::sync_atom_v, round(1, 1, 2))
       .receive([](actor::weights_ack&) { FAIL() << "no sender, yet synced"; },
@@ -225,7 +227,7 @@ TEST_F(RolloutSyncTest, AStuckOrImpossibleSyncIsAnErrorNotAHang) {
                      << caf::to_string(e);
                });
   auto serving = *spawn_inference_worker(system_, metrics_, "worker/0", model,
-                                         {.scheduler = {.ctx = config.ctx}});
+                                         {.scheduler = {.ctx = rollout_model.ctx}});
   self_->request(serving, 30s, actor::sync_atom_v, round(1, 1, 2))
       .receive([](actor::weights_ack&) { FAIL() << "a serving worker synced"; },
                [](caf::error& e) {

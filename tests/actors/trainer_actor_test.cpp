@@ -11,7 +11,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const models::gpt_config config{256, 32, 2, 32, 2};
+const models::gpt_config actor_model{256, 32, 2, 32, 2};
 
 class TrainerActorTest : public ::testing::Test {
  protected:
@@ -21,14 +21,14 @@ class TrainerActorTest : public ::testing::Test {
       text += "the quick brown fox " + std::to_string(i % 97) + " jumps over the lazy dog\n";
     }
     corpus_ = std::make_shared<const text_corpus>(
-        *text_corpus::load(dir_.write("t.txt", text), 0.05, config.ctx));
+        *text_corpus::load(dir_.write("t.txt", text), 0.05, actor_model.ctx));
   }
 
   void lose_a_rank_mid_step(zero_stage zero, bool replicas);
 
   trainer_actor_spec spec(int rank, int ranks) const {
     trainer_actor_spec s;
-    s.model = config;
+    s.model = actor_model;
     s.options.global_batch = 8;
     s.options.lr = {3e-3f, 2, 10, 0.1f};
     s.options.seed = 11;
@@ -51,9 +51,9 @@ class TrainerActorTest : public ::testing::Test {
 
 TEST_F(TrainerActorTest, TwoRanksStepTogetherAndMatchTheLogicAtDpOne) {
   // The reference: the same steps by the logic alone, one rank.
-  const models::gpt_layout layout(config, models::layer_range::all(config));
+  const models::gpt_layout layout(actor_model, models::layer_range::all(actor_model));
   auto reference = *trainer::create(layout, spec(0, 1).options, nullptr);
-  auto loader = *data_loader::create(*corpus_, config.ctx, 8, 0, 1, 5);
+  auto loader = *data_loader::create(*corpus_, actor_model.ctx, 8, 0, 1, 5);
   std::vector<double> want;
   for (int s = 0; s < 3; ++s)
     want.push_back(reference->step(loader.next())->loss);
@@ -116,9 +116,9 @@ TEST_F(TrainerActorTest, AGroupThatNeverFormsStopsTheTrainerWithTheReason) {
 // batches, the redone step included.
 // With ZeRO-1 and shard_replicas, rank 2's optimizer shard comes back from rank 1's replica.
 void TrainerActorTest::lose_a_rank_mid_step(zero_stage zero, bool replicas) {
-  const models::gpt_layout layout(config, models::layer_range::all(config));
+  const models::gpt_layout layout(actor_model, models::layer_range::all(actor_model));
   auto reference = *trainer::create(layout, spec(0, 1).options, nullptr);
-  auto loader = *data_loader::create(*corpus_, config.ctx, 8, 0, 1, 5);
+  auto loader = *data_loader::create(*corpus_, actor_model.ctx, 8, 0, 1, 5);
   std::vector<double> want;
   for (int s = 0; s < 4; ++s)
     want.push_back(reference->step(loader.next())->loss);

@@ -11,9 +11,9 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config config{256, 32, 2, 32, 2};
+const models::gpt_config trainer_model{256, 32, 2, 32, 2};
 
-std::string sample_text() {
+std::string trainer_text() {
   std::string text;
   for (int i = 0; text.size() < 30000; ++i) {
     text += "the quick brown fox " + std::to_string(i % 97) + " jumps over the lazy dog\n";
@@ -24,8 +24,8 @@ std::string sample_text() {
 class TrainerTest : public ::testing::Test {
  protected:
   TrainerTest()
-      : corpus_(*text_corpus::load(dir_.write("t.txt", sample_text()), 0.05, config.ctx)),
-        layout_(config, models::layer_range::all(config)) {}
+      : corpus_(*text_corpus::load(dir_.write("t.txt", trainer_text()), 0.05, trainer_model.ctx)),
+        layout_(trainer_model, models::layer_range::all(trainer_model)) {}
 
   trainer_options options(zero_stage zero) const {
     trainer_options o = base_;
@@ -55,7 +55,7 @@ class TrainerTest : public ::testing::Test {
         }
         auto t = trainer::create(layout_, options(zero), group.get());
         ASSERT_TRUE(t.ok()) << t.status();
-        auto loader = *data_loader::create(corpus_, config.ctx, 8, r, dp, 5);
+        auto loader = *data_loader::create(corpus_, trainer_model.ctx, 8, r, dp, 5);
         for (int s = 0; s < steps; ++s) {
           auto report = (*t)->step(loader.next());
           ASSERT_TRUE(report.ok()) << report.status();
@@ -120,7 +120,7 @@ TEST_F(TrainerTest, TwoRanksMatchOneAtTheSameGlobalBatchForEveryZeroStage) {
 
 TEST_F(TrainerTest, RestoringAStateContinuesBitExactly) {
   auto straight = *trainer::create(layout_, options(zero_stage::none), nullptr);
-  auto loader = *data_loader::create(corpus_, config.ctx, 8, 0, 1, 5);
+  auto loader = *data_loader::create(corpus_, trainer_model.ctx, 8, 0, 1, 5);
   for (int s = 0; s < 4; ++s)
     ASSERT_TRUE(straight->step(loader.next()).ok());
   const tensor::named_tensors weights = layout_.to_named(straight->params());
@@ -133,7 +133,7 @@ TEST_F(TrainerTest, RestoringAStateContinuesBitExactly) {
   auto resumed = *trainer::create(layout_, options(zero_stage::none), nullptr);
   ASSERT_TRUE(resumed->restore(weights, {state}).ok());
   EXPECT_EQ(resumed->steps(), 4);
-  auto loader2 = *data_loader::create(corpus_, config.ctx, 8, 0, 1, 5);
+  auto loader2 = *data_loader::create(corpus_, trainer_model.ctx, 8, 0, 1, 5);
   loader2.seek(cursor);
   for (int s = 0; s < 4; ++s)
     EXPECT_EQ(resumed->step(loader2.next())->loss, after[s]) << s;
@@ -150,7 +150,7 @@ TEST_F(TrainerTest, ShardedOptimizerStatesReassembleAtAnotherWorldSize) {
     ranks.emplace_back([&, r] {
       auto g = *comm::make_gloo_communicator(store, {.name = "save", .rank = r, .size = 2});
       auto t = *trainer::create(layout_, options(zero_stage::two), g.get());
-      auto loader = *data_loader::create(corpus_, config.ctx, 8, r, 2, 5);
+      auto loader = *data_loader::create(corpus_, trainer_model.ctx, 8, r, 2, 5);
       for (int s = 0; s < 3; ++s)
         ASSERT_TRUE(t->step(loader.next()).ok());
       states[r] = t->optimizer_state();
@@ -162,7 +162,7 @@ TEST_F(TrainerTest, ShardedOptimizerStatesReassembleAtAnotherWorldSize) {
   auto single = *trainer::create(layout_, options(zero_stage::none), nullptr);
   ASSERT_TRUE(single->restore(weights, states).ok());
   EXPECT_EQ(single->steps(), 3);
-  auto loader = *data_loader::create(corpus_, config.ctx, 8, 0, 1, 5);
+  auto loader = *data_loader::create(corpus_, trainer_model.ctx, 8, 0, 1, 5);
   loader.seek(3 * 8);
   auto report = single->step(loader.next());
   ASSERT_TRUE(report.ok());
@@ -204,7 +204,7 @@ void TrainerTest::lose_and_gain_a_rank(zero_stage zero) {
                                                groups[epoch * 3 + r].get(), first_step);
         ASSERT_TRUE(t.ok()) << t.status();
         trainers[r] = std::move(*t);
-        auto loader = *data_loader::create(corpus_, config.ctx, 8, r, world, 5);
+        auto loader = *data_loader::create(corpus_, trainer_model.ctx, 8, r, world, 5);
         loader.seek(first_step * 8);
         for (int s = 0; s < steps; ++s) {
           auto report = trainers[r]->step(loader.next());

@@ -18,9 +18,9 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config config{256, 32, 4, 32, 2};
+const models::gpt_config zero3_model{256, 32, 4, 32, 2};
 
-std::string sample_text() {
+std::string zero3_text() {
   std::string text;
   for (int i = 0; text.size() < 30000; ++i)
     text += "a stitch in time saves " + std::to_string(i % 89) + " when the tide turns\n";
@@ -38,8 +38,8 @@ struct dp_run {
 class Zero3TrainerTest : public ::testing::Test {
  protected:
   Zero3TrainerTest()
-      : corpus_(*text_corpus::load(dir_.write("t.txt", sample_text()), 0.05, config.ctx)),
-        layout_(config, models::layer_range::all(config)) {}
+      : corpus_(*text_corpus::load(dir_.write("t.txt", zero3_text()), 0.05, zero3_model.ctx)),
+        layout_(zero3_model, models::layer_range::all(zero3_model)) {}
 
   trainer_options options(zero_stage zero) const {
     trainer_options o;
@@ -77,7 +77,7 @@ class Zero3TrainerTest : public ::testing::Test {
             saved.files.emplace(name, contents);
           ASSERT_TRUE((*t)->restore(saved).ok());
         }
-        auto loader = *data_loader::create(corpus_, config.ctx, global_batch_, rank, dp, 5);
+        auto loader = *data_loader::create(corpus_, zero3_model.ctx, global_batch_, rank, dp, 5);
         loader.seek(first * global_batch_);
         for (int step = 0; step < steps; ++step) {
           auto report = (*t)->step(loader.next());
@@ -199,9 +199,9 @@ TEST_F(Zero3TrainerTest, ARankHoldsItsChunksBetweenUses) {
       ASSERT_TRUE(p.begin_step(true, 1).ok());
       const auto hooks = p.hooks();
       const int64_t block = layout_.block(1).ln1_w - layout_.block(0).ln1_w;
-      const int64_t outside = layout_.total() - config.layers * block;
+      const int64_t outside = layout_.total() - zero3_model.layers * block;
       size_t most = 0;
-      for (int l = 0; l < config.layers; ++l) {
+      for (int l = 0; l < zero3_model.layers; ++l) {
         hooks.acquire(l, false);
         most = std::max(most, p.resident_bytes().params);
         if (l == 1) {
@@ -215,7 +215,7 @@ TEST_F(Zero3TrainerTest, ARankHoldsItsChunksBetweenUses) {
         }
         hooks.release(l, false);
       }
-      for (int l = config.layers - 1; l >= 0; --l) {
+      for (int l = zero3_model.layers - 1; l >= 0; --l) {
         hooks.acquire(l, true);
         most = std::max(most, p.resident_bytes().params);
         std::fill(p.local() + layout_.block(l).ln1_w, p.local() + layout_.block(l).fc2_b, 1.0f);

@@ -18,8 +18,6 @@
 namespace troupe::testing {
 namespace {
 
-const std::string grpo_config = std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_grpo.yaml";
-
 class RlhfClusterTest : public cluster_harness {
  protected:
   // GRPO for `steps` steps from scratch (no warm-up, no validation) with `sets`, on `workers`

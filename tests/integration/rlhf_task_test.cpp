@@ -15,7 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string grpo_config = std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_grpo.yaml";
 const std::string fortunes_config = std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_fortunes.yaml";
 
 // plugins/reward_example's digits_format, restated: the share of digits and commas in an ended

@@ -15,7 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string grpo_config = std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_grpo.yaml";
 const std::string ppo_config = std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_ppo.yaml";
 
 // rlhf.async.max_staleness 1: each step after the first trains on samples generated while the

@@ -41,6 +41,9 @@ inline process_result troupe(std::vector<std::string> args,
   return run(args, timeout, {std::string("TROUPE_PLUGIN_PATH=") + TROUPE_TEST_PLUGIN_DIR});
 }
 
+/// The shipped GRPO config, which the RL tests shorten.
+inline const std::string grpo_config = std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_grpo.yaml";
+
 /// The `--set` arguments of a short RL run from scratch: no warm-up, no validation, `steps`
 /// steps, and then each of `sets` ("key=value").
 inline std::vector<std::string> short_rl_run(int steps, const std::vector<std::string>& sets = {}) {

@@ -5,7 +5,7 @@
 namespace troupe::models {
 namespace {
 
-const gpt_config config{40, 8, 4, 8, 2};
+const gpt_config parted_model{40, 8, 4, 8, 2};
 
 // Moments that say where they belong: parameter slot i's element j is i * 1000 + j (m) and its
 // negative (v).
@@ -23,8 +23,8 @@ std::pair<std::vector<float>, std::vector<float>> labelled(const gpt_layout& lay
 // Moments written by two stages, each in two ZeRO shards, are read back by one whole model, and
 // a whole model's by a stage: each parameter's element lands where its name says.
 TEST(GptCheckpoint, MomentsMoveBetweenLayoutsByName) {
-  const gpt_layout whole(config, layer_range::all(config));
-  const gpt_layout first(config, {0, 2}), last(config, {2, 4});
+  const gpt_layout whole(parted_model, layer_range::all(parted_model));
+  const gpt_layout first(parted_model, {0, 2}), last(parted_model, {2, 4});
   std::vector<tensor::named_tensors> files;
   for (const gpt_layout* stage : {&first, &last}) {
     const auto [m, v] = labelled(*stage);
@@ -57,8 +57,8 @@ TEST(GptCheckpoint, MomentsMoveBetweenLayoutsByName) {
 
 // The flat files of before (one range of the whole model's buffer) are read against it.
 TEST(GptCheckpoint, FlatMomentFilesAreReadAgainstTheWholeModel) {
-  const gpt_layout whole(config, layer_range::all(config));
-  const gpt_layout stage(config, {2, 4});
+  const gpt_layout whole(parted_model, layer_range::all(parted_model));
+  const gpt_layout stage(parted_model, {2, 4});
   const auto [m, v] = labelled(whole);
   std::vector<tensor::named_tensors> files;
   for (const auto& [begin, end] :
@@ -80,7 +80,7 @@ TEST(GptCheckpoint, FlatMomentFilesAreReadAgainstTheWholeModel) {
 }
 
 TEST(GptCheckpoint, MissingMomentsOrDisagreeingStepsAreDataLoss) {
-  const gpt_layout whole(config, layer_range::all(config));
+  const gpt_layout whole(parted_model, layer_range::all(parted_model));
   const auto [m, v] = labelled(whole);
   std::vector<float> out_m(whole.total()), out_v(whole.total());
   // Only the first half was saved.

@@ -10,11 +10,12 @@
 namespace troupe::models {
 namespace {
 
-const gpt_config config{40, 24, 2, 16, 4};
+const gpt_config cpu_decoder_model{40, 24, 2, 16, 4};
 
 class GptCpuDecoderTest : public ::testing::Test {
  protected:
-  GptCpuDecoderTest() : layout_(config, layer_range::all(config)), params_(layout_.total()) {
+  GptCpuDecoderTest()
+      : layout_(cpu_decoder_model, layer_range::all(cpu_decoder_model)), params_(layout_.total()) {
     layout_.initialize(params_.data(), 11);
     for (auto& p : params_)
       p *= 5;  // sharper distributions than the 0.02 init
@@ -24,13 +25,13 @@ class GptCpuDecoderTest : public ::testing::Test {
   // negated token losses of every possible next token, one forward per target.
   std::vector<float> training_log_probs(const std::vector<int32_t>& tokens) {
     const int T = static_cast<int>(tokens.size());
-    std::vector<float> out(int64_t{T} * config.vocab);
+    std::vector<float> out(int64_t{T} * cpu_decoder_model.vocab);
     gpt_cpu_stage stage(layout_, 1, nullptr);
-    for (int v = 0; v < config.vocab; ++v) {
+    for (int v = 0; v < cpu_decoder_model.vocab; ++v) {
       std::vector<int32_t> targets(T, v);
       stage.forward(params_.data(), 1, T, tokens.data(), nullptr, targets.data());
       for (int t = 0; t < T; ++t)
-        out[int64_t{t} * config.vocab + v] = -stage.token_losses()[t];
+        out[int64_t{t} * cpu_decoder_model.vocab + v] = -stage.token_losses()[t];
     }
     return out;
   }
@@ -49,7 +50,7 @@ TEST_F(GptCpuDecoderTest, IncrementalDecodingEqualsTheFullForwardBitForBit) {
 
   gpt_cpu_decoder decoder(layout_, params_.data(), 16, 8, 4);
   const std::vector<int32_t> table_a = {5, 0, 7, 2}, table_b = {1, 6, 3};  // scrambled blocks
-  std::vector<float> logits(2 * config.vocab);
+  std::vector<float> logits(2 * cpu_decoder_model.vocab);
   // Prefill chunks of different lengths in one batch, then one token at a time for both.
   int pos_a = 5, pos_b = 3;
   std::vector<decode_request> batch = {{a.data(), pos_a, 0, table_a.data(), 4},
@@ -60,10 +61,10 @@ TEST_F(GptCpuDecoderTest, IncrementalDecodingEqualsTheFullForwardBitForBit) {
       const bool is_a = batch[r].tokens >= a.data() && batch[r].tokens < a.data() + a.size();
       const int last = batch[r].first_position + batch[r].count - 1;
       const auto& want = is_a ? want_a : want_b;
-      for (int v = 0; v < config.vocab; ++v) {
-        ASSERT_EQ(
-            kernels::cpu::token_log_prob(logits.data() + r * config.vocab, config.vocab, 1.0f, v),
-            want[last * config.vocab + v])
+      for (int v = 0; v < cpu_decoder_model.vocab; ++v) {
+        ASSERT_EQ(kernels::cpu::token_log_prob(logits.data() + r * cpu_decoder_model.vocab,
+                                               cpu_decoder_model.vocab, 1.0f, v),
+                  want[last * cpu_decoder_model.vocab + v])
             << (is_a ? "a" : "b") << " position " << last << " token " << v;
       }
     }
@@ -79,7 +80,7 @@ TEST_F(GptCpuDecoderTest, IncrementalDecodingEqualsTheFullForwardBitForBit) {
 TEST_F(GptCpuDecoderTest, BadRequestsAreRefusedBeforeTheCacheChanges) {
   gpt_cpu_decoder decoder(layout_, params_.data(), 8, 4, 4);
   const std::vector<int32_t> tokens(10, 1), table = {0, 1, 9}, good = {0, 1, 2};
-  std::vector<float> logits(config.vocab);
+  std::vector<float> logits(cpu_decoder_model.vocab);
   auto error = [&](decode_request r) {
     std::vector<decode_request> batch = {r};
     return std::string(decoder.forward(batch, logits.data()).message());
@@ -93,8 +94,8 @@ TEST_F(GptCpuDecoderTest, BadRequestsAreRefusedBeforeTheCacheChanges) {
   EXPECT_NE(error({tokens.data(), 10, 0, good.data(), 3}).find("exceeds"), std::string::npos);
   const std::vector<int32_t> bad = {1, 99};
   EXPECT_NE(error({bad.data(), 2, 0, table.data(), 3}).find("token 99"), std::string::npos);
-  for (int l = 0; l < config.layers; ++l) {
-    for (int i = 0; i < 4 * 4 * config.dim; ++i)
+  for (int l = 0; l < cpu_decoder_model.layers; ++l) {
+    for (int i = 0; i < 4 * 4 * cpu_decoder_model.dim; ++i)
       ASSERT_EQ(decoder.cache().keys(l)[i], 0.0f);
   }
 }

@@ -5,17 +5,17 @@
 namespace troupe::models {
 namespace {
 
-const gpt_config config{32, 16, 1, 32, 1};
+const gpt_config decoder_model{32, 16, 1, 32, 1};
 
 TEST(GptDecoder, MakesTheCpuDecoderAndRefusesADeviceThatCannotBeUsed) {
-  gpt_layout layout(config, layer_range::all(config));
+  gpt_layout layout(decoder_model, layer_range::all(decoder_model));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 1);
   auto cpu = make_gpt_decoder(layout, params.data(), 8, 4, 4, -1);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   const std::vector<int32_t> tokens = {1, 2, 3}, table = {2};
   std::vector<decode_request> batch = {{tokens.data(), 3, 0, table.data(), 1}};
-  std::vector<float> logits(config.vocab);
+  std::vector<float> logits(decoder_model.vocab);
   EXPECT_TRUE((*cpu)->forward(batch, logits.data()).ok());
 
   // No machine has a 100th GPU: with or without CUDA, the error says what was asked for.

@@ -15,11 +15,11 @@
 namespace troupe::models {
 namespace {
 
-const gpt_config config{20, 8, 2, 8, 2};
+const gpt_config value_head_model{20, 8, 2, 8, 2};
 
 TEST(GptValueHead, LayoutIsTheTrunkPlusAClassifier) {
-  const gpt_layout lm(config, layer_range::all(config));
-  const gpt_layout critic(config, layer_range::all(config), gpt_head::value);
+  const gpt_layout lm(value_head_model, layer_range::all(value_head_model));
+  const gpt_layout critic(value_head_model, layer_range::all(value_head_model), gpt_head::value);
   ASSERT_TRUE(critic.has_value_head());
   EXPECT_FALSE(lm.has_value_head());
   ASSERT_EQ(critic.slots().size(), lm.slots().size() + 2);
@@ -27,7 +27,7 @@ TEST(GptValueHead, LayoutIsTheTrunkPlusAClassifier) {
     EXPECT_EQ(critic.slots()[i].name, lm.slots()[i].name);
     EXPECT_EQ(critic.slots()[i].offset, lm.slots()[i].offset);
   }
-  EXPECT_EQ((*critic.find("classifier.weight"))->shape, (tensor::shape_t{1, config.dim}));
+  EXPECT_EQ((*critic.find("classifier.weight"))->shape, (tensor::shape_t{1, value_head_model.dim}));
   EXPECT_EQ((*critic.find("classifier.bias"))->shape, (tensor::shape_t{1}));
   // The same seed gives the same trunk as the policy's, so a critic built without a checkpoint
   // starts from the policy's initial weights too.
@@ -48,18 +48,18 @@ TEST(GptValueHead, LayoutIsTheTrunkPlusAClassifier) {
 
 TEST(GptValueHead, ValuesAreTheFinalNormDottedWithTheClassifier) {
   const int batch = 2, seq = 8, n = batch * seq;
-  gpt_layout layout(config, layer_range::all(config), gpt_head::value);
+  gpt_layout layout(value_head_model, layer_range::all(value_head_model), gpt_head::value);
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 3);
   params[layout.value_b()] = 0.5f;
   std::vector<int32_t> tokens(n);
   for (int i = 0; i < n; ++i)
-    tokens[i] = (i * 7 + 3) % config.vocab;
+    tokens[i] = (i * 7 + 3) % value_head_model.vocab;
   gpt_cpu_stage stage(layout, batch, nullptr);
   stage.forward(params.data(), batch, seq, tokens.data(), nullptr, nullptr);
   // Zeroing the classifier leaves the bias at every position.
   std::vector<float> first(stage.values(), stage.values() + n);
-  std::fill_n(params.begin() + layout.value_w(), config.dim, 0.0f);
+  std::fill_n(params.begin() + layout.value_w(), value_head_model.dim, 0.0f);
   stage.forward(params.data(), batch, seq, tokens.data(), nullptr, nullptr);
   for (int i = 0; i < n; ++i) {
     EXPECT_EQ(stage.values()[i], 0.5f);
@@ -70,7 +70,7 @@ TEST(GptValueHead, ValuesAreTheFinalNormDottedWithTheClassifier) {
 TEST(GptValueHead, ClippedValueLossGradientIsTheFiniteDifference) {
   const int batch = 2, seq = 8, n = batch * seq;
   const float cliprange = 0.2f;
-  gpt_layout layout(config, layer_range::all(config), gpt_head::value);
+  gpt_layout layout(value_head_model, layer_range::all(value_head_model), gpt_head::value);
   std::vector<float> params(layout.total()), grads(layout.total(), 0.0f);
   layout.initialize(params.data(), 5);
   for (auto& p : params)
@@ -79,7 +79,7 @@ TEST(GptValueHead, ClippedValueLossGradientIsTheFiniteDifference) {
   std::vector<float> mask(n), weights(n);
   for (int i = 0; i < n; ++i) {
     const int t = i % seq;
-    tokens[i] = (i * 7 + 3) % config.vocab;
+    tokens[i] = (i * 7 + 3) % value_head_model.vocab;
     mask[i] = t + 1 >= (i < seq ? 3 : 4) && t + 1 < seq ? 1.0f : 0.0f;
   }
   kernels::cpu::loss_agg_weights(weights.data(), mask.data(), batch, seq,
@@ -105,18 +105,18 @@ TEST(GptValueHead, ClippedValueLossGradientIsTheFiniteDifference) {
   testing::expect_gradient("value loss", params, grads, objective, 3e-3f, 1e-4, 3e-2, 300);
   // The head itself, every entry.
   testing::expect_gradient_at_every("value head", params, grads, objective, layout.value_w(),
-                                    layout.value_w() + config.dim, 3e-3f, 1e-4, 3e-2);
+                                    layout.value_w() + value_head_model.dim, 3e-3f, 1e-4, 3e-2);
 }
 
 // gpt_cpu_batch splits the value objective over its replicas like the policy's.
 TEST(GptValueHead, TheBatchSplitsItOverItsReplicas) {
   const int batch = 4, seq = 8, n = batch * seq;
-  gpt_layout layout(config, layer_range::all(config), gpt_head::value);
+  gpt_layout layout(value_head_model, layer_range::all(value_head_model), gpt_head::value);
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 9);
   std::vector<int32_t> tokens(n);
   for (int i = 0; i < n; ++i)
-    tokens[i] = (i * 11 + 1) % config.vocab;
+    tokens[i] = (i * 11 + 1) % value_head_model.vocab;
   const auto returns = testing::random_values(n, 41, -1.0f, 1.0f);
   // A plain squared error, each slice on its own positions.
   gpt_cpu_batch::value_objective objective{
