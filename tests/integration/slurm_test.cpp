@@ -16,6 +16,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The helpers every test's script may call (SlurmTest::on_cluster).
+const std::string script_functions = R"sh(
+wait_for() {
+  local what=$1; shift
+  for _ in $(seq 1 600); do "$@" && return 0; sleep 0.1; done
+  echo "no $what within 60 s"; squeue; tail -n 5 troupe-*.out ./*/scale_command.log 2>/dev/null
+  exit 1
+}
+job_state() { scontrol show job "$1" | grep -o 'JobState=[A-Z]*\|ExitCode=[0-9:]*' | tr '\n' ' '; }
+)sh";
+
 class SlurmTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -26,14 +37,15 @@ class SlurmTest : public ::testing::Test {
   }
 
   // Runs `script` (bash, in the test's directory, with TROUPE set to the built binary,
-  // TROUPE_SOURCE to the source tree and sbatch_script to troupe.sbatch) on a fresh three-node
-  // cluster.
+  // TROUPE_SOURCE to the source tree, sbatch_script to troupe.sbatch, and the functions
+  // `wait_for WHAT COMMAND...` (until COMMAND succeeds, up to 60 s, else it fails the script) and
+  // `job_state JOB` (its JobState and ExitCode)) on a fresh three-node cluster.
   process_result on_cluster(const std::string& script) {
     const std::string path = dir_.write(
         "job.sh", "set -euo pipefail\ncd " + dir_.path().string() +
                       "\nexport TROUPE=" TROUPE_BINARY "\nTROUPE_SOURCE=" TROUPE_SOURCE_DIR
                       "\nsbatch_script=$TROUPE_SOURCE/scripts/slurm/troupe.sbatch\n" +
-                      script);
+                      script_functions + script);
     return run({TROUPE_SOURCE_DIR "/scripts/slurm/local_cluster.sh", "--nodes", "3", "--",
                 "/bin/bash", path},
                std::chrono::minutes(4));
@@ -91,11 +103,6 @@ sbatch --wait --parsable -N 2 -n 2 "$sbatch_script" "$TROUPE_SOURCE/configs/quic
 TEST_F(SlurmTest, ALaterSbatchJoinsAServingJobAndScancelDrainsIt) {
   const auto r = on_cluster(R"sh(
 job=$(sbatch --parsable -N 3 -n 3 "$sbatch_script" "$TROUPE_SOURCE/configs/serve_tiny.yaml" --run-dir serve)
-wait_for() {  # wait_for WHAT COMMAND...: until COMMAND succeeds, up to 60 s
-  local what=$1; shift
-  for _ in $(seq 1 600); do "$@" && return 0; sleep 0.1; done
-  echo "no $what within 60 s"; squeue; tail -n 5 troupe-*.out; exit 1
-}
 serving() { grep -qs '"event":"serving"' serve/events.jsonl; }
 wait_for "serving event" serving
 joiner=$(sbatch --parsable -N 1 -n 1 "$sbatch_script" --join "$job")
@@ -107,8 +114,8 @@ print(urllib.request.urlopen(sys.argv[1] + "/v1/models", timeout=30).read().deco
 scancel "$job"
 both_stopped() { test -z "$(squeue -h -j "$job,$joiner")"; }
 wait_for "stop of both jobs" both_stopped
-echo "job: $(scontrol show job "$job" | grep -o 'JobState=[A-Z]*\|ExitCode=[0-9:]*' | tr '\n' ' ')"
-echo "joiner: $(scontrol show job "$joiner" | grep -o 'JobState=[A-Z]*\|ExitCode=[0-9:]*' | tr '\n' ' ')"
+echo "job: $(job_state "$job")"
+echo "joiner: $(job_state "$joiner")"
 )sh");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(read_file(dir_.file("models.json")).find("troupe-tiny"), std::string::npos);
@@ -136,11 +143,6 @@ job=$(sbatch --parsable -N 2 -n 2 "$sbatch_script" "$TROUPE_SOURCE/configs/serve
   --set cluster.scale_command="$TROUPE_SOURCE/scripts/slurm/scale_workers.sh" \
   --set roles.worker.autoscale.upscale_delay_s=0 --set roles.worker.autoscale.downscale_delay_s=0.5 \
   --set roles.worker.autoscale.look_back_period_s=0.05)
-wait_for() {  # wait_for WHAT COMMAND...: until COMMAND succeeds, up to 60 s
-  local what=$1; shift
-  for _ in $(seq 1 600); do "$@" && return 0; sleep 0.1; done
-  echo "no $what within 60 s"; squeue; tail -n 5 troupe-*.out serve/scale_command.log; exit 1
-}
 count() { grep -cs "\"event\":\"$1\"" serve/events.jsonl || true; }
 serving() { grep -qs '"event":"serving"' serve/events.jsonl; }
 wait_for "serving event" serving
@@ -171,7 +173,7 @@ scancel "$job"
 stopped() { test -z "$(squeue -h -j "$job,$joined")"; }
 wait_for "stop of the job and its joiners" stopped
 for j in ${joined//,/ }; do
-  echo "joiner: $(scontrol show job "$j" | grep -o 'JobState=[A-Z]*\|ExitCode=[0-9:]*' | tr '\n' ' ')"
+  echo "joiner: $(job_state "$j")"
 done
 )sh");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -208,11 +210,6 @@ job=$(sbatch --parsable -N 2 -n 2 "$sbatch_script" "$TROUPE_SOURCE/configs/pretr
   --run-dir run --set cluster.min_workers=1 --set model='{vocab: 256, ctx: 64, layers: 2, dim: 32, heads: 4}' \
   --set pretrain.train.steps=6 --set pretrain.train.warmup=2 --set pretrain.data.eval_every=0 \
   --set pretrain.checkpoint.every_steps=3)
-wait_for() {  # wait_for WHAT COMMAND...: until COMMAND succeeds, up to 60 s
-  local what=$1; shift
-  for _ in $(seq 1 600); do "$@" && return 0; sleep 0.1; done
-  echo "no $what within 60 s"; squeue; tail -n 5 troupe-*.out; exit 1
-}
 two_steps() { test "$(grep -cs '"loss"' run/metrics.jsonl)" = 2; }
 wait_for "two steps" two_steps
 joiner=$(sbatch --parsable -N 1 -n 1 "$sbatch_script" --join "$job")
@@ -221,8 +218,8 @@ wait_for "the new trainer" joining
 rm hold
 both_ended() { test -z "$(squeue -h -j "$job,$joiner")"; }
 wait_for "end of both jobs" both_ended
-echo "job: $(scontrol show job "$job" | grep -o 'JobState=[A-Z]*\|ExitCode=[0-9:]*' | tr '\n' ' ')"
-echo "joiner: $(scontrol show job "$joiner" | grep -o 'JobState=[A-Z]*\|ExitCode=[0-9:]*' | tr '\n' ' ')"
+echo "job: $(job_state "$job")"
+echo "joiner: $(job_state "$joiner")"
 )sh");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("job: JobState=COMPLETED ExitCode=0:0"), std::string::npos) << r.out;
@@ -247,11 +244,6 @@ echo 4 > hold  # steps 1-4 run, step 5 waits (TROUPE_TEST_HOLD, exported to the 
 export TROUPE_TEST_HOLD=$PWD/hold
 job=$(sbatch --parsable "$sbatch_script" "$TROUPE_SOURCE/configs/quickstart.yaml" --run-dir run \
   --set pretrain.train.steps=50 --set pretrain.train.warmup=2)
-wait_for() {  # wait_for WHAT COMMAND...: until COMMAND succeeds, up to 60 s
-  local what=$1; shift
-  for _ in $(seq 1 600); do "$@" && return 0; sleep 0.1; done
-  echo "no $what within 60 s"; squeue; tail -n 5 troupe-*.out; exit 1
-}
 four_steps() { test "$(grep -cs '"loss"' run/metrics.jsonl)" = 4; }
 wait_for "four steps" four_steps
 scancel "$job"
@@ -260,7 +252,7 @@ wait_for "stop" stopping
 rm hold
 stopped() { test -z "$(squeue -h -j "$job")"; }
 wait_for "end of the job" stopped
-echo "job: $(scontrol show job "$job" | grep -o 'JobState=[A-Z]*\|ExitCode=[0-9:]*' | tr '\n' ' ')"
+echo "job: $(job_state "$job")"
 )sh");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("job: JobState=CANCELLED ExitCode=130:0"), std::string::npos) << r.out;
