@@ -183,9 +183,12 @@ void autoscale(router_self self) {
   const int before = st.autoscaler->target();
   auto d = st.autoscaler->step(std::chrono::steady_clock::now(), ongoing, replicas);
   if (d.scale_to && *d.scale_to != before) {
+    const std::string why =
+        before == 0 ? "a request waits and no worker serves (scale from zero)"
+                    : absl::StrCat(ongoing, ongoing == 1 ? " request" : " requests", " ongoing");
     st.events->emit(run::severity::info, "autoscaled",
-                    absl::StrCat(ongoing, " requests ongoing: the workers go from ", before, " to ",
-                                 *d.scale_to, " (roles.worker.autoscale)"),
+                    absl::StrCat(why, ": the workers go from ", before, " to ", *d.scale_to,
+                                 " (roles.worker.autoscale)"),
                     {{"from", before}, {"to", *d.scale_to}, {"ongoing", ongoing}});
   }
   if (d.scale_to) st.scaler->scale_to(*d.scale_to);
