@@ -196,23 +196,36 @@ void finish(pretrain_self self, nlohmann::json summary) {
   complete(self, actor::job_result{true, summary.dump(), {}});
 }
 
-// Runs `on_answer` for every member's answer to `message` (asked in the driver's current
-// generation), or the driver's on_error.
+// Asks each of `members` (rank r is its index) `message`, and carries out what the driver
+// returns for its answer (`on_answer`) or its error (`on_failure`).
+template <class Answer, class... Ts>
+void ask_each(pretrain_self self, const std::vector<std::string>& members,
+              std::function<std::vector<command>(int, Answer&)> on_answer,
+              std::function<std::vector<command>(int, const absl::Status&)> on_failure,
+              Ts... message) {
+  for (size_t rank = 0; rank < members.size(); ++rank) {
+    const int r = static_cast<int>(rank);
+    self->request(self->state.trainers.at(members[rank]), caf::infinite, message...)
+        .then([self, r, on_answer](Answer& a) { execute(self, on_answer(r, a)); },
+              [self, r, on_failure](caf::error& e) {
+                execute(self, on_failure(r, actor::to_status(e)));
+              });
+  }
+}
+
+// Asks every member of the driver's current generation `message`: its answer goes to
+// `on_answer`, its error to the driver's on_error.
 template <class Answer, class... Ts>
 void ask_all(pretrain_self self,
              std::function<std::vector<command>(int, Answer&, uint64_t)> on_answer, Ts... message) {
-  auto& st = self->state;
-  const uint64_t generation = st.logic->generation();
-  const std::vector<std::string>& members = st.logic->members();
-  for (size_t rank = 0; rank < members.size(); ++rank) {
-    const int r = static_cast<int>(rank);
-    self->request(st.trainers.at(members[rank]), caf::infinite, message...)
-        .then([self, r, generation,
-               on_answer](Answer& a) { execute(self, on_answer(r, a, generation)); },
-              [self, r, generation](caf::error& e) {
-                execute(self, self->state.logic->on_error(r, actor::to_status(e), generation));
-              });
-  }
+  const uint64_t generation = self->state.logic->generation();
+  ask_each<Answer>(
+      self, self->state.logic->members(),
+      [on_answer, generation](int r, Answer& a) { return on_answer(r, a, generation); },
+      [self, generation](int r, const absl::Status& s) {
+        return self->state.logic->on_error(r, s, generation);
+      },
+      message...);
 }
 
 void step_all(pretrain_self self) {
@@ -273,16 +286,13 @@ void execute_one(pretrain_self self, command& cmd) {
         },
         actor::eval_atom_v);
   } else if (auto* c = std::get_if<pretrain_driver::checkpoint_all>(&cmd)) {
-    for (size_t rank = 0; rank < c->members.size(); ++rank) {
-      const int r = static_cast<int>(rank);
-      self->request(st.trainers.at(c->members[rank]), caf::infinite, actor::checkpoint_atom_v,
-                    c->step, st.checkpoint_root)
-          .then(
-              [self](actor::checkpoint_shard& x) { execute(self, self->state.logic->on_saved(x)); },
-              [self, r, step = c->step](caf::error& e) {
-                execute(self, self->state.logic->on_save_failed(step, r, actor::to_status(e)));
-              });
-    }
+    ask_each<actor::checkpoint_shard>(
+        self, c->members,
+        [self](int, actor::checkpoint_shard& x) { return self->state.logic->on_saved(x); },
+        [self, step = c->step](int r, const absl::Status& s) {
+          return self->state.logic->on_save_failed(step, r, s);
+        },
+        actor::checkpoint_atom_v, c->step, st.checkpoint_root);
   } else if (auto* m = std::get_if<pretrain_driver::metrics_row>(&cmd)) {
     record(self, m->row);
   } else if (auto* c = std::get_if<pretrain_driver::commit>(&cmd)) {
