@@ -209,7 +209,9 @@ void apply_policy(supervisor_self self, const std::string& name, const absl::Sta
   const auto elastic = role.spec.elastic_bounds();
   if (elastic && (st.live[role.spec.name] >= elastic->min || !role.entry->factory.restartable ||
                   role.spec.autoscale)) {
-    st.deps->events.emit(run::severity::warning, "role_shrunk",
+    // An autoscaled role shrinks by design (a drained worker retires); its app reports a loss.
+    st.deps->events.emit(role.spec.autoscale ? run::severity::info : run::severity::warning,
+                         "role_shrunk",
                          absl::StrCat(name, " stopped (", status.message(), "); ", role.spec.name,
                                       " continues with ", st.live[role.spec.name], " actors"),
                          {{"actor", name}, {"error", std::string(status.message())}});

@@ -195,10 +195,15 @@ void autoscale(router_self self) {
   for (const auto& worker : d.drain) {
     st.replicas[worker].draining = true;
     execute(self, st.logic->set_draining(worker, true));
-    st.events->emit(run::severity::info, "worker_draining",
-                    absl::StrCat(worker, " takes no new requests and finishes its ",
-                                 st.logic->running_on(worker), " before it stops"),
-                    {{"worker", worker}, {"requests", st.logic->running_on(worker)}});
+    const size_t running = st.logic->running_on(worker);
+    st.events->emit(
+        run::severity::info, "worker_draining",
+        absl::StrCat(worker, " takes no new requests",
+                     running == 0 ? std::string(" and, idle, stops")
+                                  : absl::StrCat(" and finishes its ", running,
+                                                 running == 1 ? " request" : " requests",
+                                                 " before it stops")),
+        {{"worker", worker}, {"requests", running}});
   }
   for (const auto& worker : d.undrain) {
     st.replicas[worker].draining = false;
