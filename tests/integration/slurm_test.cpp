@@ -51,6 +51,11 @@ class SlurmTest : public ::testing::Test {
                std::chrono::minutes(4));
   }
 
+  // The summary.json of the run directory `run` (in the test's directory); null if unreadable.
+  nlohmann::json summary_in(const std::string& run) const {
+    return nlohmann::json::parse(read_file(dir_.file(run + "/summary.json")), nullptr, false);
+  }
+
   temp_dir dir_;
 };
 
@@ -61,8 +66,7 @@ sbatch --wait --parsable -N 3 -n 3 "$sbatch_script" "$TROUPE_SOURCE/configs/quic
   --set pretrain.checkpoint.every_steps=6 --set pretrain.data.eval_every=6
 )sh");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const auto summary =
-      nlohmann::json::parse(read_file(dir_.file("run/summary.json")), nullptr, false);
+  const auto summary = summary_in("run");
   EXPECT_EQ(summary["status"], "succeeded") << summary;
   EXPECT_EQ(summary["steps"], 12);
   EXPECT_EQ(summary["world_size"], 2);  // the two tasks that joined as workers
@@ -88,8 +92,7 @@ sbatch --wait --parsable -N 2 -n 2 "$sbatch_script" "$TROUPE_SOURCE/configs/quic
   --set pretrain.data.eval_every=4
 )sh");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const auto summary =
-      nlohmann::json::parse(read_file(dir_.file("run/summary.json")), nullptr, false);
+  const auto summary = summary_in("run");
   EXPECT_EQ(summary["status"], "succeeded") << summary;
   EXPECT_EQ(summary["world_size"], 1);
   const auto ready = events_of(dir_.file("run"), "cluster_ready");
@@ -123,8 +126,7 @@ echo "joiner: $(job_state "$joiner")"
   // job's exit code is troupe launch's. The joined worker then left, and its job completed.
   EXPECT_NE(r.out.find("job: JobState=CANCELLED ExitCode=0:0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("joiner: JobState=COMPLETED ExitCode=0:0"), std::string::npos) << r.out;
-  const auto summary =
-      nlohmann::json::parse(read_file(dir_.file("serve/summary.json")), nullptr, false);
+  const auto summary = summary_in("serve");
   EXPECT_EQ(summary["status"], "succeeded") << summary;
   EXPECT_EQ(events_of(dir_.file("serve"), "draining").size(), 1u);
   EXPECT_EQ(events_of(dir_.file("serve"), "drained").size(), 1u);
@@ -224,8 +226,7 @@ echo "joiner: $(job_state "$joiner")"
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("job: JobState=COMPLETED ExitCode=0:0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("joiner: JobState=COMPLETED ExitCode=0:0"), std::string::npos) << r.out;
-  const auto summary =
-      nlohmann::json::parse(read_file(dir_.file("run/summary.json")), nullptr, false);
+  const auto summary = summary_in("run");
   EXPECT_EQ(summary["status"], "succeeded") << summary;
   EXPECT_EQ(summary["world_size"], 2) << summary;
   const auto joined = events_of(dir_.file("run"), "rank_joined");
@@ -256,8 +257,7 @@ echo "job: $(job_state "$job")"
 )sh");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("job: JobState=CANCELLED ExitCode=130:0"), std::string::npos) << r.out;
-  const auto summary =
-      nlohmann::json::parse(read_file(dir_.file("run/summary.json")), nullptr, false);
+  const auto summary = summary_in("run");
   EXPECT_EQ(summary["status"], "interrupted") << summary;
   EXPECT_NE(summary.value("error", "").find("interrupted after step 5; checkpoint 5 is committed"),
             std::string::npos)
