@@ -125,8 +125,8 @@ object_schema<autoscale_spec> make_autoscale_schema() {
   s.add("downscale_to_zero_delay_s", &autoscale_spec::downscale_to_zero_delay_s)
       .range(0.0, 86400.0)
       .help(
-          "with min 0: how long no request must come before the last worker stops (unset: "
-          "downscale_delay_s)");
+          "with min 0: how long the averaged count must stay 0 before the last worker stops "
+          "(unset: downscale_delay_s)");
   s.add("look_back_period_s", &autoscale_spec::look_back_period_s)
       .range(0.001, 86400.0)
       .help("the window over which the ongoing requests are averaged before deciding");
