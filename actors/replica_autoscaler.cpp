@@ -22,13 +22,14 @@ replica_autoscaler::decision replica_autoscaler::step(clock::time_point now, int
     return now - *since >= std::chrono::duration<double>(delay_s);
   };
   recent_.emplace_back(now, ongoing);
+  recent_sum_ += ongoing;
   const auto window = std::chrono::duration<double>(spec_.look_back_period_s);
-  while (now - recent_.front().first >= window && recent_.size() > 1)
+  while (now - recent_.front().first >= window && recent_.size() > 1) {
+    recent_sum_ -= recent_.front().second;
     recent_.pop_front();
-  double sum = 0;
-  for (const auto& [when, n] : recent_)
-    sum += static_cast<double>(n);
-  int want = wanted(sum / static_cast<double>(recent_.size()));
+  }
+  out.mean_ongoing = static_cast<double>(recent_sum_) / static_cast<double>(recent_.size());
+  int want = wanted(out.mean_ongoing);
 
   if (target_ == 0 || replicas.empty()) {
     // Nothing serves: a request starts a worker at once; no wish counts until one serves.

@@ -50,6 +50,8 @@ class replica_autoscaler {
     std::vector<std::string> undrain;
     /// Drained workers with nothing left: their processes stop.
     std::vector<std::string> retire;
+    /// The requests ongoing, averaged over look_back_period_s: what the wish was made of.
+    double mean_ongoing = 0;
   };
 
   /// `initial` workers are asked for at the start (clamped to [min, max]).
@@ -70,6 +72,7 @@ class replica_autoscaler {
   bool started_ = false;
   // The ticks of the last look_back_period_s: when, and the requests ongoing.
   std::deque<std::pair<clock::time_point, int64_t>> recent_;
+  int64_t recent_sum_ = 0;
   // Since when more (or fewer) workers have been wanted, without a break.
   std::optional<clock::time_point> up_since_, down_since_;
 };

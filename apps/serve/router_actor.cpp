@@ -1,6 +1,7 @@
 #include "apps/serve/router_actor.hpp"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "actors/replica_autoscaler.hpp"
 #include "actors/request_router.hpp"
 #include "apps/serve/http_front_end.hpp"
@@ -185,11 +186,15 @@ void autoscale(router_self self) {
   if (d.scale_to && *d.scale_to != before) {
     const std::string why =
         before == 0 ? "a request waits and no worker serves (scale from zero)"
-                    : absl::StrCat(ongoing, ongoing == 1 ? " request" : " requests", " ongoing");
+                    : absl::StrFormat("%.3g requests ongoing on average (look_back_period_s)",
+                                      d.mean_ongoing);
     st.events->emit(run::severity::info, "autoscaled",
                     absl::StrCat(why, ": the workers go from ", before, " to ", *d.scale_to,
                                  " (roles.worker.autoscale)"),
-                    {{"from", before}, {"to", *d.scale_to}, {"ongoing", ongoing}});
+                    {{"from", before},
+                     {"to", *d.scale_to},
+                     {"ongoing", ongoing},
+                     {"mean_ongoing", d.mean_ongoing}});
   }
   if (d.scale_to) st.scaler->scale_to(*d.scale_to);
   for (const auto& worker : d.drain) {

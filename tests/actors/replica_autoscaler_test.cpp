@@ -112,6 +112,7 @@ TEST(ReplicaAutoscaler, AveragesTheOngoingRequestsOverTheLookBackPeriod) {
   (void)a.step(t0 + milliseconds(500), 0, one);
   // 8 ongoing now, 0 at the two ticks before within the second: a mean of 8/3 wants 2.
   auto d = a.step(t0 + milliseconds(900), 8, one);
+  EXPECT_DOUBLE_EQ(d.mean_ongoing, 8.0 / 3);
   ASSERT_TRUE(d.scale_to.has_value());
   EXPECT_EQ(*d.scale_to, 2);
   // The tick at t0 has left the window: (0 + 8 + 8) / 3 wants 3 ...
@@ -120,6 +121,7 @@ TEST(ReplicaAutoscaler, AveragesTheOngoingRequestsOverTheLookBackPeriod) {
   EXPECT_EQ(*d.scale_to, 3);
   // ... and once only the busy ticks are left, 8 / 2 wants 4.
   d = a.step(t0 + milliseconds(1600), 8, one);
+  EXPECT_DOUBLE_EQ(d.mean_ongoing, 8.0);
   ASSERT_TRUE(d.scale_to.has_value());
   EXPECT_EQ(*d.scale_to, 4);
 }
@@ -146,6 +148,17 @@ TEST(ReplicaAutoscaler, GoesToZeroWorkersOnlyFromOneAfterItsOwnDelay) {
   EXPECT_EQ(*d.scale_to, 0);
   EXPECT_EQ(d.drain, (std::vector<std::string>{"w/0"}));
   EXPECT_EQ(d.retire, (std::vector<std::string>{"w/0"}));
+}
+
+TEST(ReplicaAutoscaler, WithoutItsOwnDelayTheLastWorkerStopsAfterDownscaleDelay) {
+  autoscaler a(spec(0, 3, 2, 0, 1.0), 1);  // downscale_to_zero_delay_s unset
+  const auto t0 = autoscaler::clock::now();
+  const std::vector<autoscaler::replica> one = {worker("w/0", 0, 1)};
+  (void)a.step(t0, 0, one);
+  EXPECT_FALSE(a.step(t0 + milliseconds(900), 0, one).scale_to.has_value());
+  auto d = a.step(t0 + milliseconds(1000), 0, one);
+  ASSERT_TRUE(d.scale_to.has_value());
+  EXPECT_EQ(*d.scale_to, 0);
 }
 
 TEST(ReplicaAutoscaler, AtZeroWorkersARequestStartsOneAtOnce) {

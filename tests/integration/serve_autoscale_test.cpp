@@ -57,6 +57,7 @@ TEST_F(ServeAutoscaleTest, ABurstScalesOneWorkerToThreeAndBackWithEveryRequestAn
   ASSERT_EQ(up.size(), 1u);
   EXPECT_EQ(up[0]["from"], 1);
   EXPECT_EQ(up[0]["to"], 3);
+  EXPECT_EQ(up[0]["mean_ongoing"], 6.0);  // the look-back holds this tick's count alone
   EXPECT_EQ(metric("troupe_serve_autoscale_target_workers"), 3);
   // Two long requests go to the new workers, the least loaded, one each.
   auto longs = completions(2, 40);
