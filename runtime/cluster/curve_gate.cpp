@@ -107,7 +107,15 @@ handshake_watch::handshake_watch(zmq::context_t& context, zmq::socket_t& socket)
   events_.connect(endpoint);
 }
 
-std::vector<handshake_watch::failure> handshake_watch::take() {
+std::vector<handshake_watch::failure> handshake_watch::take(std::chrono::milliseconds wait) {
+  if (wait.count() > 0) {
+    zmq::pollitem_t item{events_.handle(), 0, ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(&item, 1, wait);
+    } catch (const zmq::error_t&) {
+      // interrupted: take what is there
+    }
+  }
   std::vector<failure> out;
   for (;;) {
     auto frames = try_recv(events_);
@@ -134,6 +142,23 @@ absl::Status handshake_refused(const handshake_watch::failure& failure, const st
   return absl::UnauthenticatedError(absl::StrCat(
       "the CURVE handshake with ", endpoint, " failed: it does not use CURVE (cluster.auth: ",
       "token), or its key is not the one in ", credentials.keys_dir, "/", secret_key_file));
+}
+
+absl::Status send_to_server(zmq::socket_t& socket, handshake_watch& handshakes,
+                            absl::string_view frame, std::chrono::steady_clock::time_point deadline,
+                            const std::string& endpoint, const cluster_credentials& credentials) {
+  for (;;) {
+    absl::Status sent = send(socket, {frame});
+    if (sent.code() != absl::StatusCode::kResourceExhausted) return sent;
+    if (const auto failed = handshakes.take(std::chrono::milliseconds(20)); !failed.empty()) {
+      return handshake_refused(failed.front(), endpoint, credentials);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat("cannot send to ", endpoint,
+                                                 ": the connection closed (", sent.message(),
+                                                 ") and no refused handshake explains it"));
+    }
+  }
 }
 
 }  // namespace troupe::cluster

@@ -3,12 +3,14 @@
 // CURVE on the control plane's sockets: which end is the server, who is let in, and what failed.
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "runtime/cluster/curve_keys.hpp"
 #include "zmq.hpp"
 
@@ -55,8 +57,8 @@ class handshake_watch {
   /// Watches `socket` (before it binds or connects).
   handshake_watch(zmq::context_t& context, zmq::socket_t& socket);
 
-  /// The failures since the last call, without waiting.
-  [[nodiscard]] std::vector<failure> take();
+  /// The failures since the last call, waiting up to `wait` for one when there is none.
+  [[nodiscard]] std::vector<failure> take(std::chrono::milliseconds wait = {});
 
  private:
   zmq::socket_t events_;
@@ -66,5 +68,15 @@ class handshake_watch {
 [[nodiscard]] absl::Status handshake_refused(const handshake_watch::failure& failure,
                                              const std::string& endpoint,
                                              const cluster_credentials& credentials);
+
+/// Sends `frame` on `socket`, a client of the server at `endpoint` that `handshakes` watches.
+/// A handshake the server refuses (CURVE on one side only, or a key it does not admit) closes
+/// the socket's only connection, sometimes before this send: the send then finds no peer, and
+/// the refusal, reported by the deadline, is the error.
+[[nodiscard]] absl::Status send_to_server(zmq::socket_t& socket, handshake_watch& handshakes,
+                                          absl::string_view frame,
+                                          std::chrono::steady_clock::time_point deadline,
+                                          const std::string& endpoint,
+                                          const cluster_credentials& credentials);
 
 }  // namespace troupe::cluster

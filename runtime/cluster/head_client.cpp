@@ -48,8 +48,12 @@ absl::StatusOr<received_envelope> head_client::call(absl::string_view type, map_
   h.src = "client";
   h.corr = next_corr_++;
   payload.add("token", credentials_.token);
-  if (auto s = send(socket_, {encode(h, payload.bytes())}); !s.ok()) return s;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (auto s = send_to_server(socket_, *handshakes_, encode(h, payload.bytes()), deadline,
+                              endpoint_, credentials_);
+      !s.ok()) {
+    return s;
+  }
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
   while (std::chrono::steady_clock::now() < deadline) {
     try {

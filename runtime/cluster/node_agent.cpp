@@ -110,8 +110,12 @@ absl::Status node_agent::join() {
   h.type = "join";
   h.corr = next_corr_++;
   const std::string frame = encode(h, payload.bytes());
-  if (auto s = send(head_, {frame}); !s.ok()) return s;
   const auto deadline = clock::now() + options_.join_timeout;
+  if (auto s = send_to_server(head_, head_handshakes_, frame, deadline, options_.head,
+                              options_.credentials);
+      !s.ok()) {
+    return s;
+  }
   zmq::pollitem_t item{head_.handle(), 0, ZMQ_POLLIN, 0};
   while (clock::now() < deadline) {
     try {

@@ -120,6 +120,33 @@ TEST_F(CurveHead, APlainClientIsRefusedAtOnceWithWhatIsMissingAndCounted) {
       << metrics_.prometheus_text();
 }
 
+// The refusal can close a plain client's connection before its first request is sent (a loaded
+// machine delays the sender): the request then finds no peer, and the error still says what is
+// missing, not that a queue is full.
+TEST_F(CurveHead, ARequestAfterTheRefusalClosedTheConnectionSaysWhatIsMissing) {
+  const cluster_credentials plain{.token = "unused"};
+  zmq::socket_t socket(client_context_, zmq::socket_type::dealer);
+  configure_socket(socket, 1 << 20);
+  handshake_watch watch(client_context_, socket);
+  socket.connect(head_->endpoint());
+  // Probes queue while the connection lives; once one finds no peer, the refusal has closed it.
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return send(socket, {"probe"}).code() == absl::StatusCode::kResourceExhausted; }));
+  const absl::Status why = send_to_server(
+      socket, watch, "request", std::chrono::steady_clock::now() + 20s, head_->endpoint(), plain);
+  EXPECT_EQ(why.code(), absl::StatusCode::kUnauthenticated) << why;
+  EXPECT_NE(why.message().find("requires CURVE"), std::string::npos) << why;
+
+  // Without a refusal to explain a missing peer, the send fails by its deadline with that.
+  zmq::socket_t unconnected(client_context_, zmq::socket_type::dealer);
+  configure_socket(unconnected, 1 << 20);
+  handshake_watch quiet(client_context_, unconnected);
+  const absl::Status lost = send_to_server(unconnected, quiet, "request",
+                                           std::chrono::steady_clock::now(), "nowhere", plain);
+  EXPECT_EQ(lost.code(), absl::StatusCode::kUnavailable) << lost;
+  EXPECT_NE(lost.message().find("no refused handshake"), std::string::npos) << lost;
+}
+
 TEST_F(CurveHead, AClientWithAnotherKeyIsRefusedAndCounted) {
   // It knows the head's public key, but its own keypair is not the cluster's.
   cluster_credentials other = credentials_;
