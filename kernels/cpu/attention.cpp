@@ -48,6 +48,61 @@ __m256 first_lanes(int n) {
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), index));
 }
 
+// The scaled scores q . k[s] of keys [s0, s0 + 8 C) into p: C chunks of eight keys, each its own
+// chain of one FMA per dimension in order (so a key's score is the same bits whichever chunks
+// run beside it), side by side so that the FMAs' latency overlaps.
+template <int C>
+void scores(const float* q, const float* kt, int64_t ldk, int s0, int hd, __m256 scale, float* p) {
+  __m256 acc[C];
+  for (int c = 0; c < C; ++c)
+    acc[c] = _mm256_setzero_ps();
+  for (int d = 0; d < hd; ++d) {
+    const __m256 x = _mm256_broadcast_ss(q + d);
+    const float* k = kt + d * ldk + s0;
+    for (int c = 0; c < C; ++c)
+      acc[c] = _mm256_fmadd_ps(x, _mm256_loadu_ps(k + c * lanes), acc[c]);
+  }
+  for (int c = 0; c < C; ++c)
+    _mm256_storeu_ps(p + s0 + c * lanes, _mm256_mul_ps(acc[c], scale));
+}
+
+// out[d0, d0 + 8 C) = sum_s p[s] v[s][d0, ...) for C chunks of eight dimensions, each in two
+// chains (even and odd keys), the chunks side by side. `mask` holds the lanes of a last, partial
+// chunk (C 1); whole chunks are loaded and stored plainly (masked stores are slow on AMD's
+// cores).
+template <int C, bool Masked = false>
+void weighted_values(const float* p, const float* const* v, int n, int d0, float* out,
+                     __m256i mask = _mm256_setzero_si256()) {
+  static_assert(!Masked || C == 1);
+  const auto load = [&](const float* at) {
+    if constexpr (Masked) return _mm256_maskload_ps(at, mask);
+    return _mm256_loadu_ps(at);
+  };
+  __m256 even[C], odd[C];
+  for (int c = 0; c < C; ++c)
+    even[c] = odd[c] = _mm256_setzero_ps();
+  int s = 0;
+  for (; s + 1 < n; s += 2) {
+    const __m256 pe = _mm256_broadcast_ss(p + s), po = _mm256_broadcast_ss(p + s + 1);
+    for (int c = 0; c < C; ++c) {
+      even[c] = _mm256_fmadd_ps(pe, load(v[s] + d0 + c * lanes), even[c]);
+      odd[c] = _mm256_fmadd_ps(po, load(v[s + 1] + d0 + c * lanes), odd[c]);
+    }
+  }
+  if (s < n) {
+    const __m256 pe = _mm256_broadcast_ss(p + s);
+    for (int c = 0; c < C; ++c)
+      even[c] = _mm256_fmadd_ps(pe, load(v[s] + d0 + c * lanes), even[c]);
+  }
+  for (int c = 0; c < C; ++c) {
+    if constexpr (Masked) {
+      _mm256_maskstore_ps(out + d0, mask, _mm256_add_ps(even[c], odd[c]));
+    } else {
+      _mm256_storeu_ps(out + d0 + c * lanes, _mm256_add_ps(even[c], odd[c]));
+    }
+  }
+}
+
 // The attention of one query row against keys [0, n): the one function both the training
 // forward and the decoder run, each on the row's own data, so that a row's output does not
 // depend on which rows come with it (batch invariance: a decoder's log-probs are the
@@ -60,26 +115,20 @@ void attend_row(const float* q, const float* kt, int64_t ldk, const float* const
   const __m256 scale = _mm256_set1_ps(1.0f / std::sqrt(static_cast<float>(hd)));
   const int np = padded(n);
   int s0 = 0;
-  for (; s0 + 4 * lanes <= np; s0 += 4 * lanes) {  // four independent chains at a time
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int d = 0; d < hd; ++d) {
-      const __m256 x = _mm256_broadcast_ss(q + d);
-      const float* k = kt + d * ldk + s0;
-      a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k), a0);
-      a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k + 8), a1);
-      a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k + 16), a2);
-      a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k + 24), a3);
-    }
-    _mm256_storeu_ps(p + s0, _mm256_mul_ps(a0, scale));
-    _mm256_storeu_ps(p + s0 + 8, _mm256_mul_ps(a1, scale));
-    _mm256_storeu_ps(p + s0 + 16, _mm256_mul_ps(a2, scale));
-    _mm256_storeu_ps(p + s0 + 24, _mm256_mul_ps(a3, scale));
-  }
-  for (; s0 < np; s0 += lanes) {
-    __m256 a = _mm256_setzero_ps();
-    for (int d = 0; d < hd; ++d)
-      a = _mm256_fmadd_ps(_mm256_broadcast_ss(q + d), _mm256_loadu_ps(kt + d * ldk + s0), a);
-    _mm256_storeu_ps(p + s0, _mm256_mul_ps(a, scale));
+  for (; s0 + 4 * lanes <= np; s0 += 4 * lanes)
+    scores<4>(q, kt, ldk, s0, hd, scale, p);
+  switch ((np - s0) / lanes) {
+    case 3:
+      scores<3>(q, kt, ldk, s0, hd, scale, p);
+      break;
+    case 2:
+      scores<2>(q, kt, ldk, s0, hd, scale, p);
+      break;
+    case 1:
+      scores<1>(q, kt, ldk, s0, hd, scale, p);
+      break;
+    default:
+      break;
   }
   float max = p[0];
   for (int s = 1; s < n; ++s)
@@ -98,20 +147,16 @@ void attend_row(const float* q, const float* kt, int64_t ldk, const float* const
   const __m256 inv = _mm256_set1_ps(1.0f / total);
   for (s0 = 0; s0 < np; s0 += lanes)
     _mm256_storeu_ps(p + s0, _mm256_mul_ps(_mm256_loadu_ps(p + s0), inv));
-  // out = sum_s p[s] v[s], eight dimensions at a time, even and odd keys in two chains.
-  for (int d0 = 0; d0 < hd; d0 += lanes) {
-    const __m256i mask = _mm256_castps_si256(first_lanes(hd - d0));
-    __m256 even = _mm256_setzero_ps(), odd = even;
-    int s = 0;
-    for (; s + 1 < n; s += 2) {
-      even = _mm256_fmadd_ps(_mm256_broadcast_ss(p + s), _mm256_maskload_ps(v[s] + d0, mask), even);
-      odd = _mm256_fmadd_ps(_mm256_broadcast_ss(p + s + 1), _mm256_maskload_ps(v[s + 1] + d0, mask),
-                            odd);
-    }
-    if (s < n) {
-      even = _mm256_fmadd_ps(_mm256_broadcast_ss(p + s), _mm256_maskload_ps(v[s] + d0, mask), even);
-    }
-    _mm256_maskstore_ps(out + d0, mask, _mm256_add_ps(even, odd));
+  // out = sum_s p[s] v[s]: whole chunks of eight dimensions two at a time, then the rest.
+  int d0 = 0;
+  for (; d0 + 2 * lanes <= hd; d0 += 2 * lanes)
+    weighted_values<2>(p, v, n, d0, out);
+  if (d0 + lanes <= hd) {
+    weighted_values<1>(p, v, n, d0, out);
+    d0 += lanes;
+  }
+  if (d0 < hd) {
+    weighted_values<1, true>(p, v, n, d0, out, _mm256_castps_si256(first_lanes(hd - d0)));
   }
 }
 
