@@ -160,11 +160,45 @@ void attend_row(const float* q, const float* kt, int64_t ldk, const float* const
   }
 }
 
+// r[j][i] = r[i][j] for an 8 x 8 block of floats held in eight registers.
+void transpose8(__m256 (&r)[lanes]) {
+  __m256 t[lanes], u[lanes];
+  for (int i = 0; i < lanes; i += 2) {  // interleave rows pairwise
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < lanes; i += 4) {  // then pairs of pairs
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {  // then the 128-bit halves
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
 // K^T of one head: kt[d][s] = k[s][d] for s < n, in rows of stride padded(n) whose padding is
-// zero.
+// zero; blocks of eight keys by eight dimensions go through registers.
 void transpose_keys(float* kt, const float* const* k, int n, int hd) {
   const int np = padded(n);
-  for (int s = 0; s < n; ++s)
+  int s = 0;
+  for (; s + lanes <= n; s += lanes) {
+    int d = 0;
+    for (; d + lanes <= hd; d += lanes) {
+      __m256 r[lanes];
+      for (int i = 0; i < lanes; ++i)
+        r[i] = _mm256_loadu_ps(k[s + i] + d);
+      transpose8(r);
+      for (int j = 0; j < lanes; ++j)
+        _mm256_storeu_ps(kt + int64_t{d + j} * np + s, r[j]);
+    }
+    for (; d < hd; ++d)
+      for (int i = 0; i < lanes; ++i)
+        kt[int64_t{d} * np + s + i] = k[s + i][d];
+  }
+  for (; s < n; ++s)
     for (int d = 0; d < hd; ++d)
       kt[int64_t{d} * np + s] = k[s][d];
   for (int d = 0; d < hd; ++d)
