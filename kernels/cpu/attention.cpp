@@ -103,16 +103,20 @@ void weighted_values(const float* p, const float* const* v, int n, int d0, float
   }
 }
 
+// 1 / sqrt(hd) on eight lanes: what each score is multiplied by.
+__m256 score_scale(int hd) {
+  return _mm256_set1_ps(1.0f / std::sqrt(static_cast<float>(hd)));
+}
+
 // The attention of one query row against keys [0, n): the one function both the training
 // forward and the decoder run, each on the row's own data, so that a row's output does not
 // depend on which rows come with it (batch invariance: a decoder's log-probs are the
 // training forward's, bit for bit). q holds hd values; kt is K^T, hd rows of stride ldk with
 // room for padded(n) keys (what lies past n is never read into a result); v[s] points at key
 // s's hd values. p receives the softmax probabilities in [0, n) and zeros up to padded(n); out
-// receives hd values.
+// receives hd values. `scale` is score_scale(hd), made once by the caller for all its rows.
 void attend_row(const float* q, const float* kt, int64_t ldk, const float* const* v, int n, int hd,
-                float* p, float* out) {
-  const __m256 scale = _mm256_set1_ps(1.0f / std::sqrt(static_cast<float>(hd)));
+                __m256 scale, float* p, float* out) {
   const int np = padded(n);
   int s0 = 0;
   for (; s0 + 4 * lanes <= np; s0 += 4 * lanes)
@@ -223,9 +227,10 @@ void head_forward(float* out, float* probs, const float* qkv, const attention_sh
   transpose_keys(kt.data(), keys.data(), T, hd);
   float* p = probs + (int64_t{b} * sh.heads + h) * T * T;
   float* o = out + int64_t{b} * T * C + h * hd;
+  const __m256 scale = score_scale(hd);
   for (int t = 0; t < T; ++t) {
-    attend_row(q + int64_t{t} * ld, kt.data(), padded(T), values.data(), t + 1, hd, row.data(),
-               o + int64_t{t} * C);
+    attend_row(q + int64_t{t} * ld, kt.data(), padded(T), values.data(), t + 1, hd, scale,
+               row.data(), o + int64_t{t} * C);
     std::copy(row.data(), row.data() + t + 1, p + int64_t{t} * T);
     std::fill(p + int64_t{t} * T + t + 1, p + int64_t{t + 1} * T, 0.0f);
   }
@@ -308,6 +313,7 @@ void cached_attention_forward(float* out, const float* q, int64_t q_stride,
   row.resize(padded(n));
   head_keys.resize(n);
   head_values.resize(n);
+  const __m256 scale = score_scale(hd);
   for (int h = 0; h < heads; ++h) {
     for (int s = 0; s < n; ++s) {
       head_keys[s] = keys[s] + h * hd;
@@ -316,7 +322,7 @@ void cached_attention_forward(float* out, const float* q, int64_t q_stride,
     transpose_keys(kt.data(), head_keys.data(), n, hd);
     for (int i = 0; i < queries; ++i) {
       attend_row(q + i * q_stride + h * hd, kt.data(), padded(n), head_values.data(),
-                 first_position + i + 1, hd, row.data(), out + int64_t{i} * dim + h * hd);
+                 first_position + i + 1, hd, scale, row.data(), out + int64_t{i} * dim + h * hd);
     }
   }
 }
