@@ -1,8 +1,6 @@
 #include "actors/weight_sync.hpp"
 
 #include <algorithm>
-#include <future>
-#include <optional>
 
 // XXH3 inlined, so that it is compiled for this file's target (AVX2, as the kernels are): about
 // twice the speed of Debian's generic build, and the same digests.
@@ -19,32 +17,26 @@ std::string hex(const XXH128_hash_t& h) {
   return absl::StrCat(absl::Hex(h.high64, absl::kZeroPad16), absl::Hex(h.low64, absl::kZeroPad16));
 }
 
-// XXH3-128 of a host buffer fed in pieces, each hashed on a helper thread while the caller
-// receives the next: the digest of the whole buffer, off the critical path but for the last
-// piece.
-class pipelined_checksum {
- public:
-  pipelined_checksum() : state_(XXH3_createState()) { XXH3_128bits_reset(state_); }
-  ~pipelined_checksum() {
-    if (pending_.valid()) pending_.wait();
-    XXH3_freeState(state_);
-  }
-  pipelined_checksum(const pipelined_checksum&) = delete;
-  pipelined_checksum& operator=(const pipelined_checksum&) = delete;
+// The pieces a bucket moves in: the checksum reads each one while it is still in the cache
+// from the transfer that just wrote it (a receiver) or read it (the root), where a whole large
+// bucket would come back from memory. A bucket the last-level cache holds whole moves in one
+// piece: each piece costs a wake-up of the waiting thread, which small buckets do not repay.
+constexpr int64_t piece_bytes = int64_t{1} << 20;
+constexpr int64_t whole_below = int64_t{8} << 20;
 
-  void add(const void* data, size_t bytes) {
-    if (pending_.valid()) pending_.wait();
-    pending_ = std::async(std::launch::async,
-                          [this, data, bytes] { XXH3_128bits_update(state_, data, bytes); });
-  }
-  std::string digest() {
-    if (pending_.valid()) pending_.wait();
-    return hex(XXH3_128bits_digest(state_));
-  }
+// XXH3-128 fed in order.
+class streaming_checksum {
+ public:
+  streaming_checksum() : state_(XXH3_createState()) { XXH3_128bits_reset(state_); }
+  ~streaming_checksum() { XXH3_freeState(state_); }
+  streaming_checksum(const streaming_checksum&) = delete;
+  streaming_checksum& operator=(const streaming_checksum&) = delete;
+
+  void add(const void* data, size_t bytes) { XXH3_128bits_update(state_, data, bytes); }
+  std::string digest() const { return hex(XXH3_128bits_digest(state_)); }
 
  private:
   XXH3_state_t* state_;
-  std::future<void> pending_;
 };
 
 }  // namespace
@@ -67,29 +59,28 @@ absl::StatusOr<std::string> broadcast_weights(comm::communicator& group,
   const int64_t per_bucket =
       std::max<int64_t>(1, bucket_bytes / static_cast<int64_t>(sizeof(float)));
   const int64_t buckets = (n + per_bucket - 1) / per_bucket;
-  // The checksum of host weights is computed during the transfer: the sender's bytes at once
-  // (they do not change), a receiver's bucket by bucket as they arrive.
+  // The checksum of host weights is computed during the transfer, piece by piece as each
+  // arrives (or, on the root, while it leaves).
   const bool host = weights.where().is_cpu();
-  std::future<absl::StatusOr<std::string>> sent;
-  std::optional<pipelined_checksum> received;
-  if (host && group.rank() == root) {
-    sent = std::async(std::launch::async, [&weights] { return weights_checksum(weights); });
-  } else if (host) {
-    received.emplace();
-  }
+  streaming_checksum checksum;
   for (int64_t b = 0; b < buckets; ++b) {
     const int64_t begin = b * per_bucket, count = std::min(per_bucket, n - begin);
     TROUPE_ASSIGN_OR_RETURN(tensor::tensor bucket, weights.narrow(0, begin, count));
-    if (absl::Status s = group.broadcast(bucket, root); !s.ok()) {
-      if (sent.valid()) sent.wait();
+    const auto* bytes = static_cast<const char*>(bucket.raw());
+    const int64_t in_bucket = static_cast<int64_t>(bucket.nbytes());
+    const int64_t piece = in_bucket < whole_below ? std::max<int64_t>(1, in_bucket) : piece_bytes;
+    absl::Status s = host ? group.broadcast_in_pieces(bucket, root, piece,
+                                                      [&](int64_t offset, int64_t length) {
+                                                        checksum.add(bytes + offset, length);
+                                                      })
+                          : group.broadcast(bucket, root);
+    if (!s.ok()) {
       return absl::Status(s.code(),
                           absl::StrCat("weight sync: bucket ", b + 1, " of ", buckets, " (rank ",
                                        group.rank(), " of ", group.size(), "): ", s.message()));
     }
-    if (received) received->add(bucket.raw(), bucket.nbytes());
   }
-  if (sent.valid()) return sent.get();
-  if (received) return received->digest();
+  if (host) return checksum.digest();
   return weights_checksum(weights);
 }
 

@@ -36,8 +36,9 @@ struct weight_sync_spec {
 /// rank `root` of `group` to every other rank, bucket by bucket (each at most `bucket_bytes`), as
 /// one Gloo (CPU) or NCCL (GPU) broadcast per bucket. Every rank calls it; the others' buffers
 /// are overwritten. Returns the checksum of the buffer on this rank afterwards, which a receiver
-/// acknowledges and the sender compares. Fails with the group's timeout when a rank does not
-/// take part, naming the bucket.
+/// acknowledges and the sender compares; for host weights it is computed as the bucket's pieces
+/// move (communicator::broadcast_in_pieces), each read from the cache. Fails with the group's
+/// timeout when a rank does not take part, naming the bucket.
 [[nodiscard]] absl::StatusOr<std::string> broadcast_weights(comm::communicator& group,
                                                             const tensor::tensor& weights,
                                                             int64_t bucket_bytes, int root);

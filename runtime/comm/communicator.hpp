@@ -59,6 +59,16 @@ class communicator {
                                                const tensor::tensor& out) = 0;
   /// data = root's data on every rank.
   [[nodiscard]] virtual absl::Status broadcast(const tensor::tensor& data, int root) = 0;
+  /// What broadcast_in_pieces() calls for each piece: its offset and length in bytes.
+  using piece_fn = std::function<void(int64_t offset, int64_t bytes)>;
+  /// broadcast(), calling `on_piece` on the caller's thread for consecutive pieces of
+  /// `piece_bytes` (the last one shorter) that cover host `data` in order: on a receiver once
+  /// the piece has arrived, on the root once it has gone to a first peer, each while the next
+  /// ones are still moving. A checksum fed from it reads every piece just after the transfer
+  /// did, from the cache. This default broadcasts the whole of `data`, then calls on_piece.
+  [[nodiscard]] virtual absl::Status broadcast_in_pieces(const tensor::tensor& data, int root,
+                                                         int64_t piece_bytes,
+                                                         const piece_fn& on_piece);
   /// Sends data to `peer`; matched by a recv with the same tag.
   [[nodiscard]] virtual absl::Status send(const tensor::tensor& data, int peer,
                                           uint32_t tag = 0) = 0;

@@ -26,6 +26,11 @@ class counted_communicator final : public communicator {
   absl::Status broadcast(const tensor::tensor& data, int root) override {
     return counted_call([&] { return inner_->broadcast(data, root); });
   }
+  absl::Status broadcast_in_pieces(const tensor::tensor& data, int root, int64_t piece_bytes,
+                                   const piece_fn& on_piece) override {
+    return counted_call(
+        [&] { return inner_->broadcast_in_pieces(data, root, piece_bytes, on_piece); });
+  }
   absl::Status send(const tensor::tensor& data, int peer, uint32_t tag) override {
     return counted_call([&] { return inner_->send(data, peer, tag); });
   }

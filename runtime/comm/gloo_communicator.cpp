@@ -194,6 +194,22 @@ class gloo_communicator final : public communicator {
     return guarded("broadcast", [&] { ring_.broadcast(data.raw(), data.nbytes(), root); });
   }
 
+  absl::Status broadcast_in_pieces(const tensor::tensor& data, int root, int64_t piece_bytes,
+                                   const piece_fn& on_piece) override {
+    TROUPE_RETURN_IF_ERROR(check_host(data, "broadcast"));
+    TROUPE_RETURN_IF_ERROR(check_rank(root, "broadcast root"));
+    if (piece_bytes <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gloo broadcast: pieces of ", piece_bytes, " bytes; give at least 1"));
+    }
+    return guarded("broadcast", [&] {
+      ring_.broadcast(data.raw(), data.nbytes(), root, static_cast<size_t>(piece_bytes),
+                      [&](size_t offset, size_t bytes) {
+                        on_piece(static_cast<int64_t>(offset), static_cast<int64_t>(bytes));
+                      });
+    });
+  }
+
   absl::Status send(const tensor::tensor& data, int peer, uint32_t tag) override {
     TROUPE_RETURN_IF_ERROR(check_host(data, "send"));
     TROUPE_RETURN_IF_ERROR(check_peer(peer, "send peer"));

@@ -161,21 +161,64 @@ void gloo_ring::allgather(char* data, int64_t n, size_t element) {
     wait(out, "gather", true);
 }
 
-// From the root to each other rank.
-void gloo_ring::broadcast(void* data, size_t bytes, int root) {
-  if (size_ == 1) return;
-  const uint64_t slot = next_slot();
-  tracked_buffer buf(*this, data, bytes);
-  if (rank_ != root) {
-    buf->recv(root, slot);
-    wait(buf, "broadcast", false);
+// From the root to each other rank: every piece posted at once.
+void gloo_ring::broadcast(void* data, size_t bytes, int root, size_t piece,
+                          const std::function<void(size_t, size_t)>& on_piece) {
+  const size_t pieces = std::max<size_t>(1, (bytes + piece - 1) / piece);
+  const auto piece_at = [&](size_t p) {
+    return std::pair{p * piece, std::min(piece, bytes - p * piece)};
+  };
+  const auto report = [&](size_t p) {
+    if (const auto [offset, length] = piece_at(p); length > 0) on_piece(offset, length);
+  };
+  if (size_ == 1) {
+    for (size_t p = 0; p < pieces; ++p)
+      report(p);
     return;
   }
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer != root) buf->send(peer, slot);
+  const uint64_t slot = next_slot();
+  // One buffer per peer: a pair completes its transfers in order, so each buffer's k-th
+  // completion is piece k.
+  std::deque<tracked_buffer> buffers;
+  if (rank_ != root) {
+    tracked_buffer& buf = buffers.emplace_back(*this, data, bytes);
+    for (size_t p = 0; p < pieces; ++p) {
+      const auto [offset, length] = piece_at(p);
+      buf->recv(root, slot, offset, length);
+    }
+    for (size_t p = 0; p < pieces; ++p) {
+      wait(buf, "broadcast", false);
+      report(p);
+    }
+    return;
   }
-  for (int peer = 1; peer < size_; ++peer)
-    wait(buf, "broadcast", true);
+  std::vector<int> peers;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != root) {
+      peers.push_back(peer);
+      buffers.emplace_back(*this, data, bytes);
+    }
+  }
+  for (size_t p = 0; p < pieces; ++p) {
+    const auto [offset, length] = piece_at(p);
+    for (size_t i = 0; i < peers.size(); ++i)
+      buffers[i]->send(peers[i], slot, offset, length);
+  }
+  // Piece p is reported once piece p - 1 has gone to the first peer: while p is being sent.
+  for (size_t p = 0; p < pieces; ++p) {
+    if (p > 0) wait(buffers[0], "broadcast", true);
+    report(p);
+  }
+  wait(buffers[0], "broadcast", true);
+  for (size_t i = 1; i < peers.size(); ++i) {
+    for (size_t p = 0; p < pieces; ++p)
+      wait(buffers[i], "broadcast", true);
+  }
+}
+
+// From the root to each other rank, in one piece.
+void gloo_ring::broadcast(void* data, size_t bytes, int root) {
+  broadcast(data, bytes, root, std::max<size_t>(bytes, 1), [](size_t, size_t) {});
 }
 
 void gloo_ring::send(void* data, size_t bytes, int peer, uint32_t tag) {

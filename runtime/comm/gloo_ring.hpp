@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -38,6 +39,11 @@ class gloo_ring {
   /// from the rank that holds it (chunk r from rank r), in place.
   void allgather(char* data, int64_t n, size_t element);
   void broadcast(void* data, size_t bytes, int root);
+  /// broadcast() in pieces of `piece` bytes, each posted at once and reported to `on_piece` in
+  /// order: on a receiver when it has arrived, on the root when its send to the first other
+  /// rank has completed (communicator::broadcast_in_pieces).
+  void broadcast(void* data, size_t bytes, int root, size_t piece,
+                 const std::function<void(size_t offset, size_t bytes)>& on_piece);
   void send(void* data, size_t bytes, int peer, uint32_t tag);
   void recv(void* data, size_t bytes, int peer, uint32_t tag);
   /// One send or receive of exchange(): `bytes` at `data`, to or from `peer`.

@@ -316,6 +316,17 @@ TEST(GlooCommunicator, BadArgumentsAreErrorsBeforeAnyTraffic) {
   tensor::tensor t = tensor::tensor::host({4}), wrong = tensor::tensor::host({3});
   EXPECT_EQ((*g)->send(t, 0).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*g)->broadcast(t, 5).code(), absl::StatusCode::kInvalidArgument);
+  const auto no_piece = [](int64_t, int64_t) {};
+  EXPECT_EQ((*g)->broadcast_in_pieces(t, 0, 0, no_piece).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*g)->broadcast_in_pieces(t, 1, 4, no_piece).code(),
+            absl::StatusCode::kInvalidArgument);
+  std::vector<std::pair<int64_t, int64_t>> pieces;  // a group of one still reports its pieces
+  EXPECT_TRUE(
+      (*g)->broadcast_in_pieces(
+              t, 0, 6, [&](int64_t offset, int64_t bytes) { pieces.emplace_back(offset, bytes); })
+          .ok());
+  EXPECT_EQ(pieces, (std::vector<std::pair<int64_t, int64_t>>{{0, 6}, {6, 6}, {12, 4}}));
   EXPECT_EQ((*g)->allgather(t, wrong).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*g)->reduce_scatter(t, wrong, reduce_op::sum).code(),
             absl::StatusCode::kInvalidArgument);

@@ -81,6 +81,26 @@ absl::Status every_op(comm::communicator& c) {
     TROUPE_RETURN_IF_ERROR(c.broadcast(t, root));
     TROUPE_RETURN_IF_ERROR(expect(t.data<float>()[n - 1] == value(root, n - 1), "broadcast"));
 
+    // In pieces of 7 (or 4099) floats, the last shorter: reported in order, covering the
+    // buffer, and on a receiver each piece has arrived when it is reported.
+    const int piece_root = static_cast<int>((n + 1) % P);
+    const int64_t piece = (n <= 1000 ? 7 : 4099) * int64_t{sizeof(float)};
+    for (int64_t i = 0; i < n; ++i)
+      t.data<float>()[i] = value(r, i);
+    int64_t covered = 0;
+    bool arrived = true;
+    TROUPE_RETURN_IF_ERROR(
+        c.broadcast_in_pieces(t, piece_root, piece, [&](int64_t offset, int64_t bytes) {
+          arrived = arrived && offset == covered && bytes > 0 && bytes <= piece;
+          covered = offset + bytes;
+          for (int64_t i = offset / 4; r != piece_root && i < (offset + bytes) / 4; ++i)
+            arrived = arrived && t.data<float>()[i] == value(piece_root, i);
+        }));
+    TROUPE_RETURN_IF_ERROR(expect(arrived && covered == n * int64_t{sizeof(float)},
+                                  absl::StrCat("broadcast in pieces n=", n)));
+    TROUPE_RETURN_IF_ERROR(
+        expect(t.data<float>()[n - 1] == value(piece_root, n - 1), "broadcast in pieces"));
+
     // A ring of send/recv: each rank passes its values to the right.
     host_tensor got = host_tensor::host({n});
     for (int64_t i = 0; i < n; ++i)
