@@ -51,6 +51,28 @@ TEST(CountedCommunicator, EveryOperationIsAMessageOfTheGroup) {
   EXPECT_EQ(stats->handler_start(), 0u);  // none in progress
 }
 
+// The default broadcast_in_pieces (the fake has none of its own) reports every piece after a
+// whole broadcast, and none when the broadcast failed; the counted group forwards it as one
+// message.
+TEST(CountedCommunicator, ABroadcastInPiecesReportsThePiecesAfterTheBroadcast) {
+  metrics::registry r;
+  bool failing = false;
+  auto group = counted(std::make_unique<fake_group>(&failing), r, "rollout/0/sync");
+  const tensor::tensor data = tensor::tensor::host({5});  // 20 bytes
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  const auto record = [&](int64_t offset, int64_t bytes) { pieces.emplace_back(offset, bytes); };
+  ASSERT_TRUE(group->broadcast_in_pieces(data, 0, 8, record).ok());
+  EXPECT_EQ(pieces, (std::vector<std::pair<int64_t, int64_t>>{{0, 8}, {8, 8}, {16, 4}}));
+  EXPECT_EQ(group->broadcast_in_pieces(data, 0, 0, record).code(),
+            absl::StatusCode::kInvalidArgument);
+  failing = true;
+  pieces.clear();
+  EXPECT_EQ(group->broadcast_in_pieces(data, 0, 8, record).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(pieces.empty());
+  EXPECT_EQ(r.actor("rollout/0/sync")->messages(), 3u);
+}
+
 // An operation still waiting (here: a barrier no other rank joins) shows its age.
 TEST(CountedCommunicator, AnOperationInProgressShowsHowLongItHasWaited) {
   metrics::registry r;
