@@ -17,8 +17,8 @@ std::string hex(const XXH128_hash_t& h) {
   return absl::StrCat(absl::Hex(h.high64, absl::kZeroPad16), absl::Hex(h.low64, absl::kZeroPad16));
 }
 
-// The pieces a bucket moves in: the checksum reads each one while it is still in the cache
-// from the transfer that just wrote it (a receiver) or read it (the root), where a whole large
+// The pieces a bucket moves in: the checksum reads each one while it is in the cache from the
+// transfer that just wrote it (a receiver) or is reading it (the root), where a whole large
 // bucket would come back from memory. A bucket the last-level cache holds whole moves in one
 // piece: each piece costs a wake-up of the waiting thread, which small buckets do not repay.
 constexpr int64_t piece_bytes = int64_t{1} << 20;

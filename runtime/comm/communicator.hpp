@@ -63,9 +63,9 @@ class communicator {
   using piece_fn = std::function<void(int64_t offset, int64_t bytes)>;
   /// broadcast(), calling `on_piece` on the caller's thread for consecutive pieces of
   /// `piece_bytes` (the last one shorter) that cover host `data` in order: on a receiver once
-  /// the piece has arrived, on the root once it has gone to a first peer, each while the next
-  /// ones are still moving. A checksum fed from it reads every piece just after the transfer
-  /// did, from the cache. This default broadcasts the whole of `data`, then calls on_piece.
+  /// the piece has arrived, on the root while it is being sent (once the piece before it has
+  /// gone to a first peer). A checksum fed from it reads every piece while the transfer has it
+  /// in the cache. This default broadcasts the whole of `data`, then calls on_piece.
   [[nodiscard]] virtual absl::Status broadcast_in_pieces(const tensor::tensor& data, int root,
                                                          int64_t piece_bytes,
                                                          const piece_fn& on_piece);

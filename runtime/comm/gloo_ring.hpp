@@ -40,8 +40,8 @@ class gloo_ring {
   void allgather(char* data, int64_t n, size_t element);
   void broadcast(void* data, size_t bytes, int root);
   /// broadcast() in pieces of `piece` bytes, each posted at once and reported to `on_piece` in
-  /// order: on a receiver when it has arrived, on the root when its send to the first other
-  /// rank has completed (communicator::broadcast_in_pieces).
+  /// order: on a receiver when it has arrived, on the root once the piece before it has gone to
+  /// the first other rank (communicator::broadcast_in_pieces).
   void broadcast(void* data, size_t bytes, int root, size_t piece,
                  const std::function<void(size_t offset, size_t bytes)>& on_piece);
   void send(void* data, size_t bytes, int peer, uint32_t tag);
