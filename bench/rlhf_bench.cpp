@@ -1,6 +1,7 @@
 // app: rlhf's weight sync: the policy's weights from rank 0 to 2 rollout workers (3 ranks as
 // threads of this process, loopback TCP). troupe's sync (actors::broadcast_weights: buckets of
-// 32 MiB over its Gloo communicator, then the sha256 every receiver acknowledges) against, in the
+// 32 MiB over its Gloo communicator, each in pieces that every rank feeds to the XXH3-128 checksum
+// a receiver acknowledges while the transfer has them in the cache) against, in the
 // same run and alternating repeat by repeat, raw Gloo broadcasting the same bytes in one call
 // (target ratio >= 0.9), and raw Gloo broadcasting them tensor by tensor, as OpenRLHF does.
 //
