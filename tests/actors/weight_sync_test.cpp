@@ -11,9 +11,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Rank 0 sends 1000 weights in buckets of 64 to two receivers: each ends with rank 0's bytes and
-// the checksum rank 0 computes.
-TEST(WeightSync, BucketedBroadcastDeliversTheSendersBytes) {
+// Rank 0 sends n weights in buckets of `bucket_bytes` to two receivers: each must end with rank
+// 0's bytes and the checksum of the whole buffer (weights_checksum's, though every rank fed its
+// checksum piece by piece). Returns that checksum and the bytes.
+std::pair<std::string, std::vector<float>> sync_to_two_receivers(int64_t n, int64_t bucket_bytes) {
   comm::memory_store store;
   constexpr int ranks = 3;
   std::vector<std::string> checksums(ranks);
@@ -23,26 +24,43 @@ TEST(WeightSync, BucketedBroadcastDeliversTheSendersBytes) {
     threads.emplace_back([&, r] {
       auto group = comm::make_gloo_communicator(store, {.name = "sync", .rank = r, .size = ranks});
       ASSERT_TRUE(group.ok()) << group.status();
-      tensor::tensor weights = tensor::tensor::host({1000});
-      for (int64_t i = 0; i < 1000; ++i)
+      tensor::tensor weights = tensor::tensor::host({n});
+      for (int64_t i = 0; i < n; ++i)
         weights.data<float>()[i] = r == 0 ? 0.001f * static_cast<float>(i * i % 997) : -1.0f;
-      auto checksum = broadcast_weights(**group, weights, 64 * sizeof(float), 0);
+      auto checksum = broadcast_weights(**group, weights, bucket_bytes, 0);
       ASSERT_TRUE(checksum.ok()) << checksum.status();
       checksums[r] = *checksum;
-      received[r].assign(weights.data<float>(), weights.data<float>() + 1000);
+      received[r].assign(weights.data<float>(), weights.data<float>() + n);
     });
   }
   for (auto& t : threads)
     t.join();
   for (int r = 1; r < ranks; ++r) {
-    EXPECT_EQ(received[r], received[0]) << "rank " << r;
+    EXPECT_TRUE(received[r] == received[0]) << "rank " << r;
     EXPECT_EQ(checksums[r], checksums[0]) << "rank " << r;
   }
-  EXPECT_EQ(checksums[0].size(), 32u);  // XXH3-128, hex
+  tensor::tensor whole = tensor::tensor::host({n});
+  std::copy(received[0].begin(), received[0].end(), whole.data<float>());
+  EXPECT_EQ(*weights_checksum(whole), checksums[0]);
+  return {checksums[0], received[0]};
+}
+
+// 1000 weights in buckets of 64, each bucket in one piece.
+TEST(WeightSync, BucketedBroadcastDeliversTheSendersBytes) {
+  auto [checksum, bytes] = sync_to_two_receivers(1000, 64 * sizeof(float));
+  EXPECT_EQ(checksum.size(), 32u);  // XXH3-128, hex
   tensor::tensor other = tensor::tensor::host({1000});
-  std::copy(received[0].begin(), received[0].end(), other.data<float>());
+  std::copy(bytes.begin(), bytes.end(), other.data<float>());
   other.data<float>()[999] += 1.0f;
-  EXPECT_NE(*weights_checksum(other), checksums[0]) << "one changed weight changes the checksum";
+  EXPECT_NE(*weights_checksum(other), checksum) << "one changed weight changes the checksum";
+}
+
+// 9.6 MB in buckets of 8 MiB: the first bucket moves in 1 MiB pieces, hashed as they arrive, the
+// second (1.2 MB) in one piece; the checksum is the whole buffer's all the same.
+TEST(WeightSync, ABucketInPiecesGivesTheWholeBuffersChecksum) {
+  const int64_t n = 2'400'001;
+  auto [checksum, bytes] = sync_to_two_receivers(n, int64_t{8} << 20);
+  EXPECT_EQ(bytes[n - 1], 0.001f * static_cast<float>((n - 1) * (n - 1) % 997));
 }
 
 // A receiver that never takes part: the sender's sync fails after the group's timeout, naming
