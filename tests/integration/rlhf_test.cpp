@@ -2,8 +2,8 @@
 // score, writes veRL's metrics, samples and reward.svg, and bad configs are refused with their
 // file, line and column.
 
+#include <algorithm>
 #include <filesystem>
-#include <numeric>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -83,6 +83,12 @@ TEST(RlhfTest, GrpoOnDigitCompletionRaisesTheScore) {
 }
 
 // The mean over a run's steps of the KL to the reference, and its last row.
+// The upper median (the 6th smallest) of values[first, first + 10).
+double median_of_ten(std::vector<double> values, size_t first) {
+  std::nth_element(values.begin() + first, values.begin() + first + 5, values.begin() + first + 10);
+  return values[first + 5];
+}
+
 struct kl_trace {
   double mean_kl = 0;
   nlohmann::json last;
@@ -100,16 +106,17 @@ kl_trace kl_of(const std::string& run_dir) {
   return t;
 }
 
-// PPO with GAE and a critic (configs/rlhf_ppo.yaml for 40 of its steps): the score rises (the
-// mean of the last 10 steps' scores beats the first 10's: a step's score of 256 responses is
-// noisy, a mean of 10 much less), the critic's metrics are veRL's, and the KL penalty bounds the
-// KL: the same run with kl_coef 0 drifts further from the reference.
+// PPO with GAE and a critic (configs/rlhf_ppo.yaml for 60 of its steps): the score rises (the
+// median of the last 10 steps' scores beats the first 10's: a step's score of 256 responses is
+// noisy, and now and then one step's falls to half the others'; a median of 10 ignores it), the
+// critic's metrics are veRL's, and the KL penalty bounds the KL: the same run with kl_coef 0
+// drifts further from the reference.
 TEST(RlhfTest, PpoWithACriticRaisesTheScoreAndItsKlPenaltyBoundsTheKl) {
   temp_dir dir;
   const auto launch = [&](const std::string& name, std::vector<std::string> extra) {
     std::vector<std::string> args = {"launch",    ppo_config,
                                      "--run-dir", dir.file(name),
-                                     "--set",     "rlhf.trainer.total_training_steps=40",
+                                     "--set",     "rlhf.trainer.total_training_steps=60",
                                      "--set",     "rlhf.trainer.test_freq=0",
                                      "--set",     "rlhf.trainer.save_freq=0"};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -123,11 +130,9 @@ TEST(RlhfTest, PpoWithACriticRaisesTheScoreAndItsKlPenaltyBoundsTheKl) {
   for (const auto& row : read_jsonl(dir.file("ppo") + "/metrics.jsonl")) {
     if (row.contains("critic/score/mean")) scores.push_back(row["critic/score/mean"]);
   }
-  ASSERT_EQ(scores.size(), 40u);
-  const auto mean_of = [&](size_t first) {
-    return std::accumulate(scores.begin() + first, scores.begin() + first + 10, 0.0) / 10;
-  };
-  EXPECT_GT(mean_of(30), mean_of(0) + 0.02) << "the last 10 steps' mean score against the first's";
+  ASSERT_EQ(scores.size(), 60u);
+  EXPECT_GT(median_of_ten(scores, 50), median_of_ten(scores, 0) + 0.02)
+      << "the last 10 steps' median score against the first's";
   const nlohmann::json free = launch("free", {"--set", "rlhf.algorithm.kl_ctrl.type=fixed", "--set",
                                               "rlhf.algorithm.kl_ctrl.kl_coef=0"});
   EXPECT_EQ(free["status"], "succeeded");
@@ -144,8 +149,15 @@ TEST(RlhfTest, PpoWithACriticRaisesTheScoreAndItsKlPenaltyBoundsTheKl) {
         "timing_s/update_critic", "actor/pg_loss", "critic/rewards/mean", "critic/returns/mean"}) {
     EXPECT_TRUE(bounded.last.contains(key)) << key;
   }
-  // The critic learned something of the returns.
-  EXPECT_GT(bounded.last["critic/vf_explained_var"].get<double>(), 0.0);
+  // The critic learned something of the returns (in most steps: a step whose score falls to half
+  // the others' has returns it did not expect).
+  std::vector<double> explained;
+  for (const auto& row : read_jsonl(dir.file("ppo") + "/metrics.jsonl")) {
+    if (row.contains("critic/vf_explained_var"))
+      explained.push_back(row["critic/vf_explained_var"]);
+  }
+  ASSERT_EQ(explained.size(), 60u);
+  EXPECT_GT(median_of_ten(explained, 50), 0.3);
   EXPECT_TRUE(fs::exists(dir.file("ppo") + "/init/step-300/manifest.json"));
 }
 
