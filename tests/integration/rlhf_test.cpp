@@ -82,13 +82,13 @@ TEST(RlhfTest, GrpoOnDigitCompletionRaisesTheScore) {
   EXPECT_TRUE(fs::exists(run_dir + "/init/step-60/manifest.json")) << "the initial policy";
 }
 
-// The mean over a run's steps of the KL to the reference, and its last row.
 // The upper median (the 6th smallest) of values[first, first + 10).
 double median_of_ten(std::vector<double> values, size_t first) {
   std::nth_element(values.begin() + first, values.begin() + first + 5, values.begin() + first + 10);
   return values[first + 5];
 }
 
+// The mean over a run's steps of the KL to the reference, and its last row.
 struct kl_trace {
   double mean_kl = 0;
   nlohmann::json last;
