@@ -63,29 +63,44 @@ TEST(WeightSync, ABucketInPiecesGivesTheWholeBuffersChecksum) {
   EXPECT_EQ(bytes[n - 1], 0.001f * static_cast<float>((n - 1) * (n - 1) % 997));
 }
 
-// A receiver that never takes part: the sender's sync fails after the group's timeout, naming
-// the bucket, instead of hanging.
-TEST(WeightSync, AMissingReceiverFailsTheSyncWithinTheTimeout) {
+// Rank `syncing` of a group of two syncs n weights in buckets of `bucket_bytes` from rank 0; the
+// other rank joins the group and then leaves without syncing. Returns the syncing rank's status.
+absl::Status sync_alone(int syncing, int64_t n, int64_t bucket_bytes) {
   comm::memory_store store;
-  absl::Status sender_status;
-  std::thread sender([&] {
-    auto group =
-        comm::make_gloo_communicator(store, {.name = "sync", .rank = 0, .size = 2, .timeout = 2s});
+  absl::Status status;
+  std::thread syncer([&] {
+    auto group = comm::make_gloo_communicator(
+        store, {.name = "sync", .rank = syncing, .size = 2, .timeout = 2s});
     ASSERT_TRUE(group.ok()) << group.status();
-    tensor::tensor weights = tensor::tensor::host({100});
-    sender_status = broadcast_weights(**group, weights, 64, 0).status();
+    tensor::tensor weights = tensor::tensor::host({n});
+    status = broadcast_weights(**group, weights, bucket_bytes, 0).status();
   });
-  // The receiver joins the group and then leaves without broadcasting.
   {
-    auto group =
-        comm::make_gloo_communicator(store, {.name = "sync", .rank = 1, .size = 2, .timeout = 2s});
-    ASSERT_TRUE(group.ok()) << group.status();
-    sender.join();
+    auto group = comm::make_gloo_communicator(
+        store, {.name = "sync", .rank = 1 - syncing, .size = 2, .timeout = 2s});
+    EXPECT_TRUE(group.ok()) << group.status();
+    syncer.join();
   }
-  EXPECT_FALSE(sender_status.ok());
-  EXPECT_NE(sender_status.message().find("weight sync: bucket 1 of 7 (rank 0 of 2)"),
-            std::string::npos)
-      << sender_status;
+  return status;
+}
+
+// A receiver that never takes part: the sender's sync fails after the group's timeout, naming
+// the bucket, instead of hanging: with one piece a bucket, and with a bucket in 1 MiB pieces.
+TEST(WeightSync, AMissingReceiverFailsTheSyncWithinTheTimeout) {
+  const absl::Status whole = sync_alone(0, 100, 64);
+  EXPECT_NE(whole.message().find("weight sync: bucket 1 of 7 (rank 0 of 2)"), std::string::npos)
+      << whole;
+  const absl::Status pieces = sync_alone(0, 2'400'000, int64_t{16} << 20);
+  EXPECT_NE(pieces.message().find("weight sync: bucket 1 of 1 (rank 0 of 2)"), std::string::npos)
+      << pieces;
+}
+
+// A sender that never takes part: a receiver waiting for a bucket's first piece fails the same
+// way.
+TEST(WeightSync, AMissingSenderFailsTheReceiversSyncWithinTheTimeout) {
+  const absl::Status pieces = sync_alone(1, 2'400'000, int64_t{16} << 20);
+  EXPECT_NE(pieces.message().find("weight sync: bucket 1 of 1 (rank 1 of 2)"), std::string::npos)
+      << pieces;
 }
 
 }  // namespace
