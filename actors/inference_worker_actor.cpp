@@ -38,6 +38,7 @@ struct worker_state {
   bool report_wanted = false;  // report holds an event a poll waits for
   caf::typed_response_promise<actor::worker_report> poll;
   bool polling = false;      // a poll waits for events
+  uint64_t poll_serial = 0;  // the latest poll's: its wait timer answers it, no older one
   bool until_quiet = false;  // ... until no quiet request runs any more
   bool stepping = false;     // a (step) is on its way
   std::chrono::milliseconds poll_wait{500};
@@ -87,17 +88,19 @@ bool poll_ready(const worker_state& st) {
   return st.report_wanted && (!st.until_quiet || st.quiet.empty());
 }
 
-// A poll: answered once it is ready, or after poll_wait.
+// A poll: answered once it is ready, or after poll_wait (by its own timer: an older poll's, still
+// on its way, would cut a newer poll's wait short).
 caf::typed_response_promise<actor::worker_report> start_poll(worker_self self, bool until_quiet) {
   auto& st = self->state;
   if (st.polling) answer_poll(self);  // a newer poll replaces an older one
   st.poll = self->make_response_promise<actor::worker_report>();
   st.polling = true;
+  ++st.poll_serial;
   st.until_quiet = until_quiet;
   if (poll_ready(st)) {
     answer_poll(self);
   } else {
-    self->delayed_send(self, st.poll_wait, actor::tick_atom_v);
+    self->delayed_send(self, st.poll_wait, actor::tick_atom_v, st.poll_serial);
   }
   return st.poll;
 }
@@ -276,7 +279,9 @@ absl::StatusOr<actor::inference_worker_actor> spawn_inference_worker(
                 [self](actor::poll_atom, bool until_quiet) {
                   return start_poll(self, until_quiet);
                 },
-                [self](actor::tick_atom) { answer_poll(self); },
+                [self](actor::tick_atom, uint64_t serial) {
+                  if (serial == self->state.poll_serial) answer_poll(self);
+                },
                 [self](actor::step_atom) {
                   auto& st = self->state;
                   st.stepping = false;

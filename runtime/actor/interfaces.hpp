@@ -79,16 +79,18 @@ using checkpoint_writer_actor =
 /// (a worker_report), held until there is an event or a short wait passes, so that a router
 /// long-polls each worker; `(poll, true)` holds it until no request that does not stream is
 /// running any more (or the wait passes): the RL controller, which wants whole responses, takes
-/// a generation's outputs in one answer. `(step)` and `(tick)` are its
-/// own prompts: run one batching iteration, end a poll's wait. As the RL rollout, `(sync,
-/// version)` receives new weights over the weight-sync group and swaps them in once no request
-/// runs (requests that arrive meanwhile wait), answering with the version and checksum it holds.
+/// a generation's outputs in one answer. `(step)` and `(tick, poll)` are its
+/// own prompts: run one batching iteration, end the wait of poll number `poll`. As the RL rollout,
+/// `(sync, version)` receives new weights over the weight-sync group and swaps them in once no
+/// request runs (requests that arrive meanwhile wait), answering with the version and checksum it
+/// holds.
 using inference_worker_actor = caf::typed_actor<
     caf::replies_to<generate_atom, generation_request>::with<caf::ok_atom>,
     caf::replies_to<generate_atom, std::vector<generation_request>>::with<caf::ok_atom>,
     caf::reacts_to<cancel_atom, uint64_t>, caf::replies_to<poll_atom>::with<worker_report>,
     caf::replies_to<poll_atom, bool>::with<worker_report>, caf::reacts_to<step_atom>,
-    caf::reacts_to<tick_atom>, caf::replies_to<sync_atom, weight_sync_round>::with<weights_ack>>;
+    caf::reacts_to<tick_atom, uint64_t>,
+    caf::replies_to<sync_atom, weight_sync_round>::with<weights_ack>>;
 
 /// The RL reward role: `(score, request)` returns one score per response, in order.
 using reward_actor =

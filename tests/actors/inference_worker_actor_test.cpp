@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <map>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -210,6 +211,37 @@ TEST(InferenceWorkerActor, APollUntilQuietTakesEveryEndedRequestInOneAnswer) {
         }
       },
       [](caf::error& e) { FAIL() << caf::to_string(e); });
+  self->send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
+// Each poll waits its whole poll_wait: the timer of an earlier poll, answered early by its
+// request's end, does not answer a later poll. Poll A, sent before its request, is answered
+// when the request ends; poll B, sent 0.4 s later with nothing running, must then wait its own
+// second, where A's timer would have answered it 0.4 s early.
+TEST(InferenceWorkerActor, APollWaitsItsOwnWaitWhateverAnEarlierPollsTimer) {
+  auto cfg = actor::make_system_config({.scheduler_threads = 2});
+  caf::actor_system system(*cfg);
+  metrics::registry metrics;
+  constexpr auto wait = 1s;
+  auto worker = tiny_worker(system, metrics, wait);
+  caf::scoped_actor self(system);
+  auto fail = [](caf::error& e) { FAIL() << caf::to_string(e); };
+  auto a = self->request(worker, 10s, actor::poll_atom_v, true);
+  actor::generation_request r = worker_request(1, 3);
+  r.stream = false;
+  self->request(worker, 10s, actor::generate_atom_v, r).receive([](caf::ok_atom) {}, fail);
+  a.receive([](actor::worker_report& report) { EXPECT_EQ(report.events.size(), 1u); }, fail);
+
+  std::this_thread::sleep_for(400ms);
+  const auto b_sent = std::chrono::steady_clock::now();
+  self->request(worker, 10s, actor::poll_atom_v, true)
+      .receive(
+          [&](actor::worker_report& report) {
+            EXPECT_TRUE(report.events.empty());
+            EXPECT_GE(std::chrono::steady_clock::now() - b_sent, wait)
+                << "poll B was answered before its wait passed";
+          },
+          fail);
   self->send_exit(worker, caf::exit_reason::user_shutdown);
 }
 
