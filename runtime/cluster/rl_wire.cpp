@@ -81,6 +81,10 @@ void pack_floats(packer& pk, const std::vector<float>& x) {
 absl::StatusOr<std::vector<float>> unpack_floats_bin(const msgpack::object& o) {
   return unpack_bin_of<float>(o, "f32 array");
 }
+absl::StatusOr<std::vector<float>> unpack_floats_bin(const msgpack::object& o,
+                                                     absl::string_view what) {
+  return unpack_bin_of<float>(o, what);
+}
 
 void pack_doubles(packer& pk, const std::vector<double>& x) {
   pack_bin_of(pk, x);

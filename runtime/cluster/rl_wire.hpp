@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "runtime/actor/message_types.hpp"
 #include "runtime/cluster/envelope.hpp"
 
@@ -16,6 +17,9 @@ namespace troupe::cluster::wire {
 
 void pack_floats(packer& pk, const std::vector<float>& x);
 absl::StatusOr<std::vector<float>> unpack_floats_bin(const msgpack::object& o);
+/// The same, naming the field `what` in the error.
+absl::StatusOr<std::vector<float>> unpack_floats_bin(const msgpack::object& o,
+                                                     absl::string_view what);
 
 void pack_doubles(packer& pk, const std::vector<double>& x);
 absl::StatusOr<std::vector<double>> unpack_doubles_bin(const msgpack::object& o);

@@ -35,29 +35,6 @@ absl::StatusOr<std::vector<int32_t>> unpack_ids(const msgpack::object* o, absl::
   return ids;
 }
 
-// A list of numbers (log-probs), checked element by element.
-absl::StatusOr<std::vector<float>> unpack_floats(const msgpack::object& o, absl::string_view what) {
-  if (o.type != msgpack::type::ARRAY) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " must be a list of numbers"));
-  }
-  std::vector<float> values;
-  values.reserve(o.via.array.size);
-  for (uint32_t i = 0; i < o.via.array.size; ++i) {
-    const msgpack::object& e = o.via.array.ptr[i];
-    // msgpack-c packs a float with an integral value as an integer.
-    if (e.type == msgpack::type::FLOAT32 || e.type == msgpack::type::FLOAT64) {
-      values.push_back(static_cast<float>(e.via.f64));
-    } else if (e.type == msgpack::type::NEGATIVE_INTEGER) {
-      values.push_back(static_cast<float>(e.via.i64));
-    } else if (e.type == msgpack::type::POSITIVE_INTEGER) {
-      values.push_back(static_cast<float>(e.via.u64));
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(what, " holds a non-number at ", i));
-    }
-  }
-  return values;
-}
-
 void pack_event(packer& pk, const actor::generation_event& x) {
   pk.pack_map(9);
   pk.pack("id");
@@ -71,13 +48,13 @@ void pack_event(packer& pk, const actor::generation_event& x) {
   pk.pack("reason");
   pk.pack(actor::to_string(x.reason));
   pk.pack("logprobs");
-  pk.pack(x.logprobs);
+  pack_floats(pk, x.logprobs);
   pk.pack("weights_version");
   pk.pack(x.weights_version);
   pk.pack("top_tokens");
   pk.pack(x.top_tokens);
   pk.pack("top_values");
-  pk.pack(x.top_values);
+  pack_floats(pk, x.top_values);
 }
 absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
   TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "generation_event"));
@@ -100,7 +77,8 @@ absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
         absl::StrCat("generation_event: unknown reason '", reason, "'"));
   }
   if (const msgpack::object* logprobs = m.find("logprobs"); logprobs != nullptr) {
-    TROUPE_ASSIGN_OR_RETURN(x.logprobs, unpack_floats(*logprobs, "generation_event: 'logprobs'"));
+    TROUPE_ASSIGN_OR_RETURN(x.logprobs,
+                            unpack_floats_bin(*logprobs, "generation_event: 'logprobs'"));
     if (!x.logprobs.empty() && x.logprobs.size() != x.tokens.size()) {
       return absl::InvalidArgumentError(absl::StrCat("generation_event: ", x.logprobs.size(),
                                                      " logprobs for ", x.tokens.size(), " tokens"));
@@ -110,7 +88,8 @@ absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
     TROUPE_ASSIGN_OR_RETURN(x.top_tokens, unpack_ids(top, "generation_event: 'top_tokens'"));
   }
   if (const msgpack::object* top = m.find("top_values"); top != nullptr) {
-    TROUPE_ASSIGN_OR_RETURN(x.top_values, unpack_floats(*top, "generation_event: 'top_values'"));
+    TROUPE_ASSIGN_OR_RETURN(x.top_values,
+                            unpack_floats_bin(*top, "generation_event: 'top_values'"));
   }
   if (x.top_tokens.size() != x.top_values.size() ||
       (!x.top_tokens.empty() && x.top_tokens.size() % std::max<size_t>(1, x.tokens.size()) != 0)) {

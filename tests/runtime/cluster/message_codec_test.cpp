@@ -1,5 +1,7 @@
 #include "runtime/cluster/message_codec.hpp"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "runtime/actor/messages.hpp"
@@ -215,14 +217,21 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   EXPECT_EQ(back.top_k, 40);
   EXPECT_EQ(back.seed, 1234u);
   EXPECT_EQ(back.stop, std::vector<std::string>{"\n\n"});
-  actor::worker_report report{
-      {{7, {1, 2, 3}, 4, false, actor::finish_reason::length, {-0.5f, -1.25f, -3.0f}, 9},
-       {8, {}, 0, true, actor::finish_reason::stop}},
-      12,
-      64,
-      3,
-      5,
-      {5, 4}};
+  actor::worker_report report{{{7,
+                                {1, 2, 3},
+                                4,
+                                false,
+                                actor::finish_reason::length,
+                                {-0.5f, -1.25f, -0.0f},
+                                9,
+                                {10, 11, 12, 13, 14, 15},
+                                {-0.1f, -2.5f, -0.2f, -2.0f, -0.3f, -1.5f}},
+                               {8, {}, 0, true, actor::finish_reason::stop}},
+                              12,
+                              64,
+                              3,
+                              5,
+                              {5, 4}};
   m = round_trip(caf::make_message(report));
   const auto& back_report = m.get_as<actor::worker_report>(0);
   EXPECT_EQ(back_report.kv_blocks_used, 12);
@@ -234,8 +243,11 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].tokens, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(got[0].first_index, 4);
-  EXPECT_EQ(got[0].logprobs, (std::vector<float>{-0.5f, -1.25f, -3.0f}));
+  EXPECT_EQ(got[0].logprobs, (std::vector<float>{-0.5f, -1.25f, -0.0f}));
+  EXPECT_TRUE(std::signbit(got[0].logprobs[2])) << "log-probs cross bit for bit, -0 too";
   EXPECT_TRUE(got[1].logprobs.empty());
+  EXPECT_EQ(got[0].top_tokens, (std::vector<int32_t>{10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(got[0].top_values, (std::vector<float>{-0.1f, -2.5f, -0.2f, -2.0f, -0.3f, -1.5f}));
   EXPECT_EQ(got[0].weights_version, 9u);
   EXPECT_TRUE(got[1].finished);
   EXPECT_EQ(got[1].reason, actor::finish_reason::stop);
