@@ -15,6 +15,33 @@ namespace troupe::models {
 namespace k = kernels::cpu;
 using kernels::gemm;
 
+std::vector<size_t> decode_group_bounds(std::span<const decode_request> requests,
+                                        const gpt_config& config, int groups) {
+  // Each request's work in multiply-adds over the width C: 12 C^2 a token and block for the
+  // GEMMs, V C for its head row, and per block about (3 + 2 count) C a key for gathering its keys
+  // and values and attending to them.
+  std::vector<int64_t> done = {0};  // the work of requests [0, i)
+  for (const auto& r : requests) {
+    const int64_t keys = r.first_position + r.count;
+    done.push_back(done.back() + int64_t{12} * config.layers * config.dim * r.count + config.vocab +
+                   int64_t{config.layers} * keys * (3 + 2 * r.count));
+  }
+  // Bound k is the prefix whose work is nearest k / groups of the whole.
+  std::vector<size_t> bounds = {0};
+  for (int k = 1; k < groups; ++k) {
+    const double target = static_cast<double>(done.back()) * k / groups;
+    auto at =
+        std::lower_bound(done.begin() + static_cast<int64_t>(bounds.back()), done.end(), target);
+    if (at - done.begin() > static_cast<int64_t>(bounds.back()) &&
+        target - static_cast<double>(*(at - 1)) < static_cast<double>(*at) - target) {
+      --at;
+    }
+    bounds.push_back(static_cast<size_t>(at - done.begin()));
+  }
+  bounds.push_back(requests.size());
+  return bounds;
+}
+
 gpt_cpu_decoder::gpt_cpu_decoder(const gpt_layout& layout, const float* params, int max_tokens,
                                  int cache_blocks, int block_size, kernels::cpu::thread_pool* pool)
     : layout_(layout),
@@ -34,18 +61,8 @@ gpt_cpu_decoder::gpt_cpu_decoder(const gpt_layout& layout, const float* params, 
 absl::Status gpt_cpu_decoder::forward(std::span<const decode_request> requests, float* logits) {
   TROUPE_RETURN_IF_ERROR(validate_decode_batch(layout_.config(), cache_.blocks(),
                                                cache_.layout().block_size, max_tokens_, requests));
-  // Contiguous groups of requests with about equal token counts, one per thread.
   const int groups = std::min<int>(static_cast<int>(scratch_.size()), requests.size());
-  int64_t total = 0;
-  for (const auto& r : requests)
-    total += r.count;
-  std::vector<size_t> bounds = {0};
-  int64_t seen = 0;
-  for (size_t i = 0; i < requests.size() && static_cast<int>(bounds.size()) < groups; ++i) {
-    seen += requests[i].count;
-    if (seen * groups >= total * static_cast<int64_t>(bounds.size())) bounds.push_back(i + 1);
-  }
-  bounds.push_back(requests.size());
+  const std::vector<size_t> bounds = decode_group_bounds(requests, layout_.config(), groups);
   const int vocab = layout_.config().vocab;
   k::parallel_for(pool_, static_cast<int64_t>(bounds.size()) - 1, [&](int64_t g) {
     const size_t first = bounds[g], last = bounds[g + 1];

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "kernels/cpu/thread_pool.hpp"
@@ -9,10 +10,19 @@
 
 namespace troupe::models {
 
+/// Splits `requests` into `groups` contiguous runs of about equal work, one per thread of the CPU
+/// decoder: returns the bounds, 0 first and requests.size() last (a run may be empty). A
+/// request's work is its tokens through every block's GEMMs, its last row through the head and,
+/// per block, its attention over its keys, so that a run of single decode tokens, which bring a
+/// head row and an attention each, is not split as if it were a prefill chunk of as many tokens.
+[[nodiscard]] std::vector<size_t> decode_group_bounds(std::span<const decode_request> requests,
+                                                      const gpt_config& config, int groups);
+
 /// The GPT decoder on the CPU in f32, over a host KV cache. A batch is split into as many groups
-/// of whole requests as `pool` has threads, each run through the model on its own thread (the
-/// requests own distinct cache blocks). The kernels are batch-invariant, so a request's logits
-/// are the same bits however the batch is split, and the same as the training forward's.
+/// of whole requests as `pool` has threads (decode_group_bounds), each run through the model on its
+/// own thread (the requests own distinct cache blocks). The kernels are batch-invariant, so a
+/// request's logits are the same bits however the batch is split, and the same as the training
+/// forward's.
 class gpt_cpu_decoder final : public gpt_decoder {
  public:
   /// A whole model (`layout` covers every layer) with weights `params`, which must outlive it, as

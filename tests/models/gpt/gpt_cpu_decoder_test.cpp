@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/thread_pool.hpp"
 #include "kernels/sampling.hpp"
 #include "models/gpt/gpt_cpu_stage.hpp"
 
@@ -36,19 +37,36 @@ class GptCpuDecoderTest : public ::testing::Test {
     return out;
   }
 
+  // Decodes a and b together (prefill chunks, then a token of each at a time) and checks each
+  // step's log-probs against want_a and want_b.
+  void decode_both(const std::vector<int32_t>& a, const std::vector<int32_t>& b,
+                   const std::vector<float>& want_a, const std::vector<float>& want_b,
+                   kernels::cpu::thread_pool* pool);
+
   gpt_layout layout_;
   std::vector<float> params_;
 };
 
 // Batch invariance: the decoder's log-probs (prefill chunks and single tokens, two sequences
 // in one batch, scrambled cache blocks) are the training forward's, bit for bit, so an RL
-// rollout's log-probs are the policy's.
+// rollout's log-probs are the policy's; on one thread, and on two, where each sequence runs in
+// a group of its own.
 TEST_F(GptCpuDecoderTest, IncrementalDecodingEqualsTheFullForwardBitForBit) {
   const std::vector<int32_t> a = {3, 17, 5, 22, 9, 1, 30, 12, 8, 39, 0, 4, 6};
   const std::vector<int32_t> b = {7, 7, 2, 35, 11, 19, 26, 13, 33};
   const auto want_a = training_log_probs(a), want_b = training_log_probs(b);
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(testing::Message() << threads << " threads");
+    kernels::cpu::thread_pool pool(threads);
+    decode_both(a, b, want_a, want_b, threads > 1 ? &pool : nullptr);
+  }
+}
 
-  gpt_cpu_decoder decoder(layout_, params_.data(), 16, 8, 4);
+void GptCpuDecoderTest::decode_both(const std::vector<int32_t>& a, const std::vector<int32_t>& b,
+                                    const std::vector<float>& want_a,
+                                    const std::vector<float>& want_b,
+                                    kernels::cpu::thread_pool* pool) {
+  gpt_cpu_decoder decoder(layout_, params_.data(), 16, 8, 4, pool);
   const std::vector<int32_t> table_a = {5, 0, 7, 2}, table_b = {1, 6, 3};  // scrambled blocks
   std::vector<float> logits(2 * cpu_decoder_model.vocab);
   // Prefill chunks of different lengths in one batch, then one token at a time for both.
@@ -75,6 +93,25 @@ TEST_F(GptCpuDecoderTest, IncrementalDecodingEqualsTheFullForwardBitForBit) {
       batch.push_back({b.data() + pos_b, 1, pos_b, table_b.data(), 3}), ++pos_b;
     if (batch.empty()) break;
   }
+}
+
+// The threads' groups hold equal work, not equal tokens: eight decode tokens at position 12 and
+// a prefill chunk of eight tokens are 16 tokens, but each decode token brings a head row and an
+// attention of its own (554 against 384 a prefill token, in multiply-adds over the width), so
+// the first group takes seven of them and the second the eighth and the chunk (3,878 against
+// 3,970), where halving the tokens would give 4,432 against 3,416.
+TEST(DecodeGroupBounds, SplitsByWorkNotTokens) {
+  const std::vector<int32_t> tokens(8, 1);
+  std::vector<decode_request> batch(8, decode_request{tokens.data(), 1, 12, nullptr, 0});
+  batch.push_back({tokens.data(), 8, 0, nullptr, 0});
+  EXPECT_EQ(decode_group_bounds(batch, cpu_decoder_model, 2), (std::vector<size_t>{0, 7, 9}));
+  EXPECT_EQ(decode_group_bounds(batch, cpu_decoder_model, 1), (std::vector<size_t>{0, 9}));
+  // Alike requests split evenly; a single request leaves the other group empty.
+  batch.resize(6);
+  EXPECT_EQ(decode_group_bounds(batch, cpu_decoder_model, 2), (std::vector<size_t>{0, 3, 6}));
+  EXPECT_EQ(decode_group_bounds(batch, cpu_decoder_model, 3), (std::vector<size_t>{0, 2, 4, 6}));
+  batch.resize(1);
+  EXPECT_EQ(decode_group_bounds(batch, cpu_decoder_model, 2), (std::vector<size_t>{0, 1, 1}));
 }
 
 TEST_F(GptCpuDecoderTest, BadRequestsAreRefusedBeforeTheCacheChanges) {
