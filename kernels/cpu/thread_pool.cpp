@@ -1,5 +1,21 @@
 #include "kernels/cpu/thread_pool.hpp"
 
+#include <chrono>
+
+namespace {
+// Spins while `waiting()` for at most ~50 us: the next parallel region of a loop of kernels
+// (the decoder's iterations) comes sooner than a blocked thread would wake.
+template <class Pred>
+void spin_while(Pred waiting) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  while (waiting() && std::chrono::steady_clock::now() < until) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+}  // namespace
+
 namespace troupe::kernels::cpu {
 
 thread_pool::thread_pool(int threads) {
@@ -28,6 +44,7 @@ void thread_pool::run(int64_t tasks, const std::function<void(int64_t)>& fn) {
   }
   wake_.notify_all();
   drain();
+  spin_while([this] { return busy_.load(std::memory_order_acquire) != 0; });
   std::unique_lock lock(mutex_);
   done_.wait(lock, [this] { return busy_ == 0; });
   fn_ = nullptr;
@@ -48,6 +65,7 @@ void thread_pool::drain() {
 void thread_pool::work(int) {
   uint64_t seen = 0;
   for (;;) {
+    spin_while([&] { return generation_.load(std::memory_order_acquire) == seen; });
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -10,7 +11,10 @@
 namespace troupe::kernels::cpu {
 
 /// A fixed set of threads that split index ranges. Kernels take a pool pointer; nullptr runs
-/// serially on the caller (what a caller that already runs one kernel per core passes).
+/// serially on the caller (what a caller that already runs one kernel per core passes). Between
+/// regions a worker spins for about 50 us before it blocks, and so does the caller waiting for
+/// the workers: a loop of regions (the decoder's iterations) calls again sooner than a blocked
+/// thread wakes, which on a virtual machine can take longer than a region.
 class thread_pool {
  public:
   /// `threads` workers including the caller, at least 1.
@@ -35,8 +39,8 @@ class thread_pool {
   const std::function<void(int64_t)>* fn_ = nullptr;
   int64_t tasks_ = 0;
   int64_t next_ = 0;
-  int busy_ = 0;
-  uint64_t generation_ = 0;
+  std::atomic<int> busy_ = 0;             // changed under mutex_, read by a spinning caller
+  std::atomic<uint64_t> generation_ = 0;  // changed under mutex_, read by a spinning worker
   bool stop_ = false;
 };
 
