@@ -2,7 +2,6 @@
 
 #include <functional>
 #include <map>
-#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -216,14 +215,19 @@ TEST(InferenceWorkerActor, APollUntilQuietTakesEveryEndedRequestInOneAnswer) {
 
 // Each poll waits its whole poll_wait: the timer of an earlier poll, answered early by its
 // request's end, does not answer a later poll. Poll A, sent before its request, is answered
-// when the request ends; poll B, sent 0.4 s later with nothing running, must then wait its own
-// second, where A's timer would have answered it 0.4 s early.
+// when the request ends. An idle second worker with half the wait then answers a poll of its
+// own, by its timer, so at least half a second has passed since A's timer started. Poll B, sent
+// then with nothing running, must wait its own second, where A's timer would answer it at least
+// half a second early.
 TEST(InferenceWorkerActor, APollWaitsItsOwnWaitWhateverAnEarlierPollsTimer) {
   auto cfg = actor::make_system_config({.scheduler_threads = 2});
   caf::actor_system system(*cfg);
   metrics::registry metrics;
-  constexpr auto wait = 1s;
+  constexpr std::chrono::milliseconds wait = 1s;
   auto worker = tiny_worker(system, metrics, wait);
+  auto clock =
+      *spawn_inference_worker(system, metrics, "worker/1", tiny_model(),
+                              {.scheduler = {.ctx = 64, .max_batch_tokens = 64}}, {}, wait / 2);
   caf::scoped_actor self(system);
   auto fail = [](caf::error& e) { FAIL() << caf::to_string(e); };
   auto a = self->request(worker, 10s, actor::poll_atom_v, true);
@@ -232,7 +236,8 @@ TEST(InferenceWorkerActor, APollWaitsItsOwnWaitWhateverAnEarlierPollsTimer) {
   self->request(worker, 10s, actor::generate_atom_v, r).receive([](caf::ok_atom) {}, fail);
   a.receive([](actor::worker_report& report) { EXPECT_EQ(report.events.size(), 1u); }, fail);
 
-  std::this_thread::sleep_for(400ms);
+  self->request(clock, 10s, actor::poll_atom_v, true)
+      .receive([](actor::worker_report& report) { EXPECT_TRUE(report.events.empty()); }, fail);
   const auto b_sent = std::chrono::steady_clock::now();
   self->request(worker, 10s, actor::poll_atom_v, true)
       .receive(
@@ -243,6 +248,7 @@ TEST(InferenceWorkerActor, APollWaitsItsOwnWaitWhateverAnEarlierPollsTimer) {
           },
           fail);
   self->send_exit(worker, caf::exit_reason::user_shutdown);
+  self->send_exit(clock, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace
