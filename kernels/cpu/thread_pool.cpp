@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+namespace troupe::kernels::cpu {
 namespace {
 // Spins while `waiting()` for at most ~50 us: the next parallel region of a loop of kernels
 // (the decoder's iterations) comes sooner than a blocked thread would wake.
@@ -15,8 +16,6 @@ void spin_while(Pred waiting) {
   }
 }
 }  // namespace
-
-namespace troupe::kernels::cpu {
 
 thread_pool::thread_pool(int threads) {
   for (int i = 1; i < threads; ++i)

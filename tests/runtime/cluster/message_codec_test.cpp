@@ -265,6 +265,31 @@ TEST(MessageCodec, RefusesEventsWhoseLogProbsDoNotMatchTheirTokens) {
       << refused.status();
 }
 
+// A peer's log-probs as a list of numbers (not bin f32) are refused, naming the field.
+TEST(MessageCodec, RefusesEventLogProbsThatAreNotBin) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(1);
+  pk.pack_array(2);
+  pk.pack("worker_report");
+  pk.pack_map(1);
+  pk.pack("events");
+  pk.pack_array(1);
+  pk.pack_map(3);
+  pk.pack("id");
+  pk.pack(7);
+  pk.pack("tokens");
+  pk.pack(std::vector<int32_t>{1, 2});
+  pk.pack("logprobs");
+  pk.pack(std::vector<float>{-0.5f, -1.5f});
+  auto handle = msgpack::unpack(buf.data(), buf.size());
+  auto refused = decode_message(handle.get());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("generation_event: 'logprobs' must be bin"),
+            std::string::npos)
+      << refused.status();
+}
+
 // The RL roles' messages cross processes bit for bit (floats as raw f32 / f64).
 TEST(MessageCodec, RoundTripsTheRlMessages) {
   actor::rl_batch b{1,
