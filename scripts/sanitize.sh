@@ -5,9 +5,10 @@
 #   scripts/sanitize.sh asan   # ASan + UBSan (build-asan): every unit test binary (the runtime,
 #                              # plugins, actors, app drivers, tasks, kernels, the GPT, the
 #                              # fuzz corpora); CAF's internals suppressed (tests/ubsan.supp)
-#   scripts/sanitize.sh tsan   # TSan (build-tsan): the threaded runtime parts without CAF actors:
-#                              # the peer inbox, the collective queue, the async checkpoint
-#                              # writer (the scheduler's tests need a TSan-built CAF: see
+#   scripts/sanitize.sh tsan   # TSan (build-tsan): the threaded parts without CAF actors: the
+#                              # peer inbox, the collective queue, the async checkpoint writer,
+#                              # the kernels' thread pool (the scheduler's tests need a
+#                              # TSan-built CAF: see
 #                              # docs/testing.md#sanitizers)
 #   scripts/sanitize.sh all    # both
 #
@@ -42,6 +43,6 @@ if [ "$mode" = asan ] || [ "$mode" = all ]; then
 fi
 if [ "$mode" = tsan ] || [ "$mode" = all ]; then
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
-    run tsan thread 'PeerInboxTest.*:CollectiveQueue.*:AsyncWriter.*' \
-    cluster_test comm_test tensor_checkpoint_test
+    run tsan thread 'PeerInboxTest.*:CollectiveQueue.*:AsyncWriter.*:ThreadPool.*' \
+    cluster_test comm_test tensor_checkpoint_test kernels_test
 fi

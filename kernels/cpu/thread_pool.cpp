@@ -4,11 +4,11 @@
 
 namespace troupe::kernels::cpu {
 namespace {
-// Spins while `waiting()` for at most ~50 us: the next parallel region of a loop of kernels
-// (the decoder's iterations) comes sooner than a blocked thread would wake.
+// Spins while `waiting()` for at most `spin`: the next parallel region of a loop of kernels (the
+// decoder's iterations) comes sooner than a blocked thread would wake.
 template <class Pred>
-void spin_while(Pred waiting) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+void spin_while(std::chrono::microseconds spin, Pred waiting) {
+  const auto until = std::chrono::steady_clock::now() + spin;
   while (waiting() && std::chrono::steady_clock::now() < until) {
 #if defined(__x86_64__)
     __builtin_ia32_pause();
@@ -17,7 +17,7 @@ void spin_while(Pred waiting) {
 }
 }  // namespace
 
-thread_pool::thread_pool(int threads) {
+thread_pool::thread_pool(int threads, std::chrono::microseconds spin) : spin_(spin) {
   for (int i = 1; i < threads; ++i)
     workers_.emplace_back([this, i] { work(i); });
 }
@@ -26,6 +26,7 @@ thread_pool::~thread_pool() {
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
+    ++generation_;  // a spinning worker stops spinning at once
   }
   wake_.notify_all();
   for (auto& t : workers_)
@@ -43,7 +44,7 @@ void thread_pool::run(int64_t tasks, const std::function<void(int64_t)>& fn) {
   }
   wake_.notify_all();
   drain();
-  spin_while([this] { return busy_.load(std::memory_order_acquire) != 0; });
+  spin_while(spin_, [this] { return busy_.load(std::memory_order_acquire) != 0; });
   std::unique_lock lock(mutex_);
   done_.wait(lock, [this] { return busy_ == 0; });
   fn_ = nullptr;
@@ -64,7 +65,7 @@ void thread_pool::drain() {
 void thread_pool::work(int) {
   uint64_t seen = 0;
   for (;;) {
-    spin_while([&] { return generation_.load(std::memory_order_acquire) == seen; });
+    spin_while(spin_, [&] { return generation_.load(std::memory_order_acquire) == seen; });
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });

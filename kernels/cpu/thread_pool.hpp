@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -12,13 +13,15 @@ namespace troupe::kernels::cpu {
 
 /// A fixed set of threads that split index ranges. Kernels take a pool pointer; nullptr runs
 /// serially on the caller (what a caller that already runs one kernel per core passes). Between
-/// regions a worker spins for about 50 us before it blocks, and so does the caller waiting for
-/// the workers: a loop of regions (the decoder's iterations) calls again sooner than a blocked
-/// thread wakes, which on a virtual machine can take longer than a region.
+/// regions a worker spins for `spin` before it blocks, and so does the caller waiting for the
+/// workers: a loop of regions (the decoder's iterations) calls again sooner than a blocked thread
+/// wakes, which on a virtual machine can take longer than a region.
 class thread_pool {
  public:
+  static constexpr std::chrono::microseconds default_spin{50};
+
   /// `threads` workers including the caller, at least 1.
-  explicit thread_pool(int threads);
+  explicit thread_pool(int threads, std::chrono::microseconds spin = default_spin);
   ~thread_pool();
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
@@ -42,6 +45,7 @@ class thread_pool {
   std::atomic<int> busy_ = 0;             // changed under mutex_, read by a spinning caller
   std::atomic<uint64_t> generation_ = 0;  // changed under mutex_, read by a spinning worker
   bool stop_ = false;
+  const std::chrono::microseconds spin_;
 };
 
 /// Runs fn(task) for every task on `pool`, or serially when pool is nullptr.
