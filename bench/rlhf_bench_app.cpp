@@ -10,7 +10,8 @@
 //   against the serving engine alone (actors::inference_engine in this process, on the same
 //   weights, the same requests: prompts, seeds, lengths and stop string) step by step. The runs
 //   keep the policy's learning rate at 0, so that every step generates with the initial weights,
-//   which the baseline then has too: both generate the same tokens, checked.
+//   which the baseline then has too: both generate the same tokens, checked. Launch and baseline
+//   alternate R / 2 times, and the medians pool their steps.
 // - ppo_step_s: configs/rlhf_ppo.yaml's whole step with one PPO epoch (the shipped learning
 //   rates) against the same step written in PyTorch (bench/ref_ppo_torch.py: the same model,
 //   batch and response length, a KV cache for the generation), at its faster of 1 and 2 threads,
@@ -97,13 +98,13 @@ std::pair<int64_t, double> engine_alone(const apps::rlhf::rlhf_options& o, int w
   return {tokens, std::chrono::duration<double>(clock::now() - start).count()};
 }
 
-void bench_config(const std::string& name, int steps) {
+// `repeats` launches of configs/rlhf_<name>.yaml, each followed by the engine alone on its steps'
+// requests, so that a minute in which this machine runs slower falls on both sides.
+void bench_config(const std::string& name, int steps, int repeats) {
   const std::string config = std::string(TROUPE_SOURCE_DIR) + "/configs/rlhf_" + name + ".yaml";
   const std::vector<std::string> sets = {
       "rlhf.warmup.steps=0", "rlhf.trainer.test_freq=0", "rlhf.actor.lr=0",
       "rlhf.trainer.total_training_steps=" + std::to_string(steps)};
-  const std::vector<nlohmann::json> rows = launch(config, sets);
-  if (static_cast<int>(rows.size()) != steps) fail(config + ": not every step has a row");
 
   // The same config, loaded as the launch loaded it, gives the baseline its requests.
   actor::role_registry registry;
@@ -130,17 +131,21 @@ void bench_config(const std::string& name, int steps) {
   double covered = 0;
   int64_t mismatched = 0;
   const int rows_per_step = o.data.train_batch_size * o.rollout.n;
-  for (int s = 2; s <= steps; ++s) {  // the first step warms up
-    const nlohmann::json& row = rows[s - 1];
-    step_s.push_back(row["timing_s/step"]);
-    for (const auto& p : phases) {
-      if (row.contains("timing_s/" + p)) split[p].push_back(row["timing_s/" + p]);
+  for (int r = 0; r < repeats; ++r) {
+    const std::vector<nlohmann::json> rows = launch(config, sets);
+    if (static_cast<int>(rows.size()) != steps) fail(config + ": not every step has a row");
+    for (int s = 2; s <= steps; ++s) {  // the first step warms up
+      const nlohmann::json& row = rows[s - 1];
+      step_s.push_back(row["timing_s/step"]);
+      for (const auto& p : phases) {
+        if (row.contains("timing_s/" + p)) split[p].push_back(row["timing_s/" + p]);
+      }
+      const auto [tokens, seconds] = engine_alone(o, workers, layout, params, driver, s);
+      const double rl_tokens = row["response_length/mean"].get<double>() * rows_per_step;
+      mismatched += std::llround(rl_tokens) != tokens;
+      ours.push_back(static_cast<double>(tokens) / row["timing_s/gen"].get<double>());
+      alone.push_back(static_cast<double>(tokens) / seconds);
     }
-    const auto [tokens, seconds] = engine_alone(o, workers, layout, params, driver, s);
-    const double rl_tokens = row["response_length/mean"].get<double>() * rows_per_step;
-    mismatched += std::llround(rl_tokens) != tokens;
-    ours.push_back(static_cast<double>(tokens) / row["timing_s/gen"].get<double>());
-    alone.push_back(static_cast<double>(tokens) / seconds);
   }
   // old_log_prob, ref and values run at once, and so do the updates: the longest of each counts.
   nlohmann::json phase_medians = nlohmann::json::object();
@@ -219,8 +224,8 @@ void bench_ppo_against_torch(int steps, int repeats) {
 }
 
 void run_rlhf_app_benchmarks(int steps, int repeats) {
-  bench_config("grpo", steps);
-  bench_config("ppo", steps);
+  bench_config("grpo", steps, repeats);
+  bench_config("ppo", steps, repeats);
   bench_ppo_against_torch(steps, repeats);
 }
 
