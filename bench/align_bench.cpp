@@ -85,7 +85,7 @@ double troupe_step_s(const options& o, bool dpo) {
 
 // PyTorch's step times {reward model, DPO} with `threads` threads; {0, 0} without PyTorch.
 std::pair<double, double> torch_step_s(const options& o, int threads) {
-  const std::string cmd = "/usr/bin/python3 " TROUPE_SOURCE_DIR "/bench/ref_align_torch.py" +
+  const std::string cmd = bench::torch_python + TROUPE_SOURCE_DIR "/bench/ref_align_torch.py" +
                           std::string(" --threads ") + std::to_string(threads) + " --steps " +
                           std::to_string(o.steps) + " --pairs " + std::to_string(o.pairs) +
                           " 2>/dev/null";

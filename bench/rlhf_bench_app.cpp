@@ -183,7 +183,7 @@ void bench_config(const std::string& name, int steps, int repeats) {
 // The median step of `steps` steps of PyTorch's PPO (bench/ref_ppo_torch.py) on `threads`.
 double torch_ppo_step_s(int steps, int threads) {
   const auto out = nlohmann::json::parse(
-      read_command("/usr/bin/python3 " TROUPE_SOURCE_DIR "/bench/ref_ppo_torch.py --steps " +
+      read_command(torch_python + TROUPE_SOURCE_DIR "/bench/ref_ppo_torch.py --steps " +
                    std::to_string(steps) + " --threads " + std::to_string(threads) +
                    " 2>/dev/null"),
       nullptr, false);
