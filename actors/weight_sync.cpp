@@ -19,10 +19,19 @@ std::string hex(const XXH128_hash_t& h) {
 
 // The pieces a bucket moves in: the checksum reads each one while it is in the cache from the
 // transfer that just wrote it (a receiver) or is reading it (the root), where a whole large
-// bucket would come back from memory. A bucket the last-level cache holds whole moves in one
-// piece: each piece costs a wake-up of the waiting thread, which small buckets do not repay.
+// bucket would come back from memory. A bucket the last-level cache holds whole needs no pieces
+// for that, and each piece costs a wake-up of the waiting thread; but from 2 MiB, two halves let
+// a receiver hash the first while the second arrives (3.4 MB: 0.83 of a raw broadcast against
+// 0.78 in one piece, the medians of ten alternating runs of 2026-12-04; 1 MiB pieces gave less).
 constexpr int64_t piece_bytes = int64_t{1} << 20;
+constexpr int64_t halves_from = int64_t{2} << 20;
 constexpr int64_t whole_below = int64_t{8} << 20;
+
+int64_t piece_of(int64_t bucket_bytes) {
+  if (bucket_bytes >= whole_below) return piece_bytes;
+  if (bucket_bytes >= halves_from) return (bucket_bytes + 1) / 2;
+  return std::max<int64_t>(1, bucket_bytes);
+}
 
 // XXH3-128 fed in order.
 class streaming_checksum {
@@ -68,7 +77,7 @@ absl::StatusOr<std::string> broadcast_weights(comm::communicator& group,
     TROUPE_ASSIGN_OR_RETURN(tensor::tensor bucket, weights.narrow(0, begin, count));
     const auto* bytes = static_cast<const char*>(bucket.raw());
     const int64_t in_bucket = static_cast<int64_t>(bucket.nbytes());
-    const int64_t piece = in_bucket < whole_below ? std::max<int64_t>(1, in_bucket) : piece_bytes;
+    const int64_t piece = piece_of(in_bucket);
     absl::Status s = host ? group.broadcast_in_pieces(bucket, root, piece,
                                                       [&](int64_t offset, int64_t length) {
                                                         checksum.add(bytes + offset, length);

@@ -56,11 +56,13 @@ TEST(WeightSync, BucketedBroadcastDeliversTheSendersBytes) {
 }
 
 // 9.6 MB in buckets of 8 MiB: the first bucket moves in 1 MiB pieces, hashed as they arrive, the
-// second (1.2 MB) in one piece; the checksum is the whole buffer's all the same.
+// second (1.2 MB) in one piece. In buckets of 3 MiB: three in two halves each, the last (0.2 MB)
+// whole. The checksum is the whole buffer's all the same.
 TEST(WeightSync, ABucketInPiecesGivesTheWholeBuffersChecksum) {
   const int64_t n = 2'400'001;
   auto [checksum, bytes] = sync_to_two_receivers(n, int64_t{8} << 20);
   EXPECT_EQ(bytes[n - 1], 0.001f * static_cast<float>((n - 1) * (n - 1) % 997));
+  EXPECT_EQ(sync_to_two_receivers(n, int64_t{3} << 20).first, checksum);
 }
 
 // Rank `syncing` of a group of two syncs n weights in buckets of `bucket_bytes` from rank 0; the
