@@ -5,18 +5,6 @@
 #include "runtime/base/status.hpp"
 
 namespace troupe::actors {
-namespace {
-
-// How long the decoder's pool threads spin between parallel regions before they block. The
-// serial parts of an iteration (sampling, the scheduler) last longer than the pool's default
-// 50 us, so its threads blocked two or three times an iteration, and the kernel placed a woken
-// thread by the load it remembered: after other work on every core (an RL step's updates) the
-// two threads shared one core, and a generation took 1.7 times as long (rlhf_bench, 2026-12-04).
-// Spinning through a generation keeps each on its own core; it costs one core's 1 ms when the
-// generation ends.
-constexpr std::chrono::microseconds pool_spin{1000};
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<inference_engine>> inference_engine::create(
     const models::gpt_layout& layout, const float* params, options o) {
@@ -25,9 +13,7 @@ absl::StatusOr<std::unique_ptr<inference_engine>> inference_engine::create(
         absl::StrCat("inference engine: threads is ", o.threads, "; it must be at least 1"));
   }
   std::unique_ptr<kernels::cpu::thread_pool> pool;
-  if (o.threads > 1 && o.device < 0) {
-    pool = std::make_unique<kernels::cpu::thread_pool>(o.threads, pool_spin);
-  }
+  if (o.threads > 1 && o.device < 0) pool = std::make_unique<kernels::cpu::thread_pool>(o.threads);
   TROUPE_ASSIGN_OR_RETURN(
       auto decoder, models::make_gpt_decoder(layout, params, o.scheduler.max_batch_tokens,
                                              o.kv_blocks, o.block_size, o.device, pool.get()));

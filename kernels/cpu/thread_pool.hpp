@@ -13,9 +13,11 @@ namespace troupe::kernels::cpu {
 
 /// A fixed set of threads that split index ranges. Kernels take a pool pointer; nullptr runs
 /// serially on the caller (what a caller that already runs one kernel per core passes). Between
-/// regions a worker spins for `spin` before it blocks, and so does the caller waiting for the
-/// workers: a loop of regions (the decoder's iterations) calls again sooner than a blocked thread
-/// wakes, which on a virtual machine can take longer than a region.
+/// regions a worker spins for `spin` (50 us by default) before it blocks, and so does the caller
+/// waiting for the workers: a loop of regions (the decoder's iterations) calls again sooner than a
+/// blocked thread wakes, which on a virtual machine can take longer than a region. Longer spins
+/// cost more than they gain where other processes share the cores (docs/benchmarks.md, rlhf_bench);
+/// tests pass 0 to make the workers block after every region.
 class thread_pool {
  public:
   static constexpr std::chrono::microseconds default_spin{50};
