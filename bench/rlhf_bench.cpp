@@ -7,7 +7,7 @@
 //
 // Then the app itself (bench/rlhf_bench_app.cpp): the step's split into phases and the
 // rollout's throughput inside RLHF against the serving engine alone, for PPO and GRPO, and
-// PPO's whole step against the same step in PyTorch (bench/ref_ppo_torch.py), R / 2 times.
+// PPO's whole step against the same step in PyTorch (bench/ref_ppo_torch.py), each R / 2 times.
 //
 //   rlhf_bench [--repeats R] [--steps S] [--only sync|app]
 #include <chrono>
