@@ -23,11 +23,11 @@ namespace troupe::bench {
 
 using process_clock = std::chrono::steady_clock;
 
-/// How the benchmarks run their PyTorch baselines (Debian's python3-torch): OpenMP's threads
-/// wait passively between regions. With its default, active waiting, PyTorch on 2 threads took
-/// about three times as long as on 1 on the 2-core development machine (bench/ref_ppo_torch.py,
-/// 1.5 s a step against 0.55), its idle threads spinning on the cores the others needed; with
-/// passive waiting, 0.50-0.58 s. The baselines take their faster of 1 and 2 threads.
+/// How every benchmark runs its PyTorch baseline (Debian's python3-torch): OpenMP's threads wait
+/// passively between regions. With its default, active waiting, PyTorch on 2 threads took about
+/// three times as long as on 1 on the 2-core development machine (bench/ref_ppo_torch.py, 1.5 s a
+/// step against 0.55), its idle threads spinning on the cores the others needed; with passive
+/// waiting, 0.50-0.58 s. On 1 thread the policy changes nothing.
 inline const std::string torch_python = "OMP_WAIT_POLICY=passive /usr/bin/python3 ";
 
 /// Starts `args` (args[0] a path) with its output discarded; its pid.

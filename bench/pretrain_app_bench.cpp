@@ -27,6 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using troupe::bench::median;
 using troupe::bench::read_command;
+using troupe::bench::torch_python;
 
 struct app_run {
   double tokens_per_s = 0;               // the median step's
@@ -67,10 +68,10 @@ std::optional<app_run> launch(int steps, const std::vector<std::string>& sets) {
 }
 
 double torch_tokens_per_s(int steps) {
-  const auto out = nlohmann::json::parse(read_command("/usr/bin/python3 " TROUPE_SHARED_TOOLS
-                                                      "/ref_gpt_torch.py --threads 1 --steps " +
-                                                      std::to_string(steps) + " 2>/dev/null"),
-                                         nullptr, false);
+  const auto out = nlohmann::json::parse(
+      read_command(torch_python + TROUPE_SHARED_TOOLS "/ref_gpt_torch.py --threads 1 --steps " +
+                   std::to_string(steps) + " 2>/dev/null"),
+      nullptr, false);
   return out.is_object() ? out.value("tokens_per_s", 0.0) : 0.0;
 }
 

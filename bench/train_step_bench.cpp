@@ -60,7 +60,7 @@ double troupe_tokens_per_s(const options& o, int threads) {
 
 // Runs the PyTorch reference and reads its tokens_per_s; 0 when PyTorch is not installed.
 double torch_tokens_per_s(const options& o) {
-  const std::string cmd = "/usr/bin/python3 " TROUPE_SHARED_TOOLS "/ref_gpt_torch.py --threads " +
+  const std::string cmd = bench::torch_python + TROUPE_SHARED_TOOLS "/ref_gpt_torch.py --threads " +
                           std::to_string(o.torch_threads) + " --steps " + std::to_string(o.steps) +
                           " 2>/dev/null";
   auto json = nlohmann::json::parse(bench::read_command(cmd), nullptr, false);
