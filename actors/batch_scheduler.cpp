@@ -147,20 +147,25 @@ std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t tok
   s.top_values.insert(s.top_values.end(), top_values.begin(), top_values.end());
   const int prompt = static_cast<int>(s.request.prompt.size());
   const int produced = static_cast<int>(s.tokens.size()) - prompt;
-  // Byte-level text of the output, to find stop strings in.
-  std::string text;
-  for (int i = prompt; i < static_cast<int>(s.tokens.size()); ++i)
-    text.push_back(static_cast<char>(s.tokens[i]));
+  // Whether the output ends with `text` (the vocabulary is bytes: token t is the byte t).
+  const auto output_ends_with = [&](std::string_view text) {
+    if (text.size() > static_cast<size_t>(produced)) return false;
+    const int32_t* tail = s.tokens.data() + s.tokens.size() - text.size();
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (static_cast<char>(tail[i]) != text[i]) return false;
+    }
+    return true;
+  };
   size_t hold = 0;  // the output's tail that may be the start of a stop string
   for (const auto& stop : s.request.stop) {
     if (stop.empty()) continue;
-    if (text.size() >= stop.size() &&
-        text.compare(text.size() - stop.size(), stop.size(), stop) == 0) {
+    if (output_ends_with(stop)) {
       const int kept = s.request.include_stop_str_in_output ? 0 : static_cast<int>(stop.size());
       return finish(id, finish_reason::stop, produced - kept);
     }
-    for (size_t k = std::min(stop.size() - 1, text.size()); k > hold; --k) {
-      if (text.compare(text.size() - k, k, stop, 0, k) == 0) {
+    if (!s.request.stream) continue;  // nothing is released before the end
+    for (size_t k = std::min<size_t>(stop.size() - 1, produced); k > hold; --k) {
+      if (output_ends_with(std::string_view(stop).substr(0, k))) {
         hold = k;
         break;
       }
@@ -169,6 +174,7 @@ std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t tok
   if (produced >= s.request.max_tokens || static_cast<int>(s.tokens.size()) >= options_.ctx) {
     return finish(id, finish_reason::length, produced);
   }
+  if (!s.request.stream) return {};  // wanted whole: its one event comes when it ends
   const int releasable = produced - static_cast<int>(hold);
   if (releasable <= s.released) return {};
   generation_event e{id,

@@ -68,7 +68,9 @@ class batch_scheduler {
   /// The batch ran: its chunks' positions are in the cache.
   void computed(const std::vector<batch_chunk>& batch);
   /// The token sampled after a `samples` chunk of sequence `id`, its log-prob, and the request's
-  /// top_logprobs most likely tokens with theirs (empty when it asks for none).
+  /// top_logprobs most likely tokens with theirs (empty when it asks for none). The events it
+  /// returns: the tokens that can be released, and the end. A request with stream false gets
+  /// one event, its whole output, when it ends.
   std::vector<generation_event> on_token(uint64_t id, int32_t token, float logprob = 0.0f,
                                          std::span<const int32_t> top_tokens = {},
                                          std::span<const float> top_values = {});

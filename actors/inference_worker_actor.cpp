@@ -1,11 +1,12 @@
 #include "actors/inference_worker_actor.hpp"
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <deque>
 #include <thread>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/actor/role_actor.hpp"
@@ -15,9 +16,11 @@
 namespace troupe::actors {
 namespace {
 
-// Generations that arrived while a weight swap waits for the engine to empty.
+// Generations that arrived while a weight swap waits for the engine to empty, or before the
+// weights they wait for.
 struct held_request {
   std::vector<actor::generation_request> requests;
+  uint64_t weights_version = 0;  // the newest min_weights_version among them
   caf::typed_response_promise<caf::ok_atom> promise;
 };
 
@@ -26,15 +29,16 @@ struct pending_swap {
   int buffer = 0;
   actor::weights_ack ack;
   caf::typed_response_promise<actor::weights_ack> promise;
+  std::chrono::steady_clock::time_point arrived;  // the sync's arrival
 };
 
 struct worker_state {
   std::shared_ptr<const served_model> model;
   std::shared_ptr<inference_engine> engine;
   actor::worker_report report;  // events and batch sizes not yet polled
-  // Requests with stream false that run, and where report holds their merged event.
+  // Requests with stream false that run (the engine hands out each one's output once, at its
+  // end).
   absl::flat_hash_set<uint64_t> quiet;
-  absl::flat_hash_map<uint64_t, size_t> merged;
   bool report_wanted = false;  // report holds an event a poll waits for
   caf::typed_response_promise<actor::worker_report> poll;
   bool polling = false;      // a poll waits for events
@@ -56,8 +60,7 @@ using worker_self = actor::role_pointer<actor::inference_worker_actor, worker_st
 // Batch sizes a report keeps (the latest), however long since the last poll.
 constexpr size_t max_batch_sizes = 256;
 
-// Delivers the report to the poll that waits, if one does. A quiet request's merged event stays
-// behind until the request has ended: nobody waits for it before.
+// Delivers the report to the poll that waits, if one does.
 void answer_poll(worker_self self) {
   auto& st = self->state;
   if (!st.polling) return;
@@ -67,20 +70,8 @@ void answer_poll(worker_self self) {
   st.report.kv_blocks_total = blocks.total();
   st.report.waiting = static_cast<int32_t>(st.engine->scheduler().waiting());
   st.report.running = static_cast<int32_t>(st.engine->scheduler().running());
-  std::vector<actor::generation_event> kept, delivered;
-  st.merged.clear();
-  for (auto& e : st.report.events) {
-    if (st.quiet.contains(e.id)) {  // running still
-      st.merged.emplace(e.id, kept.size());
-      kept.push_back(std::move(e));
-    } else {
-      delivered.push_back(std::move(e));
-    }
-  }
-  st.report.events = std::move(delivered);
   st.report_wanted = false;
   st.poll.deliver(std::exchange(st.report, {}));
-  st.report.events = std::move(kept);
 }
 
 // Whether the poll that waits has what it waits for.
@@ -112,28 +103,14 @@ void keep_stepping(worker_self self) {
   self->send(self, actor::step_atom_v);  // behind the messages already queued: they join first
 }
 
-// A streamed request's events are each wanted by a poll; a quiet one's (stream false) are merged
-// into one event, wanted once it has finished.
+// Every event is wanted by a poll: a streamed request's as they come, a quiet one's (stream
+// false: its whole output) at its end.
 void add_events(worker_self self, std::vector<actor::generation_event> events) {
   auto& st = self->state;
+  st.report_wanted = st.report_wanted || !events.empty();
   for (auto& e : events) {
-    const bool quiet = st.quiet.contains(e.id);
     if (e.finished) st.quiet.erase(e.id);
-    st.report_wanted = st.report_wanted || !quiet || e.finished;
-    auto it = quiet ? st.merged.find(e.id) : st.merged.end();
-    if (it == st.merged.end()) {
-      if (quiet) st.merged.emplace(e.id, st.report.events.size());
-      st.report.events.push_back(std::move(e));
-      continue;
-    }
-    actor::generation_event& into = st.report.events[it->second];
-    into.tokens.insert(into.tokens.end(), e.tokens.begin(), e.tokens.end());
-    into.logprobs.insert(into.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
-    into.top_tokens.insert(into.top_tokens.end(), e.top_tokens.begin(), e.top_tokens.end());
-    into.top_values.insert(into.top_values.end(), e.top_values.begin(), e.top_values.end());
-    into.finished = e.finished;
-    into.reason = e.reason;
-    into.weights_version = e.weights_version;
+    st.report.events.push_back(std::move(e));
   }
   if (poll_ready(st)) answer_poll(self);
 }
@@ -160,8 +137,17 @@ absl::Status add_requests(worker_self self, std::vector<actor::generation_reques
 caf::result<caf::ok_atom> generate(worker_self self,
                                    std::vector<actor::generation_request> requests) {
   auto& st = self->state;
-  if (st.swap) {  // after the swap
-    st.held.push_back({std::move(requests), self->make_response_promise<caf::ok_atom>()});
+  uint64_t wanted = 0;
+  for (const auto& r : requests)
+    wanted = std::max(wanted, r.min_weights_version);
+  if (wanted > st.engine->weights_version() && !st.sync) {
+    return actor::to_error(absl::FailedPreconditionError(absl::StrCat(
+        "request ", requests.front().id, " waits for weights version ", wanted,
+        ", but this inference worker receives no weights (it is not an RL rollout worker): send "
+        "min_weights_version 0")));
+  }
+  if (st.swap || wanted > st.engine->weights_version()) {  // after the swap that brings them
+    st.held.push_back({std::move(requests), wanted, self->make_response_promise<caf::ok_atom>()});
     return st.held.back().promise;
   }
   if (absl::Status s = add_requests(self, std::move(requests)); !s.ok()) {
@@ -176,6 +162,8 @@ void finish_swap(worker_self self) {
   if (!st.swap || !st.engine->idle()) return;
   pending_swap swap = *std::move(st.swap);
   st.swap.reset();
+  swap.ack.swap_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - swap.arrived).count();
   if (absl::Status s =
           st.engine->swap_weights(st.weights[swap.buffer].data<float>(), swap.ack.version);
       !s.ok()) {
@@ -184,15 +172,18 @@ void finish_swap(worker_self self) {
     st.live = swap.buffer;
     swap.promise.deliver(swap.ack);
   }
-  while (!st.held.empty()) {
-    held_request h = std::move(st.held.front());
-    st.held.pop_front();
-    if (absl::Status s = add_requests(self, std::move(h.requests)); !s.ok()) {
+  // In arrival order, all before the next iteration; those for a newer version wait on.
+  std::deque<held_request> waiting;
+  for (held_request& h : st.held) {
+    if (h.weights_version > st.engine->weights_version()) {
+      waiting.push_back(std::move(h));
+    } else if (absl::Status s = add_requests(self, std::move(h.requests)); !s.ok()) {
       h.promise.deliver(actor::to_error(s));
     } else {
       h.promise.deliver(caf::ok_atom_v);
     }
   }
+  st.held = std::move(waiting);
   keep_stepping(self);
 }
 
@@ -201,6 +192,7 @@ void finish_swap(worker_self self) {
 caf::result<actor::weights_ack> receive_weights(worker_self self,
                                                 const actor::weight_sync_round& round) {
   const uint64_t version = round.version;
+  const auto arrived = std::chrono::steady_clock::now();
   auto& st = self->state;
   if (!st.sync) {
     return actor::to_error(absl::FailedPreconditionError(
@@ -237,8 +229,12 @@ caf::result<actor::weights_ack> receive_weights(worker_self self,
     st.sync_group.reset();  // a failed group refuses further work; the next sync forms anew
     return actor::to_error(checksum.status());
   }
-  st.swap = pending_swap{
-      buffer, {version, *std::move(checksum)}, self->make_response_promise<actor::weights_ack>()};
+  st.swap.emplace();
+  st.swap->buffer = buffer;
+  st.swap->ack.version = version;
+  st.swap->ack.checksum = *std::move(checksum);
+  st.swap->promise = self->make_response_promise<actor::weights_ack>();
+  st.swap->arrived = arrived;
   auto promise = st.swap->promise;
   finish_swap(self);
   return promise;

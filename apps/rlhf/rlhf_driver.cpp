@@ -196,8 +196,28 @@ std::vector<rlhf_driver::command> rlhf_driver::resync() {
     acks_.clear();
     sender_checksum_.clear();
     sync_sender_ = groups_[0].members.front();  // the group's rank 0 sends
-    return {sync_all{version_ + 1}};
+    sync_sent_ = now_();
+    rollout_swap_s_ = -1;
+    return {sync_all{version_ + 1, !sent_ahead_ && generates_after_sync()}};
   });
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::requests_ahead() {
+  if (phase_ != phase::syncing || sent_ahead_ || !generates_after_sync()) return {};
+  // Each worker starts them as it swaps the new weights in, and never on older ones.
+  requests_ = requests_for(cursor_, schedule_.prompts, schedule_.n, false, schedule_.seed);
+  for (auto& r : requests_)
+    r.min_weights_version = version_ + 1;
+  sent_ahead_ = true;
+  return {generate_all{requests_}};
+}
+
+bool rlhf_driver::validation_due() const {
+  return schedule_.test_freq > 0 && (step_ >= schedule_.end() || step_ % schedule_.test_freq == 0);
+}
+
+bool rlhf_driver::generates_after_sync() const {
+  return step_ < schedule_.end() && !validation_due() && !prefetched_ && !prefetching_;
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::on_synced(const std::string& who,
@@ -212,6 +232,7 @@ std::vector<rlhf_driver::command> rlhf_driver::on_synced(const std::string& who,
     sender_checksum_ = ack.checksum;
   } else {
     acks_.emplace_back(who, ack.checksum);
+    rollout_swap_s_ = rollout_swap_s_ < 0 ? ack.swap_s : std::min(rollout_swap_s_, ack.swap_s);
   }
   if (++answers_ < sync_participants_) return {};
   for (const auto& [worker, checksum] : acks_) {
@@ -229,8 +250,7 @@ std::vector<rlhf_driver::command> rlhf_driver::on_synced(const std::string& who,
 
 std::vector<rlhf_driver::command> rlhf_driver::after_sync() {
   const bool last = step_ >= schedule_.end();
-  const bool validate = schedule_.test_freq > 0 && (last || step_ % schedule_.test_freq == 0);
-  if (validate) {
+  if (validation_due()) {
     phase_ = phase::validating;
     phase_started_ = now_();
     requests_ = requests_for(0, schedule_.val_prompts, 1, true, schedule_.seed ^ validation_stream);
@@ -267,6 +287,19 @@ std::vector<actor::generation_request> rlhf_driver::requests_for(int64_t first_p
 std::vector<rlhf_driver::command> rlhf_driver::generate() {
   phase_ = phase::generating;
   phase_started_ = now_();
+  if (sent_ahead_) {
+    // Sent with the sync: the generation started when the first rollout worker swapped the
+    // weights in, which its acknowledgement says (measured from the sync's sending, so the
+    // sync's way to the worker counts as generation).
+    sent_ahead_ = false;
+    phase_started_ =
+        sync_sent_ + std::chrono::duration_cast<clock::duration>(
+                         std::chrono::duration<double>(std::max(0.0, rollout_swap_s_)));
+    if (!early_outputs_) return {};
+    std::vector<actor::generation_event> outputs = *std::move(early_outputs_);
+    early_outputs_.reset();
+    return generated(std::move(outputs), early_at_);
+  }
   if (prefetched_) {  // generated while the last step updated, on the weights before it
     requests_ = std::move(prefetch_requests_);
     std::vector<actor::generation_event> outputs = *std::move(prefetched_);
@@ -311,6 +344,17 @@ absl::Status rlhf_driver::check_outputs(const std::vector<actor::generation_requ
 
 std::vector<rlhf_driver::command> rlhf_driver::on_generated(
     std::vector<actor::generation_event> outputs) {
+  if (phase_ == phase::syncing && sent_ahead_ && !prefetching_) {
+    // Before the last acknowledgement: it waits for the checksums' comparison.
+    early_outputs_ = std::move(outputs);
+    early_at_ = now_();
+    return {};
+  }
+  return generated(std::move(outputs), now_());
+}
+
+std::vector<rlhf_driver::command> rlhf_driver::generated(
+    std::vector<actor::generation_event> outputs, clock::time_point at) {
   if (prefetching_) {  // the next step's, which waits for it
     if (absl::Status s = check_outputs(prefetch_requests_, outputs); !s.ok()) return failed(s);
     prefetching_ = false;
@@ -324,7 +368,8 @@ std::vector<rlhf_driver::command> rlhf_driver::on_generated(
   if (phase_ != phase::generating && phase_ != phase::validating) return {};
   if (absl::Status s = check_outputs(requests_, outputs); !s.ok()) return failed(s);
   const bool validation = phase_ == phase::validating;
-  row_[validation ? "timing_s/testing" : "timing_s/gen"] = seconds_since(phase_started_);
+  row_[validation ? "timing_s/testing" : "timing_s/gen"] =
+      std::chrono::duration<double>(at - phase_started_).count();
   outputs_ = std::move(outputs);
   score_all scoring;
   for (size_t i = 0; i < requests_.size(); ++i) {

@@ -114,6 +114,8 @@ struct rl_task {
 ///   sync weights (policy rank 0 -> every rollout worker; each acknowledges version and checksum)
 ///   -> [validation due] greedy generation of the validation prompts -> score -> val metrics
 ///   -> generate n responses per prompt -> score (reward role)
+///      (without validation, the requests go out right behind the sync: a worker starts them as
+///      it swaps the new weights in, and their outputs wait for every checksum to compare)
 ///   -> old log-probs (policy ranks), reference log-probs (reference) and, with a critic, values
 ///      (critic ranks), in parallel
 ///   -> advantages -> [critic] ppo_epochs x mini-batches, one optimizer step each on every critic
@@ -152,8 +154,11 @@ class rlhf_driver {
   struct load_initial {
     std::string dir;
   };
+  /// With `requests_follow`, the step's requests follow the sync: the actor asks
+  /// requests_ahead() for them once the sync's messages have left.
   struct sync_all {
     uint64_t version;
+    bool requests_follow = false;
   };
   struct generate_all {
     std::vector<actor::generation_request> requests;
@@ -255,6 +260,9 @@ class rlhf_driver {
   /// The sync in flight lost a participant (a rollout worker): it is asked again of the
   /// participants there are now (set_sync_participants), the acknowledgements so far dropped.
   std::vector<command> resync();
+  /// After a sync_all with requests_follow: the step's requests (a generate_all), each waiting in
+  /// the rollout for the sync's version (min_weights_version).
+  std::vector<command> requests_ahead();
   /// Every request's whole output, in request order.
   std::vector<command> on_generated(std::vector<actor::generation_event> outputs);
   std::vector<command> on_scored(std::vector<double> scores);
@@ -325,7 +333,14 @@ class rlhf_driver {
   std::vector<command> warm_up_or_begin();
   std::vector<command> begin_step();
   std::vector<command> after_sync();
+  [[nodiscard]] bool validation_due() const;
+  // The training generation follows the sync directly (no validation, no prefetched outputs):
+  // its requests go out with the sync.
+  [[nodiscard]] bool generates_after_sync() const;
   std::vector<command> generate();
+  // on_generated, for outputs that arrived at `at`.
+  std::vector<command> generated(std::vector<actor::generation_event> outputs,
+                                 clock::time_point at);
   std::vector<command> after_log_probs();
   std::vector<command> start_updates();
   std::vector<command> next_update(bool critic);
@@ -424,6 +439,12 @@ class rlhf_driver {
   std::vector<std::pair<std::string, std::string>> acks_;  // who, checksum
   std::vector<actor::generation_request> requests_;
   std::vector<actor::generation_event> outputs_;
+  // The step's requests went out with its sync (generates_after_sync); outputs that arrive
+  // before the sync's last acknowledgement wait for it.
+  bool sent_ahead_ = false;
+  clock::time_point sync_sent_{}, early_at_{};
+  double rollout_swap_s_ = -1;  // the earliest rollout worker's swap, after the sync's sending
+  std::optional<std::vector<actor::generation_event>> early_outputs_;
   std::optional<rollout_batch> batch_;
   // One-step-off-policy (max_staleness > 0): the next step's generation, started once this
   // step's log-probs are in and run while it updates; its outputs wait for the next step.

@@ -14,6 +14,7 @@
 #include "models/gpt/gpt_checkpoint.hpp"
 #include "models/gpt/gpt_source.hpp"
 #include "runtime/actor/interfaces.hpp"
+#include "runtime/actor/job_end_flush.hpp"
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
@@ -307,6 +308,10 @@ void execute_one(self_ptr self, command& cmd) {
         });
   } else if (auto* c = std::get_if<rlhf_driver::sync_all>(&cmd)) {
     sync(self, c->version);
+    if (c->requests_follow) {
+      actor::flush_job_output();  // the sync starts while the requests are made and sent
+      execute(self, st.logic->requests_ahead());
+    }
   } else if (auto* c = std::get_if<rlhf_driver::generate_all>(&cmd)) {
     generate(self, std::move(c->requests));
   } else if (auto* c = std::get_if<rlhf_driver::score_all>(&cmd)) {

@@ -107,12 +107,21 @@ void on_wake(self_ptr self) {
   settle_sync(self);
 }
 
-// Rollout worker `w`'s requests `requests` join its engine.
+// The longest a sync member's answer may take: the group's timeout bounds each of its waits (for
+// the others' addresses, for their connections, for a bucket).
+static std::chrono::milliseconds sync_limit(const controller_state& st) {
+  return std::chrono::milliseconds(3 * st.options.sync.timeout_ms + 5000);
+}
+
+// Rollout worker `w`'s requests `requests` join its engine (those sent with a sync once it has
+// swapped the new weights in).
 static void send_requests(self_ptr self, const std::string& w,
                           std::vector<actor::generation_request> requests) {
   auto& st = self->state;
-  self->request(st.rollouts.at(w), std::chrono::seconds(60), actor::generate_atom_v,
-                std::move(requests))
+  const bool after_sync = !requests.empty() && requests.front().min_weights_version > 0;
+  std::chrono::milliseconds limit = std::chrono::seconds(60);
+  if (after_sync) limit += sync_limit(st);
+  self->request(st.rollouts.at(w), limit, actor::generate_atom_v, std::move(requests))
       .then([](caf::ok_atom) {}, [self, w](caf::error& e) { on_rollout_error(self, w, e); });
   if (!st.gen.polling.contains(w)) poll(self, w);
 }
@@ -199,6 +208,11 @@ static void settle_sync(self_ptr self) {
   }
   if (st.sync.failure.ok()) {
     st.sync.active = false;  // the logic went on at the last acknowledgement
+    const size_t workers = st.sync.expected - 1;
+    st.events->emit(run::severity::debug, "weights_synced",
+                    absl::StrCat("weights version ", st.sync.version, " on ", workers,
+                                 " rollout worker", workers == 1 ? "" : "s"),
+                    {{"version", st.sync.version}, {"workers", workers}});
     return;
   }
   if (clock::now() - st.sync.failed_at >= st.loss_wait) {
@@ -227,9 +241,7 @@ void sync(self_ptr self, uint64_t version) {
   }
   st.logic->set_sync_participants(ranks);
   st.sync = {st.sync.id + 1, version, 0, static_cast<size_t>(ranks), true, {}, {}, sender};
-  // The group's timeout bounds each of a member's waits: for the others' addresses, for their
-  // connections, for a bucket. This bounds an actor that never answers.
-  const auto limit = std::chrono::milliseconds(3 * st.options.sync.timeout_ms + 5000);
+  const auto limit = sync_limit(st);  // bounds an actor that never answers
   const auto ask = [&](auto& handle, std::string who, int rank) {
     const actor::weight_sync_round round{version, epoch, rank, ranks};
     self->request(handle, limit, actor::sync_atom_v, round)

@@ -42,8 +42,8 @@ void job_begins() {
   current.running = true;
 }
 
-void job_ends() {
-  current.running = false;
+// Flushes every output the current job queued on.
+static void flush_listed() {
   if (current.to_flush.empty()) return;  // most jobs send nothing to other processes
   // Swapped out first: a flush may itself queue output (it then flushes at once).
   std::vector<listed_output> list;
@@ -53,6 +53,15 @@ void job_ends() {
   }
   list.clear();
   if (current.to_flush.empty()) current.to_flush.swap(list);  // keep the capacity
+}
+
+void flush_job_output() {
+  if (current.running) flush_listed();
+}
+
+void job_ends() {
+  current.running = false;
+  flush_listed();
 }
 
 }  // namespace troupe::actor

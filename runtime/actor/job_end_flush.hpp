@@ -23,6 +23,10 @@ class batched_output : public std::enable_shared_from_this<batched_output> {
 /// called in the job). Only while `flushes_at_job_end()`.
 void flush_at_job_end(batched_output& out);
 
+/// Sends what the calling thread's current job queued so far, without waiting for its end: for
+/// a message whose receiver should start on it while the job goes on. Elsewhere a no-op.
+void flush_job_output();
+
 /// For the scheduler: a job starts on the calling thread; and it ended (flushes what it queued).
 void job_begins();
 void job_ends();

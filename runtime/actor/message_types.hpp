@@ -200,6 +200,9 @@ struct weight_sync_round {
 struct weights_ack {
   uint64_t version = 0;
   std::string checksum;
+  /// A rollout worker's seconds from the sync's arrival to the new weights' swap into its engine
+  /// (0 from the sender): an RL step's generation, sent with the sync, starts then.
+  double swap_s = 0;
 };
 
 /// One data-parallel rank's part of checkpoint `step`, written and synced: its files, the data
@@ -239,13 +242,17 @@ struct generation_request {
   /// vLLM's sampling parameter: keep the stop string that ended the output in it, with its
   /// tokens' log-probs (an RL response is trained on its end).
   bool include_stop_str_in_output = false;
-  /// false: the requester wants the output only when it ends (OpenAI's stream: false). A worker
-  /// then merges its tokens into one event and answers a poll for it only when it ends, so a
-  /// batch of such requests costs a few polls instead of one per iteration.
+  /// false: the requester wants the output only when it ends (OpenAI's stream: false). The
+  /// engine then hands out its whole output in one event when it ends, and a worker answers a
+  /// poll for it only then, so a batch of such requests costs a few polls instead of one per
+  /// iteration.
   bool stream = true;
   /// The most likely tokens to report with each output token, with their log-probs (OpenAI's
   /// top logprobs); 0: none.
   int32_t top_logprobs = 0;
+  /// The request waits in the worker until its weights are at least this version (an RL step's
+  /// requests go out with that step's weight sync); 0: any weights.
+  uint64_t min_weights_version = 0;
 };
 
 /// Why a generation ended (OpenAI's finish_reason): "length" (max_tokens or the context),

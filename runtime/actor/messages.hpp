@@ -108,7 +108,7 @@ typename Inspector::result_type inspect(Inspector& f, checkpoint_snapshot& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_request& x) {
   return f(caf::meta::type_name("generation_request"), x.id, x.prompt, x.temperature, x.top_k,
-           x.top_p, x.seed, x.max_tokens, x.stop, x.top_logprobs);
+           x.top_p, x.seed, x.max_tokens, x.stop, x.top_logprobs, x.min_weights_version);
 }
 
 template <class Inspector>
@@ -148,7 +148,7 @@ typename Inspector::result_type inspect(Inspector& f, weight_sync_round& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, weights_ack& x) {
-  return f(caf::meta::type_name("weights_ack"), x.version, x.checksum);
+  return f(caf::meta::type_name("weights_ack"), x.version, x.checksum, x.swap_s);
 }
 
 template <class Inspector>

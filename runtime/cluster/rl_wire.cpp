@@ -181,11 +181,13 @@ absl::StatusOr<actor::weight_sync_round> unpack_sync_round(const msgpack::object
 }
 
 void pack_weights_ack(packer& pk, const actor::weights_ack& x) {
-  pk.pack_map(2);
+  pk.pack_map(3);
   pk.pack("version");
   pk.pack(x.version);
   pk.pack("checksum");
   pk.pack(x.checksum);
+  pk.pack("swap_s");
+  pk.pack(x.swap_s);
 }
 
 absl::StatusOr<actor::weights_ack> unpack_weights_ack(const msgpack::object& o) {
@@ -193,6 +195,8 @@ absl::StatusOr<actor::weights_ack> unpack_weights_ack(const msgpack::object& o) 
   actor::weights_ack x;
   TROUPE_ASSIGN_OR_RETURN(x.version, m.get_uint("version"));
   TROUPE_ASSIGN_OR_RETURN(x.checksum, m.get_string("checksum"));
+  TROUPE_ASSIGN_OR_RETURN(x.swap_s, m.get_double("swap_s", 0.0));
+  if (!(x.swap_s >= 0)) return absl::InvalidArgumentError("weights_ack: 'swap_s' must be >= 0");
   return x;
 }
 

@@ -510,9 +510,11 @@ absl::StatusOr<actor::checkpoint_shard> unpack_shard(const msgpack::object& o) {
 }
 
 void pack_generation(packer& pk, const actor::generation_request& x) {
-  pk.pack_map(11);
+  pk.pack_map(12);
   pk.pack("id");
   pk.pack(x.id);
+  pk.pack("min_weights_version");
+  pk.pack(x.min_weights_version);
   pk.pack("stream");
   pk.pack(x.stream);
   pk.pack("include_stop_str_in_output");
@@ -543,6 +545,7 @@ absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::objec
   TROUPE_ASSIGN_OR_RETURN(double top_p, m.get_double("top_p", 1.0));
   TROUPE_ASSIGN_OR_RETURN(int64_t top_k, m.get_int("top_k", 0));
   TROUPE_ASSIGN_OR_RETURN(x.seed, m.get_uint("seed", 0));
+  TROUPE_ASSIGN_OR_RETURN(x.min_weights_version, m.get_uint("min_weights_version", 0));
   TROUPE_ASSIGN_OR_RETURN(int64_t max_tokens, m.get_int("max_tokens", 16));
   TROUPE_ASSIGN_OR_RETURN(int64_t top_logprobs, m.get_int("top_logprobs", 0));
   if (top_logprobs < 0 || top_logprobs > 1 << 20) {

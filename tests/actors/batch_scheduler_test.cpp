@@ -199,6 +199,36 @@ TEST(BatchScheduler, AStopStringCanStayInTheOutput) {
   EXPECT_EQ(logprobs, (std::vector<float>{-'x', -'y', -'z'}));
 }
 
+// stream false (OpenAI's, an RL rollout's): no event until the request ends, then one with its
+// whole output and every log-prob, whether a stop string or max_tokens ended it.
+TEST(BatchScheduler, AQuietRequestGetsItsWholeOutputInOneEventAtItsEnd) {
+  kv_block_pool pool(16, 16);
+  batch_scheduler s({.ctx = 64, .max_batch_tokens = 64}, pool);
+  generation_request stopped = scheduler_request(1, 4, 10, {"yz"});
+  stopped.include_stop_str_in_output = true;
+  generation_request cut = scheduler_request(2, 4, 4);
+  for (generation_request* r : {&stopped, &cut}) {
+    r->stream = false;
+    ASSERT_TRUE(s.add(*r).ok());
+  }
+  std::vector<batch_chunk> batch;
+  std::map<uint64_t, std::vector<generation_event>> events;
+  for (char c : std::string("xwyz")) {
+    for (auto& e : run(s, batch, c))
+      events[e.id].push_back(e);
+  }
+  for (uint64_t id : {1, 2}) {
+    ASSERT_EQ(events[id].size(), 1u) << "request " << id;
+    EXPECT_TRUE(events[id][0].finished);
+    EXPECT_EQ(events[id][0].first_index, 0);
+  }
+  EXPECT_EQ(events[1][0].reason, finish_reason::stop);
+  EXPECT_EQ(std::string(events[1][0].tokens.begin(), events[1][0].tokens.end()), "xwyz");
+  EXPECT_EQ(events[1][0].logprobs, (std::vector<float>{-'x', -'w', -'y', -'z'}));
+  EXPECT_EQ(events[2][0].reason, finish_reason::length);
+  EXPECT_EQ(std::string(events[2][0].tokens.begin(), events[2][0].tokens.end()), "xwyz");
+}
+
 TEST(BatchScheduler, RefusesWhatCannotRunAndCancelsAnywhere) {
   kv_block_pool pool(4, 16);
   batch_scheduler s({.ctx = 32, .max_batch_tokens = 64}, pool);

@@ -196,6 +196,35 @@ TEST_F(RolloutSyncTest, ASwapWaitsForTheRequestsRunningOnTheOldWeights) {
   self_->send_exit(sender, caf::exit_reason::user_shutdown);
 }
 
+// An RL step's requests go out right behind its sync (min_weights_version): one that arrives
+// before the weights it waits for is held, then runs on them alone, and the worker's
+// acknowledgement says when it swapped them in.
+TEST_F(RolloutSyncTest, ARequestForNewerWeightsWaitsForThem) {
+  auto sender = policy();
+  auto worker = rollout(0);
+  actor::generation_request r;
+  r.id = 4;
+  r.prompt = {'3', ',', '1', ':'};
+  r.max_tokens = 6;
+  r.min_weights_version = 1;
+  auto added = self_->request(worker, 30s, actor::generate_atom_v, r);  // before the sync
+  auto sent = self_->request(sender, 30s, actor::sync_atom_v, round(1, 0, 2));
+  auto ack = self_->request(worker, 30s, actor::sync_atom_v, round(1, 1, 2));
+  added.receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
+  const output out = collect(worker, {4})[4];
+  EXPECT_EQ(out.tokens.size(), 6u);
+  EXPECT_EQ(out.versions, std::set<uint64_t>{1}) << "not a token on the spawned weights";
+  sent.receive([](actor::weights_ack&) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
+  ack.receive(
+      [](actor::weights_ack& a) {
+        EXPECT_EQ(a.version, 1u);
+        EXPECT_GT(a.swap_s, 0.0) << "the receive took some time";
+      },
+      [](caf::error& e) { FAIL() << caf::to_string(e); });
+  self_->send_exit(worker, caf::exit_reason::user_shutdown);
+  self_->send_exit(sender, caf::exit_reason::user_shutdown);
+}
+
 // The rollout changes between syncs (a worker lost, another joined): each new epoch forms the
 // group anew with its members, and a joiner holds the policy's weights after its first round.
 TEST_F(RolloutSyncTest, ANewEpochFormsTheGroupWithItsMembers) {
@@ -233,6 +262,17 @@ TEST_F(RolloutSyncTest, AStuckOrImpossibleSyncIsAnErrorNotAHang) {
                [](caf::error& e) {
                  EXPECT_NE(actor::to_status(e).message().find("not an RL rollout worker"),
                            std::string_view::npos);
+               });
+  actor::generation_request waits;  // for weights a serving worker never receives
+  waits.id = 9;
+  waits.prompt = {'1'};
+  waits.min_weights_version = 2;
+  self_->request(serving, 30s, actor::generate_atom_v, waits)
+      .receive([](caf::ok_atom) { FAIL() << "a serving worker took a request for version 2"; },
+               [](caf::error& e) {
+                 const std::string why(actor::to_status(e).message());
+                 EXPECT_NE(why.find("request 9 waits for weights version 2"), std::string::npos)
+                     << why;
                });
   self_->send_exit(worker, caf::exit_reason::user_shutdown);
   self_->send_exit(serving, caf::exit_reason::user_shutdown);

@@ -54,7 +54,8 @@ class RlhfClusterTest : public cluster_harness {
                  "roles.reference.placement=head", "--set", "roles.reward.placement=head", "--set",
                  "roles.rollout.placement=head"});
     start(steps, workers, 3, std::move(sets), config);
-    ASSERT_FALSE(wait_for_event(run_dir(), "generating", 120s).is_null()) << head_->stderr_so_far();
+    ASSERT_FALSE(wait_for_event(run_dir(), "weights_synced", 120s).is_null())
+        << head_->stderr_so_far();
   }
 
   // Lets the held run go on (a release again is harmless) and waits for it to succeed after
@@ -85,8 +86,10 @@ class RlhfClusterTest : public cluster_harness {
 // weight-sync group at the next step's sync and gets prompts from then on; the run ends.
 TEST_F(RlhfClusterTest, AKilledRolloutWorkersSequencesAreRegeneratedAndAJoinerGetsTheWeightsFirst) {
   ASSERT_NO_FATAL_FAILURE(start_elastic_rollout(3, 2, 3));
-  const nlohmann::json generating = wait_for_event(run_dir(), "generating", 120s);
-  ASSERT_FALSE(generating.is_null()) << head_->stderr_so_far();
+  // The requests go out with the first sync; once it is done they run (and are held).
+  ASSERT_FALSE(wait_for_event(run_dir(), "weights_synced", 120s).is_null())
+      << head_->stderr_so_far();
+  const nlohmann::json generating = wait_for_event(run_dir(), "generating");
   ASSERT_EQ(generating["workers"].size(), 2u) << generating.dump();
   workers_[1]->signal(SIGKILL);
   const nlohmann::json lost = wait_for_event(run_dir(), "rollout_lost", 60s);
@@ -139,8 +142,13 @@ TEST_F(RlhfClusterTest, ARolloutWorkerLostDuringAWeightSyncLeavesAndTheSyncIsRed
   EXPECT_EQ(groups[1].size(), 1u) << "the survivor alone, in the next epoch's group";
   EXPECT_NE(std::find(groups[0].begin(), groups[0].end(), groups[1][0]), groups[0].end());
   EXPECT_EQ(std::find(groups[1].begin(), groups[1].end(), lost["name"]), groups[1].end());
-  for (const auto& e : events_of(run_dir(), "generating"))
-    EXPECT_EQ(e["workers"].size(), 1u) << e.dump();
+  // Step 1's requests went out with the first sync, to both workers: the lost one's share is
+  // regenerated on the survivor, which generates step 2 alone.
+  EXPECT_GT(lost.value("regenerated", 0), 0) << lost.dump();
+  const auto generations = events_of(run_dir(), "generating");
+  ASSERT_EQ(generations.size(), 2u);
+  EXPECT_EQ(generations[0]["workers"].size(), 2u) << generations[0].dump();
+  EXPECT_EQ(generations[1]["workers"].size(), 1u) << generations[1].dump();
 }
 
 // A lost training role ends the run, naming it and the way back. A first launch (one process)
@@ -158,7 +166,8 @@ TEST_F(RlhfClusterTest, ALostPolicyFailsTheRunNamingItAndTheResumeCommand) {
       start(3, 1, 1,  // the rollout's first sync, then held at its first iteration
             {"--set", "roles.reference.placement=head", "--set", "roles.reward.placement=head",
              "--set", "roles.rollout.placement=head", "--set", "rlhf.resume=" + first}));
-  ASSERT_FALSE(wait_for_event(run_dir(), "generating", 120s).is_null()) << head_->stderr_so_far();
+  ASSERT_FALSE(wait_for_event(run_dir(), "weights_synced", 120s).is_null())
+      << head_->stderr_so_far();
   workers_[0]->signal(SIGKILL);
   const process_result r = head_->wait(60s);
   ASSERT_FALSE(r.timed_out);

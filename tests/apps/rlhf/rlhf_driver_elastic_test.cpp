@@ -76,17 +76,27 @@ class RlhfElasticDriver : public ::testing::Test {
     const auto formed = regrouped(1, 0);
     EXPECT_EQ(notes(formed), std::vector<std::string>{"group_formed"});
     EXPECT_EQ(all_of<driver::sync_all>(formed).size(), 1u) << "the run starts once it is formed";
-    return through_sync(1);
+    return through_sync(requests_in(formed), 1);
   }
 
-  // The sync of `version` answered, then the generation, scores and log-probs of its step.
-  std::vector<driver::update_all> through_sync(uint64_t version) {
-    d_->on_synced(d_->members(false).front(), {version, "abc"}, true);
-    const auto generate =
-        all_of<driver::generate_all>(d_->on_synced("rollout/0", {version, "abc"}, false));
+  // The step's requests, which follow its sync in `commands`.
+  std::vector<actor::generation_request> requests_in(const std::vector<driver::command>& commands) {
+    const auto syncs = all_of<driver::sync_all>(commands);
+    EXPECT_EQ(syncs.size(), 1u);
+    if (syncs.empty() || !syncs[0].requests_follow) return {};
+    const auto generate = all_of<driver::generate_all>(d_->requests_ahead());
     EXPECT_EQ(generate.size(), 1u);
+    return generate.empty() ? std::vector<actor::generation_request>{} : generate[0].requests;
+  }
+
+  // The sync of `version` answered, then the generation of `requests`, scores and log-probs of
+  // its step.
+  std::vector<driver::update_all> through_sync(
+      const std::vector<actor::generation_request>& requests, uint64_t version) {
+    d_->on_synced(d_->members(false).front(), {version, "abc"}, true);
+    EXPECT_TRUE(d_->on_synced("rollout/0", {version, "abc"}, false).empty());
     std::vector<actor::generation_event> outputs;
-    for (const auto& r : generate.at(0).requests) {
+    for (const auto& r : requests) {
       actor::generation_event e;
       e.id = r.id;
       e.finished = true;
@@ -166,7 +176,7 @@ TEST_F(RlhfElasticDriver, AStepThatCompletedOnASurvivorIsCommittedAndTheNextOneF
 
 TEST_F(RlhfElasticDriver, ALostWeightSenderIsReplacedByTheNewRankZero) {
   d_->start();
-  regrouped(1, 0);  // the first sync is asked of policy/0
+  const auto requests = requests_in(regrouped(1, 0));  // the first sync is asked of policy/0
   const auto lost = d_->on_lost("policy/0", "its worker died");
   ASSERT_EQ(all_of<driver::regroup_all>(lost).size(), 1u);
   EXPECT_TRUE(all_of<driver::sync_all>(lost).empty()) << "not before the group is formed";
@@ -175,7 +185,8 @@ TEST_F(RlhfElasticDriver, ALostWeightSenderIsReplacedByTheNewRankZero) {
   ASSERT_EQ(syncs.size(), 1u);
   EXPECT_EQ(syncs[0].version, 1u);
   EXPECT_EQ(d_->members(false), std::vector<std::string>{"policy/1"});
-  EXPECT_EQ(through_sync(1).size(), 1u) << "policy/1 sends, and the step goes on";
+  EXPECT_FALSE(syncs[0].requests_follow) << "the requests are out already";
+  EXPECT_EQ(through_sync(requests, 1).size(), 1u) << "policy/1 sends, and the step goes on";
 }
 
 TEST_F(RlhfElasticDriver, AJoinerIsAdmittedAtTheNextRlStep) {
@@ -194,8 +205,9 @@ TEST_F(RlhfElasticDriver, AJoinerIsAdmittedAtTheNextRlStep) {
   EXPECT_EQ(regroups[0].generation, 2u);
   EXPECT_TRUE(all_of<driver::sync_all>(next).empty()) << "the sync waits for the group";
   EXPECT_EQ(d_->members(false).size(), 3u);
-  EXPECT_EQ(all_of<driver::sync_all>(regrouped(2, 4)).size(), 1u);
-  const auto three = through_sync(2);
+  const auto formed = regrouped(2, 4);
+  EXPECT_EQ(all_of<driver::sync_all>(formed).size(), 1u);
+  const auto three = through_sync(requests_in(formed), 2);
   ASSERT_EQ(three.size(), 1u);
   ASSERT_EQ(three[0].parts.size(), 3u) << "a mini-batch of three rows over three ranks";
   EXPECT_EQ(three[0].parts[2].batch, 1);

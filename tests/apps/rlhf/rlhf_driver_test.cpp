@@ -82,22 +82,46 @@ std::vector<actor::generation_event> outputs_for(
   return outputs;
 }
 
+// A step's start: the sync of `version`, which the step's requests follow (requests_ahead), each
+// waiting in the rollout for that version. Their requests.
+std::vector<actor::generation_request> sync_and_requests(
+    driver& d, const std::vector<driver::command>& commands, uint64_t version) {
+  const auto& sync = only<driver::sync_all>(commands);
+  EXPECT_EQ(sync.version, version);
+  EXPECT_TRUE(sync.requests_follow);
+  const auto ahead = d.requests_ahead();
+  const auto requests = only<driver::generate_all>(ahead).requests;
+  for (const auto& r : requests)
+    EXPECT_EQ(r.min_weights_version, version) << "request " << r.id;
+  EXPECT_TRUE(d.requests_ahead().empty()) << "once";
+  return requests;
+}
+
+std::vector<driver::command> finish_step(driver& d, const std::vector<driver::command>& scored,
+                                         int* updates, int* critic_updates);
+
 // Answers every command of one step the way the roles would; returns the step's commands after
 // the updates (metrics, samples, the next sync or the end).
 std::vector<driver::command> run_step(driver& d, std::vector<driver::command> commands,
                                       uint64_t version, int* updates,
                                       int* critic_updates = nullptr) {
-  const auto& sync = only<driver::sync_all>(commands);
-  EXPECT_EQ(sync.version, version);
+  const auto requests = sync_and_requests(d, commands, version);
   EXPECT_TRUE(d.on_synced("policy/0", {version, "abc"}, true).empty());
-  const auto generate = d.on_synced("rollout/0", {version, "abc"}, false);
-  const auto& requests = only<driver::generate_all>(generate).requests;
+  EXPECT_TRUE(d.on_synced("rollout/0", {version, "abc"}, false).empty())
+      << "the generation went out with the sync";
   EXPECT_EQ(requests.size(), 4u);  // 2 prompts x n 2
+  if (requests.size() != 4) return {};
   EXPECT_NE(requests[0].seed, requests[1].seed) << "the n samples of a prompt differ";
   // Each step's prompts follow the last step's: 2 per step.
   const std::string first = absl::StrCat("p", 2 * (version - 1), "=");
   EXPECT_EQ(std::string(requests[0].prompt.begin(), requests[0].prompt.end()), first);
-  const auto scored = d.on_generated(outputs_for(requests, version));
+  return finish_step(d, d.on_generated(outputs_for(requests, version)), updates, critic_updates);
+}
+
+// The rest of a step from its scoring on (`scored`: the generation's answer): the step's
+// commands after the updates.
+std::vector<driver::command> finish_step(driver& d, const std::vector<driver::command>& scored,
+                                         int* updates, int* critic_updates) {
   const auto& scoring = only<driver::score_all>(scored);
   EXPECT_EQ(scoring.responses[0], "7");
   const auto asked = d.on_scored({1.0, 0.0, 0.5, 0.5});
@@ -115,7 +139,7 @@ std::vector<driver::command> run_step(driver& d, std::vector<driver::command> co
   }
   // The critic's and the actor's updates run at once: both first optimizer steps come together,
   // and each track asks for its next step when its last one is answered.
-  if (!ask.critic.empty() && d.schedule().updates_actor_at(version)) {
+  if (!ask.critic.empty() && d.schedule().updates_actor_at(d.step() + 1)) {
     EXPECT_EQ(next.size(), 2u) << "both updates start at once";
   }
   std::deque<driver::update_all> pending;
@@ -145,6 +169,14 @@ std::vector<driver::command> run_step(driver& d, std::vector<driver::command> co
     EXPECT_TRUE(d.on_updated(1, r).empty());
     next = d.on_updated(0, r);
   }
+}
+
+// Starts `d` and syncs its first version: the requests of its first generation.
+std::vector<actor::generation_request> first_generation(driver& d) {
+  const auto requests = sync_and_requests(d, d.start(), 1);
+  EXPECT_TRUE(d.on_synced("policy/0", {1, "abc"}, true).empty());
+  EXPECT_TRUE(d.on_synced("rollout/0", {1, "abc"}, false).empty());
+  return requests;
 }
 
 TEST(RlhfDriver, StepsSyncGenerateScoreAndUpdateInOrder) {
@@ -216,7 +248,6 @@ TEST(RlhfDriver, OneStepOffPolicyGeneratesTheNextStepDuringTheUpdate) {
   s.ppo_epochs = 1;
   s.mini_batch_prompts = 2;  // one update per step
   driver d = make(s);
-  d.start();
   const auto log_probs = [&] {
     const int ctx = d.schedule().max_len;
     EXPECT_TRUE(d.on_log_probs(false, 0, std::vector<float>(2 * ctx, -1.0f)).empty());
@@ -227,9 +258,7 @@ TEST(RlhfDriver, OneStepOffPolicyGeneratesTheNextStepDuringTheUpdate) {
     EXPECT_TRUE(d.on_updated(1, {}).empty());
     return d.on_updated(0, {});
   };
-  d.on_synced("policy/0", {1, "abc"}, true);
-  const auto first = d.on_synced("rollout/0", {1, "abc"}, false);
-  const auto requests = only<driver::generate_all>(first).requests;
+  const auto requests = first_generation(d);
   d.on_generated(outputs_for(requests, 1));
   asked_log_probs(d.on_scored({1.0, 0.0, 0.5, 0.5}));
   const auto overlapped = log_probs();
@@ -241,7 +270,9 @@ TEST(RlhfDriver, OneStepOffPolicyGeneratesTheNextStepDuringTheUpdate) {
   const auto ended = d.on_generated(outputs_for(ahead, 1));
   ASSERT_EQ(ended.size(), 3u);
   EXPECT_EQ(std::get<driver::metrics_row>(ended[0]).row["staleness/max"], 0);
-  EXPECT_EQ(std::get<driver::sync_all>(ended[2]).version, 2u);
+  const auto& next_sync = std::get<driver::sync_all>(ended[2]);
+  EXPECT_EQ(next_sync.version, 2u);
+  EXPECT_FALSE(next_sync.requests_follow) << "step 2 generated already";
   d.on_synced("policy/0", {2, "abc"}, true);
   const auto scored = d.on_synced("rollout/0", {2, "abc"}, false);
   EXPECT_EQ(only<driver::score_all>(scored).prompts[0], "p2=") << "no generation: it is done";
@@ -271,23 +302,68 @@ TEST(RlhfDriver, ARolloutWorkerWithOtherWeightsFailsTheRunNamingIt) {
 TEST(RlhfDriver, ASyncThatLostAWorkerIsAskedAgainOfThoseLeft) {
   driver d = make();
   d.set_sync_participants(3);
-  d.start();
+  const auto requests = sync_and_requests(d, d.start(), 1);
   EXPECT_TRUE(d.on_synced("policy/0", {1, "abc"}, true).empty());
   EXPECT_TRUE(d.on_synced("rollout/0", {1, "abc"}, false).empty());  // rollout/1 never answers
+  EXPECT_TRUE(d.on_generated(outputs_for(requests, 1)).empty()) << "they wait for the sync";
   d.set_sync_participants(2);
-  EXPECT_EQ(only<driver::sync_all>(d.resync()).version, 1u);
+  const auto again = d.resync();
+  EXPECT_EQ(only<driver::sync_all>(again).version, 1u);
+  EXPECT_FALSE(only<driver::sync_all>(again).requests_follow) << "the requests are out already";
   EXPECT_TRUE(d.on_synced("policy/0", {1, "abc"}, true).empty())
       << "the old round's answers are gone";
-  EXPECT_EQ(only<driver::generate_all>(d.on_synced("rollout/0", {1, "abc"}, false)).requests.size(),
+  EXPECT_EQ(only<driver::score_all>(d.on_synced("rollout/0", {1, "abc"}, false)).prompts.size(),
             4u);
   EXPECT_TRUE(d.resync().empty()) << "no sync in flight";
 }
 
-// Starts `d` and syncs its first version: the requests of its first generation.
-std::vector<actor::generation_request> first_generation(driver& d) {
-  d.start();
+// The step's requests go out right behind its sync; outputs that come back before the last
+// acknowledgement wait for it, and its generation is timed from the rollout worker's swap.
+TEST(RlhfDriver, AStepsRequestsGoOutWithItsSyncAndTheGenerationIsTimedFromTheSwap) {
+  driver::clock::time_point now{};
+  driver d(schedule(), {}, kl_controller::fixed(0.0),
+           {[](uint64_t, int64_t i) { return absl::StrCat("p", i, "="); }}, [&now] { return now; });
+  d.set_sync_participants(2);
+  const auto requests = sync_and_requests(d, d.start(), 1);
+  now += std::chrono::milliseconds(10);
+  EXPECT_TRUE(d.on_synced("rollout/0", {1, "abc", 0.004}, false).empty());  // swapped at 4 ms
+  now += std::chrono::milliseconds(20);
+  EXPECT_TRUE(d.on_generated(outputs_for(requests, 1)).empty()) << "the policy's checksum is due";
+  now += std::chrono::milliseconds(10);
+  int updates = 0;
+  const auto after = finish_step(d, d.on_synced("policy/0", {1, "abc"}, true), &updates, nullptr);
+  ASSERT_EQ(after.size(), 3u);
+  const auto& row = std::get<driver::metrics_row>(after[0]).row;
+  EXPECT_NEAR(row["timing_s/update_weights"].get<double>(), 0.040, 1e-9);
+  EXPECT_NEAR(row["timing_s/gen"].get<double>(), 0.026, 1e-9) << "from 4 ms to 30 ms";
+}
+
+// Outputs that came back before a checksum that differs are never scored: the run fails.
+TEST(RlhfDriver, OutputsThatCameBeforeAWrongChecksumAreNeverScored) {
+  driver d = make();
+  const auto requests = sync_and_requests(d, d.start(), 1);
+  EXPECT_TRUE(d.on_synced("rollout/0", {1, "fedcba9876543210"}, false).empty());
+  EXPECT_TRUE(d.on_generated(outputs_for(requests, 1)).empty());
+  const absl::Status why = only<driver::fail>(d.on_synced("policy/0", {1, "abcdef"}, true)).why;
+  EXPECT_EQ(why.code(), absl::StatusCode::kDataLoss) << why;
+}
+
+// With a validation due, the sync goes alone: the greedy validation generates first, and the
+// training requests follow it.
+TEST(RlhfDriver, WithAValidationDueTheRequestsWaitForIt) {
+  rlhf_schedule s = schedule();
+  s.test_freq = 1;
+  s.val_prompts = 1;
+  driver d = make(s);
+  const auto started = d.start();
+  EXPECT_FALSE(only<driver::sync_all>(started).requests_follow);
+  EXPECT_TRUE(d.requests_ahead().empty());
   d.on_synced("policy/0", {1, "abc"}, true);
-  return only<driver::generate_all>(d.on_synced("rollout/0", {1, "abc"}, false)).requests;
+  const auto synced = d.on_synced("rollout/0", {1, "abc"}, false);
+  const auto& val = only<driver::generate_all>(synced);
+  ASSERT_EQ(val.requests.size(), 1u);
+  EXPECT_EQ(val.requests[0].temperature, 0.0f) << "greedy";
+  EXPECT_EQ(val.requests[0].min_weights_version, 0u) << "sent once the weights are in";
 }
 
 // step_requests(k) is what step k asks of the rollout (bench/rlhf_bench replays it).
@@ -395,8 +471,7 @@ TEST(RlhfDriver, AWarmupRunsThenTheInitialPolicyIsSavedAndLoadedByTheReference) 
   EXPECT_EQ(std::get<driver::save_initial>(out.back()).step, 2);
   const auto load = d.on_initial_saved("/run/init/step-2");
   EXPECT_EQ(only<driver::load_initial>(load).dir, "/run/init/step-2");
-  const auto sync = d.on_initial_loaded();
-  EXPECT_EQ(only<driver::sync_all>(sync).version, 1u);
+  sync_and_requests(d, d.on_initial_loaded(), 1);
 }
 
 // init_from: every policy rank loads the checkpoint, then the reference (and a critic) load it
@@ -409,7 +484,7 @@ TEST(RlhfDriver, ARunFromACheckpointLoadsItIntoThePolicyThenTheReference) {
   EXPECT_EQ(only<driver::load_policy>(d.start()).dir, "/pretrain/checkpoints/step-600");
   EXPECT_TRUE(d.on_policy_loaded().empty()) << "one of two policy ranks";
   EXPECT_EQ(only<driver::load_initial>(d.on_policy_loaded()).dir, "/pretrain/checkpoints/step-600");
-  EXPECT_EQ(only<driver::sync_all>(d.on_initial_loaded()).version, 1u);
+  sync_and_requests(d, d.on_initial_loaded(), 1);
 
   s.warmup_steps = 1;
   driver warmed = make(s);

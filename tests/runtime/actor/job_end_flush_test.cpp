@@ -58,6 +58,43 @@ TEST(JobEndFlush, TroupesWorkersFlushOnceWhenTheJobEnds) {
   EXPECT_EQ(out->flushes(), 1);
 }
 
+// Counts its flushes, and says when the second has come.
+class second_flush_output final : public batched_output {
+ public:
+  void flush() override {
+    if (++flushes_ == 2) second_.set_value();
+  }
+  std::future<void> second() { return second_.get_future(); }
+
+ private:
+  std::atomic<int> flushes_{0};
+  std::promise<void> second_;
+};
+
+// flush_job_output sends what the job queued so far (the RL controller's weight sync, before it
+// makes the step's requests); what it queues afterwards still leaves at the job's end.
+TEST(JobEndFlush, AJobCanSendWhatItQueuedSoFar) {
+  auto cfg = make_system_config({.scheduler_threads = 2});
+  caf::actor_system system{*cfg};
+  auto out = std::make_shared<second_flush_output>();
+  auto second = out->second();
+  auto during = std::make_shared<std::promise<bool>>();
+  auto during_future = during->get_future();
+  auto a = system.spawn([out, during](caf::event_based_actor* self) -> caf::behavior {
+    return {[self, out, during](int32_t) {
+      flush_at_job_end(*out);
+      flush_job_output();
+      flush_at_job_end(*out);  // listed anew: the flush above emptied the list
+      during->set_value(true);
+      self->quit();
+    }};
+  });
+  caf::anon_send(a, int32_t{0});
+  ASSERT_EQ(during_future.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(second.wait_for(10s), std::future_status::ready) << "one flush in, one at the end";
+  flush_job_output();  // outside a job: nothing queued, nothing happens
+}
+
 TEST(JobEndFlush, OtherThreadsAndSchedulersFlushAtOnce) {
   EXPECT_FALSE(flushes_at_job_end());  // the test's own thread
   auto cfg = make_system_config({.scheduler_threads = 2, .scheduler_policy = "sharing"});

@@ -207,8 +207,10 @@ TEST(MessageCodec, RoundTripsGroupChangesAndRefusesImpossibleOnes) {
 TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   actor::generation_request r{7, {72, 105}, 0.7f, 40, 0.9f, 1234, 32, {"\n\n"}, true};
   r.stream = false;
+  r.min_weights_version = 12;
   caf::message m = round_trip(caf::make_message(actor::generate_atom_v, r));
   const auto& back = m.get_as<actor::generation_request>(1);
+  EXPECT_EQ(back.min_weights_version, 12u);
   EXPECT_TRUE(back.include_stop_str_in_output);
   EXPECT_FALSE(back.stream);
   EXPECT_EQ(back.id, 7u);
@@ -337,8 +339,9 @@ TEST(MessageCodec, RoundTripsTheRlMessages) {
   EXPECT_EQ(m.get_as<std::vector<float>>(0), (std::vector<float>{1.0f, -0.5f, 3e-8f}));
   m = round_trip(caf::make_message(std::vector<double>{0.1, 1.0 / 3}));
   EXPECT_EQ(m.get_as<std::vector<double>>(0), (std::vector<double>{0.1, 1.0 / 3}));
-  m = round_trip(caf::make_message(actor::weights_ack{4, "ab12"}));
+  m = round_trip(caf::make_message(actor::weights_ack{4, "ab12", 0.25}));
   EXPECT_EQ(m.get_as<actor::weights_ack>(0).checksum, "ab12");
+  EXPECT_EQ(m.get_as<actor::weights_ack>(0).swap_s, 0.25);
   m = round_trip(caf::make_message(actor::reward_request{{"1,2:9,1="}, {"3"}, {1}}));
   EXPECT_EQ(m.get_as<actor::reward_request>(0).ended, (std::vector<uint8_t>{1}));
   actor::generation_request g;
