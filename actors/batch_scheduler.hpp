@@ -2,11 +2,11 @@
 
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "actors/kv_block_pool.hpp"
 #include "runtime/actor/message_types.hpp"
@@ -113,7 +113,9 @@ class batch_scheduler {
 
   scheduler_options options_;
   kv_block_pool& blocks_;
-  std::map<uint64_t, sequence> sequences_;
+  // By id; a node map, so that a sequence stays where it is while others come and go (the batch
+  // points into its tokens and blocks). Looked up several times per sequence per iteration.
+  absl::node_hash_map<uint64_t, sequence> sequences_;
   std::deque<uint64_t> waiting_;
   std::vector<uint64_t> running_;  // oldest first
   uint64_t preemptions_ = 0;

@@ -192,8 +192,7 @@ std::vector<rlhf_driver::command> rlhf_driver::resync() {
   if (phase_ != phase::syncing) return {};
   return when_formed(groups_[0], [this]() -> std::vector<command> {
     if (phase_ != phase::syncing) return {};
-    answers_ = 0;
-    acks_.clear();
+    answers_ = 0;  // acks_ keeps an earlier round's: that worker may generate on those weights
     sender_checksum_.clear();
     sync_sender_ = groups_[0].members.front();  // the group's rank 0 sends
     sync_sent_ = now_();
@@ -243,6 +242,7 @@ std::vector<rlhf_driver::command> rlhf_driver::on_synced(const std::string& who,
           "...; the rollout would generate with other weights than the policy's")));
     }
   }
+  acks_.clear();
   ++version_;
   row_["timing_s/update_weights"] = seconds_since(phase_started_);
   return after_sync();

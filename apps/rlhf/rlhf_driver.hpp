@@ -436,7 +436,9 @@ class rlhf_driver {
   uint64_t version_ = 0;  // the policy version the rollout holds
   int64_t warmup_done_ = 0;
   std::string sender_checksum_;
-  std::vector<std::pair<std::string, std::string>> acks_;  // who, checksum
+  // Who acknowledged the version in sync with which checksum, in every round of it (a worker
+  // done with a round that failed elsewhere holds those weights, and generates on them).
+  std::vector<std::pair<std::string, std::string>> acks_;
   std::vector<actor::generation_request> requests_;
   std::vector<actor::generation_event> outputs_;
   // The step's requests went out with its sync (generates_after_sync); outputs that arrive

@@ -35,14 +35,19 @@ absl::StatusOr<std::vector<int32_t>> unpack_ids(const msgpack::object* o, absl::
   return ids;
 }
 
+// The keys at their defaults (first_index 0, no top log-probs) are left out: most events are a
+// streamed token's or a whole RL response's, and a report carries hundreds.
 void pack_event(packer& pk, const actor::generation_event& x) {
-  pk.pack_map(9);
+  const bool first = x.first_index != 0, top = !x.top_tokens.empty() || !x.top_values.empty();
+  pk.pack_map(6 + (first ? 1 : 0) + (top ? 2 : 0));
   pk.pack("id");
   pk.pack(x.id);
   pk.pack("tokens");
   pk.pack(x.tokens);
-  pk.pack("first_index");
-  pk.pack(x.first_index);
+  if (first) {
+    pk.pack("first_index");
+    pk.pack(x.first_index);
+  }
   pk.pack("finished");
   pk.pack(x.finished);
   pk.pack("reason");
@@ -51,10 +56,12 @@ void pack_event(packer& pk, const actor::generation_event& x) {
   pack_floats(pk, x.logprobs);
   pk.pack("weights_version");
   pk.pack(x.weights_version);
-  pk.pack("top_tokens");
-  pk.pack(x.top_tokens);
-  pk.pack("top_values");
-  pack_floats(pk, x.top_values);
+  if (top) {
+    pk.pack("top_tokens");
+    pk.pack(x.top_tokens);
+    pk.pack("top_values");
+    pack_floats(pk, x.top_values);
+  }
 }
 absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
   TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "generation_event"));

@@ -317,6 +317,23 @@ TEST(RlhfDriver, ASyncThatLostAWorkerIsAskedAgainOfThoseLeft) {
   EXPECT_TRUE(d.resync().empty()) << "no sync in flight";
 }
 
+// A worker that swapped the new weights in, in a round that then failed elsewhere, may generate
+// on them before the round is redone: its checksum is compared too.
+TEST(RlhfDriver, ARedoneSyncComparesTheChecksumsOfTheRoundsBeforeIt) {
+  driver d = make();
+  d.set_sync_participants(3);
+  sync_and_requests(d, d.start(), 1);
+  EXPECT_TRUE(d.on_synced("rollout/0", {1, "fedcba9876543210"}, false).empty());
+  d.set_sync_participants(2);  // rollout/1 was lost: the round is redone without it
+  only<driver::sync_all>(d.resync());
+  EXPECT_TRUE(d.on_synced("rollout/0", {1, "abcdef"}, false).empty());
+  const absl::Status why = only<driver::fail>(d.on_synced("policy/0", {1, "abcdef"}, true)).why;
+  EXPECT_EQ(why.code(), absl::StatusCode::kDataLoss) << why;
+  EXPECT_NE(why.message().find("rollout/0 holds weights with checksum fedcba987654"),
+            std::string::npos)
+      << why;
+}
+
 // The step's requests go out right behind its sync; outputs that come back before the last
 // acknowledgement wait for it, and its generation is timed from the rollout worker's swap.
 TEST(RlhfDriver, AStepsRequestsGoOutWithItsSyncAndTheGenerationIsTimedFromTheSwap) {

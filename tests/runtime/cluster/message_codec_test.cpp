@@ -253,6 +253,13 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   EXPECT_EQ(got[0].weights_version, 9u);
   EXPECT_TRUE(got[1].finished);
   EXPECT_EQ(got[1].reason, actor::finish_reason::stop);
+  EXPECT_EQ(got[1].first_index, 0);
+  EXPECT_TRUE(got[1].top_tokens.empty() && got[1].top_values.empty());
+  // Keys at their defaults stay off the wire (a report carries hundreds of events).
+  auto lean = encode_message(caf::make_message(actor::worker_report{{report.events[1]}}));
+  ASSERT_TRUE(lean.ok()) << lean.status();
+  for (const char* key : {"first_index", "top_tokens", "top_values"})
+    EXPECT_EQ(lean->find(key), std::string::npos) << key;
 }
 
 // A peer's event whose log-probs do not pair with its tokens is refused, not half-read.
