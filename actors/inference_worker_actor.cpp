@@ -39,7 +39,6 @@ struct worker_state {
   // Requests with stream false that run (the engine hands out each one's output once, at its
   // end).
   absl::flat_hash_set<uint64_t> quiet;
-  bool report_wanted = false;  // report holds an event a poll waits for
   caf::typed_response_promise<actor::worker_report> poll;
   bool polling = false;      // a poll waits for events
   uint64_t poll_serial = 0;  // the latest poll's: its wait timer answers it, no older one
@@ -70,13 +69,12 @@ void answer_poll(worker_self self) {
   st.report.kv_blocks_total = blocks.total();
   st.report.waiting = static_cast<int32_t>(st.engine->scheduler().waiting());
   st.report.running = static_cast<int32_t>(st.engine->scheduler().running());
-  st.report_wanted = false;
   st.poll.deliver(std::exchange(st.report, {}));
 }
 
 // Whether the poll that waits has what it waits for.
 bool poll_ready(const worker_state& st) {
-  return st.report_wanted && (!st.until_quiet || st.quiet.empty());
+  return !st.report.events.empty() && (!st.until_quiet || st.quiet.empty());
 }
 
 // A poll: answered once it is ready, or after poll_wait (by its own timer: an older poll's, still
@@ -107,7 +105,6 @@ void keep_stepping(worker_self self) {
 // false: its whole output) at its end.
 void add_events(worker_self self, std::vector<actor::generation_event> events) {
   auto& st = self->state;
-  st.report_wanted = st.report_wanted || !events.empty();
   for (auto& e : events) {
     if (e.finished) st.quiet.erase(e.id);
     st.report.events.push_back(std::move(e));

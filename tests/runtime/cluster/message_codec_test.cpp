@@ -362,6 +362,15 @@ TEST(MessageCodec, RoundTripsTheRlMessages) {
   ASSERT_TRUE(bytes.ok());
   auto handle = msgpack::unpack(bytes->data(), bytes->size());
   EXPECT_EQ(decode_message(handle.get()).status().code(), absl::StatusCode::kInvalidArgument);
+  // So is an acknowledgement whose swap time is negative or not a number.
+  for (double swap_s : {-0.5, std::nan("")}) {
+    bytes = encode_message(caf::make_message(actor::weights_ack{1, "ab", swap_s}));
+    ASSERT_TRUE(bytes.ok());
+    handle = msgpack::unpack(bytes->data(), bytes->size());
+    const absl::Status why = decode_message(handle.get()).status();
+    EXPECT_EQ(why.code(), absl::StatusCode::kInvalidArgument) << why;
+    EXPECT_NE(why.message().find("swap_s"), std::string::npos) << why;
+  }
 }
 
 TEST(MessageCodec, RoundTripsErrors) {
