@@ -4,7 +4,7 @@
 //   train: tokens/s of a training step (forward + backward + AdamW) at the GPT-2 124M shape
 //          (12 layers, dim 768, 12 heads, ctx 1024, vocab 50304), batch 8
 //
-//   gpu_bench [--repeats R] [--batch B] [--torch-tokens-per-s X]
+//   gpu_bench [--repeats R] [--batch B] [--torch-tokens-per-s X] [--only gemm|hbm|train]
 // The training row's baseline is PyTorch on the same GPU (bench/ref_gpt_cuda_torch.py), run just
 // before by scripts/gpu_check.sh and passed in with --torch-tokens-per-s.
 
@@ -149,6 +149,7 @@ void train(int repeats, int batch, double torch_tokens_per_s) {
 int main(int argc, char** argv) {
   int repeats = 5, batch = 8;
   double torch_tokens_per_s = 0;
+  std::string only;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--repeats")
@@ -157,11 +158,17 @@ int main(int argc, char** argv) {
       batch = std::atoi(argv[i + 1]);
     else if (k == "--torch-tokens-per-s")
       torch_tokens_per_s = std::atof(argv[i + 1]);
+    else if (k == "--only")
+      only = argv[i + 1];
     else
       return bench::unknown_argument("gpu_bench", k);
   }
-  gemm(repeats);
-  hbm(repeats);
-  train(repeats, batch, torch_tokens_per_s);
+  if (!only.empty() && only != "gemm" && only != "hbm" && only != "train") {
+    std::fprintf(stderr, "gpu_bench: --only %s: expected gemm, hbm or train\n", only.c_str());
+    return 2;
+  }
+  if (only.empty() || only == "gemm") gemm(repeats);
+  if (only.empty() || only == "hbm") hbm(repeats);
+  if (only.empty() || only == "train") train(repeats, batch, torch_tokens_per_s);
   return 0;
 }

@@ -1,5 +1,5 @@
 // The CUDA decoder against the f32 CPU decoder from the same (bf16-rounded) weights, over the
-// same scrambled paged caches: prefill chunks and decode steps of two sequences in one batch.
+// same scrambled paged caches: prefill chunks and decode steps of three sequences in one batch.
 // CTest label `gpu`; skips without a CUDA device.
 
 #include "models/gpt/gpt_cuda_decoder.hpp"
@@ -11,13 +11,17 @@
 
 #include "models/gpt/gpt_cpu_decoder.hpp"
 #include "runtime/tensor/cuda_device.hpp"
-#include "tests/models/gpt/softmax.hpp"
 
 namespace troupe::models {
 namespace {
 
 const gpt_config config{64, 40, 2, 64, 2};  // head_dim 32
 
+// Request 1 repeats request 0's tokens through another, scattered block table: in the same
+// batch it must get request 0's logits bit for bit (the paging is exact; only the precision
+// differs from the CPU). Against the CPU each step's logits stay within 10% of that step's
+// largest logit: bf16 activations and cache through two layers of weights scaled by five
+// (measured on an H200, 2026-12-04: at most 5.5%, a difference of 0.44 on logits of 8).
 TEST(GptCudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
   auto devices = tensor::cuda_devices();
   if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
@@ -32,25 +36,34 @@ TEST(GptCudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
 
   const std::vector<int32_t> a = {3, 17, 5, 22, 9, 1, 30, 12, 8, 39, 0, 4, 6, 50, 61, 2, 2, 9};
   const std::vector<int32_t> b = {7, 7, 2, 35, 11, 19, 26, 13, 33, 40, 41};
-  const std::vector<int32_t> table_a = {9, 0, 14, 2, 11}, table_b = {1, 6, 3};
+  const std::vector<int32_t> table_a = {9, 0, 14, 2, 11}, table_b = {1, 6, 3},
+                             table_twin = {15, 4, 12, 7, 5};
   int pos_a = 7, pos_b = 3;
   std::vector<decode_request> batch = {{a.data(), pos_a, 0, table_a.data(), 5},
+                                       {a.data(), pos_a, 0, table_twin.data(), 5},
                                        {b.data(), pos_b, 0, table_b.data(), 3}};
-  std::vector<float> want(2 * config.vocab), got(2 * config.vocab);
+  std::vector<float> want(3 * config.vocab), got(3 * config.vocab);
   for (int step = 0; !batch.empty(); ++step) {
     ASSERT_TRUE(cpu.forward(batch, want.data()).ok());
     ASSERT_TRUE((*cuda)->forward(batch, got.data()).ok());
     for (size_t r = 0; r < batch.size(); ++r) {
-      const auto p = softmax(want.data() + r * config.vocab, config.vocab);
-      const auto q = softmax(got.data() + r * config.vocab, config.vocab);
+      const float* p = want.data() + r * config.vocab;
+      const float* q = got.data() + r * config.vocab;
+      const float largest = std::abs(*std::max_element(
+          p, p + config.vocab, [](float x, float y) { return std::abs(x) < std::abs(y); }));
       for (int v = 0; v < config.vocab; ++v) {
-        ASSERT_NEAR(q[v], p[v], 0.02f + 0.05f * p[v])  // bf16 weights, cache and activations
+        ASSERT_NEAR(q[v], p[v], 0.1f * largest)
             << "step " << step << " request " << r << " token " << v;
       }
     }
+    for (int v = 0; v < config.vocab; ++v)  // a outlasts b: the twins are rows 0 and 1
+      ASSERT_EQ(got[config.vocab + v], got[v]) << "step " << step << " token " << v;
     batch.clear();
-    if (pos_a < static_cast<int>(a.size()))
-      batch.push_back({a.data() + pos_a, 1, pos_a, table_a.data(), 5}), ++pos_a;
+    if (pos_a < static_cast<int>(a.size())) {
+      batch.push_back({a.data() + pos_a, 1, pos_a, table_a.data(), 5});
+      batch.push_back({a.data() + pos_a, 1, pos_a, table_twin.data(), 5});
+      ++pos_a;
+    }
     if (pos_b < static_cast<int>(b.size()))
       batch.push_back({b.data() + pos_b, 1, pos_b, table_b.data(), 3}), ++pos_b;
   }

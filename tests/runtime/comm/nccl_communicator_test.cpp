@@ -1,17 +1,27 @@
-// The NCCL communicator on the GPUs there are (NCCL puts one rank per GPU, so multi-rank
-// traffic needs more devices than a device machine's one): single-rank operations, the bound on
-// forming a group whose other rank never arrives, and the elastic path, an aborted group
-// rebuilt at a new epoch (on one GPU for a single rank; with a lost rank and an exchange on two
-// or more). CTest label `gpu`; skips without a CUDA device.
+// The NCCL communicator on the GPUs there are: single-rank operations, the bound on forming a
+// group whose other rank never arrives, and the elastic path, an aborted group rebuilt at a new
+// epoch: on one GPU for a single rank; with a lost rank in threads, one rank per GPU, on two or
+// more; and with a killed or stopped rank in processes of their own, which may share one GPU
+// (each process is its own NCCL "host", so a device machine's one GPU suffices).
+// CTest label `gpu`; skips without a CUDA device.
 
 #include "runtime/comm/nccl_communicator.hpp"
 
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "nlohmann/json.hpp"
+#include "runtime/cluster/head_server.hpp"
 #include "runtime/tensor/cuda_device.hpp"
+#include "tests/support/proc_state.hpp"
+#include "tests/support/subprocess.hpp"
+#include "tests/support/wait.hpp"
 
 namespace troupe::comm {
 namespace {
@@ -134,6 +144,108 @@ TEST_F(NcclCommunicator, SurvivorsOfALostRankAbortAndRegroup) {
   }
   for (auto& t : ranks)
     t.join();
+}
+
+// Three rank processes (nccl_rank_main.cpp) and a head in this process, whose key-value store
+// they rendezvous through. Each process has its own NCCL_HOSTID: NCCL then treats them as three
+// hosts, which may share a GPU, joined by its socket transport on loopback.
+class NcclRankProcesses : public NcclCommunicator {
+ protected:
+  static constexpr int kRanks = 3;
+
+  void SetUp() override {
+    NcclCommunicator::SetUp();
+    if (IsSkipped()) return;
+    auto head = cluster::head_server::start(
+        context_, "tcp://127.0.0.1:0",
+        {.credentials = {.token = "secret"}, .app_config = {}, .endpoint = {}, .metrics_text = {}},
+        1 << 20, metrics_, events_);
+    ASSERT_TRUE(head.ok()) << head.status();
+    head_ = std::move(*head);
+    auto store = head_store::connect(head_->endpoint(), {.token = "secret"});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+  }
+
+  // The helper beside this test's binary (the device bundle), else where the build put it.
+  static std::string helper() {
+    const auto beside = std::filesystem::read_symlink("/proc/self/exe").parent_path() / "nccl_rank";
+    return std::filesystem::exists(beside) ? beside.string() : std::string(TROUPE_NCCL_RANK);
+  }
+
+  void start_ranks(const std::string& scenario) {
+    const int gpus = static_cast<int>(tensor::cuda_devices()->size());
+    for (int r = 0; r < kRanks; ++r) {
+      ranks_.push_back(std::make_unique<testing::subprocess>(
+          std::vector<std::string>{helper(), "--head", head_->endpoint(), "--token", "secret",
+                                   "--rank", std::to_string(r), "--size", std::to_string(kRanks),
+                                   "--timeout-ms", "20000", "--device", std::to_string(r % gpus),
+                                   "--scenario", scenario},
+          std::vector<std::string>{"NCCL_HOSTID=troupe-nccl-test-rank-" + std::to_string(r),
+                                   "NCCL_SOCKET_IFNAME=lo", "NCCL_IB_DISABLE=1",
+                                   "NCCL_DEBUG=WARN"}));
+    }
+    for (int r = 0; r + 1 < kRanks; ++r)
+      ASSERT_TRUE(store_->wait("entered/" + std::to_string(r), 120s).ok())
+          << "rank " << r << " never reached its second allreduce: " << ranks_[r]->wait(1s).out
+          << ranks_[r]->stderr_so_far();
+  }
+
+  // The report is the last line of stdout (NCCL prints its version there first).
+  static nlohmann::json report_of(const testing::process_result& r) {
+    std::string_view out = r.out;
+    while (!out.empty() && out.back() == '\n')
+      out.remove_suffix(1);
+    auto j = nlohmann::json::parse(out.substr(out.rfind('\n') + 1), nullptr, false);
+    EXPECT_TRUE(j.is_object()) << "stdout: " << r.out << "\nstderr: " << r.err;
+    return j.is_object() ? j : nlohmann::json::object();
+  }
+
+  // The survivors were released from the lost rank's allreduce (by the abort, or by NCCL
+  // seeing the peer's sockets close) and did their work at epoch 2 without it.
+  void expect_survivors_regrouped(const std::vector<std::string>& released_as) {
+    for (int r = 0; r + 1 < kRanks; ++r) {
+      const testing::process_result result = ranks_[r]->wait(120s);
+      ASSERT_FALSE(result.timed_out) << "rank " << r << " was not released: " << result.err;
+      EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+      const nlohmann::json report = report_of(result);
+      const std::string code = report.value("allreduce", "");
+      EXPECT_NE(std::find(released_as.begin(), released_as.end(), code), released_as.end())
+          << result.out;
+      EXPECT_LT(report.value("released_ms", 1e9), 15000) << result.out;
+      EXPECT_TRUE(report.contains("regrouped_ms")) << result.out;
+    }
+  }
+
+  zmq::context_t context_{1};
+  metrics::registry metrics_;
+  run::event_log events_;
+  std::unique_ptr<cluster::head_server> head_;
+  std::unique_ptr<head_store> store_;
+  std::vector<std::unique_ptr<testing::subprocess>> ranks_;
+};
+
+// SIGKILL of the last rank while the others wait in an allreduce it never joins.
+TEST_F(NcclRankProcesses, SurvivorsOfAKilledRankAbortAndRegroup) {
+  ASSERT_NO_FATAL_FAILURE(start_ranks("peer_killed"));
+  ranks_[kRanks - 1]->signal(SIGKILL);
+  ASSERT_TRUE(store_->set("abort", "1").ok());  // the membership change
+  expect_survivors_regrouped({"ABORTED", "UNAVAILABLE", "FAILED_PRECONDITION"});
+}
+
+// SIGSTOP: no socket error ever comes, so only the abort releases the survivors. Continued
+// after they have regrouped and gone, the stopped rank's old group refuses to complete.
+TEST_F(NcclRankProcesses, SurvivorsOfAStoppedRankAreReleasedByTheAbortAndItIsFenced) {
+  ASSERT_NO_FATAL_FAILURE(start_ranks("peer_stopped"));
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return testing::proc_state(ranks_[kRanks - 1]->pid()) == 'T'; }, 60s));
+  ASSERT_TRUE(store_->set("abort", "1").ok());
+  expect_survivors_regrouped({"ABORTED", "FAILED_PRECONDITION"});
+  ranks_[kRanks - 1]->signal(SIGCONT);
+  const testing::process_result fenced = ranks_[kRanks - 1]->wait(120s);
+  ASSERT_FALSE(fenced.timed_out) << "the continued rank hung";
+  EXPECT_EQ(fenced.exit_code, 0) << fenced.out << fenced.err;
+  EXPECT_NE(report_of(fenced).value("allreduce", "OK"), "OK") << fenced.out;
 }
 
 }  // namespace
