@@ -17,17 +17,24 @@ struct attention_shape {
 };
 
 namespace cuda {
-/// Fused (flash-style) causal attention: one warp per query row with an online softmax, so no
-/// [seq, seq] matrix is stored; saves the log-sum-exp per row, lse [batch, heads, seq].
-/// head_dim must be a multiple of 32, at most 256.
+/// The default bound on the scratch that holds a chunk of heads' scores and probabilities.
+inline constexpr int64_t attention_scores_limit = int64_t{768} << 20;
+
+/// Causal attention as cuBLASLt batched GEMMs over every (batch, head): the scores of a chunk
+/// of heads (as many as fit in `scores_limit` bytes of f32 scores and bf16 probabilities, at
+/// least one) are materialised in scratch, never kept; saves the log-sum-exp per row,
+/// lse [batch, heads, seq]. head_dim must be a multiple of 8.
 [[nodiscard]] absl::Status attention_forward(tensor::bf16* out, float* lse, const tensor::bf16* qkv,
-                                             const attention_shape& s, void* stream);
-/// dqkv (overwritten) from dout, recomputing the probabilities from lse: one pass per query row
-/// for dq and one per key row for dk and dv, so no atomics and a fixed summation order.
+                                             const attention_shape& s, void* stream,
+                                             int64_t scores_limit = attention_scores_limit);
+/// dqkv (overwritten) from dout, recomputing the probabilities from lse, with the same GEMMs
+/// (dv = p^T dout, dp = dout v^T, ds = p (dp - delta) / sqrt(hd), dq = ds k, dk = ds^T q): no
+/// atomics, a fixed summation order.
 [[nodiscard]] absl::Status attention_backward(tensor::bf16* dqkv, const tensor::bf16* dout,
                                               const tensor::bf16* qkv, const tensor::bf16* out,
                                               const float* lse, const attention_shape& s,
-                                              void* stream);
+                                              void* stream,
+                                              int64_t scores_limit = attention_scores_limit);
 }  // namespace cuda
 
 namespace cpu {

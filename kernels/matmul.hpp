@@ -27,6 +27,18 @@ inline constexpr void* default_stream = nullptr;
 [[nodiscard]] absl::Status matmul(void* out, tensor::dtype out_type, const tensor::bf16* a,
                                   const tensor::bf16* b, const tensor::bf16* bias, const gemm& g,
                                   void* stream);
+/// A batch of GEMMs with the same shape, the i-th on the matrices at a + i * stride_a,
+/// b + i * stride_b and out + i * stride_out (cuBLASLt's strided batch); leading dimensions are
+/// row-major (0: packed). No bias.
+struct batched_gemm {
+  gemm shape;
+  int64_t lda = 0, ldb = 0, ld_out = 0;
+  int batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_out = 0;
+};
+[[nodiscard]] absl::Status matmul_batched(void* out, tensor::dtype out_type, const tensor::bf16* a,
+                                          const tensor::bf16* b, const batched_gemm& g,
+                                          void* stream);
 /// dbias[n] += the column sums of dout[m, n].
 [[nodiscard]] absl::Status bias_backward(float* dbias, const tensor::bf16* dout, int m, int n,
                                          void* stream);

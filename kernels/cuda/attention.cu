@@ -1,58 +1,109 @@
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "kernels/attention.hpp"
 #include "kernels/cuda/common.cuh"
+#include "kernels/matmul.hpp"
 
 namespace troupe::kernels::cuda {
 namespace {
 
-// A warp holds one head_dim vector: lane l owns dims l, l + 32, ... (PER_LANE of them).
-template <int PER_LANE>
-__device__ void load(float (&dst)[PER_LANE], const __nv_bfloat16* src, int lane) {
-#pragma unroll
-  for (int i = 0; i < PER_LANE; ++i)
-    dst[i] = __bfloat162float(src[lane + 32 * i]);
-}
-template <int PER_LANE>
-__device__ float dot(const float (&a)[PER_LANE], const __nv_bfloat16* b, int lane) {
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < PER_LANE; ++i)
-    s += a[i] * __bfloat162float(b[lane + 32 * i]);
-  return warp_sum(s);
+// Attention as cuBLASLt batched GEMMs over the (batch, head) pairs, in head-major copies of q, k
+// and v ([batch * heads, seq, head_dim]), with the scores of a chunk of heads materialised: f32
+// scores, then bf16 probabilities (zero above the diagonal) with the log-sum-exp per row. The
+// backward recomputes the probabilities from it.
+
+// Rows of `parts` x C (qkv: 3, the output's gradient: 1) to `parts` head-major matrices
+// [B, H, T, hd], one after the other (or back), VEC values per thread: 8 (one
+// 16-byte access; head_dim is a multiple of 8, so a group stays in its head) or 1.
+template <int VEC>
+using chunk_of = std::conditional_t<VEC == 8, uint4, __nv_bfloat16>;
+
+template <int VEC, bool TO_HEADS>
+__global__ void reorder_heads(__nv_bfloat16* heads, __nv_bfloat16* rows, int parts, int B, int T,
+                              int C, int H) {
+  const int64_t per_part = static_cast<int64_t>(B) * T * C;
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * VEC;
+  if (i >= per_part * parts) return;
+  const int hd = C / H;
+  const int64_t row = i / (parts * C), b = row / T, t = row % T;
+  const int col = static_cast<int>(i % (parts * C)), part = col / C, h = (col % C) / hd,
+            d = col % hd;
+  auto* at_heads =
+      reinterpret_cast<chunk_of<VEC>*>(heads + part * per_part + ((b * H + h) * T + t) * hd + d);
+  auto* at_rows = reinterpret_cast<chunk_of<VEC>*>(rows + i);
+  if constexpr (TO_HEADS) {
+    *at_heads = *at_rows;
+  } else {
+    *at_rows = *at_heads;
+  }
 }
 
-// One warp per (batch, head, query row t): online softmax over keys 0..t.
-template <int PER_LANE>
-__global__ void forward_kernel(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B,
-                               int T, int C, int H) {
+// Moves `parts` x [B, T, C] rows to or from head-major matrices (`heads` is scratch from the
+// pool; `rows` is the caller's and may be less aligned).
+absl::Status reorder(bool to_heads, __nv_bfloat16* heads, const void* rows, int parts,
+                     const attention_shape& s, cudaStream_t st) {
+  const int64_t n = int64_t{s.batch} * s.seq * s.dim * parts;
+  auto* r = static_cast<__nv_bfloat16*>(const_cast<void*>(rows));
+  const bool wide = reinterpret_cast<uintptr_t>(rows) % 16 == 0;
+  const int per_thread = wide ? 8 : 1;
+  const int grid = blocks_for(n / per_thread, 256);
+  if (wide && to_heads) {
+    reorder_heads<8, true><<<grid, 256, 0, st>>>(heads, r, parts, s.batch, s.seq, s.dim, s.heads);
+  } else if (wide) {
+    reorder_heads<8, false><<<grid, 256, 0, st>>>(heads, r, parts, s.batch, s.seq, s.dim, s.heads);
+  } else if (to_heads) {
+    reorder_heads<1, true><<<grid, 256, 0, st>>>(heads, r, parts, s.batch, s.seq, s.dim, s.heads);
+  } else {
+    reorder_heads<1, false><<<grid, 256, 0, st>>>(heads, r, parts, s.batch, s.seq, s.dim, s.heads);
+  }
+  return TROUPE_CUDA_LAUNCH_STATUS();
+}
+
+// One warp per score row (head n, query t) of a chunk: p = exp(scale * s - lse) for keys up to t,
+// 0 after. Without lse_in the row's log-sum-exp is computed and written to lse_out.
+__global__ void causal_softmax(__nv_bfloat16* p, float* lse_out, const float* scores,
+                               const float* lse_in, int rows, int T, int64_t ld, float scale) {
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
-  if (warp >= static_cast<int64_t>(B) * H * T) return;
-  const int t = static_cast<int>(warp % T), h = static_cast<int>((warp / T) % H),
-            b = static_cast<int>(warp / (static_cast<int64_t>(T) * H));
-  const int hd = C / H;
-  const int64_t row_stride = 3 * C;
-  const __nv_bfloat16* base = qkv + static_cast<int64_t>(b) * T * row_stride + h * hd;
-  float q[PER_LANE], acc[PER_LANE] = {};
-  load(q, base + t * row_stride, lane);
-  const float scale = rsqrtf(static_cast<float>(hd));
-  float max = -INFINITY, sum = 0.0f;
-  for (int s = 0; s <= t; ++s) {
-    const float score = dot(q, base + s * row_stride + C, lane) * scale;
-    const float new_max = fmaxf(max, score);
-    const float correction = expf(max - new_max), w = expf(score - new_max);
-    sum = sum * correction + w;
-    const __nv_bfloat16* v = base + s * row_stride + 2 * C;
-#pragma unroll
-    for (int i = 0; i < PER_LANE; ++i)
-      acc[i] = acc[i] * correction + w * __bfloat162float(v[lane + 32 * i]);
-    max = new_max;
+  if (warp >= rows) return;
+  const int t = static_cast<int>(warp % T);
+  const float* s = scores + warp * ld;
+  __nv_bfloat16* out = p + warp * ld;
+  float lse;
+  if (lse_in != nullptr) {
+    lse = lse_in[warp];
+  } else {
+    float max = -INFINITY;
+    for (int j = lane; j <= t; j += 32)
+      max = fmaxf(max, s[j] * scale);
+    for (int o = 16; o > 0; o /= 2)
+      max = fmaxf(max, __shfl_xor_sync(0xffffffff, max, o));
+    float sum = 0.0f;
+    for (int j = lane; j <= t; j += 32)
+      sum += __expf(s[j] * scale - max);
+    lse = max + logf(warp_sum(sum));
+    if (lane == 0) lse_out[warp] = lse;
   }
-  __nv_bfloat16* o = out + (static_cast<int64_t>(b) * T + t) * C + h * hd;
-#pragma unroll
-  for (int i = 0; i < PER_LANE; ++i)
-    o[lane + 32 * i] = __float2bfloat16(acc[i] / sum);
-  if (lane == 0) lse[warp] = max + logf(sum);
+  for (int j = lane; j < T; j += 32)
+    out[j] = __float2bfloat16(j <= t ? __expf(s[j] * scale - lse) : 0.0f);
+}
+
+// In place over a chunk's probabilities, up to the diagonal (above it p, and so ds, is 0):
+// ds = p * (dp - delta_row) * scale. One thread per element: a row per warp leaves the
+// triangle's short rows idle.
+__global__ void softmax_backward(__nv_bfloat16* p_then_ds, const float* dp, const float* delta,
+                                 int rows, int T, int64_t ld, float scale) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(rows) * T) return;
+  const int64_t row = i / T;
+  const int j = static_cast<int>(i % T);
+  if (j > row % T) return;
+  const int64_t at = row * ld + j;
+  p_then_ds[at] = __float2bfloat16(__bfloat162float(p_then_ds[at]) * (dp[at] - delta[row]) * scale);
 }
 
 // delta[b, h, t] = dout_t . out_t, the softmax backward's row term.
@@ -73,145 +124,159 @@ __global__ void delta_kernel(float* delta, const __nv_bfloat16* dout, const __nv
   if (lane == 0) delta[warp] = s;
 }
 
-// dq_t = scale * sum_{s<=t} p_ts (dp_ts - delta_t) k_s, one warp per query row.
-template <int PER_LANE>
-__global__ void dq_kernel(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
-                          const float* lse, const float* delta, int B, int T, int C, int H) {
-  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (warp >= static_cast<int64_t>(B) * H * T) return;
-  const int t = static_cast<int>(warp % T), h = static_cast<int>((warp / T) % H),
-            b = static_cast<int>(warp / (static_cast<int64_t>(T) * H));
-  const int hd = C / H;
-  const int64_t rs = 3 * C;
-  const __nv_bfloat16* base = qkv + static_cast<int64_t>(b) * T * rs + h * hd;
-  const float scale = rsqrtf(static_cast<float>(hd));
-  float q[PER_LANE], d_o[PER_LANE], dq[PER_LANE] = {};
-  load(q, base + t * rs, lane);
-  load(d_o, dout + (static_cast<int64_t>(b) * T + t) * C + h * hd, lane);
-  for (int s = 0; s <= t; ++s) {
-    const float p = expf(dot(q, base + s * rs + C, lane) * scale - lse[warp]);
-    const float ds = p * (dot(d_o, base + s * rs + 2 * C, lane) - delta[warp]) * scale;
-    const __nv_bfloat16* k = base + s * rs + C;
-#pragma unroll
-    for (int i = 0; i < PER_LANE; ++i)
-      dq[i] += ds * __bfloat162float(k[lane + 32 * i]);
-  }
-  __nv_bfloat16* out = dqkv + static_cast<int64_t>(b) * T * rs + t * rs + h * hd;
-#pragma unroll
-  for (int i = 0; i < PER_LANE; ++i)
-    out[lane + 32 * i] = __float2bfloat16(dq[i]);
-}
-
-// dk_s and dv_s over queries t >= s, one warp per key row.
-template <int PER_LANE>
-__global__ void dkv_kernel(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
-                           const float* lse, const float* delta, int B, int T, int C, int H) {
-  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (warp >= static_cast<int64_t>(B) * H * T) return;
-  const int s = static_cast<int>(warp % T), h = static_cast<int>((warp / T) % H),
-            b = static_cast<int>(warp / (static_cast<int64_t>(T) * H));
-  const int hd = C / H;
-  const int64_t rs = 3 * C;
-  const __nv_bfloat16* base = qkv + static_cast<int64_t>(b) * T * rs + h * hd;
-  const int64_t row0 = (static_cast<int64_t>(b) * H + h) * T;  // lse/delta index of query 0
-  const float scale = rsqrtf(static_cast<float>(hd));
-  float k[PER_LANE], v[PER_LANE], dk[PER_LANE] = {}, dv[PER_LANE] = {};
-  load(k, base + s * rs + C, lane);
-  load(v, base + s * rs + 2 * C, lane);
-  for (int t = s; t < T; ++t) {
-    const __nv_bfloat16* q = base + t * rs;
-    const __nv_bfloat16* d_o = dout + (static_cast<int64_t>(b) * T + t) * C + h * hd;
-    const float p = expf(dot(k, q, lane) * scale - lse[row0 + t]);
-    const float ds = p * (dot(v, d_o, lane) - delta[row0 + t]) * scale;
-#pragma unroll
-    for (int i = 0; i < PER_LANE; ++i) {
-      dv[i] += p * __bfloat162float(d_o[lane + 32 * i]);
-      dk[i] += ds * __bfloat162float(q[lane + 32 * i]);
-    }
-  }
-  __nv_bfloat16* out = dqkv + static_cast<int64_t>(b) * T * rs + s * rs + h * hd;
-#pragma unroll
-  for (int i = 0; i < PER_LANE; ++i) {
-    out[C + lane + 32 * i] = __float2bfloat16(dk[i]);
-    out[2 * C + lane + 32 * i] = __float2bfloat16(dv[i]);
-  }
-}
-
 absl::Status check_shape(const attention_shape& s) {
-  const int hd = s.head_dim();
-  if (s.dim % s.heads != 0 || hd % 32 != 0 || hd > 256) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda attention: head_dim ", hd, " (dim ", s.dim,
-                                                   " / heads ", s.heads,
-                                                   ") must be a multiple of 32 up to 256"));
+  if (s.batch < 1 || s.seq < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda attention: batch ", s.batch, " and seq ", s.seq, " must be positive"));
+  }
+  if (s.heads < 1 || s.dim % s.heads != 0 || s.head_dim() % 8 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda attention: head_dim ", s.heads > 0 ? s.head_dim() : 0, " (dim ", s.dim, " / heads ",
+        s.heads, ") must be a whole multiple of 8 (cuBLASLt's bf16 alignment)"));
   }
   return absl::OkStatus();
 }
 
-}  // namespace
-
-#define TROUPE_ATTENTION_DISPATCH(hd, KERNEL, ...)  \
-  switch ((hd) / 32) {                              \
-    case 1:                                         \
-      KERNEL<1><<<grid, 256, 0, st>>>(__VA_ARGS__); \
-      break;                                        \
-    case 2:                                         \
-      KERNEL<2><<<grid, 256, 0, st>>>(__VA_ARGS__); \
-      break;                                        \
-    case 3:                                         \
-      KERNEL<3><<<grid, 256, 0, st>>>(__VA_ARGS__); \
-      break;                                        \
-    case 4:                                         \
-      KERNEL<4><<<grid, 256, 0, st>>>(__VA_ARGS__); \
-      break;                                        \
-    case 5:                                         \
-      KERNEL<5><<<grid, 256, 0, st>>>(__VA_ARGS__); \
-      break;                                        \
-    case 6:                                         \
-      KERNEL<6><<<grid, 256, 0, st>>>(__VA_ARGS__); \
-      break;                                        \
-    case 7:                                         \
-      KERNEL<7><<<grid, 256, 0, st>>>(__VA_ARGS__); \
-      break;                                        \
-    default:                                        \
-      KERNEL<8><<<grid, 256, 0, st>>>(__VA_ARGS__); \
-      break;                                        \
+// Device scratch from the stream-ordered pool, freed on the stream when it goes.
+class scratch {
+ public:
+  explicit scratch(cudaStream_t stream) : stream_(stream) {}
+  ~scratch() {
+    for (void* p : taken_)
+      cudaFreeAsync(p, stream_);
+  }
+  template <class T>
+  absl::StatusOr<T*> take(int64_t n) {
+    void* p = nullptr;
+    TROUPE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&p, n * sizeof(T), stream_));
+    taken_.push_back(p);
+    return static_cast<T*>(p);
   }
 
+ private:
+  cudaStream_t stream_;
+  std::vector<void*> taken_;
+};
+
+// The geometry of one call: head-major matrices of T x hd, score rows padded to ld (a multiple
+// of 8 elements, for cuBLASLt's alignment), heads taken `chunk` at a time.
+struct plan {
+  int T, hd, heads_total;
+  int64_t ld, chunk;
+  plan(const attention_shape& s, int64_t scores_limit)
+      : T(s.seq),
+        hd(s.head_dim()),
+        heads_total(s.batch * s.heads),
+        ld((s.seq + 7) / 8 * 8),
+        chunk(std::clamp<int64_t>(scores_limit / (int64_t{s.seq} * ld * 6), 1,
+                                  int64_t{s.batch} * s.heads)) {}
+  int64_t mat() const { return int64_t{T} * hd; }  // one head's q, k or v
+  int64_t scores() const { return int64_t{T} * ld; }
+  // out[i] = op(a[i]) op(b[i]) over `n` heads; a and b are head matrices (T x hd) or score
+  // matrices (T x T, ld), as their flags say.
+  batched_gemm gemm_of(int m, int n_cols, int k, bool a_scores, bool trans_a, bool b_scores,
+                       bool trans_b, bool out_scores, int n) const {
+    batched_gemm g;
+    g.shape = {.m = m, .n = n_cols, .k = k, .trans_a = trans_a, .trans_b = trans_b};
+    g.lda = a_scores ? ld : hd;
+    g.ldb = b_scores ? ld : hd;
+    g.ld_out = out_scores ? ld : hd;
+    g.batch = n;
+    g.stride_a = a_scores ? scores() : mat();
+    g.stride_b = b_scores ? scores() : mat();
+    g.stride_out = out_scores ? scores() : mat();
+    return g;
+  }
+};
+
+}  // namespace
+
 absl::Status attention_forward(bf16* out, float* lse, const bf16* qkv, const attention_shape& s,
-                               void* stream) {
+                               void* stream, int64_t scores_limit) {
   TROUPE_RETURN_IF_ERROR(check_shape(s));
-  const int64_t warps = int64_t{s.batch} * s.heads * s.seq;
-  const int grid = blocks_for(warps * 32, 256);
   cudaStream_t st = to_stream(stream);
-  TROUPE_ATTENTION_DISPATCH(s.head_dim(), forward_kernel, dev(out), lse, dev(qkv), s.batch, s.seq,
-                            s.dim, s.heads);
-  return TROUPE_CUDA_LAUNCH_STATUS();
+  const plan p(s, scores_limit);
+  const int64_t n_qkv = int64_t{s.batch} * s.seq * 3 * s.dim, n_out = n_qkv / 3;
+  scratch mem(st);
+  TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * heads, mem.take<__nv_bfloat16>(n_qkv));
+  TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * out_heads, mem.take<__nv_bfloat16>(n_out));
+  TROUPE_ASSIGN_OR_RETURN(float* scores, mem.take<float>(p.chunk * p.scores()));
+  TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * probs, mem.take<__nv_bfloat16>(p.chunk * p.scores()));
+  TROUPE_RETURN_IF_ERROR(reorder(true, heads, qkv, 3, s, st));
+  const float scale = rsqrtf(static_cast<float>(p.hd));
+  for (int64_t first = 0; first < p.heads_total; first += p.chunk) {
+    const int n = static_cast<int>(std::min<int64_t>(p.chunk, p.heads_total - first));
+    const auto* q = reinterpret_cast<const bf16*>(heads + first * p.mat());
+    const auto* k = q + n_out;
+    const auto* v = k + n_out;
+    TROUPE_RETURN_IF_ERROR(
+        matmul_batched(scores, tensor::dtype::f32, q, k,
+                       p.gemm_of(p.T, p.T, p.hd, false, false, false, true, true, n), stream));
+    causal_softmax<<<blocks_for(int64_t{n} * p.T * 32, 256), 256, 0, st>>>(
+        probs, lse + first * p.T, scores, nullptr, n * p.T, p.T, p.ld, scale);
+    TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
+    TROUPE_RETURN_IF_ERROR(matmul_batched(
+        out_heads + first * p.mat(), tensor::dtype::bf16, reinterpret_cast<const bf16*>(probs), v,
+        p.gemm_of(p.T, p.hd, p.T, true, false, false, false, false, n), stream));
+  }
+  return reorder(false, out_heads, out, 1, s, st);
 }
 
 absl::Status attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out,
-                                const float* lse, const attention_shape& s, void* stream) {
+                                const float* lse, const attention_shape& s, void* stream,
+                                int64_t scores_limit) {
   TROUPE_RETURN_IF_ERROR(check_shape(s));
-  const int64_t warps = int64_t{s.batch} * s.heads * s.seq;
-  const int grid = blocks_for(warps * 32, 256);
   cudaStream_t st = to_stream(stream);
-  float* delta = nullptr;
-  TROUPE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&delta, warps * sizeof(float), st));
-  delta_kernel<<<grid, 256, 0, st>>>(delta, dev(dout), dev(out), s.batch, s.seq, s.dim, s.heads);
-  absl::Status status = TROUPE_CUDA_LAUNCH_STATUS();
-  if (status.ok()) {
-    TROUPE_ATTENTION_DISPATCH(s.head_dim(), dq_kernel, dev(dqkv), dev(dout), dev(qkv), lse, delta,
-                              s.batch, s.seq, s.dim, s.heads);
-    status = TROUPE_CUDA_LAUNCH_STATUS();
+  const plan p(s, scores_limit);
+  const int64_t n_qkv = int64_t{s.batch} * s.seq * 3 * s.dim, n_out = n_qkv / 3;
+  const int64_t rows = int64_t{s.batch} * s.heads * s.seq;
+  scratch mem(st);
+  TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * heads, mem.take<__nv_bfloat16>(n_qkv));
+  TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * dout_heads, mem.take<__nv_bfloat16>(n_out));
+  TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * dheads, mem.take<__nv_bfloat16>(n_qkv));
+  TROUPE_ASSIGN_OR_RETURN(float* delta, mem.take<float>(rows));
+  TROUPE_ASSIGN_OR_RETURN(float* scores, mem.take<float>(p.chunk * p.scores()));
+  TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * probs, mem.take<__nv_bfloat16>(p.chunk * p.scores()));
+  delta_kernel<<<blocks_for(rows * 32, 256), 256, 0, st>>>(delta, dev(dout), dev(out), s.batch,
+                                                           s.seq, s.dim, s.heads);
+  TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
+  TROUPE_RETURN_IF_ERROR(reorder(true, heads, qkv, 3, s, st));
+  TROUPE_RETURN_IF_ERROR(reorder(true, dout_heads, dout, 1, s, st));
+  const float scale = rsqrtf(static_cast<float>(p.hd));
+  const auto* all = reinterpret_cast<const bf16*>(heads);
+  auto* d_all = reinterpret_cast<bf16*>(dheads);
+  for (int64_t first = 0; first < p.heads_total; first += p.chunk) {
+    const int n = static_cast<int>(std::min<int64_t>(p.chunk, p.heads_total - first));
+    const bf16 *q = all + first * p.mat(), *k = q + n_out, *v = k + n_out;
+    const bf16* d_o = reinterpret_cast<const bf16*>(dout_heads) + first * p.mat();
+    bf16 *dq = d_all + first * p.mat(), *dk = dq + n_out, *dv = dk + n_out;
+    const auto* ds = reinterpret_cast<const bf16*>(probs);  // probs, then their gradient
+    // The probabilities again, from the forward's log-sum-exp.
+    TROUPE_RETURN_IF_ERROR(
+        matmul_batched(scores, tensor::dtype::f32, q, k,
+                       p.gemm_of(p.T, p.T, p.hd, false, false, false, true, true, n), stream));
+    causal_softmax<<<blocks_for(int64_t{n} * p.T * 32, 256), 256, 0, st>>>(
+        probs, nullptr, scores, lse + first * p.T, n * p.T, p.T, p.ld, scale);
+    TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
+    // dv = p^T dout; dp = dout v^T (into the scores' memory); ds = p (dp - delta) scale.
+    TROUPE_RETURN_IF_ERROR(
+        matmul_batched(dv, tensor::dtype::bf16, ds, d_o,
+                       p.gemm_of(p.T, p.hd, p.T, true, true, false, false, false, n), stream));
+    TROUPE_RETURN_IF_ERROR(
+        matmul_batched(scores, tensor::dtype::f32, d_o, v,
+                       p.gemm_of(p.T, p.T, p.hd, false, false, false, true, true, n), stream));
+    softmax_backward<<<blocks_for(int64_t{n} * p.T * p.T, 256), 256, 0, st>>>(
+        probs, scores, delta + first * p.T, n * p.T, p.T, p.ld, scale);
+    TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
+    // dq = ds k; dk = ds^T q.
+    TROUPE_RETURN_IF_ERROR(
+        matmul_batched(dq, tensor::dtype::bf16, ds, k,
+                       p.gemm_of(p.T, p.hd, p.T, true, false, false, false, false, n), stream));
+    TROUPE_RETURN_IF_ERROR(
+        matmul_batched(dk, tensor::dtype::bf16, ds, q,
+                       p.gemm_of(p.T, p.hd, p.T, true, true, false, false, false, n), stream));
   }
-  if (status.ok()) {
-    TROUPE_ATTENTION_DISPATCH(s.head_dim(), dkv_kernel, dev(dqkv), dev(dout), dev(qkv), lse, delta,
-                              s.batch, s.seq, s.dim, s.heads);
-    status = TROUPE_CUDA_LAUNCH_STATUS();
-  }
-  cudaFreeAsync(delta, st);
-  return status;
+  return reorder(false, dheads, dqkv, 3, s, st);
 }
 
 }  // namespace troupe::kernels::cuda

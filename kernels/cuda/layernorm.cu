@@ -29,6 +29,7 @@ __global__ void layernorm_forward_kernel(__nv_bfloat16* out, float* mean, float*
   if (lane == 0) mean[row] = m, rstd[row] = s;
 }
 
+// One warp per row (any dim).
 __global__ void layernorm_input_grad(__nv_bfloat16* din, const __nv_bfloat16* dout,
                                      const __nv_bfloat16* in, const __nv_bfloat16* weight,
                                      const float* mean, const float* rstd, int rows, int dim) {
@@ -49,6 +50,54 @@ __global__ void layernorm_input_grad(__nv_bfloat16* din, const __nv_bfloat16* do
     const float norm = (__bfloat162float(in[base + i]) - m) * s;
     const float dnorm = __bfloat162float(weight[i]) * __bfloat162float(dout[base + i]);
     din[base + i] = __float2bfloat16(__bfloat162float(din[base + i]) + (dnorm - a - norm * b) * s);
+  }
+}
+
+// The same with 16-byte loads and the row kept in registers between the two passes: lane l
+// holds groups l, l + 32, ... of 8 values (GROUPS of them); dim a multiple of 8, at most
+// GROUPS * 256.
+template <int GROUPS>
+__global__ void layernorm_input_grad_vec(__nv_bfloat16* din, const __nv_bfloat16* dout,
+                                         const __nv_bfloat16* in, const __nv_bfloat16* weight,
+                                         const float* mean, const float* rstd, int rows, int dim) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const int64_t base = static_cast<int64_t>(row) * dim;
+  const int groups = dim / 8;
+  const float m = mean[row], s = rstd[row];
+  float norm[GROUPS][8], dnorm[GROUPS][8];
+  float a = 0.0f, b = 0.0f;
+#pragma unroll
+  for (int g = 0; g < GROUPS; ++g) {
+    const int at = (lane + 32 * g) * 8;
+    if (at >= groups * 8) break;
+    const uint4 x = *reinterpret_cast<const uint4*>(in + base + at);
+    const uint4 dy = *reinterpret_cast<const uint4*>(dout + base + at);
+    const uint4 w = *reinterpret_cast<const uint4*>(weight + at);
+    const auto* xs = reinterpret_cast<const __nv_bfloat16*>(&x);
+    const auto* dys = reinterpret_cast<const __nv_bfloat16*>(&dy);
+    const auto* ws = reinterpret_cast<const __nv_bfloat16*>(&w);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      norm[g][e] = (__bfloat162float(xs[e]) - m) * s;
+      dnorm[g][e] = __bfloat162float(ws[e]) * __bfloat162float(dys[e]);
+      a += dnorm[g][e];
+      b += dnorm[g][e] * norm[g][e];
+    }
+  }
+  a = warp_sum(a) / dim;
+  b = warp_sum(b) / dim;
+#pragma unroll
+  for (int g = 0; g < GROUPS; ++g) {
+    const int at = (lane + 32 * g) * 8;
+    if (at >= groups * 8) break;
+    uint4 d = *reinterpret_cast<const uint4*>(din + base + at);
+    auto* ds = reinterpret_cast<__nv_bfloat16*>(&d);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      ds[e] = __float2bfloat16(__bfloat162float(ds[e]) + (dnorm[g][e] - a - norm[g][e] * b) * s);
+    }
+    *reinterpret_cast<uint4*>(din + base + at) = d;
   }
 }
 
@@ -101,10 +150,30 @@ absl::Status layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* 
 absl::Status layernorm_backward(bf16* din, float* dweight, float* dbias, const bf16* dout,
                                 const bf16* in, const bf16* weight, const float* mean,
                                 const float* rstd, int rows, int dim, void* stream) {
-  layernorm_input_grad<<<blocks_for(rows, 8), 256, 0, to_stream(stream)>>>(
-      dev(din), dev(dout), dev(in), dev(weight), mean, rstd, rows, dim);
-  TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
+  const int groups = (dim + 255) / 256;  // of 8 values per lane
+  const dim3 grid(blocks_for(rows, 8)), block(256);
   cudaStream_t st = to_stream(stream);
+  const bool aligned = (reinterpret_cast<uintptr_t>(din) | reinterpret_cast<uintptr_t>(dout) |
+                        reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(weight)) %
+                           16 ==
+                       0;
+  if (dim % 8 != 0 || groups > 4 || !aligned) {
+    layernorm_input_grad<<<grid, block, 0, st>>>(dev(din), dev(dout), dev(in), dev(weight), mean,
+                                                 rstd, rows, dim);
+  } else if (groups == 1) {
+    layernorm_input_grad_vec<1>
+        <<<grid, block, 0, st>>>(dev(din), dev(dout), dev(in), dev(weight), mean, rstd, rows, dim);
+  } else if (groups == 2) {
+    layernorm_input_grad_vec<2>
+        <<<grid, block, 0, st>>>(dev(din), dev(dout), dev(in), dev(weight), mean, rstd, rows, dim);
+  } else if (groups == 3) {
+    layernorm_input_grad_vec<3>
+        <<<grid, block, 0, st>>>(dev(din), dev(dout), dev(in), dev(weight), mean, rstd, rows, dim);
+  } else {
+    layernorm_input_grad_vec<4>
+        <<<grid, block, 0, st>>>(dev(din), dev(dout), dev(in), dev(weight), mean, rstd, rows, dim);
+  }
+  TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
   float* partial = nullptr;
   TROUPE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&partial, 2 * sizeof(float) * grad_chunks * dim, st));
   float* partial_b = partial + static_cast<int64_t>(grad_chunks) * dim;

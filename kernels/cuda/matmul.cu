@@ -51,19 +51,52 @@ __global__ void add_bias_rows(float* out, const __nv_bfloat16* bias, int m, int 
   if (i < static_cast<int64_t>(m) * n) out[i] += __bfloat162float(bias[i % n]);
 }
 
-__global__ void column_sums(float* dbias, const __nv_bfloat16* dout, int m, int n) {
+// Column sums in two passes, each in a fixed order (no atomics): a block of 32 x 8 threads sums
+// a stripe of rows of 32 columns, then one thread per column adds the stripes' partials.
+constexpr int stripe_rows = 256;
+
+__global__ void column_partials(float* partials, const __nv_bfloat16* dout, int m, int n) {
+  __shared__ float lanes[8][33];
+  const int j = blockIdx.x * 32 + threadIdx.x;
+  const int first = blockIdx.y * stripe_rows, last = min(m, first + stripe_rows);
+  float s = 0.0f;
+  if (j < n) {
+    for (int i = first + threadIdx.y; i < last; i += 8)
+      s += __bfloat162float(dout[static_cast<int64_t>(i) * n + j]);
+  }
+  lanes[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < n) {
+    float total = 0.0f;
+    for (int y = 0; y < 8; ++y)
+      total += lanes[y][threadIdx.x];
+    partials[static_cast<int64_t>(blockIdx.y) * n + j] = total;
+  }
+}
+
+__global__ void column_totals(float* dbias, const float* partials, int stripes, int n) {
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= n) return;
   float s = 0.0f;
-  for (int i = 0; i < m; ++i)
-    s += __bfloat162float(dout[static_cast<int64_t>(i) * n + j]);
+  for (int y = 0; y < stripes; ++y)
+    s += partials[static_cast<int64_t>(y) * n + j];
   dbias[j] += s;
 }
 
-}  // namespace
+// Sets a layout's strided batch (a count of 1 leaves it a single matrix).
+absl::Status set_batch(cublasLtMatrixLayout_t layout, int batch, int64_t stride) {
+  if (batch == 1) return absl::OkStatus();
+  const int32_t count = batch;
+  TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+      layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+  TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(
+      layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+  return absl::OkStatus();
+}
 
-absl::Status matmul(void* out, tensor::dtype out_type, const bf16* a, const bf16* b,
-                    const bf16* bias, const gemm& g, void* stream) {
+absl::Status lt_matmul(void* out, tensor::dtype out_type, const bf16* a, const bf16* b,
+                       const bf16* bias, const batched_gemm& bg, void* stream) {
+  const gemm& g = bg.shape;
   TROUPE_ASSIGN_OR_RETURN(lt_state * lt, state_for_current_device());
   // Row-major out = op(a) op(b) is column-major out^T = op(b)^T op(a)^T: swap the operands.
   const cudaDataType_t out_cuda = out_type == tensor::dtype::f32 ? CUDA_R_32F : CUDA_R_16BF;
@@ -93,10 +126,14 @@ absl::Status matmul(void* out, tensor::dtype out_type, const bf16* a, const bf16
     const uint64_t b_rows = g.trans_b ? g.k : g.n, b_cols = g.trans_b ? g.n : g.k;
     const uint64_t a_rows = g.trans_a ? g.m : g.k, a_cols = g.trans_a ? g.k : g.m;
     TROUPE_CUBLAS_RETURN_IF_ERROR(
-        cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, b_rows, b_cols, b_rows));
+        cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, b_rows, b_cols, bg.ldb ? bg.ldb : b_rows));
     TROUPE_CUBLAS_RETURN_IF_ERROR(
-        cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, a_rows, a_cols, a_rows));
-    TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&lc, out_cuda, g.n, g.m, g.n));
+        cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, a_rows, a_cols, bg.lda ? bg.lda : a_rows));
+    TROUPE_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatrixLayoutCreate(&lc, out_cuda, g.n, g.m, bg.ld_out ? bg.ld_out : g.n));
+    TROUPE_RETURN_IF_ERROR(set_batch(lb, bg.batch, bg.stride_b));
+    TROUPE_RETURN_IF_ERROR(set_batch(la, bg.batch, bg.stride_a));
+    TROUPE_RETURN_IF_ERROR(set_batch(lc, bg.batch, bg.stride_out));
     TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
     TROUPE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof workspace_bytes));
@@ -129,9 +166,30 @@ absl::Status matmul(void* out, tensor::dtype out_type, const bf16* a, const bf16
   return status;
 }
 
+}  // namespace
+
+absl::Status matmul(void* out, tensor::dtype out_type, const bf16* a, const bf16* b,
+                    const bf16* bias, const gemm& g, void* stream) {
+  return lt_matmul(out, out_type, a, b, bias, {.shape = g}, stream);
+}
+
+absl::Status matmul_batched(void* out, tensor::dtype out_type, const bf16* a, const bf16* b,
+                            const batched_gemm& g, void* stream) {
+  if (g.batch < 1) return absl::InvalidArgumentError("matmul_batched: batch must be at least 1");
+  return lt_matmul(out, out_type, a, b, nullptr, g, stream);
+}
+
 absl::Status bias_backward(float* dbias, const bf16* dout, int m, int n, void* stream) {
-  column_sums<<<blocks_for(n, 256), 256, 0, to_stream(stream)>>>(dbias, dev(dout), m, n);
-  return TROUPE_CUDA_LAUNCH_STATUS();
+  if (m <= 0 || n <= 0) return absl::OkStatus();
+  cudaStream_t st = to_stream(stream);
+  const int stripes = (m + stripe_rows - 1) / stripe_rows;
+  float* partials = nullptr;
+  TROUPE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&partials, sizeof(float) * int64_t{stripes} * n, st));
+  column_partials<<<dim3((n + 31) / 32, stripes), dim3(32, 8), 0, st>>>(partials, dev(dout), m, n);
+  column_totals<<<blocks_for(n, 256), 256, 0, st>>>(dbias, partials, stripes, n);
+  absl::Status status = TROUPE_CUDA_LAUNCH_STATUS();
+  cudaFreeAsync(partials, st);
+  return status;
 }
 
 }  // namespace troupe::kernels::cuda

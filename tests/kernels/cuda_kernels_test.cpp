@@ -75,6 +75,11 @@ class CudaKernels : public ::testing::Test {
       }
     }
   }
+  // The CUDA layernorm forward and backward at [rows, dim] against the CPU one.
+  void check_layernorm(int rows, int dim);
+  // The CUDA attention at shape `s`, with `limit` bytes of score scratch, against the CPU one.
+  void check_attention(const attention_shape& s, int64_t limit, int shift);
+
   void* stream_ = nullptr;  // the default stream
 };
 
@@ -101,8 +106,52 @@ TEST_F(CudaKernels, MatmulEveryTransposeWithBias) {
   }
 }
 
+// The bias gradient adds the column sums to what is there, over stripes of rows that do not
+// divide the row count and columns that do not fill a warp.
+TEST_F(CudaKernels, BiasBackwardAddsTheColumnSums) {
+  const int m = 1000, n = 70;
+  auto dout = rounded(random_values(int64_t{m} * n, 4)), start = random_values(n, 5);
+  std::vector<float> want = start;
+  cpu::bias_backward(want.data(), dout.data(), m, n);
+  auto d_dout = upload_bf16(dout), d_bias = upload(start);
+  ASSERT_TRUE(cuda::bias_backward(d_bias.data<float>(), d_dout.data<bf16>(), m, n, stream_).ok());
+  expect_close(download(d_bias), want, 1e-4, 1e-5, "bias gradient");
+}
+
+// A strided batch of three products, each against the CPU one.
+TEST_F(CudaKernels, BatchedMatmulIsEachProduct) {
+  const gemm g{45, 64, 40, false, true, false};
+  const int batch = 3;
+  auto a = rounded(random_values(int64_t{batch} * g.m * g.k, 6));
+  auto b = rounded(random_values(int64_t{batch} * g.n * g.k, 7));
+  std::vector<float> want(int64_t{batch} * g.m * g.n);
+  for (int i = 0; i < batch; ++i) {
+    cpu::matmul(want.data() + i * g.m * g.n, a.data() + i * g.m * g.k, b.data() + i * g.n * g.k,
+                nullptr, g);
+  }
+  auto da = upload_bf16(a), db = upload_bf16(b);
+  auto out = zeros(int64_t{batch} * g.m * g.n, dtype::f32);
+  cuda::batched_gemm bg{.shape = g,
+                        .batch = batch,
+                        .stride_a = int64_t{g.m} * g.k,
+                        .stride_b = int64_t{g.n} * g.k,
+                        .stride_out = int64_t{g.m} * g.n};
+  ASSERT_TRUE(
+      cuda::matmul_batched(out.raw(), dtype::f32, da.data<bf16>(), db.data<bf16>(), bg, stream_)
+          .ok());
+  expect_close(download(out), want, 1e-3, 1e-3, "batched matmul");
+}
+
+// Widths for both input-gradient kernels: multiples of 8 (one and four groups of 8 per lane,
+// 16-byte loads) and one that is not.
 TEST_F(CudaKernels, LayernormForwardAndBackward) {
-  const int rows = 37, dim = 96;
+  for (int dim : {96, 1000, 770}) {
+    SCOPED_TRACE(::testing::Message() << "dim " << dim);
+    check_layernorm(37, dim);
+  }
+}
+
+void CudaKernels::check_layernorm(int rows, int dim) {
   auto in = rounded(random_values(rows * dim, 1, -2, 2)),
        w = rounded(random_values(dim, 2, 0.5, 1.5));
   auto b = rounded(random_values(dim, 3)), dout = rounded(random_values(rows * dim, 4));
@@ -176,25 +225,51 @@ TEST_F(CudaKernels, GeluResidualAndEmbedding) {
   expect_close(download(d_dwpe), dwpe, 1e-5, 1e-5, "embedding dwpe");
 }
 
-TEST_F(CudaKernels, FusedAttentionForwardAndBackward) {
-  const attention_shape s{2, 45, 128, 2};  // head_dim 64
+// Against the CPU's attention: two heads of 64 over 45 positions (not a multiple of 8: padded
+// score rows), then 64 over 200 with four heads, the first shape with the scores scratch too
+// small for more than one head at a time (a chunk per head), and with its rows one element off
+// 16-byte alignment (moved one value at a time).
+TEST_F(CudaKernels, AttentionForwardAndBackward) {
+  struct attention_case {
+    attention_shape s;
+    int64_t limit = cuda::attention_scores_limit;
+    int shift = 0;
+  };
+  for (const auto& [s, limit, shift] : std::vector<attention_case>{
+           {{2, 45, 128, 2}}, {{2, 200, 256, 4}}, {{2, 45, 128, 2}, 1}, {{2, 45, 128, 2}, 1, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "seq " << s.seq << ", heads " << s.heads << ", limit "
+                                      << limit << ", shift " << shift);
+    check_attention(s, limit, shift);
+  }
+}
+
+void CudaKernels::check_attention(const attention_shape& s, int64_t limit, int shift) {
   const int64_t n_qkv = int64_t{s.batch} * s.seq * 3 * s.dim,
                 n_out = int64_t{s.batch} * s.seq * s.dim;
   auto qkv = rounded(random_values(n_qkv, 1, -1, 1)), dout = rounded(random_values(n_out, 2));
   std::vector<float> out(n_out), probs(int64_t{s.batch} * s.heads * s.seq * s.seq), dqkv(n_qkv);
   cpu::attention_forward(out.data(), probs.data(), qkv.data(), s, nullptr);
   cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), probs.data(), s, nullptr);
-  auto d_qkv = upload_bf16(qkv), d_dout = upload_bf16(dout), d_out = zeros(n_out, dtype::bf16),
+  // Every device buffer starts `shift` values into its allocation.
+  auto shifted = [&](std::vector<float> v) {
+    v.insert(v.begin(), shift, 0.0f);
+    return v;
+  };
+  auto unshifted = [&](const tensor::tensor& t) {
+    auto v = download(t);
+    return std::vector<float>(v.begin() + shift, v.end());
+  };
+  auto d_qkv = upload_bf16(shifted(qkv)), d_dout = upload_bf16(shifted(dout)),
+       d_out = zeros(n_out + shift, dtype::bf16),
        d_lse = zeros(int64_t{s.batch} * s.heads * s.seq, dtype::f32),
-       d_dqkv = zeros(n_qkv, dtype::bf16);
-  ASSERT_TRUE(cuda::attention_forward(d_out.data<bf16>(), d_lse.data<float>(), d_qkv.data<bf16>(),
-                                      s, stream_)
+       d_dqkv = zeros(n_qkv + shift, dtype::bf16);
+  bf16 *q = d_qkv.data<bf16>() + shift, *o = d_out.data<bf16>() + shift;
+  ASSERT_TRUE(cuda::attention_forward(o, d_lse.data<float>(), q, s, stream_, limit).ok());
+  expect_close(unshifted(d_out), out, 1e-2, 2e-2, "attention out");
+  ASSERT_TRUE(cuda::attention_backward(d_dqkv.data<bf16>() + shift, d_dout.data<bf16>() + shift, q,
+                                       o, d_lse.data<float>(), s, stream_, limit)
                   .ok());
-  expect_close(download(d_out), out, 1e-2, 2e-2, "attention out");
-  ASSERT_TRUE(cuda::attention_backward(d_dqkv.data<bf16>(), d_dout.data<bf16>(), d_qkv.data<bf16>(),
-                                       d_out.data<bf16>(), d_lse.data<float>(), s, stream_)
-                  .ok());
-  expect_close(download(d_dqkv), dqkv, 2e-2, 3e-2, "attention dqkv");
+  expect_close(unshifted(d_dqkv), dqkv, 2e-2, 3e-2, "attention dqkv");
 }
 
 TEST_F(CudaKernels, FusedCrossEntropy) {
