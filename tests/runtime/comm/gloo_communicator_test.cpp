@@ -14,9 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "runtime/cluster/head_server.hpp"
 #include "runtime/comm/collective_queue.hpp"
 #include "tests/support/proc_state.hpp"
+#include "tests/support/rank_processes.hpp"
 #include "tests/support/subprocess.hpp"
 #include "tests/support/wait.hpp"
 
@@ -28,33 +28,17 @@ using namespace std::chrono_literals;
 // A head in this process, whose key-value store the rank processes rendezvous through.
 class GlooCommunicatorTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto head = cluster::head_server::start(
-        context_, "tcp://127.0.0.1:0",
-        {.credentials = {.token = "secret"}, .app_config = {}, .endpoint = {}, .metrics_text = {}},
-        1 << 20, metrics_, events_);
-    ASSERT_TRUE(head.ok()) << head.status();
-    head_ = std::move(*head);
-  }
+  void SetUp() override { head_.start(); }
 
   std::unique_ptr<testing::subprocess> start_rank(int rank, int size, const std::string& scenario,
                                                   int timeout_ms, int epoch = 0) {
     return std::make_unique<testing::subprocess>(std::vector<std::string>{
-        TROUPE_GLOO_RANK, "--head", head_->endpoint(), "--token", "secret", "--rank",
+        TROUPE_GLOO_RANK, "--head", head_.endpoint(), "--token", "secret", "--rank",
         std::to_string(rank), "--size", std::to_string(size), "--timeout-ms",
         std::to_string(timeout_ms), "--epoch", std::to_string(epoch), "--scenario", scenario});
   }
 
-  static nlohmann::json report_of(const testing::process_result& r) {
-    auto j = nlohmann::json::parse(r.out, nullptr, false);
-    EXPECT_TRUE(j.is_object()) << "stdout: " << r.out << "\nstderr: " << r.err;
-    return j.is_object() ? j : nlohmann::json::object();
-  }
-
-  zmq::context_t context_{1};
-  metrics::registry metrics_;
-  run::event_log events_;
-  std::unique_ptr<cluster::head_server> head_;
+  testing::store_head head_;
 };
 
 TEST_F(GlooCommunicatorTest, EveryOperationOnTwoThreeAndFourProcesses) {
@@ -78,7 +62,7 @@ TEST_F(GlooCommunicatorTest, AMissingRankFailsTheRendezvousWithinTheTimeout) {
   for (auto* p : {r0.get(), r1.get()}) {
     const testing::process_result result = p->wait(20s);
     ASSERT_FALSE(result.timed_out);
-    const nlohmann::json report = report_of(result);
+    const nlohmann::json report = testing::report_of(result);
     EXPECT_EQ(report.value("ok", true), false);
     EXPECT_EQ(report["error"].value("code", ""), "DEADLINE_EXCEEDED") << result.out;
     EXPECT_LT(report.value("elapsed_ms", 1e9), 6000) << result.out;
@@ -90,7 +74,7 @@ TEST_F(GlooCommunicatorTest, ARankThatNeverCallsTimesTheOperationOut) {
   auto r1 = start_rank(1, 2, "stall", 1500);
   const testing::process_result result = r0->wait(20s);
   ASSERT_FALSE(result.timed_out);
-  const nlohmann::json report = report_of(result);
+  const nlohmann::json report = testing::report_of(result);
   EXPECT_EQ(report.value("ok", true), false);
   EXPECT_EQ(report["error"].value("code", ""), "DEADLINE_EXCEEDED") << result.out;
   EXPECT_GE(report.value("elapsed_ms", 0), 1400);
@@ -105,7 +89,7 @@ TEST_F(GlooCommunicatorTest, AKilledRankFailsEverySurvivorsCollectiveAtOnce) {
   std::vector<std::unique_ptr<testing::subprocess>> ranks;
   for (int r = 0; r < 4; ++r)
     ranks.push_back(start_rank(r, 4, "peer_killed", 120000));
-  auto store = head_store::connect(head_->endpoint(), {.token = "secret"});
+  auto store = head_store::connect(head_.endpoint(), {.token = "secret"});
   ASSERT_TRUE(store.ok()) << store.status();
   for (int r = 0; r < 3; ++r)
     ASSERT_TRUE((*store)->wait("entered/" + std::to_string(r), 30s).ok()) << r;
@@ -114,7 +98,7 @@ TEST_F(GlooCommunicatorTest, AKilledRankFailsEverySurvivorsCollectiveAtOnce) {
     const testing::process_result result = ranks[r]->wait(60s);
     ASSERT_FALSE(result.timed_out) << "rank " << r << " hung after its peer was killed";
     EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
-    EXPECT_EQ(report_of(result).value("allreduce", ""), "UNAVAILABLE") << result.out;
+    EXPECT_EQ(testing::report_of(result).value("allreduce", ""), "UNAVAILABLE") << result.out;
   }
 }
 
@@ -125,7 +109,7 @@ TEST_F(GlooCommunicatorTest, AbortReleasesSurvivorsOfAStoppedRankAndFencesIt) {
   std::vector<std::unique_ptr<testing::subprocess>> ranks;
   for (int r = 0; r < 3; ++r)
     ranks.push_back(start_rank(r, 3, "peer_stopped", 120000));
-  auto store = head_store::connect(head_->endpoint(), {.token = "secret"});
+  auto store = head_store::connect(head_.endpoint(), {.token = "secret"});
   ASSERT_TRUE(store.ok()) << store.status();
   for (int r = 0; r < 2; ++r)
     ASSERT_TRUE((*store)->wait("entered/" + std::to_string(r), 30s).ok()) << r;
@@ -135,7 +119,7 @@ TEST_F(GlooCommunicatorTest, AbortReleasesSurvivorsOfAStoppedRankAndFencesIt) {
     const testing::process_result result = ranks[r]->wait(60s);
     ASSERT_FALSE(result.timed_out) << "rank " << r << " was not released by the abort";
     EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
-    const nlohmann::json report = report_of(result);
+    const nlohmann::json report = testing::report_of(result);
     // ABORTED when the abort woke it, FAILED_PRECONDITION in the (microsecond) window where the
     // abort came between "entered" and the allreduce's start: released either way.
     EXPECT_TRUE(report.value("allreduce", "") == "ABORTED" ||
@@ -148,7 +132,7 @@ TEST_F(GlooCommunicatorTest, AbortReleasesSurvivorsOfAStoppedRankAndFencesIt) {
   const testing::process_result fenced = ranks[2]->wait(60s);
   ASSERT_FALSE(fenced.timed_out) << "the continued rank hung";
   EXPECT_EQ(fenced.exit_code, 0) << fenced.out << fenced.err;
-  EXPECT_EQ(report_of(fenced).value("allreduce", ""), "UNAVAILABLE") << fenced.out;
+  EXPECT_EQ(testing::report_of(fenced).value("allreduce", ""), "UNAVAILABLE") << fenced.out;
 }
 
 // An abort wakes an operation that waits for a peer that never takes part. The operation runs

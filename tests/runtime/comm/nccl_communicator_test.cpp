@@ -10,16 +10,15 @@
 #include <algorithm>
 #include <csignal>
 #include <filesystem>
-#include <string_view>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "nlohmann/json.hpp"
-#include "runtime/cluster/head_server.hpp"
 #include "runtime/tensor/cuda_device.hpp"
 #include "tests/support/proc_state.hpp"
+#include "tests/support/rank_processes.hpp"
 #include "tests/support/subprocess.hpp"
 #include "tests/support/wait.hpp"
 
@@ -156,13 +155,8 @@ class NcclRankProcesses : public NcclCommunicator {
   void SetUp() override {
     NcclCommunicator::SetUp();
     if (IsSkipped()) return;
-    auto head = cluster::head_server::start(
-        context_, "tcp://127.0.0.1:0",
-        {.credentials = {.token = "secret"}, .app_config = {}, .endpoint = {}, .metrics_text = {}},
-        1 << 20, metrics_, events_);
-    ASSERT_TRUE(head.ok()) << head.status();
-    head_ = std::move(*head);
-    auto store = head_store::connect(head_->endpoint(), {.token = "secret"});
+    ASSERT_NO_FATAL_FAILURE(head_.start());
+    auto store = head_store::connect(head_.endpoint(), {.token = "secret"});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
   }
@@ -177,7 +171,7 @@ class NcclRankProcesses : public NcclCommunicator {
     const int gpus = static_cast<int>(tensor::cuda_devices()->size());
     for (int r = 0; r < kRanks; ++r) {
       ranks_.push_back(std::make_unique<testing::subprocess>(
-          std::vector<std::string>{helper(), "--head", head_->endpoint(), "--token", "secret",
+          std::vector<std::string>{helper(), "--head", head_.endpoint(), "--token", "secret",
                                    "--rank", std::to_string(r), "--size", std::to_string(kRanks),
                                    "--timeout-ms", "20000", "--device", std::to_string(r % gpus),
                                    "--scenario", scenario},
@@ -191,16 +185,6 @@ class NcclRankProcesses : public NcclCommunicator {
           << ranks_[r]->stderr_so_far();
   }
 
-  // The report is the last line of stdout (NCCL prints its version there first).
-  static nlohmann::json report_of(const testing::process_result& r) {
-    std::string_view out = r.out;
-    while (!out.empty() && out.back() == '\n')
-      out.remove_suffix(1);
-    auto j = nlohmann::json::parse(out.substr(out.rfind('\n') + 1), nullptr, false);
-    EXPECT_TRUE(j.is_object()) << "stdout: " << r.out << "\nstderr: " << r.err;
-    return j.is_object() ? j : nlohmann::json::object();
-  }
-
   // The survivors were released from the lost rank's allreduce (by the abort, or by NCCL
   // seeing the peer's sockets close) and did their work at epoch 2 without it.
   void expect_survivors_regrouped(const std::vector<std::string>& released_as) {
@@ -208,7 +192,7 @@ class NcclRankProcesses : public NcclCommunicator {
       const testing::process_result result = ranks_[r]->wait(120s);
       ASSERT_FALSE(result.timed_out) << "rank " << r << " was not released: " << result.err;
       EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
-      const nlohmann::json report = report_of(result);
+      const nlohmann::json report = testing::report_of(result);
       const std::string code = report.value("allreduce", "");
       EXPECT_NE(std::find(released_as.begin(), released_as.end(), code), released_as.end())
           << result.out;
@@ -217,10 +201,7 @@ class NcclRankProcesses : public NcclCommunicator {
     }
   }
 
-  zmq::context_t context_{1};
-  metrics::registry metrics_;
-  run::event_log events_;
-  std::unique_ptr<cluster::head_server> head_;
+  testing::store_head head_;
   std::unique_ptr<head_store> store_;
   std::vector<std::unique_ptr<testing::subprocess>> ranks_;
 };
@@ -245,7 +226,7 @@ TEST_F(NcclRankProcesses, SurvivorsOfAStoppedRankAreReleasedByTheAbortAndItIsFen
   const testing::process_result fenced = ranks_[kRanks - 1]->wait(120s);
   ASSERT_FALSE(fenced.timed_out) << "the continued rank hung";
   EXPECT_EQ(fenced.exit_code, 0) << fenced.out << fenced.err;
-  EXPECT_NE(report_of(fenced).value("allreduce", "OK"), "OK") << fenced.out;
+  EXPECT_NE(testing::report_of(fenced).value("allreduce", "OK"), "OK") << fenced.out;
 }
 
 }  // namespace
