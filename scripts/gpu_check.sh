@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
 # The GPU checks, in one prepared script for a session that has the device machine.
 #
-#   scripts/gpu_check.sh profile   there: per-kernel GPU time of a GPT-2 124M training step
-#                                  (Nsight Compute), to $OUT/profile.txt and ncu.csv
 #   scripts/gpu_check.sh bundle    here: build, then pack the GPU test and benchmark binaries
 #                                  with their libraries into .device-bundle/bundle.tar.gz
 #                                  (git-ignored; gzipped to fit the device tool's 64 MiB carry)
@@ -18,6 +16,8 @@
 #                                  and serve_bench with the inference workers on CUDA, writing
 #                                  to $OUT: device.txt, log.txt (every test's output),
 #                                  gtest.jsonl (the verdicts), bench.jsonl (the figures)
+#   scripts/gpu_check.sh profile   there: per-kernel GPU time of a GPT-2 124M training step
+#                                  (Nsight Compute), to $OUT/profile.txt and ncu.csv
 #
 # Record what comes back in docs/benchmarks.md with the date and the device.
 set -euo pipefail
