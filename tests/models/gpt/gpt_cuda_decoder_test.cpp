@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -22,6 +25,9 @@ const gpt_config config{64, 40, 2, 64, 2};  // head_dim 32
 // differs from the CPU). Against the CPU each step's logits stay within 10% of that step's
 // largest logit: bf16 activations and cache through two layers of weights scaled by five
 // (measured on an H200, 2026-12-04: at most 5.5%, a difference of 0.44 on logits of 8).
+// The largest log-prob difference over the tokens a sampler may draw (CPU probability at least
+// 1%) is recorded as the property max_logprob_diff: what an RL rollout on the GPU reports
+// against the CPU policy (issue 16's sync invariant, bitwise on the CPU).
 TEST(GptCudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
   auto devices = tensor::cuda_devices();
   if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
@@ -43,6 +49,17 @@ TEST(GptCudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
                                        {a.data(), pos_a, 0, table_twin.data(), 5},
                                        {b.data(), pos_b, 0, table_b.data(), 3}};
   std::vector<float> want(3 * config.vocab), got(3 * config.vocab);
+  auto log_softmax = [](const float* logits) {
+    const float top = *std::max_element(logits, logits + config.vocab);
+    double sum = 0;
+    for (int v = 0; v < config.vocab; ++v)
+      sum += std::exp(double(logits[v]) - top);
+    std::vector<double> out(config.vocab);
+    for (int v = 0; v < config.vocab; ++v)
+      out[v] = logits[v] - top - std::log(sum);
+    return out;
+  };
+  double max_logprob_diff = 0;
   for (int step = 0; !batch.empty(); ++step) {
     ASSERT_TRUE(cpu.forward(batch, want.data()).ok());
     ASSERT_TRUE((*cuda)->forward(batch, got.data()).ok());
@@ -54,6 +71,11 @@ TEST(GptCudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
       for (int v = 0; v < config.vocab; ++v) {
         ASSERT_NEAR(q[v], p[v], 0.1f * largest)
             << "step " << step << " request " << r << " token " << v;
+      }
+      const auto cpu_lp = log_softmax(p), cuda_lp = log_softmax(q);
+      for (int v = 0; v < config.vocab; ++v) {
+        if (cpu_lp[v] >= std::log(0.01))
+          max_logprob_diff = std::max(max_logprob_diff, std::abs(cuda_lp[v] - cpu_lp[v]));
       }
     }
     for (int v = 0; v < config.vocab; ++v)  // a outlasts b: the twins are rows 0 and 1
@@ -67,6 +89,9 @@ TEST(GptCudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
     if (pos_b < static_cast<int>(b.size()))
       batch.push_back({b.data() + pos_b, 1, pos_b, table_b.data(), 3}), ++pos_b;
   }
+  ::testing::Test::RecordProperty("max_logprob_diff", std::to_string(max_logprob_diff));
+  std::printf("max |log-prob difference| against the CPU (tokens of probability >= 1%%): %g\n",
+              max_logprob_diff);
   // A bad request is refused as on the CPU.
   const std::vector<int32_t> far = {1};
   std::vector<decode_request> bad = {{far.data(), 1, 39, table_b.data(), 3}};
