@@ -159,33 +159,60 @@ class scratch {
 };
 
 // The geometry of one call: head-major matrices of T x hd, score rows padded to ld (a multiple
-// of 8 elements, for cuBLASLt's alignment), heads taken `chunk` at a time.
+// of 8 elements, for cuBLASLt's alignment), heads taken `chunk` at a time (each head's scores
+// take 6 bytes an element: f32 scores and bf16 probabilities), and the chunk's products.
 struct plan {
   int T, hd, heads_total;
   int64_t ld, chunk;
-  plan(const attention_shape& s, int64_t scores_limit)
+  float scale;
+  cudaStream_t stream;
+  plan(const attention_shape& s, int64_t scores_limit, cudaStream_t st)
       : T(s.seq),
         hd(s.head_dim()),
         heads_total(s.batch * s.heads),
         ld((s.seq + 7) / 8 * 8),
         chunk(std::clamp<int64_t>(scores_limit / (int64_t{s.seq} * ld * 6), 1,
-                                  int64_t{s.batch} * s.heads)) {}
+                                  int64_t{s.batch} * s.heads)),
+        scale(rsqrtf(static_cast<float>(hd))),
+        stream(st) {}
   int64_t mat() const { return int64_t{T} * hd; }  // one head's q, k or v
-  int64_t scores() const { return int64_t{T} * ld; }
-  // out[i] = op(a[i]) op(b[i]) over `n` heads; a and b are head matrices (T x hd) or score
-  // matrices (T x T, ld), as their flags say.
-  batched_gemm gemm_of(int m, int n_cols, int k, bool a_scores, bool trans_a, bool b_scores,
-                       bool trans_b, bool out_scores, int n) const {
-    batched_gemm g;
-    g.shape = {.m = m, .n = n_cols, .k = k, .trans_a = trans_a, .trans_b = trans_b};
-    g.lda = a_scores ? ld : hd;
-    g.ldb = b_scores ? ld : hd;
-    g.ld_out = out_scores ? ld : hd;
-    g.batch = n;
-    g.stride_a = a_scores ? scores() : mat();
-    g.stride_b = b_scores ? scores() : mat();
-    g.stride_out = out_scores ? scores() : mat();
-    return g;
+  int64_t score_matrix() const { return int64_t{T} * ld; }
+
+  // scores[i] = x[i] y[i]^T (f32) for `n` heads.
+  absl::Status head_products(float* scores, const bf16* x, const bf16* y, int n) const {
+    const batched_gemm g{.shape = {.m = T, .n = T, .k = hd, .trans_b = true},
+                         .lda = hd,
+                         .ldb = hd,
+                         .ld_out = ld,
+                         .batch = n,
+                         .stride_a = mat(),
+                         .stride_b = mat(),
+                         .stride_out = score_matrix()};
+    return matmul_batched(scores, tensor::dtype::f32, x, y, g, stream);
+  }
+
+  // out[i] = p[i] y[i], or p[i]^T y[i], for `n` heads' probabilities (or their gradients) p.
+  absl::Status weighted(bf16* out, const __nv_bfloat16* p, bool transpose_p, const bf16* y,
+                        int n) const {
+    const batched_gemm g{.shape = {.m = T, .n = hd, .k = T, .trans_a = transpose_p},
+                         .lda = ld,
+                         .ldb = hd,
+                         .ld_out = hd,
+                         .batch = n,
+                         .stride_a = score_matrix(),
+                         .stride_b = mat(),
+                         .stride_out = mat()};
+    return matmul_batched(out, tensor::dtype::bf16, reinterpret_cast<const bf16*>(p), y, g, stream);
+  }
+
+  // probs = softmax(scale q k^T), causal, for `n` heads (scores is the f32 scratch), with the
+  // rows' log-sum-exp written to lse_out, or taken from lse_in (the backward's recompute).
+  absl::Status probabilities(__nv_bfloat16* probs, float* scores, const bf16* q, const bf16* k,
+                             float* lse_out, const float* lse_in, int n) const {
+    TROUPE_RETURN_IF_ERROR(head_products(scores, q, k, n));
+    causal_softmax<<<blocks_for(int64_t{n} * T * 32, 256), 256, 0, stream>>>(
+        probs, lse_out, scores, lse_in, n * T, T, ld, scale);
+    return TROUPE_CUDA_LAUNCH_STATUS();
   }
 };
 
@@ -195,29 +222,22 @@ absl::Status attention_forward(bf16* out, float* lse, const bf16* qkv, const att
                                void* stream, int64_t scores_limit) {
   TROUPE_RETURN_IF_ERROR(check_shape(s));
   cudaStream_t st = to_stream(stream);
-  const plan p(s, scores_limit);
+  const plan p(s, scores_limit, st);
   const int64_t n_qkv = int64_t{s.batch} * s.seq * 3 * s.dim, n_out = n_qkv / 3;
   scratch mem(st);
   TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * heads, mem.take<__nv_bfloat16>(n_qkv));
   TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * out_heads, mem.take<__nv_bfloat16>(n_out));
-  TROUPE_ASSIGN_OR_RETURN(float* scores, mem.take<float>(p.chunk * p.scores()));
-  TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * probs, mem.take<__nv_bfloat16>(p.chunk * p.scores()));
+  TROUPE_ASSIGN_OR_RETURN(float* scores, mem.take<float>(p.chunk * p.score_matrix()));
+  TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * probs,
+                          mem.take<__nv_bfloat16>(p.chunk * p.score_matrix()));
   TROUPE_RETURN_IF_ERROR(reorder(true, heads, qkv, 3, s, st));
-  const float scale = rsqrtf(static_cast<float>(p.hd));
+  const auto* all = reinterpret_cast<const bf16*>(heads);
   for (int64_t first = 0; first < p.heads_total; first += p.chunk) {
     const int n = static_cast<int>(std::min<int64_t>(p.chunk, p.heads_total - first));
-    const auto* q = reinterpret_cast<const bf16*>(heads + first * p.mat());
-    const auto* k = q + n_out;
-    const auto* v = k + n_out;
+    const bf16 *q = all + first * p.mat(), *k = q + n_out, *v = k + n_out;
+    TROUPE_RETURN_IF_ERROR(p.probabilities(probs, scores, q, k, lse + first * p.T, nullptr, n));
     TROUPE_RETURN_IF_ERROR(
-        matmul_batched(scores, tensor::dtype::f32, q, k,
-                       p.gemm_of(p.T, p.T, p.hd, false, false, false, true, true, n), stream));
-    causal_softmax<<<blocks_for(int64_t{n} * p.T * 32, 256), 256, 0, st>>>(
-        probs, lse + first * p.T, scores, nullptr, n * p.T, p.T, p.ld, scale);
-    TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
-    TROUPE_RETURN_IF_ERROR(matmul_batched(
-        out_heads + first * p.mat(), tensor::dtype::bf16, reinterpret_cast<const bf16*>(probs), v,
-        p.gemm_of(p.T, p.hd, p.T, true, false, false, false, false, n), stream));
+        p.weighted(reinterpret_cast<bf16*>(out_heads) + first * p.mat(), probs, false, v, n));
   }
   return reorder(false, out_heads, out, 1, s, st);
 }
@@ -227,7 +247,7 @@ absl::Status attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, c
                                 int64_t scores_limit) {
   TROUPE_RETURN_IF_ERROR(check_shape(s));
   cudaStream_t st = to_stream(stream);
-  const plan p(s, scores_limit);
+  const plan p(s, scores_limit, st);
   const int64_t n_qkv = int64_t{s.batch} * s.seq * 3 * s.dim, n_out = n_qkv / 3;
   const int64_t rows = int64_t{s.batch} * s.heads * s.seq;
   scratch mem(st);
@@ -235,14 +255,14 @@ absl::Status attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, c
   TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * dout_heads, mem.take<__nv_bfloat16>(n_out));
   TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * dheads, mem.take<__nv_bfloat16>(n_qkv));
   TROUPE_ASSIGN_OR_RETURN(float* delta, mem.take<float>(rows));
-  TROUPE_ASSIGN_OR_RETURN(float* scores, mem.take<float>(p.chunk * p.scores()));
-  TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * probs, mem.take<__nv_bfloat16>(p.chunk * p.scores()));
+  TROUPE_ASSIGN_OR_RETURN(float* scores, mem.take<float>(p.chunk * p.score_matrix()));
+  TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * probs,
+                          mem.take<__nv_bfloat16>(p.chunk * p.score_matrix()));
   delta_kernel<<<blocks_for(rows * 32, 256), 256, 0, st>>>(delta, dev(dout), dev(out), s.batch,
                                                            s.seq, s.dim, s.heads);
   TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
   TROUPE_RETURN_IF_ERROR(reorder(true, heads, qkv, 3, s, st));
   TROUPE_RETURN_IF_ERROR(reorder(true, dout_heads, dout, 1, s, st));
-  const float scale = rsqrtf(static_cast<float>(p.hd));
   const auto* all = reinterpret_cast<const bf16*>(heads);
   auto* d_all = reinterpret_cast<bf16*>(dheads);
   for (int64_t first = 0; first < p.heads_total; first += p.chunk) {
@@ -250,31 +270,17 @@ absl::Status attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, c
     const bf16 *q = all + first * p.mat(), *k = q + n_out, *v = k + n_out;
     const bf16* d_o = reinterpret_cast<const bf16*>(dout_heads) + first * p.mat();
     bf16 *dq = d_all + first * p.mat(), *dk = dq + n_out, *dv = dk + n_out;
-    const auto* ds = reinterpret_cast<const bf16*>(probs);  // probs, then their gradient
-    // The probabilities again, from the forward's log-sum-exp.
     TROUPE_RETURN_IF_ERROR(
-        matmul_batched(scores, tensor::dtype::f32, q, k,
-                       p.gemm_of(p.T, p.T, p.hd, false, false, false, true, true, n), stream));
-    causal_softmax<<<blocks_for(int64_t{n} * p.T * 32, 256), 256, 0, st>>>(
-        probs, nullptr, scores, lse + first * p.T, n * p.T, p.T, p.ld, scale);
-    TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
-    // dv = p^T dout; dp = dout v^T (into the scores' memory); ds = p (dp - delta) scale.
-    TROUPE_RETURN_IF_ERROR(
-        matmul_batched(dv, tensor::dtype::bf16, ds, d_o,
-                       p.gemm_of(p.T, p.hd, p.T, true, true, false, false, false, n), stream));
-    TROUPE_RETURN_IF_ERROR(
-        matmul_batched(scores, tensor::dtype::f32, d_o, v,
-                       p.gemm_of(p.T, p.T, p.hd, false, false, false, true, true, n), stream));
+        p.probabilities(probs, scores, q, k, nullptr, lse + first * p.T, n));  // again
+    // dv = p^T dout; dp = dout v^T (into the scores' memory); ds = p (dp - delta) scale, in
+    // the probabilities' place; dq = ds k; dk = ds^T q.
+    TROUPE_RETURN_IF_ERROR(p.weighted(dv, probs, true, d_o, n));
+    TROUPE_RETURN_IF_ERROR(p.head_products(scores, d_o, v, n));
     softmax_backward<<<blocks_for(int64_t{n} * p.T * p.T, 256), 256, 0, st>>>(
-        probs, scores, delta + first * p.T, n * p.T, p.T, p.ld, scale);
+        probs, scores, delta + first * p.T, n * p.T, p.T, p.ld, p.scale);
     TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
-    // dq = ds k; dk = ds^T q.
-    TROUPE_RETURN_IF_ERROR(
-        matmul_batched(dq, tensor::dtype::bf16, ds, k,
-                       p.gemm_of(p.T, p.hd, p.T, true, false, false, false, false, n), stream));
-    TROUPE_RETURN_IF_ERROR(
-        matmul_batched(dk, tensor::dtype::bf16, ds, q,
-                       p.gemm_of(p.T, p.hd, p.T, true, true, false, false, false, n), stream));
+    TROUPE_RETURN_IF_ERROR(p.weighted(dq, probs, false, k, n));
+    TROUPE_RETURN_IF_ERROR(p.weighted(dk, probs, true, q, n));
   }
   return reorder(false, dheads, dqkv, 3, s, st);
 }
