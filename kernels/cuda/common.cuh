@@ -3,6 +3,8 @@
 // Helpers shared by the CUDA kernels: bf16 views of troupe's bf16, launch checks, warp and
 // block reductions.
 
+#include <cstdint>
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -28,6 +30,12 @@ inline cudaStream_t to_stream(void* stream) {
 /// The launch's own error (bad configuration), with file and line.
 #define TROUPE_CUDA_LAUNCH_STATUS() \
   ::troupe::tensor::cuda_status(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+/// True when every pointer is 16-byte aligned (for 8-value bf16 loads).
+template <class... T>
+bool aligned16(const T*... p) {
+  return ((reinterpret_cast<uintptr_t>(p) % 16 == 0) && ...);
+}
 
 inline int blocks_for(int64_t n, int threads) {
   return static_cast<int>((n + threads - 1) / threads);

@@ -153,11 +153,7 @@ absl::Status layernorm_backward(bf16* din, float* dweight, float* dbias, const b
   const int groups = (dim + 255) / 256;  // of 8 values per lane
   const dim3 grid(blocks_for(rows, 8)), block(256);
   cudaStream_t st = to_stream(stream);
-  const bool aligned = (reinterpret_cast<uintptr_t>(din) | reinterpret_cast<uintptr_t>(dout) |
-                        reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(weight)) %
-                           16 ==
-                       0;
-  if (dim % 8 != 0 || groups > 4 || !aligned) {
+  if (dim % 8 != 0 || groups > 4 || !aligned16(din, dout, in, weight)) {
     layernorm_input_grad<<<grid, block, 0, st>>>(dev(din), dev(dout), dev(in), dev(weight), mean,
                                                  rstd, rows, dim);
   } else if (groups == 1) {

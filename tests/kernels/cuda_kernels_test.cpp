@@ -181,22 +181,33 @@ void CudaKernels::check_layernorm(int rows, int dim) {
   expect_close(download(d_db), db, 1e-3, 1e-3, "layernorm dbias");
 }
 
+// The elementwise maps take 8 values a load: a multiple of 8, a tail of 3, and buffers one
+// value off 16-byte alignment (one at a time throughout).
 TEST_F(CudaKernels, GeluResidualAndEmbedding) {
-  const int n = 1000;
-  auto x = rounded(random_values(n, 1, -4, 4)), y = rounded(random_values(n, 2));
-  std::vector<float> g(n), dg(n), sum(n);
-  cpu::gelu_forward(g.data(), x.data(), n);
-  cpu::gelu_backward(dg.data(), x.data(), y.data(), n);
-  cpu::residual_forward(sum.data(), x.data(), y.data(), n);
-  auto dx = upload_bf16(x), dy = upload_bf16(y), out = zeros(n, dtype::bf16);
-  ASSERT_TRUE(cuda::gelu_forward(out.data<bf16>(), dx.data<bf16>(), n, stream_).ok());
-  expect_close(download(out), g, 1e-2, 1e-2, "gelu");
-  ASSERT_TRUE(
-      cuda::gelu_backward(out.data<bf16>(), dx.data<bf16>(), dy.data<bf16>(), n, stream_).ok());
-  expect_close(download(out), dg, 1e-2, 1e-2, "gelu backward");
-  ASSERT_TRUE(
-      cuda::residual_forward(out.data<bf16>(), dx.data<bf16>(), dy.data<bf16>(), n, stream_).ok());
-  expect_close(download(out), sum, 1e-2, 1e-2, "residual");
+  for (const auto& [size, offset] : {std::pair{1000, 0}, std::pair{1003, 0}, std::pair{1000, 1}}) {
+    const int n = size, shift = offset;
+    SCOPED_TRACE(::testing::Message() << n << " values from " << shift);
+    auto x = rounded(random_values(n, 1, -4, 4)), y = rounded(random_values(n, 2));
+    std::vector<float> g(n), dg(n), sum(n), twice(n);
+    cpu::gelu_forward(g.data(), x.data(), n);
+    cpu::gelu_backward(dg.data(), x.data(), y.data(), n);
+    cpu::residual_forward(sum.data(), x.data(), y.data(), n);
+    cpu::residual_forward(twice.data(), sum.data(), y.data(), n);
+    auto dx = upload_bf16(x), dy = upload_bf16(y), out = zeros(n, dtype::bf16);
+    const int64_t m = n - shift;
+    bf16 *o = out.data<bf16>() + shift, *a = dx.data<bf16>() + shift, *b = dy.data<bf16>() + shift;
+    const auto from_shift = [&](std::vector<float> v) {
+      return std::vector<float>(v.begin() + shift, v.end());
+    };
+    ASSERT_TRUE(cuda::gelu_forward(o, a, m, stream_).ok());
+    expect_close(from_shift(download(out)), from_shift(g), 1e-2, 1e-2, "gelu");
+    ASSERT_TRUE(cuda::gelu_backward(o, a, b, m, stream_).ok());
+    expect_close(from_shift(download(out)), from_shift(dg), 1e-2, 1e-2, "gelu backward");
+    ASSERT_TRUE(cuda::residual_forward(o, a, b, m, stream_).ok());
+    expect_close(from_shift(download(out)), from_shift(sum), 1e-2, 1e-2, "residual");
+    ASSERT_TRUE(cuda::accumulate(o, b, m, stream_).ok());
+    expect_close(from_shift(download(out)), from_shift(twice), 2e-2, 1e-2, "accumulate");
+  }
 
   const int vocab = 50, ctx = 8, dim = 64, rows = 12;
   auto wte = rounded(random_values(vocab * dim, 3)), wpe = rounded(random_values(ctx * dim, 4));
@@ -272,21 +283,25 @@ void CudaKernels::check_attention(const attention_shape& s, int64_t limit, int s
   expect_close(unshifted(d_dqkv), dqkv, 2e-2, 3e-2, "attention dqkv");
 }
 
+// Eight logits a load where the vocabulary is a multiple of 8 (1000), one at a time where not.
 TEST_F(CudaKernels, FusedCrossEntropy) {
-  const int rows = 9, vocab = 1000;
-  auto logits = rounded(random_values(rows * vocab, 1, -4, 4));
-  std::vector<int32_t> targets = {0, 999, 5, -1, 7, 500, 3, 3, 12};
-  std::vector<float> losses(rows), probs(logits.size());
-  cpu::cross_entropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), rows,
-                             vocab);
-  cpu::cross_entropy_backward(probs.data(), probs.data(), targets.data(), 0.125f, rows, vocab);
-  auto d_logits = upload_bf16(logits), d_targets = upload(targets),
-       d_losses = zeros(rows, dtype::f32);
-  ASSERT_TRUE(cuda::cross_entropy_fused(d_losses.data<float>(), d_logits.data<bf16>(),
-                                        d_targets.data<int32_t>(), 0.125f, rows, vocab, stream_)
-                  .ok());
-  expect_close(download(d_losses), losses, 1e-3, 1e-3, "losses");
-  expect_close(download(d_logits), probs, 1e-4, 2e-2, "dlogits");
+  for (const int vocab : {1000, 1003}) {
+    SCOPED_TRACE(::testing::Message() << "vocab " << vocab);
+    const int rows = 9;
+    auto logits = rounded(random_values(rows * vocab, 1, -4, 4));
+    std::vector<int32_t> targets = {0, 999, 5, -1, 7, 500, 3, 3, 12};
+    std::vector<float> losses(rows), probs(logits.size());
+    cpu::cross_entropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), rows,
+                               vocab);
+    cpu::cross_entropy_backward(probs.data(), probs.data(), targets.data(), 0.125f, rows, vocab);
+    auto d_logits = upload_bf16(logits), d_targets = upload(targets),
+         d_losses = zeros(rows, dtype::f32);
+    ASSERT_TRUE(cuda::cross_entropy_fused(d_losses.data<float>(), d_logits.data<bf16>(),
+                                          d_targets.data<int32_t>(), 0.125f, rows, vocab, stream_)
+                    .ok());
+    expect_close(download(d_losses), losses, 1e-3, 1e-3, "losses");
+    expect_close(download(d_logits), probs, 1e-4, 2e-2, "dlogits");
+  }
 }
 
 TEST_F(CudaKernels, AdamWAndGradientNorm) {
