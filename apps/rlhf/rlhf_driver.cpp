@@ -182,6 +182,7 @@ std::vector<rlhf_driver::command> rlhf_driver::begin_step() {
   if (last && schedule_.test_freq == 0) return end_run();
   phase_ = phase::syncing;
   phase_started_ = now_();
+  rollout_joining_ = false;                    // the sync admits it
   std::vector<command> out = admit_joiners();  // at the step's start, before the sync
   auto sync = resync();
   out.insert(out.end(), sync.begin(), sync.end());
@@ -201,18 +202,37 @@ std::vector<rlhf_driver::command> rlhf_driver::resync() {
   });
 }
 
-std::vector<rlhf_driver::command> rlhf_driver::requests_ahead() {
-  if (phase_ != phase::syncing || sent_ahead_ || !generates_after_sync()) return {};
-  // Each worker starts them as it swaps the new weights in, and never on older ones.
-  requests_ = requests_for(cursor_, schedule_.prompts, schedule_.n, false, schedule_.seed);
-  for (auto& r : requests_)
+// The training requests from prompt `first_prompt` on, for the policy version after this one:
+// each worker starts them as it swaps those weights in, and never on older ones.
+std::vector<actor::generation_request> rlhf_driver::ahead_of(int64_t first_prompt) const {
+  auto requests = requests_for(first_prompt, schedule_.prompts, schedule_.n, false, schedule_.seed);
+  for (auto& r : requests)
     r.min_weights_version = version_ + 1;
-  sent_ahead_ = true;
-  return {generate_all{requests_}};
+  return requests;
 }
 
-bool rlhf_driver::validation_due() const {
-  return schedule_.test_freq > 0 && (step_ >= schedule_.end() || step_ % schedule_.test_freq == 0);
+std::vector<rlhf_driver::command> rlhf_driver::requests_ahead() {
+  if (phase_ != phase::syncing || sent_ahead_ || !generates_after_sync()) return {};
+  requests_ahead_ = ahead_of(cursor_);
+  sent_ahead_ = true;
+  return {generate_all{requests_ahead_}};
+}
+
+// Synchronous (one step off policy prefetches instead): the next step's requests leave now, so
+// that at its sync a rollout worker starts them the moment it has swapped the weights in, with
+// nothing left to make, send or decode: they wait in the worker meanwhile. Not when the next
+// step validates first or is past the end (as generates_after_sync will say then), nor when a
+// rollout worker waits to join at that sync.
+std::vector<rlhf_driver::command> rlhf_driver::next_step_requests() {
+  const int64_t next = step_ + 1;  // step_ counts the steps done; this one ends with the updates
+  if (sent_ahead_ || rollout_joining_ || next >= schedule_.end() || validation_due(next)) return {};
+  requests_ahead_ = ahead_of(cursor_ + schedule_.prompts);
+  sent_ahead_ = true;
+  return {generate_all{requests_ahead_}};
+}
+
+bool rlhf_driver::validation_due(int64_t step) const {
+  return schedule_.test_freq > 0 && (step >= schedule_.end() || step % schedule_.test_freq == 0);
 }
 
 bool rlhf_driver::generates_after_sync() const {
@@ -292,6 +312,7 @@ std::vector<rlhf_driver::command> rlhf_driver::generate() {
     // weights in, which its acknowledgement says (measured from the sync's sending, so the
     // sync's way to the worker counts as generation).
     sent_ahead_ = false;
+    requests_ = std::move(requests_ahead_);
     phase_started_ =
         sync_sent_ + std::chrono::duration_cast<clock::duration>(
                          std::chrono::duration<double>(std::max(0.0, rollout_swap_s_)));
@@ -518,6 +539,8 @@ std::vector<rlhf_driver::command> rlhf_driver::after_log_probs() {
     prefetching_ = true;
     prefetch_started_ = now_();
     out.push_back(generate_all{prefetch_requests_});
+  } else {
+    out = next_step_requests();
   }
   std::vector<command> rest = start_updates();
   out.insert(out.end(), rest.begin(), rest.end());

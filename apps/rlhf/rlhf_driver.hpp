@@ -263,6 +263,9 @@ class rlhf_driver {
   /// After a sync_all with requests_follow: the step's requests (a generate_all), each waiting in
   /// the rollout for the sync's version (min_weights_version).
   std::vector<command> requests_ahead();
+  /// A rollout worker waits to join the weight-sync group at the next step's sync: that step's
+  /// requests then go out with the sync, so that the joiner gets its share of them.
+  void on_rollout_joining() { rollout_joining_ = true; }
   /// Every request's whole output, in request order.
   std::vector<command> on_generated(std::vector<actor::generation_event> outputs);
   std::vector<command> on_scored(std::vector<double> scores);
@@ -333,10 +336,16 @@ class rlhf_driver {
   std::vector<command> warm_up_or_begin();
   std::vector<command> begin_step();
   std::vector<command> after_sync();
-  [[nodiscard]] bool validation_due() const;
+  // Whether RL step `step` + 1 (1-based) starts with a validation.
+  [[nodiscard]] bool validation_due(int64_t step) const;
+  [[nodiscard]] bool validation_due() const { return validation_due(step_); }
   // The training generation follows the sync directly (no validation, no prefetched outputs):
-  // its requests go out with the sync.
+  // its requests go out ahead of it (during the step before, or with the sync).
   [[nodiscard]] bool generates_after_sync() const;
+  // Synchronous, once this step's log-probs are in: the next step's requests, sent while this
+  // step updates.
+  std::vector<command> next_step_requests();
+  std::vector<actor::generation_request> ahead_of(int64_t first_prompt) const;
   std::vector<command> generate();
   // on_generated, for outputs that arrived at `at`.
   std::vector<command> generated(std::vector<actor::generation_event> outputs,
@@ -441,9 +450,12 @@ class rlhf_driver {
   std::vector<std::pair<std::string, std::string>> acks_;
   std::vector<actor::generation_request> requests_;
   std::vector<actor::generation_event> outputs_;
-  // The step's requests went out with its sync (generates_after_sync); outputs that arrive
-  // before the sync's last acknowledgement wait for it.
+  // The step's requests went out ahead of its generation (requests_ahead_: during the step
+  // before, or with its sync); outputs that arrive before the sync's last acknowledgement wait
+  // for it.
   bool sent_ahead_ = false;
+  bool rollout_joining_ = false;  // a rollout worker joins at the next sync
+  std::vector<actor::generation_request> requests_ahead_;
   clock::time_point sync_sent_{}, early_at_{};
   double rollout_swap_s_ = -1;  // the earliest rollout worker's swap, after the sync's sending
   std::optional<std::vector<actor::generation_event>> early_outputs_;

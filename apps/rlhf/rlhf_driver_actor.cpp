@@ -419,6 +419,7 @@ void on_update(self_ptr self, const actor::actor_update& update) {
     st.pool->add(update.name);
     st.watched[handle.address()] = update.name;
     self->monitor(handle);
+    if (st.logic) st.logic->on_rollout_joining();
     st.events->emit(run::severity::info, "rollout_joining",
                     absl::StrCat(update.name, " joins the rollout at the next weight sync"),
                     {{"name", update.name}});

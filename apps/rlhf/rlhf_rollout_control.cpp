@@ -113,14 +113,17 @@ static std::chrono::milliseconds sync_limit(const controller_state& st) {
   return std::chrono::milliseconds(3 * st.options.sync.timeout_ms + 5000);
 }
 
-// Rollout worker `w`'s requests `requests` join its engine (those sent with a sync once it has
-// swapped the new weights in).
+// Rollout worker `w`'s requests `requests` join its engine (those for a newer policy version,
+// sent during the step before or with the sync, once it has swapped that version in).
 static void send_requests(self_ptr self, const std::string& w,
                           std::vector<actor::generation_request> requests) {
   auto& st = self->state;
-  const bool after_sync = !requests.empty() && requests.front().min_weights_version > 0;
-  std::chrono::milliseconds limit = std::chrono::seconds(60);
-  if (after_sync) limit += sync_limit(st);
+  // Requests for a newer version are answered at that version's swap, after this step's updates
+  // and the next sync: the sync's own limit bounds the wait once it starts, and the worker's
+  // loss is its monitor's to see.
+  const bool wait_for_sync = !requests.empty() && requests.front().min_weights_version > 0;
+  const caf::duration limit =
+      wait_for_sync ? caf::duration{caf::infinite} : caf::duration{std::chrono::seconds(60)};
   self->request(st.rollouts.at(w), limit, actor::generate_atom_v, std::move(requests))
       .then([](caf::ok_atom) {}, [self, w](caf::error& e) { on_rollout_error(self, w, e); });
   if (!st.gen.polling.contains(w)) poll(self, w);
@@ -267,9 +270,10 @@ void sync(self_ptr self, uint64_t version) {
               settle_sync(self);
             });
   };
-  ask(st.trainers.at(sender), sender, 0);
+  // The rollout workers first: their generation's time runs from the sync's sending.
   for (size_t i = 0; i < members.size(); ++i)
     ask(st.rollouts.at(members[i]), members[i], 1 + static_cast<int>(i));
+  ask(st.trainers.at(sender), sender, 0);
 }
 
 }  // namespace troupe::apps::rlhf::control

@@ -3,6 +3,8 @@
 // committed where a survivor completed it), a lost weight sender, a joiner admitted at the next
 // RL step, and the waits below min and for a loss that explains a failure.
 
+#include <utility>
+
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -79,11 +81,13 @@ class RlhfElasticDriver : public ::testing::Test {
     return through_sync(requests_in(formed), 1);
   }
 
-  // The step's requests, which follow its sync in `commands`.
+  // The step's requests: those that follow its sync in `commands`, or that went out with the
+  // last step's updates.
   std::vector<actor::generation_request> requests_in(const std::vector<driver::command>& commands) {
     const auto syncs = all_of<driver::sync_all>(commands);
     EXPECT_EQ(syncs.size(), 1u);
-    if (syncs.empty() || !syncs[0].requests_follow) return {};
+    if (syncs.empty()) return {};
+    if (!syncs[0].requests_follow) return std::exchange(sent_ahead_, {});
     const auto generate = all_of<driver::generate_all>(d_->requests_ahead());
     EXPECT_EQ(generate.size(), 1u);
     return generate.empty() ? std::vector<actor::generation_request>{} : generate[0].requests;
@@ -118,10 +122,14 @@ class RlhfElasticDriver : public ::testing::Test {
       const int rows = 6 / ranks + (r < 6 % ranks ? 1 : 0);
       next = d_->on_log_probs(false, r, std::vector<float>(rows * ctx, -1.0f), generation);
     }
+    if (const auto ahead = all_of<driver::generate_all>(next); !ahead.empty()) {
+      sent_ahead_ = ahead[0].requests;  // the next step's
+    }
     return all_of<driver::update_all>(next);
   }
 
   driver::clock::time_point now_{};
+  std::vector<actor::generation_request> sent_ahead_;
   std::unique_ptr<driver> d_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -82,15 +83,25 @@ std::vector<actor::generation_event> outputs_for(
   return outputs;
 }
 
-// A step's start: the sync of `version`, which the step's requests follow (requests_ahead), each
-// waiting in the rollout for that version. Their requests.
+// The requests a driver sent with its last step's updates, for its next step (finish_step takes
+// them from the commands, sync_and_requests uses them up).
+std::map<const driver*, std::vector<actor::generation_request>> requests_sent_ahead;
+
+// A step's start: the sync of `version`, whose requests went out with the last step's updates
+// or follow the sync (requests_ahead), each waiting in the rollout for that version. Their
+// requests.
 std::vector<actor::generation_request> sync_and_requests(
     driver& d, const std::vector<driver::command>& commands, uint64_t version) {
   const auto& sync = only<driver::sync_all>(commands);
   EXPECT_EQ(sync.version, version);
-  EXPECT_TRUE(sync.requests_follow);
-  const auto ahead = d.requests_ahead();
-  const auto requests = only<driver::generate_all>(ahead).requests;
+  auto sent = requests_sent_ahead.extract(&d);  // (or an earlier driver's at this address)
+  std::vector<actor::generation_request> requests;
+  if (sync.requests_follow) {
+    requests = only<driver::generate_all>(d.requests_ahead()).requests;
+  } else {
+    EXPECT_FALSE(sent.empty()) << "neither sent with the last step's updates nor following";
+    if (!sent.empty()) requests = std::move(sent.mapped());
+  }
   for (const auto& r : requests)
     EXPECT_EQ(r.min_weights_version, version) << "request " << r.id;
   EXPECT_TRUE(d.requests_ahead().empty()) << "once";
@@ -139,6 +150,14 @@ std::vector<driver::command> finish_step(driver& d, const std::vector<driver::co
   }
   // The critic's and the actor's updates run at once: both first optimizer steps come together,
   // and each track asks for its next step when its last one is answered.
+  // The next step's requests leave with this step's updates (but for the last step).
+  if (!next.empty()) {
+    if (const auto* ahead = std::get_if<driver::generate_all>(&next.front())) {
+      EXPECT_LT(d.step() + 1, d.schedule().end()) << "no step follows the last";
+      requests_sent_ahead[&d] = ahead->requests;
+      next.erase(next.begin());
+    }
+  }
   if (!ask.critic.empty() && d.schedule().updates_actor_at(d.step() + 1)) {
     EXPECT_EQ(next.size(), 2u) << "both updates start at once";
   }
@@ -355,6 +374,58 @@ TEST(RlhfDriver, AStepsRequestsGoOutWithItsSyncAndTheGenerationIsTimedFromTheSwa
   EXPECT_NEAR(row["timing_s/gen"].get<double>(), 0.026, 1e-9) << "from 4 ms to 30 ms";
 }
 
+// Synchronous, once a step's log-probs are in: the next step's requests leave beside its
+// updates, each waiting in the rollout for the version those make, and the next sync goes
+// alone. Not when a rollout worker waits to join at the next sync (it gets its share with the
+// sync), nor after the last step.
+TEST(RlhfDriver, TheNextStepsRequestsLeaveWithThisStepsUpdates) {
+  rlhf_schedule s = schedule();
+  s.steps = 3;
+  s.ppo_epochs = 1;
+  s.mini_batch_prompts = 2;  // one update per step
+  driver d = make(s);
+  const auto log_probs = [&] {
+    const int ctx = d.schedule().max_len;
+    EXPECT_TRUE(d.on_log_probs(false, 0, std::vector<float>(2 * ctx, -1.0f)).empty());
+    EXPECT_TRUE(d.on_log_probs(true, 0, std::vector<float>(4 * ctx, -1.0f)).empty());
+    return d.on_log_probs(false, 1, std::vector<float>(2 * ctx, -1.0f));
+  };
+  const auto update = [&] {
+    EXPECT_TRUE(d.on_updated(1, {}).empty());
+    return d.on_updated(0, {});
+  };
+  d.on_generated(outputs_for(first_generation(d), 1));
+  asked_log_probs(d.on_scored({1.0, 0.0, 0.5, 0.5}));
+  const auto with_update = log_probs();
+  ASSERT_EQ(with_update.size(), 2u);
+  const auto& ahead = std::get<driver::generate_all>(with_update[0]).requests;
+  ASSERT_EQ(ahead.size(), 4u);
+  EXPECT_EQ(std::string(ahead[0].prompt.begin(), ahead[0].prompt.end()), "p2=") << "step 2's";
+  for (const auto& r : ahead)
+    EXPECT_EQ(r.min_weights_version, 2u) << "request " << r.id;
+  EXPECT_TRUE(std::holds_alternative<driver::update_all>(with_update[1]));
+  const auto step_1_ended = update();
+  ASSERT_EQ(step_1_ended.size(), 3u);
+  const auto& sync = std::get<driver::sync_all>(step_1_ended[2]);
+  EXPECT_EQ(sync.version, 2u);
+  EXPECT_FALSE(sync.requests_follow) << "they left with the update";
+  EXPECT_TRUE(d.requests_ahead().empty());
+  EXPECT_TRUE(d.on_synced("policy/0", {2, "abc"}, true).empty());
+  EXPECT_TRUE(d.on_synced("rollout/0", {2, "abc"}, false).empty()) << "nothing left to send";
+  EXPECT_EQ(only<driver::score_all>(d.on_generated(outputs_for(ahead, 2))).prompts[0], "p2=");
+  // A rollout worker joins at step 3's sync: step 3's requests follow that sync.
+  d.on_rollout_joining();
+  asked_log_probs(d.on_scored({1.0, 0.0, 0.5, 0.5}));
+  EXPECT_EQ(only<driver::update_all>(log_probs()).parts.size(), 2u);
+  const auto step_2_ended = update();
+  ASSERT_EQ(step_2_ended.size(), 3u);
+  EXPECT_TRUE(std::get<driver::sync_all>(step_2_ended[2]).requests_follow);
+  const auto step_3 = d.requests_ahead();
+  EXPECT_EQ(std::string(only<driver::generate_all>(step_3).requests[0].prompt.begin(),
+                        only<driver::generate_all>(step_3).requests[0].prompt.end()),
+            "p4=");
+}
+
 // Outputs that came back before a checksum that differs are never scored: the run fails.
 TEST(RlhfDriver, OutputsThatCameBeforeAWrongChecksumAreNeverScored) {
   driver d = make();
@@ -458,7 +529,8 @@ TEST(RlhfDriver, InBypassModeTheRolloutsLogProbsAreTheOldOnes) {
   EXPECT_TRUE(ask.policy.empty()) << "the policy recomputes nothing";
   const int ctx = ask.reference.ctx;
   const auto updates = d.on_log_probs(true, 0, std::vector<float>(4 * ctx, -1.0f));
-  const auto& update = only<driver::update_all>(updates);
+  ASSERT_EQ(updates.size(), 2u) << "step 2's requests, and the update";
+  const auto& update = std::get<driver::update_all>(updates[1]);
   ASSERT_EQ(update.parts.size(), 2u);  // two policy ranks, two rows each
   for (int rank = 0; rank < 2; ++rank) {
     const actor::rl_batch& part = update.parts[rank];
