@@ -100,6 +100,16 @@ class cluster_harness : public ::testing::Test {
     return clock::duration::max();
   }
 
+  // `node`, silent since a moment ago, is declared dead for its missed heartbeats. How long that
+  // takes is membership_test's (on a fake clock): timed here, it would take in the machine's load
+  // and this test's own `troupe status` polls.
+  void expect_declared_dead_by_its_heartbeats(const std::string& node) const {
+    ASSERT_NE(time_until_dead(node, 30s), clock::duration::max()) << node << " is not dead";
+    const nlohmann::json dead = wait_for_event(run_dir(), "member_dead", 10s);
+    ASSERT_FALSE(dead.is_null());
+    EXPECT_NE(dead.dump().find("no heartbeat for"), std::string::npos) << dead.dump();
+  }
+
   temp_dir dir_;
   test_hold hold_{dir_};
   std::string endpoint_;

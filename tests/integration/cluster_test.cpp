@@ -107,10 +107,9 @@ TEST_F(ClusterTest, AJobRunsAcrossThreeWorkers) {
     EXPECT_EQ(w->wait(10s).exit_code, 0) << "a worker outlived its head";
 }
 
-// The heartbeat deadline (500 ms x 4 misses by default) is the config's, not the machine's: no
-// computation lies on the path from the kill to the declaration, so the bound holds with a
-// second to spare on a busy machine. The job is held until then, so the victim has items.
-TEST_F(ClusterTest, AKilledWorkerIsDeclaredDeadWithinThreeSecondsAndTheJobCompletes) {
+// A killed worker is declared dead by its missed heartbeats (500 ms x 4 by default: the deadline
+// is membership_test's, on a fake clock). The job is held until then, so the victim has items.
+TEST_F(ClusterTest, AKilledWorkerIsDeclaredDeadByItsHeartbeatsAndTheJobCompletes) {
   hold_.hold();
   start_head(pipeline(600,
                       "impl: faulty, plugin: faulty, count: 3, "
@@ -123,10 +122,7 @@ TEST_F(ClusterTest, AKilledWorkerIsDeclaredDeadWithinThreeSecondsAndTheJobComple
   ASSERT_TRUE(head_->wait_for_stderr("started", 20s));
   const std::string victim = workers[1]["node"];
   ASSERT_EQ(kill(workers[1]["pid"].get<pid_t>(), SIGKILL), 0);
-  const auto detection = time_until_dead(victim, 10s);
-  EXPECT_LE(detection, 3s)
-      << "declared dead after "
-      << std::chrono::duration_cast<std::chrono::milliseconds>(detection).count() << " ms";
+  expect_declared_dead_by_its_heartbeats(victim);
   // Its actors are restarted while the job is still held (after their backoff), so that the
   // restart cannot come after the job's end on a loaded machine.
   EXPECT_FALSE(wait_for_event(run_dir(), "actor_restarted", 30s).is_null());
@@ -161,8 +157,7 @@ TEST_F(ClusterTest, AFrozenWorkerIsDeclaredDeadAndRefusedWhenItWakes) {
   }
   ASSERT_FALSE(node.empty());
   frozen.signal(SIGSTOP);
-  const auto detection = time_until_dead(node, 10s);
-  EXPECT_LE(detection, 3s);
+  expect_declared_dead_by_its_heartbeats(node);
   hold_.release();
   frozen.signal(SIGCONT);
   // Back from the dead, it is refused instead of resuming as `node`.
