@@ -1,11 +1,14 @@
 #include "actors/kv_block_pool.hpp"
 
+#include <algorithm>
+#include <functional>
+
 namespace troupe::actors {
 
 kv_block_pool::kv_block_pool(int blocks, int block_size) : total_(blocks), block_size_(block_size) {
   free_.reserve(blocks);
-  for (int b = blocks - 1; b >= 0; --b)
-    free_.push_back(b);  // block 0 goes out first
+  for (int b = 0; b < blocks; ++b)
+    free_.push_back(b);  // ascending: a min-heap already
 }
 
 bool kv_block_pool::reserve(std::vector<int32_t>& table, int positions) {
@@ -13,6 +16,7 @@ bool kv_block_pool::reserve(std::vector<int32_t>& table, int positions) {
   if (needed <= 0) return true;
   if (needed > free_blocks()) return false;
   for (int i = 0; i < needed; ++i) {
+    std::pop_heap(free_.begin(), free_.end(), std::greater<>());
     table.push_back(free_.back());
     free_.pop_back();
   }
@@ -20,8 +24,10 @@ bool kv_block_pool::reserve(std::vector<int32_t>& table, int positions) {
 }
 
 void kv_block_pool::release(std::vector<int32_t>& table) {
-  for (auto b = table.rbegin(); b != table.rend(); ++b)
-    free_.push_back(*b);
+  for (const int32_t b : table) {
+    free_.push_back(b);
+    std::push_heap(free_.begin(), free_.end(), std::greater<>());
+  }
   table.clear();
 }
 

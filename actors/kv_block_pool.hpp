@@ -6,8 +6,11 @@
 namespace troupe::actors {
 
 /// The blocks of a paged KV cache (vLLM's block manager): `blocks` fixed-size blocks of
-/// `block_size` positions, handed out from a free list. A sequence owns a block table, the
-/// blocks holding its positions in order, which grows as the sequence does.
+/// `block_size` positions, the lowest-numbered free block handed out first, so that an engine
+/// that ran many batches lays a new one out in the cache as a fresh engine does (handed out
+/// again in the order their sequences ended, they came back scattered, and iterations over 256
+/// sequences ran about 3% slower). A sequence owns a block table, the blocks holding its
+/// positions in order, which grows as the sequence does.
 class kv_block_pool {
  public:
   kv_block_pool(int blocks, int block_size);
@@ -30,7 +33,7 @@ class kv_block_pool {
  private:
   int total_;
   int block_size_;
-  std::vector<int32_t> free_;  // the next block handed out is at the back
+  std::vector<int32_t> free_;  // a min-heap (std::greater): the lowest block goes out next
 };
 
 }  // namespace troupe::actors

@@ -46,6 +46,22 @@ TEST(KvBlockPool, HandsOutAndTakesBackBlocks) {
   EXPECT_EQ(pool.free_blocks(), 4);
 }
 
+// Whatever order blocks come back in, the lowest-numbered free ones go out first.
+TEST(KvBlockPool, TheLowestFreeBlocksGoOutFirst) {
+  kv_block_pool pool(6, 16);
+  std::vector<int32_t> a, b, c;
+  ASSERT_TRUE(pool.reserve(a, 32));  // 0, 1
+  ASSERT_TRUE(pool.reserve(b, 32));  // 2, 3
+  ASSERT_TRUE(pool.reserve(c, 32));  // 4, 5
+  pool.release(c);
+  pool.release(a);
+  ASSERT_TRUE(pool.reserve(c, 48));
+  EXPECT_EQ(c, (std::vector<int32_t>{0, 1, 4}));
+  pool.release(b);
+  ASSERT_TRUE(pool.reserve(a, 48));
+  EXPECT_EQ(a, (std::vector<int32_t>{2, 3, 5}));
+}
+
 TEST(BatchScheduler, NewRequestsJoinAtTheNextIteration) {
   kv_block_pool pool(64, 16);
   batch_scheduler s({.ctx = 128, .max_batch_tokens = 64}, pool);
