@@ -26,6 +26,14 @@ rlhf_schedule schedule() {
   return s;
 }
 
+// One optimizer step an RL step: one epoch over one mini-batch of both prompts.
+rlhf_schedule one_update_a_step() {
+  rlhf_schedule s = schedule();
+  s.ppo_epochs = 1;
+  s.mini_batch_prompts = 2;
+  return s;
+}
+
 // The algorithm with a critic.
 rl_algorithm gae() {
   rl_algorithm a;
@@ -190,6 +198,20 @@ std::vector<driver::command> finish_step(driver& d, const std::vector<driver::co
   }
 }
 
+// Both policy ranks' and the reference's log-probs of a step's 4 rows: the commands after the last.
+std::vector<driver::command> answer_log_probs(driver& d) {
+  const int ctx = d.schedule().max_len;
+  EXPECT_TRUE(d.on_log_probs(false, 0, std::vector<float>(2 * ctx, -1.0f)).empty());
+  EXPECT_TRUE(d.on_log_probs(true, 0, std::vector<float>(4 * ctx, -1.0f)).empty());
+  return d.on_log_probs(false, 1, std::vector<float>(2 * ctx, -1.0f));
+}
+
+// Both policy ranks answer an optimizer step: the commands after the second.
+std::vector<driver::command> answer_update(driver& d) {
+  EXPECT_TRUE(d.on_updated(1, {}).empty());
+  return d.on_updated(0, {});
+}
+
 // Starts `d` and syncs its first version: the requests of its first generation.
 std::vector<actor::generation_request> first_generation(driver& d) {
   const auto requests = sync_and_requests(d, d.start(), 1);
@@ -262,30 +284,18 @@ TEST(RlhfDriver, ALearnedRewardsResponsesAreScoredByTheRuleToo) {
 // the weights step 1 used, beside step 1's update; step 1 ends only when that generation has;
 // step 2, after its sync, scores those outputs at once: one version old.
 TEST(RlhfDriver, OneStepOffPolicyGeneratesTheNextStepDuringTheUpdate) {
-  rlhf_schedule s = schedule();
+  rlhf_schedule s = one_update_a_step();
   s.max_staleness = 1;
-  s.ppo_epochs = 1;
-  s.mini_batch_prompts = 2;  // one update per step
   driver d = make(s);
-  const auto log_probs = [&] {
-    const int ctx = d.schedule().max_len;
-    EXPECT_TRUE(d.on_log_probs(false, 0, std::vector<float>(2 * ctx, -1.0f)).empty());
-    EXPECT_TRUE(d.on_log_probs(true, 0, std::vector<float>(4 * ctx, -1.0f)).empty());
-    return d.on_log_probs(false, 1, std::vector<float>(2 * ctx, -1.0f));
-  };
-  const auto update = [&] {
-    EXPECT_TRUE(d.on_updated(1, {}).empty());
-    return d.on_updated(0, {});
-  };
   const auto requests = first_generation(d);
   d.on_generated(outputs_for(requests, 1));
   asked_log_probs(d.on_scored({1.0, 0.0, 0.5, 0.5}));
-  const auto overlapped = log_probs();
+  const auto overlapped = answer_log_probs(d);
   ASSERT_EQ(overlapped.size(), 2u);
   const auto& ahead = std::get<driver::generate_all>(overlapped[0]).requests;
   EXPECT_EQ(std::string(ahead[0].prompt.begin(), ahead[0].prompt.end()), "p2=") << "step 2's";
   EXPECT_TRUE(std::holds_alternative<driver::update_all>(overlapped[1]));
-  EXPECT_TRUE(update().empty()) << "step 1 waits for step 2's generation";
+  EXPECT_TRUE(answer_update(d).empty()) << "step 1 waits for step 2's generation";
   const auto ended = d.on_generated(outputs_for(ahead, 1));
   ASSERT_EQ(ended.size(), 3u);
   EXPECT_EQ(std::get<driver::metrics_row>(ended[0]).row["staleness/max"], 0);
@@ -296,8 +306,8 @@ TEST(RlhfDriver, OneStepOffPolicyGeneratesTheNextStepDuringTheUpdate) {
   const auto scored = d.on_synced("rollout/0", {2, "abc"}, false);
   EXPECT_EQ(only<driver::score_all>(scored).prompts[0], "p2=") << "no generation: it is done";
   asked_log_probs(d.on_scored({1.0, 1.0, 0.5, 0.5}));
-  EXPECT_EQ(log_probs().size(), 1u) << "the last step generates nothing ahead";
-  const auto last = update();
+  EXPECT_EQ(answer_log_probs(d).size(), 1u) << "the last step generates nothing ahead";
+  const auto last = answer_update(d);
   ASSERT_FALSE(last.empty());
   const auto& row = std::get<driver::metrics_row>(last[0]).row;
   EXPECT_EQ(row["step"], 2);
@@ -379,24 +389,12 @@ TEST(RlhfDriver, AStepsRequestsGoOutWithItsSyncAndTheGenerationIsTimedFromTheSwa
 // alone. Not when a rollout worker waits to join at the next sync (it gets its share with the
 // sync), nor after the last step.
 TEST(RlhfDriver, TheNextStepsRequestsLeaveWithThisStepsUpdates) {
-  rlhf_schedule s = schedule();
+  rlhf_schedule s = one_update_a_step();
   s.steps = 3;
-  s.ppo_epochs = 1;
-  s.mini_batch_prompts = 2;  // one update per step
   driver d = make(s);
-  const auto log_probs = [&] {
-    const int ctx = d.schedule().max_len;
-    EXPECT_TRUE(d.on_log_probs(false, 0, std::vector<float>(2 * ctx, -1.0f)).empty());
-    EXPECT_TRUE(d.on_log_probs(true, 0, std::vector<float>(4 * ctx, -1.0f)).empty());
-    return d.on_log_probs(false, 1, std::vector<float>(2 * ctx, -1.0f));
-  };
-  const auto update = [&] {
-    EXPECT_TRUE(d.on_updated(1, {}).empty());
-    return d.on_updated(0, {});
-  };
   d.on_generated(outputs_for(first_generation(d), 1));
   asked_log_probs(d.on_scored({1.0, 0.0, 0.5, 0.5}));
-  const auto with_update = log_probs();
+  const auto with_update = answer_log_probs(d);
   ASSERT_EQ(with_update.size(), 2u);
   const auto& ahead = std::get<driver::generate_all>(with_update[0]).requests;
   ASSERT_EQ(ahead.size(), 4u);
@@ -404,7 +402,7 @@ TEST(RlhfDriver, TheNextStepsRequestsLeaveWithThisStepsUpdates) {
   for (const auto& r : ahead)
     EXPECT_EQ(r.min_weights_version, 2u) << "request " << r.id;
   EXPECT_TRUE(std::holds_alternative<driver::update_all>(with_update[1]));
-  const auto step_1_ended = update();
+  const auto step_1_ended = answer_update(d);
   ASSERT_EQ(step_1_ended.size(), 3u);
   const auto& sync = std::get<driver::sync_all>(step_1_ended[2]);
   EXPECT_EQ(sync.version, 2u);
@@ -416,8 +414,8 @@ TEST(RlhfDriver, TheNextStepsRequestsLeaveWithThisStepsUpdates) {
   // A rollout worker joins at step 3's sync: step 3's requests follow that sync.
   d.on_rollout_joining();
   asked_log_probs(d.on_scored({1.0, 0.0, 0.5, 0.5}));
-  EXPECT_EQ(only<driver::update_all>(log_probs()).parts.size(), 2u);
-  const auto step_2_ended = update();
+  EXPECT_EQ(only<driver::update_all>(answer_log_probs(d)).parts.size(), 2u);
+  const auto step_2_ended = answer_update(d);
   ASSERT_EQ(step_2_ended.size(), 3u);
   EXPECT_TRUE(std::get<driver::sync_all>(step_2_ended[2]).requests_follow);
   const auto step_3 = d.requests_ahead();
