@@ -118,14 +118,16 @@ absl::Status add_requests(worker_self self, std::vector<actor::generation_reques
   auto& st = self->state;
   auto& engine = *st.engine;
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (absl::Status s = engine.add(requests[i]); !s.ok()) {
+    const uint64_t id = requests[i].id;  // (a request moved into the engine keeps its id here)
+    const bool quiet = !requests[i].stream;
+    if (absl::Status s = engine.add(std::move(requests[i])); !s.ok()) {
       for (size_t k = 0; k < i; ++k) {
         engine.cancel(requests[k].id);
         st.quiet.erase(requests[k].id);
       }
-      return absl::Status(s.code(), absl::StrCat("request ", requests[i].id, ": ", s.message()));
+      return absl::Status(s.code(), absl::StrCat("request ", id, ": ", s.message()));
     }
-    if (!requests[i].stream) st.quiet.insert(requests[i].id);
+    if (quiet) st.quiet.insert(id);
   }
   keep_stepping(self);
   return absl::OkStatus();
