@@ -1,6 +1,7 @@
 #include "apps/rlhf/rlhf_driver.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -198,7 +199,7 @@ std::vector<rlhf_driver::command> rlhf_driver::resync() {
     sync_sender_ = groups_[0].members.front();  // the group's rank 0 sends
     sync_sent_ = now_();
     rollout_swap_s_ = -1;
-    return {sync_all{version_ + 1, !sent_ahead_ && generates_after_sync()}};
+    return {sync_all{version_ + 1, !sent_ahead() && generates_after_sync()}};
   });
 }
 
@@ -212,9 +213,8 @@ std::vector<actor::generation_request> rlhf_driver::ahead_of(int64_t first_promp
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::requests_ahead() {
-  if (phase_ != phase::syncing || sent_ahead_ || !generates_after_sync()) return {};
+  if (phase_ != phase::syncing || sent_ahead() || !generates_after_sync()) return {};
   requests_ahead_ = ahead_of(cursor_);
-  sent_ahead_ = true;
   return {generate_all{requests_ahead_}};
 }
 
@@ -225,9 +225,9 @@ std::vector<rlhf_driver::command> rlhf_driver::requests_ahead() {
 // rollout worker waits to join at that sync.
 std::vector<rlhf_driver::command> rlhf_driver::next_step_requests() {
   const int64_t next = step_ + 1;  // step_ counts the steps done; this one ends with the updates
-  if (sent_ahead_ || rollout_joining_ || next >= schedule_.end() || validation_due(next)) return {};
+  if (sent_ahead() || rollout_joining_ || next >= schedule_.end() || validation_due(next))
+    return {};
   requests_ahead_ = ahead_of(cursor_ + schedule_.prompts);
-  sent_ahead_ = true;
   return {generate_all{requests_ahead_}};
 }
 
@@ -307,12 +307,11 @@ std::vector<actor::generation_request> rlhf_driver::requests_for(int64_t first_p
 std::vector<rlhf_driver::command> rlhf_driver::generate() {
   phase_ = phase::generating;
   phase_started_ = now_();
-  if (sent_ahead_) {
-    // Sent with the sync: the generation started when the first rollout worker swapped the
+  if (sent_ahead()) {
+    // Sent ahead: the generation started when the first rollout worker swapped the
     // weights in, which its acknowledgement says (measured from the sync's sending, so the
     // sync's way to the worker counts as generation).
-    sent_ahead_ = false;
-    requests_ = std::move(requests_ahead_);
+    requests_ = std::exchange(requests_ahead_, {});
     phase_started_ =
         sync_sent_ + std::chrono::duration_cast<clock::duration>(
                          std::chrono::duration<double>(std::max(0.0, rollout_swap_s_)));
@@ -365,7 +364,7 @@ absl::Status rlhf_driver::check_outputs(const std::vector<actor::generation_requ
 
 std::vector<rlhf_driver::command> rlhf_driver::on_generated(
     std::vector<actor::generation_event> outputs) {
-  if (phase_ == phase::syncing && sent_ahead_ && !prefetching_) {
+  if (phase_ == phase::syncing && sent_ahead() && !prefetching_) {
     // Before the last acknowledgement: it waits for the checksums' comparison.
     early_outputs_ = std::move(outputs);
     early_at_ = now_();

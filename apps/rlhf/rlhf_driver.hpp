@@ -345,6 +345,7 @@ class rlhf_driver {
   // Synchronous, once this step's log-probs are in: the next step's requests, sent while this
   // step updates.
   std::vector<command> next_step_requests();
+  [[nodiscard]] bool sent_ahead() const { return !requests_ahead_.empty(); }
   std::vector<actor::generation_request> ahead_of(int64_t first_prompt) const;
   std::vector<command> generate();
   // on_generated, for outputs that arrived at `at`.
@@ -450,12 +451,11 @@ class rlhf_driver {
   std::vector<std::pair<std::string, std::string>> acks_;
   std::vector<actor::generation_request> requests_;
   std::vector<actor::generation_event> outputs_;
-  // The step's requests went out ahead of its generation (requests_ahead_: during the step
-  // before, or with its sync); outputs that arrive before the sync's last acknowledgement wait
-  // for it.
-  bool sent_ahead_ = false;
-  bool rollout_joining_ = false;  // a rollout worker joins at the next sync
+  // The step's requests, sent ahead of its generation (during the step before, or with its
+  // sync) and not yet generating; outputs that arrive before the sync's last acknowledgement
+  // wait for it.
   std::vector<actor::generation_request> requests_ahead_;
+  bool rollout_joining_ = false;  // a rollout worker joins at the next sync
   clock::time_point sync_sent_{}, early_at_{};
   double rollout_swap_s_ = -1;  // the earliest rollout worker's swap, after the sync's sending
   std::optional<std::vector<actor::generation_event>> early_outputs_;
