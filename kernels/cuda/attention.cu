@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/attention.hpp"
@@ -48,7 +47,7 @@ absl::Status reorder(bool to_heads, __nv_bfloat16* heads, const void* rows, int 
                      const attention_shape& s, cudaStream_t st) {
   const int64_t n = int64_t{s.batch} * s.seq * s.dim * parts;
   auto* r = static_cast<__nv_bfloat16*>(const_cast<void*>(rows));
-  const bool wide = reinterpret_cast<uintptr_t>(rows) % 16 == 0;
+  const bool wide = aligned16(rows);
   const int per_thread = wide ? 8 : 1;
   const int grid = blocks_for(n / per_thread, 256);
   if (wide && to_heads) {
@@ -152,27 +151,6 @@ absl::Status check_shape(const attention_shape& s) {
   return absl::OkStatus();
 }
 
-// Device scratch from the stream-ordered pool, freed on the stream when it goes.
-class scratch {
- public:
-  explicit scratch(cudaStream_t stream) : stream_(stream) {}
-  ~scratch() {
-    for (void* p : taken_)
-      cudaFreeAsync(p, stream_);
-  }
-  template <class T>
-  absl::StatusOr<T*> take(int64_t n) {
-    void* p = nullptr;
-    TROUPE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&p, n * sizeof(T), stream_));
-    taken_.push_back(p);
-    return static_cast<T*>(p);
-  }
-
- private:
-  cudaStream_t stream_;
-  std::vector<void*> taken_;
-};
-
 // The geometry of one call: head-major matrices of T x hd, score rows padded to ld (a multiple
 // of 8 elements, for cuBLASLt's alignment), heads taken `chunk` at a time (each head's scores
 // take 6 bytes an element: f32 scores and bf16 probabilities), and the chunk's products.
@@ -239,7 +217,7 @@ absl::Status attention_forward(bf16* out, float* lse, const bf16* qkv, const att
   cudaStream_t st = to_stream(stream);
   const plan p(s, scores_limit, st);
   const int64_t n_qkv = int64_t{s.batch} * s.seq * 3 * s.dim, n_out = n_qkv / 3;
-  scratch mem(st);
+  device_scratch mem(st);
   TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * heads, mem.take<__nv_bfloat16>(n_qkv));
   TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * out_heads, mem.take<__nv_bfloat16>(n_out));
   TROUPE_ASSIGN_OR_RETURN(float* scores, mem.take<float>(p.chunk * p.score_matrix()));
@@ -265,7 +243,7 @@ absl::Status attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, c
   const plan p(s, scores_limit, st);
   const int64_t n_qkv = int64_t{s.batch} * s.seq * 3 * s.dim, n_out = n_qkv / 3;
   const int64_t rows = int64_t{s.batch} * s.heads * s.seq;
-  scratch mem(st);
+  device_scratch mem(st);
   TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * heads, mem.take<__nv_bfloat16>(n_qkv));
   TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * dout_heads, mem.take<__nv_bfloat16>(n_out));
   TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * dheads, mem.take<__nv_bfloat16>(n_qkv));

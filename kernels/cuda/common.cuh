@@ -1,9 +1,10 @@
 #pragma once
 
-// Helpers shared by the CUDA kernels: bf16 views of troupe's bf16, launch checks, warp and
-// block reductions.
+// Helpers shared by the CUDA kernels: bf16 views of troupe's bf16, launch checks, device scratch,
+// warp and block reductions.
 
 #include <cstdint>
+#include <vector>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -40,6 +41,31 @@ bool aligned16(const T*... p) {
 inline int blocks_for(int64_t n, int threads) {
   return static_cast<int>((n + threads - 1) / threads);
 }
+
+/// Device scratch from the stream-ordered pool (cudaMallocAsync), freed on the stream, after the
+/// work queued on it, when it goes.
+class device_scratch {
+ public:
+  explicit device_scratch(cudaStream_t stream) : stream_(stream) {}
+  ~device_scratch() {
+    for (void* p : taken_)
+      cudaFreeAsync(p, stream_);
+  }
+  device_scratch(const device_scratch&) = delete;
+  device_scratch& operator=(const device_scratch&) = delete;
+
+  template <class T>
+  absl::StatusOr<T*> take(int64_t n) {
+    void* p = nullptr;
+    TROUPE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&p, n * sizeof(T), stream_));
+    taken_.push_back(p);
+    return static_cast<T*>(p);
+  }
+
+ private:
+  cudaStream_t stream_;
+  std::vector<void*> taken_;
+};
 
 /// After the kernels that wrote `*value` (device scratch from cudaMallocAsync) were launched on
 /// `stream`: checks the launch, copies the value to the host, frees the scratch and waits.

@@ -170,19 +170,15 @@ absl::Status layernorm_backward(bf16* din, float* dweight, float* dbias, const b
         <<<grid, block, 0, st>>>(dev(din), dev(dout), dev(in), dev(weight), mean, rstd, rows, dim);
   }
   TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
-  float* partial = nullptr;
-  TROUPE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&partial, 2 * sizeof(float) * grad_chunks * dim, st));
+  device_scratch mem(st);
+  TROUPE_ASSIGN_OR_RETURN(float* partial, mem.take<float>(2 * int64_t{grad_chunks} * dim));
   float* partial_b = partial + static_cast<int64_t>(grad_chunks) * dim;
   layernorm_param_partials<<<dim3(grad_chunks, blocks_for(dim, 128)), 128, 0, st>>>(
       partial, partial_b, dev(dout), dev(in), mean, rstd, rows, dim);
-  absl::Status status = TROUPE_CUDA_LAUNCH_STATUS();
-  if (status.ok()) {
-    layernorm_param_totals<<<blocks_for(dim, 128), 128, 0, st>>>(dweight, dbias, partial, partial_b,
-                                                                 dim);
-    status = TROUPE_CUDA_LAUNCH_STATUS();
-  }
-  cudaFreeAsync(partial, st);
-  return status;
+  TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
+  layernorm_param_totals<<<blocks_for(dim, 128), 128, 0, st>>>(dweight, dbias, partial, partial_b,
+                                                               dim);
+  return TROUPE_CUDA_LAUNCH_STATUS();
 }
 
 }  // namespace troupe::kernels::cuda

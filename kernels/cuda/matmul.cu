@@ -183,13 +183,11 @@ absl::Status bias_backward(float* dbias, const bf16* dout, int m, int n, void* s
   if (m <= 0 || n <= 0) return absl::OkStatus();
   cudaStream_t st = to_stream(stream);
   const int stripes = (m + stripe_rows - 1) / stripe_rows;
-  float* partials = nullptr;
-  TROUPE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&partials, sizeof(float) * int64_t{stripes} * n, st));
+  device_scratch mem(st);
+  TROUPE_ASSIGN_OR_RETURN(float* partials, mem.take<float>(int64_t{stripes} * n));
   column_partials<<<dim3((n + 31) / 32, stripes), dim3(32, 8), 0, st>>>(partials, dev(dout), m, n);
   column_totals<<<blocks_for(n, 256), 256, 0, st>>>(dbias, partials, stripes, n);
-  absl::Status status = TROUPE_CUDA_LAUNCH_STATUS();
-  cudaFreeAsync(partials, st);
-  return status;
+  return TROUPE_CUDA_LAUNCH_STATUS();
 }
 
 }  // namespace troupe::kernels::cuda
