@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/actor/role_actor.hpp"
 #include "runtime/actor/status_bridge.hpp"
+#include "runtime/base/steady_clock_domain.hpp"
 #include "runtime/comm/gloo_communicator.hpp"
 
 namespace troupe::actors {
@@ -29,7 +30,8 @@ struct pending_swap {
   int buffer = 0;
   actor::weights_ack ack;
   caf::typed_response_promise<actor::weights_ack> promise;
-  std::chrono::steady_clock::time_point arrived;  // the sync's arrival
+  // The sync's sending where this process reads the sender's clock, else its arrival.
+  std::chrono::steady_clock::time_point sent;
 };
 
 struct worker_state {
@@ -162,7 +164,7 @@ void finish_swap(worker_self self) {
   pending_swap swap = *std::move(st.swap);
   st.swap.reset();
   swap.ack.swap_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - swap.arrived).count();
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - swap.sent).count();
   if (absl::Status s =
           st.engine->swap_weights(st.weights[swap.buffer].data<float>(), swap.ack.version);
       !s.ok()) {
@@ -192,6 +194,8 @@ caf::result<actor::weights_ack> receive_weights(worker_self self,
                                                 const actor::weight_sync_round& round) {
   const uint64_t version = round.version;
   const auto arrived = std::chrono::steady_clock::now();
+  const auto sent =
+      std::min(arrived, steady_time_from(round.clock_domain, round.sent_at_ns, arrived));
   auto& st = self->state;
   if (!st.sync) {
     return actor::to_error(absl::FailedPreconditionError(
@@ -233,7 +237,7 @@ caf::result<actor::weights_ack> receive_weights(worker_self self,
   st.swap->ack.version = version;
   st.swap->ack.checksum = *std::move(checksum);
   st.swap->promise = self->make_response_promise<actor::weights_ack>();
-  st.swap->arrived = arrived;
+  st.swap->sent = sent;
   auto promise = st.swap->promise;
   finish_swap(self);
   return promise;

@@ -309,8 +309,9 @@ std::vector<rlhf_driver::command> rlhf_driver::generate() {
   phase_started_ = now_();
   if (sent_ahead()) {
     // Sent ahead: the generation started when the first rollout worker swapped the
-    // weights in, which its acknowledgement says (measured from the sync's sending, so the
-    // sync's way to the worker counts as generation).
+    // weights in, which its acknowledgement says: measured from the sync's sending on this
+    // host, from the sync's arrival elsewhere (so the sync's way to a worker on another host
+    // counts as generation).
     requests_ = std::exchange(requests_ahead_, {});
     phase_started_ =
         sync_sent_ + std::chrono::duration_cast<clock::duration>(

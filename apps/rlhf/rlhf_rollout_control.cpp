@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/actor/role_context.hpp"
 #include "runtime/actor/status_bridge.hpp"
+#include "runtime/base/steady_clock_domain.hpp"
 
 namespace troupe::apps::rlhf::control {
 
@@ -245,8 +246,12 @@ void sync(self_ptr self, uint64_t version) {
   st.logic->set_sync_participants(ranks);
   st.sync = {st.sync.id + 1, version, 0, static_cast<size_t>(ranks), true, {}, {}, sender};
   const auto limit = sync_limit(st);  // bounds an actor that never answers
+  // A rollout worker on this host times its swap from here, on this clock; one elsewhere from
+  // the round's arrival.
+  const int64_t sent_at = steady_ns(clock::now());
   const auto ask = [&](auto& handle, std::string who, int rank) {
-    const actor::weight_sync_round round{version, epoch, rank, ranks};
+    const actor::weight_sync_round round{version, epoch,   rank,
+                                         ranks,   sent_at, steady_clock_domain()};
     self->request(handle, limit, actor::sync_atom_v, round)
         .then(
             [self, who, rank, id = st.sync.id](actor::weights_ack& ack) {

@@ -187,12 +187,16 @@ struct reward_request {
 
 /// One weight sync of the RL policy to its rollout workers: the version it carries and the
 /// group it travels in, formed anew at each new `epoch` (a rollout worker lost or joined):
-/// `rank` of `ranks` (the sender, policy rank 0, is rank 0).
+/// `rank` of `ranks` (the sender, policy rank 0, is rank 0). It says when it was sent, on the
+/// sender's steady clock (`sent_at_ns`, troupe::steady_ns) and which clock that is
+/// (`clock_domain`, troupe::steady_clock_domain; empty: not told).
 struct weight_sync_round {
   uint64_t version = 0;
   uint64_t epoch = 0;
   int32_t rank = 0;
   int32_t ranks = 1;
+  int64_t sent_at_ns = 0;
+  std::string clock_domain;
 };
 
 /// A weight-sync participant's acknowledgement: the version it now holds and the checksum of its
@@ -200,8 +204,9 @@ struct weight_sync_round {
 struct weights_ack {
   uint64_t version = 0;
   std::string checksum;
-  /// A rollout worker's seconds from the sync's arrival to the new weights' swap into its engine
-  /// (0 from the sender): an RL step's generation, sent with the sync, starts then.
+  /// A rollout worker's seconds from the sync's sending to the new weights' swap into its engine
+  /// where it reads the sender's clock (the same host), else from the sync's arrival (0 from the
+  /// sender): an RL step's generation, sent ahead of the sync, starts then.
   double swap_s = 0;
 };
 

@@ -143,7 +143,8 @@ typename Inspector::result_type inspect(Inspector& f, reward_request& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, weight_sync_round& x) {
-  return f(caf::meta::type_name("weight_sync_round"), x.version, x.epoch, x.rank, x.ranks);
+  return f(caf::meta::type_name("weight_sync_round"), x.version, x.epoch, x.rank, x.ranks,
+           x.sent_at_ns, x.clock_domain);
 }
 
 template <class Inspector>

@@ -153,7 +153,7 @@ absl::StatusOr<actor::rl_step_report> unpack_rl_step(const msgpack::object& o) {
 }
 
 void pack_sync_round(packer& pk, const actor::weight_sync_round& x) {
-  pk.pack_map(4);
+  pk.pack_map(6);
   pk.pack("version");
   pk.pack(x.version);
   pk.pack("epoch");
@@ -162,6 +162,10 @@ void pack_sync_round(packer& pk, const actor::weight_sync_round& x) {
   pk.pack(x.rank);
   pk.pack("ranks");
   pk.pack(x.ranks);
+  pk.pack("sent_at_ns");
+  pk.pack(x.sent_at_ns);
+  pk.pack("clock");
+  pk.pack(x.clock_domain);
 }
 
 absl::StatusOr<actor::weight_sync_round> unpack_sync_round(const msgpack::object& o) {
@@ -177,6 +181,8 @@ absl::StatusOr<actor::weight_sync_round> unpack_sync_round(const msgpack::object
   }
   x.rank = static_cast<int32_t>(rank);
   x.ranks = static_cast<int32_t>(ranks);
+  TROUPE_ASSIGN_OR_RETURN(x.sent_at_ns, m.get_int("sent_at_ns", 0));
+  TROUPE_ASSIGN_OR_RETURN(x.clock_domain, m.get_string("clock", ""));
   return x;
 }
 

@@ -13,6 +13,7 @@
 #include "actors/trainer_actor.hpp"
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/actor/system_config.hpp"
+#include "runtime/base/steady_clock_domain.hpp"
 #include "runtime/comm/gloo_communicator.hpp"
 
 namespace troupe::actors {
@@ -221,6 +222,35 @@ TEST_F(RolloutSyncTest, ARequestForNewerWeightsWaitsForThem) {
         EXPECT_GT(a.swap_s, 0.0) << "the receive took some time";
       },
       [](caf::error& e) { FAIL() << caf::to_string(e); });
+  self_->send_exit(worker, caf::exit_reason::user_shutdown);
+  self_->send_exit(sender, caf::exit_reason::user_shutdown);
+}
+
+// A worker that reads the sender's clock (this host: the round's clock domain is its own) times
+// its swap from the round's sending; one that does not (another host's domain) from the round's
+// arrival. Each round here says it left 100 s ago, far more than any wait of this test.
+TEST_F(RolloutSyncTest, TheSwapIsTimedFromTheRoundsSendingOnTheSendersClock) {
+  auto sender = policy();
+  auto worker = rollout(0);
+  const int64_t long_ago = steady_ns(std::chrono::steady_clock::now() - 100s);
+  const auto swap_s = [&](uint64_t version, const std::string& domain) {
+    actor::weight_sync_round r = round(version, 1, 2);
+    r.sent_at_ns = long_ago;
+    r.clock_domain = domain;
+    actor::weight_sync_round s = round(version, 0, 2);
+    auto sent = self_->request(sender, 30s, actor::sync_atom_v, s);
+    double out = -1;
+    self_->request(worker, 30s, actor::sync_atom_v, r)
+        .receive([&](actor::weights_ack& a) { out = a.swap_s; },
+                 [](caf::error& e) { FAIL() << caf::to_string(e); });
+    sent.receive([](actor::weights_ack&) {}, [](caf::error& e) { FAIL() << caf::to_string(e); });
+    return out;
+  };
+  ASSERT_FALSE(steady_clock_domain().empty()) << "/proc/sys/kernel/random/boot_id is readable";
+  EXPECT_GE(swap_s(1, steady_clock_domain()), 100.0);
+  const double elsewhere = swap_s(2, "another-host+0.0");
+  EXPECT_GE(elsewhere, 0.0);
+  EXPECT_LT(elsewhere, 100.0);
   self_->send_exit(worker, caf::exit_reason::user_shutdown);
   self_->send_exit(sender, caf::exit_reason::user_shutdown);
 }

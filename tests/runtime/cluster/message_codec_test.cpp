@@ -349,6 +349,10 @@ TEST(MessageCodec, RoundTripsTheRlMessages) {
   m = round_trip(caf::make_message(actor::weights_ack{4, "ab12", 0.25}));
   EXPECT_EQ(m.get_as<actor::weights_ack>(0).checksum, "ab12");
   EXPECT_EQ(m.get_as<actor::weights_ack>(0).swap_s, 0.25);
+  m = round_trip(caf::make_message(actor::weight_sync_round{3, 2, 1, 3, -17, "boot+0.0"}));
+  EXPECT_EQ(m.get_as<actor::weight_sync_round>(0).ranks, 3);
+  EXPECT_EQ(m.get_as<actor::weight_sync_round>(0).sent_at_ns, -17);
+  EXPECT_EQ(m.get_as<actor::weight_sync_round>(0).clock_domain, "boot+0.0");
   m = round_trip(caf::make_message(actor::reward_request{{"1,2:9,1="}, {"3"}, {1}}));
   EXPECT_EQ(m.get_as<actor::reward_request>(0).ended, (std::vector<uint8_t>{1}));
   actor::generation_request g;
