@@ -311,11 +311,13 @@ std::vector<rlhf_driver::command> rlhf_driver::generate() {
     // Sent ahead: the generation started when the first rollout worker swapped the
     // weights in, which its acknowledgement says: measured from the sync's sending on this
     // host, from the sync's arrival elsewhere (so the sync's way to a worker on another host
-    // counts as generation).
+    // counts as generation). Not after what has happened since: a worker's clock that is not
+    // the one it claims would otherwise make the generation's time negative.
     requests_ = std::exchange(requests_ahead_, {});
     phase_started_ =
-        sync_sent_ + std::chrono::duration_cast<clock::duration>(
-                         std::chrono::duration<double>(std::max(0.0, rollout_swap_s_)));
+        std::min(early_outputs_ ? early_at_ : phase_started_,
+                 sync_sent_ + std::chrono::duration_cast<clock::duration>(
+                                  std::chrono::duration<double>(std::max(0.0, rollout_swap_s_))));
     if (!early_outputs_) return {};
     std::vector<actor::generation_event> outputs = *std::move(early_outputs_);
     early_outputs_.reset();

@@ -384,6 +384,25 @@ TEST(RlhfDriver, AStepsRequestsGoOutWithItsSyncAndTheGenerationIsTimedFromTheSwa
   EXPECT_NEAR(row["timing_s/gen"].get<double>(), 0.026, 1e-9) << "from 4 ms to 30 ms";
 }
 
+// A swap time later than the outputs' arrival (a worker whose clock is not the one it claims)
+// cannot make the generation's time negative: it runs from no later than the outputs.
+TEST(RlhfDriver, AGenerationIsNeverTimedFromAfterItsOutputs) {
+  driver::clock::time_point now{};
+  driver d(schedule(), {}, kl_controller::fixed(0.0),
+           {[](uint64_t, int64_t i) { return absl::StrCat("p", i, "="); }}, [&now] { return now; });
+  d.set_sync_participants(2);
+  const auto requests = sync_and_requests(d, d.start(), 1);
+  now += std::chrono::milliseconds(10);
+  EXPECT_TRUE(d.on_synced("rollout/0", {1, "abc", 3600.0}, false).empty());
+  now += std::chrono::milliseconds(20);
+  EXPECT_TRUE(d.on_generated(outputs_for(requests, 1)).empty());
+  now += std::chrono::milliseconds(10);
+  int updates = 0;
+  const auto after = finish_step(d, d.on_synced("policy/0", {1, "abc"}, true), &updates, nullptr);
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_EQ(std::get<driver::metrics_row>(after[0]).row["timing_s/gen"].get<double>(), 0.0);
+}
+
 // Synchronous, once a step's log-probs are in: the next step's requests leave beside its
 // updates, each waiting in the rollout for the version those make, and the next sync goes
 // alone. Not when a rollout worker waits to join at the next sync (it gets its share with the
