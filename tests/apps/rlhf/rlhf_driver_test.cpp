@@ -363,23 +363,31 @@ TEST(RlhfDriver, ARedoneSyncComparesTheChecksumsOfTheRoundsBeforeIt) {
       << why;
 }
 
-// The step's requests go out right behind its sync; outputs that come back before the last
-// acknowledgement wait for it, and its generation is timed from the rollout worker's swap.
-TEST(RlhfDriver, AStepsRequestsGoOutWithItsSyncAndTheGenerationIsTimedFromTheSwap) {
+// The first step's metrics row, its requests sent right behind its sync: the rollout worker
+// acknowledges 10 ms after the sync, saying it swapped the weights in `swap_s` after the sync's
+// sending; the outputs come back 20 ms later, before the policy's acknowledgement (10 ms after
+// them), and wait for it.
+nlohmann::json row_of_a_step_sent_with_its_sync(double swap_s) {
   driver::clock::time_point now{};
   driver d(schedule(), {}, kl_controller::fixed(0.0),
            {[](uint64_t, int64_t i) { return absl::StrCat("p", i, "="); }}, [&now] { return now; });
   d.set_sync_participants(2);
   const auto requests = sync_and_requests(d, d.start(), 1);
   now += std::chrono::milliseconds(10);
-  EXPECT_TRUE(d.on_synced("rollout/0", {1, "abc", 0.004}, false).empty());  // swapped at 4 ms
+  EXPECT_TRUE(d.on_synced("rollout/0", {1, "abc", swap_s}, false).empty());
   now += std::chrono::milliseconds(20);
   EXPECT_TRUE(d.on_generated(outputs_for(requests, 1)).empty()) << "the policy's checksum is due";
   now += std::chrono::milliseconds(10);
   int updates = 0;
   const auto after = finish_step(d, d.on_synced("policy/0", {1, "abc"}, true), &updates, nullptr);
-  ASSERT_EQ(after.size(), 3u);
-  const auto& row = std::get<driver::metrics_row>(after[0]).row;
+  EXPECT_EQ(after.size(), 3u);
+  return after.empty() ? nlohmann::json{} : std::get<driver::metrics_row>(after[0]).row;
+}
+
+// The step's requests go out right behind its sync; outputs that come back before the last
+// acknowledgement wait for it, and its generation is timed from the rollout worker's swap.
+TEST(RlhfDriver, AStepsRequestsGoOutWithItsSyncAndTheGenerationIsTimedFromTheSwap) {
+  const nlohmann::json row = row_of_a_step_sent_with_its_sync(0.004);  // swapped at 4 ms
   EXPECT_NEAR(row["timing_s/update_weights"].get<double>(), 0.040, 1e-9);
   EXPECT_NEAR(row["timing_s/gen"].get<double>(), 0.026, 1e-9) << "from 4 ms to 30 ms";
 }
@@ -387,20 +395,7 @@ TEST(RlhfDriver, AStepsRequestsGoOutWithItsSyncAndTheGenerationIsTimedFromTheSwa
 // A swap time later than the outputs' arrival (a worker whose clock is not the one it claims)
 // cannot make the generation's time negative: it runs from no later than the outputs.
 TEST(RlhfDriver, AGenerationIsNeverTimedFromAfterItsOutputs) {
-  driver::clock::time_point now{};
-  driver d(schedule(), {}, kl_controller::fixed(0.0),
-           {[](uint64_t, int64_t i) { return absl::StrCat("p", i, "="); }}, [&now] { return now; });
-  d.set_sync_participants(2);
-  const auto requests = sync_and_requests(d, d.start(), 1);
-  now += std::chrono::milliseconds(10);
-  EXPECT_TRUE(d.on_synced("rollout/0", {1, "abc", 3600.0}, false).empty());
-  now += std::chrono::milliseconds(20);
-  EXPECT_TRUE(d.on_generated(outputs_for(requests, 1)).empty());
-  now += std::chrono::milliseconds(10);
-  int updates = 0;
-  const auto after = finish_step(d, d.on_synced("policy/0", {1, "abc"}, true), &updates, nullptr);
-  ASSERT_EQ(after.size(), 3u);
-  EXPECT_EQ(std::get<driver::metrics_row>(after[0]).row["timing_s/gen"].get<double>(), 0.0);
+  EXPECT_EQ(row_of_a_step_sent_with_its_sync(3600.0)["timing_s/gen"].get<double>(), 0.0);
 }
 
 // Synchronous, once a step's log-probs are in: the next step's requests leave beside its
