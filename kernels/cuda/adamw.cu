@@ -59,11 +59,11 @@ absl::Status adamw_update(float* params, bf16* params_bf16, const float* grads, 
 
 absl::StatusOr<double> sum_of_squares(const float* x, int64_t n, void* stream) {
   cudaStream_t st = to_stream(stream);
-  double* scratch = nullptr;
-  TROUPE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&scratch, (reduce_blocks + 1) * sizeof(double), st));
+  device_scratch mem(st);
+  TROUPE_ASSIGN_OR_RETURN(double* scratch, mem.take<double>(reduce_blocks + 1));
   squares_partial<<<reduce_blocks, reduce_threads, 0, st>>>(scratch, x, n);
   squares_total<<<1, 1, 0, st>>>(scratch + reduce_blocks, scratch);
-  return take_scalar(scratch + reduce_blocks, scratch, st);
+  return read_scalar(scratch + reduce_blocks, st);
 }
 
 }  // namespace troupe::kernels::cuda

@@ -67,23 +67,15 @@ class device_scratch {
   std::vector<void*> taken_;
 };
 
-/// After the kernels that wrote `*value` (device scratch from cudaMallocAsync) were launched on
-/// `stream`: checks the launch, copies the value to the host, frees the scratch and waits.
+/// After the kernels that wrote `*value` were launched on `stream`: checks the launch, copies the
+/// value to the host and waits for it.
 template <class T>
-absl::StatusOr<T> take_scalar(T* value, void* scratch, cudaStream_t stream) {
+absl::StatusOr<T> read_scalar(const T* value, cudaStream_t stream) {
+  TROUPE_RETURN_IF_ERROR(TROUPE_CUDA_LAUNCH_STATUS());
   T host{};
-  absl::Status status = TROUPE_CUDA_LAUNCH_STATUS();
-  if (status.ok()) {
-    status = tensor::cuda_status(
-        cudaMemcpyAsync(&host, value, sizeof host, cudaMemcpyDeviceToHost, stream),
-        "cudaMemcpyAsync", __FILE__, __LINE__);
-  }
-  cudaFreeAsync(scratch, stream);
-  if (status.ok()) {
-    status = tensor::cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize", __FILE__,
-                                 __LINE__);
-  }
-  if (!status.ok()) return status;
+  TROUPE_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(&host, value, sizeof host, cudaMemcpyDeviceToHost, stream));
+  TROUPE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return host;
 }
 

@@ -95,11 +95,11 @@ __global__ void sample_kernel(int* token, const float* logits, int vocab, float 
 absl::StatusOr<int> sample_token(const float* logits, int vocab, const sampling_params& p,
                                  uint64_t seed, uint64_t counter, void* stream) {
   cudaStream_t st = to_stream(stream);
-  int* device_token = nullptr;
-  TROUPE_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&device_token, sizeof(int), st));
+  device_scratch mem(st);
+  TROUPE_ASSIGN_OR_RETURN(int* device_token, mem.take<int>(1));
   sample_kernel<<<1, 1024, 0, st>>>(device_token, logits, vocab, p.temperature, p.top_k, p.top_p,
                                     seed, counter);
-  return take_scalar(device_token, device_token, st);
+  return read_scalar(device_token, st);
 }
 
 }  // namespace troupe::kernels::cuda
