@@ -115,7 +115,8 @@ void on_error(self_ptr self, const std::string& who, const caf::error& e);
 /// (a rollout worker's requests go to the others; a training role ends the run); and the timer
 /// that fails a rollout error no loss explained.
 void generate(self_ptr self, std::vector<actor::generation_request> requests);
-void sync(self_ptr self, uint64_t version);
+/// `sent`: the sync's sending on the driver's clock (rlhf_driver::sync_all).
+void sync(self_ptr self, uint64_t version, clock::time_point sent);
 void on_lost(self_ptr self, const std::string& who, const std::string& why);
 void on_wake(self_ptr self);
 

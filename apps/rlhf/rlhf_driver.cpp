@@ -199,7 +199,7 @@ std::vector<rlhf_driver::command> rlhf_driver::resync() {
     sync_sender_ = groups_[0].members.front();  // the group's rank 0 sends
     sync_sent_ = now_();
     rollout_swap_s_ = -1;
-    return {sync_all{version_ + 1, !sent_ahead() && generates_after_sync()}};
+    return {sync_all{version_ + 1, !sent_ahead() && generates_after_sync(), sync_sent_}};
   });
 }
 

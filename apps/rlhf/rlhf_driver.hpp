@@ -155,10 +155,13 @@ class rlhf_driver {
     std::string dir;
   };
   /// With `requests_follow`, the step's requests follow the sync: the actor asks
-  /// requests_ahead() for them once the sync's messages have left.
+  /// requests_ahead() for them once the sync's messages have left. `sent`: the sync's sending,
+  /// on the driver's clock, from which its generation is timed (the rounds carry it, so that a
+  /// rollout worker that reads the same clock times its swap from it).
   struct sync_all {
     uint64_t version;
     bool requests_follow = false;
+    clock::time_point sent{};
   };
   struct generate_all {
     std::vector<actor::generation_request> requests;

@@ -307,7 +307,7 @@ void execute_one(self_ptr self, command& cmd) {
           return std::tuple{actor::load_atom_v, dir};
         });
   } else if (auto* c = std::get_if<rlhf_driver::sync_all>(&cmd)) {
-    sync(self, c->version);
+    sync(self, c->version, c->sent);
     if (c->requests_follow) {
       actor::flush_job_output();  // the sync starts while the requests are made and sent
       execute(self, st.logic->requests_ahead());

@@ -227,7 +227,7 @@ static void settle_sync(self_ptr self) {
   self->delayed_send(self, st.loss_wait, actor::wake_atom_v);
 }
 
-void sync(self_ptr self, uint64_t version) {
+void sync(self_ptr self, uint64_t version, clock::time_point sent) {
   auto& st = self->state;
   // The policy's rank 0 sends; joiners come in now, and the group is formed anew when the
   // workers or the sender changed.
@@ -246,9 +246,9 @@ void sync(self_ptr self, uint64_t version) {
   st.logic->set_sync_participants(ranks);
   st.sync = {st.sync.id + 1, version, 0, static_cast<size_t>(ranks), true, {}, {}, sender};
   const auto limit = sync_limit(st);  // bounds an actor that never answers
-  // A rollout worker on this host times its swap from here, on this clock; one elsewhere from
-  // the round's arrival.
-  const int64_t sent_at = steady_ns(clock::now());
+  // A rollout worker on this host times its swap from the sending, on this clock; one elsewhere
+  // from the round's arrival.
+  const int64_t sent_at = steady_ns(sent);
   const auto ask = [&](auto& handle, std::string who, int rank) {
     const actor::weight_sync_round round{version, epoch,   rank,
                                          ranks,   sent_at, steady_clock_domain()};
