@@ -107,7 +107,8 @@ class cluster_harness : public ::testing::Test {
     ASSERT_NE(time_until_dead(node, 30s), clock::duration::max()) << node << " is not dead";
     const nlohmann::json dead = wait_for_event(run_dir(), "member_dead", 10s);
     ASSERT_FALSE(dead.is_null());
-    EXPECT_NE(dead.dump().find("no heartbeat for"), std::string::npos) << dead.dump();
+    EXPECT_NE(dead.dump().find(node + " declared dead: no heartbeat for"), std::string::npos)
+        << dead.dump();
   }
 
   temp_dir dir_;
