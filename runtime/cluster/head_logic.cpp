@@ -204,8 +204,9 @@ std::vector<head_logic::outgoing> head_logic::on_join(const std::string& identit
     pk.pack("config");
     pk.pack(options_.app_config);
     pk.pack("members");
-    // A watcher gets every member; any other node the head and itself, and asks for the rest
-    // when it needs them ("member"): a storm of n joins costs O(n), not O(n^2).
+    // A watcher gets every member; any other node the head (once its node agent joined) and
+    // itself, and asks for the rest when it needs them ("member"): a storm of n joins costs
+    // O(n), not O(n^2).
     if (watches) {
       pack_peers(pk, members_.all());
     } else {
@@ -226,6 +227,11 @@ std::vector<head_logic::outgoing> head_logic::on_member(const std::string& ident
   if (m == nullptr) {
     return {error(identity, r.header,
                   absl::NotFoundError(absl::StrCat("no member is called '", *node, "'")))};
+  }
+  if (!told_of(*m)) {
+    return {error(identity, r.header,
+                  absl::UnavailableError("the head's node agent has not joined yet: nothing on "
+                                         "the head takes messages before it has"))};
   }
   return {reply(identity, r.header, "member", [&](packer& pk) {
     pk.pack_map(4);
@@ -307,8 +313,12 @@ std::vector<head_logic::outgoing> head_logic::on_resolve(const std::string& iden
 }
 
 void head_logic::pack_peers(packer& pk, const std::vector<const member*>& list) const {
-  pk.pack_array(static_cast<uint32_t>(list.size()));
+  std::vector<const member*> told;
   for (const member* m : list) {
+    if (told_of(*m)) told.push_back(m);
+  }
+  pk.pack_array(static_cast<uint32_t>(told.size()));
+  for (const member* m : told) {
     pk.pack_map(4);
     pack_peer_fields(pk, *m);
   }

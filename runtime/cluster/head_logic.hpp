@@ -134,7 +134,14 @@ class head_logic {
   // Every member's whole record (status).
   void pack_members(packer& pk, clock::time_point now) const;
   // What a node agent keeps of `list` (node, endpoint, state, head): joins' replies and pushes.
+  // The head's record only once the head's node agent has joined (told_of).
   void pack_peers(packer& pk, const std::vector<const member*>& list) const;
+  // Whether members may be told of `m`. Until the head's node agent joins, the head's record
+  // names the head server, which takes no actor's messages: a worker that joined first and
+  // kept it answered the head's node there, and the answer was lost when the node's first
+  // message came before the push of its record. Not told of it, the worker asks the head
+  // when that message comes, and learns the node's endpoint.
+  bool told_of(const member& m) const { return !m.head || identity_by_member_.contains("head"); }
   std::vector<outgoing> release_waiters(const std::vector<kv_store::waiter_id>& woken,
                                         const std::string& value);
   // `node` leaves (`how`: "left", "retired: ..."): noticed, and pushed at the next tick.

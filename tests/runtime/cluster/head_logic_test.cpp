@@ -103,15 +103,16 @@ TEST_F(HeadLogicTest, JoinsHandOutIdsAndConfigAndTellTheWatchers) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].payload().get_string("node").value(), "w1");
   EXPECT_EQ(out[0].payload().get_string("config").value(), "app: pipeline\n");
-  EXPECT_EQ(nodes_of(out[0].payload().find("members")), (std::vector<std::string>{"head", "w1"}));
+  // No head yet: the head's node agent has not joined (see below).
+  EXPECT_EQ(nodes_of(out[0].payload().find("members")), (std::vector<std::string>{"w1"}));
   out = request("c2", "join",
                 std::move(map_builder()
                               .add("token", std::string("s3cret"))
                               .add("endpoint", std::string("tcp://w2"))));
   ASSERT_EQ(out.size(), 1u);  // the reply; the watchers hear of it at the next tick
-  // A node that does not watch gets the head and itself, not the list: a storm of n joins
-  // costs O(n).
-  EXPECT_EQ(nodes_of(out[0].payload().find("members")), (std::vector<std::string>{"head", "w2"}));
+  // A node that does not watch gets the head (once its node joined) and itself, not the list: a
+  // storm of n joins costs O(n).
+  EXPECT_EQ(nodes_of(out[0].payload().find("members")), (std::vector<std::string>{"w2"}));
   request("c3", "join",
           std::move(map_builder()
                         .add("token", std::string("s3cret"))
@@ -158,17 +159,31 @@ TEST_F(HeadLogicTest, JoinsHandOutIdsAndConfigAndTellTheWatchers) {
   EXPECT_EQ(out.at(0).payload().get_string("code").value(), "PERMISSION_DENIED");
 }
 
-// A worker that joined before the head's own node agent learns the head node's endpoint when
-// the agent joins: the head's record goes to every member.
+// A worker that joined before the head's own node agent is not told of the head until the agent
+// joins (the head's record named the head server, where the worker's answers to the head's node
+// were lost when the node's first message came before the push); then it learns the node's
+// endpoint from the push, or by asking when that message comes first.
 TEST_F(HeadLogicTest, TheHeadsNodeEndpointReachesWorkersThatJoinedBeforeIt) {
-  join("c1", "tcp://w1");
-  (void)head_.on_tick(t0_ + 5ms);
-  auto out = request("h", "join",
+  auto out = request("c1", "join",
                      std::move(map_builder()
                                    .add("token", std::string("s3cret"))
-                                   .add("endpoint", std::string("tcp://head-node"))
-                                   .add("head", true)
-                                   .add("watch", true)));
+                                   .add("endpoint", std::string("tcp://w1"))));
+  EXPECT_EQ(nodes_of(out.at(0).payload().find("members")), std::vector<std::string>{"w1"});
+  const auto ask_about_head = [&] {
+    return request("c1", "member", std::move(map_builder().add("node", std::string("head"))));
+  };
+  out = ask_about_head();
+  ASSERT_EQ(out.at(0).env.header.type, "error");
+  EXPECT_EQ(out[0].payload().get_string("code").value(), "UNAVAILABLE");
+  EXPECT_NE(out[0].payload().get_string("message").value().find("has not joined yet"),
+            std::string::npos);
+  (void)head_.on_tick(t0_ + 5ms);
+  out = request("h", "join",
+                std::move(map_builder()
+                              .add("token", std::string("s3cret"))
+                              .add("endpoint", std::string("tcp://head-node"))
+                              .add("head", true)
+                              .add("watch", true)));
   ASSERT_EQ(out.at(0).payload().get_string("node").value(), "head");
   auto pushed = decoded(head_.on_tick(t0_ + 10ms));
   ASSERT_EQ(pushed.size(), 2u);  // the head's node and the worker
@@ -177,6 +192,9 @@ TEST_F(HeadLogicTest, TheHeadsNodeEndpointReachesWorkersThatJoinedBeforeIt) {
   ASSERT_EQ(nodes_of(records), std::vector<std::string>{"head"});
   EXPECT_EQ(map_view::of(records->via.array.ptr[0], "m")->get_string("endpoint").value(),
             "tcp://head-node");
+  out = ask_about_head();
+  ASSERT_EQ(out.at(0).env.header.type, "member");
+  EXPECT_EQ(out[0].payload().get_string("endpoint").value(), "tcp://head-node");
 }
 
 TEST_F(HeadLogicTest, ClientsThatDidNotJoinNeedTheTokenForEverything) {
