@@ -2,7 +2,7 @@
 
 // The control plane's wire format (docs/protocol.md): every envelope is one msgpack map,
 //
-//   {"v": 1, "type": "kv.get", "src": "w1", "dst": "", "corr": 7, "epoch": 3, "payload": ...}
+//   {"v": 2, "type": "kv.get", "src": "w1", "dst": "", "corr": 7, "epoch": 3, "payload": ...}
 //
 // plus "from" (the sending actor's id within `src`) when a reply may be addressed to it. A
 // ZeroMQ message to or from the head is one envelope; one between peers holds one or more back
@@ -17,8 +17,9 @@
 
 namespace troupe::cluster {
 
-/// The protocol version this build speaks; envelopes with another `v` are refused.
-inline constexpr uint32_t protocol_version = 1;
+/// The protocol version this build speaks; envelopes with another `v` are refused. Version 2:
+/// token ids (prompts, outputs, batches' tokens and targets) travel as bin i32, not lists.
+inline constexpr uint32_t protocol_version = 2;
 
 using packer = msgpack::packer<msgpack::sbuffer>;
 

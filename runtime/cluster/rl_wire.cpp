@@ -1,7 +1,9 @@
 #include "runtime/cluster/rl_wire.hpp"
 
 #include <cstring>
+#include <type_traits>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status.hpp"
 #include "runtime/cluster/msgpack_view.hpp"
@@ -22,32 +24,12 @@ void pack_bin_of(packer& pk, const std::vector<T>& x) {
 template <class T>
 absl::StatusOr<std::vector<T>> unpack_bin_of(const msgpack::object& o, absl::string_view what) {
   if (o.type != msgpack::type::BIN || o.via.bin.size % sizeof(T) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " must be bin of ", sizeof(T), "-byte floats"));
+    return absl::InvalidArgumentError(absl::StrCat(what, " must be bin of ", sizeof(T), "-byte ",
+                                                   std::is_integral_v<T> ? "ints" : "floats"));
   }
   std::vector<T> x(o.via.bin.size / sizeof(T));
   if (!x.empty()) std::memcpy(x.data(), o.via.bin.ptr, o.via.bin.size);  // both null when empty
   return x;
-}
-
-// The int32 ids of field `key` of an rl_batch (targets may be -1).
-absl::StatusOr<std::vector<int32_t>> ints(const map_view& m, const char* key) {
-  const msgpack::object* v = m.find(key);
-  if (v == nullptr || v->type != msgpack::type::ARRAY) {
-    return absl::InvalidArgumentError(absl::StrCat("rl_batch: '", key, "' is not an array"));
-  }
-  std::vector<int32_t> out;
-  out.reserve(v->via.array.size);
-  for (uint32_t i = 0; i < v->via.array.size; ++i) {
-    const msgpack::object& e = v->via.array.ptr[i];
-    if ((e.type != msgpack::type::POSITIVE_INTEGER && e.type != msgpack::type::NEGATIVE_INTEGER) ||
-        e.via.i64 < -1 || e.via.i64 > INT32_MAX) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rl_batch: '", key, "' holds a non-id at ", i));
-    }
-    out.push_back(static_cast<int32_t>(e.via.i64));
-  }
-  return out;
 }
 
 constexpr std::pair<const char*, double actor::rl_step_report::*> rl_step_figures[] = {
@@ -86,6 +68,21 @@ absl::StatusOr<std::vector<float>> unpack_floats_bin(const msgpack::object& o,
   return unpack_bin_of<float>(o, what);
 }
 
+void pack_ids(packer& pk, const std::vector<int32_t>& x) {
+  pack_bin_of(pk, x);
+}
+absl::StatusOr<std::vector<int32_t>> unpack_ids_bin(const msgpack::object* o,
+                                                    absl::string_view what, int32_t lowest) {
+  if (o == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, " is missing"));
+  TROUPE_ASSIGN_OR_RETURN(std::vector<int32_t> ids, unpack_bin_of<int32_t>(*o, what));
+  if (auto low = absl::c_find_if(ids, [lowest](int32_t id) { return id < lowest; });
+      low != ids.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " holds ", *low, " at ", low - ids.begin(),
+                                                   "; the least allowed is ", lowest));
+  }
+  return ids;
+}
+
 void pack_doubles(packer& pk, const std::vector<double>& x) {
   pack_bin_of(pk, x);
 }
@@ -100,9 +97,9 @@ void pack_rl_batch(packer& pk, const actor::rl_batch& x) {
   pk.pack("ctx");
   pk.pack(x.ctx);
   pk.pack("tokens");
-  pk.pack(x.tokens);
+  pack_ids(pk, x.tokens);
   pk.pack("targets");
-  pk.pack(x.targets);
+  pack_ids(pk, x.targets);
   for (const auto& [key, member] : rl_batch_floats) {
     pk.pack(key);
     pack_bin_of(pk, x.*member);
@@ -119,8 +116,8 @@ absl::StatusOr<actor::rl_batch> unpack_rl_batch(const msgpack::object& o) {
   }
   x.batch = static_cast<int32_t>(batch);
   x.ctx = static_cast<int32_t>(ctx);
-  TROUPE_ASSIGN_OR_RETURN(x.tokens, ints(m, "tokens"));
-  TROUPE_ASSIGN_OR_RETURN(x.targets, ints(m, "targets"));
+  TROUPE_ASSIGN_OR_RETURN(x.tokens, unpack_ids_bin(m.find("tokens"), "rl_batch: 'tokens'"));
+  TROUPE_ASSIGN_OR_RETURN(x.targets, unpack_ids_bin(m.find("targets"), "rl_batch: 'targets'", -1));
   for (const auto& [key, member] : rl_batch_floats) {
     const msgpack::object* v = m.find(key);
     if (v == nullptr) return absl::InvalidArgumentError(absl::StrCat("rl_batch: no '", key, "'"));

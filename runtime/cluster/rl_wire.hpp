@@ -3,8 +3,9 @@
 // The wire form of the RL roles' messages (app: rlhf across processes), as elements of
 // message_codec's wire form; docs/protocol.md lists their fields. Float arrays travel as msgpack
 // bin of little-endian IEEE-754 f32 (f64 for doubles), so that log-probs and weights cross
-// bit for bit. An unpack_* function checks everything a peer could have sent and names the field
-// it refuses (INVALID_ARGUMENT).
+// bit for bit, and token ids as bin of little-endian int32: one msgpack object each, where a
+// list costs one per value to pack, unpack and check. An unpack_* function checks everything a
+// peer could have sent and names the field it refuses (INVALID_ARGUMENT).
 
 #include <vector>
 
@@ -20,6 +21,12 @@ absl::StatusOr<std::vector<float>> unpack_floats_bin(const msgpack::object& o);
 /// The same, naming the field `what` in the error.
 absl::StatusOr<std::vector<float>> unpack_floats_bin(const msgpack::object& o,
                                                      absl::string_view what);
+
+/// Token ids (and other int32 lists) as bin i32; `lowest` is the least value allowed (0 for ids,
+/// -1 for targets, where -1 is not trained on).
+void pack_ids(packer& pk, const std::vector<int32_t>& x);
+absl::StatusOr<std::vector<int32_t>> unpack_ids_bin(const msgpack::object* o,
+                                                    absl::string_view what, int32_t lowest = 0);
 
 void pack_doubles(packer& pk, const std::vector<double>& x);
 absl::StatusOr<std::vector<double>> unpack_doubles_bin(const msgpack::object& o);

@@ -18,23 +18,6 @@ void pack_bin(packer& pk, absl::string_view bytes) {
   pk.pack_bin_body(bytes.data(), static_cast<uint32_t>(bytes.size()));
 }
 
-// A list of integer token ids (what every peer sends; checked element by element).
-absl::StatusOr<std::vector<int32_t>> unpack_ids(const msgpack::object* o, absl::string_view what) {
-  if (o == nullptr || o->type != msgpack::type::ARRAY) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " must be a list of token ids"));
-  }
-  std::vector<int32_t> ids;
-  ids.reserve(o->via.array.size);
-  for (uint32_t i = 0; i < o->via.array.size; ++i) {
-    const msgpack::object& e = o->via.array.ptr[i];
-    if (e.type != msgpack::type::POSITIVE_INTEGER || e.via.u64 > INT32_MAX) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " holds a non-id at ", i));
-    }
-    ids.push_back(static_cast<int32_t>(e.via.u64));
-  }
-  return ids;
-}
-
 // The keys at their defaults (first_index 0, no top log-probs) are left out: most events are a
 // streamed token's or a whole RL response's, and a report carries hundreds.
 void pack_event(packer& pk, const actor::generation_event& x) {
@@ -43,7 +26,7 @@ void pack_event(packer& pk, const actor::generation_event& x) {
   pk.pack("id");
   pk.pack(x.id);
   pk.pack("tokens");
-  pk.pack(x.tokens);
+  pack_ids(pk, x.tokens);
   if (first) {
     pk.pack("first_index");
     pk.pack(x.first_index);
@@ -58,7 +41,7 @@ void pack_event(packer& pk, const actor::generation_event& x) {
   pk.pack(x.weights_version);
   if (top) {
     pk.pack("top_tokens");
-    pk.pack(x.top_tokens);
+    pack_ids(pk, x.top_tokens);
     pk.pack("top_values");
     pack_floats(pk, x.top_values);
   }
@@ -67,7 +50,7 @@ absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
   TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "generation_event"));
   actor::generation_event x;
   TROUPE_ASSIGN_OR_RETURN(x.id, m.get_uint("id"));
-  TROUPE_ASSIGN_OR_RETURN(x.tokens, unpack_ids(m.find("tokens"), "generation_event: 'tokens'"));
+  TROUPE_ASSIGN_OR_RETURN(x.tokens, unpack_ids_bin(m.find("tokens"), "generation_event: 'tokens'"));
   TROUPE_ASSIGN_OR_RETURN(int64_t first, m.get_int("first_index", 0));
   TROUPE_ASSIGN_OR_RETURN(x.weights_version, m.get_uint("weights_version", 0));
   x.first_index = static_cast<int32_t>(first);
@@ -92,7 +75,7 @@ absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
     }
   }
   if (const msgpack::object* top = m.find("top_tokens"); top != nullptr) {
-    TROUPE_ASSIGN_OR_RETURN(x.top_tokens, unpack_ids(top, "generation_event: 'top_tokens'"));
+    TROUPE_ASSIGN_OR_RETURN(x.top_tokens, unpack_ids_bin(top, "generation_event: 'top_tokens'"));
   }
   if (const msgpack::object* top = m.find("top_values"); top != nullptr) {
     TROUPE_ASSIGN_OR_RETURN(x.top_values,
@@ -268,9 +251,9 @@ void pack_tokens(packer& pk, const actor::token_batch& x) {
   pk.pack("global_targets");
   pk.pack(x.global_targets);
   pk.pack("tokens");
-  pk.pack(x.tokens);
+  pack_ids(pk, x.tokens);
   pk.pack("targets");
-  pk.pack(x.targets);
+  pack_ids(pk, x.targets);
   pk.pack("first_sample");
   pk.pack(x.first_sample);
   pk.pack("cursor");
@@ -294,20 +277,9 @@ absl::StatusOr<actor::token_batch> unpack_tokens(const msgpack::object& o) {
   x.ctx = static_cast<int32_t>(*ctx);
   x.first_sample = *first;
   x.cursor = *cursor;
-  for (auto [key, out] : {std::pair{"tokens", &x.tokens}, {"targets", &x.targets}}) {
-    const msgpack::object* v = m->find(key);
-    if (v == nullptr || v->type != msgpack::type::ARRAY) {
-      return absl::InvalidArgumentError(absl::StrCat("token_batch: '", key, "' is not an array"));
-    }
-    for (uint32_t i = 0; i < v->via.array.size; ++i) {
-      const msgpack::object& e = v->via.array.ptr[i];
-      if (e.type != msgpack::type::POSITIVE_INTEGER && e.type != msgpack::type::NEGATIVE_INTEGER) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("token_batch: '", key, "' holds a non-integer"));
-      }
-      out->push_back(static_cast<int32_t>(e.via.i64));
-    }
-  }
+  TROUPE_ASSIGN_OR_RETURN(x.tokens, unpack_ids_bin(m->find("tokens"), "token_batch: 'tokens'"));
+  TROUPE_ASSIGN_OR_RETURN(x.targets,
+                          unpack_ids_bin(m->find("targets"), "token_batch: 'targets'", -1));
   if (x.batch < 0 || x.ctx < 0 ||
       static_cast<int64_t>(x.tokens.size()) != int64_t{x.batch} * x.ctx ||
       x.targets.size() != x.tokens.size()) {
@@ -529,7 +501,7 @@ void pack_generation(packer& pk, const actor::generation_request& x) {
   pk.pack("top_logprobs");
   pk.pack(x.top_logprobs);
   pk.pack("prompt");
-  pk.pack(x.prompt);
+  pack_ids(pk, x.prompt);
   pk.pack("temperature");
   pk.pack(static_cast<double>(x.temperature));
   pk.pack("top_k");
@@ -547,7 +519,8 @@ absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::objec
   TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "generation_request"));
   actor::generation_request x;
   TROUPE_ASSIGN_OR_RETURN(x.id, m.get_uint("id"));
-  TROUPE_ASSIGN_OR_RETURN(x.prompt, unpack_ids(m.find("prompt"), "generation_request: 'prompt'"));
+  TROUPE_ASSIGN_OR_RETURN(x.prompt,
+                          unpack_ids_bin(m.find("prompt"), "generation_request: 'prompt'"));
   TROUPE_ASSIGN_OR_RETURN(double temperature, m.get_double("temperature", 1.0));
   TROUPE_ASSIGN_OR_RETURN(double top_p, m.get_double("top_p", 1.0));
   TROUPE_ASSIGN_OR_RETURN(int64_t top_k, m.get_int("top_k", 0));
@@ -588,7 +561,7 @@ void pack_worker_report(packer& pk, const actor::worker_report& x) {
     pk.pack(x.*member);
   }
   pk.pack("batch_sizes");
-  pk.pack(x.batch_sizes);
+  pack_ids(pk, x.batch_sizes);
 }
 absl::StatusOr<actor::worker_report> unpack_worker_report(const msgpack::object& o) {
   TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "worker_report"));
@@ -609,7 +582,7 @@ absl::StatusOr<actor::worker_report> unpack_worker_report(const msgpack::object&
     x.*member = static_cast<int32_t>(v);
   }
   TROUPE_ASSIGN_OR_RETURN(x.batch_sizes,
-                          unpack_ids(m.find("batch_sizes"), "worker_report: 'batch_sizes'"));
+                          unpack_ids_bin(m.find("batch_sizes"), "worker_report: 'batch_sizes'"));
   return x;
 }
 

@@ -138,12 +138,12 @@ TEST(Envelope, RefusesMissingFieldsAndOtherVersions) {
   packer pk(buf);
   pk.pack_map(1);
   pk.pack("v");
-  pk.pack(1);
+  pk.pack(protocol_version);
   auto missing = decode(buf.data(), buf.size(), 1 << 20);
   EXPECT_EQ(missing.status().message(), "envelope: missing key 'type'");
 
-  const std::string v2 = encode(envelope{.v = 2, .type = "hello"});
-  auto wrong = decode(v2.data(), v2.size(), 1 << 20);
+  const std::string v1 = encode(envelope{.v = 1, .type = "hello"});
+  auto wrong = decode(v1.data(), v1.size(), 1 << 20);
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_STREQ(rejection_reason(wrong.status()), "bad_version");
 }

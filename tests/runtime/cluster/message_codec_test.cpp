@@ -1,6 +1,7 @@
 #include "runtime/cluster/message_codec.hpp"
 
 #include <cmath>
+#include <functional>
 
 #include <gtest/gtest.h>
 
@@ -274,8 +275,10 @@ TEST(MessageCodec, RefusesEventsWhoseLogProbsDoNotMatchTheirTokens) {
       << refused.status();
 }
 
-// A peer's log-probs as a list of numbers (not bin f32) are refused, naming the field.
-TEST(MessageCodec, RefusesEventLogProbsThatAreNotBin) {
+// A worker_report holding one event with `tokens` and `logprobs` as written by `write`, decoded.
+absl::StatusOr<caf::message> decoded_event(
+    const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& write_tokens,
+    const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& write_logprobs) {
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(buf);
   pk.pack_array(1);
@@ -288,15 +291,57 @@ TEST(MessageCodec, RefusesEventLogProbsThatAreNotBin) {
   pk.pack("id");
   pk.pack(7);
   pk.pack("tokens");
-  pk.pack(std::vector<int32_t>{1, 2});
+  write_tokens(pk);
   pk.pack("logprobs");
-  pk.pack(std::vector<float>{-0.5f, -1.5f});
+  write_logprobs(pk);
   auto handle = msgpack::unpack(buf.data(), buf.size());
-  auto refused = decode_message(handle.get());
+  return decode_message(handle.get());
+}
+
+void pack_i32s(msgpack::packer<msgpack::sbuffer>& pk, const std::vector<int32_t>& ids) {
+  pk.pack_bin(static_cast<uint32_t>(4 * ids.size()));
+  pk.pack_bin_body(reinterpret_cast<const char*>(ids.data()),
+                   static_cast<uint32_t>(4 * ids.size()));
+}
+
+// A peer's log-probs as a list of numbers (not bin f32) are refused, naming the field.
+TEST(MessageCodec, RefusesEventLogProbsThatAreNotBin) {
+  auto refused = decoded_event(
+      [](auto& pk) {
+        pack_i32s(pk, {1, 2});
+      },
+      [](auto& pk) {
+        pk.pack(std::vector<float>{-0.5f, -1.5f});
+      });
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("generation_event: 'logprobs' must be bin"),
             std::string::npos)
       << refused.status();
+}
+
+// Token ids travel as bin i32 (protocol version 2): a list of ints (version 1's form), a bin
+// that is not whole int32s, and a negative id are refused, naming the field.
+TEST(MessageCodec, RefusesTokenIdsThatAreNotBinI32OrNegative) {
+  const auto logprobs = [](auto& pk) { pk.pack_bin(0); };
+  for (const auto& [write, expected] :
+       std::vector<std::pair<std::function<void(msgpack::packer<msgpack::sbuffer>&)>, std::string>>{
+           {[](auto& pk) {
+              pk.pack(std::vector<int32_t>{1, 2});
+            },
+            "generation_event: 'tokens' must be bin of 4-byte ints"},
+           {[](auto& pk) {
+              pk.pack_bin(3);
+              pk.pack_bin_body("abc", 3);
+            },
+            "generation_event: 'tokens' must be bin of 4-byte ints"},
+           {[](auto& pk) {
+              pack_i32s(pk, {5, -3, 1});
+            },
+            "generation_event: 'tokens' holds -3 at 1; the least allowed is 0"}}) {
+    auto refused = decoded_event(write, logprobs);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find(expected), std::string::npos) << refused.status();
+  }
 }
 
 // The RL roles' messages cross processes bit for bit (floats as raw f32 / f64).
