@@ -3,8 +3,10 @@
 // --slurm` over three tasks: task 0 the head and the app, the others workers found through the
 // rendezvous file in the submit directory.
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -182,10 +184,18 @@ done
   EXPECT_NE(read_file(dir_.file("answers.txt")).find("answers: [8, 8, 8, 8, 8, 8]"),
             std::string::npos)
       << read_file(dir_.file("answers.txt"));
-  const auto scaled = events_of(dir_.file("serve"), "autoscaled");
-  ASSERT_EQ(scaled.size(), 2u) << r.out;
-  EXPECT_EQ(scaled[0]["to"], 3);
-  EXPECT_EQ(scaled[1]["to"], 1);
+  // Up to 3 workers, then down to 1. Each autoscaler tick decides on the requests it has seen,
+  // so the way up takes one decision or more as the six clients' threads start (more when this
+  // machine is busy); either way two joiner jobs.
+  std::vector<int> to;
+  for (const auto& e : events_of(dir_.file("serve"), "autoscaled"))
+    to.push_back(e["to"]);
+  ASSERT_FALSE(to.empty()) << r.out;
+  const auto peak = std::max_element(to.begin(), to.end());
+  EXPECT_EQ(*peak, 3) << r.out;
+  EXPECT_TRUE(std::is_sorted(to.begin(), peak + 1)) << r.out;
+  EXPECT_TRUE(std::is_sorted(peak, to.end(), std::greater<>())) << r.out;
+  EXPECT_EQ(to.back(), 1) << r.out;
   EXPECT_EQ(events_of(dir_.file("serve"), "worker_retired").size(), 2u);
   EXPECT_TRUE(events_of(dir_.file("serve"), "worker_lost").empty());
   // Two joiner jobs were submitted, and both completed with exit code 0: a retired worker's
