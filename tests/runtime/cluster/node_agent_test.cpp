@@ -42,10 +42,12 @@ class NodeAgentTest : public ::testing::TestWithParam<std::string> {
     head_.reset();
   }
 
-  std::unique_ptr<node_agent> start(caf::actor_system& system, bool watch = false) {
+  std::unique_ptr<node_agent> start(caf::actor_system& system, bool watch = false,
+                                    bool as_head = false) {
     auto agent = node_agent::start(context_, system,
                                    {.head = head_->endpoint(),
                                     .credentials = {.token = "t"},
+                                    .as_head = as_head,
                                     .watch_members = watch,
                                     .max_frame_bytes = max_frame,
                                     .join_timeout = 5s,
@@ -61,11 +63,11 @@ class NodeAgentTest : public ::testing::TestWithParam<std::string> {
     std::unique_ptr<caf::actor_system> system;
     std::unique_ptr<node_agent> agent;
   };
-  extra_node start_extra(bool watch) {
+  extra_node start_extra(bool watch, bool as_head = false) {
     extra_node n;
     n.cfg = actor::make_system_config({.scheduler_threads = 2, .scheduler_policy = GetParam()});
     n.system = std::make_unique<caf::actor_system>(*n.cfg);
-    n.agent = start(*n.system, watch);
+    n.agent = start(*n.system, watch, as_head);
     return n;
   }
 
@@ -205,19 +207,10 @@ TEST_P(NodeAgentTest, AWorkerThatJoinedBeforeTheHeadsNodeAnswersIt) {
     return {[](actor::ping_atom, int32_t x) { return x + 1; }};
   });
   b_->publish("echo/0", caf::actor_cast<caf::actor>(echo));
-  auto cfg = actor::make_system_config({.scheduler_threads = 2, .scheduler_policy = GetParam()});
-  caf::actor_system system{*cfg};
-  auto head_node = node_agent::start(context_, system,
-                                     {.head = head_->endpoint(),
-                                      .credentials = {.token = "t"},
-                                      .as_head = true,
-                                      .max_frame_bytes = max_frame,
-                                      .join_timeout = 5s,
-                                      .request_timeout = 5s},
-                                     metrics_);
-  ASSERT_TRUE(head_node.ok()) << head_node.status();
-  auto remote = caf::actor_cast<echo_actor>((*head_node)->remote("echo/0", b_->id()));
-  caf::scoped_actor self{system};
+  auto head_node = start_extra(false, /*as_head=*/true);
+  ASSERT_TRUE(head_node.agent);
+  auto remote = caf::actor_cast<echo_actor>(head_node.agent->remote("echo/0", b_->id()));
+  caf::scoped_actor self{*head_node.system};
   self->request(remote, 5s, actor::ping_atom_v, int32_t{41})
       .receive([](int32_t y) { EXPECT_EQ(y, 42); },
                [](caf::error& e) { FAIL() << caf::to_string(e); });
