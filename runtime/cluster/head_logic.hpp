@@ -136,11 +136,9 @@ class head_logic {
   // What a node agent keeps of `list` (node, endpoint, state, head): joins' replies and pushes.
   // The head's record only once the head's node agent has joined (told_of).
   void pack_peers(packer& pk, const std::vector<const member*>& list) const;
-  // Whether members may be told of `m`. Until the head's node agent joins, the head's record
-  // names the head server, which takes no actor's messages: a worker that joined first and
-  // kept it answered the head's node there, and the answer was lost when the node's first
-  // message came before the push of its record. Not told of it, the worker asks the head
-  // when that message comes, and learns the node's endpoint.
+  // Whether members may be told of `m`: not of the head until the head's node agent joins, since
+  // until then its record names the head server, which takes no actor's messages (a worker that
+  // kept it would answer the head's node there). Not told, a worker asks when it needs it.
   bool told_of(const member& m) const { return !m.head || identity_by_member_.contains("head"); }
   std::vector<outgoing> release_waiters(const std::vector<kv_store::waiter_id>& woken,
                                         const std::string& value);

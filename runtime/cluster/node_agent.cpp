@@ -298,7 +298,8 @@ void node_agent::ask_head_about_locked(const std::string& node) {
   (void)!write(wake_fd_, &one, sizeof one);
 }
 
-void node_agent::on_member_answer(const std::string& node, const std::optional<peer>& record) {
+void node_agent::on_member_answer(const std::string& node, const std::optional<peer>& record,
+                                  const absl::Status& refused) {
   peer_directory::released r;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -328,10 +329,13 @@ void node_agent::on_member_answer(const std::string& node, const std::optional<p
   if (!r.alive) {
     for (size_t i = 0; i < r.dropped_incoming; ++i)
       reject("not_a_member");
-    // What was sent to it fails now, as it would have at once had it been known.
+    // What was sent to it fails now, as it would have at once had it been known; with the
+    // head's reason when it named none.
     messaging_->on_node_lost(
-        node, absl::UnavailableError(absl::StrCat("node ", node, " is not a live member (",
-                                                  to_string(r.record.state), ")")));
+        node, absl::UnavailableError(
+                  record ? absl::StrCat("node ", node, " is not a live member (",
+                                        to_string(r.record.state), ")")
+                         : absl::StrCat("node ", node, " is not a member: ", refused.message())));
     return;
   }
   for (auto batch = std::move(r.incoming);;) {
@@ -434,12 +438,15 @@ void node_agent::on_head_frame(const received_envelope& env) {
     }
   }
   if (asked_about) {
-    // "member" with the record, or an error: no such member.
+    // "member" with the record, or an error: no such member, or not one yet (the head's node).
     std::optional<peer> record;
+    absl::Status refused;
     if (h.type == "member") {
       if (auto map = map_view::of(env.payload, "member payload"); map.ok()) record = peer_of(*map);
+    } else {
+      refused = status_of_error(env);
     }
-    on_member_answer(*asked_about, record);
+    on_member_answer(*asked_about, record, refused);
     return;
   }
   if (awaited) {

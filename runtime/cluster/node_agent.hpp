@@ -133,8 +133,10 @@ class node_agent {
   // Under `mu_`: asks the head who `node` is (a "member" request); the I/O thread hands the
   // answer to `on_member_answer`.
   void ask_head_about_locked(const std::string& node);
-  // The I/O thread: releases what waited for `node` (`record`: nullopt when it is no member).
-  void on_member_answer(const std::string& node, const std::optional<peer>& record);
+  // The I/O thread: releases what waited for `node` (`record`: nullopt when it is no member, or
+  // not one yet, for the head's reason `refused`).
+  void on_member_answer(const std::string& node, const std::optional<peer>& record,
+                        const absl::Status& refused);
   // Hands the envelopes in `frame` from a peer to the messaging layer (`held`: they waited for
   // the head's answer about their sender, and are passed on even while others still wait).
   void deliver(const char* data, size_t size, caf::execution_unit* here, bool held);

@@ -217,6 +217,23 @@ TEST_P(NodeAgentTest, AWorkerThatJoinedBeforeTheHeadsNodeAnswersIt) {
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
 }
 
+// Before the head's node agent joins (none does here), a call to an actor on the head's node
+// fails at once with the head's reason, not as a call to a dead member.
+TEST_P(NodeAgentTest, ACallToTheHeadsNodeBeforeItJoinedFailsSayingSo) {
+  auto remote = caf::actor_cast<echo_actor>(b_->remote("echo/0", "head"));
+  caf::scoped_actor self{*system_b_};
+  self->request(remote, 5s, actor::ping_atom_v, int32_t{1})
+      .receive([](int32_t) { FAIL() << "expected an error"; },
+               [](caf::error& e) {
+                 const absl::Status s = actor::to_status(e);
+                 EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+                 EXPECT_NE(s.message().find("node head is not a member: the head's node agent "
+                                            "has not joined yet"),
+                           absl::string_view::npos)
+                     << s;
+               });
+}
+
 // A member that left is refused by every node, also by one that never talked to it (the
 // departure is pushed to all), both ways.
 TEST_P(NodeAgentTest, ADepartedMemberIsRefusedByANodeThatNeverMetIt) {
