@@ -13,9 +13,13 @@
 namespace troupe::comm {
 namespace {
 
-// Slot prefixes of troupe's send/recv and of its ring collectives (Gloo's own use 0x01-0x08).
+// Slot prefixes of troupe's send/recv, of its ring collectives and of the watch receive (Gloo's
+// own use 0x01-0x08).
 constexpr uint8_t point_to_point_slot = 0x71;
 constexpr uint8_t collective_slot = 0x72;
+constexpr uint8_t watch_slot = 0x73;
+// The watch receive's wait: until a connection fails or the ring goes (a century).
+constexpr std::chrono::milliseconds watch_wait = std::chrono::hours(24 * 365 * 100);
 // The reduce-scatter's receive segment: small enough that summing one overlaps receiving the
 // next, large enough that per-message costs vanish.
 constexpr int64_t segment_bytes = 1 << 20;
@@ -34,49 +38,109 @@ void add_in_place(T* x, const T* y, size_t n) {
 
 }  // namespace
 
-// A transfer buffer abort() can reach while an operation waits on it.
+// A transfer buffer of operation `what` that stop() can reach while the operation waits on it.
+// Its sends and receives are posted and waited for here, in order; one that goes with
+// transfers still posted (its operation failed) closes the connections first, so that no pair
+// touches it afterwards.
 class gloo_ring::tracked_buffer {
  public:
-  tracked_buffer(gloo_ring& ring, void* data, size_t bytes)
-      : ring_(ring), buf_(ring.context_->createUnboundBuffer(data, bytes)) {
+  tracked_buffer(gloo_ring& ring, const char* what, void* data, size_t bytes)
+      : ring_(ring), what_(what), buf_(ring.context_->createUnboundBuffer(data, bytes)) {
     std::lock_guard lock(ring_.buffer_mutex_);
     ring_.live_.push_back(buf_.get());
   }
   ~tracked_buffer() {
+    if (sends_ + receives_ > 0) ring_.close();
     std::lock_guard lock(ring_.buffer_mutex_);
     std::erase(ring_.live_, buf_.get());
   }
   tracked_buffer(const tracked_buffer&) = delete;
   tracked_buffer& operator=(const tracked_buffer&) = delete;
-  gloo::transport::UnboundBuffer* operator->() const { return buf_.get(); }
+
+  void send(int peer, uint64_t slot, size_t offset, size_t bytes) {
+    throw_if_stopped();
+    ++sends_;
+    buf_->send(peer, slot, offset, bytes);
+  }
+  void recv(int peer, uint64_t slot, size_t offset, size_t bytes) {
+    throw_if_stopped();
+    ++receives_;
+    buf_->recv(peer, slot, offset, bytes);
+  }
+  // Waits for the oldest posted send (receive) to complete; throws when it fails, times out or
+  // the ring stopped. The buffer joined live_ before the check, so a stop in between wakes it.
+  void wait_send() { wait(true); }
+  void wait_recv() { wait(false); }
 
  private:
+  void throw_if_stopped() const {
+    if (ring_.stopped_.load()) throw stopped();
+  }
+  gloo::IoException stopped() const {
+    return gloo::IoException(absl::StrCat(what_, ": ", ring_.stop_reason_));
+  }
+  void wait(bool sending) {
+    throw_if_stopped();
+    if (!(sending ? buf_->waitSend(ring_.timeout_) : buf_->waitRecv(ring_.timeout_)))
+      throw stopped();  // woken by stop()
+    --(sending ? sends_ : receives_);
+  }
+
   gloo_ring& ring_;
+  const char* what_;
   std::unique_ptr<gloo::transport::UnboundBuffer> buf_;
+  int64_t sends_ = 0, receives_ = 0;  // posted, not yet waited for
 };
+
+gloo_ring::gloo_ring(std::shared_ptr<gloo::rendezvous::Context> context, int rank, int size,
+                     std::chrono::milliseconds timeout)
+    : context_(std::move(context)),
+      rank_(rank),
+      size_(size),
+      timeout_(timeout),
+      watch_(context_->createUnboundBuffer(nullptr, 0)) {
+  if (size_ == 1) return;  // no connections to watch
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_) watch_->recv(peer, gloo::Slot::build(watch_slot, 0), 0, 0);
+  }
+  watcher_ = std::thread([this] { watch_peers(); });
+}
+
+gloo_ring::~gloo_ring() {
+  if (!watcher_.joinable()) return;
+  watch_->abortWaitRecv();
+  watcher_.join();
+}
+
+void gloo_ring::watch_peers() {
+  try {
+    // No peer sends on the watch slot: the wait ends when a pair fails or ~gloo_ring wakes it.
+    (void)watch_->waitRecv(nullptr, watch_wait);
+  } catch (const std::exception& e) {
+    stop(absl::StrCat("a connection to a peer failed: ", e.what()));
+  }
+}
 
 uint64_t gloo_ring::next_slot() {
   return gloo::Slot::build(collective_slot, tag_++);
 }
 
-// Waits for one send or receive of `buf` to complete; throws when it fails, times out or is
-// aborted. A buffer joins live_ before this check, so an abort in between still wakes it.
-void gloo_ring::wait(tracked_buffer& buf, const char* what, bool sending) {
-  const bool done = aborted_.load() ? false
-                    : sending       ? buf->waitSend(timeout_)
-                                    : buf->waitRecv(timeout_);
-  if (!done) throw gloo::IoException(absl::StrCat(what, " aborted"));
-}
-
-void gloo_ring::abort() {
-  aborted_.store(true);
-  // Closed first: once no pair reads into a buffer any more, its wait may end.
-  context_->closeConnections();
+void gloo_ring::stop(const std::string& reason) {
+  // Closed first: once no pair reads into or writes from a buffer, its wait may end.
+  close();
   std::lock_guard lock(buffer_mutex_);
+  if (stopped_.load()) return;
+  stop_reason_ = reason;
+  stopped_.store(true);
   for (auto* buf : live_) {
     buf->abortWaitRecv();
     buf->abortWaitSend();
   }
+}
+
+void gloo_ring::abort() {
+  aborted_.store(true);
+  stop("aborted");
 }
 
 // Ring reduce-scatter: after P - 1 steps chunk `rank` holds the sum over the ranks. Step s
@@ -110,12 +174,12 @@ void gloo_ring::reduce_scatter(T* data, int64_t n) {
   scratch_.resize(2 * segment * sizeof(T));
   T* halves[2] = {reinterpret_cast<T*>(scratch_.data()),
                   reinterpret_cast<T*>(scratch_.data()) + segment};
-  tracked_buffer out(*this, data, n * sizeof(T));
-  tracked_buffer in0(*this, halves[0], segment * sizeof(T));
-  tracked_buffer in1(*this, halves[1], segment * sizeof(T));
+  tracked_buffer out(*this, "reduce", data, n * sizeof(T));
+  tracked_buffer in0(*this, "reduce", halves[0], segment * sizeof(T));
+  tracked_buffer in1(*this, "reduce", halves[1], segment * sizeof(T));
   tracked_buffer* in[2] = {&in0, &in1};
   const auto post = [&](size_t g) {
-    (*in[g % 2])->recv(left(), slots[arriving[g].step], 0, arriving[g].len * sizeof(T));
+    in[g % 2]->recv(left(), slots[arriving[g].step], 0, arriving[g].len * sizeof(T));
   };
   for (size_t g = 0; g < std::min<size_t>(2, arriving.size()); ++g)
     post(g);
@@ -123,14 +187,14 @@ void gloo_ring::reduce_scatter(T* data, int64_t n) {
   for (int step = 0; step < size_ - 1; ++step) {
     const std::vector<piece> sending = pieces(ring_index(-step - 1), step);
     for (const piece& p : sending)
-      out->send(right(), slots[step], p.at * sizeof(T), p.len * sizeof(T));
+      out.send(right(), slots[step], p.at * sizeof(T), p.len * sizeof(T));
     for (; g < arriving.size() && arriving[g].step == step; ++g) {
-      wait(*in[g % 2], "reduce", false);
+      in[g % 2]->wait_recv();
       add_in_place(data + arriving[g].at, halves[g % 2], arriving[g].len);
       if (g + 2 < arriving.size()) post(g + 2);
     }
     for (size_t k = 0; k < sending.size(); ++k)
-      wait(out, "reduce", true);
+      out.wait_send();
   }
 }
 
@@ -144,21 +208,21 @@ template void gloo_ring::reduce_scatter<tensor::bf16>(tensor::bf16*, int64_t);
 void gloo_ring::allgather(char* data, int64_t n, size_t element) {
   if (size_ == 1) return;
   const even_split chunks{n, size_};
-  tracked_buffer out(*this, data, n * element);
-  tracked_buffer in(*this, data, n * element);
+  tracked_buffer out(*this, "gather", data, n * element);
+  tracked_buffer in(*this, "gather", data, n * element);
   std::vector<uint64_t> slots;
   for (int step = 0; step < size_ - 1; ++step) {
     slots.push_back(next_slot());
     const int got = ring_index(-step - 1);
-    in->recv(left(), slots[step], chunks.begin(got) * element, chunks.size(got) * element);
+    in.recv(left(), slots[step], chunks.begin(got) * element, chunks.size(got) * element);
   }
   for (int step = 0; step < size_ - 1; ++step) {
     const int sent = ring_index(-step);
-    out->send(right(), slots[step], chunks.begin(sent) * element, chunks.size(sent) * element);
-    wait(in, "gather", false);  // chunk rank - step - 1: the next step's to pass on
+    out.send(right(), slots[step], chunks.begin(sent) * element, chunks.size(sent) * element);
+    in.wait_recv();  // chunk rank - step - 1: the next step's to pass on
   }
   for (int step = 0; step < size_ - 1; ++step)
-    wait(out, "gather", true);
+    out.wait_send();
 }
 
 // From the root to each other rank: every piece posted at once.
@@ -181,13 +245,13 @@ void gloo_ring::broadcast(void* data, size_t bytes, int root, size_t piece,
   // completion is piece k.
   std::deque<tracked_buffer> buffers;
   if (rank_ != root) {
-    tracked_buffer& buf = buffers.emplace_back(*this, data, bytes);
+    tracked_buffer& buf = buffers.emplace_back(*this, "broadcast", data, bytes);
     for (size_t p = 0; p < pieces; ++p) {
       const auto [offset, length] = piece_at(p);
-      buf->recv(root, slot, offset, length);
+      buf.recv(root, slot, offset, length);
     }
     for (size_t p = 0; p < pieces; ++p) {
-      wait(buf, "broadcast", false);
+      buf.wait_recv();
       report(p);
     }
     return;
@@ -196,23 +260,23 @@ void gloo_ring::broadcast(void* data, size_t bytes, int root, size_t piece,
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != root) {
       peers.push_back(peer);
-      buffers.emplace_back(*this, data, bytes);
+      buffers.emplace_back(*this, "broadcast", data, bytes);
     }
   }
   for (size_t p = 0; p < pieces; ++p) {
     const auto [offset, length] = piece_at(p);
     for (size_t i = 0; i < peers.size(); ++i)
-      buffers[i]->send(peers[i], slot, offset, length);
+      buffers[i].send(peers[i], slot, offset, length);
   }
   // Piece p is reported once piece p - 1 has gone to the first peer: while p is being sent.
   for (size_t p = 0; p < pieces; ++p) {
-    if (p > 0) wait(buffers[0], "broadcast", true);
+    if (p > 0) buffers[0].wait_send();
     report(p);
   }
-  wait(buffers[0], "broadcast", true);
+  buffers[0].wait_send();
   for (size_t i = 1; i < peers.size(); ++i) {
     for (size_t p = 0; p < pieces; ++p)
-      wait(buffers[i], "broadcast", true);
+      buffers[i].wait_send();
   }
 }
 
@@ -222,29 +286,33 @@ void gloo_ring::broadcast(void* data, size_t bytes, int root) {
 }
 
 void gloo_ring::send(void* data, size_t bytes, int peer, uint32_t tag) {
-  tracked_buffer buf(*this, data, bytes);
-  buf->send(peer, gloo::Slot::build(point_to_point_slot, tag));
-  wait(buf, "send", true);
+  tracked_buffer buf(*this, "send", data, bytes);
+  buf.send(peer, gloo::Slot::build(point_to_point_slot, tag), 0, bytes);
+  buf.wait_send();
 }
 
 void gloo_ring::recv(void* data, size_t bytes, int peer, uint32_t tag) {
-  tracked_buffer buf(*this, data, bytes);
-  buf->recv(peer, gloo::Slot::build(point_to_point_slot, tag));
-  wait(buf, "recv", false);
+  tracked_buffer buf(*this, "recv", data, bytes);
+  buf.recv(peer, gloo::Slot::build(point_to_point_slot, tag), 0, bytes);
+  buf.wait_recv();
 }
 
 void gloo_ring::exchange(const std::vector<piece>& sends, const std::vector<piece>& recvs) {
   std::deque<tracked_buffer> posted;  // tracked buffers neither move nor copy
-  for (const piece& p : sends) {
-    posted.emplace_back(*this, p.data, p.bytes);
-    posted.back()->send(p.peer, gloo::Slot::build(point_to_point_slot, p.tag));
-  }
   for (const piece& p : recvs) {
-    posted.emplace_back(*this, p.data, p.bytes);
-    posted.back()->recv(p.peer, gloo::Slot::build(point_to_point_slot, p.tag));
+    posted.emplace_back(*this, "exchange", p.data, p.bytes);
+    posted.back().recv(p.peer, gloo::Slot::build(point_to_point_slot, p.tag), 0, p.bytes);
   }
-  for (size_t i = 0; i < posted.size(); ++i)
-    wait(posted[i], "exchange", i < sends.size());
+  for (const piece& p : sends) {
+    posted.emplace_back(*this, "exchange", p.data, p.bytes);
+    posted.back().send(p.peer, gloo::Slot::build(point_to_point_slot, p.tag), 0, p.bytes);
+  }
+  for (size_t i = 0; i < posted.size(); ++i) {
+    if (i < recvs.size())
+      posted[i].wait_recv();
+    else
+      posted[i].wait_send();
+  }
 }
 
 }  // namespace troupe::comm

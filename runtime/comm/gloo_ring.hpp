@@ -6,6 +6,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include <gloo/rendezvous/context.h>
@@ -22,14 +24,22 @@ namespace troupe::comm {
 /// an algorithm blocked on a stopped peer, but every wait here is on a buffer abort() can wake,
 /// so a survivor is released at once (docs/elastic.md).
 ///
+/// Debian's Gloo fails a pair's pending transfers when its connection breaks, but not the
+/// receive it is in the middle of nor a send still queued: a wait on those would sleep out the
+/// whole timeout. So a watch receive that no peer fills is posted on every pair; Gloo fails it
+/// with any pair, and a thread waiting on it then closes the connections and wakes every wait.
+///
 /// Calls are made one at a time, in the same order on every rank; each throws
 /// gloo::IoException when a transfer fails, times out or is aborted. abort() and close() may be
 /// called from any thread.
 class gloo_ring {
  public:
+  /// `context` is connected to every peer.
   gloo_ring(std::shared_ptr<gloo::rendezvous::Context> context, int rank, int size,
-            std::chrono::milliseconds timeout)
-      : context_(std::move(context)), rank_(rank), size_(size), timeout_(timeout) {}
+            std::chrono::milliseconds timeout);
+  ~gloo_ring();
+  gloo_ring(const gloo_ring&) = delete;
+  gloo_ring& operator=(const gloo_ring&) = delete;
 
   /// Sums chunk `rank` of `n` elements split as even_split{n, size} over every rank, in place;
   /// the other chunks are working memory. T: float, int32_t or tensor::bf16.
@@ -53,7 +63,8 @@ class gloo_ring {
     int peer;
     uint32_t tag;
   };
-  /// Posts every send and receive, then waits for each.
+  /// Posts every receive, then every send, then waits for each: a pair keeps its messages in
+  /// order, so a peer that has one of these sends has this rank's receives from it posted.
   void exchange(const std::vector<piece>& sends, const std::vector<piece>& recvs);
 
   /// Closes the connections, then wakes every wait; every later call fails at once.
@@ -64,7 +75,10 @@ class gloo_ring {
 
  private:
   class tracked_buffer;
-  void wait(tracked_buffer& buf, const char* what, bool sending);
+  // Closes the connections, then fails every wait, now and later, with `reason` (the first
+  // reason stands).
+  void stop(const std::string& reason);
+  void watch_peers();
   uint64_t next_slot();
   [[nodiscard]] int right() const { return (rank_ + 1) % size_; }
   [[nodiscard]] int left() const { return (rank_ + size_ - 1) % size_; }
@@ -78,8 +92,12 @@ class gloo_ring {
   uint32_t tag_ = 1;
   std::vector<char> scratch_;  // the reduce-scatter's receive halves
   std::atomic<bool> aborted_{false};
-  std::mutex buffer_mutex_;  // live_
+  std::mutex buffer_mutex_;  // live_, stop_reason_
   std::vector<gloo::transport::UnboundBuffer*> live_;
+  std::atomic<bool> stopped_{false};
+  std::string stop_reason_;  // written once, before stopped_
+  std::unique_ptr<gloo::transport::UnboundBuffer> watch_;
+  std::thread watcher_;
 };
 
 }  // namespace troupe::comm

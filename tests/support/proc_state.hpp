@@ -1,10 +1,15 @@
 #pragma once
 
 // What Linux says a process or thread is doing, from /proc: tests use it to know, instead of
-// guess, that a process is stopped or a thread is asleep in a wait.
+// guess, that a process is stopped, a thread is asleep in a wait, or bytes wait in a socket.
 
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include <sys/types.h>
@@ -20,6 +25,33 @@ inline char proc_state(pid_t pid, pid_t tid = 0) {
   const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t paren = stat.rfind(')');  // the command name may hold spaces and parentheses
   return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : 0;
+}
+
+/// The most bytes waiting unread in one of PID's established TCP connections (rx_queue of
+/// /proc/PID/net/tcp and tcp6, for the sockets among its descriptors); 0 when there are none.
+inline int64_t most_unread_tcp_bytes(pid_t pid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (const auto& fd : std::filesystem::directory_iterator(proc + "/fd", ec)) {
+    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (target.starts_with("socket:[")) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  int64_t most = 0;
+  for (const char* table : {"/net/tcp", "/net/tcp6"}) {
+    std::ifstream in(proc + table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+          timeout >> inode;
+      if (state != "01" || !inodes.contains(inode)) continue;  // 01: established
+      most = std::max<int64_t>(most, std::stoll(queues.substr(queues.find(':') + 1), nullptr, 16));
+    }
+  }
+  return most;
 }
 
 }  // namespace troupe::testing

@@ -38,6 +38,28 @@ class GlooCommunicatorTest : public ::testing::Test {
         std::to_string(timeout_ms), "--epoch", std::to_string(epoch), "--scenario", scenario});
   }
 
+  // Rank 0 sends rank 1 twice what the kernel can hold between them. Rank 1 is stopped before
+  // the payload moves, so when `victim` is SIGKILLed (rank 1 is continued if it survives) the
+  // transfer is cut mid-payload. Returns the survivor's result.
+  testing::process_result cut_mid_transfer(int victim) {
+    auto sender = start_rank(0, 2, "mid_transfer", 120000);
+    auto receiver = start_rank(1, 2, "mid_transfer", 120000);
+    auto store = head_store::connect(head_.endpoint(), {.token = "secret"});
+    EXPECT_TRUE(store.ok()) << store.status();
+    if (!store.ok()) return {};
+    EXPECT_TRUE((*store)->wait("posted", 30s).ok()) << "rank 1's receive was never posted";
+    receiver->signal(SIGSTOP);
+    EXPECT_TRUE(testing::wait_until([&] { return testing::proc_state(receiver->pid()) == 'T'; }));
+    EXPECT_TRUE((*store)->set("go", "1").ok());
+    // Payload bytes wait in the stopped receiver's socket: the send is under way, and cannot end.
+    EXPECT_TRUE(testing::wait_until([&] {
+      return testing::most_unread_tcp_bytes(receiver->pid()) > 4096;
+    })) << "no payload reached rank 1";
+    (victim == 0 ? sender : receiver)->signal(SIGKILL);
+    if (victim == 0) receiver->signal(SIGCONT);
+    return (victim == 0 ? receiver : sender)->wait(60s);
+  }
+
   testing::store_head head_;
 };
 
@@ -100,6 +122,23 @@ TEST_F(GlooCommunicatorTest, AKilledRankFailsEverySurvivorsCollectiveAtOnce) {
     EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
     EXPECT_EQ(testing::report_of(result).value("allreduce", ""), "UNAVAILABLE") << result.out;
   }
+}
+
+// Debian's Gloo fails a pair's pending transfers when its connection breaks, but not the receive
+// it is in the middle of nor a send it still has queued: without the ring's watch receive these
+// two survivors slept out the group's two-minute timeout (and AKilledRank... above flaked so).
+TEST_F(GlooCommunicatorTest, AReceiveCutMidPayloadFailsWithThePeersLoss) {
+  const testing::process_result result = cut_mid_transfer(/*victim=*/0);
+  ASSERT_FALSE(result.timed_out) << "the receiver hung after the sender was killed";
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_EQ(testing::report_of(result).value("transfer", ""), "UNAVAILABLE") << result.out;
+}
+
+TEST_F(GlooCommunicatorTest, ASendCutMidPayloadFailsWithThePeersLoss) {
+  const testing::process_result result = cut_mid_transfer(/*victim=*/1);
+  ASSERT_FALSE(result.timed_out) << "the sender hung after the receiver was killed";
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_EQ(testing::report_of(result).value("transfer", ""), "UNAVAILABLE") << result.out;
 }
 
 // The last rank stops itself (SIGSTOP: no socket error ever reaches its peers). The survivors'

@@ -2,11 +2,13 @@
 // runs a scenario and prints one JSON line with what happened. Exit 0 when every check held.
 //
 //   gloo_rank --head tcp://127.0.0.1:PORT --token T --rank R --size N --timeout-ms MS
-//             --epoch E --scenario every_op|stall|peer_killed|peer_stopped
+//             --epoch E --scenario every_op|stall|peer_killed|peer_stopped|mid_transfer
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -206,6 +208,48 @@ absl::Status peer_lost(comm::communicator& c, comm::rendezvous_store& store, boo
                 : absl::OkStatus();
 }
 
+// Bytes the kernel can hold between two connected sockets on loopback while the receiver reads
+// nothing: the largest receive buffer TCP grows to, and the largest send buffer (Gloo sets
+// SO_SNDBUF, which the kernel doubles up to twice wmem_max; TCP's own growth stops at tcp_wmem).
+absl::StatusOr<int64_t> bytes_the_kernel_holds() {
+  int64_t tcp_rmem[3], tcp_wmem[3], wmem_max;
+  std::ifstream rmem("/proc/sys/net/ipv4/tcp_rmem"), wmem("/proc/sys/net/ipv4/tcp_wmem"),
+      wmax("/proc/sys/net/core/wmem_max");
+  if (!(rmem >> tcp_rmem[0] >> tcp_rmem[1] >> tcp_rmem[2]) ||
+      !(wmem >> tcp_wmem[0] >> tcp_wmem[1] >> tcp_wmem[2]) || !(wmax >> wmem_max)) {
+    return absl::FailedPreconditionError(
+        "cannot read /proc/sys/net/ipv4/tcp_rmem, tcp_wmem or /proc/sys/net/core/wmem_max");
+  }
+  return tcp_rmem[2] + std::max(tcp_wmem[2], 2 * wmem_max);
+}
+
+// Rank 0 sends rank 1 twice what the kernel can hold between them. Rank 1's exchange posts its
+// receive, then sends rank 0 a marker (an exchange posts receives first), so once rank 0 has the
+// marker the receive is posted; rank 0 then says "posted" and sends once the test says "go".
+// The test stops rank 1 in between, so that no more than the kernel holds moves until it kills
+// one of the two: the transfer is cut mid-payload. Each rank reports how its side ended.
+absl::Status mid_transfer(comm::communicator& c, comm::rendezvous_store& store,
+                          nlohmann::json& report) {
+  using namespace std::chrono_literals;
+  const absl::StatusOr<int64_t> held = bytes_the_kernel_holds();
+  if (!held.ok()) return held.status();
+  host_tensor payload = host_tensor::host({2 * *held / 4});
+  host_tensor marker = host_tensor::host({1});
+  absl::Status s;
+  if (c.rank() == 1) {
+    s = c.exchange({{marker, 0, 1}}, {{payload, 0, 2}});
+  } else {
+    TROUPE_RETURN_IF_ERROR(c.recv(marker, 1, 1));
+    TROUPE_RETURN_IF_ERROR(store.set("posted", "1"));
+    TROUPE_RETURN_IF_ERROR(store.wait("go", 1min).status());
+    s = c.send(payload, 1, 2);
+  }
+  report["transfer"] = absl::StatusCodeToString(s.code());
+  report["message"] = s.message();
+  return s.ok() ? absl::InternalError("the transfer completed though it was cut")
+                : absl::OkStatus();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -264,6 +308,7 @@ int main(int argc, char** argv) {
     if (absl::Status done = (*store)->set("stall/done", "1"); !done.ok()) return finish(done);
     return finish(s);
   }
+  if (scenario == "mid_transfer") return finish(mid_transfer(**group, **store, report));
   if (scenario == "peer_killed" || scenario == "peer_stopped") {
     return finish(peer_lost(**group, **store, scenario == "peer_stopped", head, token, report));
   }
