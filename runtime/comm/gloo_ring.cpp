@@ -58,14 +58,10 @@ class gloo_ring::tracked_buffer {
   tracked_buffer& operator=(const tracked_buffer&) = delete;
 
   void send(int peer, uint64_t slot, size_t offset, size_t bytes) {
-    throw_if_stopped();
-    ++sends_;
-    buf_->send(peer, slot, offset, bytes);
+    post(true, peer, slot, offset, bytes);
   }
   void recv(int peer, uint64_t slot, size_t offset, size_t bytes) {
-    throw_if_stopped();
-    ++receives_;
-    buf_->recv(peer, slot, offset, bytes);
+    post(false, peer, slot, offset, bytes);
   }
   // Waits for the oldest posted send (receive) to complete; throws when it fails, times out or
   // the ring stopped. The buffer joined live_ before the check, so a stop in between wakes it.
@@ -73,6 +69,19 @@ class gloo_ring::tracked_buffer {
   void wait_recv() { wait(false); }
 
  private:
+  void post(bool sending, int peer, uint64_t slot, size_t offset, size_t bytes) {
+    throw_if_stopped();
+    ++(sending ? sends_ : receives_);
+    try {
+      if (sending)
+        buf_->send(peer, slot, offset, bytes);
+      else
+        buf_->recv(peer, slot, offset, bytes);
+    } catch (const std::exception&) {
+      throw_if_stopped();  // a stop closed the pair meanwhile: its reason, not the closed pair's
+      throw;
+    }
+  }
   void throw_if_stopped() const {
     if (ring_.stopped_.load()) throw stopped();
   }
@@ -126,12 +135,16 @@ uint64_t gloo_ring::next_slot() {
 }
 
 void gloo_ring::stop(const std::string& reason) {
-  // Closed first: once no pair reads into or writes from a buffer, its wait may end.
+  {
+    std::lock_guard lock(buffer_mutex_);
+    if (stopped_.load()) return;
+    stop_reason_ = reason;
+    stopped_.store(true);  // from here every post and wait fails with the reason
+  }
+  // Closed before a wait is woken: once no pair reads into or writes from a buffer, its
+  // operation may unwind and free it.
   close();
   std::lock_guard lock(buffer_mutex_);
-  if (stopped_.load()) return;
-  stop_reason_ = reason;
-  stopped_.store(true);
   for (auto* buf : live_) {
     buf->abortWaitRecv();
     buf->abortWaitSend();

@@ -75,8 +75,8 @@ class gloo_ring {
 
  private:
   class tracked_buffer;
-  // Closes the connections, then fails every wait, now and later, with `reason` (the first
-  // reason stands).
+  // Fails every post and wait, now and later, with `reason` (the first reason stands): closes
+  // the connections, then wakes the waits.
   void stop(const std::string& reason);
   void watch_peers();
   uint64_t next_slot();
