@@ -442,7 +442,11 @@ void node_agent::on_head_frame(const received_envelope& env) {
     std::optional<peer> record;
     absl::Status refused;
     if (h.type == "member") {
-      if (auto map = map_view::of(env.payload, "member payload"); map.ok()) record = peer_of(*map);
+      auto map = map_view::of(env.payload, "member payload");
+      if (map.ok())
+        record = peer_of(*map);
+      else
+        refused = map.status();  // a malformed answer is named, not left blank
     } else {
       refused = status_of_error(env);
     }

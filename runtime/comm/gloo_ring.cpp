@@ -64,7 +64,7 @@ class gloo_ring::tracked_buffer {
     post(false, peer, slot, offset, bytes);
   }
   // Waits for the oldest posted send (receive) to complete; throws when it fails, times out or
-  // the ring stopped. The buffer joined live_ before the check, so a stop in between wakes it.
+  // the ring stopped. The buffer joined live_ before its posts checked, so a stop since wakes it.
   void wait_send() { wait(true); }
   void wait_recv() { wait(false); }
 
@@ -89,7 +89,6 @@ class gloo_ring::tracked_buffer {
     return gloo::IoException(absl::StrCat(what_, ": ", ring_.stop_reason_));
   }
   void wait(bool sending) {
-    throw_if_stopped();
     if (!(sending ? buf_->waitSend(ring_.timeout_) : buf_->waitRecv(ring_.timeout_)))
       throw stopped();  // woken by stop()
     --(sending ? sends_ : receives_);

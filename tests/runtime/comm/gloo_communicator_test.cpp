@@ -40,24 +40,28 @@ class GlooCommunicatorTest : public ::testing::Test {
 
   // Rank 0 sends rank 1 twice what the kernel can hold between them. Rank 1 is stopped before
   // the payload moves, so when `victim` is SIGKILLed (rank 1 is continued if it survives) the
-  // transfer is cut mid-payload. Returns the survivor's result.
-  testing::process_result cut_mid_transfer(int victim) {
+  // transfer is cut mid-payload. The survivor must fail with the peer's loss at once, not sleep
+  // out the two-minute timeout.
+  void expect_a_cut_transfer_fails(int victim) {
     auto sender = start_rank(0, 2, "mid_transfer", 120000);
     auto receiver = start_rank(1, 2, "mid_transfer", 120000);
     auto store = head_store::connect(head_.endpoint(), {.token = "secret"});
-    EXPECT_TRUE(store.ok()) << store.status();
-    if (!store.ok()) return {};
-    EXPECT_TRUE((*store)->wait("posted", 30s).ok()) << "rank 1's receive was never posted";
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->wait("posted", 30s).ok()) << "rank 1's receive was never posted";
     receiver->signal(SIGSTOP);
-    EXPECT_TRUE(testing::wait_until([&] { return testing::proc_state(receiver->pid()) == 'T'; }));
-    EXPECT_TRUE((*store)->set("go", "1").ok());
+    ASSERT_TRUE(testing::wait_until([&] { return testing::proc_state(receiver->pid()) == 'T'; }));
+    ASSERT_TRUE((*store)->set("go", "1").ok());
     // Payload bytes wait in the stopped receiver's socket: the send is under way, and cannot end.
-    EXPECT_TRUE(testing::wait_until([&] {
+    ASSERT_TRUE(testing::wait_until([&] {
       return testing::most_unread_tcp_bytes(receiver->pid()) > 4096;
     })) << "no payload reached rank 1";
     (victim == 0 ? sender : receiver)->signal(SIGKILL);
     if (victim == 0) receiver->signal(SIGCONT);
-    return (victim == 0 ? receiver : sender)->wait(60s);
+    const testing::process_result result = (victim == 0 ? receiver : sender)->wait(60s);
+    ASSERT_FALSE(result.timed_out)
+        << "rank " << 1 - victim << " hung after rank " << victim << " was killed mid-transfer";
+    EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+    EXPECT_EQ(testing::report_of(result).value("transfer", ""), "UNAVAILABLE") << result.out;
   }
 
   testing::store_head head_;
@@ -128,17 +132,11 @@ TEST_F(GlooCommunicatorTest, AKilledRankFailsEverySurvivorsCollectiveAtOnce) {
 // it is in the middle of nor a send it still has queued: without the ring's watch receive these
 // two survivors slept out the group's two-minute timeout (and AKilledRank... above flaked so).
 TEST_F(GlooCommunicatorTest, AReceiveCutMidPayloadFailsWithThePeersLoss) {
-  const testing::process_result result = cut_mid_transfer(/*victim=*/0);
-  ASSERT_FALSE(result.timed_out) << "the receiver hung after the sender was killed";
-  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
-  EXPECT_EQ(testing::report_of(result).value("transfer", ""), "UNAVAILABLE") << result.out;
+  expect_a_cut_transfer_fails(/*victim=*/0);  // the sender
 }
 
 TEST_F(GlooCommunicatorTest, ASendCutMidPayloadFailsWithThePeersLoss) {
-  const testing::process_result result = cut_mid_transfer(/*victim=*/1);
-  ASSERT_FALSE(result.timed_out) << "the sender hung after the receiver was killed";
-  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
-  EXPECT_EQ(testing::report_of(result).value("transfer", ""), "UNAVAILABLE") << result.out;
+  expect_a_cut_transfer_fails(/*victim=*/1);  // the receiver
 }
 
 // The last rank stops itself (SIGSTOP: no socket error ever reaches its peers). The survivors'
