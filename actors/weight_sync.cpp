@@ -17,12 +17,13 @@ std::string hex(const XXH128_hash_t& h) {
   return absl::StrCat(absl::Hex(h.high64, absl::kZeroPad16), absl::Hex(h.low64, absl::kZeroPad16));
 }
 
-// The pieces a bucket moves in: the checksum reads each one while it is in the cache from the
-// transfer that just wrote it (a receiver) or is reading it (the root), where a whole large
-// bucket would come back from memory. A bucket the last-level cache holds whole needs no pieces
-// for that, and each piece costs a wake-up of the waiting thread; but from 2 MiB, two halves let
-// a receiver hash the first while the second arrives (3.4 MB: 0.83 of a raw broadcast against
-// 0.78 in one piece, the medians of ten alternating runs of 2026-12-04; 1 MiB pieces gave less).
+// The pieces a bucket moves in along the chain of ranks (gloo_ring::broadcast): a rank passes
+// each on as it arrives, and the checksum reads it while it is in the cache from the transfer
+// that just wrote it (a receiver) or is reading it (the root), where a whole large bucket would
+// come back from memory. Each piece costs the waiting threads a wake-up, so a smaller bucket
+// moves in two halves from 2 MiB (the next hop and the hashing of the first overlap the
+// second's arrival) and whole below: at 3.4 MB, 500 alternating pairs against a raw broadcast
+// gave 0.96 and 1.00 in halves, 0.89 and 0.94 whole, 0.91 and 1.00 in quarters (2026-12-05).
 constexpr int64_t piece_bytes = int64_t{1} << 20;
 constexpr int64_t halves_from = int64_t{2} << 20;
 constexpr int64_t whole_below = int64_t{8} << 20;

@@ -20,8 +20,8 @@ constexpr uint8_t collective_slot = 0x72;
 constexpr uint8_t watch_slot = 0x73;
 // The watch receive's wait: until a connection fails or the ring goes (a century).
 constexpr std::chrono::milliseconds watch_wait = std::chrono::hours(24 * 365 * 100);
-// The reduce-scatter's receive segment: small enough that summing one overlaps receiving the
-// next, large enough that per-message costs vanish.
+// The reduce-scatter's receive segment and the broadcast's piece: small enough that summing or
+// passing on one overlaps receiving the next, large enough that per-message costs vanish.
 constexpr int64_t segment_bytes = 1 << 20;
 
 // x += y; bf16 is summed in f32 and rounded once per addition.
@@ -237,7 +237,11 @@ void gloo_ring::allgather(char* data, int64_t n, size_t element) {
     out.wait_send();
 }
 
-// From the root to each other rank: every piece posted at once.
+// A pipelined chain along the ring from the root: the root sends every piece to its right;
+// each other rank receives them from its left (all posted at once, so that Gloo's receiver-ready
+// notifications have gone out) and, unless it is the last, passes each on to its right as it
+// arrives. The root sends the bytes once instead of once per receiver, and consecutive hops copy
+// at the same time.
 void gloo_ring::broadcast(void* data, size_t bytes, int root, size_t piece,
                           const std::function<void(size_t, size_t)>& on_piece) {
   const size_t pieces = std::max<size_t>(1, (bytes + piece - 1) / piece);
@@ -253,48 +257,42 @@ void gloo_ring::broadcast(void* data, size_t bytes, int root, size_t piece,
     return;
   }
   const uint64_t slot = next_slot();
-  // One buffer per peer: a pair completes its transfers in order, so each buffer's k-th
-  // completion is piece k.
-  std::deque<tracked_buffer> buffers;
-  if (rank_ != root) {
-    tracked_buffer& buf = buffers.emplace_back(*this, "broadcast", data, bytes);
+  const int hop = ((rank_ - root) % size_ + size_) % size_;  // the root's is 0
+  // A pair completes its transfers in order: the buffer's k-th receive (send) is piece k.
+  tracked_buffer buf(*this, "broadcast", data, bytes);
+  const auto pass_on = [&](size_t p) {
+    const auto [offset, length] = piece_at(p);
+    buf.send(right(), slot, offset, length);
+  };
+  if (hop == 0) {
+    for (size_t p = 0; p < pieces; ++p)
+      pass_on(p);
+    // Piece p is reported once piece p - 1 has gone: while p is being sent.
     for (size_t p = 0; p < pieces; ++p) {
-      const auto [offset, length] = piece_at(p);
-      buf.recv(root, slot, offset, length);
-    }
-    for (size_t p = 0; p < pieces; ++p) {
-      buf.wait_recv();
+      if (p > 0) buf.wait_send();
       report(p);
     }
+    buf.wait_send();
     return;
   }
-  std::vector<int> peers;
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer != root) {
-      peers.push_back(peer);
-      buffers.emplace_back(*this, "broadcast", data, bytes);
-    }
-  }
+  const bool last = hop == size_ - 1;
   for (size_t p = 0; p < pieces; ++p) {
     const auto [offset, length] = piece_at(p);
-    for (size_t i = 0; i < peers.size(); ++i)
-      buffers[i].send(peers[i], slot, offset, length);
+    buf.recv(left(), slot, offset, length);
   }
-  // Piece p is reported once piece p - 1 has gone to the first peer: while p is being sent.
   for (size_t p = 0; p < pieces; ++p) {
-    if (p > 0) buffers[0].wait_send();
+    buf.wait_recv();
+    if (!last) pass_on(p);
     report(p);
   }
-  buffers[0].wait_send();
-  for (size_t i = 1; i < peers.size(); ++i) {
-    for (size_t p = 0; p < pieces; ++p)
-      buffers[i].wait_send();
-  }
+  if (last) return;
+  for (size_t p = 0; p < pieces; ++p)
+    buf.wait_send();
 }
 
-// From the root to each other rank, in one piece.
+// Pipelined in segments.
 void gloo_ring::broadcast(void* data, size_t bytes, int root) {
-  broadcast(data, bytes, root, std::max<size_t>(bytes, 1), [](size_t, size_t) {});
+  broadcast(data, bytes, root, segment_bytes, [](size_t, size_t) {});
 }
 
 void gloo_ring::send(void* data, size_t bytes, int peer, uint32_t tag) {

@@ -48,10 +48,12 @@ class gloo_ring {
   /// Fills every chunk of `bytes` split as even_split{n, size} (elements of `element` bytes)
   /// from the rank that holds it (chunk r from rank r), in place.
   void allgather(char* data, int64_t n, size_t element);
+  /// Along the ring from `root` (root + 1 receives from it, root + 2 from root + 1, ...), in
+  /// pieces that each rank passes on as they arrive.
   void broadcast(void* data, size_t bytes, int root);
-  /// broadcast() in pieces of `piece` bytes, each posted at once and reported to `on_piece` in
-  /// order: on a receiver when it has arrived, on the root once the piece before it has gone to
-  /// the first other rank (communicator::broadcast_in_pieces).
+  /// broadcast() in pieces of `piece` bytes, each reported to `on_piece` in order: on a receiver
+  /// when it has arrived (and been passed on), on the root once the piece before it has gone
+  /// (communicator::broadcast_in_pieces).
   void broadcast(void* data, size_t bytes, int root, size_t piece,
                  const std::function<void(size_t offset, size_t bytes)>& on_piece);
   void send(void* data, size_t bytes, int peer, uint32_t tag);

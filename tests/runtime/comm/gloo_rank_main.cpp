@@ -80,8 +80,11 @@ absl::Status every_op(comm::communicator& c) {
     const int root = static_cast<int>(n % P);
     for (int64_t i = 0; i < n; ++i)
       t.data<float>()[i] = value(r, i);
-    TROUPE_RETURN_IF_ERROR(c.broadcast(t, root));
-    TROUPE_RETURN_IF_ERROR(expect(t.data<float>()[n - 1] == value(root, n - 1), "broadcast"));
+    TROUPE_RETURN_IF_ERROR(c.broadcast(t, root));  // 300001 floats pass along in two pieces
+    for (int64_t i = 0; i < n; ++i) {
+      TROUPE_RETURN_IF_ERROR(
+          expect(t.data<float>()[i] == value(root, i), absl::StrCat("broadcast n=", n, " i=", i)));
+    }
 
     // In pieces of 7 (or 4099) floats, the last shorter: reported in order, covering the
     // buffer, and on a receiver each piece has arrived when it is reported.
@@ -100,8 +103,10 @@ absl::Status every_op(comm::communicator& c) {
         }));
     TROUPE_RETURN_IF_ERROR(expect(arrived && covered == n * int64_t{sizeof(float)},
                                   absl::StrCat("broadcast in pieces n=", n)));
-    TROUPE_RETURN_IF_ERROR(
-        expect(t.data<float>()[n - 1] == value(piece_root, n - 1), "broadcast in pieces"));
+    for (int64_t i = 0; i < n; ++i) {
+      TROUPE_RETURN_IF_ERROR(expect(t.data<float>()[i] == value(piece_root, i),
+                                    absl::StrCat("broadcast in pieces n=", n, " i=", i)));
+    }
 
     // A ring of send/recv: each rank passes its values to the right.
     host_tensor got = host_tensor::host({n});
