@@ -257,7 +257,7 @@ void gloo_ring::broadcast(void* data, size_t bytes, int root, size_t piece,
     return;
   }
   const uint64_t slot = next_slot();
-  const int hop = ((rank_ - root) % size_ + size_) % size_;  // the root's is 0
+  const int hop = ring_index(-root);  // the root's is 0
   // A pair completes its transfers in order: the buffer's k-th receive (send) is piece k.
   tracked_buffer buf(*this, "broadcast", data, bytes);
   const auto pass_on = [&](size_t p) {

@@ -2,7 +2,8 @@
 // runs a scenario and prints one JSON line with what happened. Exit 0 when every check held.
 //
 //   gloo_rank --head tcp://127.0.0.1:PORT --token T --rank R --size N --timeout-ms MS
-//             --epoch E --scenario every_op|stall|peer_killed|peer_stopped|mid_transfer
+//             --epoch E --scenario every_op|stall|peer_killed|peer_killed_in_broadcast|
+//                                  peer_stopped|mid_transfer
 
 #include <algorithm>
 #include <chrono>
@@ -174,8 +175,12 @@ absl::Status every_op(comm::communicator& c) {
 // the test (peer_killed), or it stops itself (peer_stopped) and the test then writes "abort",
 // which the survivors' watchers turn into abort() calls, as a membership change would. Each
 // survivor reports how its allreduce ended; a stopped rank that is continued reports its own.
+// With `broadcast` (killed only) the survivors broadcast from rank 1 instead, along the chain
+// 1, 2, ..., last, 0: the lost rank is in its middle, and only the root may finish (its sends
+// can all have left).
 absl::Status peer_lost(comm::communicator& c, comm::rendezvous_store& store, bool stopped,
-                       const std::string& head, const std::string& token, nlohmann::json& report) {
+                       bool broadcast, const std::string& head, const std::string& token,
+                       nlohmann::json& report) {
   using namespace std::chrono_literals;
   const bool victim = c.rank() == c.size() - 1;
   host_tensor t = host_tensor::host({1 << 20});
@@ -197,11 +202,13 @@ absl::Status peer_lost(comm::communicator& c, comm::rendezvous_store& store, boo
   }
   TROUPE_RETURN_IF_ERROR(store.set(absl::StrCat("entered/", c.rank()), "1"));
   const auto start = std::chrono::steady_clock::now();
-  const absl::Status s = c.allreduce(t, comm::reduce_op::sum);
+  const char* operation = broadcast ? "broadcast" : "allreduce";
+  const absl::Status s =
+      broadcast ? c.broadcast(t, /*root=*/1) : c.allreduce(t, comm::reduce_op::sum);
   report["elapsed_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::steady_clock::now() - start)
                              .count();
-  report["allreduce"] = absl::StatusCodeToString(s.code());
+  report[operation] = absl::StatusCodeToString(s.code());
   report["message"] = s.message();
   if (watcher.joinable()) watcher.join();
   // Alive until every survivor is done: a process that exits closes its sockets, which would
@@ -209,8 +216,10 @@ absl::Status peer_lost(comm::communicator& c, comm::rendezvous_store& store, boo
   TROUPE_RETURN_IF_ERROR(store.set(absl::StrCat("done/", c.rank()), "1"));
   for (int r = 0; r + 1 < c.size(); ++r)
     TROUPE_RETURN_IF_ERROR(store.wait(absl::StrCat("done/", r), 3min).status());
-  return s.ok() ? absl::InternalError("the allreduce succeeded without the last rank")
-                : absl::OkStatus();
+  return s.ok() && !(broadcast && c.rank() == 1)
+             ? absl::InternalError(
+                   absl::StrCat("the ", operation, " succeeded without the last rank"))
+             : absl::OkStatus();
 }
 
 // Bytes the kernel can hold between two connected sockets on loopback while the receiver reads
@@ -314,8 +323,10 @@ int main(int argc, char** argv) {
     return finish(s);
   }
   if (scenario == "mid_transfer") return finish(mid_transfer(**group, **store, report));
-  if (scenario == "peer_killed" || scenario == "peer_stopped") {
-    return finish(peer_lost(**group, **store, scenario == "peer_stopped", head, token, report));
+  if (scenario == "peer_killed" || scenario == "peer_killed_in_broadcast" ||
+      scenario == "peer_stopped") {
+    return finish(peer_lost(**group, **store, scenario == "peer_stopped",
+                            scenario == "peer_killed_in_broadcast", head, token, report));
   }
   return finish(every_op(**group));
 }
