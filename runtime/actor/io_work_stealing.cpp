@@ -25,9 +25,15 @@ bool attach_idle_io(caf::actor_system& system, std::shared_ptr<idle_io> io) {
     data.io = std::move(io);
     ++data.io_attachments;
   }
-  for (size_t i = 0; i < scheduler->num_workers(); ++i)
-    io_work_stealing::wake(scheduler->worker_by_id(i));
+  wake_idle_workers(system);
   return true;
+}
+
+void wake_idle_workers(caf::actor_system& system) {
+  if (coordinator* scheduler = io_scheduler_of(system)) {
+    for (size_t i = 0; i < scheduler->num_workers(); ++i)
+      io_work_stealing::wake(scheduler->worker_by_id(i));
+  }
 }
 
 void detach_idle_io(caf::actor_system& system) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 
@@ -25,12 +26,19 @@ namespace troupe::actor {
 ///
 /// A busy worker that queues a second job wakes an idle worker to steal it. Around every job
 /// the worker calls job_begins/job_ends (job_end_flush), so what the job sent to other
-/// processes leaves together when it ends. The blocking waits
-/// time out after `work-stealing.relaxed-sleep-duration`, so a worker that finds the input taken
-/// by another thread tries again soon.
+/// processes leaves together when it ends. The blocking waits time out after
+/// `work-stealing.relaxed-sleep-duration` (make_system_config: idle_recheck), so that a worker
+/// that found the input taken by another thread, which then went on to a long job, takes it over
+/// (the node thread drains the input at its turns too).
 class io_work_stealing : public caf::policy::work_stealing {
  public:
   using base = caf::policy::work_stealing;
+
+  /// How long an idle worker blocks before it looks again with no wake-up. Every wake-up of an
+  /// idle thread takes a core from the work of others: CAF's 10 ms, in the 3 processes of an RLHF
+  /// run with 2 workers each, woke 600 times a second and slowed a generation sharing the cores
+  /// (docs/benchmarks.md, rlhf_bench).
+  static constexpr std::chrono::milliseconds idle_recheck{100};
 
   struct coordinator_data : base::coordinator_data {
     explicit coordinator_data(caf::scheduler::abstract_coordinator* parent)
@@ -46,7 +54,7 @@ class io_work_stealing : public caf::policy::work_stealing {
     worker_data(const worker_data& other) : base::worker_data(other) {}
     std::shared_ptr<idle_io> polling;  // under waitdata.lock: the input this worker waits in
     bool woken = false;                // under waitdata.lock: to steal, or to take the input
-    std::atomic<bool> idle{false};     // blocked (in the input or on the condition variable)
+    std::atomic<bool> idle{false};     // from its last look for work until it has work again
   };
 
   template <class Worker>
@@ -89,24 +97,32 @@ class io_work_stealing : public caf::policy::work_stealing {
     auto& attachments = d(self->parent()).io_attachments;
     for (;;) {
       if (auto* job = w.queue.take_head()) return job;
-      if (auto* job = steal_from_any(self)) return job;
-      const uint64_t seen = attachments.load();
-      if (std::shared_ptr<idle_io> io = attached(self)) {
-        if (block_in(self, std::move(io), timeout)) continue;
-      }
-      std::unique_lock<std::mutex> guard(w.waitdata.lock);
-      w.waitdata.sleeping = true;
+      // Idle before the last look at the others' queues: a busy worker that queues a second job
+      // after that look sees it and wakes this one (wake_idle_peer; `woken` if it has not
+      // blocked yet), so the job does not wait for the timeout.
       w.idle.store(true);
-      w.waitdata.cv.wait_for(guard, w.strategies[2].sleep_duration, [&] {
-        return !w.queue.empty() || w.woken || attachments.load() != seen;
-      });
-      w.woken = false;
-      w.waitdata.sleeping = false;
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (auto* job = steal_from_any(self)) {
+        w.idle.store(false);
+        return job;
+      }
+      const uint64_t seen = attachments.load();
+      std::shared_ptr<idle_io> io = attached(self);
+      if (io == nullptr || !block_in(self, std::move(io), timeout)) {
+        std::unique_lock<std::mutex> guard(w.waitdata.lock);
+        w.waitdata.sleeping = true;
+        w.waitdata.cv.wait_for(guard, w.strategies[2].sleep_duration, [&] {
+          return !w.queue.empty() || w.woken || attachments.load() != seen;
+        });
+        w.woken = false;
+        w.waitdata.sleeping = false;
+      }
       w.idle.store(false);
     }
   }
 
-  /// Wakes worker `self` if it blocks; true if it did.
+  /// Wakes worker `self` if it blocks, or makes it look again before it blocks if it is about to;
+  /// true if it did.
   template <class Worker>
   static bool wake(Worker* self) {
     auto& w = d(self);
@@ -118,6 +134,10 @@ class io_work_stealing : public caf::policy::work_stealing {
     }
     if (w.polling) {
       w.polling->wake();
+      return true;
+    }
+    if (w.idle.load()) {
+      w.woken = true;  // seen under the lock before it polls or sleeps
       return true;
     }
     return false;
@@ -150,14 +170,15 @@ class io_work_stealing : public caf::policy::work_stealing {
     auto& w = d(self);
     {
       std::lock_guard<std::mutex> guard(w.waitdata.lock);
-      if (!w.queue.empty()) return true;  // enqueued since the last look: no wake-up would come
+      if (!w.queue.empty() || w.woken) {  // work came since the last look: no wake-up would come
+        w.woken = false;
+        return true;
+      }
       w.polling = io;
-      w.idle.store(true);
     }
     const bool polled = io->poll(self, timeout);
     std::lock_guard<std::mutex> guard(w.waitdata.lock);
     w.polling.reset();
-    w.idle.store(false);
     return polled;
   }
 
@@ -165,15 +186,21 @@ class io_work_stealing : public caf::policy::work_stealing {
   static void wake_idle_peer(Worker* self) {
     auto* parent = self->parent();
     const size_t n = parent->num_workers();
+    // The job queued before, the idle flags read after: a peer that went idle after its last
+    // look at this queue is seen here (dequeue's fence).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     for (size_t k = 1; k < n; ++k) {
       auto* peer = parent->worker_by_id((self->id() + k) % n);
-      if (d(peer).idle.load(std::memory_order_relaxed) && wake(peer)) return;
+      if (d(peer).idle.load() && wake(peer)) return;
     }
   }
 };
 
 /// The scheduler module for `caf::actor_system_config::module_factories`.
 [[nodiscard]] caf::actor_system::module* make_io_work_stealing(caf::actor_system& system);
+
+/// Wakes `system`'s blocked workers (each looks for work, then for the attached input).
+void wake_idle_workers(caf::actor_system& system);
 
 /// Lets `system`'s idle workers wait in `io` (the sleeping ones are woken to). False if the system
 /// does not run io_work_stealing or has an input attached already (then the caller must poll `io`

@@ -20,6 +20,7 @@ std::unique_ptr<caf::actor_system_config> make_system_config(const config::runti
     cfg->set("scheduler.policy", caf::atom("sharing"));
   } else {
     cfg->module_factories.push_back(make_io_work_stealing);
+    cfg->set("work-stealing.relaxed-sleep-duration", caf::timespan{io_work_stealing::idle_recheck});
   }
   if (runtime.max_throughput > 0) {
     cfg->set("scheduler.max-throughput", static_cast<size_t>(runtime.max_throughput));

@@ -1,5 +1,7 @@
 #include "runtime/cluster/head_server.hpp"
 
+#include <algorithm>
+
 #include <pthread.h>
 
 #include "absl/strings/str_cat.h"
@@ -55,7 +57,11 @@ head_server::~head_server() {
 void head_server::stop(absl::string_view reason) {
   if (!thread_.joinable()) return;
   stop_reason_ = std::string(reason);
-  stopping_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stopping_.store(true);
+  }
+  stop_cv_.notify_all();
   thread_.join();
   recorder_.join();
 }
@@ -153,8 +159,12 @@ void head_server::loop() {
   zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
   auto next_tick = clock::now();
   while (!stopping_.load()) {
+    // Until the next tick or publication is due: between them the thread sleeps.
+    const auto wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(
+                                     std::min(next_tick, next_publish_) - clock::now()),
+                                 std::chrono::milliseconds(0), tick_interval);
     try {
-      zmq::poll(items, 1, std::chrono::milliseconds(20));
+      zmq::poll(items, 1, wait);
     } catch (const zmq::error_t&) {
       continue;  // EINTR
     }
@@ -172,7 +182,7 @@ void head_server::loop() {
       deliver(logic_.retire(node, reason));
     if (clock::now() >= next_tick) {
       deliver(logic_.on_tick(clock::now()));
-      next_tick = clock::now() + std::chrono::milliseconds(50);
+      next_tick = clock::now() + tick_interval;
       count_refused_handshakes();
     }
     report();
@@ -194,9 +204,9 @@ void head_server::record_loop() {
   using clock = std::chrono::steady_clock;
   auto next = clock::now();
   while (!stopping_.load()) {
-    if (clock::now() < next) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      continue;
+    {
+      std::unique_lock<std::mutex> lock(stop_mu_);
+      if (stop_cv_.wait_until(lock, next, [this] { return stopping_.load(); })) break;
     }
     const auto started = clock::now();
     const metrics::merged_exposition merged = view_.metrics();

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -54,7 +56,10 @@ class head_server {
   head_server(zmq::socket_t socket, std::unique_ptr<handshake_watch> handshakes,
               std::shared_ptr<curve_gate> gate, std::string endpoint, head_options options,
               size_t max_frame_bytes, metrics::registry& metrics, run::event_log& events);
+  // The head's thread: frames, and every tick_interval the membership's and the store's
+  // deadlines.
   void loop();
+  static constexpr std::chrono::milliseconds tick_interval{50};
   void serve(const std::vector<zmq::message_t>& frames);
   void deliver(const std::vector<head_logic::outgoing>& out);
   void report();
@@ -84,6 +89,8 @@ class head_server {
   std::mutex retire_mu_;
   std::vector<std::pair<std::string, std::string>> to_retire_;  // (node, reason)
   std::atomic<bool> stopping_{false};
+  std::mutex stop_mu_;               // stopping_ is set under it, for stop_cv_
+  std::condition_variable stop_cv_;  // the recorder waits on it between rounds
   std::string stop_reason_;
   std::thread thread_;
 };

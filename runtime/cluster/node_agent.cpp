@@ -1,5 +1,7 @@
 #include "runtime/cluster/node_agent.hpp"
 
+#include <algorithm>
+
 #include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -539,6 +541,8 @@ std::optional<absl::Status> node_agent::wait_for(std::chrono::milliseconds timeo
 void node_agent::stop() {
   if (!thread_.joinable()) return;
   stopping_.store(true);
+  const uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
   thread_.join();
   finish(absl::CancelledError("stopped"));
 }
@@ -556,12 +560,21 @@ void node_agent::loop() {
   auto next_sweep = clock::now();
   bool head_said_bye = false;
   while (!stopping_.load()) {
+    // Until the next sweep (every turn) or heartbeat is due: between them the thread sleeps (an
+    // idle thread that wakes takes a core from the work of others).
+    const auto until = options_.as_head ? next_sweep : std::min(next_sweep, next_heartbeat);
+    const auto wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(until - clock::now()),
+                                 std::chrono::milliseconds(0), turn_interval);
     try {
-      zmq::poll(items, polled, std::chrono::milliseconds(20));
+      zmq::poll(items, polled, wait);
     } catch (const zmq::error_t&) {
       continue;
     }
-    (void)inbox_->poll(nullptr, std::chrono::milliseconds(0));
+    // A worker that found the inbox held by this drain went to sleep: wake it to wait there.
+    if (inbox_->poll(nullptr, std::chrono::milliseconds(0)) && workers_poll_inbox_ &&
+        inbox_->take_refused()) {
+      actor::wake_idle_workers(system_);
+    }
     for (int n = 0; n < 100; ++n) {
       auto frames = try_recv(head_);
       if (!frames.ok() || frames->empty()) break;
@@ -615,7 +628,7 @@ void node_agent::loop() {
     }
     if (now >= next_sweep) {
       messaging_->sweep(now);
-      next_sweep = now + std::chrono::milliseconds(100);
+      next_sweep = now + turn_interval;
     }
   }
   if (!head_said_bye) {

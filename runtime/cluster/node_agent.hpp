@@ -164,6 +164,10 @@ class node_agent {
   std::string app_config_;
   std::chrono::milliseconds heartbeat_interval_{500};
   int heartbeat_misses_ = 4;
+  // The longest the node thread sleeps: what a job that runs on for long queued for peers leaves
+  // by then, peers' frames are drained when every scheduler worker is busy, and requests to
+  // remote actors time out (sweep) at this granularity.
+  static constexpr std::chrono::milliseconds turn_interval{100};
   std::atomic<uint64_t> epoch_{0};
   std::atomic<uint64_t> next_corr_{1};
   std::unique_ptr<remote_messaging> messaging_;

@@ -26,7 +26,10 @@ peer_inbox::~peer_inbox() {
 }
 
 bool peer_inbox::poll(caf::execution_unit* here, std::chrono::milliseconds timeout) {
-  if (held_.exchange(true, std::memory_order_acquire)) return false;
+  if (held_.exchange(true, std::memory_order_acquire)) {
+    refused_.store(true, std::memory_order_release);
+    return false;
+  }
   if (closed_) {
     held_.store(false, std::memory_order_release);
     return false;

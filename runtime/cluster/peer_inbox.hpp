@@ -34,11 +34,16 @@ class peer_inbox final : public actor::idle_io {
   /// Waits for the thread in the inbox to leave and closes the socket; later polls return false.
   void close();
 
+  /// Whether a poll was refused (another thread held the inbox) since the last call: a worker
+  /// refused while the node thread drained it went to sleep, and no thread waits in it now.
+  [[nodiscard]] bool take_refused() { return refused_.exchange(false, std::memory_order_acq_rel); }
+
  private:
   // Handles the frames queued now (a bounded number); returns how many messages.
   int drain(caf::execution_unit* here);
 
   std::atomic<bool> held_{false};
+  std::atomic<bool> refused_{false};
   bool closed_ = false;  // the holder's
   zmq::socket_t router_;
   int wake_fd_ = -1;

@@ -80,6 +80,18 @@ TEST_F(PeerInboxTest, OneThreadAtATimeAndWakeEndsAWait) {
   EXPECT_TRUE(inbox_->poll(nullptr, 0ms));  // free again
 }
 
+TEST_F(PeerInboxTest, ARefusedPollIsReportedOnce) {
+  EXPECT_FALSE(inbox_->take_refused());
+  EXPECT_TRUE(inbox_->poll(nullptr, 0ms));  // free: not refused
+  EXPECT_FALSE(inbox_->take_refused());
+  auto holder = hold_in_background(10s);
+  ASSERT_TRUE(wait_until_held());  // refused at least once
+  EXPECT_TRUE(inbox_->take_refused());
+  EXPECT_FALSE(inbox_->take_refused());
+  inbox_->wake();
+  ASSERT_EQ(holder.wait_for(5s), std::future_status::ready);
+}
+
 TEST_F(PeerInboxTest, CloseWaitsForTheHolderAndRefusesLaterPolls) {
   auto holder = hold_in_background(10s);
   ASSERT_TRUE(wait_until_held());
