@@ -14,8 +14,10 @@
 //   --window N runs only that window, --only one side (for profiling).
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <future>
+#include <string>
 #include <thread>
 
 #include <sys/wait.h>
@@ -68,6 +70,12 @@ void raw_echo(zmq::context_t& context, int report_fd, std::atomic<bool>& stop) {
   }
 }
 
+// Says why the benchmark (or its child, `who`) stops; its exit status.
+int failed(const char* who, const std::string& why) {
+  std::fprintf(stderr, "remote_bench (%s): %s\n", who, why.c_str());
+  return 1;
+}
+
 // Reads one newline-terminated line from `fd`.
 std::string read_line(int fd) {
   std::string line;
@@ -79,7 +87,7 @@ std::string read_line(int fd) {
 
 int serve(int endpoint_fd, int report_fd) {
   const std::string head = read_line(endpoint_fd);
-  if (head.empty()) return 1;
+  if (head.empty()) return failed("child", "the parent sent no head endpoint");
   zmq::context_t context;
   auto cfg = actor::make_system_config({.scheduler_threads = 2});
   cfg->load<caf::io::middleman>();
@@ -90,7 +98,10 @@ int serve(int endpoint_fd, int report_fd) {
   });
   // The same actor through CAF's middleman; its port first, then the raw echo's endpoint.
   auto port = system.middleman().publish(echo, 0, "127.0.0.1");
-  if (!port) return 1;
+  if (!port) {
+    return failed("child", "CAF's middleman could not publish the echo actor: " +
+                               caf::to_string(port.error()));
+  }
   const std::string port_line = std::to_string(*port) + "\n";
   (void)!write(report_fd, port_line.data(), port_line.size());
   auto node =
@@ -99,7 +110,7 @@ int serve(int endpoint_fd, int report_fd) {
                                    agent.publish("echo/0", caf::actor_cast<caf::actor>(echo));
                                    return absl::OkStatus();
                                  });
-  if (!node.ok()) return 1;
+  if (!node.ok()) return failed("child", std::string(node.status().message()));
   std::atomic<bool> stop{false};
   std::thread raw([&] { raw_echo(context, report_fd, stop); });
   (void)(*node)->wait();
@@ -194,7 +205,7 @@ int main(int argc, char** argv) {
   const int repeats = arg(argc, argv, "--repeats", 5);
   const int calls = arg(argc, argv, "--calls", 20000);
   int to_child[2], from_child[2];
-  if (pipe(to_child) != 0 || pipe(from_child) != 0) return 1;
+  if (pipe(to_child) != 0 || pipe(from_child) != 0) return failed("parent", "no pipes");
   const pid_t child = fork();  // before any thread exists
   if (child == 0) {
     close(to_child[1]);
@@ -209,7 +220,7 @@ int main(int argc, char** argv) {
   run::event_log events;
   auto head = cluster::head_server::start(
       context, "tcp://127.0.0.1:0", {.credentials = {.token = token}}, max_frame, metrics, events);
-  if (!head.ok()) return 1;
+  if (!head.ok()) return failed("parent", std::string(head.status().message()));
   const std::string endpoint = (*head)->endpoint();
   const std::string line = endpoint + "\n";
   (void)!write(to_child[1], line.data(), line.size());
@@ -222,15 +233,19 @@ int main(int argc, char** argv) {
   auto node = cluster::node_agent::start(
       context, system, {.head = endpoint, .credentials = {.token = token}, .as_head = true},
       metrics);
-  if (!node.ok()) return 1;
+  if (!node.ok()) return failed("parent", std::string(node.status().message()));
   caf::actor remote;
   for (int tries = 0; tries < 200 && !remote; ++tries) {
     if (auto r = (*node)->resolve("echo/0", std::chrono::milliseconds(500)); r.ok()) remote = *r;
     if (!remote) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  if (!remote) return 1;
+  if (!remote) return failed("parent", "the child's echo/0 did not resolve within 200 tries");
   auto caf_remote = system.middleman().remote_actor<echo_actor>("127.0.0.1", caf_port);
-  if (!caf_remote) return 1;
+  if (!caf_remote) {
+    return failed("parent", "CAF's middleman could not reach the child's echo at port " +
+                                std::to_string(caf_port) + ": " +
+                                caf::to_string(caf_remote.error()));
+  }
   zmq::socket_t dealer(context, zmq::socket_type::dealer);
   cluster::configure_socket(dealer, max_frame);
   dealer.connect(raw_endpoint);
