@@ -100,8 +100,8 @@ class io_work_stealing : public caf::policy::work_stealing {
       // Idle before the last look at the others' queues: a busy worker that queues a second job
       // after that look sees it and wakes this one (wake_idle_peer; `woken` if it has not
       // blocked yet), so the job does not wait for the timeout.
-      w.idle.store(true);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
+      w.idle.store(true, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with wake_idle_peer's
       if (auto* job = steal_from_any(self)) {
         w.idle.store(false);
         return job;
@@ -191,7 +191,7 @@ class io_work_stealing : public caf::policy::work_stealing {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     for (size_t k = 1; k < n; ++k) {
       auto* peer = parent->worker_by_id((self->id() + k) % n);
-      if (d(peer).idle.load() && wake(peer)) return;
+      if (d(peer).idle.load(std::memory_order_relaxed) && wake(peer)) return;
     }
   }
 };
