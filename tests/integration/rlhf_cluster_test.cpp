@@ -6,6 +6,7 @@
 // process. A rollout worker's weight transfer is a held unit too, ahead of its iterations.
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <map>
 
@@ -298,7 +299,9 @@ TEST_F(RlhfClusterTest, APolicyRankOnAJoinedWorkerIsAdmittedAtTheNextStep) {
 TEST_F(RlhfClusterTest, ColocatedRolesShareAWorkerProcess) {
   ASSERT_NO_FATAL_FAILURE(start(
       1, 2, 0, {"--set", "rlhf.placement.colocate=[[policy, reference], [rollout, reward]]"}));
-  std::map<std::string, std::string> node_of;  // actor -> worker, once all four are placed
+  // actor -> node, once all four roles are placed (members list other actors too: hosts, the
+  // supervisor)
+  std::map<std::string, std::string> node_of;
   ASSERT_TRUE(wait_until(
       [&] {
         node_of.clear();
@@ -306,7 +309,8 @@ TEST_F(RlhfClusterTest, ColocatedRolesShareAWorkerProcess) {
           for (const auto& a : m.value("actors", nlohmann::json::array()))
             node_of[a.get<std::string>()] = m["node"];
         }
-        return node_of.size() >= 4;
+        return std::ranges::all_of(std::array{"policy/0", "reference/0", "rollout/0", "reward/0"},
+                                   [&](const char* actor) { return node_of.contains(actor); });
       },
       60s))
       << head_->stderr_so_far();
