@@ -130,6 +130,16 @@ static void send_requests(self_ptr self, const std::string& w,
   if (!st.gen.polling.contains(w)) poll(self, w);
 }
 
+// `more` after `to`: moved when `to` is empty (a whole response comes in one event).
+template <class T>
+static void append(std::vector<T>& to, std::vector<T> more) {
+  if (to.empty()) {
+    to = std::move(more);
+  } else {
+    to.insert(to.end(), more.begin(), more.end());
+  }
+}
+
 // Polls rollout worker `w` until its requests of the generation in flight have ended.
 static void poll(self_ptr self, const std::string& w) {
   auto& st = self->state;
@@ -145,8 +155,8 @@ static void poll(self_ptr self, const std::string& w) {
               auto it = st.gen.index.find(e.id);
               if (it == st.gen.index.end() || !st.pool->holds(w, e.id)) continue;
               actor::generation_event& out = st.gen.outputs[it->second];
-              out.tokens.insert(out.tokens.end(), e.tokens.begin(), e.tokens.end());
-              out.logprobs.insert(out.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+              append(out.tokens, std::move(e.tokens));
+              append(out.logprobs, std::move(e.logprobs));
               out.weights_version = e.weights_version;
               if (!e.finished) continue;
               out.finished = true;

@@ -14,24 +14,6 @@ namespace {
 
 static_assert(sizeof(float) == 4 && sizeof(double) == 8, "IEEE-754 floats");
 
-template <class T>
-void pack_bin_of(packer& pk, const std::vector<T>& x) {
-  const auto bytes = static_cast<uint32_t>(x.size() * sizeof(T));
-  pk.pack_bin(bytes);
-  pk.pack_bin_body(reinterpret_cast<const char*>(x.data()), bytes);
-}
-
-template <class T>
-absl::StatusOr<std::vector<T>> unpack_bin_of(const msgpack::object& o, absl::string_view what) {
-  if (o.type != msgpack::type::BIN || o.via.bin.size % sizeof(T) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " must be bin of ", sizeof(T), "-byte ",
-                                                   std::is_integral_v<T> ? "ints" : "floats"));
-  }
-  std::vector<T> x(o.via.bin.size / sizeof(T));
-  if (!x.empty()) std::memcpy(x.data(), o.via.bin.ptr, o.via.bin.size);  // both null when empty
-  return x;
-}
-
 constexpr std::pair<const char*, double actor::rl_step_report::*> rl_step_figures[] = {
     {"pg_loss", &actor::rl_step_report::pg_loss},
     {"pg_clipfrac", &actor::rl_step_report::pg_clipfrac},

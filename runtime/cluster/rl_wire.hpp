@@ -7,14 +7,37 @@
 // list costs one per value to pack, unpack and check. An unpack_* function checks everything a
 // peer could have sent and names the field it refuses (INVALID_ARGUMENT).
 
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "runtime/actor/message_types.hpp"
 #include "runtime/cluster/envelope.hpp"
 
 namespace troupe::cluster::wire {
+
+/// Values of a fixed-size type (ints, floats) as one bin of their little-endian bytes.
+template <class T>
+void pack_bin_of(packer& pk, const std::vector<T>& x) {
+  const auto bytes = static_cast<uint32_t>(x.size() * sizeof(T));
+  pk.pack_bin(bytes);
+  pk.pack_bin_body(reinterpret_cast<const char*>(x.data()), bytes);
+}
+
+/// A bin of `T`s, naming the field `what` when it is not one.
+template <class T>
+absl::StatusOr<std::vector<T>> unpack_bin_of(const msgpack::object& o, absl::string_view what) {
+  if (o.type != msgpack::type::BIN || o.via.bin.size % sizeof(T) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " must be bin of ", sizeof(T), "-byte ",
+                                                   std::is_integral_v<T> ? "ints" : "floats"));
+  }
+  std::vector<T> x(o.via.bin.size / sizeof(T));
+  if (!x.empty()) std::memcpy(x.data(), o.via.bin.ptr, o.via.bin.size);  // both null when empty
+  return x;
+}
 
 void pack_floats(packer& pk, const std::vector<float>& x);
 absl::StatusOr<std::vector<float>> unpack_floats_bin(const msgpack::object& o);

@@ -1,6 +1,8 @@
 #include "runtime/cluster/wire_structs.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/base/status.hpp"
@@ -18,76 +20,212 @@ void pack_bin(packer& pk, absl::string_view bytes) {
   pk.pack_bin_body(bytes.data(), static_cast<uint32_t>(bytes.size()));
 }
 
-// The keys at their defaults (first_index 0, no top log-probs) are left out: most events are a
-// streamed token's or a whole RL response's, and a report carries hundreds.
-void pack_event(packer& pk, const actor::generation_event& x) {
-  const bool first = x.first_index != 0, top = !x.top_tokens.empty() || !x.top_values.empty();
-  pk.pack_map(6 + (first ? 1 : 0) + (top ? 2 : 0));
-  pk.pack("id");
-  pk.pack(x.id);
-  pk.pack("tokens");
-  pack_ids(pk, x.tokens);
-  if (first) {
-    pk.pack("first_index");
-    pk.pack(x.first_index);
-  }
-  pk.pack("finished");
-  pk.pack(x.finished);
-  pk.pack("reason");
-  pk.pack(actor::to_string(x.reason));
-  pk.pack("logprobs");
-  pack_floats(pk, x.logprobs);
-  pk.pack("weights_version");
-  pk.pack(x.weights_version);
-  if (top) {
-    pk.pack("top_tokens");
-    pack_ids(pk, x.top_tokens);
-    pk.pack("top_values");
-    pack_floats(pk, x.top_values);
+// finish_reason on the wire: 0 length, 1 stop, 2 cancelled (its enumerators' values).
+constexpr uint8_t reason_code(actor::finish_reason r) {
+  return static_cast<uint8_t>(r);
+}
+constexpr uint8_t max_reason_code = reason_code(actor::finish_reason::cancelled);
+static_assert(reason_code(actor::finish_reason::length) == 0 &&
+              reason_code(actor::finish_reason::stop) == 1 && max_reason_code == 2);
+
+// Packs one bin of the events' `field` vectors back to back.
+template <class T>
+void pack_joined(packer& pk, const std::vector<actor::generation_event>& events,
+                 const std::vector<T> actor::generation_event::*field) {
+  size_t total = 0;
+  for (const auto& e : events)
+    total += (e.*field).size();
+  pk.pack_bin(static_cast<uint32_t>(total * sizeof(T)));
+  for (const auto& e : events) {
+    pk.pack_bin_body(reinterpret_cast<const char*>((e.*field).data()),
+                     static_cast<uint32_t>((e.*field).size() * sizeof(T)));
   }
 }
-absl::StatusOr<actor::generation_event> unpack_event(const msgpack::object& o) {
-  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "generation_event"));
-  actor::generation_event x;
-  TROUPE_ASSIGN_OR_RETURN(x.id, m.get_uint("id"));
-  TROUPE_ASSIGN_OR_RETURN(x.tokens, unpack_ids_bin(m.find("tokens"), "generation_event: 'tokens'"));
-  TROUPE_ASSIGN_OR_RETURN(int64_t first, m.get_int("first_index", 0));
-  TROUPE_ASSIGN_OR_RETURN(x.weights_version, m.get_uint("weights_version", 0));
-  x.first_index = static_cast<int32_t>(first);
-  const msgpack::object* finished = m.find("finished");
-  x.finished =
-      finished != nullptr && finished->type == msgpack::type::BOOLEAN && finished->via.boolean;
-  TROUPE_ASSIGN_OR_RETURN(std::string reason, m.get_string("reason", "length"));
-  if (reason == "stop") {
-    x.reason = actor::finish_reason::stop;
-  } else if (reason == "cancelled") {
-    x.reason = actor::finish_reason::cancelled;
-  } else if (reason != "length") {
+
+// A report's events travel as columns (docs/protocol.md): one bin per field with the events'
+// values in order, the variable-length fields back to back with a count per event. A report
+// carries hundreds of events (an RL step's responses): as maps they cost a dozen msgpack
+// objects, key lookups and allocations each to pack, unpack and check.
+void pack_events(packer& pk, const std::vector<actor::generation_event>& events) {
+  const size_t n = events.size();
+  std::vector<uint64_t> ids(n), versions(n);
+  std::vector<int32_t> first(n), token_counts(n), logprob_counts(n), top_counts(n);
+  std::vector<uint8_t> finished(n), reasons(n);
+  bool any_first = false, any_top = false;
+  for (size_t i = 0; i < n; ++i) {
+    const actor::generation_event& e = events[i];
+    ids[i] = e.id;
+    versions[i] = e.weights_version;
+    first[i] = e.first_index;
+    token_counts[i] = static_cast<int32_t>(e.tokens.size());
+    logprob_counts[i] = static_cast<int32_t>(e.logprobs.size());
+    top_counts[i] = static_cast<int32_t>(e.top_tokens.size());
+    finished[i] = e.finished ? 1 : 0;
+    reasons[i] = reason_code(e.reason);
+    any_first |= e.first_index != 0;
+    any_top |= !e.top_tokens.empty() || !e.top_values.empty();
+  }
+  // first_index and the top lists are left out when no event has them.
+  pk.pack_map(8 + (any_first ? 1 : 0) + (any_top ? 3 : 0));
+  pk.pack("id");
+  pack_bin_of(pk, ids);
+  pk.pack("weights_version");
+  pack_bin_of(pk, versions);
+  pk.pack("finished");
+  pack_bin_of(pk, finished);
+  pk.pack("reason");
+  pack_bin_of(pk, reasons);
+  pk.pack("token_counts");
+  pack_bin_of(pk, token_counts);
+  pk.pack("tokens");
+  pack_joined(pk, events, &actor::generation_event::tokens);
+  pk.pack("logprob_counts");
+  pack_bin_of(pk, logprob_counts);
+  pk.pack("logprobs");
+  pack_joined(pk, events, &actor::generation_event::logprobs);
+  if (any_first) {
+    pk.pack("first_index");
+    pack_bin_of(pk, first);
+  }
+  if (any_top) {
+    pk.pack("top_counts");
+    pack_bin_of(pk, top_counts);
+    pk.pack("top_tokens");
+    pack_joined(pk, events, &actor::generation_event::top_tokens);
+    pk.pack("top_values");
+    pack_joined(pk, events, &actor::generation_event::top_values);
+  }
+}
+
+// Column `key` of `n` events: its values, or n zeros where it may be left out and is.
+template <class T>
+absl::StatusOr<std::vector<T>> unpack_column(const map_view& m, absl::string_view key, size_t n,
+                                             bool optional) {
+  const std::string what = absl::StrCat("worker_report: events' '", key, "'");
+  const msgpack::object* o = m.find(key);
+  if (o == nullptr) {
+    if (optional) return std::vector<T>(n);
+    return absl::InvalidArgumentError(absl::StrCat(what, " is missing"));
+  }
+  TROUPE_ASSIGN_OR_RETURN(std::vector<T> x, unpack_bin_of<T>(*o, what));
+  if (x.size() != n) {
     return absl::InvalidArgumentError(
-        absl::StrCat("generation_event: unknown reason '", reason, "'"));
-  }
-  if (const msgpack::object* logprobs = m.find("logprobs"); logprobs != nullptr) {
-    TROUPE_ASSIGN_OR_RETURN(x.logprobs,
-                            unpack_floats_bin(*logprobs, "generation_event: 'logprobs'"));
-    if (!x.logprobs.empty() && x.logprobs.size() != x.tokens.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("generation_event: ", x.logprobs.size(),
-                                                     " logprobs for ", x.tokens.size(), " tokens"));
-    }
-  }
-  if (const msgpack::object* top = m.find("top_tokens"); top != nullptr) {
-    TROUPE_ASSIGN_OR_RETURN(x.top_tokens, unpack_ids_bin(top, "generation_event: 'top_tokens'"));
-  }
-  if (const msgpack::object* top = m.find("top_values"); top != nullptr) {
-    TROUPE_ASSIGN_OR_RETURN(x.top_values,
-                            unpack_floats_bin(*top, "generation_event: 'top_values'"));
-  }
-  if (x.top_tokens.size() != x.top_values.size() ||
-      (!x.top_tokens.empty() && x.top_tokens.size() % std::max<size_t>(1, x.tokens.size()) != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("generation_event: ", x.top_tokens.size(),
-                                                   " top tokens and ", x.top_values.size(),
-                                                   " top values for ", x.tokens.size(), " tokens"));
+        absl::StrCat(what, " has ", x.size(), " values for ", n, " events"));
   }
   return x;
+}
+
+// The events' values of one field back to back: a bin of the frame, read in place.
+template <class T>
+struct joined_values {
+  const char* bytes = nullptr;
+  size_t size = 0;
+
+  T at(size_t i) const {
+    T x;
+    std::memcpy(&x, bytes + i * sizeof(T), sizeof(T));  // a bin is not aligned
+    return x;
+  }
+  // Values [from, from + n) into `out`.
+  void copy(size_t from, size_t n, std::vector<T>& out) const {
+    out.resize(n);
+    if (n > 0) std::memcpy(out.data(), bytes + from * sizeof(T), n * sizeof(T));
+  }
+};
+
+// The joined bin `key`, checked against `counts` (each at least 0, summing to its size).
+template <class T>
+absl::StatusOr<joined_values<T>> unpack_joined(const map_view& m, absl::string_view key,
+                                               const std::vector<int32_t>& counts) {
+  const std::string what = absl::StrCat("worker_report: events' '", key, "'");
+  int64_t total = 0;
+  for (int32_t c : counts) {
+    if (c < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": a count of ", c));
+    total += c;
+  }
+  const msgpack::object* o = m.find(key);
+  if (o == nullptr && total == 0) return joined_values<T>{};
+  if (o == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, " is missing"));
+  if (o->type != msgpack::type::BIN || o->via.bin.size % sizeof(T) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " must be bin of ", sizeof(T), "-byte ",
+                                                   std::is_integral_v<T> ? "ints" : "floats"));
+  }
+  const joined_values<T> x{o->via.bin.ptr, o->via.bin.size / sizeof(T)};
+  if (static_cast<int64_t>(x.size) != total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " holds ", x.size, " values where the counts add up to ", total));
+  }
+  if constexpr (std::is_integral_v<T>) {  // token ids
+    for (size_t i = 0; i < x.size; ++i) {
+      if (x.at(i) < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " holds ", x.at(i), " at ", i, "; the least allowed is 0"));
+      }
+    }
+  }
+  return x;
+}
+
+absl::StatusOr<std::vector<actor::generation_event>> unpack_events(const msgpack::object& o) {
+  TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "worker_report: 'events'"));
+  // Every column holds one value per event: as many as `id` does.
+  const msgpack::object* id = m.find("id");
+  const size_t n =
+      id != nullptr && id->type == msgpack::type::BIN ? id->via.bin.size / sizeof(uint64_t) : 0;
+  TROUPE_ASSIGN_OR_RETURN(auto ids, unpack_column<uint64_t>(m, "id", n, false));
+  TROUPE_ASSIGN_OR_RETURN(auto versions, unpack_column<uint64_t>(m, "weights_version", n, true));
+  TROUPE_ASSIGN_OR_RETURN(auto finished, unpack_column<uint8_t>(m, "finished", n, true));
+  TROUPE_ASSIGN_OR_RETURN(auto reasons, unpack_column<uint8_t>(m, "reason", n, true));
+  TROUPE_ASSIGN_OR_RETURN(auto first, unpack_column<int32_t>(m, "first_index", n, true));
+  TROUPE_ASSIGN_OR_RETURN(auto token_counts, unpack_column<int32_t>(m, "token_counts", n, false));
+  TROUPE_ASSIGN_OR_RETURN(auto logprob_counts,
+                          unpack_column<int32_t>(m, "logprob_counts", n, true));
+  TROUPE_ASSIGN_OR_RETURN(auto top_counts, unpack_column<int32_t>(m, "top_counts", n, true));
+  TROUPE_ASSIGN_OR_RETURN(auto tokens, unpack_joined<int32_t>(m, "tokens", token_counts));
+  TROUPE_ASSIGN_OR_RETURN(auto logprobs, unpack_joined<float>(m, "logprobs", logprob_counts));
+  TROUPE_ASSIGN_OR_RETURN(auto top_tokens, unpack_joined<int32_t>(m, "top_tokens", top_counts));
+  TROUPE_ASSIGN_OR_RETURN(auto top_values, unpack_joined<float>(m, "top_values", top_counts));
+
+  std::vector<actor::generation_event> events(n);
+  size_t at_token = 0, at_logprob = 0, at_top = 0;
+  for (size_t i = 0; i < n; ++i) {
+    actor::generation_event& e = events[i];
+    const size_t tokens_here = token_counts[i], logprobs_here = logprob_counts[i],
+                 top_here = top_counts[i];
+    if (logprobs_here != 0 && logprobs_here != tokens_here) {
+      return absl::InvalidArgumentError(absl::StrCat("generation_event ", ids[i], ": ",
+                                                     logprobs_here, " logprobs for ", tokens_here,
+                                                     " tokens"));
+    }
+    if (top_here % std::max<size_t>(1, tokens_here) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("generation_event ", ids[i], ": ", top_here,
+                                                     " top log-probs for ", tokens_here,
+                                                     " tokens (a whole number per token)"));
+    }
+    if (finished[i] > 1) {
+      return absl::InvalidArgumentError(absl::StrCat("generation_event ", ids[i],
+                                                     ": 'finished' is ", int{finished[i]},
+                                                     "; it must be 0 or 1"));
+    }
+    if (reasons[i] > max_reason_code) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("generation_event ", ids[i], ": 'reason' is ", int{reasons[i]},
+                       "; it must be 0 (length), 1 (stop) or 2 (cancelled)"));
+    }
+    e.id = ids[i];
+    e.weights_version = versions[i];
+    e.first_index = first[i];
+    e.finished = finished[i] == 1;
+    e.reason = static_cast<actor::finish_reason>(reasons[i]);
+    tokens.copy(at_token, tokens_here, e.tokens);
+    logprobs.copy(at_logprob, logprobs_here, e.logprobs);
+    top_tokens.copy(at_top, top_here, e.top_tokens);
+    top_values.copy(at_top, top_here, e.top_values);
+    at_token += tokens_here;
+    at_logprob += logprobs_here;
+    at_top += top_here;
+  }
+  return events;
 }
 
 // worker_report's counts, by wire name.
@@ -553,9 +691,7 @@ absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::objec
 void pack_worker_report(packer& pk, const actor::worker_report& x) {
   pk.pack_map(6);
   pk.pack("events");
-  pk.pack_array(static_cast<uint32_t>(x.events.size()));
-  for (const auto& e : x.events)
-    pack_event(pk, e);
+  pack_events(pk, x.events);
   for (const auto& [name, member] : report_counts) {
     pk.pack(name);
     pk.pack(x.*member);
@@ -567,13 +703,8 @@ absl::StatusOr<actor::worker_report> unpack_worker_report(const msgpack::object&
   TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "worker_report"));
   actor::worker_report x;
   const msgpack::object* events = m.find("events");
-  if (events == nullptr || events->type != msgpack::type::ARRAY) {
-    return absl::InvalidArgumentError("worker_report: 'events' must be a list");
-  }
-  for (uint32_t i = 0; i < events->via.array.size; ++i) {
-    TROUPE_ASSIGN_OR_RETURN(auto e, unpack_event(events->via.array.ptr[i]));
-    x.events.push_back(std::move(e));
-  }
+  if (events == nullptr) return absl::InvalidArgumentError("worker_report: 'events' is missing");
+  TROUPE_ASSIGN_OR_RETURN(x.events, unpack_events(*events));
   for (const auto& [name, member] : report_counts) {
     TROUPE_ASSIGN_OR_RETURN(int64_t v, m.get_int(name, 0));
     if (v < 0 || v > INT32_MAX) {

@@ -22,7 +22,7 @@ corr = 0
 def call(type_, payload):
     global corr
     corr += 1
-    envelope = {"v": 2, "type": type_, "src": "python", "dst": "", "corr": corr, "epoch": 0,
+    envelope = {"v": 3, "type": type_, "src": "python", "dst": "", "corr": corr, "epoch": 0,
                 "payload": payload}
     sock.send(msgpack.packb(envelope, use_bin_type=True))
     while True:
@@ -38,7 +38,7 @@ def check(condition, what):
 
 
 hello = call("hello", {})
-check(hello["type"] == "hello" and hello["payload"]["version"] == 2, "hello")
+check(hello["type"] == "hello" and hello["payload"]["version"] == 3, "hello")
 
 status = call("status", {"token": token})
 check(status["type"] == "status", "status: %r" % status)

@@ -275,33 +275,45 @@ TEST(MessageCodec, RefusesEventsWhoseLogProbsDoNotMatchTheirTokens) {
       << refused.status();
 }
 
-// A worker_report holding one event with `tokens` and `logprobs` as written by `write`, decoded.
+template <class T>
+void pack_bin(msgpack::packer<msgpack::sbuffer>& pk, const std::vector<T>& xs) {
+  pk.pack_bin(static_cast<uint32_t>(sizeof(T) * xs.size()));
+  pk.pack_bin_body(reinterpret_cast<const char*>(xs.data()),
+                   static_cast<uint32_t>(sizeof(T) * xs.size()));
+}
+
+void pack_i32s(msgpack::packer<msgpack::sbuffer>& pk, const std::vector<int32_t>& ids) {
+  pack_bin(pk, ids);
+}
+
+// A worker_report holding one event (id 7) of `count` tokens, with its tokens and log-probs as
+// written by `write_tokens` and `write_logprobs` (into its report's columns), decoded.
 absl::StatusOr<caf::message> decoded_event(
     const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& write_tokens,
-    const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& write_logprobs) {
+    const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& write_logprobs,
+    int32_t count = 2) {
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(buf);
   pk.pack_array(1);
   pk.pack_array(2);
   pk.pack("worker_report");
-  pk.pack_map(1);
+  pk.pack_map(2);
+  pk.pack("batch_sizes");
+  pack_i32s(pk, {});
   pk.pack("events");
-  pk.pack_array(1);
-  pk.pack_map(3);
+  pk.pack_map(5);
   pk.pack("id");
-  pk.pack(7);
+  pack_bin(pk, std::vector<uint64_t>{7});
+  pk.pack("token_counts");
+  pack_i32s(pk, {count});
   pk.pack("tokens");
   write_tokens(pk);
+  pk.pack("logprob_counts");
+  pack_i32s(pk, {count});
   pk.pack("logprobs");
   write_logprobs(pk);
   auto handle = msgpack::unpack(buf.data(), buf.size());
   return decode_message(handle.get());
-}
-
-void pack_i32s(msgpack::packer<msgpack::sbuffer>& pk, const std::vector<int32_t>& ids) {
-  pk.pack_bin(static_cast<uint32_t>(4 * ids.size()));
-  pk.pack_bin_body(reinterpret_cast<const char*>(ids.data()),
-                   static_cast<uint32_t>(4 * ids.size()));
 }
 
 // A peer's log-probs as a list of numbers (not bin f32) are refused, naming the field.
@@ -314,12 +326,67 @@ TEST(MessageCodec, RefusesEventLogProbsThatAreNotBin) {
         pk.pack(std::vector<float>{-0.5f, -1.5f});
       });
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.status().message().find("generation_event: 'logprobs' must be bin"),
-            std::string::npos)
+  EXPECT_NE(refused.status().message().find("events' 'logprobs' must be bin"), std::string::npos)
       << refused.status();
 }
 
-// Token ids travel as bin i32 (protocol version 2): a list of ints (version 1's form), a bin
+// A report's events travel as columns (protocol version 3): columns whose lengths or counts do
+// not agree, and codes out of range, are refused, naming the field, not half-read.
+TEST(MessageCodec, RefusesEventColumnsThatDoNotAgree) {
+  const auto tokens = [](std::vector<int32_t> ids) {
+    return [ids](auto& pk) { pack_i32s(pk, ids); };
+  };
+  const auto logprobs = [](auto& pk) { pack_bin(pk, std::vector<float>{-0.5f, -1.5f}); };
+  const auto expect_refused = [](const absl::StatusOr<caf::message>& m, const std::string& why) {
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << why;
+    EXPECT_NE(m.status().message().find(why), std::string::npos) << m.status();
+  };
+  {
+    auto ok = decoded_event(tokens({1, 2}), logprobs);
+    ASSERT_TRUE(ok.ok()) << ok.status();
+  }
+  expect_refused(decoded_event(tokens({1, 2, 3}), logprobs),
+                 "events' 'tokens' holds 3 values where the counts add up to 2");
+  expect_refused(decoded_event(tokens({}), logprobs, -1), "events' 'tokens': a count of -1");
+
+  // One event, then the column `key` replaced by `write`.
+  const auto with_column = [](const char* key,
+                              std::function<void(msgpack::packer<msgpack::sbuffer>&)> write) {
+    actor::generation_event e{7, {1, 2}, 0, true, actor::finish_reason::stop, {-0.5f, -1.5f}};
+    auto bytes = encode_message(caf::make_message(actor::worker_report{{e}}));
+    EXPECT_TRUE(bytes.ok()) << bytes.status();
+    auto handle = msgpack::unpack(bytes->data(), bytes->size());
+    msgpack::zone zone;
+    msgpack::object copy(handle.get(), zone);
+    msgpack::object_map& events = copy.via.array.ptr[0].via.array.ptr[1].via.map.ptr[0].val.via.map;
+    msgpack::sbuffer buf;
+    msgpack::packer<msgpack::sbuffer> pk(buf);
+    write(pk);
+    auto replacement = msgpack::unpack(buf.data(), buf.size());
+    bool found = false;
+    for (uint32_t i = 0; i < events.size; ++i) {
+      if (events.ptr[i].key.as<std::string>() != key) continue;
+      events.ptr[i].val = msgpack::object(replacement.get(), zone);
+      found = true;
+    }
+    EXPECT_TRUE(found) << key;
+    return decode_message(copy);
+  };
+  expect_refused(with_column("finished",
+                             [](auto& pk) {
+                               pack_bin(pk, std::vector<uint8_t>{1, 1});
+                             }),
+                 "events' 'finished' has 2 values for 1 events");
+  expect_refused(
+      with_column("reason", [](auto& pk) { pack_bin(pk, std::vector<uint8_t>{5}); }),
+      "generation_event 7: 'reason' is 5; it must be 0 (length), 1 (stop) or 2 (cancelled)");
+  expect_refused(with_column("finished", [](auto& pk) { pack_bin(pk, std::vector<uint8_t>{2}); }),
+                 "generation_event 7: 'finished' is 2; it must be 0 or 1");
+  expect_refused(with_column("weights_version", [](auto& pk) { pack_i32s(pk, {1}); }),
+                 "events' 'weights_version' must be bin of 8-byte ints");
+}
+
+// Token ids travel as bin i32 (since protocol version 2): a list of ints (version 1's form), a bin
 // that is not whole int32s, and a negative id are refused, naming the field.
 TEST(MessageCodec, RefusesTokenIdsThatAreNotBinI32OrNegative) {
   const auto logprobs = [](auto& pk) { pk.pack_bin(0); };
@@ -328,16 +395,16 @@ TEST(MessageCodec, RefusesTokenIdsThatAreNotBinI32OrNegative) {
            {[](auto& pk) {
               pk.pack(std::vector<int32_t>{1, 2});
             },
-            "generation_event: 'tokens' must be bin of 4-byte ints"},
+            "events' 'tokens' must be bin of 4-byte ints"},
            {[](auto& pk) {
               pk.pack_bin(3);
               pk.pack_bin_body("abc", 3);
             },
-            "generation_event: 'tokens' must be bin of 4-byte ints"},
+            "events' 'tokens' must be bin of 4-byte ints"},
            {[](auto& pk) {
-              pack_i32s(pk, {5, -3, 1});
+              pack_i32s(pk, {5, -3});
             },
-            "generation_event: 'tokens' holds -3 at 1; the least allowed is 0"}}) {
+            "events' 'tokens' holds -3 at 1; the least allowed is 0"}}) {
     auto refused = decoded_event(write, logprobs);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(refused.status().message().find(expected), std::string::npos) << refused.status();
