@@ -12,8 +12,14 @@ absl::StatusOr<std::unique_ptr<inference_engine>> inference_engine::create(
     return absl::InvalidArgumentError(
         absl::StrCat("inference engine: threads is ", o.threads, "; it must be at least 1"));
   }
+  // Between two iterations the engine samples, schedules and (in a worker) answers its messages
+  // on one thread, for longer than the pool's spin: its other threads keep looking, yielding
+  // their cores, rather than block and take longer to wake than the gap (docs/compute.md).
   std::unique_ptr<kernels::cpu::thread_pool> pool;
-  if (o.threads > 1 && o.device < 0) pool = std::make_unique<kernels::cpu::thread_pool>(o.threads);
+  if (o.threads > 1 && o.device < 0) {
+    pool = std::make_unique<kernels::cpu::thread_pool>(
+        o.threads, kernels::cpu::thread_pool::default_spin, std::chrono::microseconds(250));
+  }
   TROUPE_ASSIGN_OR_RETURN(
       auto decoder, models::make_gpt_decoder(layout, params, o.scheduler.max_batch_tokens,
                                              o.kv_blocks, o.block_size, o.device, pool.get()));

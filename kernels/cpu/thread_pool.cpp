@@ -2,22 +2,34 @@
 
 #include <chrono>
 
+#include <sched.h>
+
 namespace troupe::kernels::cpu {
 namespace {
-// Spins while `waiting()` for at most `spin`: the next parallel region of a loop of kernels (the
+// Looks while `waiting()`: for `spin` at full speed, then for `yielding` more giving the core to
+// any other runnable thread between looks. The next parallel region of a loop of kernels (the
 // decoder's iterations) comes sooner than a blocked thread would wake.
 template <class Pred>
-void spin_while(std::chrono::microseconds spin, Pred waiting) {
-  const auto until = std::chrono::steady_clock::now() + spin;
-  while (waiting() && std::chrono::steady_clock::now() < until) {
+void spin_while(std::chrono::microseconds spin, std::chrono::microseconds yielding, Pred waiting) {
+  const auto spin_until = std::chrono::steady_clock::now() + spin;
+  const auto until = spin_until + yielding;
+  while (waiting()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) return;
+    if (now >= spin_until) {
+      sched_yield();
+    } else {
 #if defined(__x86_64__)
-    __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
+    }
   }
 }
 }  // namespace
 
-thread_pool::thread_pool(int threads, std::chrono::microseconds spin) : spin_(spin) {
+thread_pool::thread_pool(int threads, std::chrono::microseconds spin,
+                         std::chrono::microseconds yielding)
+    : spin_(spin), yielding_(yielding) {
   for (int i = 1; i < threads; ++i)
     workers_.emplace_back([this, i] { work(i); });
 }
@@ -44,7 +56,7 @@ void thread_pool::run(int64_t tasks, const std::function<void(int64_t)>& fn) {
   }
   wake_.notify_all();
   drain();
-  spin_while(spin_, [this] { return busy_.load(std::memory_order_acquire) != 0; });
+  spin_while(spin_, yielding_, [this] { return busy_.load(std::memory_order_acquire) != 0; });
   std::unique_lock lock(mutex_);
   done_.wait(lock, [this] { return busy_ == 0; });
   fn_ = nullptr;
@@ -65,7 +77,8 @@ void thread_pool::drain() {
 void thread_pool::work(int) {
   uint64_t seen = 0;
   for (;;) {
-    spin_while(spin_, [&] { return generation_.load(std::memory_order_acquire) == seen; });
+    spin_while(spin_, yielding_,
+               [&] { return generation_.load(std::memory_order_acquire) == seen; });
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });

@@ -15,15 +15,19 @@ namespace troupe::kernels::cpu {
 /// serially on the caller (what a caller that already runs one kernel per core passes). Between
 /// regions a worker spins for `spin` (50 us by default) before it blocks, and so does the caller
 /// waiting for the workers: a loop of regions (the decoder's iterations) calls again sooner than a
-/// blocked thread wakes, which on a virtual machine can take longer than a region. Longer spins
-/// cost more than they gain where other processes share the cores (docs/benchmarks.md, rlhf_bench);
-/// tests pass 0 to make the workers block after every region.
+/// blocked thread wakes, which on a virtual machine can take longer than a region. Then, for
+/// `yielding` (none by default), it goes on looking but yields its core between looks, so that a
+/// loop whose serial parts outlast the spin (the decoder's sampling and scheduling) finds its
+/// threads awake, while another thread that wants the core gets it. Longer full spins cost more
+/// than they gain where other processes share the cores (docs/benchmarks.md, rlhf_bench); tests
+/// pass 0 to make the workers block after every region.
 class thread_pool {
  public:
   static constexpr std::chrono::microseconds default_spin{50};
 
   /// `threads` workers including the caller, at least 1.
-  explicit thread_pool(int threads, std::chrono::microseconds spin = default_spin);
+  explicit thread_pool(int threads, std::chrono::microseconds spin = default_spin,
+                       std::chrono::microseconds yielding = std::chrono::microseconds(0));
   ~thread_pool();
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
@@ -48,6 +52,7 @@ class thread_pool {
   std::atomic<uint64_t> generation_ = 0;  // changed under mutex_, read by a spinning worker
   bool stop_ = false;
   const std::chrono::microseconds spin_;
+  const std::chrono::microseconds yielding_;
 };
 
 /// Runs fn(task) for every task on `pool`, or serially when pool is nullptr.

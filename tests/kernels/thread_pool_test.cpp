@@ -29,16 +29,22 @@ TEST(ThreadPool, RunsEveryTaskOnceWhetherItsThreadsBlockOrSpin) {
   expect_every_task_once(spinning);
   thread_pool by_default(3);
   expect_every_task_once(by_default);
+  // They spin, then look on while yielding their cores (the inference engine's pool).
+  thread_pool yielding(3, microseconds(0), std::chrono::seconds(1));
+  expect_every_task_once(yielding);
 }
 
 TEST(ThreadPool, ADestroyedPoolStopsItsSpinningThreadsAtOnce) {
   // The workers would spin for an hour waiting for the next region: the destructor must end the
   // spin rather than wait it out (the test's timeout fails it otherwise).
-  auto pool = std::make_unique<thread_pool>(3, std::chrono::hours(1));
-  std::atomic<int> ran = 0;
-  pool->run(8, [&](int64_t) { ran.fetch_add(1); });
-  pool.reset();
-  EXPECT_EQ(ran.load(), 8);
+  for (const auto& [spin, yielding] : {std::pair{std::chrono::hours(1), std::chrono::hours(0)},
+                                       std::pair{std::chrono::hours(0), std::chrono::hours(1)}}) {
+    auto pool = std::make_unique<thread_pool>(3, spin, yielding);
+    std::atomic<int> ran = 0;
+    pool->run(8, [&](int64_t) { ran.fetch_add(1); });
+    pool.reset();
+    EXPECT_EQ(ran.load(), 8);
+  }
 }
 
 }  // namespace
