@@ -19,6 +19,7 @@ namespace troupe::cluster {
 
 /// The protocol version this build speaks; envelopes with another `v` are refused. Version 2:
 /// token ids (prompts, outputs, batches' tokens and targets) travel as bin i32, not lists.
+/// Version 3: a worker_report's events travel as columns, not as a map each.
 inline constexpr uint32_t protocol_version = 3;
 
 using packer = msgpack::packer<msgpack::sbuffer>;

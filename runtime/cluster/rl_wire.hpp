@@ -27,15 +27,23 @@ void pack_bin_of(packer& pk, const std::vector<T>& x) {
   pk.pack_bin_body(reinterpret_cast<const char*>(x.data()), bytes);
 }
 
-/// A bin of `T`s, naming the field `what` when it is not one.
+/// The bytes of a bin of `T`s, in place; an error naming the field `what` when it is not one.
 template <class T>
-absl::StatusOr<std::vector<T>> unpack_bin_of(const msgpack::object& o, absl::string_view what) {
+absl::StatusOr<absl::string_view> bin_bytes_of(const msgpack::object& o, absl::string_view what) {
   if (o.type != msgpack::type::BIN || o.via.bin.size % sizeof(T) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, " must be bin of ", sizeof(T), "-byte ",
                                                    std::is_integral_v<T> ? "ints" : "floats"));
   }
-  std::vector<T> x(o.via.bin.size / sizeof(T));
-  if (!x.empty()) std::memcpy(x.data(), o.via.bin.ptr, o.via.bin.size);  // both null when empty
+  return absl::string_view(o.via.bin.ptr, o.via.bin.size);
+}
+
+/// A bin of `T`s, naming the field `what` when it is not one.
+template <class T>
+absl::StatusOr<std::vector<T>> unpack_bin_of(const msgpack::object& o, absl::string_view what) {
+  absl::StatusOr<absl::string_view> bytes = bin_bytes_of<T>(o, what);
+  if (!bytes.ok()) return bytes.status();
+  std::vector<T> x(bytes->size() / sizeof(T));
+  if (!x.empty()) std::memcpy(x.data(), bytes->data(), bytes->size());  // both null when empty
   return x;
 }
 

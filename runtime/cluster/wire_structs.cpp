@@ -146,11 +146,8 @@ absl::StatusOr<joined_values<T>> unpack_joined(const map_view& m, absl::string_v
   const msgpack::object* o = m.find(key);
   if (o == nullptr && total == 0) return joined_values<T>{};
   if (o == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, " is missing"));
-  if (o->type != msgpack::type::BIN || o->via.bin.size % sizeof(T) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " must be bin of ", sizeof(T), "-byte ",
-                                                   std::is_integral_v<T> ? "ints" : "floats"));
-  }
-  const joined_values<T> x{o->via.bin.ptr, o->via.bin.size / sizeof(T)};
+  TROUPE_ASSIGN_OR_RETURN(absl::string_view bytes, bin_bytes_of<T>(*o, what));
+  const joined_values<T> x{bytes.data(), bytes.size() / sizeof(T)};
   if (static_cast<int64_t>(x.size) != total) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, " holds ", x.size, " values where the counts add up to ", total));
