@@ -1,0 +1,273 @@
+#include "models/hf/hf_config.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/base/status.hpp"
+
+namespace troupe::models {
+
+namespace {
+
+using nlohmann::json;
+
+absl::Status bad(const std::string& where, absl::string_view key, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(where, ": ", key, ": ", what));
+}
+
+// A whole number at `key`: required, or `fallback` when absent or null and fallback >= 0.
+absl::StatusOr<int64_t> count_of(const json& j, const char* key, const std::string& where,
+                                 int64_t fallback = -1) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (fallback >= 0) return fallback;
+    return bad(where, key, "is missing");
+  }
+  if (!it->is_number_integer() || it->get<int64_t>() < 1) {
+    return bad(where, key, absl::StrCat(it->dump(), " is not a positive whole number"));
+  }
+  return it->get<int64_t>();
+}
+
+absl::StatusOr<double> real_of(const json& j, const char* key, const std::string& where,
+                               double fallback) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number() || it->get<double>() <= 0) {
+    return bad(where, key, absl::StrCat(it->dump(), " is not a positive number"));
+  }
+  return it->get<double>();
+}
+
+absl::StatusOr<bool> flag_of(const json& j, const char* key, const std::string& where,
+                             bool fallback) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) return bad(where, key, absl::StrCat(it->dump(), " is not true or false"));
+  return it->get<bool>();
+}
+
+// eos_token_id: a number or a list of them.
+absl::Status add_token_ids(const json& j, const char* key, const std::string& where,
+                           std::vector<int32_t>& out) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  const json list = it->is_array() ? *it : json::array({*it});
+  for (const auto& id : list) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+      return bad(where, key, absl::StrCat(it->dump(), " is not a token id or a list of them"));
+    }
+    const auto v = static_cast<int32_t>(id.get<int64_t>());
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status read_rope_scaling(const json& j, const std::string& where, rope_scaling& out) {
+  const auto it = j.find("rope_scaling");
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_object()) return bad(where, "rope_scaling", "must be an object or null");
+  // transformers reads "rope_type", and "type" in older files.
+  std::string type;
+  for (const char* key : {"rope_type", "type"}) {
+    if (it->contains(key) && (*it)[key].is_string()) {
+      type = (*it)[key].get<std::string>();
+      break;
+    }
+  }
+  if (type == "default") return absl::OkStatus();
+  if (type != "linear" && type != "llama3") {
+    return bad(where, "rope_scaling",
+               absl::StrCat("'", type.empty() ? it->dump() : type,
+                            "' is not supported; troupe reads linear and llama3 (or null)"));
+  }
+  const std::string at = where + ": rope_scaling";
+  TROUPE_ASSIGN_OR_RETURN(out.factor, real_of(*it, "factor", at, -1));
+  if (out.factor < 0) return bad(where, "rope_scaling.factor", "is missing");
+  out.type = type == "linear" ? rope_scaling::kind::linear : rope_scaling::kind::llama3;
+  if (out.type == rope_scaling::kind::llama3) {
+    TROUPE_ASSIGN_OR_RETURN(out.low_freq_factor, real_of(*it, "low_freq_factor", at, 1.0));
+    TROUPE_ASSIGN_OR_RETURN(out.high_freq_factor, real_of(*it, "high_freq_factor", at, 4.0));
+    TROUPE_ASSIGN_OR_RETURN(out.original_max_position_embeddings,
+                            count_of(*it, "original_max_position_embeddings", at, 8192));
+    if (out.high_freq_factor <= out.low_freq_factor) {
+      return bad(where, "rope_scaling", "high_freq_factor must exceed low_freq_factor");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status read_gpt2(const json& j, const std::string& where, hf_model_config& c) {
+  c.family = decoder_family::gpt2;
+  TROUPE_ASSIGN_OR_RETURN(c.vocab_size, count_of(j, "vocab_size", where));
+  TROUPE_ASSIGN_OR_RETURN(c.hidden_size, count_of(j, "n_embd", where));
+  TROUPE_ASSIGN_OR_RETURN(c.layers, count_of(j, "n_layer", where));
+  TROUPE_ASSIGN_OR_RETURN(c.heads, count_of(j, "n_head", where));
+  TROUPE_ASSIGN_OR_RETURN(c.max_position_embeddings, count_of(j, "n_positions", where));
+  TROUPE_ASSIGN_OR_RETURN(c.intermediate_size, count_of(j, "n_inner", where, 4 * c.hidden_size));
+  TROUPE_ASSIGN_OR_RETURN(c.norm_eps, real_of(j, "layer_norm_epsilon", where, 1e-5));
+  c.kv_heads = c.heads;
+  c.qkv_bias = c.o_bias = true;
+  TROUPE_ASSIGN_OR_RETURN(c.tied_embeddings, flag_of(j, "tie_word_embeddings", where, true));
+  const std::string act = j.value("activation_function", std::string("gelu_new"));
+  if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
+    return bad(where, "activation_function",
+               absl::StrCat("'", act, "' is not supported; troupe's GPT-2 uses gelu_new"));
+  }
+  if (c.hidden_size % c.heads != 0) {
+    return bad(where, "n_head",
+               absl::StrCat(c.heads, " does not divide n_embd (", c.hidden_size, ")"));
+  }
+  c.head_dim = c.hidden_size / c.heads;
+  return absl::OkStatus();
+}
+
+absl::Status read_llama(const json& j, const std::string& where, hf_model_config& c) {
+  c.family = decoder_family::llama;
+  TROUPE_ASSIGN_OR_RETURN(c.vocab_size, count_of(j, "vocab_size", where));
+  TROUPE_ASSIGN_OR_RETURN(c.hidden_size, count_of(j, "hidden_size", where));
+  TROUPE_ASSIGN_OR_RETURN(c.intermediate_size, count_of(j, "intermediate_size", where));
+  TROUPE_ASSIGN_OR_RETURN(c.layers, count_of(j, "num_hidden_layers", where));
+  TROUPE_ASSIGN_OR_RETURN(c.heads, count_of(j, "num_attention_heads", where));
+  TROUPE_ASSIGN_OR_RETURN(c.kv_heads, count_of(j, "num_key_value_heads", where, c.heads));
+  TROUPE_ASSIGN_OR_RETURN(c.max_position_embeddings, count_of(j, "max_position_embeddings", where));
+  TROUPE_ASSIGN_OR_RETURN(c.norm_eps, real_of(j, "rms_norm_eps", where, 1e-6));
+  TROUPE_ASSIGN_OR_RETURN(c.rope_theta, real_of(j, "rope_theta", where, 10000.0));
+  TROUPE_ASSIGN_OR_RETURN(c.tied_embeddings, flag_of(j, "tie_word_embeddings", where, false));
+  if (c.heads % c.kv_heads != 0) {
+    return bad(where, "num_key_value_heads",
+               absl::StrCat(c.kv_heads, " does not divide num_attention_heads (", c.heads, ")"));
+  }
+  const bool explicit_head_dim = j.contains("head_dim") && !j["head_dim"].is_null();
+  if (!explicit_head_dim && c.hidden_size % c.heads != 0) {
+    return bad(where, "num_attention_heads",
+               absl::StrCat(c.heads, " does not divide hidden_size (", c.hidden_size,
+                            ") and no head_dim is given"));
+  }
+  TROUPE_ASSIGN_OR_RETURN(c.head_dim, count_of(j, "head_dim", where, c.hidden_size / c.heads));
+  if (c.head_dim % 2 != 0) {
+    return bad(where, "head_dim", absl::StrCat(c.head_dim, " is odd; RoPE rotates pairs"));
+  }
+  const std::string act = j.value("hidden_act", std::string("silu"));
+  if (act != "silu") {
+    return bad(where, "hidden_act",
+               absl::StrCat("'", act, "' is not supported; troupe reads silu"));
+  }
+  TROUPE_ASSIGN_OR_RETURN(const bool mlp_bias, flag_of(j, "mlp_bias", where, false));
+  if (mlp_bias)
+    return bad(where, "mlp_bias", "true is not supported (no Llama-family model uses it)");
+  TROUPE_RETURN_IF_ERROR(read_rope_scaling(j, where, c.rope));
+  // Qwen 2's projections of queries, keys and values always have biases; Llama's and
+  // Qwen 3's all four do when attention_bias says so.
+  if (c.architecture == "Qwen2ForCausalLM") {
+    c.qkv_bias = true;
+  } else {
+    TROUPE_ASSIGN_OR_RETURN(c.qkv_bias, flag_of(j, "attention_bias", where, false));
+    c.o_bias = c.qkv_bias;
+  }
+  c.qk_norm = c.architecture == "Qwen3ForCausalLM";
+  // A sliding window the attention would ignore changes what the model computes past it.
+  const auto window = j.find("sliding_window");
+  TROUPE_ASSIGN_OR_RETURN(const bool use_window, flag_of(j, "use_sliding_window", where, true));
+  if (use_window && window != j.end() && !window->is_null()) {
+    if (!window->is_number_integer() || window->get<int64_t>() < 1) {
+      return bad(where, "sliding_window",
+                 absl::StrCat(window->dump(), " is not a positive whole number"));
+    }
+    if (window->get<int64_t>() < c.max_position_embeddings) {
+      return bad(where, "sliding_window",
+                 absl::StrCat(window->get<int64_t>(), " is below max_position_embeddings (",
+                              c.max_position_embeddings,
+                              "); troupe's attention has no sliding window: set sliding_window "
+                              "to null, or max_position_embeddings to at most ",
+                              window->get<int64_t>()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<json> read_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  json j = json::parse(text.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
+  }
+  return j;
+}
+
+}  // namespace
+
+const std::vector<std::string>& supported_architectures() {
+  static const std::vector<std::string> names = {"GPT2LMHeadModel", "LlamaForCausalLM",
+                                                 "MistralForCausalLM", "Qwen2ForCausalLM",
+                                                 "Qwen3ForCausalLM"};
+  return names;
+}
+
+absl::StatusOr<hf_model_config> parse_hf_config(const json& j, const std::string& where) {
+  if (!j.is_object())
+    return absl::InvalidArgumentError(absl::StrCat(where, " is not a JSON object"));
+  const auto archs = j.find("architectures");
+  if (archs == j.end() || !archs->is_array() || archs->size() != 1 || !(*archs)[0].is_string()) {
+    return bad(where, "architectures",
+               absl::StrCat("must name one architecture (one of ",
+                            absl::StrJoin(supported_architectures(), ", "), ")"));
+  }
+  hf_model_config c;
+  c.architecture = (*archs)[0].get<std::string>();
+  const auto& known = supported_architectures();
+  if (std::find(known.begin(), known.end(), c.architecture) == known.end()) {
+    return bad(where, "architectures",
+               absl::StrCat("'", c.architecture, "' is not supported; troupe reads ",
+                            absl::StrJoin(known, ", ")));
+  }
+  if (c.architecture == "GPT2LMHeadModel") {
+    TROUPE_RETURN_IF_ERROR(read_gpt2(j, where, c));
+  } else {
+    TROUPE_RETURN_IF_ERROR(read_llama(j, where, c));
+  }
+  c.torch_dtype = j.value("torch_dtype", std::string());
+  TROUPE_RETURN_IF_ERROR(add_token_ids(j, "eos_token_id", where, c.eos_token_ids));
+  std::vector<int32_t> bos;
+  TROUPE_RETURN_IF_ERROR(add_token_ids(j, "bos_token_id", where, bos));
+  if (!bos.empty()) c.bos_token_id = bos.front();
+  for (int32_t id : c.eos_token_ids) {
+    if (id >= c.vocab_size) {
+      return bad(where, "eos_token_id",
+                 absl::StrCat(id, " is outside vocab_size (", c.vocab_size, ")"));
+    }
+  }
+  return c;
+}
+
+absl::StatusOr<hf_model_config> load_hf_config(const std::string& model_dir) {
+  const std::string path = model_dir + "/config.json";
+  if (!std::filesystem::exists(path)) {
+    return absl::NotFoundError(absl::StrCat(model_dir,
+                                            " has no config.json: it is not a Hugging "
+                                            "Face model directory"));
+  }
+  TROUPE_ASSIGN_OR_RETURN(const json config, read_json(path));
+  TROUPE_ASSIGN_OR_RETURN(hf_model_config c, parse_hf_config(config, path));
+  const std::string generation = model_dir + "/generation_config.json";
+  if (std::filesystem::exists(generation)) {
+    TROUPE_ASSIGN_OR_RETURN(const json g, read_json(generation));
+    TROUPE_RETURN_IF_ERROR(add_token_ids(g, "eos_token_id", generation, c.eos_token_ids));
+    for (int32_t id : c.eos_token_ids) {
+      if (id >= c.vocab_size) {
+        return bad(generation, "eos_token_id",
+                   absl::StrCat(id, " is outside config.json's vocab_size (", c.vocab_size, ")"));
+      }
+    }
+  }
+  return c;
+}
+
+}  // namespace troupe::models

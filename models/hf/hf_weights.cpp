@@ -1,0 +1,198 @@
+#include "models/hf/hf_weights.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "runtime/base/status.hpp"
+#include "runtime/tensor/mapped_safetensors.hpp"
+
+namespace troupe::models {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The config values a spec's shape comes from, for the message about a misshapen tensor.
+std::string shape_origin(const hf_model_config& c) {
+  return absl::StrCat("vocab_size ", c.vocab_size, ", hidden_size ", c.hidden_size,
+                      ", intermediate_size ", c.intermediate_size, ", heads ", c.heads,
+                      ", key/value heads ", c.kv_heads, ", head_dim ", c.head_dim);
+}
+
+// Checkpoint entries that are buffers, not weights.
+bool is_buffer(const std::string& name) {
+  return absl::EndsWith(name, ".attn.bias") || absl::EndsWith(name, ".attn.masked_bias") ||
+         absl::EndsWith(name, ".rotary_emb.inv_freq");
+}
+
+// GPT2LMHeadModel's checkpoints name the trunk "transformer.*"; troupe's specs name it as
+// GPT2Model does.
+std::string canonical_name(const hf_model_config& c, const std::string& name) {
+  if (c.family == decoder_family::gpt2 && absl::StartsWith(name, "transformer.")) {
+    return name.substr(std::string("transformer.").size());
+  }
+  return name;
+}
+
+absl::StatusOr<nlohmann::json> read_index(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
+      !j["weight_map"].is_object()) {
+    return absl::DataLossError(
+        absl::StrCat(path, " is not a safetensors index (a JSON object with a weight_map)"));
+  }
+  return j;
+}
+
+}  // namespace
+
+std::vector<hf_tensor_spec> hf_tensor_specs(const hf_model_config& c) {
+  std::vector<hf_tensor_spec> out;
+  const int64_t C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
+  if (c.family == decoder_family::gpt2) {
+    out.push_back({"wte.weight", {V, C}});
+    out.push_back({"wpe.weight", {c.max_position_embeddings, C}});
+    for (int64_t l = 0; l < c.layers; ++l) {
+      const std::string p = absl::StrCat("h.", l, ".");
+      out.push_back({p + "ln_1.weight", {C}});
+      out.push_back({p + "ln_1.bias", {C}});
+      out.push_back({p + "attn.c_attn.weight", {C, 3 * C}});
+      out.push_back({p + "attn.c_attn.bias", {3 * C}});
+      out.push_back({p + "attn.c_proj.weight", {C, C}});
+      out.push_back({p + "attn.c_proj.bias", {C}});
+      out.push_back({p + "ln_2.weight", {C}});
+      out.push_back({p + "ln_2.bias", {C}});
+      out.push_back({p + "mlp.c_fc.weight", {C, F}});
+      out.push_back({p + "mlp.c_fc.bias", {F}});
+      out.push_back({p + "mlp.c_proj.weight", {F, C}});
+      out.push_back({p + "mlp.c_proj.bias", {C}});
+    }
+    out.push_back({"ln_f.weight", {C}});
+    out.push_back({"ln_f.bias", {C}});
+    if (!c.tied_embeddings) out.push_back({"lm_head.weight", {V, C}});
+    return out;
+  }
+  const int64_t Q = c.heads * c.head_dim, KV = c.kv_heads * c.head_dim;
+  out.push_back({"model.embed_tokens.weight", {V, C}});
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    out.push_back({p + "input_layernorm.weight", {C}});
+    out.push_back({p + "self_attn.q_proj.weight", {Q, C}});
+    if (c.qkv_bias) out.push_back({p + "self_attn.q_proj.bias", {Q}});
+    out.push_back({p + "self_attn.k_proj.weight", {KV, C}});
+    if (c.qkv_bias) out.push_back({p + "self_attn.k_proj.bias", {KV}});
+    out.push_back({p + "self_attn.v_proj.weight", {KV, C}});
+    if (c.qkv_bias) out.push_back({p + "self_attn.v_proj.bias", {KV}});
+    out.push_back({p + "self_attn.o_proj.weight", {C, Q}});
+    if (c.o_bias) out.push_back({p + "self_attn.o_proj.bias", {C}});
+    if (c.qk_norm) {
+      out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
+      out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+    }
+    out.push_back({p + "post_attention_layernorm.weight", {C}});
+    out.push_back({p + "mlp.gate_proj.weight", {F, C}});
+    out.push_back({p + "mlp.up_proj.weight", {F, C}});
+    out.push_back({p + "mlp.down_proj.weight", {C, F}});
+  }
+  out.push_back({"model.norm.weight", {C}});
+  if (!c.tied_embeddings) out.push_back({"lm_head.weight", {V, C}});
+  return out;
+}
+
+absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_dir,
+                                                      const hf_model_config& config) {
+  // Which files to read: the index's shards, or the one file.
+  const std::string single = model_dir + "/model.safetensors";
+  const std::string index_path = model_dir + "/model.safetensors.index.json";
+  std::vector<std::string> files;
+  absl::flat_hash_map<std::string, std::string> indexed;  // tensor → file, from the index
+  if (fs::exists(index_path)) {
+    TROUPE_ASSIGN_OR_RETURN(const nlohmann::json index, read_index(index_path));
+    std::map<std::string, bool> seen;
+    for (const auto& [name, file] : index["weight_map"].items()) {
+      if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos) {
+        return absl::DataLossError(absl::StrCat(index_path, ": weight_map['", name,
+                                                "'] must be a file name in the directory"));
+      }
+      indexed[canonical_name(config, name)] = file.get<std::string>();
+      if (!seen[file.get<std::string>()]) files.push_back(file.get<std::string>());
+      seen[file.get<std::string>()] = true;
+    }
+  } else if (fs::exists(single)) {
+    files.push_back("model.safetensors");
+  } else {
+    return absl::NotFoundError(absl::StrCat(
+        model_dir,
+        " has neither model.safetensors nor model.safetensors.index.json (troupe "
+        "reads safetensors checkpoints; a pytorch_model.bin must be converted first)"));
+  }
+
+  const std::vector<hf_tensor_spec> specs = hf_tensor_specs(config);
+  absl::flat_hash_map<std::string, size_t> wanted;
+  for (size_t i = 0; i < specs.size(); ++i)
+    wanted[specs[i].name] = i;
+  std::vector<tensor::tensor> found(specs.size());
+  std::vector<bool> have(specs.size(), false);
+  for (const std::string& file : files) {
+    const std::string path = model_dir + "/" + file;
+    if (!fs::exists(path)) {
+      return absl::NotFoundError(
+          absl::StrCat(index_path, " names the shard '", file, "', which is not in ", model_dir));
+    }
+    TROUPE_ASSIGN_OR_RETURN(tensor::mapped_safetensors mapped,
+                            tensor::mapped_safetensors::open(path));
+    for (const auto& e : mapped.entries()) {
+      const std::string name = canonical_name(config, e.name);
+      if (is_buffer(name)) continue;
+      const auto it = wanted.find(name);
+      if (it == wanted.end()) {
+        if (name == "lm_head.weight" && config.tied_embeddings) continue;  // the tied copy
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": tensor '", e.name, "' is not part of a ", config.architecture,
+            " with this config.json (do the config and the weights belong together?)"));
+      }
+      const hf_tensor_spec& spec = specs[it->second];
+      if (e.shape != spec.shape) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": tensor '", e.name, "' is ", tensor::shape_string(e.shape),
+                         " but config.json (", shape_origin(config), ") needs ",
+                         tensor::shape_string(spec.shape)));
+      }
+      if (have[it->second]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": tensor '", e.name, "' is in more than one file"));
+      }
+      tensor::tensor t = tensor::tensor::host(spec.shape);
+      const absl::Status copied = tensor::copy_as_f32(e, t.data<float>());
+      if (!copied.ok())
+        return absl::InvalidArgumentError(absl::StrCat(path, ": ", copied.message()));
+      found[it->second] = std::move(t);
+      have[it->second] = true;
+    }
+  }
+  tensor::named_tensors out;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (!have[i]) {
+      const auto at = indexed.find(specs[i].name);
+      return absl::InvalidArgumentError(absl::StrCat(
+          model_dir, ": tensor '", specs[i].name, "' is missing",
+          at != indexed.end() ? absl::StrCat(" from ", at->second, ", where the index puts it")
+                              : absl::StrCat(" (config.json says ", config.layers, " layers of a ",
+                                             config.architecture, ")")));
+    }
+    out.tensors.emplace_back(specs[i].name, std::move(found[i]));
+  }
+  return out;
+}
+
+}  // namespace troupe::models

@@ -1,0 +1,37 @@
+#pragma once
+
+// The weights of a Hugging Face checkpoint: which tensors a config implies (their names and
+// shapes in HF's own layout: nn.Linear weights [out, in], GPT-2's Conv1D [in, out]), and
+// reading them from model.safetensors or the shards of model.safetensors.index.json, memory-
+// mapped, in F32, BF16 or F16, each checked against the config before it is used.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/hf/hf_config.hpp"
+#include "runtime/tensor/safetensors.hpp"
+
+namespace troupe::models {
+
+/// One tensor a model of a config has.
+struct hf_tensor_spec {
+  std::string name;
+  tensor::shape_t shape;
+};
+
+/// Every tensor of a model of `config`, in HF's names and order (embeddings, each layer's,
+/// the final norm, the output head unless tied).
+[[nodiscard]] std::vector<hf_tensor_spec> hf_tensor_specs(const hf_model_config& config);
+
+/// Reads the weights of the model in `model_dir` as f32 host tensors under the names of
+/// hf_tensor_specs, in its order. Errors name the tensor and the file: a missing, extra or
+/// misshapen tensor (with the config.json values its shape comes from), a dtype that is not a
+/// float, a shard the index names that is absent, a truncated or corrupt file, or a
+/// directory with neither model.safetensors nor model.safetensors.index.json. Tensors that
+/// checkpoints carry without being weights (GPT-2's attention masks, RoPE's inv_freq) are
+/// skipped, and so is a tied model's copy of its output head.
+[[nodiscard]] absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_dir,
+                                                                    const hf_model_config& config);
+
+}  // namespace troupe::models
