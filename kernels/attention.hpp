@@ -51,11 +51,13 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 
 /// Attention of `queries` new rows against a cache: q [queries, dim] (row stride q_stride) at
 /// positions first_position.. attends to the keys and values of positions [0, first_position
-/// + queries), keys[s] and values[s] pointing at position s's dim floats (in a paged cache's
-/// blocks, read in place); out is [queries, dim]. The incremental decoding step.
+/// + queries), keys[s] and values[s] pointing at position s's floats (in a paged cache's
+/// blocks, read in place); out is [queries, dim]. The incremental decoding step. With
+/// grouped-query attention (`kv_heads` < heads; 0 means as many as heads) a key or value row
+/// holds kv_heads heads of dim / heads floats, each shared by heads / kv_heads query heads.
 void cached_attention_forward(float* out, const float* q, int64_t q_stride,
                               const float* const* keys, const float* const* values, int queries,
-                              int first_position, int dim, int heads);
+                              int first_position, int dim, int heads, int kv_heads = 0);
 }  // namespace cpu
 
 }  // namespace troupe::kernels

@@ -304,8 +304,9 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 
 void cached_attention_forward(float* out, const float* q, int64_t q_stride,
                               const float* const* keys, const float* const* values, int queries,
-                              int first_position, int dim, int heads) {
+                              int first_position, int dim, int heads, int kv_heads) {
   const int hd = dim / heads;
+  const int groups = kv_heads > 0 ? kv_heads : heads, group = heads / groups;
   const int n = first_position + queries;
   thread_local std::vector<float> kt, row;
   thread_local std::vector<const float*> head_keys, head_values;
@@ -314,15 +315,18 @@ void cached_attention_forward(float* out, const float* q, int64_t q_stride,
   head_keys.resize(n);
   head_values.resize(n);
   const __m256 scale = score_scale(hd);
-  for (int h = 0; h < heads; ++h) {
+  // Each key/value head is transposed once for the query heads that share it.
+  for (int g = 0; g < groups; ++g) {
     for (int s = 0; s < n; ++s) {
-      head_keys[s] = keys[s] + h * hd;
-      head_values[s] = values[s] + h * hd;
+      head_keys[s] = keys[s] + g * hd;
+      head_values[s] = values[s] + g * hd;
     }
     transpose_keys(kt.data(), head_keys.data(), n, hd);
-    for (int i = 0; i < queries; ++i) {
-      attend_row(q + i * q_stride + h * hd, kt.data(), padded(n), head_values.data(),
-                 first_position + i + 1, hd, scale, row.data(), out + int64_t{i} * dim + h * hd);
+    for (int h = g * group; h < (g + 1) * group; ++h) {
+      for (int i = 0; i < queries; ++i) {
+        attend_row(q + i * q_stride + h * hd, kt.data(), padded(n), head_values.data(),
+                   first_position + i + 1, hd, scale, row.data(), out + int64_t{i} * dim + h * hd);
+      }
     }
   }
 }

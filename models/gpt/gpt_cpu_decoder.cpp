@@ -9,6 +9,10 @@
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/residual.hpp"
+#include "kernels/rmsnorm.hpp"
+#include "kernels/rope.hpp"
+#include "kernels/swiglu.hpp"
+#include "models/gpt/rope_frequencies.hpp"
 
 namespace troupe::models {
 
@@ -17,13 +21,18 @@ using kernels::gemm;
 
 std::vector<size_t> decode_group_bounds(std::span<const decode_request> requests,
                                         const gpt_config& config, int groups) {
-  // Each request's work in multiply-adds over the width C: 12 C^2 a token and block for the
-  // GEMMs, V C for its head row, and per block about (3 + 2 count) C a key for gathering its keys
-  // and values and attending to them.
+  // Each request's work in multiply-adds over the width C: a token's GEMMs in each block (12 C^2
+  // for GPT-2: QKV, output, and an MLP of two 4C matrices; the Llama family's from its widths),
+  // V C for its head row, and per block about (3 + 2 count) C a key for gathering its keys and
+  // values and attending to them.
+  const int64_t C = config.dim, mlp_matrices = config.family == decoder_family::gpt2 ? 2 : 3;
+  const int64_t gemm = (C * (config.q_width() + 2 * config.kv_width()) + config.q_width() * C +
+                        mlp_matrices * C * config.ffn_width()) /
+                       C;
   std::vector<int64_t> done = {0};  // the work of requests [0, i)
   for (const auto& r : requests) {
     const int64_t keys = r.first_position + r.count;
-    done.push_back(done.back() + int64_t{12} * config.layers * config.dim * r.count + config.vocab +
+    done.push_back(done.back() + gemm * config.layers * r.count + config.vocab +
                    int64_t{config.layers} * keys * (3 + 2 * r.count));
   }
   // Bound k is the prefix whose work is nearest k / groups of the whole.
@@ -46,14 +55,19 @@ gpt_cpu_decoder::gpt_cpu_decoder(const gpt_layout& layout, const float* params, 
                                  int cache_blocks, int block_size, kernels::cpu::thread_pool* pool)
     : layout_(layout),
       params_(params),
+      block_(layout.config().family == decoder_family::gpt2 ? &gpt_cpu_decoder::gpt2_block
+                                                            : &gpt_cpu_decoder::llama_block),
       max_tokens_(max_tokens),
       cache_(layout.config(), cache_blocks, block_size),
       pool_(pool),
       scratch_(pool != nullptr ? pool->size() : 1) {
-  const int64_t N = max_tokens, C = layout.config().dim, T = layout.config().ctx;
+  const gpt_config& c = layout.config();
+  if (c.family == decoder_family::llama) inv_freq_ = rope_inverse_frequencies(c);
+  const int64_t N = max_tokens, C = c.dim, T = c.ctx, Q = c.q_width(), KV = c.kv_width();
+  const int64_t mlp = c.family == decoder_family::gpt2 ? 4 * C : 2 * int64_t{c.ffn_width()};
   for (scratch& s : scratch_) {
-    s.x.resize(N * C), s.ln.resize(N * C), s.qkv.resize(N * 3 * C), s.atty.resize(N * C);
-    s.tmp.resize(N * C), s.fc.resize(N * 4 * C), s.k.resize(T), s.v.resize(T);
+    s.x.resize(N * C), s.ln.resize(N * C), s.qkv.resize(N * (Q + 2 * KV)), s.atty.resize(N * Q);
+    s.tmp.resize(N * C), s.fc.resize(N * mlp), s.k.resize(T), s.v.resize(T);
     s.last.resize(N * C), s.tokens.resize(N), s.positions.resize(N);
   }
 }
@@ -75,7 +89,6 @@ absl::Status gpt_cpu_decoder::forward(std::span<const decode_request> requests, 
 void gpt_cpu_decoder::forward_group(std::span<const decode_request> requests, float* logits,
                                     scratch& s) {
   const float* params = params_;
-  gpt_kv_cache& cache = cache_;
   const gpt_config& c = layout_.config();
   const int C = c.dim;
   int N = 0;
@@ -86,36 +99,17 @@ void gpt_cpu_decoder::forward_group(std::span<const decode_request> requests, fl
     }
   }
   float* x = s.x.data();
-  k::embedding_forward(x, s.tokens.data(), s.positions.data(), N, params + layout_.wte(),
-                       params + layout_.wpe(), C);
-  for (int l = 0; l < c.layers; ++l) {
-    const auto& o = layout_.block(l);
-    k::layernorm_forward(s.ln.data(), s.tmp.data(), s.tmp.data() + N, x, params + o.ln1_w,
-                         params + o.ln1_b, N, C);
-    k::matmul(s.qkv.data(), s.ln.data(), params + o.attn_w, params + o.attn_b, gemm{N, 3 * C, C});
-    int row = 0;
-    for (const auto& r : requests) {
-      const float* q = s.qkv.data() + int64_t{row} * 3 * C;
-      k::kv_append(cache.keys(l), r.block_table, cache.layout(), r.first_position, q + C, 3 * C,
-                   r.count);
-      k::kv_append(cache.values(l), r.block_table, cache.layout(), r.first_position, q + 2 * C,
-                   3 * C, r.count);
-      const int keys = r.first_position + r.count;
-      k::kv_rows(s.k.data(), cache.keys(l), r.block_table, cache.layout(), keys);
-      k::kv_rows(s.v.data(), cache.values(l), r.block_table, cache.layout(), keys);
-      k::cached_attention_forward(s.atty.data() + int64_t{row} * C, q, 3 * C, s.k.data(),
-                                  s.v.data(), r.count, r.first_position, C, c.heads);
-      row += r.count;
-    }
-    k::matmul(s.tmp.data(), s.atty.data(), params + o.proj_w, params + o.proj_b, gemm{N, C, C});
-    k::accumulate(x, s.tmp.data(), int64_t{N} * C);
-    k::layernorm_forward(s.ln.data(), s.tmp.data(), s.tmp.data() + N, x, params + o.ln2_w,
-                         params + o.ln2_b, N, C);
-    k::matmul(s.fc.data(), s.ln.data(), params + o.fc_w, params + o.fc_b, gemm{N, 4 * C, C});
-    k::gelu_forward(s.fc.data(), s.fc.data(), int64_t{N} * 4 * C);
-    k::matmul(s.tmp.data(), s.fc.data(), params + o.fc2_w, params + o.fc2_b, gemm{N, C, 4 * C});
-    k::accumulate(x, s.tmp.data(), int64_t{N} * C);
+  const bool gpt2 = c.family == decoder_family::gpt2;
+  if (gpt2) {
+    k::embedding_forward(x, s.tokens.data(), s.positions.data(), N, params + layout_.wte(),
+                         params + layout_.wpe(), C);
+  } else {  // no learned positions: RoPE turns queries and keys in each block
+    for (int i = 0; i < N; ++i)
+      std::memcpy(x + int64_t{i} * C, params + layout_.wte() + int64_t{s.tokens[i]} * C,
+                  C * sizeof(float));
   }
+  for (int l = 0; l < c.layers; ++l)
+    (this->*block_)(requests, l, N, s);
   // Only each request's last row goes through the head.
   const int R = static_cast<int>(requests.size());
   int row = 0;
@@ -123,9 +117,98 @@ void gpt_cpu_decoder::forward_group(std::span<const decode_request> requests, fl
     row += requests[i].count;
     std::memcpy(s.last.data() + int64_t{i} * C, x + int64_t{row - 1} * C, C * sizeof(float));
   }
-  k::layernorm_forward(s.ln.data(), s.tmp.data(), s.tmp.data() + R, s.last.data(),
-                       params + layout_.lnf_w(), params + layout_.lnf_b(), R, C);
-  k::matmul(logits, s.ln.data(), params + layout_.wte(), nullptr, gemm{R, c.vocab, C, false, true});
+  if (gpt2) {
+    k::layernorm_forward(s.ln.data(), s.tmp.data(), s.tmp.data() + R, s.last.data(),
+                         params + layout_.lnf_w(), params + layout_.lnf_b(), R, C);
+  } else {
+    k::rmsnorm_forward(s.ln.data(), nullptr, s.last.data(), params + layout_.lnf_w(), R, C,
+                       c.norm_eps);
+  }
+  k::matmul(logits, s.ln.data(), params + layout_.head_weight(), nullptr,
+            gemm{R, c.vocab, C, false, true});
+}
+
+void gpt_cpu_decoder::attend(std::span<const decode_request> requests, int l, const float* q,
+                             int64_t q_stride, const float* k, const float* v, int64_t kv_stride,
+                             scratch& s) {
+  const gpt_config& c = layout_.config();
+  gpt_kv_cache& cache = cache_;
+  const int Q = c.q_width();
+  int row = 0;
+  for (const auto& r : requests) {
+    const int64_t at = int64_t{row};
+    k::kv_append(cache.keys(l), r.block_table, cache.layout(), r.first_position, k + at * kv_stride,
+                 kv_stride, r.count);
+    k::kv_append(cache.values(l), r.block_table, cache.layout(), r.first_position,
+                 v + at * kv_stride, kv_stride, r.count);
+    const int keys = r.first_position + r.count;
+    k::kv_rows(s.k.data(), cache.keys(l), r.block_table, cache.layout(), keys);
+    k::kv_rows(s.v.data(), cache.values(l), r.block_table, cache.layout(), keys);
+    k::cached_attention_forward(s.atty.data() + at * Q, q + at * q_stride, q_stride, s.k.data(),
+                                s.v.data(), r.count, r.first_position, Q, c.heads,
+                                c.kv_head_count());
+    row += r.count;
+  }
+}
+
+void gpt_cpu_decoder::gpt2_block(std::span<const decode_request> requests, int l, int N,
+                                 scratch& s) {
+  const float* params = params_;
+  const int C = layout_.config().dim;
+  const auto& o = layout_.block(l);
+  float* x = s.x.data();
+  k::layernorm_forward(s.ln.data(), s.tmp.data(), s.tmp.data() + N, x, params + o.ln1_w,
+                       params + o.ln1_b, N, C);
+  k::matmul(s.qkv.data(), s.ln.data(), params + o.attn_w, params + o.attn_b, gemm{N, 3 * C, C});
+  const float* qkv = s.qkv.data();
+  attend(requests, l, qkv, 3 * C, qkv + C, qkv + 2 * C, 3 * C, s);
+  k::matmul(s.tmp.data(), s.atty.data(), params + o.proj_w, params + o.proj_b, gemm{N, C, C});
+  k::accumulate(x, s.tmp.data(), int64_t{N} * C);
+  k::layernorm_forward(s.ln.data(), s.tmp.data(), s.tmp.data() + N, x, params + o.ln2_w,
+                       params + o.ln2_b, N, C);
+  k::matmul(s.fc.data(), s.ln.data(), params + o.fc_w, params + o.fc_b, gemm{N, 4 * C, C});
+  k::gelu_forward(s.fc.data(), s.fc.data(), int64_t{N} * 4 * C);
+  k::matmul(s.tmp.data(), s.fc.data(), params + o.fc2_w, params + o.fc2_b, gemm{N, C, 4 * C});
+  k::accumulate(x, s.tmp.data(), int64_t{N} * C);
+}
+
+// Hugging Face's LlamaDecoderLayer (and Qwen 2's and 3's): RMSNorm, q/k/v projections (with
+// biases, per-head q/k norms where the config has them), RoPE, grouped-query attention, the
+// output projection, the residual; RMSNorm, down(silu(gate) * up), the residual. Weights are
+// [out, in], so every GEMM multiplies by their transpose.
+void gpt_cpu_decoder::llama_block(std::span<const decode_request> requests, int l, int N,
+                                  scratch& s) {
+  const float* params = params_;
+  const gpt_config& c = layout_.config();
+  const int C = c.dim, Q = c.q_width(), KV = c.kv_width(), F = c.ffn_width(), D = c.head_size();
+  const auto& o = layout_.block(l);
+  auto bias = [&](int64_t at) { return at >= 0 ? params + at : nullptr; };
+  float* x = s.x.data();
+  float* q = s.qkv.data();
+  float* key = q + int64_t{N} * Q;
+  float* value = key + int64_t{N} * KV;
+  k::rmsnorm_forward(s.ln.data(), nullptr, x, params + o.ln1_w, N, C, c.norm_eps);
+  k::matmul(q, s.ln.data(), params + o.q_w, bias(o.q_b), gemm{N, Q, C, false, true});
+  k::matmul(key, s.ln.data(), params + o.k_w, bias(o.k_b), gemm{N, KV, C, false, true});
+  k::matmul(value, s.ln.data(), params + o.v_w, bias(o.v_b), gemm{N, KV, C, false, true});
+  if (c.qk_norm) {  // each head's query and key, over its D floats
+    k::rmsnorm_forward(q, nullptr, q, params + o.q_norm, int64_t{N} * c.heads, D, c.norm_eps);
+    k::rmsnorm_forward(key, nullptr, key, params + o.k_norm, int64_t{N} * c.kv_head_count(), D,
+                       c.norm_eps);
+  }
+  k::rope_forward(q, Q, s.positions.data(), N, c.heads, D, inv_freq_.data());
+  k::rope_forward(key, KV, s.positions.data(), N, c.kv_head_count(), D, inv_freq_.data());
+  attend(requests, l, q, Q, key, value, KV, s);
+  k::matmul(s.tmp.data(), s.atty.data(), params + o.o_w, bias(o.o_b), gemm{N, C, Q, false, true});
+  k::accumulate(x, s.tmp.data(), int64_t{N} * C);
+  k::rmsnorm_forward(s.ln.data(), nullptr, x, params + o.ln2_w, N, C, c.norm_eps);
+  float* gate = s.fc.data();
+  float* up = gate + int64_t{N} * F;
+  k::matmul(gate, s.ln.data(), params + o.gate_w, nullptr, gemm{N, F, C, false, true});
+  k::matmul(up, s.ln.data(), params + o.up_w, nullptr, gemm{N, F, C, false, true});
+  k::swiglu_forward(gate, gate, up, int64_t{N} * F);
+  k::matmul(s.tmp.data(), gate, params + o.down_w, nullptr, gemm{N, C, F, false, true});
+  k::accumulate(x, s.tmp.data(), int64_t{N} * C);
 }
 
 }  // namespace troupe::models

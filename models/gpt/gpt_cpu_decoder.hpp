@@ -18,11 +18,11 @@ namespace troupe::models {
 [[nodiscard]] std::vector<size_t> decode_group_bounds(std::span<const decode_request> requests,
                                                       const gpt_config& config, int groups);
 
-/// The GPT decoder on the CPU in f32, over a host KV cache. A batch is split into as many groups
-/// of whole requests as `pool` has threads (decode_group_bounds), each run through the model on its
-/// own thread (the requests own distinct cache blocks). The kernels are batch-invariant, so a
-/// request's logits are the same bits however the batch is split, and the same as the training
-/// forward's.
+/// The decoder on the CPU in f32, over a host KV cache, for either family (GPT-2 or Llama). A batch
+/// is split into as many groups of whole requests as `pool` has threads (decode_group_bounds), each
+/// run through the model on its own thread (the requests own distinct cache blocks). The kernels
+/// are batch-invariant, so a request's logits are the same bits however the batch is split, and the
+/// same as the training forward's.
 class gpt_cpu_decoder final : public gpt_decoder {
  public:
   /// A whole model (`layout` covers every layer) with weights `params`, which must outlive it, as
@@ -48,9 +48,21 @@ class gpt_cpu_decoder final : public gpt_decoder {
   };
   // Requests [first, first + count) through the model on the calling thread, with `s`.
   void forward_group(std::span<const decode_request> requests, float* logits, scratch& s);
+  // One block of each family over the group's N new tokens in s.x, the chosen one per layer;
+  // which family is fixed at construction.
+  using block_fn = void (gpt_cpu_decoder::*)(std::span<const decode_request>, int layer, int N,
+                                             scratch& s);
+  void gpt2_block(std::span<const decode_request> requests, int layer, int N, scratch& s);
+  void llama_block(std::span<const decode_request> requests, int layer, int N, scratch& s);
+  // The new tokens' attention over their caches, q [N, q_width] (row stride q_stride), their
+  // keys and values appended first (row strides kv_stride); into s.atty [N, q_width].
+  void attend(std::span<const decode_request> requests, int layer, const float* q, int64_t q_stride,
+              const float* k, const float* v, int64_t kv_stride, scratch& s);
 
   const gpt_layout& layout_;
   const float* params_;
+  block_fn block_;
+  std::vector<float> inv_freq_;  // RoPE's (the Llama family)
   int max_tokens_;
   gpt_kv_cache cache_;
   kernels::cpu::thread_pool* pool_;

@@ -38,6 +38,7 @@ gpt_cpu_stage::gpt_cpu_stage(const gpt_layout& layout, int max_batch,
                              bool defer_weight_gradients)
     : layout_(layout), pool_(pool) {
   const gpt_config& c = layout.config();
+  TROUPE_CHECK(c.family == decoder_family::gpt2);  // the Llama family trains in a later step
   const int64_t N = int64_t{max_batch} * c.ctx, C = c.dim, L = layout.local_dim();
   const int blocks = layout.range().last - layout.range().first;
   segment_ = checkpoint_segment > 0 && checkpoint_segment < blocks ? checkpoint_segment : 0;

@@ -27,6 +27,9 @@ absl::StatusOr<std::unique_ptr<gpt_cuda_model>> gpt_cuda_model::create(const gpt
         "gpt_cuda_model holds a whole model; pipeline stages on CUDA "
         "are not built yet");
   }
+  if (layout.config().family != decoder_family::gpt2) {
+    return absl::UnimplementedError("gpt_cuda_model trains GPT-2 only so far");
+  }
   std::unique_ptr<gpt_cuda_model> m(new gpt_cuda_model(layout, device));
   TROUPE_RETURN_IF_ERROR(m->allocate(max_batch));
   std::vector<float> host(layout.total());

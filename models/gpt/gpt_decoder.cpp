@@ -55,6 +55,10 @@ absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(const gpt_layout& 
     return std::make_unique<gpt_cpu_decoder>(layout, params, max_tokens, cache_blocks, block_size,
                                              pool);
   }
+  if (layout.config().family != decoder_family::gpt2) {
+    return absl::UnimplementedError(
+        "the CUDA decoder runs GPT-2 only so far; run the Llama family with device: cpu");
+  }
   return make_gpt_cuda_decoder(layout, params, max_tokens, cache_blocks, block_size, device);
 }
 

@@ -8,8 +8,9 @@
 namespace troupe::models {
 
 /// The paged KV cache of a whole model on the host: for every layer a key pool and a value pool
-/// of `blocks` blocks of `block_size` positions. Which blocks a sequence owns is decided by its
-/// caller (the serving scheduler) and passed as a block table.
+/// of `blocks` blocks of `block_size` positions of kv_width() floats (its key/value heads). Which
+/// blocks a sequence owns is decided by its caller (the serving scheduler) and passed as a block
+/// table.
 class gpt_kv_cache {
  public:
   gpt_kv_cache(const gpt_config& config, int blocks, int block_size);

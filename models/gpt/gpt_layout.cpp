@@ -10,10 +10,22 @@
 namespace troupe::models {
 
 tensor_split tensor_split_of(const std::string& name) {
+  // GPT-2 (Conv1D weights [in, out]).
   if (name.ends_with("attn.c_attn.weight") || name.ends_with("attn.c_attn.bias")) return {1, 3};
   if (name.ends_with("mlp.c_fc.weight") || name.ends_with("mlp.c_fc.bias")) return {1, 1};
   if (name.ends_with("attn.c_proj.weight") || name.ends_with("mlp.c_proj.weight")) return {0, 1};
   if (name == "wte.weight") return {0, 1};  // vocab-parallel: a block of the vocabulary's rows
+  // The Llama family (nn.Linear weights [out, in]): a rank's heads' rows of q, k and v, its
+  // share of the MLP's hidden units, the matching columns of the output projections.
+  for (const char* rows :
+       {"q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight", "up_proj.weight"}) {
+    if (name.ends_with(rows)) return {0, 1};
+  }
+  for (const char* bias : {"q_proj.bias", "k_proj.bias", "v_proj.bias"}) {
+    if (name.ends_with(bias)) return {1, 1};  // a 1-D tensor: a block of its elements
+  }
+  if (name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight")) return {1, 1};
+  if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return {0, 1};
   return {};
 }
 
@@ -39,39 +51,88 @@ gpt_layout::gpt_layout(const gpt_config& config, layer_range range, gpt_head hea
                        tensor_parallel tp)
     : config_(config), range_(range), head_(head), tp_(tp) {
   TROUPE_CHECK(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size && config.heads % tp.size == 0 &&
-               config.vocab % tp.size == 0);
+               config.kv_head_count() % tp.size == 0 && config.vocab % tp.size == 0);
   const int64_t C = config.dim;
   const bool lm_head = range.has_head(config) && head == gpt_head::lm;
-  // The whole model's order: wte, wpe, twelve per block, ln_f, the value head.
-  const int64_t head_index = 2 + 12 * int64_t{config.layers};
-  if (range.has_embedding() || lm_head) wte_ = add("wte.weight", {config.vocab, C}, true, 0);
-  if (range.has_embedding()) wpe_ = add("wpe.weight", {config.ctx, C}, true, 1);
+  const bool gpt2 = config.family == decoder_family::gpt2;
+  // The whole model's order: the embeddings, each block's tensors, the final norm, the head.
+  const int64_t per_block = gpt2 ? 12 : 13;
+  const int64_t head_index = 2 + per_block * int64_t{config.layers};
+  const bool embedding_here = range.has_embedding() || (lm_head && config.tied_embeddings);
+  if (embedding_here) {
+    wte_ = add(gpt2 ? "wte.weight" : "model.embed_tokens.weight", {config.vocab, C}, true, 0);
+  }
+  if (gpt2 && range.has_embedding()) wpe_ = add("wpe.weight", {config.ctx, C}, true, 1);
   for (int l = range.first; l < range.last; ++l) {
-    const std::string p = absl::StrCat("h.", l, ".");
-    int64_t index = 2 + 12 * int64_t{l};
-    block_offsets b;
-    b.ln1_w = add(p + "ln_1.weight", {C}, false, index++);
-    b.ln1_b = add(p + "ln_1.bias", {C}, false, index++);
-    b.attn_w = add(p + "attn.c_attn.weight", {C, 3 * C}, true, index++);
-    b.attn_b = add(p + "attn.c_attn.bias", {3 * C}, false, index++);
-    b.proj_w = add(p + "attn.c_proj.weight", {C, C}, true, index++);
-    b.proj_b = add(p + "attn.c_proj.bias", {C}, false, index++);
-    b.ln2_w = add(p + "ln_2.weight", {C}, false, index++);
-    b.ln2_b = add(p + "ln_2.bias", {C}, false, index++);
-    b.fc_w = add(p + "mlp.c_fc.weight", {C, 4 * C}, true, index++);
-    b.fc_b = add(p + "mlp.c_fc.bias", {4 * C}, false, index++);
-    b.fc2_w = add(p + "mlp.c_proj.weight", {4 * C, C}, true, index++);
-    b.fc2_b = add(p + "mlp.c_proj.bias", {C}, false, index++);
-    blocks_.push_back(b);
+    if (gpt2) {
+      add_gpt2_block(l);
+    } else {
+      add_llama_block(l);
+    }
   }
   if (range.has_head(config)) {
-    lnf_w_ = add("ln_f.weight", {C}, false, head_index);
-    lnf_b_ = add("ln_f.bias", {C}, false, head_index + 1);
+    lnf_w_ = add(gpt2 ? "ln_f.weight" : "model.norm.weight", {C}, false, head_index);
+    if (gpt2) lnf_b_ = add("ln_f.bias", {C}, false, head_index + 1);
+    if (lm_head && !config.tied_embeddings) {
+      lm_head_ = add("lm_head.weight", {config.vocab, C}, true, head_index + 1);
+    }
     if (head == gpt_head::value) {
       value_w_ = add("classifier.weight", {1, C}, true, head_index + 2);
       value_b_ = add("classifier.bias", {1}, false, head_index + 3);
     }
   }
+}
+
+void gpt_layout::add_gpt2_block(int l) {
+  const int64_t C = config_.dim;
+  const std::string p = absl::StrCat("h.", l, ".");
+  int64_t index = 2 + 12 * int64_t{l};
+  block_offsets b;
+  b.ln1_w = add(p + "ln_1.weight", {C}, false, index++);
+  b.ln1_b = add(p + "ln_1.bias", {C}, false, index++);
+  b.attn_w = add(p + "attn.c_attn.weight", {C, 3 * C}, true, index++);
+  b.attn_b = add(p + "attn.c_attn.bias", {3 * C}, false, index++);
+  b.proj_w = add(p + "attn.c_proj.weight", {C, C}, true, index++);
+  b.proj_b = add(p + "attn.c_proj.bias", {C}, false, index++);
+  b.ln2_w = add(p + "ln_2.weight", {C}, false, index++);
+  b.ln2_b = add(p + "ln_2.bias", {C}, false, index++);
+  b.fc_w = add(p + "mlp.c_fc.weight", {C, 4 * C}, true, index++);
+  b.fc_b = add(p + "mlp.c_fc.bias", {4 * C}, false, index++);
+  b.fc2_w = add(p + "mlp.c_proj.weight", {4 * C, C}, true, index++);
+  b.fc2_b = add(p + "mlp.c_proj.bias", {C}, false, index++);
+  blocks_.push_back(b);
+}
+
+void gpt_layout::add_llama_block(int l) {
+  const gpt_config& c = config_;
+  const int64_t C = c.dim, Q = c.q_width(), KV = c.kv_width(), F = c.ffn_width();
+  const std::string p = absl::StrCat("model.layers.", l, ".");
+  // Hugging Face's order; input_layernorm first, where backward_buckets starts a block.
+  int64_t index = 2 + 13 * int64_t{l};
+  block_offsets b;
+  b.ln1_w = add(p + "input_layernorm.weight", {C}, false, index++);
+  b.q_w = add(p + "self_attn.q_proj.weight", {Q, C}, true, index++);
+  if (c.qkv_bias) b.q_b = add(p + "self_attn.q_proj.bias", {Q}, false, index);
+  ++index;
+  b.k_w = add(p + "self_attn.k_proj.weight", {KV, C}, true, index++);
+  if (c.qkv_bias) b.k_b = add(p + "self_attn.k_proj.bias", {KV}, false, index);
+  ++index;
+  b.v_w = add(p + "self_attn.v_proj.weight", {KV, C}, true, index++);
+  if (c.qkv_bias) b.v_b = add(p + "self_attn.v_proj.bias", {KV}, false, index);
+  ++index;
+  b.o_w = add(p + "self_attn.o_proj.weight", {C, Q}, true, index++);
+  if (c.o_bias) b.o_b = add(p + "self_attn.o_proj.bias", {C}, false, index);
+  ++index;
+  if (c.qk_norm) {
+    b.q_norm = add(p + "self_attn.q_norm.weight", {c.head_size()}, false, index);
+    b.k_norm = add(p + "self_attn.k_norm.weight", {c.head_size()}, false, index + 1);
+  }
+  index += 2;
+  b.ln2_w = add(p + "post_attention_layernorm.weight", {C}, false, index++);
+  b.gate_w = add(p + "mlp.gate_proj.weight", {F, C}, true, index++);
+  b.up_w = add(p + "mlp.up_proj.weight", {F, C}, true, index++);
+  b.down_w = add(p + "mlp.down_proj.weight", {C, F}, true, index++);
+  blocks_.push_back(b);
 }
 
 int64_t gpt_layout::add(const std::string& name, tensor::shape_t whole, bool decay, int64_t index) {
@@ -113,12 +174,13 @@ void gpt_layout::initialize(float* params, uint64_t seed) const {
     const uint64_t stream = static_cast<uint64_t>(s.index) + 1;
     if (s.shape.size() == 1) {  // norms start at 1, biases at 0
       if (s.name.ends_with("ln_1.weight") || s.name.ends_with("ln_2.weight") ||
-          s.name == "ln_f.weight") {
+          s.name == "ln_f.weight" || s.name.ends_with("norm.weight")) {
         for (int64_t i = 0; i < s.numel; ++i)
           p[i] = 1.0f;
       }
       continue;
     }
+    // GPT-2 scales its residual projections down; HF's Llama initializes every matrix alike.
     const float std = s.name.ends_with("c_proj.weight") ? residual_std : 0.02f;
     const uint64_t tensor_seed = seed * 0x100000001b3ull + stream;
     // Box-Muller on counter-based uniforms of the whole tensor's element index: a tensor-

@@ -26,9 +26,11 @@ struct tensor_split {
   int groups = 1;
 };
 
-/// GPT-2's split of the parameter called `name`: attention's QKV and the MLP's first layer
-/// (weights and biases) by columns, the output projections' weights and the token embedding
-/// (vocab-parallel, as Megatron's) by rows, the rest replicated.
+/// Megatron's split of the parameter called `name`: GPT-2's attention QKV and MLP first layer
+/// (weights and biases) by columns, its output projections' weights and the token embedding
+/// (vocab-parallel) by rows; the Llama family's [out, in] q/k/v, gate and up projections and
+/// lm_head by rows (their biases by elements), o_proj and down_proj by columns; the rest
+/// replicated.
 [[nodiscard]] tensor_split tensor_split_of(const std::string& name);
 
 /// A rank's part of a tensor of `whole` shape as runs of contiguous elements: `run(local
@@ -63,8 +65,9 @@ enum class gpt_head {
           ///< with one label): the RL critic
 };
 
-/// Where every parameter of a stage lives in one flat f32 buffer. Linear weights are stored
-/// [in, out] as in GPT-2's Conv1D, so exported weights load in other tools unchanged.
+/// Where every parameter of a stage lives in one flat f32 buffer, under Hugging Face's names
+/// and shapes: GPT-2's linear weights [in, out] as its Conv1D, the Llama family's [out, in] as
+/// nn.Linear, so that exported weights load in other tools unchanged.
 ///
 /// With tensor parallelism (`tp`, size > 1) a rank holds its part of each block: its heads'
 /// columns of QKV, its share of the MLP's hidden units, and the matching rows of the two output
@@ -95,9 +98,14 @@ class gpt_layout {
   /// The slot called `name`; NotFound names it and this stage's layer range.
   [[nodiscard]] absl::StatusOr<const parameter_slot*> find(const std::string& name) const;
 
-  /// Offsets of the tensors the kernels address directly.
+  /// Offsets of the tensors the kernels address directly; -1 where a family has none. Both
+  /// families have ln1_w and ln2_w (the Llama family's input_layernorm and
+  /// post_attention_layernorm); the Llama family's weights are Hugging Face's [out, in].
   struct block_offsets {
-    int64_t ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b;
+    int64_t ln1_w = -1, ln1_b = -1, attn_w = -1, attn_b = -1, proj_w = -1, proj_b = -1, ln2_w = -1,
+            ln2_b = -1, fc_w = -1, fc_b = -1, fc2_w = -1, fc2_b = -1;
+    int64_t q_w = -1, q_b = -1, k_w = -1, k_b = -1, v_w = -1, v_b = -1, o_w = -1, o_b = -1,
+            q_norm = -1, k_norm = -1, gate_w = -1, up_w = -1, down_w = -1;
   };
   [[nodiscard]] const block_offsets& block(int layer) const {
     return blocks_[layer - range_.first];
@@ -107,7 +115,10 @@ class gpt_layout {
   /// tied token embedding gets its last contribution there). Together they cover the buffer.
   [[nodiscard]] std::vector<param_range> backward_buckets() const;
 
+  /// The token embedding (GPT-2's wte, the Llama family's model.embed_tokens).
   [[nodiscard]] int64_t wte() const { return wte_; }
+  /// The output head's [vocab, dim] weight: the token embedding when tied, else lm_head.
+  [[nodiscard]] int64_t head_weight() const { return lm_head_ >= 0 ? lm_head_ : wte_; }
   [[nodiscard]] int64_t wpe() const { return wpe_; }
   [[nodiscard]] int64_t lnf_w() const { return lnf_w_; }
   [[nodiscard]] int64_t lnf_b() const { return lnf_b_; }
@@ -141,7 +152,11 @@ class gpt_layout {
   std::vector<parameter_slot> slots_;
   std::vector<block_offsets> blocks_;
   int64_t total_ = 0;
-  int64_t wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, value_w_ = -1, value_b_ = -1;
+  void add_gpt2_block(int layer);
+  void add_llama_block(int layer);
+
+  int64_t wte_ = -1, wpe_ = -1, lnf_w_ = -1, lnf_b_ = -1, value_w_ = -1, value_b_ = -1,
+          lm_head_ = -1;
 };
 
 }  // namespace troupe::models

@@ -33,6 +33,14 @@ absl::StatusOr<int64_t> count_of(const json& j, const char* key, const std::stri
   return it->get<int64_t>();
 }
 
+// A count that must also fit troupe's int sizes.
+absl::StatusOr<int> size_of(const json& j, const char* key, const std::string& where,
+                            int64_t fallback = -1) {
+  TROUPE_ASSIGN_OR_RETURN(const int64_t v, count_of(j, key, where, fallback));
+  if (v > (int64_t{1} << 30)) return bad(where, key, absl::StrCat(v, " is too large"));
+  return static_cast<int>(v);
+}
+
 absl::StatusOr<double> real_of(const json& j, const char* key, const std::string& where,
                                double fallback) {
   const auto it = j.find(key);
@@ -93,7 +101,7 @@ absl::Status read_rope_scaling(const json& j, const std::string& where, rope_sca
     TROUPE_ASSIGN_OR_RETURN(out.low_freq_factor, real_of(*it, "low_freq_factor", at, 1.0));
     TROUPE_ASSIGN_OR_RETURN(out.high_freq_factor, real_of(*it, "high_freq_factor", at, 4.0));
     TROUPE_ASSIGN_OR_RETURN(out.original_max_position_embeddings,
-                            count_of(*it, "original_max_position_embeddings", at, 8192));
+                            size_of(*it, "original_max_position_embeddings", at, 8192));
     if (out.high_freq_factor <= out.low_freq_factor) {
       return bad(where, "rope_scaling", "high_freq_factor must exceed low_freq_factor");
     }
@@ -101,41 +109,46 @@ absl::Status read_rope_scaling(const json& j, const std::string& where, rope_sca
   return absl::OkStatus();
 }
 
-absl::Status read_gpt2(const json& j, const std::string& where, hf_model_config& c) {
+absl::Status read_gpt2(const json& j, const std::string& where, gpt_config& c) {
   c.family = decoder_family::gpt2;
-  TROUPE_ASSIGN_OR_RETURN(c.vocab_size, count_of(j, "vocab_size", where));
-  TROUPE_ASSIGN_OR_RETURN(c.hidden_size, count_of(j, "n_embd", where));
-  TROUPE_ASSIGN_OR_RETURN(c.layers, count_of(j, "n_layer", where));
-  TROUPE_ASSIGN_OR_RETURN(c.heads, count_of(j, "n_head", where));
-  TROUPE_ASSIGN_OR_RETURN(c.max_position_embeddings, count_of(j, "n_positions", where));
-  TROUPE_ASSIGN_OR_RETURN(c.intermediate_size, count_of(j, "n_inner", where, 4 * c.hidden_size));
-  TROUPE_ASSIGN_OR_RETURN(c.norm_eps, real_of(j, "layer_norm_epsilon", where, 1e-5));
-  c.kv_heads = c.heads;
-  c.qkv_bias = c.o_bias = true;
+  TROUPE_ASSIGN_OR_RETURN(c.vocab, size_of(j, "vocab_size", where));
+  TROUPE_ASSIGN_OR_RETURN(c.dim, size_of(j, "n_embd", where));
+  TROUPE_ASSIGN_OR_RETURN(c.layers, size_of(j, "n_layer", where));
+  TROUPE_ASSIGN_OR_RETURN(c.heads, size_of(j, "n_head", where));
+  TROUPE_ASSIGN_OR_RETURN(c.ctx, size_of(j, "n_positions", where));
+  TROUPE_ASSIGN_OR_RETURN(const int inner, size_of(j, "n_inner", where, int64_t{4} * c.dim));
+  TROUPE_ASSIGN_OR_RETURN(const double eps, real_of(j, "layer_norm_epsilon", where, 1e-5));
   TROUPE_ASSIGN_OR_RETURN(c.tied_embeddings, flag_of(j, "tie_word_embeddings", where, true));
+  // troupe's GPT-2 is GPT-2 itself: what differs from it is refused, not approximated.
+  if (inner != 4 * c.dim) {
+    return bad(where, "n_inner", absl::StrCat(inner, " is not 4 n_embd (", 4 * c.dim, ")"));
+  }
+  if (eps != 1e-5) return bad(where, "layer_norm_epsilon", absl::StrCat(eps, " is not 1e-05"));
+  if (!c.tied_embeddings)
+    return bad(where, "tie_word_embeddings", "false is not supported for GPT-2");
   const std::string act = j.value("activation_function", std::string("gelu_new"));
   if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
     return bad(where, "activation_function",
                absl::StrCat("'", act, "' is not supported; troupe's GPT-2 uses gelu_new"));
   }
-  if (c.hidden_size % c.heads != 0) {
-    return bad(where, "n_head",
-               absl::StrCat(c.heads, " does not divide n_embd (", c.hidden_size, ")"));
+  if (c.dim % c.heads != 0) {
+    return bad(where, "n_head", absl::StrCat(c.heads, " does not divide n_embd (", c.dim, ")"));
   }
-  c.head_dim = c.hidden_size / c.heads;
   return absl::OkStatus();
 }
 
-absl::Status read_llama(const json& j, const std::string& where, hf_model_config& c) {
+absl::Status read_llama(const json& j, const std::string& where, const std::string& arch,
+                        gpt_config& c) {
   c.family = decoder_family::llama;
-  TROUPE_ASSIGN_OR_RETURN(c.vocab_size, count_of(j, "vocab_size", where));
-  TROUPE_ASSIGN_OR_RETURN(c.hidden_size, count_of(j, "hidden_size", where));
-  TROUPE_ASSIGN_OR_RETURN(c.intermediate_size, count_of(j, "intermediate_size", where));
-  TROUPE_ASSIGN_OR_RETURN(c.layers, count_of(j, "num_hidden_layers", where));
-  TROUPE_ASSIGN_OR_RETURN(c.heads, count_of(j, "num_attention_heads", where));
-  TROUPE_ASSIGN_OR_RETURN(c.kv_heads, count_of(j, "num_key_value_heads", where, c.heads));
-  TROUPE_ASSIGN_OR_RETURN(c.max_position_embeddings, count_of(j, "max_position_embeddings", where));
-  TROUPE_ASSIGN_OR_RETURN(c.norm_eps, real_of(j, "rms_norm_eps", where, 1e-6));
+  TROUPE_ASSIGN_OR_RETURN(c.vocab, size_of(j, "vocab_size", where));
+  TROUPE_ASSIGN_OR_RETURN(c.dim, size_of(j, "hidden_size", where));
+  TROUPE_ASSIGN_OR_RETURN(c.ffn, size_of(j, "intermediate_size", where));
+  TROUPE_ASSIGN_OR_RETURN(c.layers, size_of(j, "num_hidden_layers", where));
+  TROUPE_ASSIGN_OR_RETURN(c.heads, size_of(j, "num_attention_heads", where));
+  TROUPE_ASSIGN_OR_RETURN(c.kv_heads, size_of(j, "num_key_value_heads", where, c.heads));
+  TROUPE_ASSIGN_OR_RETURN(c.ctx, size_of(j, "max_position_embeddings", where));
+  TROUPE_ASSIGN_OR_RETURN(const double eps, real_of(j, "rms_norm_eps", where, 1e-6));
+  c.norm_eps = static_cast<float>(eps);
   TROUPE_ASSIGN_OR_RETURN(c.rope_theta, real_of(j, "rope_theta", where, 10000.0));
   TROUPE_ASSIGN_OR_RETURN(c.tied_embeddings, flag_of(j, "tie_word_embeddings", where, false));
   if (c.heads % c.kv_heads != 0) {
@@ -143,12 +156,12 @@ absl::Status read_llama(const json& j, const std::string& where, hf_model_config
                absl::StrCat(c.kv_heads, " does not divide num_attention_heads (", c.heads, ")"));
   }
   const bool explicit_head_dim = j.contains("head_dim") && !j["head_dim"].is_null();
-  if (!explicit_head_dim && c.hidden_size % c.heads != 0) {
+  if (!explicit_head_dim && c.dim % c.heads != 0) {
     return bad(where, "num_attention_heads",
-               absl::StrCat(c.heads, " does not divide hidden_size (", c.hidden_size,
+               absl::StrCat(c.heads, " does not divide hidden_size (", c.dim,
                             ") and no head_dim is given"));
   }
-  TROUPE_ASSIGN_OR_RETURN(c.head_dim, count_of(j, "head_dim", where, c.hidden_size / c.heads));
+  TROUPE_ASSIGN_OR_RETURN(c.head_dim, size_of(j, "head_dim", where, c.dim / c.heads));
   if (c.head_dim % 2 != 0) {
     return bad(where, "head_dim", absl::StrCat(c.head_dim, " is odd; RoPE rotates pairs"));
   }
@@ -163,13 +176,13 @@ absl::Status read_llama(const json& j, const std::string& where, hf_model_config
   TROUPE_RETURN_IF_ERROR(read_rope_scaling(j, where, c.rope));
   // Qwen 2's projections of queries, keys and values always have biases; Llama's and
   // Qwen 3's all four do when attention_bias says so.
-  if (c.architecture == "Qwen2ForCausalLM") {
+  if (arch == "Qwen2ForCausalLM") {
     c.qkv_bias = true;
   } else {
     TROUPE_ASSIGN_OR_RETURN(c.qkv_bias, flag_of(j, "attention_bias", where, false));
     c.o_bias = c.qkv_bias;
   }
-  c.qk_norm = c.architecture == "Qwen3ForCausalLM";
+  c.qk_norm = arch == "Qwen3ForCausalLM";
   // A sliding window the attention would ignore changes what the model computes past it.
   const auto window = j.find("sliding_window");
   TROUPE_ASSIGN_OR_RETURN(const bool use_window, flag_of(j, "use_sliding_window", where, true));
@@ -178,10 +191,9 @@ absl::Status read_llama(const json& j, const std::string& where, hf_model_config
       return bad(where, "sliding_window",
                  absl::StrCat(window->dump(), " is not a positive whole number"));
     }
-    if (window->get<int64_t>() < c.max_position_embeddings) {
+    if (window->get<int64_t>() < c.ctx) {
       return bad(where, "sliding_window",
-                 absl::StrCat(window->get<int64_t>(), " is below max_position_embeddings (",
-                              c.max_position_embeddings,
+                 absl::StrCat(window->get<int64_t>(), " is below max_position_embeddings (", c.ctx,
                               "); troupe's attention has no sliding window: set sliding_window "
                               "to null, or max_position_embeddings to at most ",
                               window->get<int64_t>()));
@@ -229,9 +241,12 @@ absl::StatusOr<hf_model_config> parse_hf_config(const json& j, const std::string
                             absl::StrJoin(known, ", ")));
   }
   if (c.architecture == "GPT2LMHeadModel") {
-    TROUPE_RETURN_IF_ERROR(read_gpt2(j, where, c));
+    TROUPE_RETURN_IF_ERROR(read_gpt2(j, where, c.model));
   } else {
-    TROUPE_RETURN_IF_ERROR(read_llama(j, where, c));
+    TROUPE_RETURN_IF_ERROR(read_llama(j, where, c.architecture, c.model));
+  }
+  if (const absl::Status valid = c.model.validate(); !valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", valid.message()));
   }
   c.torch_dtype = j.value("torch_dtype", std::string());
   TROUPE_RETURN_IF_ERROR(add_token_ids(j, "eos_token_id", where, c.eos_token_ids));
@@ -239,9 +254,9 @@ absl::StatusOr<hf_model_config> parse_hf_config(const json& j, const std::string
   TROUPE_RETURN_IF_ERROR(add_token_ids(j, "bos_token_id", where, bos));
   if (!bos.empty()) c.bos_token_id = bos.front();
   for (int32_t id : c.eos_token_ids) {
-    if (id >= c.vocab_size) {
+    if (id >= c.model.vocab) {
       return bad(where, "eos_token_id",
-                 absl::StrCat(id, " is outside vocab_size (", c.vocab_size, ")"));
+                 absl::StrCat(id, " is outside vocab_size (", c.model.vocab, ")"));
     }
   }
   return c;
@@ -261,9 +276,9 @@ absl::StatusOr<hf_model_config> load_hf_config(const std::string& model_dir) {
     TROUPE_ASSIGN_OR_RETURN(const json g, read_json(generation));
     TROUPE_RETURN_IF_ERROR(add_token_ids(g, "eos_token_id", generation, c.eos_token_ids));
     for (int32_t id : c.eos_token_ids) {
-      if (id >= c.vocab_size) {
+      if (id >= c.model.vocab) {
         return bad(generation, "eos_token_id",
-                   absl::StrCat(id, " is outside config.json's vocab_size (", c.vocab_size, ")"));
+                   absl::StrCat(id, " is outside config.json's vocab_size (", c.model.vocab, ")"));
       }
     }
   }

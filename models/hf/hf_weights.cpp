@@ -19,10 +19,10 @@ namespace {
 namespace fs = std::filesystem;
 
 // The config values a spec's shape comes from, for the message about a misshapen tensor.
-std::string shape_origin(const hf_model_config& c) {
-  return absl::StrCat("vocab_size ", c.vocab_size, ", hidden_size ", c.hidden_size,
-                      ", intermediate_size ", c.intermediate_size, ", heads ", c.heads,
-                      ", key/value heads ", c.kv_heads, ", head_dim ", c.head_dim);
+std::string shape_origin(const gpt_config& c) {
+  return absl::StrCat("vocab_size ", c.vocab, ", hidden_size ", c.dim, ", intermediate_size ",
+                      c.ffn_width(), ", heads ", c.heads, ", key/value heads ", c.kv_head_count(),
+                      ", head_dim ", c.head_size());
 }
 
 // Checkpoint entries that are buffers, not weights.
@@ -33,7 +33,7 @@ bool is_buffer(const std::string& name) {
 
 // GPT2LMHeadModel's checkpoints name the trunk "transformer.*"; troupe's specs name it as
 // GPT2Model does.
-std::string canonical_name(const hf_model_config& c, const std::string& name) {
+std::string canonical_name(const gpt_config& c, const std::string& name) {
   if (c.family == decoder_family::gpt2 && absl::StartsWith(name, "transformer.")) {
     return name.substr(std::string("transformer.").size());
   }
@@ -56,12 +56,12 @@ absl::StatusOr<nlohmann::json> read_index(const std::string& path) {
 
 }  // namespace
 
-std::vector<hf_tensor_spec> hf_tensor_specs(const hf_model_config& c) {
+std::vector<hf_tensor_spec> hf_tensor_specs(const gpt_config& c) {
   std::vector<hf_tensor_spec> out;
-  const int64_t C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
+  const int64_t C = c.dim, F = c.ffn_width(), V = c.vocab;
   if (c.family == decoder_family::gpt2) {
     out.push_back({"wte.weight", {V, C}});
-    out.push_back({"wpe.weight", {c.max_position_embeddings, C}});
+    out.push_back({"wpe.weight", {c.ctx, C}});
     for (int64_t l = 0; l < c.layers; ++l) {
       const std::string p = absl::StrCat("h.", l, ".");
       out.push_back({p + "ln_1.weight", {C}});
@@ -82,7 +82,7 @@ std::vector<hf_tensor_spec> hf_tensor_specs(const hf_model_config& c) {
     if (!c.tied_embeddings) out.push_back({"lm_head.weight", {V, C}});
     return out;
   }
-  const int64_t Q = c.heads * c.head_dim, KV = c.kv_heads * c.head_dim;
+  const int64_t Q = c.q_width(), KV = c.kv_width(), D = c.head_size();
   out.push_back({"model.embed_tokens.weight", {V, C}});
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
@@ -96,8 +96,8 @@ std::vector<hf_tensor_spec> hf_tensor_specs(const hf_model_config& c) {
     out.push_back({p + "self_attn.o_proj.weight", {C, Q}});
     if (c.o_bias) out.push_back({p + "self_attn.o_proj.bias", {C}});
     if (c.qk_norm) {
-      out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
-      out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+      out.push_back({p + "self_attn.q_norm.weight", {D}});
+      out.push_back({p + "self_attn.k_norm.weight", {D}});
     }
     out.push_back({p + "post_attention_layernorm.weight", {C}});
     out.push_back({p + "mlp.gate_proj.weight", {F, C}});
@@ -110,7 +110,8 @@ std::vector<hf_tensor_spec> hf_tensor_specs(const hf_model_config& c) {
 }
 
 absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_dir,
-                                                      const hf_model_config& config) {
+                                                      const hf_model_config& hf) {
+  const gpt_config& config = hf.model;
   // Which files to read: the index's shards, or the one file.
   const std::string single = model_dir + "/model.safetensors";
   const std::string index_path = model_dir + "/model.safetensors.index.json";
@@ -158,7 +159,7 @@ absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_d
       if (it == wanted.end()) {
         if (name == "lm_head.weight" && config.tied_embeddings) continue;  // the tied copy
         return absl::InvalidArgumentError(absl::StrCat(
-            path, ": tensor '", e.name, "' is not part of a ", config.architecture,
+            path, ": tensor '", e.name, "' is not part of a ", hf.architecture,
             " with this config.json (do the config and the weights belong together?)"));
       }
       const hf_tensor_spec& spec = specs[it->second];
@@ -188,7 +189,7 @@ absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_d
           model_dir, ": tensor '", specs[i].name, "' is missing",
           at != indexed.end() ? absl::StrCat(" from ", at->second, ", where the index puts it")
                               : absl::StrCat(" (config.json says ", config.layers, " layers of a ",
-                                             config.architecture, ")")));
+                                             hf.architecture, ")")));
     }
     out.tensors.emplace_back(specs[i].name, std::move(found[i]));
   }

@@ -105,5 +105,38 @@ TEST(Attention, CachedAttentionEqualsTheMatchingFullRowsBitForBit) {
   }
 }
 
+// Grouped-query attention: kv_heads key/value heads, each shared by heads / kv_heads query
+// heads, gives the bits of plain attention over the same keys repeated for each query head
+// (transformers' repeat_kv).
+TEST(CachedAttention, GroupedQueryAttentionEqualsRepeatedKeysAndValues) {
+  const int heads = 6, kv_heads = 2, hd = 8, dim = heads * hd, kv = kv_heads * hd;
+  const int n = 13, queries = 4, first = n - queries;
+  const auto q = random_values(int64_t{queries} * dim, 3, -2, 2);
+  const auto k = random_values(int64_t{n} * kv, 4, -2, 2);
+  const auto v = random_values(int64_t{n} * kv, 5, -2, 2);
+  std::vector<float> k_rep(int64_t{n} * dim), v_rep(int64_t{n} * dim);
+  for (int p = 0; p < n; ++p) {
+    for (int h = 0; h < heads; ++h) {
+      for (int i = 0; i < hd; ++i) {
+        k_rep[p * dim + h * hd + i] = k[p * kv + (h / (heads / kv_heads)) * hd + i];
+        v_rep[p * dim + h * hd + i] = v[p * kv + (h / (heads / kv_heads)) * hd + i];
+      }
+    }
+  }
+  std::vector<const float*> keys, values, keys_rep, values_rep;
+  for (int p = 0; p < n; ++p) {
+    keys.push_back(&k[p * kv]);
+    values.push_back(&v[p * kv]);
+    keys_rep.push_back(&k_rep[p * dim]);
+    values_rep.push_back(&v_rep[p * dim]);
+  }
+  std::vector<float> grouped(queries * dim), repeated(queries * dim);
+  cpu::cached_attention_forward(grouped.data(), q.data(), dim, keys.data(), values.data(), queries,
+                                first, dim, heads, kv_heads);
+  cpu::cached_attention_forward(repeated.data(), q.data(), dim, keys_rep.data(), values_rep.data(),
+                                queries, first, dim, heads);
+  EXPECT_EQ(grouped, repeated);
+}
+
 }  // namespace
 }  // namespace troupe::kernels

@@ -43,13 +43,13 @@ std::string refusal(const json& j) {
 TEST(HfConfig, ReadsQwen3) {
   const auto c = parse_hf_config(qwen3(), "m/config.json");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->family, decoder_family::llama);
-  EXPECT_EQ(c->head_dim, 32);  // explicit: 4 heads x 32 = 128, not hidden_size
-  EXPECT_EQ(c->kv_heads, 2);
-  EXPECT_TRUE(c->qk_norm);
-  EXPECT_FALSE(c->qkv_bias);
-  EXPECT_TRUE(c->tied_embeddings);
-  EXPECT_EQ(c->rope_theta, 1e6);
+  EXPECT_EQ(c->model.family, decoder_family::llama);
+  EXPECT_EQ(c->model.head_dim, 32);  // explicit: 4 heads x 32 = 128, not hidden_size
+  EXPECT_EQ(c->model.kv_heads, 2);
+  EXPECT_TRUE(c->model.qk_norm);
+  EXPECT_FALSE(c->model.qkv_bias);
+  EXPECT_TRUE(c->model.tied_embeddings);
+  EXPECT_EQ(c->model.rope_theta, 1e6);
   EXPECT_EQ(c->eos_token_ids, std::vector<int32_t>{151645});
 }
 
@@ -65,10 +65,10 @@ TEST(HfConfig, ReadsEachFamilysConventions) {
   llama["eos_token_id"] = {128001, 128008, 128009};
   auto c = parse_hf_config(llama, "m/config.json");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->head_dim, 16);  // hidden_size / heads
-  EXPECT_FALSE(c->qk_norm);
-  EXPECT_EQ(c->rope.type, rope_scaling::kind::llama3);
-  EXPECT_EQ(c->rope.factor, 8.0);
+  EXPECT_EQ(c->model.head_dim, 16);  // hidden_size / heads
+  EXPECT_FALSE(c->model.qk_norm);
+  EXPECT_EQ(c->model.rope.type, rope_scaling::kind::llama3);
+  EXPECT_EQ(c->model.rope.factor, 8.0);
   EXPECT_EQ(c->eos_token_ids.size(), 3u);
 
   json qwen2 = llama;
@@ -77,8 +77,8 @@ TEST(HfConfig, ReadsEachFamilysConventions) {
   qwen2["sliding_window"] = 32;  // ignored: use_sliding_window is false
   c = parse_hf_config(qwen2, "m/config.json");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_TRUE(c->qkv_bias);
-  EXPECT_FALSE(c->o_bias);
+  EXPECT_TRUE(c->model.qkv_bias);
+  EXPECT_FALSE(c->model.o_bias);
 
   const json gpt2 = {{"architectures", {"GPT2LMHeadModel"}},
                      {"vocab_size", 256},
@@ -88,10 +88,10 @@ TEST(HfConfig, ReadsEachFamilysConventions) {
                      {"n_positions", 128}};
   c = parse_hf_config(gpt2, "m/config.json");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->family, decoder_family::gpt2);
-  EXPECT_EQ(c->intermediate_size, 256);
-  EXPECT_TRUE(c->tied_embeddings);
-  EXPECT_TRUE(c->qkv_bias && c->o_bias);
+  EXPECT_EQ(c->model.family, decoder_family::gpt2);
+  EXPECT_EQ(c->model.ffn_width(), 256);
+  EXPECT_TRUE(c->model.tied_embeddings);
+  EXPECT_EQ(c->model.head_size(), 16);
 }
 
 TEST(HfConfig, RefusesWhatTheFamilyCannotHonourByKeyAndValue) {

@@ -32,7 +32,7 @@ hf_model_config tiny_qwen3() {
 // Each spec's tensor, element i of tensor k being k + i / 1000 (exact in bf16 for small ones).
 tensor::named_tensors weights_of(const hf_model_config& c, tensor::dtype type) {
   tensor::named_tensors out;
-  const auto specs = hf_tensor_specs(c);
+  const auto specs = hf_tensor_specs(c.model);
   for (size_t k = 0; k < specs.size(); ++k) {
     tensor::tensor t = tensor::tensor::host(specs[k].shape, type);
     for (int64_t i = 0; i < t.numel(); ++i) {
@@ -77,7 +77,7 @@ std::string error_of(const std::string& dir, const hf_model_config& c) {
 }
 
 TEST(HfWeights, SpecsFollowHfNamesAndShapes) {
-  const auto specs = hf_tensor_specs(tiny_qwen3());
+  const auto specs = hf_tensor_specs(tiny_qwen3().model);
   ASSERT_EQ(specs.size(), 1 + 2 * 11 + 1u);  // tied: no lm_head
   EXPECT_EQ(specs[0].name, "model.embed_tokens.weight");
   EXPECT_EQ(specs[2].name, "model.layers.0.self_attn.q_proj.weight");
@@ -95,7 +95,7 @@ TEST(HfWeights, ReadsOneFileOrShardsInF32Bf16AndF16) {
           .ok());
   auto w = read_hf_weights(one.path().string(), c);
   ASSERT_TRUE(w.ok()) << w.status();
-  EXPECT_EQ(w->tensors.size(), hf_tensor_specs(c).size());
+  EXPECT_EQ(w->tensors.size(), hf_tensor_specs(c.model).size());
   EXPECT_EQ((*w->get("model.norm.weight")).data<float>()[3], 23.375f);
 
   // Two bf16 shards and their index, the output head's tied copy among them.
@@ -122,9 +122,9 @@ TEST(HfWeights, ReadsOneFileOrShardsInF32Bf16AndF16) {
 
   // F16, which only other tools write.
   hf_model_config small = c;
-  small.layers = 0;
-  small.vocab_size = 2;
-  small.hidden_size = 2;
+  small.model.layers = 0;
+  small.model.vocab = 2;
+  small.model.dim = 2;
   testing::temp_dir half;
   const uint16_t embed[] = {0x3C00, 0xC000, 0x3800, 0x0000};  // 1, -2, 0.5, 0
   const uint16_t norm[] = {0x3C00, 0x3C00};

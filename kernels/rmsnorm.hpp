@@ -1,0 +1,15 @@
+#pragma once
+
+// RMSNorm (the Llama family's norm): out = in / sqrt(mean(in^2) + eps) * weight, per row, in
+// f32 as Hugging Face's LlamaRMSNorm computes it.
+
+#include <cstdint>
+
+namespace troupe::kernels::cpu {
+
+/// Rows of `dim` floats (row stride `dim` for in and out; they may alias). `rstd` [rows] gets
+/// each row's 1 / sqrt(mean + eps) for backward, or is null.
+void rmsnorm_forward(float* out, float* rstd, const float* in, const float* weight, int64_t rows,
+                     int dim, float eps);
+
+}  // namespace troupe::kernels::cpu

@@ -1,0 +1,122 @@
+// troupe's decoder on random-weight Hugging Face checkpoints of the Llama family against an
+// independent forward pass written in PyTorch from Hugging Face's modeling conventions
+// (hf_reference_model.py, Debian's python3-torch): the logits at every position within 1e-4
+// of the largest, and greedy continuations identical. Each checkpoint is written by that
+// script in HF's own layout (config.json, safetensors, shards and index), read by troupe
+// through read_hf_weights.
+
+#include <cmath>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "models/gpt/gpt_cpu_decoder.hpp"
+#include "models/hf/hf_weights.hpp"
+#include "nlohmann/json.hpp"
+#include "tests/support/subprocess.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace troupe::models {
+namespace {
+
+const std::string script =
+    std::string(TROUPE_SOURCE_DIR) + "/tests/models/hf/hf_reference_model.py";
+
+struct checkpoint_case {
+  std::string arch, dtype;
+  int shards;
+};
+
+void PrintTo(const checkpoint_case& c, std::ostream* os) {
+  *os << c.arch << "/" << c.dtype << "/" << c.shards;
+}
+
+class HfModel : public ::testing::TestWithParam<checkpoint_case> {};
+
+void run_python(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"/usr/bin/python3", script};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const auto r = troupe::testing::run(argv, std::chrono::seconds(300));
+  ASSERT_EQ(r.exit_code, 0) << r.err << " (python3-torch comes with scripts/setup.sh)";
+}
+
+// The largest difference over the largest magnitude of the reference's logits.
+double relative_error(const float* ours, const std::vector<float>& theirs) {
+  double diff = 0, scale = 0;
+  for (size_t v = 0; v < theirs.size(); ++v) {
+    diff = std::max(diff, std::abs(static_cast<double>(ours[v]) - theirs[v]));
+    scale = std::max(scale, std::abs(static_cast<double>(theirs[v])));
+  }
+  return diff / std::max(scale, 1.0);
+}
+
+TEST_P(HfModel, LogitsAndGreedyTokensEqualThePyTorchReference) {
+  const checkpoint_case& param = GetParam();
+  troupe::testing::temp_dir dir;
+  const std::string model = dir.file("model");
+  ASSERT_NO_FATAL_FAILURE(run_python({"make", param.arch, model, "--dtype", param.dtype, "--shards",
+                                      std::to_string(param.shards), "--seed", "3"}));
+  const std::vector<int32_t> prompt = {5, 17, 3, 88, 41, 9, 60, 23, 77, 12, 4};
+  std::string tokens;
+  for (int32_t t : prompt)
+    absl::StrAppend(&tokens, tokens.empty() ? "" : ",", t);
+  const int generate = 8;
+  ASSERT_NO_FATAL_FAILURE(run_python({"forward", model, tokens, dir.file("reference.json"),
+                                      "--generate", std::to_string(generate)}));
+  std::ifstream in(dir.file("reference.json"));
+  const nlohmann::json reference = nlohmann::json::parse(in);
+
+  auto config = load_hf_config(model);
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto weights = read_hf_weights(model, *config);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  const gpt_layout layout(config->model, layer_range::all(config->model));
+  std::vector<float> params(layout.total());
+  ASSERT_TRUE(layout.from_named(*weights, params.data()).ok());
+  const int V = config->model.vocab, block = 4, blocks = 16;
+  std::vector<float> logits(V);
+
+  // One token at a time: the logits after each position.
+  {
+    gpt_cpu_decoder decoder(layout, params.data(), 64, blocks, block);
+    std::vector<int32_t> table(blocks);
+    for (int b = 0; b < blocks; ++b)
+      table[b] = blocks - 1 - b;  // not in order: the cache is paged
+    for (size_t t = 0; t < prompt.size(); ++t) {
+      const decode_request r{&prompt[t], 1, static_cast<int>(t), table.data(), blocks};
+      ASSERT_TRUE(decoder.forward({&r, 1}, logits.data()).ok());
+      const auto expected = reference["logits"][t].get<std::vector<float>>();
+      EXPECT_LT(relative_error(logits.data(), expected), 1e-4) << "position " << t;
+    }
+  }
+  // The prompt as one prefill chunk, then greedy decoding.
+  gpt_cpu_decoder decoder(layout, params.data(), 64, blocks, block);
+  std::vector<int32_t> table(blocks);
+  for (int b = 0; b < blocks; ++b)
+    table[b] = b;
+  decode_request r{prompt.data(), static_cast<int>(prompt.size()), 0, table.data(), blocks};
+  ASSERT_TRUE(decoder.forward({&r, 1}, logits.data()).ok());
+  EXPECT_LT(relative_error(logits.data(), reference["logits"].back().get<std::vector<float>>()),
+            1e-4);
+  std::vector<int32_t> generated;
+  int position = static_cast<int>(prompt.size());
+  for (int i = 0; i < generate; ++i) {
+    const int32_t next =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    generated.push_back(next);
+    const decode_request step{&generated.back(), 1, position++, table.data(), blocks};
+    ASSERT_TRUE(decoder.forward({&step, 1}, logits.data()).ok());
+  }
+  EXPECT_EQ(generated, reference["generated"].get<std::vector<int32_t>>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, HfModel,
+                         ::testing::Values(checkpoint_case{"llama", "f32", 1},
+                                           checkpoint_case{"mistral", "f32", 1},
+                                           checkpoint_case{"qwen2", "bf16", 1},
+                                           checkpoint_case{"qwen3", "bf16", 2}),
+                         [](const auto& info) { return info.param.arch; });
+
+}  // namespace
+}  // namespace troupe::models
