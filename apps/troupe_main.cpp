@@ -60,6 +60,25 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--step", export_run.step,
                          "Checkpoint step (default: the newest that reads cleanly)");
 
+  tokenizer_train_args tokenizer_train;
+  auto* tokenizer_cmd = app.add_subcommand("tokenizer", "Make tokenizers");
+  tokenizer_cmd->require_subcommand(1);
+  auto* tokenizer_train_cmd = tokenizer_cmd->add_subcommand(
+      "train", "Train a byte-level BPE on a text corpus; write a Hugging Face tokenizer.json");
+  tokenizer_train_cmd
+      ->add_option("corpus", tokenizer_train.corpus,
+                   "A text file, or a directory of them (records split at lines of '%')")
+      ->required();
+  tokenizer_train_cmd->add_option("--vocab-size", tokenizer_train.vocab_size, "Ids in all")
+      ->capture_default_str();
+  tokenizer_train_cmd
+      ->add_option("--min-frequency", tokenizer_train.min_frequency,
+                   "Merge only pairs seen at least this often")
+      ->capture_default_str();
+  tokenizer_train_cmd->add_option("--special", tokenizer_train.special_tokens,
+                                  "Special tokens, given the first ids (default <|endoftext|>)");
+  tokenizer_train_cmd->add_option("--out", tokenizer_train.out, "Output directory")->required();
+
   data_args data;
   auto* data_cmd = app.add_subcommand("data", "Write data sets the apps train on");
   data_cmd->require_subcommand(1);
@@ -207,6 +226,7 @@ int main(int argc, char** argv) {
   if (*data_prefs_cmd) return data_preferences_command(prefs);
   if (*eval_cmd) return eval_command(evaluation);
   if (*export_cmd) return export_command(export_run);
+  if (*tokenizer_train_cmd) return tokenizer_train_command(tokenizer_train);
   if (*head_cmd) {
     if (!head_app.config.empty()) head.app = head_app;
     return head_command(head);

@@ -19,6 +19,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_split.h"
+#include "actors/text_source.hpp"
 #include "bench/bench_process.hpp"
 #include "bench/bench_report.hpp"
 #include "models/tokenizer/tokenizer.hpp"
@@ -31,24 +32,20 @@ using troupe::tokenizers::tokenizer;
 const std::string reference_dir =
     std::string(TROUPE_SOURCE_DIR) + "/tests/models/tokenizer/reference";
 
+// Every fortune, read as the text source reads the fortunes package.
 std::vector<std::string> fortunes() {
   std::vector<std::string> out;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator("/usr/share/games/fortunes"))
-    if (e.is_regular_file() && !e.path().has_extension()) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
+  const auto files = troupe::actors::text_files("/usr/share/games/fortunes");
+  if (!files.ok()) {
+    std::fprintf(stderr, "tokenizer_bench: %s (scripts/setup.sh installs fortunes)\n",
+                 std::string(files.status().message()).c_str());
+    std::exit(1);
+  }
+  for (const auto& f : *files) {
     std::ifstream in(f);
-    std::string line, record;
-    while (std::getline(in, line)) {
-      if (line == "%") {
-        if (!record.empty()) out.push_back(record);
-        record.clear();
-      } else {
-        record += line + "\n";
-      }
-    }
-    if (!record.empty()) out.push_back(record);
+    std::ostringstream text;
+    text << in.rdbuf();
+    troupe::actors::split_records(text.str(), "%", out);
   }
   return out;
 }

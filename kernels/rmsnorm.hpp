@@ -11,5 +11,9 @@ namespace troupe::kernels::cpu {
 /// each row's 1 / sqrt(mean + eps) for backward, or is null.
 void rmsnorm_forward(float* out, float* rstd, const float* in, const float* weight, int64_t rows,
                      int dim, float eps);
+/// din += d/din and dweight += d/dweight (its column sums in row order), from the forward's
+/// rstd.
+void rmsnorm_backward(float* din, float* dweight, const float* dout, const float* in,
+                      const float* weight, const float* rstd, int64_t rows, int dim);
 
 }  // namespace troupe::kernels::cpu

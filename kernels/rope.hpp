@@ -13,5 +13,9 @@ namespace troupe::kernels::cpu {
 /// entries. The angle is computed in f32 and its cosine and sine rounded to f32, as HF does.
 void rope_forward(float* x, int64_t stride, const int32_t* positions, int64_t rows, int heads,
                   int head_dim, const float* inv_freq);
+/// The gradient through rope_forward, in place: each pair turned back by the same angle (a
+/// rotation's transpose is its inverse).
+void rope_backward(float* dx, int64_t stride, const int32_t* positions, int64_t rows, int heads,
+                   int head_dim, const float* inv_freq);
 
 }  // namespace troupe::kernels::cpu

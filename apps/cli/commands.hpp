@@ -149,6 +149,19 @@ struct export_args {
 /// config.json) in `out`.
 [[nodiscard]] int export_command(const export_args& args);
 
+/// Arguments of `troupe tokenizer train`.
+struct tokenizer_train_args {
+  std::string corpus;  ///< a text file, or a directory of them (the fortunes package's layout)
+  std::string out;
+  int vocab_size = 4096;
+  int min_frequency = 2;
+  std::vector<std::string> special_tokens = {"<|endoftext|>"};
+};
+
+/// `troupe tokenizer train CORPUS --vocab-size N --out DIR`: a byte-level BPE trained on the
+/// corpus, written as DIR/tokenizer.json (Hugging Face's format) and DIR/tokenizer_config.json.
+[[nodiscard]] int tokenizer_train_command(const tokenizer_train_args& args);
+
 /// `troupe data sft CONFIG`: supervised examples of an RLHF config's task (rlhf.task), one JSON
 /// line {"prompt", "response"} each, for pretrain.data.format sft.
 struct data_args : config_args {

@@ -21,4 +21,25 @@ void rmsnorm_forward(float* out, float* rstd, const float* in, const float* weig
   }
 }
 
+void rmsnorm_backward(float* din, float* dweight, const float* dout, const float* in,
+                      const float* weight, const float* rstd, int64_t rows, int dim) {
+  // y = w x s with s = (mean(x^2) + eps)^-1/2: dx = s (w dy) - s^3 / dim x sum(w dy x).
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = in + r * dim;
+    const float* dy = dout + r * dim;
+    float* dx = din + r * dim;
+    const float s = rstd[r];
+    float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+    for (int i = 0; i < dim; ++i)
+      dot += weight[i] * dy[i] * x[i];
+    const float c = s * s * s * dot / static_cast<float>(dim);
+#pragma omp simd
+    for (int i = 0; i < dim; ++i) {
+      dx[i] += s * weight[i] * dy[i] - c * x[i];
+      dweight[i] += dy[i] * x[i] * s;
+    }
+  }
+}
+
 }  // namespace troupe::kernels::cpu

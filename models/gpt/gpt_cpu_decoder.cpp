@@ -26,13 +26,13 @@ std::vector<size_t> decode_group_bounds(std::span<const decode_request> requests
   // V C for its head row, and per block about (3 + 2 count) C a key for gathering its keys and
   // values and attending to them.
   const int64_t C = config.dim, mlp_matrices = config.family == decoder_family::gpt2 ? 2 : 3;
-  const int64_t gemm = (C * (config.q_width() + 2 * config.kv_width()) + config.q_width() * C +
-                        mlp_matrices * C * config.ffn_width()) /
-                       C;
+  const int64_t gemm_work = (C * (config.q_width() + 2 * config.kv_width()) + config.q_width() * C +
+                             mlp_matrices * C * config.ffn_width()) /
+                            C;
   std::vector<int64_t> done = {0};  // the work of requests [0, i)
   for (const auto& r : requests) {
     const int64_t keys = r.first_position + r.count;
-    done.push_back(done.back() + gemm * config.layers * r.count + config.vocab +
+    done.push_back(done.back() + gemm_work * config.layers * r.count + config.vocab +
                    int64_t{config.layers} * keys * (3 + 2 * r.count));
   }
   // Bound k is the prefix whose work is nearest k / groups of the whole.

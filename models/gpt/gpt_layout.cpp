@@ -9,6 +9,16 @@
 
 namespace troupe::models {
 
+namespace {
+
+// A block's tensors in the whole model's order (what seeds each one's initialisation): GPT-2's
+// twelve; the Llama family's fifteen, counting its optional biases and q/k norms whether the
+// config has them or not.
+constexpr int64_t gpt2_tensors_per_block = 12;
+constexpr int64_t llama_tensors_per_block = 15;
+
+}  // namespace
+
 tensor_split tensor_split_of(const std::string& name) {
   // GPT-2 (Conv1D weights [in, out]).
   if (name.ends_with("attn.c_attn.weight") || name.ends_with("attn.c_attn.bias")) return {1, 3};
@@ -56,7 +66,7 @@ gpt_layout::gpt_layout(const gpt_config& config, layer_range range, gpt_head hea
   const bool lm_head = range.has_head(config) && head == gpt_head::lm;
   const bool gpt2 = config.family == decoder_family::gpt2;
   // The whole model's order: the embeddings, each block's tensors, the final norm, the head.
-  const int64_t per_block = gpt2 ? 12 : 13;
+  const int64_t per_block = gpt2 ? gpt2_tensors_per_block : llama_tensors_per_block;
   const int64_t head_index = 2 + per_block * int64_t{config.layers};
   const bool embedding_here = range.has_embedding() || (lm_head && config.tied_embeddings);
   if (embedding_here) {
@@ -86,7 +96,7 @@ gpt_layout::gpt_layout(const gpt_config& config, layer_range range, gpt_head hea
 void gpt_layout::add_gpt2_block(int l) {
   const int64_t C = config_.dim;
   const std::string p = absl::StrCat("h.", l, ".");
-  int64_t index = 2 + 12 * int64_t{l};
+  int64_t index = 2 + gpt2_tensors_per_block * int64_t{l};
   block_offsets b;
   b.ln1_w = add(p + "ln_1.weight", {C}, false, index++);
   b.ln1_b = add(p + "ln_1.bias", {C}, false, index++);
@@ -108,7 +118,7 @@ void gpt_layout::add_llama_block(int l) {
   const int64_t C = c.dim, Q = c.q_width(), KV = c.kv_width(), F = c.ffn_width();
   const std::string p = absl::StrCat("model.layers.", l, ".");
   // Hugging Face's order; input_layernorm first, where backward_buckets starts a block.
-  int64_t index = 2 + 13 * int64_t{l};
+  int64_t index = 2 + llama_tensors_per_block * int64_t{l};
   block_offsets b;
   b.ln1_w = add(p + "input_layernorm.weight", {C}, false, index++);
   b.q_w = add(p + "self_attn.q_proj.weight", {Q, C}, true, index++);

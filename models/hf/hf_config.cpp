@@ -285,4 +285,68 @@ absl::StatusOr<hf_model_config> load_hf_config(const std::string& model_dir) {
   return c;
 }
 
+std::string model_type_of(const std::string& architecture) {
+  if (architecture == "GPT2LMHeadModel") return "gpt2";
+  if (architecture == "MistralForCausalLM") return "mistral";
+  if (architecture == "Qwen2ForCausalLM") return "qwen2";
+  if (architecture == "Qwen3ForCausalLM") return "qwen3";
+  return "llama";
+}
+
+json to_hf_config_json(const hf_model_config& hf) {
+  const gpt_config& c = hf.model;
+  json j = {{"architectures", {hf.architecture}},
+            {"model_type", model_type_of(hf.architecture)},
+            {"vocab_size", c.vocab}};
+  if (c.family == decoder_family::gpt2) {
+    j.update({{"n_positions", c.ctx},
+              {"n_ctx", c.ctx},
+              {"n_embd", c.dim},
+              {"n_layer", c.layers},
+              {"n_head", c.heads},
+              {"n_inner", nullptr},
+              {"activation_function", "gelu_new"},
+              {"layer_norm_epsilon", 1e-5},
+              {"tie_word_embeddings", true}});
+  } else {
+    j.update({{"hidden_size", c.dim},
+              {"intermediate_size", c.ffn_width()},
+              {"num_hidden_layers", c.layers},
+              {"num_attention_heads", c.heads},
+              {"num_key_value_heads", c.kv_head_count()},
+              {"head_dim", c.head_size()},
+              {"max_position_embeddings", c.ctx},
+              {"rms_norm_eps", c.norm_eps},
+              {"rope_theta", c.rope_theta},
+              {"hidden_act", "silu"},
+              {"tie_word_embeddings", c.tied_embeddings}});
+    if (c.rope.type == rope_scaling::kind::none) {
+      j["rope_scaling"] = nullptr;
+    } else if (c.rope.type == rope_scaling::kind::linear) {
+      j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", c.rope.factor}};
+    } else {
+      j["rope_scaling"] = {
+          {"rope_type", "llama3"},
+          {"factor", c.rope.factor},
+          {"low_freq_factor", c.rope.low_freq_factor},
+          {"high_freq_factor", c.rope.high_freq_factor},
+          {"original_max_position_embeddings", c.rope.original_max_position_embeddings}};
+    }
+    // Qwen 2's q/k/v biases are implied by its architecture; the others say attention_bias.
+    if (hf.architecture != "Qwen2ForCausalLM") j["attention_bias"] = c.qkv_bias;
+    j["sliding_window"] = nullptr;
+    if (hf.architecture == "Qwen2ForCausalLM" || hf.architecture == "Qwen3ForCausalLM") {
+      j["use_sliding_window"] = false;
+    }
+  }
+  j["torch_dtype"] = hf.torch_dtype.empty() ? "float32" : hf.torch_dtype;
+  if (hf.bos_token_id >= 0) j["bos_token_id"] = hf.bos_token_id;
+  if (hf.eos_token_ids.size() == 1) {
+    j["eos_token_id"] = hf.eos_token_ids[0];
+  } else if (!hf.eos_token_ids.empty()) {
+    j["eos_token_id"] = hf.eos_token_ids;
+  }
+  return j;
+}
+
 }  // namespace troupe::models

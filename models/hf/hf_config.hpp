@@ -37,4 +37,11 @@ struct hf_model_config {
 /// eos_token_id list joins the config's). NOT_FOUND naming the file when config.json is absent.
 [[nodiscard]] absl::StatusOr<hf_model_config> load_hf_config(const std::string& model_dir);
 
+/// The config.json of `config` as transformers writes one for its architecture (the inverse of
+/// parse_hf_config: parsing it gives `config` back).
+[[nodiscard]] nlohmann::json to_hf_config_json(const hf_model_config& config);
+
+/// The model_type of an architecture ("llama", "qwen3", ...).
+[[nodiscard]] std::string model_type_of(const std::string& architecture);
+
 }  // namespace troupe::models

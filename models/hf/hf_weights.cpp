@@ -196,4 +196,52 @@ absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_d
   return out;
 }
 
+absl::Status write_hf_model(const std::string& out_dir, const hf_model_config& config,
+                            const tensor::named_tensors& weights, tensor::dtype dtype) {
+  if (dtype != tensor::dtype::f32 && dtype != tensor::dtype::bf16) {
+    return absl::InvalidArgumentError("Hugging Face weights are written in f32 or bf16");
+  }
+  const std::vector<hf_tensor_spec> specs = hf_tensor_specs(config.model);
+  if (weights.tensors.size() != specs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", config.architecture,
+                                                   " of this config has ", specs.size(),
+                                                   " tensors, not ", weights.tensors.size()));
+  }
+  tensor::named_tensors out;
+  out.metadata = {{"format", "pt"}};
+  for (const hf_tensor_spec& spec : specs) {
+    TROUPE_ASSIGN_OR_RETURN(const tensor::tensor t, weights.get(spec.name));
+    if (t.shape() != spec.shape || t.type() != tensor::dtype::f32) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", spec.name, "' is ",
+                                                     t.description(), "; the model needs f32",
+                                                     tensor::shape_string(spec.shape)));
+    }
+    TROUPE_ASSIGN_OR_RETURN(const tensor::tensor host, t.to(tensor::device::cpu()));
+    if (dtype == tensor::dtype::f32) {
+      out.tensors.emplace_back(spec.name, host);
+      continue;
+    }
+    tensor::tensor b = tensor::tensor::host(spec.shape, tensor::dtype::bf16);
+    for (int64_t i = 0; i < host.numel(); ++i)
+      b.data<tensor::bf16>()[i] = tensor::bf16(host.data<float>()[i]);
+    out.tensors.emplace_back(spec.name, std::move(b));
+  }
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat(out_dir, ": cannot create: ", ec.message()));
+  TROUPE_RETURN_IF_ERROR(tensor::write_safetensors(out_dir + "/model.safetensors", out));
+  hf_model_config written = config;
+  written.torch_dtype = dtype == tensor::dtype::bf16 ? "bfloat16" : "float32";
+  nlohmann::json generation = nlohmann::json::object();
+  if (config.bos_token_id >= 0) generation["bos_token_id"] = config.bos_token_id;
+  if (!config.eos_token_ids.empty()) generation["eos_token_id"] = config.eos_token_ids;
+  for (const auto& [file, j] : {std::pair{std::string("config.json"), to_hf_config_json(written)},
+                                {std::string("generation_config.json"), generation}}) {
+    std::ofstream f(out_dir + "/" + file, std::ios::trunc);
+    f << j.dump(2) << "\n";
+    if (!f) return absl::DataLossError(absl::StrCat(out_dir, "/", file, ": write failed"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace troupe::models

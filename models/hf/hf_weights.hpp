@@ -34,4 +34,13 @@ struct hf_tensor_spec {
 [[nodiscard]] absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_dir,
                                                                     const hf_model_config& config);
 
+/// Writes a model in Hugging Face's layout to `out_dir` (created if need be): config.json
+/// (to_hf_config_json), generation_config.json (its stop tokens) and model.safetensors with
+/// `weights` (f32 host tensors under hf_tensor_specs' names and shapes, every one of them and
+/// no other) in `dtype` (f32, or bf16 rounded to nearest even). An error names a missing,
+/// extra or misshapen tensor, or the file that could not be written.
+[[nodiscard]] absl::Status write_hf_model(const std::string& out_dir, const hf_model_config& config,
+                                          const tensor::named_tensors& weights,
+                                          tensor::dtype dtype = tensor::dtype::f32);
+
 }  // namespace troupe::models

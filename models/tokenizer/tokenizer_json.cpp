@@ -87,6 +87,18 @@ absl::StatusOr<std::string> type_of(const json& j, const place& at) {
   return string_of(j, "type", at);
 }
 
+// A "Sequence": each entry of the list at `key` read into `out` by `read`.
+template <class Step>
+absl::Status read_sequence(const json& j, const char* key, const place& at,
+                           absl::Status (*read)(const json&, const place&, std::vector<Step>&),
+                           std::vector<Step>& out) {
+  TROUPE_ASSIGN_OR_RETURN(const json* list, member(j, key, at));
+  if (!list->is_array()) return (at / key).error("must be a list");
+  for (size_t i = 0; i < list->size(); ++i)
+    TROUPE_RETURN_IF_ERROR(read((*list)[i], (at / key)[i], out));
+  return absl::OkStatus();
+}
+
 // --- normalizer ---------------------------------------------------------------------------
 
 absl::Status read_normalizer(const json& j, const place& at, std::vector<normalizer_step>& out) {
@@ -94,10 +106,7 @@ absl::Status read_normalizer(const json& j, const place& at, std::vector<normali
   TROUPE_ASSIGN_OR_RETURN(const std::string type, type_of(j, at));
   using form = unicode_normalization::form;
   if (type == "Sequence") {
-    TROUPE_ASSIGN_OR_RETURN(const json* list, member(j, "normalizers", at));
-    if (!list->is_array()) return (at / "normalizers").error("must be a list");
-    for (size_t i = 0; i < list->size(); ++i)
-      TROUPE_RETURN_IF_ERROR(read_normalizer((*list)[i], (at / "normalizers")[i], out));
+    TROUPE_RETURN_IF_ERROR(read_sequence(j, "normalizers", at, &read_normalizer, out));
   } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
     out.push_back(unicode_normalization{type == "NFC"    ? form::nfc
                                         : type == "NFD"  ? form::nfd
@@ -154,10 +163,7 @@ absl::Status read_pre_tokenizer(const json& j, const place& at,
   if (j.is_null()) return absl::OkStatus();
   TROUPE_ASSIGN_OR_RETURN(const std::string type, type_of(j, at));
   if (type == "Sequence") {
-    TROUPE_ASSIGN_OR_RETURN(const json* list, member(j, "pretokenizers", at));
-    if (!list->is_array()) return (at / "pretokenizers").error("must be a list");
-    for (size_t i = 0; i < list->size(); ++i)
-      TROUPE_RETURN_IF_ERROR(read_pre_tokenizer((*list)[i], (at / "pretokenizers")[i], out));
+    TROUPE_RETURN_IF_ERROR(read_sequence(j, "pretokenizers", at, &read_pre_tokenizer, out));
   } else if (type == "Split") {
     TROUPE_ASSIGN_OR_RETURN(text_pattern pattern, pattern_of(j, at));
     TROUPE_ASSIGN_OR_RETURN(const split_behavior behavior, behavior_of(j, at));
@@ -284,10 +290,7 @@ absl::Status read_post_processor(const json& j, const place& at, special_templat
   TROUPE_ASSIGN_OR_RETURN(const std::string type, type_of(j, at));
   if (type == "ByteLevel") return absl::OkStatus();  // offsets only, no ids
   if (type == "Sequence") {
-    TROUPE_ASSIGN_OR_RETURN(const json* list, member(j, "processors", at));
-    if (!list->is_array()) return (at / "processors").error("must be a list");
-    for (size_t i = 0; i < list->size(); ++i)
-      TROUPE_RETURN_IF_ERROR(read_post_processor((*list)[i], (at / "processors")[i], out));
+    TROUPE_RETURN_IF_ERROR(read_sequence(j, "processors", at, &read_post_processor, out));
     return absl::OkStatus();
   }
   if (type != "TemplateProcessing") {
@@ -335,10 +338,7 @@ absl::Status read_decoder(const json& j, const place& at, std::vector<decoder_st
   if (j.is_null()) return absl::OkStatus();
   TROUPE_ASSIGN_OR_RETURN(const std::string type, type_of(j, at));
   if (type == "Sequence") {
-    TROUPE_ASSIGN_OR_RETURN(const json* list, member(j, "decoders", at));
-    if (!list->is_array()) return (at / "decoders").error("must be a list");
-    for (size_t i = 0; i < list->size(); ++i)
-      TROUPE_RETURN_IF_ERROR(read_decoder((*list)[i], (at / "decoders")[i], out));
+    TROUPE_RETURN_IF_ERROR(read_sequence(j, "decoders", at, &read_decoder, out));
   } else if (type == "ByteLevel") {
     out.push_back(byte_level_decode{});
   } else if (type == "ByteFallback") {

@@ -98,6 +98,33 @@ TEST(Cli, DataSftWritesTheTasksExamplesAndTheSftConfigTrainsOnThem) {
   EXPECT_NE(r.err.find("has no rlhf section: name an RLHF config"), std::string::npos) << r.err;
 }
 
+// A real vocabulary for pretraining from scratch: trained on the Debian fortunes, written as a
+// tokenizer.json that loads back and encodes the corpus in fewer tokens than bytes.
+TEST(Cli, TokenizerTrainWritesAHuggingFaceTokenizer) {
+  temp_dir dir;
+  const auto r =
+      troupe({"tokenizer", "train", "/usr/share/games/fortunes", "--vocab-size", "800", "--special",
+              "<|endoftext|>", "--special", "<|im_end|>", "--out", dir.file("tok")},
+             std::chrono::seconds(300));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto summary = nlohmann::json::parse(r.out);
+  EXPECT_EQ(summary["vocab_size"], 800);
+  EXPECT_GT(summary["bytes_per_token"].get<double>(), 2.0);
+  const auto tokenizer = nlohmann::json::parse(read_file(dir.file("tok") + "/tokenizer.json"));
+  EXPECT_EQ(tokenizer["added_tokens"][1]["content"], "<|im_end|>");
+  EXPECT_GE(tokenizer["model"]["merges"].size(), 800u - 2 - 256);  // one per new id, or more
+  EXPECT_TRUE(std::filesystem::exists(dir.file("tok") + "/tokenizer_config.json"));
+
+  const auto small = troupe({"tokenizer", "train", "/usr/share/games/fortunes", "--vocab-size",
+                             "200", "--out", dir.file("small")});
+  EXPECT_EQ(small.exit_code, 2);
+  EXPECT_NE(small.err.find("--vocab-size 200 leaves no room for merges"), std::string::npos)
+      << small.err;
+  const auto missing = troupe({"tokenizer", "train", dir.file("absent"), "--out", dir.file("x")});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("no such file or directory"), std::string::npos) << missing.err;
+}
+
 TEST(Cli, CheckRejectsABrokenConfigWithExitTwo) {
   temp_dir dir;
   const std::string path = dir.write("broken.yaml",

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/kernels/gradient_check.hpp"
+
 namespace troupe::kernels::cpu {
 namespace {
 
@@ -32,6 +34,24 @@ TEST(RmsNorm, MatchesTheDefinitionInDoublePrecision) {
   std::vector<float> same = in;
   rmsnorm_forward(same.data(), nullptr, same.data(), weight.data(), rows, dim, 1e-6f);
   EXPECT_EQ(same, out);
+}
+
+TEST(RmsNorm, BackwardMatchesFiniteDifferences) {
+  const int rows = 4, dim = 19;
+  auto in = testing::random_values(rows * dim, 1, -2, 2);
+  auto w = testing::random_values(dim, 2, 0.5, 1.5);
+  auto probe = testing::random_values(rows * dim, 3);
+  std::vector<float> out(rows * dim), rstd(rows);
+  auto loss = [&] {
+    rmsnorm_forward(out.data(), rstd.data(), in.data(), w.data(), rows, dim, 1e-5f);
+    return testing::project(out, probe);
+  };
+  loss();
+  std::vector<float> din(rows * dim, 0.0f), dw(dim, 0.0f);
+  rmsnorm_backward(din.data(), dw.data(), probe.data(), in.data(), w.data(), rstd.data(), rows,
+                   dim);
+  testing::expect_gradient("din", in, din, loss);
+  testing::expect_gradient("dweight", w, dw, loss);
 }
 
 }  // namespace

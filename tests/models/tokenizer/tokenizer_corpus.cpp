@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "actors/text_source.hpp"
 #include "models/tokenizer/utf8.hpp"
 
 namespace troupe::tokenizers::testing {
@@ -22,28 +23,13 @@ std::string read_file(const fs::path& p) {
   return s.str();
 }
 
-// Every fortune (records end with a line holding only '%').
+// Every fortune, read as the text source reads the fortunes package.
 std::vector<std::string> all_fortunes() {
   std::vector<std::string> out;
-  const fs::path dir = "/usr/share/games/fortunes";
-  if (!fs::is_directory(dir)) return out;
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file() && !e.path().has_extension()) files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  for (const auto& f : files) {
-    std::istringstream in(read_file(f));
-    std::string line, record;
-    while (std::getline(in, line)) {
-      if (line == "%") {
-        if (!record.empty()) out.push_back(record);
-        record.clear();
-      } else {
-        record += line + "\n";
-      }
-    }
-    if (!record.empty()) out.push_back(record);
-  }
+  const auto files = actors::text_files("/usr/share/games/fortunes");
+  if (!files.ok()) return out;
+  for (const auto& f : *files)
+    actors::split_records(read_file(f), "%", out);
   return out;
 }
 

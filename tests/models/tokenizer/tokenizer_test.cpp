@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "models/tokenizer/bpe_trainer.hpp"
 #include "models/tokenizer/incremental_detokenizer.hpp"
 #include "tests/models/tokenizer/tokenizer_fixture.hpp"
 
@@ -292,6 +293,44 @@ TEST(IncrementalDetokenizer, KeepsTheDecodersContextAcrossTokens) {
   released += *stream.finish();
   // The spaces between words survive although each token is released on its own.
   EXPECT_EQ(released, *t->decode(std::vector<int32_t>(ids.begin() + 1, ids.end())));
+}
+
+TEST(BpeTrainer, LearnsTheCorpussFrequentPairsUntilNoneIsLeft) {
+  std::vector<std::string> texts;
+  for (int i = 0; i < 200; ++i)
+    texts.push_back("the cat sat on the mat; the hat is on the cat " + std::to_string(i % 7));
+  bpe_training_options options;
+  options.vocab_size = 300;
+  auto trained = train_byte_level_bpe(texts, options);
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  auto t = make(*trained);
+  // <|endoftext|>, the 256 bytes, and a merge per pair seen twice until whole words are
+  // tokens: this corpus runs out of pairs before 300 ids.
+  EXPECT_EQ(t->token_to_id("<|endoftext|>"), 0);
+  EXPECT_GT(t->vocab_size(), 257 + 10);
+  EXPECT_LT(t->vocab_size(), 300);
+  EXPECT_EQ(t->encode(" the").size(), 1u);
+  EXPECT_EQ(t->encode(texts[3]).size(), 15u);  // one token per pre-tokenized word
+  EXPECT_EQ(*t->decode(t->encode(texts[3] + "<|endoftext|>\xE4\xB8\xAD")),
+            texts[3] + "<|endoftext|>\xE4\xB8\xAD");
+  // A smaller vocabulary stops at its size.
+  options.vocab_size = 265;
+  auto smaller = train_byte_level_bpe(texts, options);
+  ASSERT_TRUE(smaller.ok());
+  EXPECT_EQ(make(*smaller)->vocab_size(), 265);
+}
+
+TEST(BpeTrainer, RefusesAVocabularyWithNoRoomForMerges) {
+  bpe_training_options options;
+  options.vocab_size = 257;
+  const auto r = train_byte_level_bpe({"abc"}, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "--vocab-size 257 leaves no room for merges: the 1 special tokens and the 256 bytes "
+            "take 257 ids");
+  options.vocab_size = 400;
+  options.special_tokens = {"<s>", "<s>"};
+  EXPECT_FALSE(train_byte_level_bpe({"abc"}, options).ok());
 }
 
 }  // namespace
