@@ -150,7 +150,7 @@ void http_front_end::install_routes() {
         reply_error(res, {503, "server_error", "", "the server is shutting down"});
         return count(res.status);
       }
-      auto parsed = parse_completion(req.body, settings_.limits, chat);
+      auto parsed = parse_completion(req.body, settings_.limits, chat, *settings_.vocabulary);
       if (auto* e = std::get_if<api_error>(&parsed)) {
         reply_error(res, *e);
         return count(res.status);
@@ -214,17 +214,19 @@ void http_front_end::install_routes() {
           }
         }
         forget();
-        res.set_content(
-            completion_body(name, settings_.limits, created, call, choices, prompt_tokens),
-            "application/json");
+        res.set_content(completion_body(name, settings_.limits, created, call, choices,
+                                        prompt_tokens, *settings_.vocabulary),
+                        "application/json");
         return;
       }
-      // Per choice: bytes of a split UTF-8 character held back, and whether it has ended.
+      // Per choice: its text so far (a split character held back), and whether it has ended.
       struct choice_stream {
-        std::string pending;
+        std::unique_ptr<token_stream> text;
         bool finished = false;
       };
       auto state = std::make_shared<std::vector<choice_stream>>(call.n);
+      for (auto& c : *state)
+        c.text = settings_.vocabulary->stream();
       auto next_choice = std::make_shared<int>(0);
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
@@ -241,15 +243,14 @@ void http_front_end::install_routes() {
             auto e = (*streams)[k]->next(std::chrono::milliseconds(100 / n + 1));
             // A client that went away, or a server shutting down, ends the stream.
             if (!e) return sink.is_writable() && !closing_;
-            c.pending += text_of(e->tokens);
-            const size_t whole = e->finished ? c.pending.size() : complete_utf8(c.pending);
-            const std::string text = c.pending.substr(0, whole);
-            c.pending.erase(0, whole);
+            std::string text = c.text->push(e->tokens);
+            if (e->finished) text += c.text->finish();
             choice_output piece;
             piece.add(*e);
             if (!text.empty() || e->finished) {
-              const std::string chunk = stream_chunk(name, settings_.limits, created, call, k, text,
-                                                     piece, e->finished ? &e->reason : nullptr);
+              const std::string chunk =
+                  stream_chunk(name, settings_.limits, created, call, k, text, piece,
+                               e->finished ? &e->reason : nullptr, *settings_.vocabulary);
               if (!sink.write(chunk.data(), chunk.size())) return false;
             }
             if (e->finished) {
@@ -283,10 +284,23 @@ void http_front_end::install_routes() {
                                     {{{"id", settings_.limits.model},
                                       {"object", "model"},
                                       {"created", 0},
-                                      {"owned_by", "troupe"}}}}}
+                                      {"owned_by", "troupe"},
+                                      {"max_model_len", settings_.limits.ctx}}}}}
                         .dump(),
                     "application/json");
   });
+  // vLLM's tokenizer endpoints: the model's own tokens for a text or a conversation, and back.
+  const auto tokenizer_route = [this, reply_error, authorized](auto parse) {
+    return [this, reply_error, authorized, parse](const httplib::Request& req,
+                                                  httplib::Response& res) {
+      if (!authorized(req, res)) return;
+      auto reply = parse(req.body, settings_.limits, *settings_.vocabulary);
+      if (auto* e = std::get_if<api_error>(&reply)) return reply_error(res, *e);
+      res.set_content(std::get<std::string>(reply), "application/json");
+    };
+  };
+  server.Post("/tokenize", tokenizer_route(&tokenize));
+  server.Post("/detokenize", tokenizer_route(&detokenize));
   server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     // A load balancer stops sending requests to a server that is draining.
     if (draining_) res.status = 503;

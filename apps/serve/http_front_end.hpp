@@ -15,10 +15,11 @@
 namespace troupe::apps {
 
 /// The serving app's HTTP server (cpp-httplib, its own threads): /v1/completions,
-/// /v1/chat/completions (streamed as Server-Sent Events or whole), /v1/models, /health and
-/// /metrics. It parses and checks requests, numbers them, and hands them to the router through
-/// `hooks`; the router answers each with accepted() or refused(), then its events. Once
-/// draining, it refuses new requests (503) and /health says so, while the ones it has finish.
+/// /v1/chat/completions (streamed as Server-Sent Events or whole), /v1/models, vLLM's
+/// /tokenize and /detokenize, /health and /metrics. It parses and checks requests, numbers them,
+/// and hands them to the router through `hooks`; the router answers each with accepted() or
+/// refused(), then its events. Once draining, it refuses new requests (503) and /health says so,
+/// while the ones it has finish.
 class http_front_end {
  public:
   struct hooks {
@@ -34,6 +35,9 @@ class http_front_end {
     std::string tls_cert;  ///< with tls_key: HTTPS; both empty: HTTP
     std::string tls_key;
     std::shared_ptr<serve_metrics> metrics;  ///< counted here, exported at /metrics
+    /// The model's text and tokens (troupe's byte vocabulary unless the model has its own);
+    /// it must outlive the front end.
+    const serving_vocabulary* vocabulary = &byte_vocabulary();
   };
 
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<http_front_end>> start(settings s, hooks h);

@@ -3,8 +3,6 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "models/gpt/chat_template.hpp"
 #include "nlohmann/json.hpp"
 
 namespace troupe::apps {
@@ -36,8 +34,43 @@ std::string error_body(const api_error& e) {
                  {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}});
 }
 
+namespace {
+
+// `key` of j: a list of token ids inside the vocabulary, or the 400 that names the bad one.
+std::variant<std::vector<int32_t>, api_error> token_ids(const json& list, const char* key,
+                                                        const serving_vocabulary& vocabulary) {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& t = list[i];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() >= vocabulary.vocab_size()) {
+      return invalid(absl::StrCat("'", key, "'[", i, "] must be a token id from 0 to ",
+                                  vocabulary.vocab_size() - 1, ", not ", dump(t)));
+    }
+    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return out;
+}
+
+// The prompt of a completion: a text, a list of one text, token ids, or a list of one such list.
+std::variant<std::vector<int32_t>, api_error> prompt_tokens(const json& p,
+                                                            const serving_vocabulary& vocabulary) {
+  const json& one =
+      p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array()) ? p[0] : p;
+  if (one.is_string()) {
+    if (one.get_ref<const std::string&>().empty()) return invalid("the prompt is empty");
+    return vocabulary.encode(one.get<std::string>(), /*add_special_tokens=*/true);
+  }
+  if (one.is_array() && !one.empty()) return token_ids(one, "prompt", vocabulary);
+  if (one.is_array()) return invalid("the prompt is empty");
+  return invalid("'prompt' must be a string, a list of token ids, or a list of one of them");
+}
+
+}  // namespace
+
 std::variant<completion_call, api_error> parse_completion(absl::string_view body,
-                                                          const api_limits& limits, bool chat) {
+                                                          const api_limits& limits, bool chat,
+                                                          const serving_vocabulary& vocabulary) {
   const json j = json::parse(body.begin(), body.end(), nullptr, false);
   if (j.is_discarded()) return invalid("the body is not valid JSON");
   if (!j.is_object()) return invalid("the body must be a JSON object");
@@ -61,24 +94,18 @@ std::variant<completion_call, api_error> parse_completion(absl::string_view body
                      absl::StrCat("the model '", j["model"].get<std::string>(),
                                   "' does not exist; this server serves '", limits.model, "'")};
   }
-  std::string prompt;
   if (chat) {
-    absl::StatusOr<models::rendered_chat> p =
-        models::render_chat(j.value("messages", json()), /*add_generation_prompt=*/true);
-    if (!p.ok()) return invalid(std::string(p.status().message()));
-    prompt = std::move(p->text);
+    absl::StatusOr<std::string> text =
+        vocabulary.render_chat(j.value("messages", json()), /*add_generation_prompt=*/true);
+    if (!text.ok()) return invalid(std::string(text.status().message()));
+    if (text->empty()) return invalid("the prompt is empty");
+    // A chat template writes the special tokens it wants (vLLM adds none for chat).
+    r.prompt = vocabulary.encode(*text, /*add_special_tokens=*/false);
   } else {
-    const json p = j.value("prompt", json());
-    if (p.is_string()) {
-      prompt = p;
-    } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
-      prompt = p[0];
-    } else {
-      return invalid("'prompt' must be a string");
-    }
+    auto tokens = prompt_tokens(j.value("prompt", json()), vocabulary);
+    if (auto* e = std::get_if<api_error>(&tokens)) return *e;
+    r.prompt = std::get<std::vector<int32_t>>(std::move(tokens));
   }
-  if (prompt.empty()) return invalid("the prompt is empty");
-  r.prompt = models::tokens_of(prompt);
   if (static_cast<int>(r.prompt.size()) >= limits.ctx) {
     return api_error{
         413, "invalid_request_error", "context_length_exceeded",
@@ -167,17 +194,6 @@ std::variant<completion_call, api_error> parse_completion(absl::string_view body
   return call;
 }
 
-size_t complete_utf8(absl::string_view bytes) {
-  const size_t n = bytes.size();
-  for (size_t back = 1; back <= 4 && back <= n; ++back) {
-    const auto b = static_cast<unsigned char>(bytes[n - back]);
-    if ((b & 0xC0) == 0x80) continue;  // a continuation byte: keep looking for the lead
-    const size_t length = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
-    return back < length ? n - back : n;
-  }
-  return n;
-}
-
 void choice_output::add(const actor::generation_event& e) {
   tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
   logprobs.insert(logprobs.end(), e.logprobs.begin(), e.logprobs.end());
@@ -189,25 +205,24 @@ void choice_output::add(const actor::generation_event& e) {
 namespace {
 
 // OpenAI's logprobs object of `c`'s tokens, whose text starts at byte `offset` of the choice.
-json logprobs_json(const choice_output& c, bool chat, size_t offset) {
+json logprobs_json(const choice_output& c, bool chat, size_t offset,
+                   const serving_vocabulary& vocabulary) {
   const size_t n = std::min(c.tokens.size(), c.logprobs.size());
   const size_t k = n == 0 ? 0 : c.top_tokens.size() / c.tokens.size();
-  // A byte that is not a whole UTF-8 character is shown as OpenAI shows partial tokens.
-  const auto token_text = [](int32_t t) {
-    return t < 0x80 ? std::string(1, static_cast<char>(t)) : absl::StrFormat("bytes:\\x%02x", t);
-  };
+  const auto token_text = [&](int32_t t) { return vocabulary.token_text(t); };
   if (chat) {
     json content = json::array();
     for (size_t i = 0; i < n; ++i) {
       json top = json::array();
       for (size_t a = 0; a < k; ++a) {
         const int32_t t = c.top_tokens[i * k + a];
-        top.push_back(
-            {{"token", token_text(t)}, {"logprob", c.top_values[i * k + a]}, {"bytes", {t}}});
+        top.push_back({{"token", token_text(t)},
+                       {"logprob", c.top_values[i * k + a]},
+                       {"bytes", vocabulary.token_bytes(t)}});
       }
       content.push_back({{"token", token_text(c.tokens[i])},
                          {"logprob", c.logprobs[i]},
-                         {"bytes", {c.tokens[i]}},
+                         {"bytes", vocabulary.token_bytes(c.tokens[i])},
                          {"top_logprobs", std::move(top)}});
     }
     return {{"content", std::move(content)}};
@@ -233,20 +248,21 @@ json logprobs_json(const choice_output& c, bool chat, size_t offset) {
 
 std::string completion_body(const std::string& id, const api_limits& limits, int64_t created,
                             const completion_call& call, const std::vector<choice_output>& choices,
-                            int prompt_tokens) {
+                            int prompt_tokens, const serving_vocabulary& vocabulary) {
   json out = json::array();
   int completion_tokens = 0;
   for (size_t i = 0; i < choices.size(); ++i) {
     const choice_output& c = choices[i];
     completion_tokens += static_cast<int>(c.tokens.size());
-    const std::string text = text_of(c.tokens);
+    // The engine's tokens are the model's own: they always decode.
+    const std::string text = vocabulary.decode(c.tokens).value_or(std::string());
     json choice = {{"index", i}, {"finish_reason", finish_name(c.reason)}};
     if (call.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", text}};
     } else {
       choice["text"] = text;
     }
-    choice["logprobs"] = call.logprobs ? logprobs_json(c, call.chat, 0) : json(nullptr);
+    choice["logprobs"] = call.logprobs ? logprobs_json(c, call.chat, 0, vocabulary) : json(nullptr);
     out.push_back(std::move(choice));
   }
   return dump({{"id", id},
@@ -262,7 +278,8 @@ std::string completion_body(const std::string& id, const api_limits& limits, int
 
 std::string stream_chunk(const std::string& id, const api_limits& limits, int64_t created,
                          const completion_call& call, int index, const std::string& text,
-                         const choice_output& piece, const actor::finish_reason* reason) {
+                         const choice_output& piece, const actor::finish_reason* reason,
+                         const serving_vocabulary& vocabulary) {
   json choice = {{"index", index},
                  {"finish_reason", reason ? json(finish_name(*reason)) : json(nullptr)}};
   if (call.chat) {
@@ -270,7 +287,8 @@ std::string stream_chunk(const std::string& id, const api_limits& limits, int64_
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = call.logprobs ? logprobs_json(piece, call.chat, 0) : json(nullptr);
+  choice["logprobs"] =
+      call.logprobs ? logprobs_json(piece, call.chat, 0, vocabulary) : json(nullptr);
   return "data: " +
          dump({{"id", id},
                {"object", call.chat ? "chat.completion.chunk" : "text_completion"},
@@ -278,6 +296,70 @@ std::string stream_chunk(const std::string& id, const api_limits& limits, int64_
                {"model", limits.model},
                {"choices", json::array({choice})}}) +
          "\n\n";
+}
+
+std::variant<std::string, api_error> tokenize(absl::string_view body, const api_limits& limits,
+                                              const serving_vocabulary& vocabulary) {
+  const json j = json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return invalid("the body must be a JSON object");
+  const bool chat = j.contains("messages");
+  static const std::set<std::string> known = {"model", "prompt", "messages", "add_special_tokens",
+                                              "add_generation_prompt"};
+  for (const auto& [key, value] : j.items()) {
+    if (known.count(key) == 0) return invalid(absl::StrCat("unknown field '", key, "'"));
+  }
+  if (j.contains("model") && j["model"] != limits.model) {
+    return api_error{404, "invalid_request_error", "model_not_found",
+                     absl::StrCat("the model ", dump(j["model"]),
+                                  " does not exist; this server serves '", limits.model, "'")};
+  }
+  const auto flag = [&](const char* key, bool fallback) -> std::variant<bool, api_error> {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_boolean()) return invalid(absl::StrCat("'", key, "' must be true or false"));
+    return j[key].get<bool>();
+  };
+  // vLLM's defaults: special tokens for a prompt; for messages the template writes them.
+  auto special = flag("add_special_tokens", !chat);
+  auto generation = flag("add_generation_prompt", true);
+  for (auto* v : {&special, &generation}) {
+    if (auto* e = std::get_if<api_error>(v)) return *e;
+  }
+  std::string text;
+  if (chat) {
+    auto rendered = vocabulary.render_chat(j["messages"], std::get<bool>(generation));
+    if (!rendered.ok()) return invalid(std::string(rendered.status().message()));
+    text = std::move(*rendered);
+  } else {
+    if (!j.contains("prompt") || !j["prompt"].is_string()) {
+      return invalid("'prompt' (a string) or 'messages' is required");
+    }
+    text = j["prompt"].get<std::string>();
+  }
+  const std::vector<int32_t> tokens = vocabulary.encode(text, std::get<bool>(special));
+  return dump({{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", limits.ctx}});
+}
+
+std::variant<std::string, api_error> detokenize(absl::string_view body, const api_limits& limits,
+                                                const serving_vocabulary& vocabulary) {
+  const json j = json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return invalid("the body must be a JSON object");
+  for (const auto& [key, value] : j.items()) {
+    if (key != "model" && key != "tokens")
+      return invalid(absl::StrCat("unknown field '", key, "'"));
+  }
+  if (j.contains("model") && j["model"] != limits.model) {
+    return api_error{404, "invalid_request_error", "model_not_found",
+                     absl::StrCat("the model ", dump(j["model"]),
+                                  " does not exist; this server serves '", limits.model, "'")};
+  }
+  if (!j.contains("tokens") || !j["tokens"].is_array()) {
+    return invalid("'tokens' must be a list of token ids");
+  }
+  auto tokens = token_ids(j["tokens"], "tokens", vocabulary);
+  if (auto* e = std::get_if<api_error>(&tokens)) return *e;
+  auto text = vocabulary.decode(std::get<std::vector<int32_t>>(tokens));
+  if (!text.ok()) return invalid(std::string(text.status().message()));
+  return dump({{"prompt", *text}});
 }
 
 std::string stream_done() {

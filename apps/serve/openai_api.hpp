@@ -2,7 +2,8 @@
 
 // The OpenAI-compatible HTTP API of the serving app, without a server: request bodies parsed and
 // checked into generation requests, and responses, stream chunks and errors rendered as the
-// OpenAI clients expect them. The model is byte-level: a prompt's UTF-8 bytes are its tokens.
+// OpenAI clients expect them, with vLLM's /tokenize and /detokenize. Text becomes tokens and
+// back through the model's serving_vocabulary (troupe's byte vocabulary by default).
 
 #include <cstdint>
 #include <string>
@@ -11,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "models/gpt/byte_vocab.hpp"
+#include "apps/serve/serving_vocabulary.hpp"
 #include "runtime/actor/message_types.hpp"
 
 namespace troupe::apps {
@@ -55,17 +56,24 @@ struct choice_output {
   void add(const actor::generation_event& e);
 };
 
-/// Parses and checks a request body. Malformed JSON, unknown fields and bad values are 400s
-/// naming the field; another model is 404; a prompt that leaves no room in the context is 413.
-[[nodiscard]] std::variant<completion_call, api_error> parse_completion(absl::string_view body,
-                                                                        const api_limits& limits,
-                                                                        bool chat);
+/// Parses and checks a request body. `prompt` is a text, a list of one text, a list of token
+/// ids or a list of one such list (as the OpenAI API allows). Malformed JSON, unknown fields
+/// and bad values (a token id outside the vocabulary) are 400s naming the field; another model
+/// is 404; a prompt that leaves no room in the context is 413.
+[[nodiscard]] std::variant<completion_call, api_error> parse_completion(
+    absl::string_view body, const api_limits& limits, bool chat,
+    const serving_vocabulary& vocabulary = byte_vocabulary());
 
-/// The text of byte tokens (models/gpt/byte_vocab).
-using models::text_of;
-
-/// How many of `bytes` form whole UTF-8 characters (a stream holds back a split one).
-[[nodiscard]] size_t complete_utf8(absl::string_view bytes);
+/// vLLM's POST /tokenize: {"prompt": text, "add_special_tokens": true} or {"messages": [...],
+/// "add_generation_prompt": true, "add_special_tokens": false} (and an optional "model") to
+/// the body {"tokens": [...], "count": n, "max_model_len": ctx}, or a 400 naming the field.
+[[nodiscard]] std::variant<std::string, api_error> tokenize(
+    absl::string_view body, const api_limits& limits,
+    const serving_vocabulary& vocabulary = byte_vocabulary());
+/// vLLM's POST /detokenize: {"tokens": [...]} to {"prompt": text}, or a 400 naming the token.
+[[nodiscard]] std::variant<std::string, api_error> detokenize(
+    absl::string_view body, const api_limits& limits,
+    const serving_vocabulary& vocabulary = byte_vocabulary());
 
 /// The body of a finished, non-streamed completion: one choice per output, with OpenAI's
 /// `logprobs` when the call asked for them (completions: tokens, token_logprobs, top_logprobs,
@@ -73,7 +81,8 @@ using models::text_of;
 [[nodiscard]] std::string completion_body(const std::string& id, const api_limits& limits,
                                           int64_t created, const completion_call& call,
                                           const std::vector<choice_output>& choices,
-                                          int prompt_tokens);
+                                          int prompt_tokens,
+                                          const serving_vocabulary& vocabulary = byte_vocabulary());
 
 /// One Server-Sent Events chunk ("data: {...}\n\n") of a streamed completion: choice `index`'s
 /// `text`, the log-probs of `piece`'s tokens when the call asked for them, and the finish reason
@@ -81,7 +90,8 @@ using models::text_of;
 [[nodiscard]] std::string stream_chunk(const std::string& id, const api_limits& limits,
                                        int64_t created, const completion_call& call, int index,
                                        const std::string& text, const choice_output& piece,
-                                       const actor::finish_reason* reason);
+                                       const actor::finish_reason* reason,
+                                       const serving_vocabulary& vocabulary = byte_vocabulary());
 
 /// The stream's end: "data: [DONE]\n\n".
 [[nodiscard]] std::string stream_done();

@@ -1,5 +1,6 @@
 // What an HTTP client sends the serving front end: the request head as the guarded server
-// scans it, and the body as /v1/completions and /v1/chat/completions parse it.
+// scans it, and the body as /v1/completions, /v1/chat/completions, /tokenize and /detokenize
+// parse it.
 
 #include "apps/serve/openai_api.hpp"
 #include "runtime/http/http_connection.hpp"
@@ -16,6 +17,8 @@ void parse_request(absl::string_view input) {
   const api_limits model{"troupe-tiny", 64, 16};
   (void)parse_completion(input, model, /*chat=*/false);
   (void)parse_completion(input, model, /*chat=*/true);
+  (void)tokenize(input, model);
+  (void)detokenize(input, model);
 }
 
 }  // namespace

@@ -92,7 +92,30 @@ TEST_F(ServeTest, CompletionsChatAndEveryErrorStatus) {
             "context_length_exceeded");
   EXPECT_EQ(c.Get("/v1/nothing")->status, 404);
   EXPECT_EQ(c.Get("/health")->status, 200);
-  EXPECT_EQ(nlohmann::json::parse(c.Get("/v1/models")->body)["data"][0]["id"], "troupe-tiny");
+  const auto models = nlohmann::json::parse(c.Get("/v1/models")->body);
+  EXPECT_EQ(models["data"][0]["id"], "troupe-tiny");
+  EXPECT_EQ(models["data"][0]["max_model_len"], 64);
+  // vLLM's tokenizer endpoints, and a prompt given as their token ids.
+  const auto tokens = post(c, "/tokenize", R"({"prompt": "Hello"})", 200);
+  EXPECT_EQ(tokens["count"], 5);
+  EXPECT_EQ(tokens["max_model_len"], 64);
+  EXPECT_EQ(post(c, "/detokenize", tokens.dump(), 400)["error"]["message"],
+            "unknown field 'count'");
+  EXPECT_EQ(
+      post(c, "/detokenize", nlohmann::json{{"tokens", tokens["tokens"]}}.dump(), 200)["prompt"],
+      "Hello");
+  EXPECT_EQ(post(c, "/v1/completions",
+                 nlohmann::json{{"model", "troupe-tiny"},
+                                {"prompt", tokens["tokens"]},
+                                {"max_tokens", 7},
+                                {"seed", 3}}
+                     .dump(),
+                 200)["choices"][0]["text"],
+            body["choices"][0]["text"]);
+  EXPECT_NE(post(c, "/detokenize", R"({"tokens": [999]})", 400)["error"]["message"]
+                .get<std::string>()
+                .find("'tokens'[0] must be a token id"),
+            std::string::npos);
   const std::string metrics = c.Get("/metrics")->body;
   EXPECT_NE(metrics.find("troupe_serve_responses_total{status=\"413\"} 1"), std::string::npos)
       << metrics;

@@ -186,11 +186,68 @@ TEST(OpenAiApi, ChoicesAndLogProbs) {
 
 TEST(OpenAiApi, StreamsHoldBackASplitUtf8Character) {
   const std::string euro = "\xe2\x82\xac";  // U+20AC, three bytes
-  EXPECT_EQ(complete_utf8("ab"), 2u);
-  EXPECT_EQ(complete_utf8("a" + euro), 4u);
-  EXPECT_EQ(complete_utf8("a" + euro.substr(0, 2)), 1u);
-  EXPECT_EQ(complete_utf8("a" + euro.substr(0, 1)), 1u);
-  EXPECT_EQ(text_of({'o', 'k'}), "ok");
+  auto stream = byte_vocabulary().stream();
+  EXPECT_EQ(stream->push(std::vector<int32_t>{'a', 0xe2, 0x82}), "a");
+  EXPECT_EQ(stream->push(std::vector<int32_t>{0xac, 'b'}), euro + "b");
+  EXPECT_EQ(stream->push(std::vector<int32_t>{0xe2}), "");
+  EXPECT_EQ(stream->finish(), "\xe2");  // the end: what is left, as it is
+  EXPECT_EQ(*byte_vocabulary().decode(std::vector<int32_t>{'o', 'k'}), "ok");
+  EXPECT_FALSE(byte_vocabulary().decode(std::vector<int32_t>{'o', 300}).ok());
+}
+
+// The OpenAI API's prompt may be token ids: as they are, or a list of one such list.
+TEST(OpenAiApi, APromptMayBeTokenIds) {
+  EXPECT_EQ(ok(R"({"model": "troupe-tiny", "prompt": [72, 105]})").request.prompt,
+            (std::vector<int32_t>{72, 105}));
+  EXPECT_EQ(ok(R"({"model": "troupe-tiny", "prompt": [[72, 105, 33]]})").request.prompt,
+            (std::vector<int32_t>{72, 105, 33}));
+  EXPECT_EQ(ok(R"({"model": "troupe-tiny", "prompt": ["Hi"]})").request.prompt,
+            (std::vector<int32_t>{'H', 'i'}));
+  auto e = refused(R"({"model": "troupe-tiny", "prompt": [72, 256]})");
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.message, "'prompt'[1] must be a token id from 0 to 255, not 256");
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": [72, "x"]})").http_status, 400);
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": []})").message, "the prompt is empty");
+  // A batch of prompts is not one prompt: its first entry is named.
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": [[1], [2]]})").message,
+            "'prompt'[0] must be a token id from 0 to 255, not [1]");
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": {"a": 1}})").message,
+            "'prompt' must be a string, a list of token ids, or a list of one of them");
+}
+
+// vLLM's /tokenize and /detokenize.
+TEST(OpenAiApi, TokenizeAndDetokenizeAsVllmDoes) {
+  auto body = tokenize(R"({"prompt": "Hi!"})", limits);
+  ASSERT_TRUE(std::holds_alternative<std::string>(body));
+  EXPECT_EQ(nlohmann::json::parse(std::get<std::string>(body)),
+            nlohmann::json({{"tokens", {72, 105, 33}}, {"count", 3}, {"max_model_len", 32}}));
+  body = tokenize(R"({"model": "troupe-tiny", "messages": [{"role": "user", "content": "x"}]})",
+                  {"troupe-tiny", 128, 16});
+  ASSERT_TRUE(std::holds_alternative<std::string>(body));
+  EXPECT_EQ(nlohmann::json::parse(std::get<std::string>(body))["count"],
+            std::string("<|user|>\nx\n<|assistant|>\n").size());
+  body = detokenize(R"({"tokens": [72, 105, 33]})", limits);
+  ASSERT_TRUE(std::holds_alternative<std::string>(body));
+  EXPECT_EQ(nlohmann::json::parse(std::get<std::string>(body)),
+            nlohmann::json({{"prompt", "Hi!"}}));
+
+  const auto error = [](const std::variant<std::string, api_error>& r) {
+    return std::holds_alternative<api_error>(r) ? std::get<api_error>(r) : api_error{};
+  };
+  EXPECT_EQ(error(tokenize(R"({"prompt": 5})", limits)).message,
+            "'prompt' (a string) or 'messages' is required");
+  EXPECT_EQ(error(tokenize(R"({"prompt": "x", "add_special_tokens": 1})", limits)).message,
+            "'add_special_tokens' must be true or false");
+  EXPECT_EQ(error(tokenize(R"({"prompt": "x", "model": "other"})", limits)).http_status, 404);
+  EXPECT_EQ(
+      error(tokenize(R"({"messages": [{"role": "bot", "content": "x"}]})", limits)).http_status,
+      400);
+  EXPECT_EQ(error(detokenize(R"({"tokens": [1, -2]})", limits)).message,
+            "'tokens'[1] must be a token id from 0 to 255, not -2");
+  EXPECT_EQ(error(detokenize(R"({"tokens": "abc"})", limits)).message,
+            "'tokens' must be a list of token ids");
+  EXPECT_EQ(error(detokenize(R"({"tokens": [], "extra": 1})", limits)).message,
+            "unknown field 'extra'");
 }
 
 }  // namespace

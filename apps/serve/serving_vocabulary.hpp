@@ -1,0 +1,56 @@
+#pragma once
+
+// How the serving API turns text into tokens and back, and conversations into a prompt: a
+// Hugging Face model's tokenizer and chat template, or troupe's byte vocabulary for its own
+// GPTs. The API (openai_api) and the HTTP front end speak to the model only through this.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+
+namespace troupe::apps {
+
+/// One generated sequence's text as its tokens arrive: never half a character.
+class token_stream {
+ public:
+  virtual ~token_stream() = default;
+  /// The text that `tokens` complete (empty while a character is still incomplete).
+  [[nodiscard]] virtual std::string push(std::span<const int32_t> tokens) = 0;
+  /// What is still held back, at the end of the sequence.
+  [[nodiscard]] virtual std::string finish() = 0;
+};
+
+class serving_vocabulary {
+ public:
+  virtual ~serving_vocabulary() = default;
+
+  /// The tokens of `text`, with the tokenizer's special tokens (a BOS) when asked.
+  [[nodiscard]] virtual std::vector<int32_t> encode(absl::string_view text,
+                                                    bool add_special_tokens) const = 0;
+  /// The prompt text of `messages` (a JSON list of {"role", "content", ...}); an error names
+  /// the message the template refuses.
+  [[nodiscard]] virtual absl::StatusOr<std::string> render_chat(
+      const nlohmann::json& messages, bool add_generation_prompt) const = 0;
+  /// The text of `tokens`; INVALID_ARGUMENT naming an id outside the vocabulary.
+  [[nodiscard]] virtual absl::StatusOr<std::string> decode(
+      std::span<const int32_t> tokens) const = 0;
+  /// A stream that releases `decode` of the tokens pushed so far, whole characters only.
+  [[nodiscard]] virtual std::unique_ptr<token_stream> stream() const = 0;
+  /// Ids are [0, vocab_size()).
+  [[nodiscard]] virtual int32_t vocab_size() const = 0;
+  /// How OpenAI's logprobs show one token: its text, and its bytes.
+  [[nodiscard]] virtual std::string token_text(int32_t token) const = 0;
+  [[nodiscard]] virtual std::vector<int> token_bytes(int32_t token) const = 0;
+};
+
+/// troupe's own GPTs' vocabulary: a token is a byte; chat goes through troupe's template
+/// (models/gpt/chat_template).
+[[nodiscard]] const serving_vocabulary& byte_vocabulary();
+
+}  // namespace troupe::apps
