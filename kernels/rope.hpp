@@ -8,14 +8,18 @@
 
 namespace troupe::kernels::cpu {
 
+/// The cosine and sine of each row's angles, cos and sin [rows, head_dim / 2]: row r's angle i
+/// is positions[r] * inv_freq[i], computed in f32 and its cosine and sine rounded to f32, as HF
+/// does. Made once per batch and shared by every layer's queries and keys.
+void rope_angles(float* cos, float* sin, const int32_t* positions, int64_t rows, int head_dim,
+                 const float* inv_freq);
 /// Rotates, in place, the `heads` heads of `head_dim` floats at the start of each of `rows`
-/// rows of x (row stride `stride`), row r at position positions[r]. inv_freq has head_dim / 2
-/// entries. The angle is computed in f32 and its cosine and sine rounded to f32, as HF does.
-void rope_forward(float* x, int64_t stride, const int32_t* positions, int64_t rows, int heads,
-                  int head_dim, const float* inv_freq);
+/// rows of x (row stride `stride`) by row r's angles (rope_angles' row r).
+void rope_forward(float* x, int64_t stride, int64_t rows, int heads, int head_dim, const float* cos,
+                  const float* sin);
 /// The gradient through rope_forward, in place: each pair turned back by the same angle (a
 /// rotation's transpose is its inverse).
-void rope_backward(float* dx, int64_t stride, const int32_t* positions, int64_t rows, int heads,
-                   int head_dim, const float* inv_freq);
+void rope_backward(float* dx, int64_t stride, int64_t rows, int heads, int head_dim,
+                   const float* cos, const float* sin);
 
 }  // namespace troupe::kernels::cpu

@@ -69,6 +69,9 @@ gpt_cpu_decoder::gpt_cpu_decoder(const gpt_layout& layout, const float* params, 
     s.x.resize(N * C), s.ln.resize(N * C), s.qkv.resize(N * (Q + 2 * KV)), s.atty.resize(N * Q);
     s.tmp.resize(N * C), s.fc.resize(N * mlp), s.k.resize(T), s.v.resize(T);
     s.last.resize(N * C), s.tokens.resize(N), s.positions.resize(N);
+    if (c.family == decoder_family::llama) {
+      s.rope_cos.resize(N * c.head_size() / 2), s.rope_sin.resize(N * c.head_size() / 2);
+    }
   }
 }
 
@@ -103,10 +106,12 @@ void gpt_cpu_decoder::forward_group(std::span<const decode_request> requests, fl
   if (gpt2) {
     k::embedding_forward(x, s.tokens.data(), s.positions.data(), N, params + layout_.wte(),
                          params + layout_.wpe(), C);
-  } else {  // no learned positions: RoPE turns queries and keys in each block
+  } else {  // no learned positions: RoPE turns queries and keys in each block, by these angles
     for (int i = 0; i < N; ++i)
       std::memcpy(x + int64_t{i} * C, params + layout_.wte() + int64_t{s.tokens[i]} * C,
                   C * sizeof(float));
+    k::rope_angles(s.rope_cos.data(), s.rope_sin.data(), s.positions.data(), N, c.head_size(),
+                   inv_freq_.data());
   }
   for (int l = 0; l < c.layers; ++l)
     (this->*block_)(requests, l, N, s);
@@ -196,8 +201,8 @@ void gpt_cpu_decoder::llama_block(std::span<const decode_request> requests, int 
     k::rmsnorm_forward(key, nullptr, key, params + o.k_norm, int64_t{N} * c.kv_head_count(), D,
                        c.norm_eps);
   }
-  k::rope_forward(q, Q, s.positions.data(), N, c.heads, D, inv_freq_.data());
-  k::rope_forward(key, KV, s.positions.data(), N, c.kv_head_count(), D, inv_freq_.data());
+  k::rope_forward(q, Q, N, c.heads, D, s.rope_cos.data(), s.rope_sin.data());
+  k::rope_forward(key, KV, N, c.kv_head_count(), D, s.rope_cos.data(), s.rope_sin.data());
   attend(requests, l, q, Q, key, value, KV, s);
   k::matmul(s.tmp.data(), s.atty.data(), params + o.o_w, bias(o.o_b), gemm{N, C, Q, false, true});
   k::accumulate(x, s.tmp.data(), int64_t{N} * C);

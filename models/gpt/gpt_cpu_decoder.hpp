@@ -43,7 +43,8 @@ class gpt_cpu_decoder final : public gpt_decoder {
   // One thread's working memory, room for every token of a batch.
   struct scratch {
     std::vector<float> x, ln, qkv, atty, tmp, fc, last;
-    std::vector<const float*> k, v;  // where a request's keys and values are in the cache
+    std::vector<float> rope_cos, rope_sin;  // the tokens' RoPE angles, shared by every layer
+    std::vector<const float*> k, v;         // where a request's keys and values are in the cache
     std::vector<int32_t> tokens, positions;
   };
   // Requests [first, first + count) through the model on the calling thread, with `s`.

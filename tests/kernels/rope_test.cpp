@@ -22,7 +22,9 @@ TEST(Rope, TurnsEachHeadsHalvesByPositionTimesFrequency) {
     v = normal(rng);
   const std::vector<float> before = x;
   const std::vector<int32_t> positions = {0, 7, 300};
-  rope_forward(x.data(), stride, positions.data(), rows, heads, d, inv.data());
+  std::vector<float> cos(rows * d / 2), sin(rows * d / 2);
+  rope_angles(cos.data(), sin.data(), positions.data(), rows, d, inv.data());
+  rope_forward(x.data(), stride, rows, heads, d, cos.data(), sin.data());
   for (int r = 0; r < rows; ++r) {
     for (int h = 0; h < heads; ++h) {
       for (int i = 0; i < d / 2; ++i) {
@@ -46,14 +48,15 @@ TEST(Rope, BackwardMatchesFiniteDifferences) {
   const std::vector<int32_t> positions = {1, 4, 11};
   auto x = testing::random_values(rows * heads * d, 1);
   auto probe = testing::random_values(rows * heads * d, 2);
-  std::vector<float> out;
+  std::vector<float> out, cos(rows * d / 2), sin(rows * d / 2);
+  rope_angles(cos.data(), sin.data(), positions.data(), rows, d, inv.data());
   auto loss = [&] {
     out = x;
-    rope_forward(out.data(), heads * d, positions.data(), rows, heads, d, inv.data());
+    rope_forward(out.data(), heads * d, rows, heads, d, cos.data(), sin.data());
     return testing::project(out, probe);
   };
   std::vector<float> dx = probe;
-  rope_backward(dx.data(), heads * d, positions.data(), rows, heads, d, inv.data());
+  rope_backward(dx.data(), heads * d, rows, heads, d, cos.data(), sin.data());
   testing::expect_gradient("dx", x, dx, loss);
 }
 
