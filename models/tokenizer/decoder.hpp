@@ -45,7 +45,6 @@ class decoder {
   explicit decoder(std::vector<decoder_step> steps) : steps_(std::move(steps)) {}
 
   [[nodiscard]] std::string apply(std::vector<std::string> tokens) const;
-  [[nodiscard]] const std::vector<decoder_step>& steps() const { return steps_; }
 
  private:
   std::vector<decoder_step> steps_;

@@ -57,7 +57,6 @@ class pre_tokenizer {
   void apply(text_piece piece, std::vector<text_piece>& out) const;
   /// Whether the last step is byte_level_step: the model then reads raw bytes.
   [[nodiscard]] bool byte_level() const;
-  [[nodiscard]] const std::vector<pre_tokenizer_step>& steps() const { return steps_; }
 
  private:
   std::vector<pre_tokenizer_step> steps_;

@@ -32,9 +32,6 @@ class text_pattern {
   /// `s` with every match replaced by `with`.
   [[nodiscard]] std::string replace_all(absl::string_view s, absl::string_view with) const;
 
-  /// What the pattern was made from, for messages.
-  [[nodiscard]] const std::string& source() const { return source_; }
-
  private:
   struct compiled;
   std::string source_;
