@@ -1,6 +1,7 @@
 #include "actors/batch_scheduler.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "absl/strings/str_cat.h"
 
@@ -147,35 +148,43 @@ std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t tok
   s.top_values.insert(s.top_values.end(), top_values.begin(), top_values.end());
   const int prompt = static_cast<int>(s.request.prompt.size());
   const int produced = static_cast<int>(s.tokens.size()) - prompt;
-  // Whether the output ends with `text` (the vocabulary is bytes: token t is the byte t).
-  const auto output_ends_with = [&](std::string_view text) {
-    if (text.size() > static_cast<size_t>(produced)) return false;
-    const int32_t* tail = s.tokens.data() + s.tokens.size() - text.size();
-    for (size_t i = 0; i < text.size(); ++i) {
-      if (static_cast<char>(tail[i]) != text[i]) return false;
-    }
-    return true;
-  };
-  size_t hold = 0;  // the output's tail that may be the start of a stop string
+  const auto& stop_ids = s.request.stop_token_ids;
+  if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) {
+    return finish(id, finish_reason::stop,
+                  produced - (s.request.include_stop_str_in_output ? 0 : 1));
+  }
+  const size_t before = s.text.size();  // the text before this token
+  s.text += token_text(token);
+  s.text_ends.push_back(s.text.size());
+  // The earliest stop string in the text, looked for where this token's bytes could end one;
+  // and how many bytes at the end might begin one, held back while streaming.
+  size_t stop_at = std::string::npos;
+  size_t hold = 0;
+  const std::string_view text = s.text;
   for (const auto& stop : s.request.stop) {
     if (stop.empty()) continue;
-    if (output_ends_with(stop)) {
-      const int kept = s.request.include_stop_str_in_output ? 0 : static_cast<int>(stop.size());
-      return finish(id, finish_reason::stop, produced - kept);
-    }
+    const size_t at = text.find(stop, before >= stop.size() ? before - stop.size() + 1 : 0);
+    stop_at = std::min(stop_at, at);
     if (!s.request.stream) continue;  // nothing is released before the end
-    for (size_t k = std::min<size_t>(stop.size() - 1, produced); k > hold; --k) {
-      if (output_ends_with(std::string_view(stop).substr(0, k))) {
+    for (size_t k = std::min(stop.size() - 1, text.size()); k > hold; --k) {
+      if (text.ends_with(std::string_view(stop).substr(0, k))) {
         hold = k;
         break;
       }
     }
   }
+  if (stop_at != std::string::npos) {
+    return finish(id, finish_reason::stop,
+                  s.request.include_stop_str_in_output ? produced : kept_before_stop(s, stop_at));
+  }
   if (produced >= s.request.max_tokens || static_cast<int>(s.tokens.size()) >= options_.ctx) {
     return finish(id, finish_reason::length, produced);
   }
   if (!s.request.stream) return {};  // wanted whole: its one event comes when it ends
-  const int releasable = produced - static_cast<int>(hold);
+  // The tokens whose bytes all lie before the held ones.
+  const int releasable = static_cast<int>(
+      std::upper_bound(s.text_ends.begin(), s.text_ends.end(), text.size() - hold) -
+      s.text_ends.begin());
   if (releasable <= s.released) return {};
   generation_event e{id,
                      std::vector<int32_t>(s.tokens.begin() + prompt + s.released,
@@ -185,6 +194,31 @@ std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t tok
   attach_top(s, s.released, releasable, e);
   s.released = releasable;
   return {std::move(e)};
+}
+
+std::string_view batch_scheduler::token_text(int32_t token) const {
+  static const std::array<char, 256> bytes = [] {
+    std::array<char, 256> b{};
+    for (int i = 0; i < 256; ++i)
+      b[i] = static_cast<char>(i);
+    return b;
+  }();
+  if (options_.token_text == nullptr) {
+    return token >= 0 && token < 256 ? std::string_view(&bytes[token], 1) : std::string_view();
+  }
+  const auto& table = *options_.token_text;
+  return token >= 0 && static_cast<size_t>(token) < table.size() ? std::string_view(table[token])
+                                                                 : std::string_view();
+}
+
+// The tokens before the one in which the stop string starts; when it starts inside a token
+// (a token holding text before the stop), every token stays, and the API cuts the text at the
+// stop string (as vLLM keeps the token ids and cuts the text).
+int batch_scheduler::kept_before_stop(const sequence& s, size_t at) {
+  const auto first = std::upper_bound(s.text_ends.begin(), s.text_ends.end(), at);
+  const size_t begins = first == s.text_ends.begin() ? 0 : *std::prev(first);
+  return begins == at ? static_cast<int>(first - s.text_ends.begin())
+                      : static_cast<int>(s.text_ends.size());
 }
 
 std::vector<generation_event> batch_scheduler::finish(uint64_t id, finish_reason reason, int keep) {

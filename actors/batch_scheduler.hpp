@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ struct scheduler_options {
   /// sequence that ended keeps its row, computed on padding with the output discarded, and its
   /// KV blocks until then.
   bool continuous = true;
+  /// The bytes each token stands for, which stop strings are matched on; null: troupe's byte
+  /// vocabulary, where token t is the byte t.
+  std::shared_ptr<const std::vector<std::string>> token_text;
 };
 
 /// Part of one iteration's batch: positions [first_position, first_position + count) of a
@@ -96,8 +100,10 @@ class batch_scheduler {
     std::vector<float> top_values;
     int computed = 0;  // positions whose keys and values are in the cache
     std::vector<int32_t> blocks;
-    int released = 0;    // output tokens already handed out
-    bool ended = false;  // static batching: its row runs on padding until the batch ends
+    std::string text;               // the output's bytes (options.token_text), for stop strings
+    std::vector<size_t> text_ends;  // where each output token's bytes end in `text`
+    int released = 0;               // output tokens already handed out
+    bool ended = false;             // static batching: its row runs on padding until the batch ends
   };
 
   // Adds the next chunk of `id` to `batch` within `budget`; false when it could not get blocks.
@@ -106,6 +112,10 @@ class batch_scheduler {
   // drops its chunk from `batch`. Returns its id.
   uint64_t preempt_newest(std::vector<batch_chunk>& batch);
   std::vector<generation_event> finish(uint64_t id, finish_reason reason, int keep);
+  // The bytes token `token` stands for (options.token_text).
+  [[nodiscard]] std::string_view token_text(int32_t token) const;
+  // How many output tokens stay when a stop string starts at byte `at` of the output's text.
+  [[nodiscard]] static int kept_before_stop(const sequence& s, size_t at);
   // Output tokens [from, to)'s top log-probs into `e`.
   static void attach_top(const sequence& s, int from, int to, generation_event& e);
   // Static batching: once every sequence of the running batch has ended, frees them all.

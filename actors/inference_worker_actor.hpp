@@ -18,6 +18,9 @@ namespace troupe::actors {
 struct served_model {
   std::unique_ptr<models::gpt_layout> layout;
   std::vector<float> params;
+  /// The bytes of each token, to match stop strings on (scheduler_options::token_text); null:
+  /// troupe's byte vocabulary.
+  std::shared_ptr<const std::vector<std::string>> token_text;
 };
 
 /// How a rollout worker receives the RL policy's weights: the weight-sync group, formed through

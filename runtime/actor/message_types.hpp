@@ -241,11 +241,15 @@ struct generation_request {
   float top_p = 1.0f;
   uint64_t seed = 0;
   int32_t max_tokens = 16;
-  /// Generation ends when the output ends with one of these; it is not part of the output unless
-  /// include_stop_str_in_output.
+  /// Generation ends when the output's text comes to hold one of these; it is not part of the
+  /// output unless include_stop_str_in_output.
   std::vector<std::string> stop;
-  /// vLLM's sampling parameter: keep the stop string that ended the output in it, with its
-  /// tokens' log-probs (an RL response is trained on its end).
+  /// vLLM's stop_token_ids: generation ends at one of these tokens (the model's end-of-turn and
+  /// end-of-sequence tokens, added by the API); it is not part of the output unless
+  /// include_stop_str_in_output.
+  std::vector<int32_t> stop_token_ids;
+  /// vLLM's sampling parameter: keep the stop string or token that ended the output in it, with
+  /// its log-probs (an RL response is trained on its end).
   bool include_stop_str_in_output = false;
   /// false: the requester wants the output only when it ends (OpenAI's stream: false). The
   /// engine then hands out its whole output in one event when it ends, and a worker answers a

@@ -19,8 +19,9 @@ namespace troupe::cluster {
 
 /// The protocol version this build speaks; envelopes with another `v` are refused. Version 2:
 /// token ids (prompts, outputs, batches' tokens and targets) travel as bin i32, not lists.
-/// Version 3: a worker_report's events travel as columns, not as a map each.
-inline constexpr uint32_t protocol_version = 3;
+/// Version 3: a worker_report's events travel as columns, not as a map each. Version 4: a
+/// generation_request carries stop_token_ids, which an older worker would ignore.
+inline constexpr uint32_t protocol_version = 4;
 
 using packer = msgpack::packer<msgpack::sbuffer>;
 

@@ -624,9 +624,11 @@ absl::StatusOr<actor::checkpoint_shard> unpack_shard(const msgpack::object& o) {
 }
 
 void pack_generation(packer& pk, const actor::generation_request& x) {
-  pk.pack_map(12);
+  pk.pack_map(13);
   pk.pack("id");
   pk.pack(x.id);
+  pk.pack("stop_token_ids");
+  pack_ids(pk, x.stop_token_ids);
   pk.pack("min_weights_version");
   pk.pack(x.min_weights_version);
   pk.pack("stream");
@@ -668,6 +670,10 @@ absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::objec
   }
   x.top_logprobs = static_cast<int32_t>(top_logprobs);
   TROUPE_ASSIGN_OR_RETURN(x.stop, m.get_strings("stop"));
+  if (const msgpack::object* ids = m.find("stop_token_ids"); ids != nullptr) {
+    TROUPE_ASSIGN_OR_RETURN(x.stop_token_ids,
+                            unpack_ids_bin(ids, "generation_request: 'stop_token_ids'"));
+  }
   for (auto [key, out] : {std::pair{"include_stop_str_in_output", &x.include_stop_str_in_output},
                           {"stream", &x.stream}}) {
     if (const msgpack::object* flag = m.find(key); flag != nullptr) {

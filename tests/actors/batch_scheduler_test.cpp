@@ -215,6 +215,70 @@ TEST(BatchScheduler, AStopStringCanStayInTheOutput) {
   EXPECT_EQ(logprobs, (std::vector<float>{-'x', -'y', -'z'}));
 }
 
+// vLLM's stop_token_ids (the model's end of turn): the output ends at one, without it unless
+// include_stop_str_in_output.
+TEST(BatchScheduler, AStopTokenEndsTheOutput) {
+  for (bool include : {false, true}) {
+    kv_block_pool pool(16, 16);
+    batch_scheduler s({.ctx = 64, .max_batch_tokens = 64}, pool);
+    generation_request r = scheduler_request(1, 4, 10);
+    r.stop_token_ids = {7, 9};
+    r.include_stop_str_in_output = include;
+    ASSERT_TRUE(s.add(r).ok());
+    std::vector<batch_chunk> batch;
+    std::vector<int32_t> output;
+    std::vector<generation_event> events;
+    for (int32_t t : {int32_t{'x'}, int32_t{'y'}, 9}) {
+      for (const auto& e : events = run(s, batch, t))
+        output.insert(output.end(), e.tokens.begin(), e.tokens.end());
+    }
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_TRUE(events[0].finished);
+    EXPECT_EQ(events[0].reason, finish_reason::stop);
+    EXPECT_EQ(output,
+              include ? (std::vector<int32_t>{'x', 'y', 9}) : (std::vector<int32_t>{'x', 'y'}));
+  }
+}
+
+// With a real vocabulary a token is several bytes: a stop string is found in the output's text
+// wherever it starts. Tokens wholly inside it go; one holding text before it stays (the API
+// cuts the text), and a token that may begin one is held back while streaming.
+TEST(BatchScheduler, StopStringsAreMatchedOnTheTokensText) {
+  // 0 "ab", 1 "c\n", 2 "\n", 3 "\nd", 4 "é" split as 5 "\xC3" + 6 "\xA9"
+  auto text = std::make_shared<const std::vector<std::string>>(
+      std::vector<std::string>{"ab", "c\n", "\n", "\nd", "é", "\xC3", "\xA9"});
+  struct example {
+    std::vector<int32_t> said;
+    std::vector<int32_t> streamed_before_end;  // released before the last token
+    std::vector<int32_t> output;
+  };
+  for (const example& e : {
+           // "ab" "c\n" "\nd": "\n\n" starts inside "c\n", which stays, held until the end
+           example{{0, 1, 3}, {0}, {0, 1, 3}},
+           // "ab" "\n" "\n": both newline tokens are the stop string
+           example{{0, 2, 2}, {0}, {0}},
+           // a character whose bytes are two tokens, then the stop string
+           example{{5, 6, 2, 2}, {5, 6}, {5, 6}},
+       }) {
+    kv_block_pool pool(16, 16);
+    batch_scheduler s({.ctx = 64, .max_batch_tokens = 64, .token_text = text}, pool);
+    generation_request r = scheduler_request(1, 4, 10, {"\n\n"});
+    ASSERT_TRUE(s.add(r).ok());
+    std::vector<batch_chunk> batch;
+    std::vector<int32_t> output;
+    bool finished = false;
+    for (size_t i = 0; i < e.said.size(); ++i) {
+      if (i + 1 == e.said.size()) EXPECT_EQ(output, e.streamed_before_end);
+      for (const auto& ev : run(s, batch, e.said[i])) {
+        output.insert(output.end(), ev.tokens.begin(), ev.tokens.end());
+        finished = finished || (ev.finished && ev.reason == finish_reason::stop);
+      }
+    }
+    EXPECT_TRUE(finished);
+    EXPECT_EQ(output, e.output);
+  }
+}
+
 // stream false (OpenAI's, an RL rollout's): no event until the request ends, then one with its
 // whole output and every log-prob, whether a stop string or max_tokens ended it.
 TEST(BatchScheduler, AQuietRequestGetsItsWholeOutputInOneEventAtItsEnd) {

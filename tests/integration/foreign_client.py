@@ -22,7 +22,7 @@ corr = 0
 def call(type_, payload):
     global corr
     corr += 1
-    envelope = {"v": 3, "type": type_, "src": "python", "dst": "", "corr": corr, "epoch": 0,
+    envelope = {"v": 4, "type": type_, "src": "python", "dst": "", "corr": corr, "epoch": 0,
                 "payload": payload}
     sock.send(msgpack.packb(envelope, use_bin_type=True))
     while True:

@@ -206,7 +206,7 @@ TEST(MessageCodec, RoundTripsGroupChangesAndRefusesImpossibleOnes) {
 }
 
 TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
-  actor::generation_request r{7, {72, 105}, 0.7f, 40, 0.9f, 1234, 32, {"\n\n"}, true};
+  actor::generation_request r{7, {72, 105}, 0.7f, 40, 0.9f, 1234, 32, {"\n\n"}, {151645, 2}, true};
   r.stream = false;
   r.min_weights_version = 12;
   caf::message m = round_trip(caf::make_message(actor::generate_atom_v, r));
@@ -220,6 +220,7 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   EXPECT_EQ(back.top_k, 40);
   EXPECT_EQ(back.seed, 1234u);
   EXPECT_EQ(back.stop, std::vector<std::string>{"\n\n"});
+  EXPECT_EQ(back.stop_token_ids, (std::vector<int32_t>{151645, 2}));
   actor::worker_report report{{{7,
                                 {1, 2, 3},
                                 4,
