@@ -121,4 +121,29 @@ std::string decoder::apply(std::vector<std::string> tokens) const {
   return absl::StrJoin(tokens, "");
 }
 
+std::string decoder::token_bytes(std::string token) const {
+  bool fused = false;  // after a Fuse, the steps see the whole text, not this token
+  for (const auto& step : steps_) {
+    std::visit(
+        overloaded{
+            [&](const byte_level_decode&) {
+              if (auto b = byte_level_bytes(token)) token = *std::move(b);
+            },
+            [&](const byte_fallback_decode&) {
+              if (const auto b = fallback_byte(token)) token = std::string(1, char(*b));
+            },
+            [&](const fuse_decode&) { fused = true; },
+            [&](const strip_decode& strip_step) {
+              if (!fused) token = strip({std::move(token)}, strip_step)[0];
+            },
+            [&](const replace_decode& r) { token = r.pattern.replace_all(token, r.content); },
+            [&](const metaspace_decode& m) {
+              token = metaspace({std::move(token)}, {m.replacement, false})[0];
+            },
+        },
+        step);
+  }
+  return token;
+}
+
 }  // namespace troupe::tokenizers

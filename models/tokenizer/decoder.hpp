@@ -45,6 +45,10 @@ class decoder {
   explicit decoder(std::vector<decoder_step> steps) : steps_(std::move(steps)) {}
 
   [[nodiscard]] std::string apply(std::vector<std::string> tokens) const;
+  /// The bytes one token stands for inside a text (not at its start, so that no leading space
+  /// is stripped), without making them valid UTF-8: a byte-level or <0xXX> token may hold part
+  /// of a character. What stop strings are matched on.
+  [[nodiscard]] std::string token_bytes(std::string token) const;
 
  private:
   std::vector<decoder_step> steps_;

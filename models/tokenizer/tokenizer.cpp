@@ -108,6 +108,12 @@ std::optional<std::string> tokenizer::id_to_token(int32_t id) const {
   return std::nullopt;
 }
 
+std::string tokenizer::token_bytes(int32_t id) const {
+  if (const added_token* a = added_.find(id)) return a->content;
+  if (const std::string* t = model_->id_to_token(id)) return decode_.token_bytes(*t);
+  return {};
+}
+
 bool tokenizer::is_special(int32_t id) const {
   const auto token = id_to_token(id);
   return token && special_contents_.contains(*token);

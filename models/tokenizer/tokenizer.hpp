@@ -59,6 +59,9 @@ class tokenizer {
   [[nodiscard]] absl::StatusOr<std::string> decode(std::span<const int32_t> ids,
                                                    bool skip_special_tokens = false) const;
 
+  /// The bytes `id` stands for in a text (decoder::token_bytes; an added token's content); empty
+  /// for an id that no token has.
+  [[nodiscard]] std::string token_bytes(int32_t id) const;
   /// The id of a token in its tokenizer.json spelling (added tokens first), if any.
   [[nodiscard]] std::optional<int32_t> token_to_id(absl::string_view token) const;
   /// The tokenizer.json spelling of `id`, if any token has it.

@@ -220,6 +220,19 @@ TEST(Tokenizer, RefusesAFileThatContradictsItself) {
             absl::StatusCode::kNotFound);
 }
 
+// What stop strings are matched on: each token's own bytes inside a text, part of a character
+// included, with no leading space stripped.
+TEST(Tokenizer, ATokensBytesAreWhatItStandsForInsideAText) {
+  auto bytes = make(byte_level_tokenizer({{"\xC4\xA0", "w"}}));
+  EXPECT_EQ(bytes->token_bytes(id_of(*bytes, "\xC4\xA0w")), " w");
+  EXPECT_EQ(bytes->token_bytes(0xE4), "\xE4");  // a third of 中
+  auto pieces = make(sentencepiece_tokenizer());
+  EXPECT_EQ(pieces->token_bytes(id_of(*pieces, "\xE2\x96\x81hello")), " hello");
+  EXPECT_EQ(pieces->token_bytes(3 + 0xC3), "\xC3");
+  EXPECT_EQ(pieces->token_bytes(2), "</s>");
+  EXPECT_EQ(pieces->token_bytes(100000), "");
+}
+
 TEST(Tokenizer, DecodingAnIdNoTokenHasIsAnErrorNamingIt) {
   auto t = make(byte_level_tokenizer({}));
   const auto text = t->decode(std::vector<int32_t>{'a', 99999});
