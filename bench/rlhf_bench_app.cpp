@@ -113,7 +113,7 @@ void bench_config(const std::string& name, int steps, int repeats) {
   auto plan = app::load_app_plan({config, sets}, registry, plugins);
   if (!plan.ok()) fail(std::string(plan.status().message()));
   const auto& o = *static_cast<const apps::rlhf::rlhf_options*>(plan->app_options.get());
-  const models::gpt_config model = models::gpt_config_of(plan->spec.model);
+  const models::gpt_config model = models::gpt_config_of(plan->spec.model).value();
   const int workers = plan->find_role("rollout")->spec.count;  // the engine's threads follow it
   auto task = tasks::make_task(o.task);
   if (!task.ok()) fail(std::string(task.status().message()));

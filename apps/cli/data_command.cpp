@@ -37,7 +37,7 @@ absl::StatusOr<data_task> data_task_of(const config_args& args) {
   }
   config::app_spec spec;
   if (!config::app_spec_schema().parse(root, ctx, spec)) return diag.status();
-  out.model = models::gpt_config_of(spec.model);
+  TROUPE_ASSIGN_OR_RETURN(out.model, models::gpt_config_of(spec.model));
   absl::StatusOr<std::shared_ptr<const tasks::text_task>> made = tasks::make_task(out.spec);
   if (!made.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("rlhf.task: ", made.status().message()));

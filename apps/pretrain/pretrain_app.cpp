@@ -75,7 +75,8 @@ absl::StatusOr<actors::text_corpus> read_source_corpus(actor::role_context& ctx,
 
 absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt_trainer_options&) {
   TROUPE_ASSIGN_OR_RETURN(const pretrain_options* o, pretrain_options_in(ctx.plan));
-  const models::gpt_config model = models::gpt_config_of(ctx.plan.spec.model);
+  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
+                          models::gpt_config_of(ctx.plan.spec.model));
   TROUPE_ASSIGN_OR_RETURN(actors::text_corpus corpus,
                           o->data.source.empty() ? load_corpus(o->data, model.ctx)
                                                  : read_source_corpus(ctx, o->data, model.ctx));
@@ -401,9 +402,14 @@ void check_data_source(const app::app_plan& plan, const pretrain_options& o,
 void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
                          const config::parse_context& ctx, const YAML::Node& section) {
   const auto& o = *static_cast<const pretrain_options*>(opaque);
-  const models::gpt_config model = models::gpt_config_of(plan.spec.model);
-  if (absl::Status s = model.validate(); !s.ok()) ctx.error(section, std::string(s.message()));
-  if (model.vocab != 256) {
+  const auto resolved = models::gpt_config_of(plan.spec.model);
+  if (!resolved.ok()) ctx.error(section, std::string(resolved.status().message()));
+  const models::gpt_config model = resolved.value_or(models::gpt_config{});
+  if (!models::hf_model_dir(plan.spec.model).empty()) {
+    ctx.error(section, absl::StrCat("model.path: app: ", plan.spec.app,
+                                    " trains troupe's own GPT on byte-level text so far; give "
+                                    "the model's shape (model.layers, dim, heads) instead"));
+  } else if (model.vocab != 256) {
     ctx.error(section, absl::StrCat("the data is byte-level text, so model.vocab must be 256, not ",
                                     model.vocab));
   }
@@ -506,7 +512,8 @@ std::string describe_data(const pretrain_options& o, int ctx) {
 
 std::vector<std::string> describe_pretrain_plan(const app::app_plan& plan, const void* opaque) {
   const auto& o = *static_cast<const pretrain_options*>(opaque);
-  const models::gpt_config model = models::gpt_config_of(plan.spec.model);
+  const models::gpt_config model =
+      models::gpt_config_of(plan.spec.model).value_or(models::gpt_config{});  // checked already
   std::vector<std::string> out = {
       o.data.source.empty()
           ? describe_data(o, model.ctx)

@@ -540,7 +540,7 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
   state->app = ctx.plan.spec.app;
   state->options = options;
   state->pacer = pacer;
-  state->model = models::gpt_config_of(ctx.plan.spec.model);
+  TROUPE_ASSIGN_OR_RETURN(state->model, models::gpt_config_of(ctx.plan.spec.model));
   state->events = &ctx.events;
   state->registry = &ctx.metrics;
   state->run_dir = ctx.run_dir;

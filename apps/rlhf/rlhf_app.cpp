@@ -68,7 +68,8 @@ void place_rank(actors::trainer_actor_spec& spec, const actor::role_context& ctx
 
 absl::StatusOr<caf::actor> spawn_policy(actor::role_context& ctx, const no_options&) {
   TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "policy"));
-  const models::gpt_config model = models::gpt_config_of(ctx.plan.spec.model);
+  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
+                          models::gpt_config_of(ctx.plan.spec.model));
   TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<comm::rendezvous_store> store, store_of(ctx));
   actors::trainer_actor_spec spec;
   spec.model = model;
@@ -101,7 +102,7 @@ absl::StatusOr<caf::actor> spawn_policy(actor::role_context& ctx, const no_optio
 absl::StatusOr<caf::actor> spawn_reference(actor::role_context& ctx, const no_options&) {
   TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "reference"));
   actors::trainer_actor_spec spec;
-  spec.model = models::gpt_config_of(ctx.plan.spec.model);
+  TROUPE_ASSIGN_OR_RETURN(spec.model, models::gpt_config_of(ctx.plan.spec.model));
   spec.options = policy_trainer_options(*o);  // the policy's initial weights (same seed)
   spec.options.global_batch = 1;
   spec.options.rl_rows = o->data.train_batch_size * o->rollout.n;  // it takes the whole batch
@@ -114,7 +115,7 @@ absl::StatusOr<caf::actor> spawn_critic(actor::role_context& ctx, const no_optio
   TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "critic"));
   TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<comm::rendezvous_store> store, store_of(ctx));
   actors::trainer_actor_spec spec;
-  spec.model = models::gpt_config_of(ctx.plan.spec.model);
+  TROUPE_ASSIGN_OR_RETURN(spec.model, models::gpt_config_of(ctx.plan.spec.model));
   spec.options = critic_trainer_options(*o);
   place_rank(spec, ctx, o->critic.dp, o->data.train_batch_size * o->rollout.n);
   spec.group.name = "rlhf/critic";
@@ -131,7 +132,8 @@ absl::StatusOr<caf::actor> spawn_critic(actor::role_context& ctx, const no_optio
 absl::StatusOr<caf::actor> spawn_rollout(actor::role_context& ctx, const no_options&) {
   TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "rollout"));
   TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<comm::rendezvous_store> store, store_of(ctx));
-  const models::gpt_config model = models::gpt_config_of(ctx.plan.spec.model);
+  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
+                          models::gpt_config_of(ctx.plan.spec.model));
   // Weights until the first sync replaces them: the policy's initialisation.
   auto served = std::make_shared<actors::served_model>();
   served->layout = std::make_unique<models::gpt_layout>(model, models::layer_range::all(model));
@@ -216,7 +218,8 @@ config::object_schema<reward_model_options> reward_model_schema() {
 absl::StatusOr<caf::actor> spawn_reward_model(actor::role_context& ctx,
                                               const reward_model_options& options) {
   TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "reward"));
-  const models::gpt_config model = models::gpt_config_of(ctx.plan.spec.model);
+  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
+                          models::gpt_config_of(ctx.plan.spec.model));
   TROUPE_ASSIGN_OR_RETURN(
       std::shared_ptr<actors::learned_reward> rm,
       actors::learned_reward::load(model, options.checkpoint, "roles.reward.options.checkpoint",
@@ -255,9 +258,14 @@ constexpr expected_role expected_roles[] = {{"policy", "trainer", "gpt_policy"},
 void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
                      const config::parse_context& ctx, const YAML::Node& section) {
   const auto& o = *static_cast<const rlhf_options*>(opaque);
-  const models::gpt_config model = models::gpt_config_of(plan.spec.model);
-  if (absl::Status s = model.validate(); !s.ok()) ctx.error(section, std::string(s.message()));
-  if (model.vocab != 256) {
+  const auto resolved = models::gpt_config_of(plan.spec.model);
+  if (!resolved.ok()) ctx.error(section, std::string(resolved.status().message()));
+  const models::gpt_config model = resolved.value_or(models::gpt_config{});
+  if (!models::hf_model_dir(plan.spec.model).empty()) {
+    ctx.error(section, absl::StrCat("model.path: app: ", plan.spec.app,
+                                    " trains troupe's own GPT on byte-level text so far; give "
+                                    "the model's shape (model.layers, dim, heads) instead"));
+  } else if (model.vocab != 256) {
     ctx.error(section, absl::StrCat("the task is byte-level text, so model.vocab must be 256, not ",
                                     model.vocab));
   }
@@ -464,7 +472,8 @@ std::string placement_of(const app::app_plan& plan, const rlhf_options& o) {
 // The batch units, derived: what one RL step generates and how many optimizer steps it takes.
 std::vector<std::string> describe_rlhf_plan(const app::app_plan& plan, const void* opaque) {
   const auto& o = *static_cast<const rlhf_options*>(opaque);
-  const rlhf_schedule s = schedule_of(o, models::gpt_config_of(plan.spec.model).ctx);
+  const rlhf_schedule s =  // the plan is checked already
+      schedule_of(o, models::gpt_config_of(plan.spec.model).value_or(models::gpt_config{}).ctx);
   // "N updates per RL step (ppo_epochs E x P / ppo_mini_batch_size M), each on R responses,
   // R / ranks per rank" for the policy or the critic.
   const auto updates = [&](bool critic) {

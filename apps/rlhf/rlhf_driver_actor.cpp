@@ -641,7 +641,7 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
   using namespace control;
   auto state = std::make_shared<controller_state>();
   state->options = options;
-  state->model = models::gpt_config_of(ctx.plan.spec.model);
+  TROUPE_ASSIGN_OR_RETURN(state->model, models::gpt_config_of(ctx.plan.spec.model));
   state->events = &ctx.events;
   state->registry = &ctx.metrics;
   state->run_dir = ctx.run_dir;

@@ -4,18 +4,40 @@
 
 #include "absl/strings/str_cat.h"
 #include "models/gpt/gpt_checkpoint.hpp"
+#include "models/hf/hf_config.hpp"
+#include "models/hf/hf_weights.hpp"
+#include "runtime/base/status.hpp"
 
 namespace troupe::models {
 
-gpt_config gpt_config_of(const std::optional<config::model_spec>& model) {
+absl::StatusOr<gpt_config> gpt_config_of(const std::optional<config::model_spec>& model) {
   gpt_config c;
-  if (model) {
-    c.vocab = model->vocab;
-    c.ctx = model->ctx;
-    c.layers = model->layers;
-    c.dim = model->dim;
-    c.heads = model->heads;
+  if (model && !model->path.empty()) {
+    TROUPE_ASSIGN_OR_RETURN(const hf_model_config hf, load_hf_config(model->path));
+    c = hf.model;
+    if (model->ctx && *model->ctx != c.ctx) {
+      if (*model->ctx > c.ctx) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model.ctx ", *model->ctx, " is longer than ", model->path,
+            "/config.json's max_position_embeddings (", c.ctx, "); use at most ", c.ctx));
+      }
+      if (c.family == decoder_family::gpt2) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("model.ctx: a GPT-2's position table has n_positions (", c.ctx,
+                         ") rows, so ", model->path,
+                         " runs with exactly that context; remove "
+                         "model.ctx"));
+      }
+      c.ctx = *model->ctx;
+    }
+  } else if (model) {
+    c.vocab = model->vocab.value_or(c.vocab);
+    c.ctx = model->ctx.value_or(c.ctx);
+    c.layers = model->layers.value_or(c.layers);
+    c.dim = model->dim.value_or(c.dim);
+    c.heads = model->heads.value_or(c.heads);
   }
+  TROUPE_RETURN_IF_ERROR(c.validate());
   return c;
 }
 
@@ -52,6 +74,17 @@ absl::StatusOr<std::vector<float>> read_gpt_weights(const gpt_layout& layout,
   if (absl::Status s = layout.from_named(weights, params.data()); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(saved->dir, ": ", s.message(),
                                                " (is model: the one it was trained with?)"));
+  }
+  return params;
+}
+
+absl::StatusOr<std::vector<float>> read_hf_params(const gpt_layout& layout,
+                                                  const std::string& model_dir) {
+  TROUPE_ASSIGN_OR_RETURN(const hf_model_config hf, load_hf_config(model_dir));
+  TROUPE_ASSIGN_OR_RETURN(const tensor::named_tensors weights, read_hf_weights(model_dir, hf));
+  std::vector<float> params(layout.total());
+  if (absl::Status s = layout.from_named(weights, params.data()); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(model_dir, ": ", s.message()));
   }
   return params;
 }

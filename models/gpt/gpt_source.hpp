@@ -16,8 +16,17 @@
 
 namespace troupe::models {
 
-/// The GPT that a config's `model:` section describes (absent: the tiny GPT's defaults).
-[[nodiscard]] gpt_config gpt_config_of(const std::optional<config::model_spec>& model);
+/// The decoder that a config's `model:` section describes: troupe's GPT of its shape keys (those
+/// absent, and the whole section absent: the tiny GPT's defaults), or the Hugging Face model at
+/// `model.path` (its config.json), whose context `model.ctx` may shorten. Errors say what in the
+/// directory or the section is wrong, validate() included.
+[[nodiscard]] absl::StatusOr<gpt_config> gpt_config_of(
+    const std::optional<config::model_spec>& model);
+
+/// `model.path`: the Hugging Face model directory a config names; empty when it names none.
+[[nodiscard]] inline std::string hf_model_dir(const std::optional<config::model_spec>& model) {
+  return model ? model->path : std::string();
+}
 
 /// The shape of `c` as a checkpoint's manifest records it ({vocab, ctx, layers, dim, heads}), to
 /// check that a checkpoint fits a config.
@@ -36,5 +45,11 @@ namespace troupe::models {
 [[nodiscard]] absl::StatusOr<std::vector<float>> read_gpt_weights(const gpt_layout& layout,
                                                                   const std::string& path,
                                                                   const std::string& setting);
+
+/// The flat parameters of `layout` from the Hugging Face model at `model_dir` (read_hf_weights:
+/// each tensor checked against the directory's config.json, which must describe `layout`'s
+/// model).
+[[nodiscard]] absl::StatusOr<std::vector<float>> read_hf_params(const gpt_layout& layout,
+                                                                const std::string& model_dir);
 
 }  // namespace troupe::models

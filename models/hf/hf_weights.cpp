@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -109,8 +110,13 @@ std::vector<hf_tensor_spec> hf_tensor_specs(const gpt_config& c) {
   return out;
 }
 
-absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_dir,
-                                                      const hf_model_config& hf) {
+namespace {
+
+// Checks every tensor of the model in `model_dir` against `hf` (names, shapes, files) and hands
+// each to `take` with its index in hf_tensor_specs' order.
+using tensor_taker = std::function<absl::Status(size_t, const tensor::mapped_safetensors::entry&)>;
+absl::Status walk_hf_weights(const std::string& model_dir, const hf_model_config& hf,
+                             const tensor_taker& take) {
   const gpt_config& config = hf.model;
   // Which files to read: the index's shards, or the one file.
   const std::string single = model_dir + "/model.safetensors";
@@ -142,7 +148,6 @@ absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_d
   absl::flat_hash_map<std::string, size_t> wanted;
   for (size_t i = 0; i < specs.size(); ++i)
     wanted[specs[i].name] = i;
-  std::vector<tensor::tensor> found(specs.size());
   std::vector<bool> have(specs.size(), false);
   for (const std::string& file : files) {
     const std::string path = model_dir + "/" + file;
@@ -173,15 +178,12 @@ absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_d
         return absl::InvalidArgumentError(
             absl::StrCat(path, ": tensor '", e.name, "' is in more than one file"));
       }
-      tensor::tensor t = tensor::tensor::host(spec.shape);
-      const absl::Status copied = tensor::copy_as_f32(e, t.data<float>());
-      if (!copied.ok())
-        return absl::InvalidArgumentError(absl::StrCat(path, ": ", copied.message()));
-      found[it->second] = std::move(t);
+      if (absl::Status s = take(it->second, e); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
+      }
       have[it->second] = true;
     }
   }
-  tensor::named_tensors out;
   for (size_t i = 0; i < specs.size(); ++i) {
     if (!have[i]) {
       const auto at = indexed.find(specs[i].name);
@@ -191,9 +193,33 @@ absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_d
                               : absl::StrCat(" (config.json says ", config.layers, " layers of a ",
                                              hf.architecture, ")")));
     }
-    out.tensors.emplace_back(specs[i].name, std::move(found[i]));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_dir,
+                                                      const hf_model_config& hf) {
+  const std::vector<hf_tensor_spec> specs = hf_tensor_specs(hf.model);
+  std::vector<tensor::tensor> found(specs.size());
+  TROUPE_RETURN_IF_ERROR(
+      walk_hf_weights(model_dir, hf, [&](size_t i, const tensor::mapped_safetensors::entry& e) {
+        found[i] = tensor::tensor::host(specs[i].shape);
+        return tensor::copy_as_f32(e, found[i].data<float>());
+      }));
+  tensor::named_tensors out;
+  for (size_t i = 0; i < specs.size(); ++i)
+    out.tensors.emplace_back(specs[i].name, std::move(found[i]));
   return out;
+}
+
+absl::Status check_hf_weights(const std::string& model_dir, const hf_model_config& hf) {
+  return walk_hf_weights(model_dir, hf, [](size_t, const tensor::mapped_safetensors::entry& e) {
+    if (e.dtype == "F32" || e.dtype == "BF16" || e.dtype == "F16") return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", e.name, "' is ", e.dtype, ", not a float type"));
+  });
 }
 
 absl::Status write_hf_model(const std::string& out_dir, const hf_model_config& config,

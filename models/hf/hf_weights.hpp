@@ -33,6 +33,10 @@ struct hf_tensor_spec {
 /// skipped, and so is a tied model's copy of its output head.
 [[nodiscard]] absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_dir,
                                                                     const hf_model_config& config);
+/// What read_hf_weights checks, without reading the tensors: every file's header, every
+/// tensor's name, shape and dtype, the shards the index names (what `troupe check` looks at).
+[[nodiscard]] absl::Status check_hf_weights(const std::string& model_dir,
+                                            const hf_model_config& config);
 
 /// Writes a model in Hugging Face's layout to `out_dir` (created if need be): config.json
 /// (to_hf_config_json), generation_config.json (its stop tokens) and model.safetensors with

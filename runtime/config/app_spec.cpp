@@ -136,14 +136,36 @@ object_schema<autoscale_spec> make_autoscale_schema() {
 
 object_schema<model_spec> make_model_schema() {
   object_schema<model_spec> s;
-  s.add("vocab", &model_spec::vocab).range(2, 1 << 20).help("vocabulary size");
-  s.add("ctx", &model_spec::ctx).range(1, 1 << 20).help("context length in tokens");
-  s.add("layers", &model_spec::layers).range(1, 1024).help("transformer blocks");
-  s.add("dim", &model_spec::dim).range(1, 1 << 16).help("model width");
-  s.add("heads", &model_spec::heads).range(1, 1024).help("attention heads; must divide dim");
+  s.add("path", &model_spec::path)
+      .help(
+          "a Hugging Face model directory (config.json, model.safetensors, tokenizer.json); "
+          "its config.json gives the shape");
+  s.add("vocab", &model_spec::vocab).range(2, 1 << 20).help("vocabulary size (default 256)");
+  s.add("ctx", &model_spec::ctx)
+      .range(1, 1 << 20)
+      .help("context length in tokens (default 128; with path: the model's, or less)");
+  s.add("layers", &model_spec::layers).range(1, 1024).help("transformer blocks (default 4)");
+  s.add("dim", &model_spec::dim).range(1, 1 << 16).help("model width (default 128)");
+  s.add("heads", &model_spec::heads)
+      .range(1, 1024)
+      .help("attention heads; must divide dim (default 4)");
   s.check([](const model_spec& m) -> std::optional<std::string> {
-    if (m.dim % m.heads == 0) return std::nullopt;
-    return "dim " + std::to_string(m.dim) + " is not divisible by heads " + std::to_string(m.heads);
+    if (!m.path.empty()) {
+      for (const auto& [key, value] : {std::pair{"vocab", m.vocab},
+                                       {"layers", m.layers},
+                                       {"dim", m.dim},
+                                       {"heads", m.heads}}) {
+        if (value) {
+          return std::string("model.") + key + " cannot be set with model.path: the model's " +
+                 "config.json gives its shape; remove " + key;
+        }
+      }
+      return std::nullopt;
+    }
+    // With one of them at its default, the apps' checks of the whole model say it.
+    if (!m.dim || !m.heads || *m.dim % *m.heads == 0) return std::nullopt;
+    return "dim " + std::to_string(*m.dim) + " is not divisible by heads " +
+           std::to_string(*m.heads);
   });
   return s;
 }

@@ -101,13 +101,17 @@ struct autoscale_spec {
   double look_back_period_s = 30;
 };
 
-/// A GPT-style decoder, for the apps that train or serve one.
+/// The decoder the apps train or serve: a Hugging Face model directory (`path`), or troupe's
+/// own GPT of the shape given here (each key unset: the tiny GPT's default, models/gpt).
 struct model_spec {
-  int vocab = 256;
-  int ctx = 128;
-  int layers = 4;
-  int dim = 128;
-  int heads = 4;
+  /// A Hugging Face model directory (config.json, safetensors, tokenizer.json); its config.json
+  /// gives the shape, and `ctx` (when set) the context served, at most the model's.
+  std::string path;
+  std::optional<int> vocab;
+  std::optional<int> ctx;
+  std::optional<int> layers;
+  std::optional<int> dim;
+  std::optional<int> heads;
 };
 
 /// Restart with exponential backoff: the first after `backoff_ms`, doubling up to 30 s.

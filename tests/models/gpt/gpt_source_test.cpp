@@ -1,7 +1,11 @@
 #include "models/gpt/gpt_source.hpp"
 
+#include <fstream>
+
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+#include "models/hf/hf_config.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "tests/support/model_checkpoint.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -17,13 +21,45 @@ std::vector<float> save(const std::string& root, int64_t step, const gpt_layout&
 }
 
 TEST(GptSource, TheModelSectionGivesTheShape) {
-  EXPECT_EQ(gpt_config_of(std::nullopt).dim, gpt_config{}.dim);
+  EXPECT_EQ(gpt_config_of(std::nullopt)->dim, gpt_config{}.dim);
   config::model_spec spec;
   spec.layers = 2;
   spec.dim = 64;
-  const gpt_config c = gpt_config_of(spec);
+  const gpt_config c = gpt_config_of(spec).value();
   EXPECT_EQ(c.layers, 2);
   EXPECT_EQ(c.dim, 64);
+  EXPECT_EQ(c.heads, gpt_config{}.heads);
+  spec.heads = 3;
+  EXPECT_EQ(gpt_config_of(spec).status().message(), "model: heads (3) must divide dim (64)");
+}
+
+// model.path: the shape is the directory's config.json; model.ctx may only shorten it.
+TEST(GptSource, AHuggingFaceDirectoryGivesTheShape) {
+  testing::temp_dir dir;
+  gpt_config llama;
+  llama.family = decoder_family::llama;
+  llama.vocab = 300;
+  llama.ctx = 512;
+  llama.kv_heads = 2;
+  {
+    std::ofstream out(dir.file("config.json"));
+    out << to_hf_config_json({"LlamaForCausalLM", llama}).dump();
+  }
+  config::model_spec spec;
+  spec.path = dir.path().string();
+  auto c = gpt_config_of(spec);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->family, decoder_family::llama);
+  EXPECT_EQ(c->vocab, 300);
+  EXPECT_EQ(c->ctx, 512);
+  spec.ctx = 64;
+  EXPECT_EQ(gpt_config_of(spec)->ctx, 64);
+  spec.ctx = 1024;
+  EXPECT_EQ(gpt_config_of(spec).status().message(),
+            absl::StrCat("model.ctx 1024 is longer than ", spec.path,
+                         "/config.json's max_position_embeddings (512); use at most 512"));
+  spec.path = dir.file("absent");
+  EXPECT_EQ(gpt_config_of(spec).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(GptSource, WeightsComeFromACheckpointOrTheNewestOfARun) {

@@ -70,10 +70,13 @@ std::string raw_file(const std::vector<raw_tensor>& tensors) {
   return out + h + data;
 }
 
+// read_hf_weights' error, which check_hf_weights (headers only) must find too.
 std::string error_of(const std::string& dir, const hf_model_config& c) {
   const auto w = read_hf_weights(dir, c);
   EXPECT_FALSE(w.ok());
-  return w.ok() ? "" : std::string(w.status().message());
+  const std::string error = w.ok() ? "" : std::string(w.status().message());
+  EXPECT_EQ(check_hf_weights(dir, c).message(), error);
+  return error;
 }
 
 TEST(HfWeights, SpecsFollowHfNamesAndShapes) {
@@ -95,6 +98,7 @@ TEST(HfWeights, ReadsOneFileOrShardsInF32Bf16AndF16) {
           .ok());
   auto w = read_hf_weights(one.path().string(), c);
   ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_TRUE(check_hf_weights(one.path().string(), c).ok());
   EXPECT_EQ(w->tensors.size(), hf_tensor_specs(c.model).size());
   EXPECT_EQ((*w->get("model.norm.weight")).data<float>()[3], 23.375f);
 
