@@ -28,6 +28,29 @@ int main(int argc, char** argv) {
                        "Under srun: task 0 runs the head and the app, the other tasks join it as "
                        "workers (docs/launch.md)");
 
+  serve_args serve;
+  auto* serve_cmd = app.add_subcommand(
+      "serve", "Serve a Hugging Face model directory over the OpenAI-compatible API (app: serve)");
+  serve_cmd
+      ->add_option("model", serve.model,
+                   "The model directory (config.json, safetensors, "
+                   "tokenizer.json)")
+      ->required();
+  serve_cmd->add_option("--host", serve.host, "The address to listen on")->capture_default_str();
+  serve_cmd->add_option("--port", serve.port, "The port (0 picks a free one)")
+      ->capture_default_str();
+  serve_cmd->add_option("--max-model-len", serve.max_model_len,
+                        "The context served, prompt and output (default: the model's)");
+  serve_cmd->add_option("--served-model-name", serve.served_model_name,
+                        "The name clients ask for (default: the directory as given)");
+  serve_cmd->add_option("--workers", serve.workers, "Inference worker processes")
+      ->capture_default_str();
+  serve_cmd->add_option("--set", serve.overrides,
+                        "Override a setting of the config it runs: key.path=value");
+  serve_cmd->add_option("--run-dir", serve.run_dir,
+                        "Run directory (default: runs/serve-<date>-<time>)");
+  serve_cmd->add_option("--plugin-dir", serve.plugin_dirs, "Extra plugin directory");
+
   config_args check;
   auto* check_cmd = app.add_subcommand("check", "Validate a config without running it");
   check_cmd->add_option("config", check.config, "App config (YAML)")->required();
@@ -218,6 +241,7 @@ int main(int argc, char** argv) {
   }
 
   if (*launch_cmd) return launch_command(launch);
+  if (*serve_cmd) return serve_command(serve);
   if (*check_cmd) return check_command(check);
   if (*list_cmd) return plugins_list_command(plugin_dirs, plugins_json);
   if (*new_cmd) return plugins_new_command(plugin_project);

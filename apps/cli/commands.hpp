@@ -34,6 +34,8 @@ struct config_args {
   std::string config;
   std::vector<std::string> overrides;
   std::vector<std::string> plugin_dirs;
+  /// When set, the config itself (a command that writes one), with `config` as its name.
+  std::string config_text;
 };
 
 struct launch_args : config_args {
@@ -54,6 +56,23 @@ using cluster_setup = std::function<std::optional<apps::cluster_options>(const r
 /// stdout. Returns the exit code.
 [[nodiscard]] int run_job(const app::app_plan& plan, const std::string& config_name,
                           const std::optional<std::string>& run_dir, const cluster_setup& cluster);
+
+/// Arguments of `troupe serve MODEL_DIR`, vLLM's flags where it has them.
+struct serve_args {
+  std::string model;  ///< a Hugging Face model directory
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::optional<int> max_model_len;
+  std::optional<std::string> served_model_name;  ///< default: MODEL_DIR as given
+  int workers = 1;                               ///< inference worker processes
+  std::optional<std::string> run_dir;
+  std::vector<std::string> overrides;
+  std::vector<std::string> plugin_dirs;
+};
+
+/// `troupe serve MODEL_DIR`: app: serve of the model in MODEL_DIR (model.path), behind the
+/// OpenAI-compatible API; the config it runs is configs/serve_tiny.yaml's with these settings.
+[[nodiscard]] int serve_command(const serve_args& args);
 
 /// `troupe check`: validate only.
 [[nodiscard]] int check_command(const config_args& args);

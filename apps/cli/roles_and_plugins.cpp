@@ -19,7 +19,7 @@ roles_and_plugins::roles_and_plugins(const std::vector<std::string>& extra_dirs)
 }
 
 absl::StatusOr<app::app_plan> roles_and_plugins::load(const config_args& args) {
-  return app::load_app_plan({args.config, args.overrides}, registry, plugins);
+  return app::load_app_plan({args.config, args.overrides, args.config_text}, registry, plugins);
 }
 
 }  // namespace troupe::cli

@@ -244,7 +244,7 @@ void http_front_end::install_routes() {
             // A client that went away, or a server shutting down, ends the stream.
             if (!e) return sink.is_writable() && !closing_;
             std::string text = c.text->push(e->tokens);
-            if (e->finished) text += c.text->finish();
+            if (e->finished) text = cut_at_stop(text + c.text->finish(), call, e->reason);
             choice_output piece;
             piece.add(*e);
             if (!text.empty() || e->finished) {

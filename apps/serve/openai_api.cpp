@@ -74,11 +74,11 @@ std::variant<completion_call, api_error> parse_completion(absl::string_view body
   const json j = json::parse(body.begin(), body.end(), nullptr, false);
   if (j.is_discarded()) return invalid("the body is not valid JSON");
   if (!j.is_object()) return invalid("the body must be a JSON object");
-  static const std::set<std::string> common = {"model", "max_tokens", "temperature", "top_p",
-                                               "top_k", "seed", "stop", "stream", "n", "user",
-                                               "logprobs",
-                                               // vLLM's extra sampling parameter
-                                               "include_stop_str_in_output"};
+  static const std::set<std::string> common = {
+      "model", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "stream", "n", "user",
+      "logprobs",
+      // vLLM's extra sampling parameters
+      "include_stop_str_in_output", "stop_token_ids", "ignore_eos"};
   for (const auto& [key, value] : j.items()) {
     if (common.count(key) == 0 && key != (chat ? "messages" : "prompt") &&
         !(chat && key == "top_logprobs")) {
@@ -187,11 +187,39 @@ std::variant<completion_call, api_error> parse_completion(absl::string_view body
     }
     r.include_stop_str_in_output = j["include_stop_str_in_output"];
   }
+  if (j.contains("stop_token_ids") && !j["stop_token_ids"].is_null()) {
+    if (!j["stop_token_ids"].is_array()) return invalid("'stop_token_ids' must be a list of ids");
+    auto ids = token_ids(j["stop_token_ids"], "stop_token_ids", vocabulary);
+    if (auto* e = std::get_if<api_error>(&ids)) return *e;
+    r.stop_token_ids = std::get<std::vector<int32_t>>(std::move(ids));
+  }
+  bool ignore_eos = false;
+  if (j.contains("ignore_eos") && !j["ignore_eos"].is_null()) {
+    if (!j["ignore_eos"].is_boolean()) return invalid("'ignore_eos' must be true or false");
+    ignore_eos = j["ignore_eos"];
+  }
+  if (!ignore_eos) {
+    r.stop_token_ids.insert(r.stop_token_ids.end(), limits.stop_token_ids.begin(),
+                            limits.stop_token_ids.end());
+  }
   if (j.contains("stream") && !j["stream"].is_null()) {
     if (!j["stream"].is_boolean()) return invalid("'stream' must be true or false");
     call.stream = j["stream"];
   }
   return call;
+}
+
+std::string cut_at_stop(std::string text, const completion_call& call,
+                        actor::finish_reason reason) {
+  if (reason != actor::finish_reason::stop || call.request.include_stop_str_in_output) {
+    return text;
+  }
+  size_t at = text.size();
+  for (const auto& stop : call.request.stop) {
+    if (!stop.empty()) at = std::min(at, text.find(stop));
+  }
+  text.resize(at);
+  return text;
 }
 
 void choice_output::add(const actor::generation_event& e) {
@@ -255,7 +283,8 @@ std::string completion_body(const std::string& id, const api_limits& limits, int
     const choice_output& c = choices[i];
     completion_tokens += static_cast<int>(c.tokens.size());
     // The engine's tokens are the model's own: they always decode.
-    const std::string text = vocabulary.decode(c.tokens).value_or(std::string());
+    const std::string text =
+        cut_at_stop(vocabulary.decode(c.tokens).value_or(std::string()), call, c.reason);
     json choice = {{"index", i}, {"finish_reason", finish_name(c.reason)}};
     if (call.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", text}};

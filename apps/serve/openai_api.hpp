@@ -33,6 +33,9 @@ struct api_limits {
   std::string model;  ///< the name clients must ask for
   int ctx = 128;      ///< prompt + output tokens
   int default_max_tokens = 16;
+  /// The model's end-of-sequence tokens (generation_config.json's eos_token_id): every request
+  /// stops at them unless it asks for ignore_eos.
+  std::vector<int32_t> stop_token_ids;
 };
 
 /// A parsed /v1/completions or /v1/chat/completions call.
@@ -56,10 +59,17 @@ struct choice_output {
   void add(const actor::generation_event& e);
 };
 
+/// A choice's text as the API shows it: when it ended on a stop string that the call keeps out,
+/// cut where the stop string begins (the engine keeps a token that holds text before the stop
+/// string, as vLLM keeps the token ids and cuts the text).
+[[nodiscard]] std::string cut_at_stop(std::string text, const completion_call& call,
+                                      actor::finish_reason reason);
+
 /// Parses and checks a request body. `prompt` is a text, a list of one text, a list of token
 /// ids or a list of one such list (as the OpenAI API allows). Malformed JSON, unknown fields
 /// and bad values (a token id outside the vocabulary) are 400s naming the field; another model
-/// is 404; a prompt that leaves no room in the context is 413.
+/// is 404; a prompt that leaves no room in the context is 413. vLLM's stop_token_ids and
+/// ignore_eos are read; the request stops at limits.stop_token_ids unless ignore_eos.
 [[nodiscard]] std::variant<completion_call, api_error> parse_completion(
     absl::string_view body, const api_limits& limits, bool chat,
     const serving_vocabulary& vocabulary = byte_vocabulary());

@@ -4,8 +4,10 @@
 #include "absl/strings/str_format.h"
 #include "actors/replica_autoscaler.hpp"
 #include "actors/request_router.hpp"
+#include "apps/serve/hf_vocabulary.hpp"
 #include "apps/serve/http_front_end.hpp"
 #include "models/gpt/gpt_source.hpp"
+#include "models/hf/hf_config.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/status_bridge.hpp"
@@ -35,6 +37,9 @@ struct router_state {
   std::map<std::string, actor::inference_worker_actor> workers;
   std::map<caf::actor_addr, std::string> names;
   std::shared_ptr<serve_metrics> metrics;
+  // The model's text and tokens (declared before the front end, which uses it); null: troupe's
+  // byte vocabulary.
+  std::shared_ptr<const serving_vocabulary> vocabulary;
   std::unique_ptr<http_front_end> front_end;
   std::string url;
   caf::typed_response_promise<actor::job_result> done;
@@ -235,7 +240,8 @@ absl::Status start_front_end(router_self self) {
   TROUPE_ASSIGN_OR_RETURN(
       st.front_end,
       http_front_end::start({st.options.host, st.options.port, st.options.token, st.limits,
-                             st.options.http, st.options.tls.cert, st.options.tls.key, st.metrics},
+                             st.options.http, st.options.tls.cert, st.options.tls.key, st.metrics,
+                             st.vocabulary ? st.vocabulary.get() : &byte_vocabulary()},
                             std::move(hooks)));
   st.url = absl::StrCat(st.options.tls.cert.empty() ? "http://" : "https://", st.options.host, ":",
                         st.front_end->port());
@@ -283,8 +289,15 @@ void drain(router_self self) {
 
 absl::StatusOr<caf::actor> spawn_serve_router(actor::role_context& ctx,
                                               const serve_options& options) {
-  const api_limits limits{options.model_name, models::gpt_config_of(ctx.plan.spec.model).ctx,
-                          options.default_max_tokens};
+  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
+                          models::gpt_config_of(ctx.plan.spec.model));
+  api_limits limits{options.model_name, model.ctx, options.default_max_tokens};
+  std::shared_ptr<const serving_vocabulary> vocabulary;
+  if (const std::string dir = models::hf_model_dir(ctx.plan.spec.model); !dir.empty()) {
+    TROUPE_ASSIGN_OR_RETURN(const models::hf_model_config hf, models::load_hf_config(dir));
+    limits.stop_token_ids = hf.eos_token_ids;
+    TROUPE_ASSIGN_OR_RETURN(vocabulary, hf_vocabulary::load(dir, model.vocab));
+  }
   run::event_log* events = &ctx.events;
   metrics::registry* registry = &ctx.metrics;
   std::optional<config::autoscale_spec> autoscaling;
@@ -294,7 +307,7 @@ absl::StatusOr<caf::actor> spawn_serve_router(actor::role_context& ctx,
   const int initial = std::max(cluster.local_workers, cluster.min_workers);
   actor::worker_scaler* scaler = ctx.scaler;
   auto handle = ctx.spawn<router_actor, router_state>(
-      [options, limits, events, registry, autoscaling, initial,
+      [options, limits, vocabulary, events, registry, autoscaling, initial,
        scaler](router_self self) -> router_actor::behavior_type {
         auto& st = self->state;
         if (autoscaling) {
@@ -303,6 +316,7 @@ absl::StatusOr<caf::actor> spawn_serve_router(actor::role_context& ctx,
         st.scaler = scaler;
         st.options = options;
         st.limits = limits;
+        st.vocabulary = vocabulary;
         st.events = events;
         st.metrics = std::make_shared<serve_metrics>(*registry);
         st.logic = std::make_unique<request_router>(request_router::options{

@@ -4,6 +4,7 @@
 #include "actors/inference_worker_actor.hpp"
 #include "apps/serve/router_actor.hpp"
 #include "apps/serve/serve_options.hpp"
+#include "models/gpt/gpt_source.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/config/environment.hpp"
@@ -21,9 +22,10 @@ absl::StatusOr<caf::actor> spawn_gpt_worker(actor::role_context& ctx, const gpt_
   const auto& options = *static_cast<const serve_options*>(ctx.plan.app_options.get());
   TROUPE_ASSIGN_OR_RETURN(auto model, load_served_model(ctx.plan, options));
   TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
-  auto worker = actors::spawn_inference_worker(ctx.system, ctx.metrics, ctx.actor_name(),
-                                               std::move(model), engine_options(ctx.plan, options),
-                                               run::work_pacer(std::move(hooks)));
+  auto engine = engine_options(*model, options);
+  auto worker =
+      actors::spawn_inference_worker(ctx.system, ctx.metrics, ctx.actor_name(), std::move(model),
+                                     std::move(engine), run::work_pacer(std::move(hooks)));
   if (!worker.ok()) {
     return absl::Status(
         worker.status().code(),
@@ -32,8 +34,16 @@ absl::StatusOr<caf::actor> spawn_gpt_worker(actor::role_context& ctx, const gpt_
   return caf::actor_cast<caf::actor>(*worker);
 }
 
-void check_serve_plan(const app::app_plan& plan, const void*, const config::parse_context& ctx,
-                      const YAML::Node& section) {
+void check_serve_plan(const app::app_plan& plan, const void* opaque,
+                      const config::parse_context& ctx, const YAML::Node& section) {
+  const auto& options = *static_cast<const serve_options*>(opaque);
+  // The model, its directory's files included, before any process starts.
+  if (absl::Status s = check_served_model(plan.spec.model); !s.ok()) {
+    ctx.error(section, std::string(s.message()));
+  }
+  if (!models::hf_model_dir(plan.spec.model).empty() && !options.checkpoint.empty()) {
+    ctx.error(section, "serve.checkpoint and model.path both name the weights; give one");
+  }
   const auto* worker = plan.find_role("worker");
   if (worker == nullptr || worker->spec.kind != "inference_worker") {
     ctx.error(section,

@@ -1,7 +1,10 @@
 #include "apps/serve/serve_options.hpp"
 
 #include "absl/strings/str_cat.h"
+#include "apps/serve/hf_vocabulary.hpp"
 #include "models/gpt/gpt_source.hpp"
+#include "models/hf/hf_config.hpp"
+#include "models/hf/hf_weights.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/tensor/cuda_device.hpp"
@@ -16,7 +19,9 @@ config::object_schema<engine_spec> engine_schema() {
       .help("continuous: requests join at the next iteration; static: the baseline");
   s.add("device", &engine_spec::device)
       .one_of({"auto", "cpu", "cuda"})
-      .help("where the model runs: cpu, cuda (device 0), or auto (cuda when a GPU is visible)");
+      .help(
+          "where the model runs: cpu, cuda (device 0), or auto (cuda when a GPU is visible and "
+          "the model is a GPT-2; the Llama family runs on the CPU so far)");
   s.add("max_batch_tokens", &engine_spec::max_batch_tokens)
       .range(1, 1 << 20)
       .help("tokens per iteration, prefill chunks and decode steps together");
@@ -108,26 +113,40 @@ config::object_schema<serve_options> serve_schema() {
   return s;
 }
 
+absl::Status check_served_model(const std::optional<config::model_spec>& model) {
+  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config config, models::gpt_config_of(model));
+  const std::string dir = models::hf_model_dir(model);
+  if (dir.empty()) return absl::OkStatus();
+  // The tokenizer and template; the weights' headers (names, shapes, dtypes), not their data.
+  TROUPE_RETURN_IF_ERROR(hf_vocabulary::load(dir, config.vocab).status());
+  TROUPE_ASSIGN_OR_RETURN(const models::hf_model_config hf, models::load_hf_config(dir));
+  return models::check_hf_weights(dir, hf);
+}
+
 absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
     const app::app_plan& plan, const serve_options& options) {
-  const models::gpt_config config = models::gpt_config_of(plan.spec.model);
-  TROUPE_RETURN_IF_ERROR(config.validate());
+  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config config, models::gpt_config_of(plan.spec.model));
   auto m = std::make_shared<actors::served_model>();
   m->layout = std::make_unique<models::gpt_layout>(config, models::layer_range::all(config));
-  if (options.checkpoint.empty()) {
+  if (const std::string dir = models::hf_model_dir(plan.spec.model); !dir.empty()) {
+    TROUPE_ASSIGN_OR_RETURN(m->params, models::read_hf_params(*m->layout, dir));
+    TROUPE_ASSIGN_OR_RETURN(auto vocabulary, hf_vocabulary::load(dir, config.vocab));
+    m->token_text = std::make_shared<const std::vector<std::string>>(vocabulary->token_texts());
+  } else if (options.checkpoint.empty()) {
     m->params.assign(m->layout->total(), 0.0f);
     m->layout->initialize(m->params.data(), static_cast<uint64_t>(options.init_seed));
-    return m;
+  } else {
+    TROUPE_ASSIGN_OR_RETURN(
+        m->params, models::read_gpt_weights(*m->layout, options.checkpoint, "serve.checkpoint"));
   }
-  TROUPE_ASSIGN_OR_RETURN(
-      m->params, models::read_gpt_weights(*m->layout, options.checkpoint, "serve.checkpoint"));
   return m;
 }
 
-actors::inference_engine::options engine_options(const app::app_plan& plan,
+actors::inference_engine::options engine_options(const actors::served_model& model,
                                                  const serve_options& options) {
   actors::inference_engine::options o;
-  o.scheduler.ctx = models::gpt_config_of(plan.spec.model).ctx;
+  o.scheduler.ctx = model.layout->config().ctx;
+  o.scheduler.token_text = model.token_text;
   o.scheduler.max_batch_tokens = options.engine.max_batch_tokens;
   o.scheduler.max_sequences = options.engine.max_sequences;
   o.scheduler.continuous = options.engine.batching == "continuous";
@@ -137,8 +156,10 @@ actors::inference_engine::options engine_options(const app::app_plan& plan,
   if (options.engine.device == "cuda") {
     o.device = 0;
   } else if (options.engine.device == "auto") {
+    // The CUDA decoder runs the GPT-2 family so far: the Llama family is served on the CPU.
     const auto gpus = tensor::cuda_devices();
-    o.device = gpus.ok() && !gpus->empty() ? 0 : -1;
+    const bool cuda_runs_it = model.layout->config().family == models::decoder_family::gpt2;
+    o.device = cuda_runs_it && gpus.ok() && !gpus->empty() ? 0 : -1;
   }
   return o;
 }

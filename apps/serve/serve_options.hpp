@@ -1,10 +1,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "actors/inference_worker_actor.hpp"
+#include "runtime/config/app_spec.hpp"
 #include "runtime/config/schema.hpp"
 #include "runtime/http/http_limits.hpp"
 
@@ -49,13 +51,20 @@ struct serve_options {
 
 [[nodiscard]] config::object_schema<serve_options> serve_schema();
 
-/// The model to serve: the `model:` GPT with the newest good checkpoint's weights (a run
+/// The served model as the router and the workers will read it: the `model:` section's shape,
+/// or the Hugging Face directory at `model.path` (config.json and model.ctx, every safetensors
+/// header, tokenizer.json and the chat template). An error says what is wrong and where.
+[[nodiscard]] absl::Status check_served_model(const std::optional<config::model_spec>& model);
+
+/// The model to serve: the Hugging Face model at `model.path` (its weights and its tokenizer's
+/// token bytes), or the `model:` GPT with the newest good checkpoint's weights (a run
 /// directory's checkpoints/ or a checkpoint directory), or fresh ones from `init_seed`.
 [[nodiscard]] absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
     const app::app_plan& plan, const serve_options& options);
 
-/// The engine options of an inference worker on this machine (`device: auto` looks for a GPU).
-[[nodiscard]] actors::inference_engine::options engine_options(const app::app_plan& plan,
+/// The engine options of an inference worker of `model` on this machine (`device: auto` looks
+/// for a GPU, and takes it for a model the CUDA decoder runs).
+[[nodiscard]] actors::inference_engine::options engine_options(const actors::served_model& model,
                                                                const serve_options& options);
 
 }  // namespace troupe::apps

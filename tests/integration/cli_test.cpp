@@ -125,6 +125,42 @@ TEST(Cli, TokenizerTrainWritesAHuggingFaceTokenizer) {
   EXPECT_NE(missing.err.find("no such file or directory"), std::string::npos) << missing.err;
 }
 
+// `troupe serve DIR` and `model.path` check the directory before any process starts: each
+// missing or contradicting part is named, with exit 2.
+TEST(Cli, ServeChecksTheModelDirectoryFirst) {
+  temp_dir dir;
+  const auto missing = troupe({"serve", dir.file("absent")});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(missing.err, "troupe serve: " + dir.file("absent") +
+                             " has no config.json: it is not a Hugging Face model directory\n");
+  // A config.json without its tokenizer.
+  dir.write("model/config.json",
+            R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 300, "hidden_size": 64,
+                "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 4,
+                "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "hidden_act": "silu"})");
+  const auto untokenized = troupe({"serve", dir.file("model"), "--max-model-len", "64"});
+  EXPECT_EQ(untokenized.exit_code, 2);
+  EXPECT_NE(untokenized.err.find("tokenizer.json is absent"), std::string::npos) << untokenized.err;
+  const auto too_long = troupe({"serve", dir.file("model"), "--max-model-len", "4096"});
+  EXPECT_EQ(too_long.exit_code, 2);
+  EXPECT_NE(too_long.err.find("model.ctx 4096 is longer than"), std::string::npos) << too_long.err;
+  const std::string config =
+      dir.write("serve.yaml", "app: serve\nmodel: {path: " + dir.file("model") +
+                                  ", layers: 2}\nroles: {worker: {kind: inference_worker, impl: "
+                                  "gpt}}\n");
+  const auto shaped = troupe({"check", config});
+  EXPECT_EQ(shaped.exit_code, 2);
+  EXPECT_NE(shaped.err.find("model.layers cannot be set with model.path"), std::string::npos)
+      << shaped.err;
+  // The training apps take troupe's own GPT only, so far.
+  const auto pretrain = troupe({"check", TROUPE_SOURCE_DIR "/configs/pretrain_tiny.yaml", "--set",
+                                "model={path: " + dir.file("model") + "}"});
+  EXPECT_EQ(pretrain.exit_code, 2);
+  EXPECT_NE(pretrain.err.find("model.path: app: pretrain trains troupe's own GPT"),
+            std::string::npos)
+      << pretrain.err;
+}
+
 TEST(Cli, CheckRejectsABrokenConfigWithExitTwo) {
   temp_dir dir;
   const std::string path = dir.write("broken.yaml",

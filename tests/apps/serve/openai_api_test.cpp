@@ -42,6 +42,40 @@ TEST(OpenAiApi, ParsesCompletionsWithEveryOption) {
                   .request.include_stop_str_in_output);
 }
 
+// vLLM's stop_token_ids and ignore_eos: the model's end-of-sequence tokens stop every request
+// unless it ignores them.
+TEST(OpenAiApi, StopTokensAndTheModelsEndOfSequence) {
+  api_limits with_eos = limits;
+  with_eos.stop_token_ids = {3};
+  EXPECT_EQ(
+      ok(R"({"model": "troupe-tiny", "prompt": "x"})", false, with_eos).request.stop_token_ids,
+      std::vector<int32_t>{3});
+  EXPECT_EQ(
+      ok(R"({"model": "troupe-tiny", "prompt": "x", "stop_token_ids": [10, 11]})", false, with_eos)
+          .request.stop_token_ids,
+      (std::vector<int32_t>{10, 11, 3}));
+  EXPECT_TRUE(ok(R"({"model": "troupe-tiny", "prompt": "x", "ignore_eos": true})", false, with_eos)
+                  .request.stop_token_ids.empty());
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": "x", "stop_token_ids": [256]})").message,
+            "'stop_token_ids'[0] must be a token id from 0 to 255, not 256");
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": "x", "stop_token_ids": 5})").message,
+            "'stop_token_ids' must be a list of ids");
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": "x", "ignore_eos": 1})").message,
+            "'ignore_eos' must be true or false");
+}
+
+// A token may hold text before the stop string that ended the output: the text is cut there,
+// unless the stop string is to stay.
+TEST(OpenAiApi, TheTextIsCutWhereTheStopStringBegins) {
+  completion_call call = ok(R"({"model": "troupe-tiny", "prompt": "x", "stop": ["\n\n", "END"]})");
+  EXPECT_EQ(cut_at_stop("one\n\ntwo", call, actor::finish_reason::stop), "one");
+  EXPECT_EQ(cut_at_stop("oneEND\n\n", call, actor::finish_reason::stop), "one");
+  EXPECT_EQ(cut_at_stop("one\n", call, actor::finish_reason::stop), "one\n");
+  EXPECT_EQ(cut_at_stop("one\n\ntwo", call, actor::finish_reason::length), "one\n\ntwo");
+  call.request.include_stop_str_in_output = true;
+  EXPECT_EQ(cut_at_stop("one\n\ntwo", call, actor::finish_reason::stop), "one\n\ntwo");
+}
+
 TEST(OpenAiApi, ChatMessagesBecomeOneTemplatedPrompt) {
   const auto c = ok(R"({"model": "troupe-tiny", "messages": [{"role": "system", "content":
                      "Be brief."}, {"role": "user", "content": "Hi"}]})",

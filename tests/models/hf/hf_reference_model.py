@@ -5,13 +5,19 @@ MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM, without transformers 
 independent reference troupe's decoder is checked against (tests/models/hf/hf_model_test.cpp).
 
     hf_reference_model.py make ARCH OUT_DIR [--dtype f32|bf16] [--shards N] [--seed S]
-        [--vocab V]
+        [--vocab V] [--untied] [--eos ID ...]
     hf_reference_model.py forward MODEL_DIR TOKENS OUT [--generate N]
+    hf_reference_model.py stop-after MODEL_DIR TOKENS EOS
 
 `make` writes config.json, generation_config.json and model.safetensors (or N shards and
 model.safetensors.index.json) for ARCH (llama, mistral, qwen2 or qwen3, each small and with
-its family's options). `forward` runs the model over TOKENS (comma-separated ids) and writes
-{"logits": [[...] per position], "generated": [greedy ids]} as JSON.
+its family's options); --untied gives it an output head of its own, --eos its end-of-sequence
+ids (a real tokenizer's). `forward` runs the model over TOKENS (comma-separated ids) and writes
+{"logits": [[...] per position], "generated": [greedy ids]} as JSON. `stop-after` edits an
+untied checkpoint's output head so that a greedy continuation of TOKENS says EOS after a few
+tokens of its own, as a trained model ends its turn (the row of EOS becomes 1.5 times the row of
+a token the continuation would say), and prints how many tokens come before it.
+
 """
 import argparse
 import json
@@ -112,6 +118,10 @@ def write_safetensors(path, tensors, dtype):
 def make(args):
     c = dict(ARCHS[args.arch])
     c["vocab_size"] = args.vocab
+    if args.untied:
+        c["tie_word_embeddings"] = False
+    if args.eos:
+        c["eos_token_id"] = args.eos
     c["torch_dtype"] = "bfloat16" if args.dtype == "bf16" else "float32"
     g = torch.Generator().manual_seed(args.seed)
     tensors = []
@@ -259,13 +269,37 @@ def run_forward(args):
     tokens = [int(t) for t in args.tokens.split(",")]
     with torch.no_grad():
         logits = forward(c, w, tokens)
-        generated, seq = [], list(tokens)
-        for _ in range(args.generate):
-            nxt = int(forward(c, w, seq)[-1].argmax())
-            generated.append(nxt)
-            seq.append(nxt)
+        generated = greedy(c, w, tokens, args.generate)
     with open(args.out, "w") as f:
         json.dump({"logits": logits.tolist(), "generated": generated}, f)
+
+
+def greedy(c, w, tokens, n):
+    seq = list(tokens)
+    for _ in range(n):
+        seq.append(int(forward(c, w, seq)[-1].argmax()))
+    return seq[len(tokens):]
+
+
+def stop_after(args):
+    c, w = load(args.model)
+    assert not c["tie_word_embeddings"], "stop-after needs an untied checkpoint (make --untied)"
+    tokens = [int(t) for t in args.tokens.split(",")]
+    head = w["lm_head.weight"]
+    with torch.no_grad():
+        said = greedy(c, w, tokens, 6)
+        for j in range(2, 6):
+            edited = head.clone()
+            edited[args.eos] = 1.5 * head[said[j]]
+            w["lm_head.weight"] = edited
+            out = greedy(c, w, tokens, j + 1)
+            if args.eos in out and out.index(args.eos) >= 2:
+                break
+        else:
+            raise SystemExit("no row makes the continuation stop after two tokens or more")
+    write_safetensors(os.path.join(args.model, "model.safetensors"), list(w.items()),
+                      "bf16" if c["torch_dtype"] == "bfloat16" else "f32")
+    print(out.index(args.eos))
 
 
 def main():
@@ -279,13 +313,19 @@ def main():
     m.add_argument("--shards", type=int, default=1)
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--vocab", type=int, default=96)
+    m.add_argument("--untied", action="store_true")
+    m.add_argument("--eos", type=int, nargs="+")
     f = sub.add_parser("forward")
     f.add_argument("model")
     f.add_argument("tokens")
     f.add_argument("out")
     f.add_argument("--generate", type=int, default=0)
+    e = sub.add_parser("stop-after")
+    e.add_argument("model")
+    e.add_argument("tokens")
+    e.add_argument("eos", type=int)
     args = parser.parse_args()
-    make(args) if args.command == "make" else run_forward(args)
+    {"make": make, "forward": run_forward, "stop-after": stop_after}[args.command](args)
 
 
 if __name__ == "__main__":

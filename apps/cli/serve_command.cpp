@@ -1,0 +1,50 @@
+// `troupe serve MODEL_DIR`: vLLM's shorthand for serving a Hugging Face model directory.
+
+#include <filesystem>
+
+#include "apps/cli/commands.hpp"
+#include "apps/serve/serve_options.hpp"
+#include "nlohmann/json.hpp"
+
+namespace troupe::cli {
+namespace {
+
+// The config `troupe serve` runs.
+std::string serve_config_text(const serve_args& args) {
+  nlohmann::json model = {{"path", std::filesystem::absolute(args.model).string()}};
+  if (args.max_model_len) model["ctx"] = *args.max_model_len;
+  const nlohmann::json config = {
+      {"app", "serve"},
+      // One worker process per engine; `troupe worker --join` adds more while it runs.
+      {"cluster", {{"local_workers", args.workers}}},
+      {"model", model},
+      {"roles",
+       {{"worker",
+         {{"kind", "inference_worker"}, {"impl", "gpt"}, {"elastic", {{"min", 1}, {"max", 64}}}}}}},
+      {"serve",
+       {{"host", args.host},
+        {"port", args.port},
+        {"model_name", args.served_model_name.value_or(args.model)}}}};
+  return config.dump(2) + "\n";  // JSON is YAML
+}
+
+}  // namespace
+
+int serve_command(const serve_args& args) {
+  // The directory first, so that what is wrong is said in its own terms, not the config's.
+  config::model_spec model;
+  model.path = args.model;
+  model.ctx = args.max_model_len;
+  if (absl::Status s = apps::check_served_model(model); !s.ok()) {
+    return fail("troupe serve", exit_usage_error, std::string(s.message()));
+  }
+  launch_args launch;
+  launch.config = "troupe serve " + args.model;
+  launch.config_text = serve_config_text(args);
+  launch.overrides = args.overrides;
+  launch.plugin_dirs = args.plugin_dirs;
+  launch.run_dir = args.run_dir;
+  return launch_command(launch);
+}
+
+}  // namespace troupe::cli

