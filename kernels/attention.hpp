@@ -1,7 +1,9 @@
 #pragma once
 
 // Causal multi-head self-attention. qkv is [batch, seq, 3 * dim] (q, k and v side by side, each
-// split into heads of dim / heads), out is [batch, seq, dim].
+// split into heads of dim / heads), out is [batch, seq, dim]. With grouped-query attention (the
+// CPU kernels) a row is [q (dim), k (kv_dim), v (kv_dim)], kv_dim = kv_heads * head_dim, each
+// key/value head shared by heads / kv_heads query heads.
 
 #include <cstdint>
 
@@ -13,7 +15,11 @@ namespace troupe::kernels {
 /// Sizes of one attention call.
 struct attention_shape {
   int batch = 0, seq = 0, dim = 0, heads = 0;
+  int kv_heads = 0;  ///< 0: as many as heads (the CUDA kernels take only that)
   [[nodiscard]] int head_dim() const { return dim / heads; }
+  [[nodiscard]] int kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
+  /// A token's row of q, k and v: dim + 2 kv_heads head_dim.
+  [[nodiscard]] int row_width() const { return dim + 2 * kv_head_count() * head_dim(); }
 };
 
 namespace cuda {
@@ -41,8 +47,10 @@ namespace cpu {
 class thread_pool;
 
 /// Saves the attention probabilities, probs [batch, heads, seq, seq], for backward; (batch,
-/// head) pairs run on `pool`. Batch-invariant: each query row is computed by the same function
-/// as cached_attention_forward's, from its own data only, so the two agree bit for bit.
+/// head) pairs run on `pool` (in backward, (batch, key/value head) pairs: a shared key's and
+/// value's gradients are summed over its query heads in order, by one task). Batch-invariant: each
+/// query row is computed by the same function as cached_attention_forward's, from its own data
+/// only, so the two agree bit for bit.
 void attention_forward(float* out, float* probs, const float* qkv, const attention_shape& s,
                        thread_pool* pool);
 /// dqkv = d/dqkv (overwrites).

@@ -35,7 +35,7 @@ void embedding_part_forward(float* out, const int32_t* tokens, int n, const floa
 /// out[i] += wpe[positions[i]].
 void add_positions(float* out, const int32_t* positions, int n, const float* wpe, int dim);
 /// dwte[tokens[i] - first] += dout[i] for the tokens this rank holds, dwpe[positions[i]] +=
-/// dout[i] for every one.
+/// dout[i] for every one (unless dwpe is null: a model without learned positions).
 void embedding_part_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                              const int32_t* positions, int n, int first, int vocab, int dim);
 }  // namespace cpu

@@ -8,7 +8,7 @@ namespace troupe::kernels::cpu {
 
 /// n elements; out may alias gate or up.
 void swiglu_forward(float* out, const float* gate, const float* up, int64_t n);
-/// dgate = dout up silu'(gate) and dup = dout silu(gate) (overwritten).
+/// dgate = dout up silu'(gate) and dup = dout silu(gate) (overwritten); dout may alias either.
 void swiglu_backward(float* dgate, float* dup, const float* gate, const float* up,
                      const float* dout, int64_t n);
 

@@ -209,11 +209,23 @@ void transpose_keys(float* kt, const float* const* k, int n, int hd) {
     std::fill(kt + int64_t{d} * np + n, kt + int64_t{d} * np + np, 0.0f);
 }
 
+// Head h's query columns, and its key/value head's key and value columns, in a row of qkv.
+struct head_columns {
+  int q, k, v;
+};
+head_columns columns_of(const attention_shape& sh, int h) {
+  const int hd = sh.head_dim(), g = h / (sh.heads / sh.kv_head_count());
+  const int kv_dim = sh.kv_head_count() * hd;
+  return {h * hd, sh.dim + g * hd, sh.dim + kv_dim + g * hd};
+}
+
 void head_forward(float* out, float* probs, const float* qkv, const attention_shape& sh, int b,
                   int h) {
   const int T = sh.seq, C = sh.dim, hd = sh.head_dim();
-  const int ld = 3 * C;
-  const float* q = qkv + int64_t{b} * T * ld + h * hd;
+  const int ld = sh.row_width();
+  const head_columns at = columns_of(sh, h);
+  const float* row0 = qkv + int64_t{b} * T * ld;
+  const float* q = row0 + at.q;
   thread_local std::vector<float> kt, row;
   thread_local std::vector<const float*> keys, values;
   kt.resize(int64_t{hd} * padded(T));
@@ -221,8 +233,8 @@ void head_forward(float* out, float* probs, const float* qkv, const attention_sh
   keys.resize(T);
   values.resize(T);
   for (int s = 0; s < T; ++s) {
-    keys[s] = q + int64_t{s} * ld + C;
-    values[s] = q + int64_t{s} * ld + 2 * C;
+    keys[s] = row0 + int64_t{s} * ld + at.k;
+    values[s] = row0 + int64_t{s} * ld + at.v;
   }
   transpose_keys(kt.data(), keys.data(), T, hd);
   float* p = probs + (int64_t{b} * sh.heads + h) * T * T;
@@ -236,17 +248,22 @@ void head_forward(float* out, float* probs, const float* qkv, const attention_sh
   }
 }
 
+// Query head h's part of the backward pass: its dq, and its share of its key/value head's dk
+// and dv, added to what the heads before it in the group gave (`first`: overwritten instead).
 void head_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
-                   const attention_shape& sh, int b, int h, std::vector<float>& scratch) {
+                   const attention_shape& sh, int b, int h, bool first,
+                   std::vector<float>& scratch) {
   const int T = sh.seq, C = sh.dim, hd = sh.head_dim();
-  const int ld = 3 * C;
-  const int64_t base = int64_t{b} * T * ld + h * hd;
-  const float* q = qkv + base;
-  const float* k = q + C;
-  const float* v = q + 2 * C;
-  float* dq = dqkv + base;
-  float* dk = dq + C;
-  float* dv = dq + 2 * C;
+  const int ld = sh.row_width();
+  const head_columns at = columns_of(sh, h);
+  const int64_t base = int64_t{b} * T * ld;
+  const float* q = qkv + base + at.q;
+  const float* k = qkv + base + at.k;
+  const float* v = qkv + base + at.v;
+  float* dq = dqkv + base + at.q;
+  float* dk = dqkv + base + at.k;
+  float* dv = dqkv + base + at.v;
+  const float beta = first ? 0.0f : 1.0f;
   const float* p = probs + (int64_t{b} * sh.heads + h) * T * T;
   const float* d_out = dout + int64_t{b} * T * C + h * hd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -254,7 +271,7 @@ void head_backward(float* dqkv, const float* dout, const float* qkv, const float
   float* ds = scratch.data();
 
   // dV = P^T dO (P is zero above the diagonal, so the full product is exact).
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, p, T, d_out, C, 0.0f, dv,
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, p, T, d_out, C, beta, dv,
               ld);
   for (int r0 = 0; r0 < T; r0 += row_block) {
     const int rows = std::min(row_block, T - r0), keys = r0 + rows;
@@ -280,7 +297,7 @@ void head_backward(float* dqkv, const float* dout, const float* qkv, const float
                 0.0f, dq + int64_t{r0} * ld, ld);
   }
   // dK = dS^T Q.
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, ds, T, q, ld, 0.0f, dk, ld);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, ds, T, q, ld, beta, dk, ld);
 }
 
 }  // namespace
@@ -295,10 +312,14 @@ void attention_forward(float* out, float* probs, const float* qkv, const attenti
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         const attention_shape& s, thread_pool* pool) {
-  parallel_for(pool, int64_t{s.batch} * s.heads, [&](int64_t task) {
+  // One task per key/value head, its query heads in order: their dk and dv sums are the same
+  // bits however the tasks are scheduled.
+  const int groups = s.kv_head_count(), group = s.heads / groups;
+  parallel_for(pool, int64_t{s.batch} * groups, [&](int64_t task) {
     thread_local std::vector<float> scratch;
-    head_backward(dqkv, dout, qkv, probs, s, static_cast<int>(task / s.heads),
-                  static_cast<int>(task % s.heads), scratch);
+    const int b = static_cast<int>(task / groups), g = static_cast<int>(task % groups);
+    for (int h = g * group; h < (g + 1) * group; ++h)
+      head_backward(dqkv, dout, qkv, probs, s, b, h, h == g * group, scratch);
   });
 }
 

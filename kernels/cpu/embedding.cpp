@@ -49,12 +49,13 @@ void embedding_part_backward(float* dwte, float* dwpe, const float* dout, const 
   for (int i = 0; i < n; ++i) {
     const float* dy = dout + int64_t{i} * dim;
     const int64_t row = int64_t{tokens[i]} - first;
-    float* p = dwpe + int64_t{positions[i]} * dim;
     if (row >= 0 && row < vocab) {
       float* t = dwte + row * dim;
       for (int c = 0; c < dim; ++c)
         t[c] += dy[c];
     }
+    if (dwpe == nullptr) continue;
+    float* p = dwpe + int64_t{positions[i]} * dim;
     for (int c = 0; c < dim; ++c)
       p[c] += dy[c];
   }

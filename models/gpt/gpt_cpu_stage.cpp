@@ -10,6 +10,9 @@
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/residual.hpp"
+#include "kernels/rmsnorm.hpp"
+#include "kernels/rope.hpp"
+#include "models/gpt/rope_frequencies.hpp"
 #include "runtime/base/status.hpp"
 
 namespace troupe::models {
@@ -19,10 +22,44 @@ using kernels::gemm;
 
 namespace {
 
-// C: the model's width; L: this tensor-parallel rank's share of it (C without).
-void size_linear_grads(auto& d, int64_t N, int64_t C, int64_t L) {
-  d.mlp_out.resize(N * C), d.fc.resize(N * 4 * L), d.attn_out.resize(N * C);
-  d.qkv.resize(N * 3 * L);
+// The floats of each of a block's activations for N tokens of `max_batch` sequences, by family
+// (gpt_cpu_stage::block_activations), on this tensor-parallel rank.
+struct block_sizes {
+  int64_t ln = 0, mean = 0, rstd = 0, qkv = 0, qk_raw = 0, qk_rstd = 0, probs = 0, atty = 0, fc = 0,
+          act = 0;
+
+  block_sizes(const gpt_layout& layout, int max_batch) {
+    const gpt_config& c = layout.config();
+    const int64_t N = int64_t{max_batch} * c.ctx;
+    ln = N * c.dim, rstd = N;
+    probs = int64_t{max_batch} * layout.local_heads() * c.ctx * c.ctx;
+    if (c.family == decoder_family::gpt2) {
+      const int64_t L = layout.local_dim();
+      mean = N, qkv = N * 3 * L, atty = N * L, fc = N * 4 * L, act = N * 4 * L;
+      return;
+    }
+    const int64_t Q = layout.local_q_width(), KV = layout.local_kv_width();
+    qkv = N * (Q + 2 * KV), atty = N * Q, fc = N * 2 * layout.local_ffn(),
+    act = N * layout.local_ffn();
+    if (c.qk_norm) {
+      qk_raw = N * (Q + KV), qk_rstd = N * (layout.local_heads() + layout.local_kv_heads());
+    }
+  }
+  // One block's: both norms' (input, output, statistics), the residual between, the rest.
+  [[nodiscard]] int64_t block() const {
+    return 3 * ln + 2 * (mean + rstd) + qkv + qk_raw + qk_rstd + probs + atty + fc + act;
+  }
+  // The gradients of its linear maps' outputs (gpt_cpu_stage::linear_output_grads).
+  [[nodiscard]] int64_t linear_grads() const { return 2 * ln + fc + qkv; }
+};
+
+void size_linear_grads(auto& d, const block_sizes& z) {
+  d.mlp_out.resize(z.ln), d.fc.resize(z.fc), d.attn_out.resize(z.ln), d.qkv.resize(z.qkv);
+}
+
+// The RoPE tables' floats (cosines and sines) for N tokens; 0 for GPT-2.
+int64_t rope_floats(const gpt_config& c, int64_t N) {
+  return c.family == decoder_family::llama ? N * c.head_size() : 0;
 }
 
 // out[i, :] += bias for each of the m rows.
@@ -38,21 +75,26 @@ gpt_cpu_stage::gpt_cpu_stage(const gpt_layout& layout, int max_batch,
                              bool defer_weight_gradients)
     : layout_(layout), pool_(pool) {
   const gpt_config& c = layout.config();
-  TROUPE_CHECK(c.family == decoder_family::gpt2);  // the Llama family trains in a later step
-  const int64_t N = int64_t{max_batch} * c.ctx, C = c.dim, L = layout.local_dim();
+  const int64_t N = int64_t{max_batch} * c.ctx, C = c.dim;
   const int blocks = layout.range().last - layout.range().first;
   segment_ = checkpoint_segment > 0 && checkpoint_segment < blocks ? checkpoint_segment : 0;
   x_.assign(blocks + 1, std::vector<float>(N * C));
   blocks_.resize(segment_ > 0 ? segment_ : blocks);
+  const block_sizes z(layout, max_batch);
   for (auto& b : blocks_) {
-    b.ln1.resize(N * C), b.ln1_mean.resize(N), b.ln1_rstd.resize(N), b.qkv.resize(N * 3 * L);
-    b.probs.resize(int64_t{max_batch} * layout.local_heads() * c.ctx * c.ctx);
-    b.atty.resize(N * L);
-    b.mid.resize(N * C), b.ln2.resize(N * C), b.ln2_mean.resize(N), b.ln2_rstd.resize(N);
-    b.fc.resize(N * 4 * L), b.fc_gelu.resize(N * 4 * L);
+    b.ln1.resize(z.ln), b.ln1_mean.resize(z.mean), b.ln1_rstd.resize(z.rstd), b.qkv.resize(z.qkv);
+    b.qk_raw.resize(z.qk_raw), b.qk_rstd.resize(z.qk_rstd), b.probs.resize(z.probs);
+    b.atty.resize(z.atty), b.mid.resize(z.ln), b.ln2.resize(z.ln), b.ln2_mean.resize(z.mean);
+    b.ln2_rstd.resize(z.rstd), b.fc.resize(z.fc), b.fc_gelu.resize(z.act);
+  }
+  if (c.family == decoder_family::llama) {
+    inv_freq_ = rope_inverse_frequencies(c);
+    rope_cos_.resize(rope_floats(c, N) / 2), rope_sin_.resize(rope_floats(c, N) / 2);
+    block_scratch_.resize(
+        N * std::max(layout.local_ffn(), layout.local_q_width() + layout.local_kv_width()));
   }
   if (layout.range().has_head(c)) {
-    lnf_.resize(N * C), lnf_mean_.resize(N), lnf_rstd_.resize(N);
+    lnf_.resize(N * C), lnf_mean_.resize(z.mean), lnf_rstd_.resize(N);
     if (layout.has_value_head()) {
       values_.resize(N);
     } else {
@@ -62,12 +104,12 @@ gpt_cpu_stage::gpt_cpu_stage(const gpt_layout& layout, int max_batch,
   }
   tokens_.resize(N), positions_.resize(N);
   dx_.resize(N * C), dtmp_.resize(N * C);
-  size_linear_grads(dlinear_, N, C, L);
+  size_linear_grads(dlinear_, z);
   if (defer_weight_gradients) {
     TROUPE_CHECK(segment_ == 0);  // the weight half needs every block's activations
     deferred_.resize(blocks);
     for (auto& d : deferred_)
-      size_linear_grads(d, N, C, L);
+      size_linear_grads(d, z);
   }
 }
 
@@ -78,15 +120,20 @@ loss_sum gpt_cpu_stage::forward(const float* params, int batch, int seq, const i
   seq_ = seq;
   temperature_ = temperature;
   const int N = batch * seq, C = c.dim;
+  for (int i = 0; i < N; ++i)
+    positions_[i] = i % seq;
+  const bool gpt2 = c.family == decoder_family::gpt2;
+  if (!gpt2) {  // RoPE's angles, shared by every block's queries and keys
+    k::rope_angles(rope_cos_.data(), rope_sin_.data(), positions_.data(), N, c.head_size(),
+                   inv_freq_.data());
+  }
   if (layout_.range().has_embedding()) {
     std::memcpy(tokens_.data(), tokens, N * sizeof(int32_t));
-    for (int i = 0; i < N; ++i)
-      positions_[i] = i % seq;
-    if (layout_.tp().size > 1) {  // vocab-parallel: each rank's rows of the lookup, summed
+    if (layout_.tp().size > 1 || !gpt2) {  // vocab-parallel: each rank's rows, summed
       k::embedding_part_forward(x_[0].data(), tokens, N, params + layout_.wte(),
                                 layout_.vocab_first(), layout_.local_vocab(), C);
-      tensor_sum(x_[0].data(), int64_t{N} * C);
-      k::add_positions(x_[0].data(), positions_.data(), N, params + layout_.wpe(), C);
+      if (layout_.tp().size > 1) tensor_sum(x_[0].data(), int64_t{N} * C);
+      if (gpt2) k::add_positions(x_[0].data(), positions_.data(), N, params + layout_.wpe(), C);
     } else {
       k::embedding_forward(x_[0].data(), tokens, positions_.data(), N, params + layout_.wte(),
                            params + layout_.wpe(), C);
@@ -102,15 +149,14 @@ loss_sum gpt_cpu_stage::forward(const float* params, int batch, int seq, const i
   }
   loss_sum loss;
   if (!layout_.range().has_head(c)) return loss;
-  k::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x_.back().data(),
-                       params + layout_.lnf_w(), params + layout_.lnf_b(), N, C);
+  final_norm_forward(params);
   if (layout_.has_value_head()) {  // values = ln_f(x) @ classifier^T + bias
     k::matmul(values_.data(), lnf_.data(), params + layout_.value_w(), params + layout_.value_b(),
               gemm{N, 1, C, false, true});
     return loss;
   }
   const int V = layout_.local_vocab();
-  k::matmul(probs_.data(), lnf_.data(), params + layout_.wte(), nullptr,
+  k::matmul(probs_.data(), lnf_.data(), params + layout_.head_weight(), nullptr,
             gemm{N, V, C, false, true, false});
   if (temperature != 1.0f) {
     const float inv = 1.0f / temperature;
@@ -139,12 +185,13 @@ int64_t gpt_cpu_stage::activation_bytes() const {
   for (const auto& x : x_)
     floats += static_cast<int64_t>(x.size());
   for (const auto& b : blocks_) {
-    for (const auto* v : {&b.ln1, &b.ln1_mean, &b.ln1_rstd, &b.qkv, &b.probs, &b.atty, &b.mid,
-                          &b.ln2, &b.ln2_mean, &b.ln2_rstd, &b.fc, &b.fc_gelu}) {
+    for (const auto* v : {&b.ln1, &b.ln1_mean, &b.ln1_rstd, &b.qkv, &b.qk_raw, &b.qk_rstd, &b.probs,
+                          &b.atty, &b.mid, &b.ln2, &b.ln2_mean, &b.ln2_rstd, &b.fc, &b.fc_gelu}) {
       floats += static_cast<int64_t>(v->size());
     }
   }
-  for (const auto* v : {&lnf_, &lnf_mean_, &lnf_rstd_, &probs_, &losses_, &values_})
+  for (const auto* v :
+       {&lnf_, &lnf_mean_, &lnf_rstd_, &probs_, &losses_, &values_, &rope_cos_, &rope_sin_})
     floats += static_cast<int64_t>(v->size());
   for (const auto& d : deferred_) {
     for (const auto* v : {&d.mlp_out, &d.fc, &d.attn_out, &d.qkv})
@@ -156,19 +203,17 @@ int64_t gpt_cpu_stage::activation_bytes() const {
 int64_t gpt_cpu_stage::activation_bytes(const gpt_layout& layout, int max_batch,
                                         int checkpoint_segment, bool defer_weight_gradients) {
   const gpt_config& c = layout.config();
-  const int64_t N = int64_t{max_batch} * c.ctx, C = c.dim, L = layout.local_dim();
+  const int64_t N = int64_t{max_batch} * c.ctx, C = c.dim;
   const int blocks = layout.range().last - layout.range().first;
   const int held =
       checkpoint_segment > 0 && checkpoint_segment < blocks ? checkpoint_segment : blocks;
-  // As the constructor sizes them: the residual stream, each held block's, the head's.
-  int64_t floats = (blocks + 1) * N * C;
-  floats += held * (3 * N * C + 12 * N * L + 4 * N +
-                    int64_t{max_batch} * layout.local_heads() * c.ctx * c.ctx);
-  if (defer_weight_gradients) {  // the linear maps' output gradients
-    floats += blocks * (2 * N * C + 7 * N * L);
-  }
+  // As the constructor sizes them: the residual stream, each held block's, RoPE's tables, the
+  // head's.
+  const block_sizes z(layout, max_batch);
+  int64_t floats = (blocks + 1) * N * C + held * z.block() + rope_floats(c, N);
+  if (defer_weight_gradients) floats += blocks * z.linear_grads();
   if (layout.range().has_head(c)) {
-    floats += N * C + 2 * N;
+    floats += N * C + z.mean + N;
     floats += layout.has_value_head() ? N : N * layout.local_vocab() + N;
   }
   return floats * static_cast<int64_t>(sizeof(float));
@@ -191,10 +236,19 @@ void gpt_cpu_stage::materialize(const float* params, int layer) {
 }
 
 void gpt_cpu_stage::block_forward(const float* params, int layer, const float* in, float* out) {
+  if (segment_ > 0) held_segment_ = (layer - layout_.range().first) / segment_;
+  if (layout_.config().family == decoder_family::gpt2) {
+    gpt2_block_forward(params, layer, in, out);
+  } else {
+    llama_block_forward(params, layer, in, out);
+  }
+}
+
+void gpt_cpu_stage::gpt2_block_forward(const float* params, int layer, const float* in,
+                                       float* out) {
   const gpt_config& c = layout_.config();
   const auto& o = layout_.block(layer);
   auto& a = activations(layer);
-  if (segment_ > 0) held_segment_ = (layer - layout_.range().first) / segment_;
   const int N = batch_ * seq_, C = c.dim, L = layout_.local_dim();
   float* tmp = dtmp_.data();
   k::layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), in, params + o.ln1_w,
@@ -213,13 +267,27 @@ void gpt_cpu_stage::block_forward(const float* params, int layer, const float* i
 }
 
 void gpt_cpu_stage::row_parallel(float* out, const float* in, const float* w, const float* bias,
-                                 int rows, int k_local) {
+                                 int rows, int k_local, bool w_transposed) {
   const int C = layout_.config().dim;
-  if (layout_.tp().size == 1) return k::matmul(out, in, w, bias, gemm{rows, C, k_local});
-  // Each rank's rows of w make a part of the sum: all-reduced, then the bias once.
-  k::matmul(out, in, w, nullptr, gemm{rows, C, k_local});
+  const gemm g{rows, C, k_local, false, w_transposed};
+  if (layout_.tp().size == 1) return k::matmul(out, in, w, bias, g);
+  // Each rank's part of the inner dimension makes a part of the sum: all-reduced, then the
+  // bias once.
+  k::matmul(out, in, w, nullptr, g);
   tensor_sum(out, int64_t{rows} * C);
-  add_bias(out, bias, rows, C);
+  if (bias != nullptr) add_bias(out, bias, rows, C);
+}
+
+void gpt_cpu_stage::final_norm_forward(const float* params) {
+  const gpt_config& c = layout_.config();
+  const int N = batch_ * seq_;
+  if (c.family == decoder_family::gpt2) {
+    k::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), x_.back().data(),
+                         params + layout_.lnf_w(), params + layout_.lnf_b(), N, c.dim);
+  } else {
+    k::rmsnorm_forward(lnf_.data(), lnf_rstd_.data(), x_.back().data(), params + layout_.lnf_w(), N,
+                       c.dim, c.norm_eps);
+  }
 }
 
 void gpt_cpu_stage::tensor_sum(float* data, int64_t n) {
@@ -347,7 +415,7 @@ void gpt_cpu_stage::head_input_grads(const float* params, float* grads) {
     for (int64_t i = 0; i < int64_t{N} * V; ++i)
       probs_[i] *= inv;
   }
-  k::matmul(dtmp_.data(), probs_.data(), params + layout_.wte(), nullptr, gemm{N, C, V});
+  k::matmul(dtmp_.data(), probs_.data(), params + layout_.head_weight(), nullptr, gemm{N, C, V});
   // Vocab-parallel: each rank's columns' part of d(final norm output), summed.
   if (layout_.tp().size > 1) tensor_sum(dtmp_.data(), int64_t{N} * C);
   final_norm_backward(params, grads);
@@ -355,24 +423,31 @@ void gpt_cpu_stage::head_input_grads(const float* params, float* grads) {
 
 void gpt_cpu_stage::head_weight_grads(float* grads) {
   const int N = batch_ * seq_, C = layout_.config().dim, V = layout_.local_vocab();
-  k::matmul(grads + layout_.wte(), probs_.data(), lnf_.data(), nullptr,
+  k::matmul(grads + layout_.head_weight(), probs_.data(), lnf_.data(), nullptr,
             gemm{V, C, N, true, false, true});
 }
 
 void gpt_cpu_stage::final_norm_backward(const float* params, float* grads) {
-  const int N = batch_ * seq_, C = layout_.config().dim;
+  const gpt_config& c = layout_.config();
+  const int N = batch_ * seq_, C = c.dim;
   std::memset(dx_.data(), 0, int64_t{N} * C * sizeof(float));
-  k::layernorm_backward(dx_.data(), grads + layout_.lnf_w(), grads + layout_.lnf_b(), dtmp_.data(),
-                        x_.back().data(), params + layout_.lnf_w(), lnf_mean_.data(),
-                        lnf_rstd_.data(), N, C);
+  if (c.family == decoder_family::gpt2) {
+    k::layernorm_backward(dx_.data(), grads + layout_.lnf_w(), grads + layout_.lnf_b(),
+                          dtmp_.data(), x_.back().data(), params + layout_.lnf_w(),
+                          lnf_mean_.data(), lnf_rstd_.data(), N, C);
+  } else {
+    k::rmsnorm_backward(dx_.data(), grads + layout_.lnf_w(), dtmp_.data(), x_.back().data(),
+                        params + layout_.lnf_w(), lnf_rstd_.data(), N, C);
+  }
 }
 
 void gpt_cpu_stage::backward_embedding(float* grads) {
   if (!layout_.range().has_embedding()) return;
   const int N = batch_ * seq_;
-  k::embedding_part_backward(grads + layout_.wte(), grads + layout_.wpe(), dx_.data(),
-                             tokens_.data(), positions_.data(), N, layout_.vocab_first(),
-                             layout_.local_vocab(), layout_.config().dim);
+  const bool positions = layout_.wpe() >= 0;  // GPT-2's learned positions
+  k::embedding_part_backward(grads + layout_.wte(), positions ? grads + layout_.wpe() : nullptr,
+                             dx_.data(), tokens_.data(), positions_.data(), N,
+                             layout_.vocab_first(), layout_.local_vocab(), layout_.config().dim);
 }
 
 // dx_ holds d(block output) on entry and d(block input) on return.
@@ -383,10 +458,27 @@ void gpt_cpu_stage::backward_block(const float* params, float* grads, int layer)
 
 void gpt_cpu_stage::block_input_grads(const float* params, float* grads, int layer,
                                       linear_output_grads& d) {
+  materialize(params, layer);
+  if (layout_.config().family == decoder_family::gpt2) {
+    gpt2_block_input_grads(params, grads, layer, d);
+  } else {
+    llama_block_input_grads(params, grads, layer, d);
+  }
+}
+
+void gpt_cpu_stage::block_weight_grads(float* grads, int layer, const linear_output_grads& d) {
+  if (layout_.config().family == decoder_family::gpt2) {
+    gpt2_block_weight_grads(grads, layer, d);
+  } else {
+    llama_block_weight_grads(grads, layer, d);
+  }
+}
+
+void gpt_cpu_stage::gpt2_block_input_grads(const float* params, float* grads, int layer,
+                                           linear_output_grads& d) {
   const gpt_config& c = layout_.config();
   const auto& o = layout_.block(layer);
   const int i = layer - layout_.range().first;
-  materialize(params, layer);
   auto& a = activations(layer);
   const int N = batch_ * seq_, C = c.dim, L = layout_.local_dim();
   const bool split = layout_.tp().size > 1;
@@ -416,7 +508,7 @@ void gpt_cpu_stage::block_input_grads(const float* params, float* grads, int lay
 
 // d weight = input^T @ d output and d bias = the sum of d output over the tokens, for the four
 // linear maps; their inputs are the activations the forward pass kept.
-void gpt_cpu_stage::block_weight_grads(float* grads, int layer, const linear_output_grads& d) {
+void gpt_cpu_stage::gpt2_block_weight_grads(float* grads, int layer, const linear_output_grads& d) {
   const gpt_config& c = layout_.config();
   const auto& o = layout_.block(layer);
   const auto& a = activations(layer);

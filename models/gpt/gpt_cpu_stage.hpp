@@ -34,8 +34,10 @@ struct value_objective_grad {
 };
 
 /// Forward and backward of a GPT stage (blocks [first, last)) on the CPU, for one batch of
-/// sequences at a time. It owns the activations the backward pass needs; parameters and
-/// gradients are flat buffers laid out by gpt_layout, owned by the caller.
+/// sequences at a time: either family of gpt_config, GPT-2's blocks (gpt_cpu_stage.cpp) or the
+/// Llama family's (gpt_cpu_stage_llama.cpp), around the same residual stream, head, loss,
+/// checkpointing, tensor parallelism and ZeRO-3 hooks. It owns the activations the backward pass
+/// needs; parameters and gradients are flat buffers laid out by gpt_layout, owned by the caller.
 ///
 /// The first stage reads token ids, a middle stage reads the hidden state of the stage before;
 /// the last stage ends in the loss (or, with the value head, in a value per position), a middle
@@ -93,7 +95,7 @@ class gpt_cpu_stage {
   [[nodiscard]] const float* dhidden_in() const { return dx_.data(); }
 
   /// backward() split in two (defer_weight_gradients): the input half takes the gradient from
-  /// the loss (or d(hidden_out) in dhidden) back to dhidden_in(), adding the LayerNorms'
+  /// the loss (or d(hidden_out) in dhidden) back to dhidden_in(), adding the norms'
   /// gradients; the weight half, any time before the next forward, adds the linear maps', the
   /// biases' and the embeddings'. Together they add what backward() adds, bit for bit.
   void backward_input(const float* params, float* grads, const float* dhidden, float loss_scale);
@@ -101,7 +103,8 @@ class gpt_cpu_stage {
 
   /// Tensor parallelism (a layout with tp size > 1): how the stage sums its ranks' parts, in
   /// place over the tensor-parallel group, twice in each block's forward (after the row-parallel
-  /// output projections) and twice in its backward (d of the LayerNorms' outputs). Every rank
+  /// output projections) and twice in its backward (d of the norms' outputs; with Qwen 3's q/k
+  /// norms a third time, their weights' gradients, each rank's heads giving a part). Every rank
   /// of the group runs the same calls in the same order.
   using tensor_allreduce = std::function<absl::Status(float* data, int64_t n)>;
   void set_tensor_allreduce(tensor_allreduce sum) { tensor_allreduce_ = std::move(sum); }
@@ -129,26 +132,42 @@ class gpt_cpu_stage {
                                                 bool defer_weight_gradients = false);
 
  private:
+  // A block's activations. GPT-2: LayerNorms' means (the Llama family has none), fused QKV,
+  // fc the MLP's first GEMM, fc_gelu after GELU. The Llama family: qkv [q | k | v] after the q/k
+  // norms and RoPE, qk_raw the q and k before their norms and qk_rstd the norms' statistics
+  // (Qwen 3), fc [gate | up] per token, fc_gelu silu(gate) * up.
   struct block_activations {
-    std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, probs, atty, mid, ln2, ln2_mean, ln2_rstd, fc,
-        fc_gelu;
+    std::vector<float> ln1, ln1_mean, ln1_rstd, qkv, qk_raw, qk_rstd, probs, atty, mid, ln2,
+        ln2_mean, ln2_rstd, fc, fc_gelu;
   };
   // The gradients of a block's linear maps' outputs, from its input half to its weight half:
-  // the MLP's output and first GEMM's (after GELU), attention's output projection's and QKV's.
+  // the MLP's output and first GEMM's (after the activation), attention's output projection's
+  // and QKV's.
   struct linear_output_grads {
     std::vector<float> mlp_out, fc, attn_out, qkv;
   };
 
   void block_forward(const float* params, int layer, const float* in, float* out);
-  // out [rows, dim] = in [rows, k_local] @ w [k_local, dim] + bias: with tensor parallelism each
-  // rank's part, summed over the group before the bias.
+  void gpt2_block_forward(const float* params, int layer, const float* in, float* out);
+  void llama_block_forward(const float* params, int layer, const float* in, float* out);
+  // out [rows, dim] = in [rows, k_local] @ w + bias, w [k_local, dim] (or [dim, k_local] when
+  // `w_transposed`, an nn.Linear's): with tensor parallelism each rank's part, summed over the
+  // group before the bias (null: none).
   void row_parallel(float* out, const float* in, const float* w, const float* bias, int rows,
-                    int k_local);
+                    int k_local, bool w_transposed = false);
   void tensor_sum(float* data, int64_t n);
   // A block's backward in halves: from d(output) in dx_ to d(input) in dx_ (and the LayerNorms'
   // gradients), keeping its linear maps' output gradients in d; then their weights' and biases'.
   void block_input_grads(const float* params, float* grads, int layer, linear_output_grads& d);
   void block_weight_grads(float* grads, int layer, const linear_output_grads& d);
+  void gpt2_block_input_grads(const float* params, float* grads, int layer, linear_output_grads& d);
+  void gpt2_block_weight_grads(float* grads, int layer, const linear_output_grads& d);
+  void llama_block_input_grads(const float* params, float* grads, int layer,
+                               linear_output_grads& d);
+  void llama_block_weight_grads(float* grads, int layer, const linear_output_grads& d);
+  void qk_norm_backward(const float* params, float* grads, int layer, linear_output_grads& d);
+  // The final norm of the residual stream into lnf_ (LayerNorm or RMSNorm by family).
+  void final_norm_forward(const float* params);
   // The activations of `layer` (its slot in its segment's with checkpointing).
   block_activations& activations(int layer);
   // Recomputes the forward pass of `layer`'s segment unless its activations are held.
@@ -176,6 +195,8 @@ class gpt_cpu_stage {
   std::vector<float> lnf_, lnf_mean_, lnf_rstd_, probs_, losses_, values_;
   std::vector<float> vocab_scratch_;  // a vocab-parallel loss's row maxima and sums
   std::vector<int32_t> tokens_, positions_, targets_;
+  std::vector<float> inv_freq_, rope_cos_, rope_sin_;  // the Llama family's RoPE, per batch
+  std::vector<float> block_scratch_;  // the Llama family's backward: d(MLP hidden) or d(attention)
   std::vector<float> dx_, dtmp_;
   linear_output_grads dlinear_;                // a block's, between its halves (backward())
   std::vector<linear_output_grads> deferred_;  // every block's (defer_weight_gradients)

@@ -61,7 +61,8 @@ gpt_layout::gpt_layout(const gpt_config& config, layer_range range, gpt_head hea
                        tensor_parallel tp)
     : config_(config), range_(range), head_(head), tp_(tp) {
   TROUPE_CHECK(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size && config.heads % tp.size == 0 &&
-               config.kv_head_count() % tp.size == 0 && config.vocab % tp.size == 0);
+               config.kv_head_count() % tp.size == 0 && config.vocab % tp.size == 0 &&
+               config.ffn_width() % tp.size == 0);
   const int64_t C = config.dim;
   const bool lm_head = range.has_head(config) && head == gpt_head::lm;
   const bool gpt2 = config.family == decoder_family::gpt2;
@@ -117,19 +118,21 @@ void gpt_layout::add_llama_block(int l) {
   const gpt_config& c = config_;
   const int64_t C = c.dim, Q = c.q_width(), KV = c.kv_width(), F = c.ffn_width();
   const std::string p = absl::StrCat("model.layers.", l, ".");
-  // Hugging Face's order; input_layernorm first, where backward_buckets starts a block.
+  // Hugging Face's tensors, input_layernorm first (where backward_buckets starts a block). The
+  // q, k and v weights lie back to back, one [q + 2 kv, dim] matrix (one GEMM), as do their
+  // biases, and the gate and up weights, one [2 ffn, dim]: a rank's parts alike.
   int64_t index = 2 + llama_tensors_per_block * int64_t{l};
   block_offsets b;
   b.ln1_w = add(p + "input_layernorm.weight", {C}, false, index++);
-  b.q_w = add(p + "self_attn.q_proj.weight", {Q, C}, true, index++);
-  if (c.qkv_bias) b.q_b = add(p + "self_attn.q_proj.bias", {Q}, false, index);
-  ++index;
-  b.k_w = add(p + "self_attn.k_proj.weight", {KV, C}, true, index++);
-  if (c.qkv_bias) b.k_b = add(p + "self_attn.k_proj.bias", {KV}, false, index);
-  ++index;
-  b.v_w = add(p + "self_attn.v_proj.weight", {KV, C}, true, index++);
-  if (c.qkv_bias) b.v_b = add(p + "self_attn.v_proj.bias", {KV}, false, index);
-  ++index;
+  b.q_w = add(p + "self_attn.q_proj.weight", {Q, C}, true, index, true);
+  b.k_w = add(p + "self_attn.k_proj.weight", {KV, C}, true, index + 2, true);
+  b.v_w = add(p + "self_attn.v_proj.weight", {KV, C}, true, index + 4);
+  if (c.qkv_bias) {
+    b.q_b = add(p + "self_attn.q_proj.bias", {Q}, false, index + 1, true);
+    b.k_b = add(p + "self_attn.k_proj.bias", {KV}, false, index + 3, true);
+    b.v_b = add(p + "self_attn.v_proj.bias", {KV}, false, index + 5);
+  }
+  index += 6;
   b.o_w = add(p + "self_attn.o_proj.weight", {C, Q}, true, index++);
   if (c.o_bias) b.o_b = add(p + "self_attn.o_proj.bias", {C}, false, index);
   ++index;
@@ -139,19 +142,21 @@ void gpt_layout::add_llama_block(int l) {
   }
   index += 2;
   b.ln2_w = add(p + "post_attention_layernorm.weight", {C}, false, index++);
-  b.gate_w = add(p + "mlp.gate_proj.weight", {F, C}, true, index++);
+  b.gate_w = add(p + "mlp.gate_proj.weight", {F, C}, true, index++, true);
   b.up_w = add(p + "mlp.up_proj.weight", {F, C}, true, index++);
   b.down_w = add(p + "mlp.down_proj.weight", {C, F}, true, index++);
   blocks_.push_back(b);
 }
 
-int64_t gpt_layout::add(const std::string& name, tensor::shape_t whole, bool decay, int64_t index) {
+int64_t gpt_layout::add(const std::string& name, tensor::shape_t whole, bool decay, int64_t index,
+                        bool packed_with_next) {
   const tensor_split split = tp_.size > 1 ? tensor_split_of(name) : tensor_split{};
   tensor::shape_t shape = whole;
   if (split.dim == 0) shape.front() /= tp_.size;
   if (split.dim == 1) shape.back() /= tp_.size;
   parameter_slot s{name, shape, whole, split, total_, tensor::shape_numel(shape), decay, index};
-  total_ += (s.numel + 15) / 16 * 16;  // 64-byte aligned starts for vector loads
+  // 64-byte aligned starts for vector loads, unless the next tensor continues this one.
+  total_ += packed_with_next ? s.numel : (s.numel + 15) / 16 * 16;
   slots_.push_back(std::move(s));
   return slots_.back().offset;
 }

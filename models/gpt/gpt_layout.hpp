@@ -85,6 +85,12 @@ class gpt_layout {
   /// This rank's attention width (its heads' dims) and heads: dim / tp and heads / tp.
   [[nodiscard]] int local_dim() const { return config_.dim / tp_.size; }
   [[nodiscard]] int local_heads() const { return config_.heads / tp_.size; }
+  /// This rank's widths of a token's queries, keys (or values) and MLP hidden units, and its
+  /// key/value heads (the Llama family's; GPT-2's are dim / tp, dim / tp and 4 dim / tp).
+  [[nodiscard]] int local_q_width() const { return config_.q_width() / tp_.size; }
+  [[nodiscard]] int local_kv_width() const { return config_.kv_width() / tp_.size; }
+  [[nodiscard]] int local_ffn() const { return config_.ffn_width() / tp_.size; }
+  [[nodiscard]] int local_kv_heads() const { return config_.kv_head_count() / tp_.size; }
   /// This rank's rows of the token embedding (the vocabulary's [vocab_first(), + local_vocab()),
   /// whose logits it computes): vocab / tp from vocab / tp * rank.
   [[nodiscard]] int local_vocab() const { return config_.vocab / tp_.size; }
@@ -100,7 +106,9 @@ class gpt_layout {
 
   /// Offsets of the tensors the kernels address directly; -1 where a family has none. Both
   /// families have ln1_w and ln2_w (the Llama family's input_layernorm and
-  /// post_attention_layernorm); the Llama family's weights are Hugging Face's [out, in].
+  /// post_attention_layernorm); the Llama family's weights are Hugging Face's [out, in], and
+  /// q_w, k_w and v_w (q_b, k_b and v_b; gate_w and up_w) lie back to back, so that q_w (q_b,
+  /// gate_w) starts the one matrix (vector) of all three (both).
   struct block_offsets {
     int64_t ln1_w = -1, ln1_b = -1, attn_w = -1, attn_b = -1, proj_w = -1, proj_b = -1, ln2_w = -1,
             ln2_b = -1, fc_w = -1, fc_b = -1, fc2_w = -1, fc2_b = -1;
@@ -141,7 +149,8 @@ class gpt_layout {
   [[nodiscard]] absl::Status trunk_from_named(const tensor::named_tensors& in, float* params) const;
 
  private:
-  int64_t add(const std::string& name, tensor::shape_t shape, bool decay, int64_t index);
+  int64_t add(const std::string& name, tensor::shape_t shape, bool decay, int64_t index,
+              bool packed_with_next = false);
   [[nodiscard]] absl::Status load(const tensor::named_tensors& in, float* params,
                                   bool skip_value_head) const;
 

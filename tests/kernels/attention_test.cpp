@@ -12,18 +12,20 @@ namespace {
 
 using testing::random_values;
 
-// Naive causal attention in double.
+// Naive causal attention in double; query head h reads key/value head h / (heads / kv_heads).
 std::vector<float> reference(const std::vector<float>& qkv, const attention_shape& s) {
-  const int T = s.seq, C = s.dim, hd = s.head_dim();
+  const int T = s.seq, C = s.dim, hd = s.head_dim(), ld = s.row_width();
+  const int kv_dim = s.kv_head_count() * hd;
   std::vector<float> out(int64_t{s.batch} * T * C);
   for (int b = 0; b < s.batch; ++b) {
     for (int h = 0; h < s.heads; ++h) {
+      const int g = h / (s.heads / s.kv_head_count());
       for (int t = 0; t < T; ++t) {
-        const float* q = &qkv[(b * T + t) * 3 * C + h * hd];
+        const float* q = &qkv[(b * T + t) * ld + h * hd];
         std::vector<double> w(t + 1);
         double max = -1e300, sum = 0;
         for (int u = 0; u <= t; ++u) {
-          const float* k = &qkv[(b * T + u) * 3 * C + C + h * hd];
+          const float* k = &qkv[(b * T + u) * ld + C + g * hd];
           double d = 0;
           for (int i = 0; i < hd; ++i)
             d += double{q[i]} * k[i];
@@ -35,7 +37,7 @@ std::vector<float> reference(const std::vector<float>& qkv, const attention_shap
         for (int i = 0; i < hd; ++i) {
           double o = 0;
           for (int u = 0; u <= t; ++u)
-            o += w[u] / sum * qkv[(b * T + u) * 3 * C + 2 * C + h * hd + i];
+            o += w[u] / sum * qkv[(b * T + u) * ld + C + kv_dim + g * hd + i];
           out[(b * T + t) * C + h * hd + i] = static_cast<float>(o);
         }
       }
@@ -47,9 +49,16 @@ std::vector<float> reference(const std::vector<float>& qkv, const attention_shap
 TEST(Attention, ForwardMatchesNaiveCausalAttention) {
   cpu::thread_pool pool(2);
   // Odd lengths cross the 32-row blocks unevenly; a head of 12 ends in a part of eight lanes.
-  for (const auto& [seq, heads] : {std::pair{1, 3}, {5, 3}, {45, 3}, {70, 3}, {45, 2}}) {
-    const attention_shape s{2, seq, 24, heads};
-    auto qkv = random_values(int64_t{s.batch} * seq * 3 * s.dim, seq, -2, 2);
+  // Grouped-query (4 heads on 2 key/value heads) and multi-query (on 1) attention too.
+  for (const auto& [seq, heads, kv_heads] : {std::tuple{1, 3, 0},
+                                             {5, 3, 0},
+                                             {45, 3, 0},
+                                             {70, 3, 0},
+                                             {45, 2, 0},
+                                             {45, 4, 2},
+                                             {33, 4, 1}}) {
+    const attention_shape s{2, seq, 24, heads, kv_heads};
+    auto qkv = random_values(int64_t{s.batch} * seq * s.row_width(), seq, -2, 2);
     std::vector<float> out(int64_t{s.batch} * seq * s.dim),
         probs(int64_t{s.batch} * s.heads * seq * seq);
     cpu::attention_forward(out.data(), probs.data(), qkv.data(), s, &pool);
@@ -59,9 +68,14 @@ TEST(Attention, ForwardMatchesNaiveCausalAttention) {
   }
 }
 
-TEST(Attention, BackwardMatchesFiniteDifferences) {
-  const attention_shape s{2, 37, 16, 2};
-  auto qkv = random_values(int64_t{s.batch} * s.seq * 3 * s.dim, 7);
+class AttentionBackward : public ::testing::TestWithParam<int> {};
+
+// Each key/value head's gradient sums its query heads' (kv_heads 0: as many as heads; 2 and 1:
+// grouped-query and multi-query attention), on two threads.
+TEST_P(AttentionBackward, MatchesFiniteDifferences) {
+  cpu::thread_pool pool(2);
+  const attention_shape s{2, 37, 16, 4, GetParam()};
+  auto qkv = random_values(int64_t{s.batch} * s.seq * s.row_width(), 7);
   auto probe = random_values(int64_t{s.batch} * s.seq * s.dim, 8);
   std::vector<float> out(probe.size()), probs(int64_t{s.batch} * s.heads * s.seq * s.seq);
   auto loss = [&] {
@@ -70,9 +84,10 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
   };
   loss();
   std::vector<float> dqkv(qkv.size(), 123.0f);
-  cpu::attention_backward(dqkv.data(), probe.data(), qkv.data(), probs.data(), s, nullptr);
+  cpu::attention_backward(dqkv.data(), probe.data(), qkv.data(), probs.data(), s, &pool);
   testing::expect_gradient("dqkv", qkv, dqkv, loss, 1e-2f, 2e-3, 2e-2, 400);
 }
+INSTANTIATE_TEST_SUITE_P(KeyValueHeads, AttentionBackward, ::testing::Values(0, 2, 1));
 
 // Batch invariance: a decoder's rows, computed from the cache in chunks of any size, equal the
 // training forward's rows bit for bit, whatever else is in the batch.

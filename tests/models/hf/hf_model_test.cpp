@@ -1,7 +1,8 @@
-// troupe's decoder on random-weight Hugging Face checkpoints of the Llama family against an
-// independent forward pass written in PyTorch from Hugging Face's modeling conventions
-// (hf_reference_model.py, Debian's python3-torch): the logits at every position within 1e-4
-// of the largest, and greedy continuations identical. Each checkpoint is written by that
+// troupe's decoder and training stage on random-weight Hugging Face checkpoints of the Llama
+// family against an independent forward pass written in PyTorch from Hugging Face's modeling
+// conventions (hf_reference_model.py, Debian's python3-torch): the logits at every position
+// within 1e-4 of the largest, greedy continuations identical, and the training loss and every
+// gradient those of PyTorch's autograd. Each checkpoint is written by that
 // script in HF's own layout (config.json, safetensors, shards and index), read by troupe
 // through read_hf_weights.
 
@@ -12,9 +13,12 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/thread_pool.hpp"
 #include "models/gpt/gpt_cpu_decoder.hpp"
+#include "models/gpt/gpt_cpu_stage.hpp"
 #include "models/hf/hf_weights.hpp"
 #include "nlohmann/json.hpp"
+#include "runtime/tensor/safetensors.hpp"
 #include "tests/support/subprocess.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -110,6 +114,55 @@ TEST_P(HfModel, LogitsAndGreedyTokensEqualThePyTorchReference) {
     ASSERT_TRUE(decoder.forward({&step, 1}, logits.data()).ok());
   }
   EXPECT_EQ(generated, reference["generated"].get<std::vector<int32_t>>());
+}
+
+// Training: the mean next-token loss over a batch of two sequences, and the gradient of every
+// weight, against PyTorch's autograd through the same reference forward: within 1e-4 of each
+// tensor's largest gradient, with every tensor's gradient nonzero.
+TEST_P(HfModel, TrainingLossAndGradientsEqualPyTorchAutograd) {
+  const checkpoint_case& param = GetParam();
+  troupe::testing::temp_dir dir;
+  const std::string model = dir.file("model");
+  ASSERT_NO_FATAL_FAILURE(run_python({"make", param.arch, model, "--dtype", param.dtype, "--shards",
+                                      std::to_string(param.shards), "--seed", "5"}));
+  const int batch = 2, seq = 13;
+  std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
+  std::string sequences;
+  for (int i = 0; i < batch * seq; ++i) {
+    tokens[i] = (i * 37 + 11) % 96;
+    absl::StrAppend(&sequences, i == 0 ? "" : i % seq == 0 ? "/" : ",", tokens[i]);
+  }
+  for (int i = 0; i < batch * seq; ++i)
+    targets[i] = (i + 1) % seq == 0 ? -1 : tokens[i + 1];
+  ASSERT_NO_FATAL_FAILURE(run_python({"grads", model, sequences, dir.file("grads.safetensors")}));
+  auto reference = tensor::read_safetensors(dir.file("grads.safetensors"));
+  ASSERT_TRUE(reference.ok()) << reference.status();
+
+  auto config = load_hf_config(model);
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto weights = read_hf_weights(model, *config);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  const gpt_layout layout(config->model, layer_range::all(config->model));
+  std::vector<float> params(layout.total()), grads(layout.total(), 0.0f), want(layout.total());
+  ASSERT_TRUE(layout.from_named(*weights, params.data()).ok());
+  ASSERT_TRUE(layout.from_named(*reference, want.data()).ok());
+  kernels::cpu::thread_pool pool(2);
+  gpt_cpu_stage stage(layout, batch, &pool);
+  const loss_sum loss =
+      stage.forward(params.data(), batch, seq, tokens.data(), nullptr, targets.data());
+  ASSERT_EQ(loss.tokens, batch * (seq - 1));
+  const double want_loss = std::stod(reference->metadata.at("loss"));
+  EXPECT_NEAR(loss.sum / loss.tokens, want_loss, 1e-5 * want_loss);
+  stage.backward(params.data(), grads.data(), nullptr, 1.0f / static_cast<float>(loss.tokens));
+  for (const auto& slot : layout.slots()) {
+    double max_err = 0, max_ref = 0;
+    for (int64_t i = 0; i < slot.numel; ++i) {
+      max_err = std::max<double>(max_err, std::abs(grads[slot.offset + i] - want[slot.offset + i]));
+      max_ref = std::max<double>(max_ref, std::abs(want[slot.offset + i]));
+    }
+    EXPECT_LT(max_err, 1e-4 * max_ref) << slot.name << " (largest gradient " << max_ref << ")";
+    EXPECT_GT(max_ref, 0.0) << slot.name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, HfModel,

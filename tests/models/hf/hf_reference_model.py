@@ -8,6 +8,7 @@ independent reference troupe's decoder is checked against (tests/models/hf/hf_mo
         [--vocab V] [--untied] [--eos ID ...]
     hf_reference_model.py forward MODEL_DIR TOKENS OUT [--generate N]
     hf_reference_model.py stop-after MODEL_DIR TOKENS EOS
+    hf_reference_model.py grads MODEL_DIR SEQUENCES OUT
 
 `make` writes config.json, generation_config.json and model.safetensors (or N shards and
 model.safetensors.index.json) for ARCH (llama, mistral, qwen2 or qwen3, each small and with
@@ -16,7 +17,10 @@ ids (a real tokenizer's). `forward` runs the model over TOKENS (comma-separated 
 {"logits": [[...] per position], "generated": [greedy ids]} as JSON. `stop-after` edits an
 untied checkpoint's output head so that a greedy continuation of TOKENS says EOS after a few
 tokens of its own, as a trained model ends its turn (the row of EOS becomes 1.5 times the row of
-a token the continuation would say), and prints how many tokens come before it.
+a token the continuation would say), and prints how many tokens come before it. `grads` takes
+sequences (comma-separated ids, sequences separated by '/'), the mean next-token cross entropy
+over all of them, and its gradient by autograd: OUT gets the gradients as an f32 safetensors
+file under the weights' names, with the loss in its metadata.
 
 """
 import argparse
@@ -94,7 +98,7 @@ def tensor_names(c):
     return out
 
 
-def write_safetensors(path, tensors, dtype):
+def write_safetensors(path, tensors, dtype, metadata=None):
     header, blobs, offset = {}, [], 0
     for name, t in tensors:
         if dtype == "bf16":
@@ -105,7 +109,7 @@ def write_safetensors(path, tensors, dtype):
                         "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
-    header["__metadata__"] = {"format": "pt"}
+    header["__metadata__"] = {"format": "pt", **(metadata or {})}
     text = json.dumps(header).encode()
     text += b" " * ((8 - len(text) % 8) % 8)
     with open(path, "wb") as f:
@@ -302,6 +306,23 @@ def stop_after(args):
     print(out.index(args.eos))
 
 
+def grads(args):
+    c, w = load(args.model)
+    for t in w.values():
+        t.requires_grad_(True)
+    sequences = [[int(t) for t in s.split(",")] for s in args.sequences.split("/")]
+    total, count = 0.0, 0
+    for seq in sequences:
+        logits = forward(c, w, seq)
+        total = total + torch.nn.functional.cross_entropy(
+            logits[:-1], torch.tensor(seq[1:]), reduction="sum")
+        count += len(seq) - 1
+    loss = total / count
+    loss.backward()
+    named = [(name, t.grad) for name, t in w.items()]
+    write_safetensors(args.out, named, "f32", {"loss": repr(float(loss))})
+
+
 def main():
     torch.set_num_threads(1)
     parser = argparse.ArgumentParser()
@@ -324,8 +345,13 @@ def main():
     e.add_argument("model")
     e.add_argument("tokens")
     e.add_argument("eos", type=int)
+    g = sub.add_parser("grads")
+    g.add_argument("model")
+    g.add_argument("sequences")
+    g.add_argument("out")
     args = parser.parse_args()
-    {"make": make, "forward": run_forward, "stop-after": stop_after}[args.command](args)
+    {"make": make, "forward": run_forward, "stop-after": stop_after,
+     "grads": grads}[args.command](args)
 
 
 if __name__ == "__main__":
