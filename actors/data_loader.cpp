@@ -49,6 +49,20 @@ absl::StatusOr<text_corpus> text_corpus::from_text(std::string text, double val_
   return text_corpus(text.substr(0, train_bytes), text.substr(train_bytes));
 }
 
+absl::Status text_corpus::attach_tokens(std::vector<int32_t> train, std::vector<int32_t> val,
+                                        int ctx, const std::string& origin) {
+  for (const auto& [part, ids] : {std::pair{"training", &train}, {"held-out", &val}}) {
+    if (ids->size() < static_cast<size_t>(ctx) + 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, ": the ", part, " text is ", ids->size(), " tokens, less than one window of ",
+          ctx + 1, "; name more text in data.path (or a larger data.val_fraction)"));
+    }
+  }
+  train_tokens_ = std::move(train);
+  val_tokens_ = std::move(val);
+  return absl::OkStatus();
+}
+
 namespace {
 
 absl::Status check_share(int global_batch, int dp_rank, int dp_size) {
@@ -86,7 +100,8 @@ data_loader::data_loader(const text_corpus& corpus, int ctx, int global_batch, i
       seed_(seed),
       samples_(corpus.pairs()        ? static_cast<int64_t>(corpus.train_pairs().size())
                : corpus.supervised() ? static_cast<int64_t>(corpus.train_examples().size())
-                                     : (static_cast<int64_t>(corpus.train().size()) - 1) / ctx) {}
+               : corpus.tokenized() ? (static_cast<int64_t>(corpus.train_tokens().size()) - 1) / ctx
+                                    : (static_cast<int64_t>(corpus.train().size()) - 1) / ctx) {}
 
 int64_t data_loader::sample_at(int64_t global_index) {
   const int64_t epoch = global_index / samples_;
@@ -108,6 +123,13 @@ void data_loader::fill(token_batch& out, int row, const std::string& text, int64
     out.tokens[static_cast<size_t>(row) * ctx_ + t] = static_cast<uint8_t>(text[offset + t]);
     out.targets[static_cast<size_t>(row) * ctx_ + t] = static_cast<uint8_t>(text[offset + t + 1]);
   }
+}
+
+void data_loader::fill(token_batch& out, int row, const std::vector<int32_t>& ids,
+                       int64_t offset) const {
+  const size_t at = static_cast<size_t>(row) * ctx_;
+  std::copy_n(ids.begin() + offset, ctx_, out.tokens.begin() + static_cast<int64_t>(at));
+  std::copy_n(ids.begin() + offset + 1, ctx_, out.targets.begin() + static_cast<int64_t>(at));
 }
 
 void data_loader::fill(token_batch& out, int row, const sft_example& example) const {
@@ -189,6 +211,8 @@ token_batch data_loader::next() {
       fill(out, 2 * row, corpus_->train_pairs(), corpus_->reference().train, sample);
     } else if (corpus_->supervised()) {
       fill(out, row, corpus_->train_examples()[sample]);
+    } else if (corpus_->tokenized()) {
+      fill(out, row, corpus_->train_tokens(), sample * ctx_);
     } else {
       fill(out, row, corpus_->train(), sample * ctx_);
     }
@@ -199,10 +223,12 @@ token_batch data_loader::next() {
 
 std::vector<token_batch> data_loader::validation(int batch, int max_windows) const {
   const std::string& val = corpus_->val();
+  const int64_t symbols = corpus_->tokenized() ? static_cast<int64_t>(corpus_->val_tokens().size())
+                                               : static_cast<int64_t>(val.size());
   const int64_t windows = std::min<int64_t>(
       max_windows, corpus_->pairs()        ? static_cast<int64_t>(corpus_->val_pairs().size())
                    : corpus_->supervised() ? static_cast<int64_t>(corpus_->val_examples().size())
-                                           : (static_cast<int64_t>(val.size()) - 1) / ctx_);
+                                           : (symbols - 1) / ctx_);
   std::vector<token_batch> out;
   for (int64_t first = 0; first < windows; first += batch) {
     const int samples = static_cast<int>(std::min<int64_t>(batch, windows - first));
@@ -214,6 +240,8 @@ std::vector<token_batch> data_loader::validation(int batch, int max_windows) con
         fill(b, 2 * row, corpus_->val_pairs(), corpus_->reference().val, first + row);
       } else if (corpus_->supervised()) {
         fill(b, row, corpus_->val_examples()[first + row]);
+      } else if (corpus_->tokenized()) {
+        fill(b, row, corpus_->val_tokens(), (first + row) * ctx_);
       } else {
         fill(b, row, val, (first + row) * ctx_);
       }

@@ -65,6 +65,15 @@ class text_corpus {
 
   [[nodiscard]] const std::string& train() const { return train_; }
   [[nodiscard]] const std::string& val() const { return val_; }
+  /// Makes text a tokenizer's: the training and the held-out text as token ids (each encoded
+  /// whole), whose windows of ctx + 1 ids replace the bytes'. INVALID_ARGUMENT, naming
+  /// `origin`, when either is shorter than one window.
+  [[nodiscard]] absl::Status attach_tokens(std::vector<int32_t> train, std::vector<int32_t> val,
+                                           int ctx, const std::string& origin);
+  /// Whether the text's samples are token ids (attach_tokens()) rather than bytes.
+  [[nodiscard]] bool tokenized() const { return !train_tokens_.empty(); }
+  [[nodiscard]] const std::vector<int32_t>& train_tokens() const { return train_tokens_; }
+  [[nodiscard]] const std::vector<int32_t>& val_tokens() const { return val_tokens_; }
   /// Whether the corpus is supervised examples (load_sft) rather than text.
   [[nodiscard]] bool supervised() const { return !train_examples_.empty(); }
   [[nodiscard]] const std::vector<sft_example>& train_examples() const { return train_examples_; }
@@ -91,6 +100,7 @@ class text_corpus {
       : train_pairs_(std::move(train)), val_pairs_(std::move(val)) {}
   static absl::Status check_val_fraction(double val_fraction);
   std::string train_, val_;
+  std::vector<int32_t> train_tokens_, val_tokens_;
   std::vector<sft_example> train_examples_, val_examples_;
   std::vector<preference_example> train_pairs_, val_pairs_;
   pair_reference reference_;
@@ -105,12 +115,12 @@ void fill_dpo_pair(actor::token_batch& out, int row, const preference_example& p
 
 using actor::token_batch;
 
-/// The sample stream of one data-parallel rank. Samples are the windows of ctx + 1 bytes at
-/// stride ctx over the training text, or a supervised corpus's examples, each a row of its own
-/// (padded; the targets outside its response are -1), or preference pairs, each two rows (the
-/// chosen sequence, then the rejected one, padded; a reward model's scored at its last byte, the
-/// one target that is not -1: 1 on the chosen row, 0 on the rejected, as
-/// actors/reward_objective.hpp reads them; DPO's trained on its response, fill_dpo_pair()); a
+/// The sample stream of one data-parallel rank. Samples are the windows of ctx + 1 bytes (or
+/// token ids, for tokenized text) at stride ctx over the training text, or a supervised corpus's
+/// examples, each a row of its own (padded; the targets outside its response are -1), or preference
+/// pairs, each two rows (the chosen sequence, then the rejected one, padded; a reward model's
+/// scored at its last byte, the one target that is not -1: 1 on the chosen row, 0 on the rejected,
+/// as actors/reward_objective.hpp reads them; DPO's trained on its response, fill_dpo_pair()); a
 /// batch's counts (global_batch, local_batch()) are then pairs. Epoch e visits them in an
 /// order shuffled by (seed, e); the stream is epochs end to end, so a global sample index g is
 /// sample perm_e[g mod S] of epoch e = g / S. Global batch b is stream indices [b * global, (b + 1)
@@ -147,7 +157,10 @@ class data_loader {
   data_loader(const text_corpus& corpus, int ctx, int global_batch, int dp_rank, int dp_size,
               uint64_t seed);
   int64_t sample_at(int64_t global_index);
+  // The window of text (bytes, or token ids) at `offset`: its ctx symbols, and the next ones as
+  // targets.
   void fill(token_batch& out, int row, const std::string& text, int64_t offset) const;
+  void fill(token_batch& out, int row, const std::vector<int32_t>& ids, int64_t offset) const;
   void fill(token_batch& out, int row, const sft_example& example) const;
   // Rows `row` (chosen) and `row` + 1 (rejected) of the pair `index` of `pairs` (the training
   // or the held-out ones, with their `reference`).

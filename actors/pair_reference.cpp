@@ -5,9 +5,6 @@
 #include <filesystem>
 #include <tuple>
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +12,7 @@
 #include "actors/dpo_objective.hpp"
 #include "models/gpt/gpt_cpu_batch.hpp"
 #include "models/gpt/gpt_source.hpp"
+#include "runtime/base/file_lock.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/tensor/safetensors.hpp"
 
@@ -109,23 +107,6 @@ absl::Status write_cache(const std::string& path, const std::string& key,
   if (ec) return absl::InternalError(absl::StrCat("cannot write ", path, ": ", ec.message()));
   return absl::OkStatus();
 }
-
-// An exclusive lock on the existing file or directory `path` for as long as it lives.
-class file_lock {
- public:
-  explicit file_lock(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY)) {
-    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
-  }
-  ~file_lock() {
-    if (fd_ >= 0) ::close(fd_);  // releases the lock
-  }
-  file_lock(const file_lock&) = delete;
-  file_lock& operator=(const file_lock&) = delete;
-  [[nodiscard]] bool held() const { return fd_ >= 0; }
-
- private:
-  int fd_;
-};
 
 }  // namespace
 

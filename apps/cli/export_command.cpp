@@ -1,33 +1,56 @@
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "apps/cli/commands.hpp"
 #include "models/gpt/gpt_checkpoint.hpp"
+#include "models/gpt/gpt_source.hpp"
 #include "models/gpt/hf_export.hpp"
+#include "models/tokenizer/tokenizer.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 
 namespace troupe::cli {
 namespace {
 
-// The model shape a pretraining checkpoint records in its manifest's meta.model.
+// The model a pretraining checkpoint records in its manifest's meta.model.
 absl::StatusOr<models::gpt_config> model_of(const checkpoint::checkpoint& c) {
-  const nlohmann::json& m = c.meta.contains("model") ? c.meta["model"] : nlohmann::json();
-  models::gpt_config config;
-  for (auto [key, field] : {std::pair{"vocab", &config.vocab},
-                            {"ctx", &config.ctx},
-                            {"layers", &config.layers},
-                            {"dim", &config.dim},
-                            {"heads", &config.heads}}) {
-    if (!m.is_object() || !m.contains(key) || !m[key].is_number_integer()) {
-      return absl::DataLossError(absl::StrCat(c.dir, "/manifest.json: meta.model.", key,
-                                              " is missing; not a pretraining checkpoint?"));
+  return models::gpt_config_from_json(c.meta.value("model", nlohmann::json()),
+                                      c.dir + "/manifest.json: meta.model");
+}
+
+// The tokenizer the run read its text with (meta.tokenizer), copied into `out` beside the
+// weights; its end-of-sequence token (tokenizer_config.json's eos_token) is where generation
+// stops. No tokenizer: byte-level text, nothing to copy.
+absl::StatusOr<std::vector<int32_t>> export_tokenizer(const checkpoint::checkpoint& c,
+                                                      const std::string& out) {
+  namespace fs = std::filesystem;
+  if (!c.meta.contains("tokenizer")) return std::vector<int32_t>{};
+  const fs::path dir = c.meta["tokenizer"].get<std::string>();
+  TROUPE_ASSIGN_OR_RETURN(auto tokenizer,
+                          tokenizers::tokenizer::load((dir / "tokenizer.json").string()));
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  std::vector<int32_t> eos;
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
+    if (!fs::exists(dir / file)) continue;
+    fs::copy_file(dir / file, fs::path(out) / file, fs::copy_options::overwrite_existing, ec);
+    if (ec) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot copy ", (dir / file).string(), " to ", out, ": ", ec.message()));
     }
-    *field = m[key].get<int>();
   }
-  TROUPE_RETURN_IF_ERROR(config.validate());
-  return config;
+  if (fs::exists(dir / "tokenizer_config.json")) {
+    std::ifstream in(dir / "tokenizer_config.json");
+    const auto config = nlohmann::json::parse(in, nullptr, false);
+    if (config.is_object() && config.value("eos_token", nlohmann::json()).is_string()) {
+      if (auto id = tokenizer->token_to_id(config["eos_token"].get<std::string>())) {
+        eos.push_back(*id);
+      }
+    }
+  }
+  return eos;
 }
 
 }  // namespace
@@ -63,13 +86,18 @@ int export_command(const export_args& args) {
   if (absl::Status s = layout.from_named(*model, params.data()); !s.ok()) {
     return fail("troupe export", exit_runtime_failure, absl::StrCat(c->dir, ": ", s.message()));
   }
-  if (absl::Status s = models::write_hf_gpt2(layout, params.data(), args.out); !s.ok()) {
+  absl::StatusOr<std::vector<int32_t>> eos = export_tokenizer(*c, args.out);
+  if (!eos.ok())
+    return fail("troupe export", exit_runtime_failure, std::string(eos.status().message()));
+  if (absl::Status s = models::write_hf_export(layout, params.data(), args.out, *eos); !s.ok()) {
     return fail("troupe export", exit_runtime_failure, std::string(s.message()));
   }
+  nlohmann::json files = {"model.safetensors", "config.json", "generation_config.json"};
+  if (c->meta.contains("tokenizer")) files.push_back("tokenizer.json");
   const nlohmann::json summary = {{"exported", args.out},
                                   {"step", c->step},
                                   {"checkpoint", c->dir},
-                                  {"files", {"model.safetensors", "config.json"}},
+                                  {"files", files},
                                   {"parameters", layout.total()}};
   std::printf("%s\n", summary.dump().c_str());
   return exit_ok;

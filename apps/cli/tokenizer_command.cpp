@@ -33,23 +33,9 @@ int tokenizer_train_command(const tokenizer_train_args& args) {
   options.special_tokens = args.special_tokens;
   auto trained = tokenizers::train_byte_level_bpe(texts, options);
   if (!trained.ok()) return fail(name, exit_usage_error, std::string(trained.status().message()));
-  std::error_code ec;
-  std::filesystem::create_directories(args.out, ec);
-  if (ec) return fail(name, exit_runtime_failure, absl::StrCat(args.out, ": ", ec.message()));
+  if (absl::Status s = tokenizers::write_trained_tokenizer(args.out, *trained, options); !s.ok())
+    return fail(name, exit_runtime_failure, std::string(s.message()));
   const std::string tokenizer_path = args.out + "/tokenizer.json";
-  const nlohmann::json config = {
-      {"tokenizer_class", "PreTrainedTokenizerFast"},
-      {"eos_token", args.special_tokens.empty() ? nlohmann::json(nullptr)
-                                                : nlohmann::json(args.special_tokens[0])},
-      {"bos_token", nullptr},
-      {"clean_up_tokenization_spaces", false},
-      {"model_max_length", 1 << 30}};
-  for (const auto& [path, j] :
-       {std::pair{tokenizer_path, *trained}, {args.out + "/tokenizer_config.json", config}}) {
-    std::ofstream out(path, std::ios::trunc);
-    out << j.dump(2) << "\n";
-    if (!out) return fail(name, exit_runtime_failure, absl::StrCat(path, ": write failed"));
-  }
   // What was written must load and encode: read it back as any user would.
   auto loaded = tokenizers::tokenizer::load(tokenizer_path);
   if (!loaded.ok()) return fail(name, exit_runtime_failure, std::string(loaded.status().message()));

@@ -6,6 +6,7 @@
 #include "actors/pair_reference.hpp"
 #include "actors/source_reader.hpp"
 #include "actors/trainer_actor.hpp"
+#include "apps/pretrain/corpus_tokenizer.hpp"
 #include "apps/pretrain/pretrain_driver.hpp"
 #include "apps/pretrain/pretrain_driver_actor.hpp"
 #include "apps/pretrain/pretrain_options.hpp"
@@ -80,6 +81,18 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   TROUPE_ASSIGN_OR_RETURN(actors::text_corpus corpus,
                           o->data.source.empty() ? load_corpus(o->data, model.ctx)
                                                  : read_source_corpus(ctx, o->data, model.ctx));
+  if (!o->data.tokenizer.empty()) {
+    bool trained = false;
+    TROUPE_ASSIGN_OR_RETURN(auto tokenizer,
+                            corpus_tokenizer(o->data, corpus, model.vocab, &trained));
+    if (trained) {
+      ctx.events.emit(run::severity::info, "tokenizer_trained",
+                      absl::StrCat("trained a byte-level BPE of ", tokenizer->vocab_size(),
+                                   " ids on the training text into ", o->data.tokenizer),
+                      {{"dir", o->data.tokenizer}, {"vocab_size", tokenizer->vocab_size()}});
+    }
+    TROUPE_RETURN_IF_ERROR(tokenize_corpus(corpus, *tokenizer, model.ctx, o->data.path));
+  }
   const bool dpo = ctx.plan.spec.app == "dpo";
   const auto* role = ctx.plan.find_role(trainer_role);
   const bool elastic = role != nullptr && role->spec.elastic.has_value();
@@ -206,6 +219,15 @@ void check_grid(const pretrain_options& o, const models::gpt_config& model, bool
         at("tp"),
         absl::StrCat("is ", p.tp, ", but model.heads ", model.heads, " do not split evenly over ",
                      p.tp, " tensor-parallel ranks (each holds whole heads)"));
+  } else if (model.kv_head_count() % p.tp != 0) {
+    parallel_ctx.child("tp").error(
+        at("tp"), absl::StrCat("is ", p.tp, ", but model.kv_heads ", model.kv_head_count(),
+                               " do not split evenly over ", p.tp,
+                               " tensor-parallel ranks (each holds whole key/value heads)"));
+  } else if (model.ffn_width() % p.tp != 0) {
+    parallel_ctx.child("tp").error(
+        at("tp"), absl::StrCat("is ", p.tp, ", but model.ffn ", model.ffn_width(),
+                               " does not split evenly over ", p.tp, " tensor-parallel ranks"));
   } else if (model.vocab % p.tp != 0) {
     parallel_ctx.child("tp").error(
         at("tp"),
@@ -407,11 +429,16 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
   const models::gpt_config model = resolved.value_or(models::gpt_config{});
   if (!models::hf_model_dir(plan.spec.model).empty()) {
     ctx.error(section, absl::StrCat("model.path: app: ", plan.spec.app,
-                                    " trains troupe's own GPT on byte-level text so far; give "
-                                    "the model's shape (model.layers, dim, heads) instead"));
+                                    " trains a model from scratch so far; give its architecture "
+                                    "and shape (model.arch, layers, dim, heads) instead"));
+  } else if (!o.data.tokenizer.empty() || o.data.train_tokenizer) {
+    if (absl::Status s = apps::check_corpus_tokenizer(o.data, model.vocab); !s.ok()) {
+      ctx.child("data").error(section["data"].IsDefined() ? section["data"] : section,
+                              std::string(s.message()));
+    }
   } else if (model.vocab != 256) {
     ctx.error(section, absl::StrCat("the data is byte-level text, so model.vocab must be 256, not ",
-                                    model.vocab));
+                                    model.vocab, " (or name a tokenizer in data.tokenizer)"));
   }
   check_app_data(plan.spec.app, o, ctx, section);
   if (!o.data.source.empty()) check_data_source(plan, o, ctx, section);
@@ -496,8 +523,12 @@ std::string describe_data(const pretrain_options& o, int ctx) {
                         corpus->val_pairs().size(), " held out");
   }
   if (!sft) {
-    return absl::StrCat("data: text, ", corpus->train().size(), " bytes and ", corpus->val().size(),
-                        " held out");
+    return absl::StrCat(
+        "data: text, ", corpus->train().size(), " bytes and ", corpus->val().size(), " held out",
+        o.data.tokenizer.empty()
+            ? ""
+            : absl::StrCat(", read as the ids of ", o.data.tokenizer, "/tokenizer.json",
+                           o.data.train_tokenizer ? " (trained first if absent)" : ""));
   }
   int64_t trained = 0;
   for (const actors::sft_example& e : corpus->train_examples())

@@ -138,7 +138,7 @@ void record(pretrain_self self, const nlohmann::json& row) {
 
 absl::Status commit(pretrain_self self, const pretrain_driver::commit& c) {
   auto& st = self->state;
-  const nlohmann::json meta = {
+  nlohmann::json meta = {
       {"app", st.app},
       {"model", models::gpt_config_json(st.model)},
       // The layout it was saved at (a resume may take another).
@@ -149,6 +149,10 @@ absl::Status commit(pretrain_self self, const pretrain_driver::commit& c) {
       {"batch", st.options.train.batch},
       {"seed", st.options.train.seed},
       {"cursor", c.cursor}};
+  if (const std::string& dir = st.options.data.tokenizer; !dir.empty()) {
+    // Whose ids the model reads: `troupe export` ships it with the weights.
+    meta["tokenizer"] = std::filesystem::absolute(dir).string();
+  }
   checkpoint::checkpoint_store store(st.checkpoint_root);
   TROUPE_RETURN_IF_ERROR(store.commit(c.step, c.files, meta, st.options.checkpoint.keep));
   st.events->emit(run::severity::debug, "checkpoint_committed",

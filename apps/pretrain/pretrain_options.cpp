@@ -65,6 +65,14 @@ config::object_schema<data_spec> data_schema() {
           "text: windows of the text; sft: one JSONL example a line, {prompt, response} or "
           "{messages} (the chat template), the loss on the response only; pairs (app: "
           "reward_model): one preference pair a line, {prompt, chosen, rejected}");
+  s.add("tokenizer", &data_spec::tokenizer)
+      .help(
+          "format text: a directory with a Hugging Face tokenizer.json, whose ids the model "
+          "reads; empty = the text's bytes");
+  s.add("train_tokenizer", &data_spec::train_tokenizer)
+      .help(
+          "train a byte-level BPE of model.vocab ids on the training text into data.tokenizer "
+          "first, unless it already holds a tokenizer.json");
   s.add("val_fraction", &data_spec::val_fraction)
       .range(0.001, 0.5)
       .help("the last part of the text, held out for evaluation");

@@ -36,6 +36,13 @@ struct data_spec {
   /// text: byte windows of the text; sft: JSONL prompt/response (or chat) examples, the loss on
   /// the response only; pairs (app: reward_model): JSONL prompt/chosen/rejected preference pairs.
   std::string format = "text";
+  /// format text: a directory with a Hugging Face tokenizer.json whose ids the model reads (at
+  /// most model.vocab of them); empty: the text's bytes (model.vocab 256).
+  std::string tokenizer;
+  /// With `tokenizer`: when the directory holds no tokenizer.json yet, train a byte-level BPE of
+  /// model.vocab ids on the training text into it first (the first trainer rank trains, the
+  /// others and later runs read it).
+  bool train_tokenizer = false;
   double val_fraction = 0.05;
   int eval_every = 100;    ///< steps between held-out evaluations; 0: only at the end
   int eval_windows = 256;  ///< held-out windows per evaluation

@@ -36,14 +36,52 @@ absl::StatusOr<gpt_config> gpt_config_of(const std::optional<config::model_spec>
     c.layers = model->layers.value_or(c.layers);
     c.dim = model->dim.value_or(c.dim);
     c.heads = model->heads.value_or(c.heads);
+    if (model->arch != "gpt2") {  // Llama's defaults; Qwen 3's norms and RoPE base
+      const bool qwen3 = model->arch == "qwen3";
+      c.family = decoder_family::llama;
+      c.kv_heads = model->kv_heads.value_or(0);
+      c.ffn = model->ffn.value_or((8 * c.dim / 3 + 15) / 16 * 16);
+      c.qk_norm = qwen3;
+      c.norm_eps = qwen3 ? 1e-6f : 1e-5f;
+      c.rope_theta = qwen3 ? 1e6 : 1e4;
+    }
   }
   TROUPE_RETURN_IF_ERROR(c.validate());
   return c;
 }
 
 nlohmann::json gpt_config_json(const gpt_config& c) {
-  return {
+  nlohmann::json j = {
       {"vocab", c.vocab}, {"ctx", c.ctx}, {"layers", c.layers}, {"dim", c.dim}, {"heads", c.heads}};
+  if (c.family != decoder_family::gpt2) {
+    j["hf_config"] = to_hf_config_json({hf_architecture_of(c), c});
+  }
+  return j;
+}
+
+absl::StatusOr<gpt_config> gpt_config_from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) {
+    return absl::DataLossError(absl::StrCat(where, " is missing; not a pretraining checkpoint?"));
+  }
+  if (j.contains("hf_config")) {
+    TROUPE_ASSIGN_OR_RETURN(const hf_model_config hf,
+                            parse_hf_config(j["hf_config"], where + ".hf_config"));
+    return hf.model;
+  }
+  gpt_config c;
+  for (auto [key, field] : {std::pair{"vocab", &c.vocab},
+                            {"ctx", &c.ctx},
+                            {"layers", &c.layers},
+                            {"dim", &c.dim},
+                            {"heads", &c.heads}}) {
+    if (!j.contains(key) || !j[key].is_number_integer()) {
+      return absl::DataLossError(
+          absl::StrCat(where, ".", key, " is missing; not a pretraining checkpoint?"));
+    }
+    *field = j[key].get<int>();
+  }
+  TROUPE_RETURN_IF_ERROR(c.validate());
+  return c;
 }
 
 absl::StatusOr<checkpoint::checkpoint> read_checkpoint_at(const std::string& path,

@@ -28,9 +28,14 @@ namespace troupe::models {
   return model ? model->path : std::string();
 }
 
-/// The shape of `c` as a checkpoint's manifest records it ({vocab, ctx, layers, dim, heads}), to
-/// check that a checkpoint fits a config.
+/// The shape of `c` as a checkpoint's manifest records it ({vocab, ctx, layers, dim, heads}, and
+/// for the Llama family its whole Hugging Face config.json under "hf_config"), to check that a
+/// checkpoint fits a config and to export it.
 [[nodiscard]] nlohmann::json gpt_config_json(const gpt_config& c);
+/// The model gpt_config_json() recorded; DATA_LOSS naming `where` and the key when it is not
+/// one.
+[[nodiscard]] absl::StatusOr<gpt_config> gpt_config_from_json(const nlohmann::json& j,
+                                                              const std::string& where);
 
 /// The checkpoint at `path`: a checkpoint directory (it has a manifest.json), a directory of
 /// checkpoints, or a run directory (its checkpoints/): then the newest good one. `setting`

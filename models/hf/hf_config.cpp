@@ -285,6 +285,13 @@ absl::StatusOr<hf_model_config> load_hf_config(const std::string& model_dir) {
   return c;
 }
 
+std::string hf_architecture_of(const gpt_config& c) {
+  if (c.family == decoder_family::gpt2) return "GPT2LMHeadModel";
+  if (c.qk_norm) return "Qwen3ForCausalLM";
+  if (c.qkv_bias && !c.o_bias) return "Qwen2ForCausalLM";
+  return "LlamaForCausalLM";
+}
+
 std::string model_type_of(const std::string& architecture) {
   if (architecture == "GPT2LMHeadModel") return "gpt2";
   if (architecture == "MistralForCausalLM") return "mistral";
@@ -316,7 +323,8 @@ json to_hf_config_json(const hf_model_config& hf) {
               {"num_key_value_heads", c.kv_head_count()},
               {"head_dim", c.head_size()},
               {"max_position_embeddings", c.ctx},
-              {"rms_norm_eps", c.norm_eps},
+              // The float's shortest decimal (1e-05, not 9.99999974e-06), as config.json says it.
+              {"rms_norm_eps", std::stod(absl::StrCat(c.norm_eps))},
               {"rope_theta", c.rope_theta},
               {"hidden_act", "silu"},
               {"tie_word_embeddings", c.tied_embeddings}});

@@ -41,6 +41,10 @@ struct hf_model_config {
 /// parse_hf_config: parsing it gives `config` back).
 [[nodiscard]] nlohmann::json to_hf_config_json(const hf_model_config& config);
 
+/// The architecture that describes `c` as transformers names it: GPT2LMHeadModel, Qwen3ForCausalLM
+/// (q/k norms), Qwen2ForCausalLM (q/k/v biases without an output bias), else LlamaForCausalLM.
+[[nodiscard]] std::string hf_architecture_of(const gpt_config& c);
+
 /// The model_type of an architecture ("llama", "qwen3", ...).
 [[nodiscard]] std::string model_type_of(const std::string& architecture);
 

@@ -1,5 +1,7 @@
 #include "models/tokenizer/bpe_trainer.hpp"
 
+#include <filesystem>
+#include <fstream>
 #include <queue>
 
 #include "absl/container/flat_hash_map.h"
@@ -202,6 +204,27 @@ absl::StatusOr<json> train_byte_level_bpe(const std::vector<std::string>& texts,
         {"vocab", vocab},
         {"merges", merge_list}}},
   };
+}
+
+absl::Status write_trained_tokenizer(const std::string& dir, const nlohmann::json& tokenizer,
+                                     const bpe_training_options& options) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat(dir, ": ", ec.message()));
+  const nlohmann::json config = {
+      {"tokenizer_class", "PreTrainedTokenizerFast"},
+      {"eos_token", options.special_tokens.empty() ? nlohmann::json(nullptr)
+                                                   : nlohmann::json(options.special_tokens[0])},
+      {"bos_token", nullptr},
+      {"clean_up_tokenization_spaces", false},
+      {"model_max_length", 1 << 30}};
+  for (const auto& [path, j] :
+       {std::pair{dir + "/tokenizer.json", tokenizer}, {dir + "/tokenizer_config.json", config}}) {
+    std::ofstream out(path, std::ios::trunc);
+    out << j.dump(2) << "\n";
+    if (!out) return absl::UnavailableError(absl::StrCat(path, ": write failed"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace troupe::tokenizers

@@ -29,4 +29,11 @@ struct bpe_training_options {
 [[nodiscard]] absl::StatusOr<nlohmann::json> train_byte_level_bpe(
     const std::vector<std::string>& texts, const bpe_training_options& options);
 
+/// Writes a trained `tokenizer` (train_byte_level_bpe's) into `dir`, created if need be, as HF
+/// tokenizers expects it: tokenizer.json, and a tokenizer_config.json naming the first special
+/// token of `options` the end-of-sequence token. Errors name the file.
+[[nodiscard]] absl::Status write_trained_tokenizer(const std::string& dir,
+                                                   const nlohmann::json& tokenizer,
+                                                   const bpe_training_options& options);
+
 }  // namespace troupe::tokenizers

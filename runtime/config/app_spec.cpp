@@ -149,8 +149,29 @@ object_schema<model_spec> make_model_schema() {
   s.add("heads", &model_spec::heads)
       .range(1, 1024)
       .help("attention heads; must divide dim (default 4)");
+  s.add("arch", &model_spec::arch)
+      .one_of({"gpt2", "llama", "qwen3"})
+      .help("the block: gpt2 (troupe's GPT), llama, or qwen3 (llama with q/k norms)");
+  s.add("kv_heads", &model_spec::kv_heads)
+      .range(1, 1024)
+      .help("llama, qwen3: key/value heads, dividing heads (default: heads)");
+  s.add("ffn", &model_spec::ffn)
+      .range(1, 1 << 20)
+      .help("llama, qwen3: the MLP's hidden width (default: 8/3 dim, a multiple of 16)");
   s.check([](const model_spec& m) -> std::optional<std::string> {
+    if (m.arch == "gpt2") {
+      for (const auto& [key, value] : {std::pair{"kv_heads", m.kv_heads}, {"ffn", m.ffn}}) {
+        if (value) {
+          return std::string("model.") + key + " belongs to model.arch llama or qwen3, not " +
+                 "gpt2; set model.arch or remove " + key;
+        }
+      }
+    }
     if (!m.path.empty()) {
+      if (m.arch != "gpt2") {
+        return "model.arch cannot be set with model.path: the model's config.json names its "
+               "architecture; remove arch";
+      }
       for (const auto& [key, value] : {std::pair{"vocab", m.vocab},
                                        {"layers", m.layers},
                                        {"dim", m.dim},

@@ -101,8 +101,9 @@ struct autoscale_spec {
   double look_back_period_s = 30;
 };
 
-/// The decoder the apps train or serve: a Hugging Face model directory (`path`), or troupe's
-/// own GPT of the shape given here (each key unset: the tiny GPT's default, models/gpt).
+/// The decoder the apps train or serve: a Hugging Face model directory (`path`), or a decoder
+/// of the family `arch` and the shape given here (each key unset: the tiny GPT's default,
+/// models/gpt).
 struct model_spec {
   /// A Hugging Face model directory (config.json, safetensors, tokenizer.json); its config.json
   /// gives the shape, and `ctx` (when set) the context served, at most the model's.
@@ -112,6 +113,11 @@ struct model_spec {
   std::optional<int> layers;
   std::optional<int> dim;
   std::optional<int> heads;
+  /// "gpt2" (troupe's GPT), "llama" (RoPE, RMSNorm, SwiGLU, grouped-query attention) or "qwen3"
+  /// (a Llama with per-head q/k norms).
+  std::string arch = "gpt2";
+  std::optional<int> kv_heads;  ///< llama, qwen3: key/value heads (default: heads)
+  std::optional<int> ffn;       ///< llama, qwen3: the MLP's hidden width (default: 8/3 dim)
 };
 
 /// Restart with exponential backoff: the first after `backoff_ms`, doubling up to 30 s.

@@ -116,6 +116,43 @@ TEST(DataLoader, ValidationWindowsInTextOrder) {
   EXPECT_EQ(val[1].tokens[0], static_cast<uint8_t>(corpus.val()[3 * 16]));
 }
 
+// A tokenizer's ids replace the bytes: windows of ctx + 1 ids, every one trained once an epoch,
+// the held-out windows in order; too few ids for a window is refused, naming the part.
+TEST(DataLoader, TokenizedTextGivesWindowsOfIds) {
+  testing::temp_dir dir;
+  auto corpus = *text_corpus::load(dir.write("t.txt", sample_text(4000)), 0.25, 8);
+  std::vector<int32_t> train(8 * 10 + 1), val(8 * 3 + 1);
+  for (size_t i = 0; i < train.size(); ++i)
+    train[i] = static_cast<int32_t>(1000 + i);
+  for (size_t i = 0; i < val.size(); ++i)
+    val[i] = static_cast<int32_t>(5000 + i);
+  EXPECT_EQ(corpus.attach_tokens(train, {1, 2}, 8, "t.txt").message(),
+            "t.txt: the held-out text is 2 tokens, less than one window of 9; name more text in "
+            "data.path (or a larger data.val_fraction)");
+  EXPECT_FALSE(corpus.tokenized());
+  ASSERT_TRUE(corpus.attach_tokens(train, val, 8, "t.txt").ok());
+  auto loader = *data_loader::create(corpus, 8, 5, 0, 1, 3);
+  EXPECT_EQ(loader.samples_per_epoch(), 10);
+  std::set<int32_t> firsts;
+  for (int b = 0; b < 2; ++b) {
+    const token_batch batch = loader.next();
+    for (int row = 0; row < batch.batch; ++row) {
+      const int32_t first = batch.tokens[row * 8];
+      EXPECT_EQ((first - 1000) % 8, 0);
+      for (int t = 0; t < 8; ++t) {
+        EXPECT_EQ(batch.tokens[row * 8 + t], first + t);
+        EXPECT_EQ(batch.targets[row * 8 + t], first + t + 1);
+      }
+      firsts.insert(first);
+    }
+  }
+  EXPECT_EQ(firsts.size(), 10u);  // each window once in the epoch
+  const auto held_out = loader.validation(2, 10);
+  ASSERT_EQ(held_out.size(), 2u);  // 3 windows: 2 + 1
+  EXPECT_EQ(held_out[1].tokens[0], 5000 + 16);
+  EXPECT_EQ(held_out[1].targets[7], 5000 + 24);
+}
+
 }  // namespace
 }  // namespace troupe::actors
 

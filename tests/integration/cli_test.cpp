@@ -152,13 +152,49 @@ TEST(Cli, ServeChecksTheModelDirectoryFirst) {
   EXPECT_EQ(shaped.exit_code, 2);
   EXPECT_NE(shaped.err.find("model.layers cannot be set with model.path"), std::string::npos)
       << shaped.err;
-  // The training apps take troupe's own GPT only, so far.
+  // The training apps train from scratch only, so far.
   const auto pretrain = troupe({"check", TROUPE_SOURCE_DIR "/configs/pretrain_tiny.yaml", "--set",
                                 "model={path: " + dir.file("model") + "}"});
   EXPECT_EQ(pretrain.exit_code, 2);
-  EXPECT_NE(pretrain.err.find("model.path: app: pretrain trains troupe's own GPT"),
+  EXPECT_NE(pretrain.err.find("model.path: app: pretrain trains a model from scratch so far"),
             std::string::npos)
       << pretrain.err;
+}
+
+// A Llama to pretrain: its tensor-parallel split and its tokenizer are checked before any
+// process starts, each refusal naming the numbers or the file.
+TEST(Cli, CheckRefusesALlamaThatCannotTrain) {
+  temp_dir dir;
+  const auto split = troupe({"check", TROUPE_SOURCE_DIR "/configs/pretrain_tiny.yaml", "--set",
+                             "model={arch: llama, heads: 4, kv_heads: 1}", "--set",
+                             "pretrain.parallel.tp=2", "--set", "roles.trainer.count=2"});
+  EXPECT_EQ(split.exit_code, 2);
+  EXPECT_NE(split.err.find("pretrain.parallel.tp: is 2, but model.kv_heads 1 do not split evenly "
+                           "over 2 tensor-parallel ranks"),
+            std::string::npos)
+      << split.err;
+  const std::string llama = TROUPE_SOURCE_DIR "/configs/quickstart_llama.yaml";
+  const auto absent = troupe({"check", llama, "--set", "pretrain.data.tokenizer=" + dir.file("no"),
+                              "--set", "pretrain.data.train_tokenizer=false"});
+  EXPECT_EQ(absent.exit_code, 2);
+  EXPECT_NE(absent.err.find("data.tokenizer: " + dir.file("no") +
+                            "/tokenizer.json does not exist; train one"),
+            std::string::npos)
+      << absent.err;
+  ASSERT_EQ(troupe({"tokenizer", "train", "/usr/share/games/fortunes", "--vocab-size", "300",
+                    "--out", dir.file("tok")})
+                .exit_code,
+            0);
+  const auto small = troupe({"check", llama, "--set", "pretrain.data.tokenizer=" + dir.file("tok"),
+                             "--set", "model.vocab=280"});
+  EXPECT_EQ(small.exit_code, 2);
+  EXPECT_NE(small.err.find("tokenizer.json has 300 ids, more than model.vocab 280"),
+            std::string::npos)
+      << small.err;
+  EXPECT_EQ(troupe({"check", llama, "--set", "pretrain.data.tokenizer=" + dir.file("tok"), "--set",
+                    "model.vocab=300"})
+                .exit_code,
+            0);
 }
 
 TEST(Cli, CheckRejectsABrokenConfigWithExitTwo) {

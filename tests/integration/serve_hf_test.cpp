@@ -37,7 +37,8 @@ void PrintTo(const hf_model_case& c, std::ostream* os) {
   *os << c.package;
 }
 
-class ServeHf : public ::testing::TestWithParam<hf_model_case> {
+// The references and a `troupe serve` job, for a model directory in a temporary directory.
+class hf_serving : public ::testing::Test {
  protected:
   std::string model() const { return dir_.file("model"); }
 
@@ -86,9 +87,26 @@ class ServeHf : public ::testing::TestWithParam<hf_model_case> {
     }
   }
 
+  // `troupe serve model() --served-model-name m`, and a client of it.
+  std::unique_ptr<httplib::Client> serve() {
+    const std::string run_dir = dir_.file("run");
+    job_ = std::make_unique<subprocess>(
+        std::vector<std::string>{TROUPE_BINARY, "serve", model(), "--port", "0",
+                                 "--served-model-name", "m", "--run-dir", run_dir});
+    const json serving = wait_for_event(run_dir, "serving", 120s);
+    EXPECT_TRUE(serving.is_object()) << job_->wait(1s).err;
+    if (!serving.is_object()) return nullptr;
+    auto client = std::make_unique<httplib::Client>(
+        absl::StrCat("http://127.0.0.1:", serving["port"].get<int>()));
+    client->set_read_timeout(120, 0);
+    return client;
+  }
+
   temp_dir dir_;
   std::unique_ptr<subprocess> job_;
 };
+
+class ServeHf : public hf_serving, public ::testing::WithParamInterface<hf_model_case> {};
 
 json post(httplib::Client& c, const std::string& path, const json& body) {
   auto res = c.Post(path.c_str(), body.dump(), "application/json");
@@ -139,14 +157,9 @@ TEST_P(ServeHf, GreedyTextTokenizeAndChatStopsMatchTheReferences) {
       json::array({{{"decode", completion}},
                    {{"decode", std::vector<int>(chat_reply.begin(), chat_reply.end() - 1)}}}));
 
-  const std::string run_dir = dir_.file("run");
-  job_ = std::make_unique<subprocess>(std::vector<std::string>{TROUPE_BINARY, "serve", model(),
-                                                               "--port", "0", "--served-model-name",
-                                                               "m", "--run-dir", run_dir});
-  const json serving = wait_for_event(run_dir, "serving", 120s);
-  ASSERT_TRUE(serving.is_object()) << job_->wait(1s).err;
-  httplib::Client client(absl::StrCat("http://127.0.0.1:", serving["port"].get<int>()));
-  client.set_read_timeout(120, 0);
+  const auto served = serve();
+  ASSERT_TRUE(served);
+  httplib::Client& client = *served;
 
   auto models = client.Get("/v1/models");
   ASSERT_TRUE(models);
@@ -193,6 +206,49 @@ INSTANTIATE_TEST_SUITE_P(
     RealTokenizers, ServeHf,
     ::testing::Values(hf_model_case{"qwen3", "qwen3", 151936, {151645, 151643}, 151645},
                       hf_model_case{"llama", "llama3", 128256, {128001, 128009}, 128009}));
+
+// configs/quickstart_llama.yaml, shortened: the launch trains the tokenizer and then a tiny
+// Llama; `troupe export` writes a Hugging Face model with the tokenizer beside it, which the
+// PyTorch reference reads as any Llama and `troupe serve` serves: the greedy completion is the
+// reference's, decoded by HF tokenizers.
+class ServeTrainedLlama : public hf_serving {};
+
+TEST_F(ServeTrainedLlama, TheQuickstartTrainsItsTokenizerAndExportsAModelThatServes) {
+  const std::string run_dir = dir_.file("train"), tokenizer = dir_.file("tokenizer");
+  const auto trained =
+      troupe(launch_args(TROUPE_SOURCE_DIR "/configs/quickstart_llama.yaml", run_dir,
+                         {"--set", "pretrain.data.tokenizer=" + tokenizer, "--set",
+                          "pretrain.train.steps=30", "--set", "pretrain.train.warmup=5", "--set",
+                          "pretrain.checkpoint.every_steps=30"}),
+             300s);
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  ASSERT_EQ(events_of(run_dir, "tokenizer_trained").size(), 1u);
+  // Below the loss of a uniform guess over the 2048 ids (ln 2048 = 7.6).
+  EXPECT_LT(summary_of(trained)["val_loss"].get<double>(), 7.0);
+
+  const auto exported = troupe({"export", run_dir, "--out", model()});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  const json config = json::parse(read_file(model() + "/config.json"));
+  EXPECT_EQ(config["architectures"][0], "LlamaForCausalLM");
+  EXPECT_EQ(config["num_key_value_heads"], 2);
+  EXPECT_EQ(read_file(model() + "/tokenizer.json"), read_file(tokenizer + "/tokenizer.json"));
+
+  const std::string text = "Q: What is the meaning of life?\nA:";
+  const std::vector<int> ids = hf_tokenizers(json::array({{{"encode", text}}}))[0];
+  const std::vector<int> eos =
+      json::parse(read_file(model() + "/generation_config.json"))["eos_token_id"]
+          .get<std::vector<int>>();
+  const std::vector<int> completion = until_eos(greedy(ids, 8), eos);
+  ASSERT_FALSE(completion.empty());
+  const json decoded = hf_tokenizers(json::array({{{"decode", completion}}}));
+
+  const auto served = serve();
+  ASSERT_TRUE(served);
+  EXPECT_EQ(post(*served, "/tokenize", {{"prompt", text}})["tokens"], ids);
+  const json done = post(*served, "/v1/completions",
+                         {{"model", "m"}, {"prompt", text}, {"max_tokens", 8}, {"temperature", 0}});
+  EXPECT_EQ(done["choices"][0]["text"], decoded[0]);
+}
 
 }  // namespace
 }  // namespace troupe::testing

@@ -92,6 +92,17 @@ TEST(AppSpec, ModelIsOptionalAndCheckedAcrossFields) {
   EXPECT_EQ(parse("app: x\nmodel: {path: /m, layers: 2}\n").errors,
             "a.yaml:2:8: model: model.layers cannot be set with model.path: the model's "
             "config.json gives its shape; remove layers");
+  // The Llama family's keys belong to it.
+  p = parse("app: x\nmodel: {arch: qwen3, kv_heads: 2, ffn: 96}\n");
+  ASSERT_EQ(p.errors, "");
+  EXPECT_EQ(p.spec.model->arch, "qwen3");
+  EXPECT_EQ(p.spec.model->kv_heads, 2);
+  EXPECT_EQ(parse("app: x\nmodel: {kv_heads: 2}\n").errors,
+            "a.yaml:2:8: model: model.kv_heads belongs to model.arch llama or qwen3, not gpt2; "
+            "set model.arch or remove kv_heads");
+  EXPECT_EQ(parse("app: x\nmodel: {path: /m, arch: llama}\n").errors,
+            "a.yaml:2:8: model: model.arch cannot be set with model.path: the model's "
+            "config.json names its architecture; remove arch");
 }
 
 TEST(AppSpec, ClusterAndElasticRoles) {
