@@ -60,10 +60,7 @@ nlohmann::json gpt_config_json(const gpt_config& c) {
 }
 
 absl::StatusOr<gpt_config> gpt_config_from_json(const nlohmann::json& j, const std::string& where) {
-  if (!j.is_object()) {
-    return absl::DataLossError(absl::StrCat(where, " is missing; not a pretraining checkpoint?"));
-  }
-  if (j.contains("hf_config")) {
+  if (j.is_object() && j.contains("hf_config")) {
     TROUPE_ASSIGN_OR_RETURN(const hf_model_config hf,
                             parse_hf_config(j["hf_config"], where + ".hf_config"));
     return hf.model;
@@ -74,7 +71,7 @@ absl::StatusOr<gpt_config> gpt_config_from_json(const nlohmann::json& j, const s
                             {"layers", &c.layers},
                             {"dim", &c.dim},
                             {"heads", &c.heads}}) {
-    if (!j.contains(key) || !j[key].is_number_integer()) {
+    if (!j.is_object() || !j.contains(key) || !j[key].is_number_integer()) {
       return absl::DataLossError(
           absl::StrCat(where, ".", key, " is missing; not a pretraining checkpoint?"));
     }

@@ -38,7 +38,7 @@ def check(condition, what):
 
 
 hello = call("hello", {})
-check(hello["type"] == "hello" and hello["payload"]["version"] == 3, "hello")
+check(hello["type"] == "hello" and hello["payload"]["version"] == 4, "hello")
 
 status = call("status", {"token": token})
 check(status["type"] == "status", "status: %r" % status)

@@ -46,6 +46,12 @@ void run_python(const std::vector<std::string>& args) {
   ASSERT_EQ(r.exit_code, 0) << r.err << " (python3-torch comes with scripts/setup.sh)";
 }
 
+// The fixture's random-weight checkpoint of `c` in `dir`.
+void make_checkpoint(const checkpoint_case& c, const std::string& dir, int seed) {
+  run_python({"make", c.arch, dir, "--dtype", c.dtype, "--shards", std::to_string(c.shards),
+              "--seed", std::to_string(seed)});
+}
+
 // The largest difference over the largest magnitude of the reference's logits.
 double relative_error(const float* ours, const std::vector<float>& theirs) {
   double diff = 0, scale = 0;
@@ -60,8 +66,7 @@ TEST_P(HfModel, LogitsAndGreedyTokensEqualThePyTorchReference) {
   const checkpoint_case& param = GetParam();
   troupe::testing::temp_dir dir;
   const std::string model = dir.file("model");
-  ASSERT_NO_FATAL_FAILURE(run_python({"make", param.arch, model, "--dtype", param.dtype, "--shards",
-                                      std::to_string(param.shards), "--seed", "3"}));
+  ASSERT_NO_FATAL_FAILURE(make_checkpoint(param, model, 3));
   const std::vector<int32_t> prompt = {5, 17, 3, 88, 41, 9, 60, 23, 77, 12, 4};
   std::string tokens;
   for (int32_t t : prompt)
@@ -123,8 +128,7 @@ TEST_P(HfModel, TrainingLossAndGradientsEqualPyTorchAutograd) {
   const checkpoint_case& param = GetParam();
   troupe::testing::temp_dir dir;
   const std::string model = dir.file("model");
-  ASSERT_NO_FATAL_FAILURE(run_python({"make", param.arch, model, "--dtype", param.dtype, "--shards",
-                                      std::to_string(param.shards), "--seed", "5"}));
+  ASSERT_NO_FATAL_FAILURE(make_checkpoint(param, model, 5));
   const int batch = 2, seq = 13;
   std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
   std::string sequences;
