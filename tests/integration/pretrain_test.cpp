@@ -451,29 +451,31 @@ TEST_F(PretrainTest, APipelineTrainsAsOneRankAndResumesAtAnotherLayout) {
 // row-parallel sums add in another order), and so does dp 2 x tp 2 (ZeRO-1, four workers); a tp
 // run stopped at step 20 resumes on one rank, and one rank's at pp 2 x tp 2, both continuing as
 // the uninterrupted run; the tp run's checkpoint exports as one model.
+// The --set arguments of a dp x pp x tp 2 grid (one worker per rank), then `more`.
+std::vector<std::string> tp2_grid(int dp, int pp, std::vector<std::string> more = {}) {
+  std::vector<std::string> sets = {
+      "--set", "pretrain.parallel.tp=2",
+      "--set", "pretrain.parallel.pp=" + std::to_string(pp),
+      "--set", "pretrain.parallel.micro_batches=" + std::to_string(4 / dp),
+      "--set", "roles.trainer.count=" + std::to_string(2 * dp * pp),
+      "--set", "cluster.local_workers=" + std::to_string(2 * dp * pp)};
+  sets.insert(sets.end(), more.begin(), more.end());
+  return sets;
+}
+
 TEST_F(PretrainTest, TensorParallelRanksTrainAsOneAndResumeAtAnotherLayout) {
   const run_result one = launch("one", 1, 0);
   ASSERT_EQ(one.process.exit_code, 0) << one.process.err;
-  const auto grid = [](int dp, int pp, std::vector<std::string> more = {}) {
-    std::vector<std::string> sets = {
-        "--set", "pretrain.parallel.tp=2",
-        "--set", "pretrain.parallel.pp=" + std::to_string(pp),
-        "--set", "pretrain.parallel.micro_batches=" + std::to_string(4 / dp),
-        "--set", "roles.trainer.count=" + std::to_string(2 * dp * pp),
-        "--set", "cluster.local_workers=" + std::to_string(2 * dp * pp)};
-    sets.insert(sets.end(), more.begin(), more.end());
-    return sets;
-  };
-  const run_result tp2 = launch("tp2", 1, 0, grid(1, 1));
+  const run_result tp2 = launch("tp2", 1, 0, tp2_grid(1, 1));
   ASSERT_EQ(tp2.process.exit_code, 0) << tp2.process.err;
   expect_close(one.losses, tp2.losses, 1e-5, "tp 2");
   EXPECT_NEAR(tp2.summary["val_loss"].get<double>(), one.summary["val_loss"].get<double>(), 1e-4);
-  const run_result dp2tp2 = launch("dp2tp2", 2, 1, grid(2, 1));
+  const run_result dp2tp2 = launch("dp2tp2", 2, 1, tp2_grid(2, 1));
   ASSERT_EQ(dp2tp2.process.exit_code, 0) << dp2tp2.process.err;
   expect_close(one.losses, dp2tp2.losses, 1e-5, "dp 2 x tp 2, zero 1");
 
   const run_result first =
-      launch("first", 1, 0, grid(1, 1, {"--set", "pretrain.train.stop_after=20"}));
+      launch("first", 1, 0, tp2_grid(1, 1, {"--set", "pretrain.train.stop_after=20"}));
   ASSERT_EQ(first.process.exit_code, 0) << first.process.err;
   const run_result rest = launch("rest", 1, 0, {"--resume", dir_.file("first")});
   ASSERT_EQ(rest.process.exit_code, 0) << rest.process.err;
@@ -485,7 +487,7 @@ TEST_F(PretrainTest, TensorParallelRanksTrainAsOneAndResumeAtAnotherLayout) {
   expect_close(one.losses, split, 1e-4, "tp 2 -> one rank");
   const run_result head = launch("head", 1, 0, {"--set", "pretrain.train.stop_after=20"});
   ASSERT_EQ(head.process.exit_code, 0) << head.process.err;
-  const run_result tail = launch("tail", 1, 0, grid(1, 2, {"--resume", dir_.file("head")}));
+  const run_result tail = launch("tail", 1, 0, tp2_grid(1, 2, {"--resume", dir_.file("head")}));
   ASSERT_EQ(tail.process.exit_code, 0) << tail.process.err;
   split = joined(head, tail);
   expect_close(one.losses, split, 1e-4, "one rank -> pp 2 x tp 2");
@@ -499,6 +501,31 @@ TEST_F(PretrainTest, TensorParallelRanksTrainAsOneAndResumeAtAnotherLayout) {
   ASSERT_TRUE(weights.ok()) << weights.status();
   std::vector<float> params(layout.total());
   EXPECT_TRUE(layout.from_named(*weights, params.data()).ok());
+}
+
+// The Llama family through the same app: a Llama (grouped-query attention, SwiGLU) at pp 2 x
+// tp 2 trains as one rank, and its checkpoint at step 20 resumes on one rank as the
+// uninterrupted run continues; it exports as LlamaForCausalLM.
+TEST_F(PretrainTest, ALlamaTrainsAtPipelineAndTensorParallelAndResumesOnOneRank) {
+  const std::vector<std::string> llama = {"--set", "model.arch=llama", "--set", "model.heads=4",
+                                          "--set", "model.kv_heads=2"};
+  const auto with = [&](std::vector<std::string> sets) {
+    sets.insert(sets.end(), llama.begin(), llama.end());
+    return sets;
+  };
+  const run_result one = launch("one", 1, 0, llama);
+  ASSERT_EQ(one.process.exit_code, 0) << one.process.err;
+  const run_result first =
+      launch("first", 1, 0, with(tp2_grid(1, 2, {"--set", "pretrain.train.stop_after=20"})));
+  ASSERT_EQ(first.process.exit_code, 0) << first.process.err;
+  const run_result rest = launch("rest", 1, 0, with({"--resume", dir_.file("first")}));
+  ASSERT_EQ(rest.process.exit_code, 0) << rest.process.err;
+  expect_close(one.losses, joined(first, rest), 1e-4, "llama pp 2 x tp 2 -> one rank");
+  const process_result exported =
+      troupe({"export", dir_.file("rest"), "--out", dir_.file("exported")});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_NE(read_file(dir_.file("exported") + "/config.json").find("LlamaForCausalLM"),
+            std::string::npos);
 }
 
 TEST_F(PretrainTest, ResumingAtAnotherDpReshardsTheOptimizer) {
