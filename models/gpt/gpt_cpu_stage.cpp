@@ -129,7 +129,7 @@ loss_sum gpt_cpu_stage::forward(const float* params, int batch, int seq, const i
   }
   if (layout_.range().has_embedding()) {
     std::memcpy(tokens_.data(), tokens, N * sizeof(int32_t));
-    if (layout_.tp().size > 1 || !gpt2) {  // vocab-parallel: each rank's rows, summed
+    if (layout_.tp().size > 1 || !gpt2) {  // this rank's rows (all without tp), summed
       k::embedding_part_forward(x_[0].data(), tokens, N, params + layout_.wte(),
                                 layout_.vocab_first(), layout_.local_vocab(), C);
       if (layout_.tp().size > 1) tensor_sum(x_[0].data(), int64_t{N} * C);
