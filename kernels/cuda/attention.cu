@@ -144,9 +144,9 @@ absl::Status check_shape(const attention_shape& s) {
         absl::StrCat("cuda attention: batch ", s.batch, " and seq ", s.seq, " must be positive"));
   }
   if (s.kv_head_count() != s.heads) {
-    return absl::UnimplementedError(absl::StrCat(
-        "cuda attention: ", s.kv_heads, " key/value heads for ", s.heads,
-        " query heads: grouped-query attention runs on the CPU kernels only so far"));
+    return absl::UnimplementedError(
+        absl::StrCat("cuda attention: ", s.kv_heads, " key/value heads for ", s.heads,
+                     " query heads: grouped-query attention runs on the CPU kernels only so far"));
   }
   if (s.heads < 1 || s.dim % s.heads != 0 || s.head_dim() % 8 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
