@@ -92,6 +92,7 @@ gpt_cpu_stage::gpt_cpu_stage(const gpt_layout& layout, int max_batch,
     rope_cos_.resize(rope_floats(c, N) / 2), rope_sin_.resize(rope_floats(c, N) / 2);
     block_scratch_.resize(
         N * std::max(layout.local_ffn(), layout.local_q_width() + layout.local_kv_width()));
+    if (c.qk_norm) qk_norm_grads_.resize(2 * c.head_size());
   }
   if (layout.range().has_head(c)) {
     lnf_.resize(N * C), lnf_mean_.resize(z.mean), lnf_rstd_.resize(N);

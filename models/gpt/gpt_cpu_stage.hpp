@@ -197,6 +197,7 @@ class gpt_cpu_stage {
   std::vector<int32_t> tokens_, positions_, targets_;
   std::vector<float> inv_freq_, rope_cos_, rope_sin_;  // the Llama family's RoPE, per batch
   std::vector<float> block_scratch_;  // the Llama family's backward: d(MLP hidden) or d(attention)
+  std::vector<float> qk_norm_grads_;  // a block's q/k-norm weight gradients of one batch (Qwen 3)
   std::vector<float> dx_, dtmp_;
   linear_output_grads dlinear_;                // a block's, between its halves (backward())
   std::vector<linear_output_grads> deferred_;  // every block's (defer_weight_gradients)

@@ -136,7 +136,8 @@ void gpt_cpu_stage::qk_norm_backward(const float* params, float* grads, int laye
   const llama_widths w = widths_of(layout_, batch_ * seq_);
   const int R = w.qkv(), QK = w.Q + w.KV, stats = w.heads + w.kv_heads;
   float* din = block_scratch_.data();
-  std::vector<float> dnorm(2 * w.D, 0.0f);  // d q_norm, d k_norm
+  std::vector<float>& dnorm = qk_norm_grads_;  // d q_norm, d k_norm of this batch
+  std::fill(dnorm.begin(), dnorm.end(), 0.0f);
   for (int r = 0; r < w.N; ++r) {
     float* dq = d.qkv.data() + int64_t{r} * R;
     const float* raw = a.qk_raw.data() + int64_t{r} * QK;
