@@ -153,23 +153,27 @@ std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t tok
     return finish(id, finish_reason::stop,
                   produced - (s.request.include_stop_str_in_output ? 0 : 1));
   }
-  const size_t before = s.text.size();  // the text before this token
-  s.text += token_text(token);
-  s.text_ends.push_back(s.text.size());
   // The earliest stop string in the text, looked for where this token's bytes could end one;
-  // and how many bytes at the end might begin one, held back while streaming.
+  // and how many bytes at the end might begin one, held back while streaming. Without stop
+  // strings the text is not kept (a rollout's tokens cost nothing here).
   size_t stop_at = std::string::npos;
   size_t hold = 0;
-  const std::string_view text = s.text;
-  for (const auto& stop : s.request.stop) {
-    if (stop.empty()) continue;
-    const size_t at = text.find(stop, before >= stop.size() ? before - stop.size() + 1 : 0);
-    stop_at = std::min(stop_at, at);
-    if (!s.request.stream) continue;  // nothing is released before the end
-    for (size_t k = std::min(stop.size() - 1, text.size()); k > hold; --k) {
-      if (text.ends_with(std::string_view(stop).substr(0, k))) {
-        hold = k;
-        break;
+  const bool stop_strings = !s.request.stop.empty();
+  if (stop_strings) {
+    const size_t before = s.text.size();  // the text before this token
+    s.text += token_text(token);
+    s.text_ends.push_back(s.text.size());
+    const std::string_view text = s.text;
+    for (const auto& stop : s.request.stop) {
+      if (stop.empty()) continue;
+      const size_t at = text.find(stop, before >= stop.size() ? before - stop.size() + 1 : 0);
+      stop_at = std::min(stop_at, at);
+      if (!s.request.stream) continue;  // nothing is released before the end
+      for (size_t k = std::min(stop.size() - 1, text.size()); k > hold; --k) {
+        if (text.ends_with(std::string_view(stop).substr(0, k))) {
+          hold = k;
+          break;
+        }
       }
     }
   }
@@ -182,9 +186,11 @@ std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t tok
   }
   if (!s.request.stream) return {};  // wanted whole: its one event comes when it ends
   // The tokens whose bytes all lie before the held ones.
-  const int releasable = static_cast<int>(
-      std::upper_bound(s.text_ends.begin(), s.text_ends.end(), text.size() - hold) -
-      s.text_ends.begin());
+  const int releasable =
+      stop_strings ? static_cast<int>(std::upper_bound(s.text_ends.begin(), s.text_ends.end(),
+                                                       s.text.size() - hold) -
+                                      s.text_ends.begin())
+                   : produced;
   if (releasable <= s.released) return {};
   generation_event e{id,
                      std::vector<int32_t>(s.tokens.begin() + prompt + s.released,
