@@ -133,24 +133,22 @@ void data_loader::fill(token_batch& out, int row, const std::vector<int32_t>& id
 }
 
 void data_loader::fill(token_batch& out, int row, const sft_example& example) const {
-  const int n = static_cast<int>(example.text.size());  // at most ctx + 1 (load_sft)
+  const int n = static_cast<int>(example.tokens.size());  // at most ctx + 1 (load_sft)
   for (int t = 0; t < ctx_; ++t) {
     const size_t at = static_cast<size_t>(row) * ctx_ + t;
-    out.tokens[at] = t < n ? static_cast<uint8_t>(example.text[t]) : 0;
-    out.targets[at] =
-        t + 1 < n && example.trained[t + 1] ? static_cast<uint8_t>(example.text[t + 1]) : -1;
+    out.tokens[at] = t < n ? example.tokens[t] : 0;
+    out.targets[at] = t + 1 < n && example.trained[t + 1] ? example.tokens[t + 1] : -1;
   }
 }
 
 void fill_dpo_pair(token_batch& out, int row, const preference_example& pair,
                    const float* reference) {
-  for (const auto& [text, r] : {std::pair{&pair.chosen, row}, {&pair.rejected, row + 1}}) {
-    const int n = static_cast<int>(text->size());  // at most ctx (load_pairs)
+  for (const auto& [ids, r] : {std::pair{&pair.chosen, row}, {&pair.rejected, row + 1}}) {
+    const int n = static_cast<int>(ids->size());  // at most ctx (load_pairs)
     for (int t = 0; t < out.ctx; ++t) {
       const size_t at = static_cast<size_t>(r) * out.ctx + t;
-      out.tokens[at] = t < n ? static_cast<uint8_t>((*text)[t]) : 0;
-      out.targets[at] =
-          t >= pair.prompt_bytes - 1 && t < n - 1 ? static_cast<uint8_t>((*text)[t + 1]) : -1;
+      out.tokens[at] = t < n ? (*ids)[t] : 0;
+      out.targets[at] = t >= pair.prompt_tokens - 1 && t < n - 1 ? (*ids)[t + 1] : -1;
     }
   }
   if (reference != nullptr) {
@@ -178,12 +176,12 @@ void data_loader::fill(token_batch& out, int row, const std::vector<preference_e
   if (corpus_->dpo()) return fill_dpo_pair(out, row, pair, reference.data() + 2 * index);
   out.margins.resize(out.batch / 2);
   out.margins[row / 2] = pair.margin;
-  for (const auto& [text, label, r] :
+  for (const auto& [ids, label, r] :
        {std::tuple{&pair.chosen, 1, row}, std::tuple{&pair.rejected, 0, row + 1}}) {
-    const int n = static_cast<int>(text->size());  // at most ctx (load_pairs)
+    const int n = static_cast<int>(ids->size());  // at most ctx (load_pairs)
     for (int t = 0; t < ctx_; ++t) {
       const size_t at = static_cast<size_t>(r) * ctx_ + t;
-      out.tokens[at] = t < n ? static_cast<uint8_t>((*text)[t]) : 0;
+      out.tokens[at] = t < n ? (*ids)[t] : 0;
       out.targets[at] = t == n - 1 ? label : -1;
     }
   }

@@ -5,26 +5,27 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "models/vocab/model_vocabulary.hpp"
 #include "runtime/actor/message_types.hpp"
 #include "runtime/base/even_split.hpp"
 
 namespace troupe::actors {
 
-/// One supervised example (SFT): its bytes, and per byte whether the loss covers it (a
-/// response's byte, or an assistant message's).
+/// One supervised example (SFT): its tokens, and per token whether the loss covers it (a
+/// response's token, or an assistant message's).
 struct sft_example {
-  std::string text;
+  std::vector<int32_t> tokens;
   std::vector<uint8_t> trained;
   /// How many of the example's next-byte targets the loss covers.
   [[nodiscard]] int64_t trained_targets() const;
 };
 
-/// One preference pair (app: reward_model, app: dpo): the prompt followed by the chosen
-/// response, and by the rejected one.
+/// One preference pair (app: reward_model, app: dpo): the tokens of the prompt followed by the
+/// chosen response, and by the rejected one.
 struct preference_example {
-  std::string chosen, rejected;
-  float margin = 0;      ///< how much more the chosen one must score (TRL's optional margin column)
-  int prompt_bytes = 0;  ///< where the responses start
+  std::vector<int32_t> chosen, rejected;
+  float margin = 0;  ///< how much more the chosen one must score (TRL's optional margin column)
+  int prompt_tokens = 0;  ///< where the responses start
 };
 
 /// Each pair's reference log-probabilities (app: dpo), two a pair (chosen, rejected) in the
@@ -47,21 +48,26 @@ class text_corpus {
                                                              int ctx, const std::string& origin);
   /// Supervised fine-tuning data (pretrain.data.format: sft, sft_data.cpp): the JSONL files
   /// under `path` in name order, each line {"prompt": string, "response": string} or
-  /// {"messages": [{"role", "content"}, ...]} rendered by the chat template (its assistant
-  /// messages are the response), the last `val_fraction` of the examples held out. The loss
-  /// covers only the response. INVALID_ARGUMENT naming FILE:LINE and the field for a line that
-  /// is none of these, an empty prompt or response, or an example longer than ctx + 1 bytes.
-  [[nodiscard]] static absl::StatusOr<text_corpus> load_sft(const std::string& path,
-                                                            double val_fraction, int ctx);
+  /// {"messages": [{"role", "content"}, ...]}, made `vocabulary`'s tokens as
+  /// models/vocab/chat_tokens.hpp says (a Hugging Face model's chat template, or troupe's byte
+  /// text), the last `val_fraction` of the examples held out. The loss covers only the
+  /// response (the assistant messages). INVALID_ARGUMENT naming FILE:LINE and the field for a
+  /// line that is none of these, an empty prompt or response, or an example longer than ctx + 1
+  /// tokens.
+  [[nodiscard]] static absl::StatusOr<text_corpus> load_sft(
+      const std::string& path, double val_fraction, int ctx,
+      const models::model_vocabulary& vocabulary);
 
   /// Preference pairs (data.format: pairs, preference_data.cpp): the JSONL files under `path`
   /// in name order, each line {"prompt": string, "chosen": string, "rejected": string} and an
-  /// optional "margin" (a number: -log sigmoid(r_chosen - r_rejected - margin)), the last
+  /// optional "margin" (a number: -log sigmoid(r_chosen - r_rejected - margin)), each response
+  /// in `vocabulary`'s tokens after the prompt's (as load_sft's examples), the last
   /// `val_fraction` held out. INVALID_ARGUMENT naming FILE:LINE and the field for a line that is
   /// not one, an empty field, a chosen response equal to the rejected one, or a sequence longer
-  /// than ctx bytes.
-  [[nodiscard]] static absl::StatusOr<text_corpus> load_pairs(const std::string& path,
-                                                              double val_fraction, int ctx);
+  /// than ctx tokens.
+  [[nodiscard]] static absl::StatusOr<text_corpus> load_pairs(
+      const std::string& path, double val_fraction, int ctx,
+      const models::model_vocabulary& vocabulary);
 
   [[nodiscard]] const std::string& train() const { return train_; }
   [[nodiscard]] const std::string& val() const { return val_; }
@@ -106,10 +112,10 @@ class text_corpus {
   pair_reference reference_;
 };
 
-/// Rows `row` (chosen) and `row` + 1 (rejected) of `out` from a DPO pair: each sequence's bytes
-/// (padded with 0), and as targets the next byte at each position that predicts a response byte
-/// (prompt_bytes - 1 .. length - 2), -1 elsewhere. `reference`: its two log-probabilities, or
-/// null (out.reference_logps untouched).
+/// Rows `row` (chosen) and `row` + 1 (rejected) of `out` from a DPO pair: each sequence's tokens
+/// (padded with 0), and as targets the next token at each position that predicts a response
+/// token (prompt_tokens - 1 .. length - 2), -1 elsewhere. `reference`: its two log-probabilities,
+/// or null (out.reference_logps untouched).
 void fill_dpo_pair(actor::token_batch& out, int row, const preference_example& pair,
                    const float* reference);
 

@@ -25,7 +25,7 @@ std::string hex(const XXH128_hash_t& h) {
   return absl::StrCat(absl::Hex(h.high64, absl::kZeroPad16), absl::Hex(h.low64, absl::kZeroPad16));
 }
 
-// The digest the cache is valid for: the reference weights, the pairs (their bytes and where
+// The digest the cache is valid for: the reference weights, the pairs (their tokens and where
 // their responses start) and ctx.
 std::string key_of(const text_corpus& corpus, const std::vector<float>& weights, int ctx) {
   XXH3_state_t* state = XXH3_createState();
@@ -36,12 +36,12 @@ std::string key_of(const text_corpus& corpus, const std::vector<float>& weights,
     const uint64_t n = pairs->size();
     XXH3_128bits_update(state, &n, sizeof(n));
     for (const preference_example& p : *pairs) {
-      for (const std::string* text : {&p.chosen, &p.rejected}) {
-        const uint64_t bytes = text->size();
-        XXH3_128bits_update(state, &bytes, sizeof(bytes));
-        XXH3_128bits_update(state, text->data(), text->size());
+      for (const std::vector<int32_t>* ids : {&p.chosen, &p.rejected}) {
+        const uint64_t length = ids->size();
+        XXH3_128bits_update(state, &length, sizeof(length));
+        XXH3_128bits_update(state, ids->data(), ids->size() * sizeof(int32_t));
       }
-      XXH3_128bits_update(state, &p.prompt_bytes, sizeof(p.prompt_bytes));
+      XXH3_128bits_update(state, &p.prompt_tokens, sizeof(p.prompt_tokens));
     }
   }
   const std::string key = hex(XXH3_128bits_digest(state));

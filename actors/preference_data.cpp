@@ -1,12 +1,14 @@
 #include "actors/data_loader.hpp"
 
 // Preference pairs (app: reward_model, data.format: pairs): JSONL lines {"prompt", "chosen",
-// "rejected"}. The loader that serves them is data_loader.cpp's.
+// "rejected"}, each response after the prompt in the model's tokens (models/vocab/chat_tokens). The
+// loader that serves them is data_loader.cpp's.
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "actors/jsonl_examples.hpp"
+#include "models/vocab/chat_tokens.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/base/status.hpp"
 
@@ -15,7 +17,8 @@ namespace {
 
 // The pair of one JSONL line; INVALID_ARGUMENT saying what is wrong with it (the caller adds
 // FILE:LINE).
-absl::StatusOr<preference_example> pair_of(const std::string& line, int ctx) {
+absl::StatusOr<preference_example> pair_of(const std::string& line, int ctx,
+                                           const models::model_vocabulary& vocabulary) {
   const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) {
     return absl::InvalidArgumentError(
@@ -33,9 +36,16 @@ absl::StatusOr<preference_example> pair_of(const std::string& line, int ctx) {
     }
   }
   const std::string& prompt = j["prompt"].get_ref<const std::string&>();
-  preference_example pair{prompt + j["chosen"].get_ref<const std::string&>(),
-                          prompt + j["rejected"].get_ref<const std::string&>()};
-  pair.prompt_bytes = static_cast<int>(prompt.size());
+  TROUPE_ASSIGN_OR_RETURN(
+      models::trained_tokens chosen,
+      models::encode_example(vocabulary, prompt, j["chosen"].get_ref<const std::string&>()));
+  TROUPE_ASSIGN_OR_RETURN(
+      models::trained_tokens rejected,
+      models::encode_example(vocabulary, prompt, j["rejected"].get_ref<const std::string&>()));
+  // Each response is tokenized after the prompt's own tokens (chat_tokens.hpp), so the two
+  // share them.
+  preference_example pair{std::move(chosen.ids), std::move(rejected.ids)};
+  pair.prompt_tokens = static_cast<int>(chosen.first_trained());
   if (j.contains("margin")) {
     if (!j["margin"].is_number() || !std::isfinite(j["margin"].get<double>())) {
       return absl::InvalidArgumentError(
@@ -51,7 +61,7 @@ absl::StatusOr<preference_example> pair_of(const std::string& line, int ctx) {
        {std::pair{"chosen", &pair.chosen}, {"rejected", &pair.rejected}}) {
     if (text->size() > static_cast<size_t>(ctx)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "prompt + ", field, " is ", text->size(), " bytes, longer than model.ctx = ", ctx,
+          "prompt + ", field, " is ", text->size(), " tokens, longer than model.ctx = ", ctx,
           "; shorten it, or raise model.ctx (troupe does not cut a sequence silently)"));
     }
   }
@@ -61,12 +71,14 @@ absl::StatusOr<preference_example> pair_of(const std::string& line, int ctx) {
 }  // namespace
 
 absl::StatusOr<text_corpus> text_corpus::load_pairs(const std::string& path, double val_fraction,
-                                                    int ctx) {
+                                                    int ctx,
+                                                    const models::model_vocabulary& vocabulary) {
   TROUPE_RETURN_IF_ERROR(check_val_fraction(val_fraction));
-  TROUPE_ASSIGN_OR_RETURN(auto split, read_jsonl_examples<preference_example>(
-                                          path, val_fraction, [ctx](const std::string& line) {
-                                            return pair_of(line, ctx);
-                                          }));
+  TROUPE_ASSIGN_OR_RETURN(auto split,
+                          read_jsonl_examples<preference_example>(
+                              path, val_fraction, [ctx, &vocabulary](const std::string& line) {
+                                return pair_of(line, ctx, vocabulary);
+                              }));
   return text_corpus(std::move(split.first), std::move(split.second));
 }
 

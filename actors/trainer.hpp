@@ -205,10 +205,12 @@ class trainer {
   checkpoint_files();
   /// Restores from a checkpoint that checkpoint_files() of every saving rank made.
   [[nodiscard]] absl::Status restore(const checkpoint::checkpoint& saved);
-  /// Takes only the weights of a checkpoint (the RL policy's and reference's start), keeping
-  /// this trainer's optimizer state and step. A value-head trainer takes a language model's
-  /// trunk and keeps its own value head (the RL critic starts from the policy).
-  [[nodiscard]] absl::Status load_weights(const checkpoint::checkpoint& saved);
+  /// Takes only the weights of a model (a checkpoint's or a Hugging Face model's, by name:
+  /// models::read_model_tensors), keeping this trainer's optimizer state and step: the start of
+  /// init_from, the RL policy and reference. A value-head trainer takes a language model's trunk
+  /// and keeps its own value head (the RL critic starts from the policy). Errors name `origin`.
+  [[nodiscard]] absl::Status load_weights(const tensor::named_tensors& weights,
+                                          const std::string& origin);
   /// The weights as one flat f32 buffer of layout().total() elements (a view, not a copy).
   [[nodiscard]] tensor::tensor weights() const;
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "actors/checkpoint_writer_actor.hpp"
 #include "actors/job_thread.hpp"
+#include "models/gpt/gpt_source.hpp"
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/base/seconds.hpp"
 #include "runtime/comm/counted_communicator.hpp"
@@ -389,12 +390,12 @@ caf::result<std::vector<float>> log_probs(trainer_self self, const actor::rl_bat
 }
 
 caf::result<int64_t> load_weights(trainer_self self, const std::string& dir) {
-  absl::StatusOr<checkpoint::checkpoint> saved = checkpoint::checkpoint_store::read(dir);
-  if (!saved.ok()) return actor::to_error(saved.status());
-  if (absl::Status s = self->state.logic->load_weights(*saved); !s.ok()) {
+  absl::StatusOr<tensor::named_tensors> weights = models::read_model_tensors(dir);
+  if (!weights.ok()) return actor::to_error(weights.status());
+  if (absl::Status s = self->state.logic->load_weights(*weights, dir); !s.ok()) {
     return actor::to_error(s);
   }
-  return saved->step;
+  return int64_t{0};
 }
 
 // Rank 0 of the policy sends its weights to the rollout (the group's other members), in the

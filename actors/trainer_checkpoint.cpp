@@ -81,8 +81,8 @@ trainer::checkpoint_files() {
   return files;
 }
 
-absl::Status trainer::load_weights(const checkpoint::checkpoint& saved) {
-  TROUPE_ASSIGN_OR_RETURN(const tensor::named_tensors weights, models::checkpoint_model(saved));
+absl::Status trainer::load_weights(const tensor::named_tensors& weights,
+                                   const std::string& origin) {
   // A critic starting from a policy's checkpoint keeps the value head it was initialised with.
   const bool trunk_only = layout_.has_value_head() && !weights.get("classifier.weight").ok();
   if (!trunk_only) TROUPE_RETURN_IF_ERROR(tensor::zero(params_));
@@ -90,7 +90,7 @@ absl::Status trainer::load_weights(const checkpoint::checkpoint& saved) {
   absl::Status s =
       trunk_only ? layout_.trunk_from_named(weights, params) : layout_.from_named(weights, params);
   if (zero3_) zero3_->release_all();
-  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(saved.dir, ": ", s.message()));
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(origin, ": ", s.message()));
   return absl::OkStatus();
 }
 

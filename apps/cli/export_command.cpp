@@ -8,6 +8,7 @@
 #include "models/gpt/gpt_checkpoint.hpp"
 #include "models/gpt/gpt_source.hpp"
 #include "models/gpt/hf_export.hpp"
+#include "models/hf/hf_config.hpp"
 #include "models/tokenizer/tokenizer.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 
@@ -20,9 +21,11 @@ absl::StatusOr<models::gpt_config> model_of(const checkpoint::checkpoint& c) {
                                       c.dir + "/manifest.json: meta.model");
 }
 
-// The tokenizer the run read its text with (meta.tokenizer), copied into `out` beside the
-// weights; its end-of-sequence token (tokenizer_config.json's eos_token) is where generation
-// stops. No tokenizer: byte-level text, nothing to copy.
+// The tokenizer the run read its text with (meta.tokenizer: a tokenizer directory, or the
+// Hugging Face model it started from), copied into `out` beside the weights with its chat
+// template; generation stops where that model's generation_config.json says, or else at the
+// tokenizer's end-of-sequence token (tokenizer_config.json's eos_token). No tokenizer:
+// byte-level text, nothing to copy.
 absl::StatusOr<std::vector<int32_t>> export_tokenizer(const checkpoint::checkpoint& c,
                                                       const std::string& out) {
   namespace fs = std::filesystem;
@@ -33,13 +36,17 @@ absl::StatusOr<std::vector<int32_t>> export_tokenizer(const checkpoint::checkpoi
   std::error_code ec;
   fs::create_directories(out, ec);
   std::vector<int32_t> eos;
-  for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}) {
     if (!fs::exists(dir / file)) continue;
     fs::copy_file(dir / file, fs::path(out) / file, fs::copy_options::overwrite_existing, ec);
     if (ec) {
       return absl::UnavailableError(
           absl::StrCat("cannot copy ", (dir / file).string(), " to ", out, ": ", ec.message()));
     }
+  }
+  if (models::is_hf_model_dir(dir.string())) {
+    TROUPE_ASSIGN_OR_RETURN(const models::hf_model_config hf, models::load_hf_config(dir.string()));
+    return hf.eos_token_ids;
   }
   if (fs::exists(dir / "tokenizer_config.json")) {
     std::ifstream in(dir / "tokenizer_config.json");

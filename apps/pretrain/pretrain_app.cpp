@@ -40,10 +40,16 @@ absl::StatusOr<const pretrain_options*> pretrain_options_in(const app::app_plan&
   return static_cast<const pretrain_options*>(plan.app_options.get());
 }
 
-// The data as data.format says: text, supervised examples or preference pairs.
-absl::StatusOr<actors::text_corpus> load_corpus(const data_spec& d, int ctx) {
-  if (d.format == "sft") return actors::text_corpus::load_sft(d.path, d.val_fraction, ctx);
-  if (d.format == "pairs") return actors::text_corpus::load_pairs(d.path, d.val_fraction, ctx);
+// The data as data.format says: text, or supervised examples or preference pairs in the
+// model's tokens.
+absl::StatusOr<actors::text_corpus> load_corpus(const data_spec& d, int ctx,
+                                                const models::model_vocabulary& vocabulary) {
+  if (d.format == "sft") {
+    return actors::text_corpus::load_sft(d.path, d.val_fraction, ctx, vocabulary);
+  }
+  if (d.format == "pairs") {
+    return actors::text_corpus::load_pairs(d.path, d.val_fraction, ctx, vocabulary);
+  }
   return actors::text_corpus::load(d.path, d.val_fraction, ctx);
 }
 
@@ -78,10 +84,17 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   TROUPE_ASSIGN_OR_RETURN(const pretrain_options* o, pretrain_options_in(ctx.plan));
   TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
                           models::gpt_config_of(ctx.plan.spec.model));
+  TROUPE_ASSIGN_OR_RETURN(const auto vocabulary, models::vocabulary_of(ctx.plan.spec.model));
   TROUPE_ASSIGN_OR_RETURN(actors::text_corpus corpus,
-                          o->data.source.empty() ? load_corpus(o->data, model.ctx)
+                          o->data.source.empty() ? load_corpus(o->data, model.ctx, *vocabulary)
                                                  : read_source_corpus(ctx, o->data, model.ctx));
-  if (!o->data.tokenizer.empty()) {
+  const std::string model_dir = models::hf_model_dir(ctx.plan.spec.model);
+  if (!model_dir.empty() && o->data.format == "text") {  // text read as the model's ids
+    TROUPE_ASSIGN_OR_RETURN(auto tokenizer,
+                            tokenizers::tokenizer::load(model_dir + "/tokenizer.json"));
+    TROUPE_RETURN_IF_ERROR(tokenize_corpus(corpus, *tokenizer, model.ctx,
+                                           o->data.source.empty() ? o->data.path : o->data.source));
+  } else if (!o->data.tokenizer.empty()) {
     bool trained = false;
     TROUPE_ASSIGN_OR_RETURN(auto tokenizer,
                             corpus_tokenizer(o->data, corpus, model.vocab, &trained));
@@ -119,8 +132,10 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
     actors::pair_reference_source source;
     TROUPE_ASSIGN_OR_RETURN(
         actors::pair_reference reference,
-        actors::cached_pair_reference(corpus, o->data.path, o->reference_path(),
-                                      o->reference.empty() ? "dpo.init_from" : "dpo.reference",
+        actors::cached_pair_reference(corpus, o->data.path, o->reference_path(model_dir),
+                                      !o->reference.empty()   ? "dpo.reference"
+                                      : !o->init_from.empty() ? "dpo.init_from"
+                                                              : "model.path",
                                       model, spec.options.threads, &source));
     TROUPE_RETURN_IF_ERROR(corpus.attach_reference(std::move(reference)));
     ctx.events.emit(run::severity::info, "dpo_reference",
@@ -305,7 +320,7 @@ void check_zero3(const pretrain_options& o, bool elastic, const config::parse_co
 
 // DPO's own keys: refused in the other apps, and checked against each other in app: dpo, which
 // starts from a policy.
-void check_dpo_keys(const std::string& app, const pretrain_options& o,
+void check_dpo_keys(const std::string& app, const pretrain_options& o, const std::string& model_dir,
                     const config::parse_context& ctx, const YAML::Node& section) {
   const auto at = [&](const char* key) {
     return section[key].IsDefined() ? section[key] : section;
@@ -327,11 +342,12 @@ void check_dpo_keys(const std::string& app, const pretrain_options& o,
     }
     return;
   }
-  if (o.init_from.empty()) {
+  if (o.initial_weights(model_dir).empty()) {
     ctx.child("init_from")
         .error(section,
                "is not set, but DPO trains a policy that already answers (TRL starts from the SFT "
-               "model): set dpo.init_from to its run directory, e.g. runs/pretrain-...");
+               "model): set dpo.init_from to its run directory, e.g. runs/sft-..., or model.path "
+               "to a Hugging Face model");
   }
   if (o.label_smoothing != 0 && o.loss_type != "sigmoid") {
     ctx.child("label_smoothing")
@@ -344,10 +360,10 @@ void check_dpo_keys(const std::string& app, const pretrain_options& o,
 
 // app: reward_model and app: dpo train on preference pairs, and app: pretrain on anything else;
 // on pairs a data-parallel group (ZeRO 0-2) of whole models, fixed or elastic.
-void check_app_data(const std::string& app, const pretrain_options& o,
+void check_app_data(const std::string& app, const pretrain_options& o, const std::string& model_dir,
                     const config::parse_context& ctx, const YAML::Node& section) {
   const bool pairs = o.data.format == "pairs";
-  check_dpo_keys(app, o, ctx, section);
+  check_dpo_keys(app, o, model_dir, ctx, section);
   if (app != "pretrain" && !pairs) {
     ctx.child("data").child("format").error(
         located(section, "data", "format"),
@@ -427,10 +443,27 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
   const auto resolved = models::gpt_config_of(plan.spec.model);
   if (!resolved.ok()) ctx.error(section, std::string(resolved.status().message()));
   const models::gpt_config model = resolved.value_or(models::gpt_config{});
-  if (!models::hf_model_dir(plan.spec.model).empty()) {
-    ctx.error(section, absl::StrCat("model.path: app: ", plan.spec.app,
-                                    " trains a model from scratch so far; give its architecture "
-                                    "and shape (model.arch, layers, dim, heads) instead"));
+  const std::string model_dir = models::hf_model_dir(plan.spec.model);
+  if (!model_dir.empty()) {
+    // The model brings its weights (unless init_from names others), tokenizer and template.
+    if (absl::Status s = models::check_model_dir(plan.spec.model); !s.ok()) {
+      ctx.error(section, absl::StrCat("model.path: ", s.message()));
+    }
+    if (!o.data.tokenizer.empty() || o.data.train_tokenizer) {
+      ctx.child("data")
+          .child("tokenizer")
+          .error(located(section, "data", "tokenizer"),
+                 absl::StrCat("is set, but model.path ", model_dir,
+                              " reads its data with its own tokenizer: remove data.tokenizer and "
+                              "data.train_tokenizer"));
+    }
+    if (resolved.ok() && !o.init_from.empty()) {
+      if (auto source = models::find_weights(o.init_from, model, "init_from"); !source.ok()) {
+        ctx.child("init_from")
+            .error(section["init_from"].IsDefined() ? section["init_from"] : section,
+                   std::string(source.status().message()));
+      }
+    }
   } else if (!o.data.tokenizer.empty() || o.data.train_tokenizer) {
     if (absl::Status s = apps::check_corpus_tokenizer(o.data, model.vocab); !s.ok()) {
       ctx.child("data").error(section["data"].IsDefined() ? section["data"] : section,
@@ -440,7 +473,7 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
     ctx.error(section, absl::StrCat("the data is byte-level text, so model.vocab must be 256, not ",
                                     model.vocab, " (or name a tokenizer in data.tokenizer)"));
   }
-  check_app_data(plan.spec.app, o, ctx, section);
+  check_app_data(plan.spec.app, o, model_dir, ctx, section);
   if (!o.data.source.empty()) check_data_source(plan, o, ctx, section);
   const auto* trainer = plan.find_role(trainer_role);
   if (trainer == nullptr || trainer->spec.kind != "trainer") {
@@ -449,11 +482,12 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
                                     "roles: {trainer: {kind: trainer, impl: gpt, count: 2}}"));
   } else if (trainer->spec.elastic) {
     check_elastic(o, *trainer, ctx, section);
-    if (!o.init_from.empty()) {
-      ctx.child("init_from")
+    if (!o.initial_weights(model_dir).empty()) {
+      ctx.child(o.init_from.empty() ? "model.path" : "init_from")
           .error(section["init_from"].IsDefined() ? section["init_from"] : section,
-                 "is set, but an elastic group's ranks join as they come; "
-                 "start a fixed group from it, or --resume a checkpoint");
+                 "is set, but an elastic group's ranks join as they come and start from the "
+                 "seed; start a fixed group from it (roles.trainer.count), or --resume a "
+                 "checkpoint");
     }
   } else if (const int grid = o.parallel.dp * o.parallel.pp * o.parallel.tp;
              trainer->spec.count != grid) {
@@ -510,9 +544,13 @@ std::string megabytes(int64_t bytes) {
 // troupe check: the grid (which blocks each trainer holds) and what each rank holds in memory.
 // What the run trains on, read as the trainers will: the text's or the examples' count, or why
 // they cannot be read (a check does not need the data to exist yet).
-std::string describe_data(const pretrain_options& o, int ctx) {
+std::string describe_data(const pretrain_options& o, int ctx,
+                          const std::optional<config::model_spec>& model) {
   const bool sft = o.data.format == "sft";
-  const absl::StatusOr<actors::text_corpus> corpus = load_corpus(o.data, ctx);
+  const auto vocabulary = models::vocabulary_of(model);
+  if (!vocabulary.ok())
+    return absl::StrCat("data: not readable now: ", vocabulary.status().message());
+  const absl::StatusOr<actors::text_corpus> corpus = load_corpus(o.data, ctx, **vocabulary);
   if (!corpus.ok()) {
     return absl::StrCat(
         "data: not readable now: ", corpus.status().message(),
@@ -522,10 +560,12 @@ std::string describe_data(const pretrain_options& o, int ctx) {
     return absl::StrCat("data: pairs, ", corpus->train_pairs().size(), " preference pairs and ",
                         corpus->val_pairs().size(), " held out");
   }
+  const std::string model_dir = models::hf_model_dir(model);
   if (!sft) {
     return absl::StrCat(
         "data: text, ", corpus->train().size(), " bytes and ", corpus->val().size(), " held out",
-        o.data.tokenizer.empty()
+        !model_dir.empty() ? absl::StrCat(", read as the ids of ", model_dir, "/tokenizer.json")
+        : o.data.tokenizer.empty()
             ? ""
             : absl::StrCat(", read as the ids of ", o.data.tokenizer, "/tokenizer.json",
                            o.data.train_tokenizer ? " (trained first if absent)" : ""));
@@ -538,7 +578,9 @@ std::string describe_data(const pretrain_options& o, int ctx) {
       corpus->val_examples().size(), " held out; the loss on ",
       absl::StrFormat("%.1f", static_cast<double>(trained) /
                                   static_cast<double>(corpus->train_examples().size())),
-      " response bytes an example");
+      model_dir.empty() ? " response bytes an example"
+                        : absl::StrCat(" response tokens an example, rendered by ", model_dir,
+                                       "'s chat template"));
 }
 
 std::vector<std::string> describe_pretrain_plan(const app::app_plan& plan, const void* opaque) {
@@ -547,7 +589,7 @@ std::vector<std::string> describe_pretrain_plan(const app::app_plan& plan, const
       models::gpt_config_of(plan.spec.model).value_or(models::gpt_config{});  // checked already
   std::vector<std::string> out = {
       o.data.source.empty()
-          ? describe_data(o, model.ctx)
+          ? describe_data(o, model.ctx, plan.spec.model)
           : absl::StrCat("data: text, the records of role ", o.data.source, " (source/",
                          plan.find_role(o.data.source)->spec.impl,
                          ") joined by newlines, read by each trainer rank as it starts")};

@@ -39,6 +39,7 @@ struct driver_state {
   pretrain_options options;
   run::work_pacer pacer;
   models::gpt_config model;
+  std::string model_dir;  // model.path: a Hugging Face model's directory, or empty
   run::event_log* events = nullptr;
   metrics::registry* registry = nullptr;  // the process's: each metrics row's figures as gauges
   run::row_alerts alerts;                 // warnings about the rows: NaN loss, throughput drop
@@ -149,8 +150,10 @@ absl::Status commit(pretrain_self self, const pretrain_driver::commit& c) {
       {"batch", st.options.train.batch},
       {"seed", st.options.train.seed},
       {"cursor", c.cursor}};
-  if (const std::string& dir = st.options.data.tokenizer; !dir.empty()) {
-    // Whose ids the model reads: `troupe export` ships it with the weights.
+  if (const std::string& dir = st.model_dir.empty() ? st.options.data.tokenizer : st.model_dir;
+      !dir.empty()) {
+    // Whose ids the model reads: `troupe export` ships it (and its chat template) with the
+    // weights.
     meta["tokenizer"] = std::filesystem::absolute(dir).string();
   }
   checkpoint::checkpoint_store store(st.checkpoint_root);
@@ -437,28 +440,26 @@ void resume(pretrain_self self) {
   }
 }
 
-// init_from: every rank takes the weights of the named run's latest checkpoint (a reward model a
-// language model's trunk), then the run starts at step 0.
+// init_from (or model.path): every rank takes the weights of the named run's latest checkpoint
+// (a reward model a language model's trunk) or of a Hugging Face model, then the run starts at
+// step 0.
 void init_from(pretrain_self self) {
   auto& st = self->state;
-  absl::StatusOr<checkpoint::checkpoint> saved =
-      models::read_checkpoint_at(st.options.init_from, "init_from");
-  if (!saved.ok()) return fail(self, saved.status());
-  if (absl::Status s = check_model(st, *saved); !s.ok()) {
-    return fail(self, absl::Status(s.code(), absl::StrCat("init_from ", st.options.init_from, ": ",
-                                                          s.message())));
-  }
+  const std::string& path = st.options.initial_weights(st.model_dir);
+  absl::StatusOr<models::weights_source> source = models::find_weights(
+      path, st.model, st.options.init_from.empty() ? "model.path" : "init_from");
+  if (!source.ok()) return fail(self, source.status());
   st.events->emit(run::severity::info, "init_from",
-                  absl::StrCat("starting from the weights of ", saved->dir),
-                  {{"dir", saved->dir}, {"step", saved->step}});
+                  absl::StrCat("starting from the weights of ", source->dir),
+                  {{"dir", source->dir}, {"step", source->step}});
   auto loaded = std::make_shared<size_t>(0);
   for (const auto& [name, trainer] : st.trainers) {
-    self->request(trainer, caf::infinite, actor::load_atom_v, saved->dir)
+    self->request(trainer, caf::infinite, actor::load_atom_v, source->dir)
         .then(
             [self, loaded](int64_t) {
               if (++*loaded == self->state.trainers.size()) start_training(self, 0);
             },
-            [self, name, dir = saved->dir](caf::error& e) {
+            [self, name, dir = source->dir](caf::error& e) {
               const absl::Status s = actor::to_status(e);
               fail(self, absl::Status(s.code(), absl::StrCat(name, " cannot start from ", dir, ": ",
                                                              s.message())));
@@ -545,6 +546,7 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
   state->options = options;
   state->pacer = pacer;
   TROUPE_ASSIGN_OR_RETURN(state->model, models::gpt_config_of(ctx.plan.spec.model));
+  state->model_dir = models::hf_model_dir(ctx.plan.spec.model);
   state->events = &ctx.events;
   state->registry = &ctx.metrics;
   state->run_dir = ctx.run_dir;
@@ -578,6 +580,7 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
         st.options = state->options;
         st.pacer = state->pacer;
         st.model = state->model;
+        st.model_dir = state->model_dir;
         st.events = state->events;
         st.registry = state->registry;
         st.run_dir = state->run_dir;
@@ -596,7 +599,7 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
                 fail(self, s);
               } else if (!st.options.resume.empty()) {
                 resume(self);
-              } else if (!st.options.init_from.empty()) {
+              } else if (!st.options.initial_weights(st.model_dir).empty()) {
                 init_from(self);
               } else {
                 start_training(self, 0);

@@ -93,21 +93,27 @@ struct pretrain_options {
   /// A run directory (or checkpoint directory) to continue from; `troupe launch --resume` sets it.
   std::string resume;
   /// A run directory (or checkpoint directory) whose latest checkpoint's weights the run starts
-  /// from instead of the seed's (a reward model: a language model's trunk, its own value head);
-  /// the optimizer and the step start afresh.
+  /// from instead of the seed's (a reward model: a language model's trunk, its own value head),
+  /// or a Hugging Face model directory; the optimizer and the step start afresh. Empty with
+  /// model.path: that model's weights.
   std::string init_from;
-  /// app: dpo (TRL's DPOConfig): the reference model's run directory (or checkpoint directory;
-  /// empty: init_from's), the loss_type (sigmoid, hinge or ipo), beta, cDPO's label_smoothing
-  /// and RPO's rpo_alpha.
+  /// app: dpo (TRL's DPOConfig): the reference model's run directory (or checkpoint directory,
+  /// or Hugging Face model directory; empty: the initial weights'), the loss_type (sigmoid,
+  /// hinge or ipo), beta, cDPO's label_smoothing and RPO's rpo_alpha.
   std::string reference;
   std::string loss_type = "sigmoid";
   double beta = 0.1;
   double label_smoothing = 0.0;
   double rpo_alpha = 0.0;
 
-  /// The reference DPO compares with: `reference`, or else init_from.
-  [[nodiscard]] const std::string& reference_path() const {
-    return reference.empty() ? init_from : reference;
+  /// Where the first weights come from: init_from, or else the Hugging Face model at
+  /// `model_dir` (model.path); empty: the seed's.
+  [[nodiscard]] const std::string& initial_weights(const std::string& model_dir) const {
+    return init_from.empty() ? model_dir : init_from;
+  }
+  /// The reference DPO compares with: `reference`, or else the initial weights.
+  [[nodiscard]] const std::string& reference_path(const std::string& model_dir) const {
+    return reference.empty() ? initial_weights(model_dir) : reference;
   }
 };
 

@@ -221,7 +221,7 @@ void http_front_end::install_routes() {
       }
       // Per choice: its text so far (a split character held back), and whether it has ended.
       struct choice_stream {
-        std::unique_ptr<token_stream> text;
+        std::unique_ptr<models::token_stream> text;
         bool finished = false;
       };
       auto state = std::make_shared<std::vector<choice_stream>>(call.n);

@@ -37,7 +37,7 @@ class http_front_end {
     std::shared_ptr<serve_metrics> metrics;  ///< counted here, exported at /metrics
     /// The model's text and tokens (troupe's byte vocabulary unless the model has its own);
     /// it must outlive the front end.
-    const serving_vocabulary* vocabulary = &byte_vocabulary();
+    const models::model_vocabulary* vocabulary = &models::byte_vocabulary();
   };
 
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<http_front_end>> start(settings s, hooks h);

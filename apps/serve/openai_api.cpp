@@ -37,8 +37,8 @@ std::string error_body(const api_error& e) {
 namespace {
 
 // `key` of j: a list of token ids inside the vocabulary, or the 400 that names the bad one.
-std::variant<std::vector<int32_t>, api_error> token_ids(const json& list, const char* key,
-                                                        const serving_vocabulary& vocabulary) {
+std::variant<std::vector<int32_t>, api_error> token_ids(
+    const json& list, const char* key, const models::model_vocabulary& vocabulary) {
   std::vector<int32_t> out;
   for (size_t i = 0; i < list.size(); ++i) {
     const json& t = list[i];
@@ -53,8 +53,8 @@ std::variant<std::vector<int32_t>, api_error> token_ids(const json& list, const 
 }
 
 // The prompt of a completion: a text, a list of one text, token ids, or a list of one such list.
-std::variant<std::vector<int32_t>, api_error> prompt_tokens(const json& p,
-                                                            const serving_vocabulary& vocabulary) {
+std::variant<std::vector<int32_t>, api_error> prompt_tokens(
+    const json& p, const models::model_vocabulary& vocabulary) {
   const json& one =
       p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array()) ? p[0] : p;
   if (one.is_string()) {
@@ -68,9 +68,9 @@ std::variant<std::vector<int32_t>, api_error> prompt_tokens(const json& p,
 
 }  // namespace
 
-std::variant<completion_call, api_error> parse_completion(absl::string_view body,
-                                                          const api_limits& limits, bool chat,
-                                                          const serving_vocabulary& vocabulary) {
+std::variant<completion_call, api_error> parse_completion(
+    absl::string_view body, const api_limits& limits, bool chat,
+    const models::model_vocabulary& vocabulary) {
   const json j = json::parse(body.begin(), body.end(), nullptr, false);
   if (j.is_discarded()) return invalid("the body is not valid JSON");
   if (!j.is_object()) return invalid("the body must be a JSON object");
@@ -234,7 +234,7 @@ namespace {
 
 // OpenAI's logprobs object of `c`'s tokens, whose text starts at byte `offset` of the choice.
 json logprobs_json(const choice_output& c, bool chat, size_t offset,
-                   const serving_vocabulary& vocabulary) {
+                   const models::model_vocabulary& vocabulary) {
   const size_t n = std::min(c.tokens.size(), c.logprobs.size());
   const size_t k = n == 0 ? 0 : c.top_tokens.size() / c.tokens.size();
   const auto token_text = [&](int32_t t) { return vocabulary.token_text(t); };
@@ -276,7 +276,7 @@ json logprobs_json(const choice_output& c, bool chat, size_t offset,
 
 std::string completion_body(const std::string& id, const api_limits& limits, int64_t created,
                             const completion_call& call, const std::vector<choice_output>& choices,
-                            int prompt_tokens, const serving_vocabulary& vocabulary) {
+                            int prompt_tokens, const models::model_vocabulary& vocabulary) {
   json out = json::array();
   int completion_tokens = 0;
   for (size_t i = 0; i < choices.size(); ++i) {
@@ -308,7 +308,7 @@ std::string completion_body(const std::string& id, const api_limits& limits, int
 std::string stream_chunk(const std::string& id, const api_limits& limits, int64_t created,
                          const completion_call& call, int index, const std::string& text,
                          const choice_output& piece, const actor::finish_reason* reason,
-                         const serving_vocabulary& vocabulary) {
+                         const models::model_vocabulary& vocabulary) {
   json choice = {{"index", index},
                  {"finish_reason", reason ? json(finish_name(*reason)) : json(nullptr)}};
   if (call.chat) {
@@ -328,7 +328,7 @@ std::string stream_chunk(const std::string& id, const api_limits& limits, int64_
 }
 
 std::variant<std::string, api_error> tokenize(absl::string_view body, const api_limits& limits,
-                                              const serving_vocabulary& vocabulary) {
+                                              const models::model_vocabulary& vocabulary) {
   const json j = json::parse(body.begin(), body.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return invalid("the body must be a JSON object");
   const bool chat = j.contains("messages");
@@ -369,7 +369,7 @@ std::variant<std::string, api_error> tokenize(absl::string_view body, const api_
 }
 
 std::variant<std::string, api_error> detokenize(absl::string_view body, const api_limits& limits,
-                                                const serving_vocabulary& vocabulary) {
+                                                const models::model_vocabulary& vocabulary) {
   const json j = json::parse(body.begin(), body.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return invalid("the body must be a JSON object");
   for (const auto& [key, value] : j.items()) {

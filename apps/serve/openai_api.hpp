@@ -3,7 +3,7 @@
 // The OpenAI-compatible HTTP API of the serving app, without a server: request bodies parsed and
 // checked into generation requests, and responses, stream chunks and errors rendered as the
 // OpenAI clients expect them, with vLLM's /tokenize and /detokenize. Text becomes tokens and
-// back through the model's serving_vocabulary (troupe's byte vocabulary by default).
+// back through the model's vocabulary (troupe's byte vocabulary by default).
 
 #include <cstdint>
 #include <string>
@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "apps/serve/serving_vocabulary.hpp"
+#include "models/vocab/model_vocabulary.hpp"
 #include "runtime/actor/message_types.hpp"
 
 namespace troupe::apps {
@@ -72,36 +72,35 @@ struct choice_output {
 /// ignore_eos are read; the request stops at limits.stop_token_ids unless ignore_eos.
 [[nodiscard]] std::variant<completion_call, api_error> parse_completion(
     absl::string_view body, const api_limits& limits, bool chat,
-    const serving_vocabulary& vocabulary = byte_vocabulary());
+    const models::model_vocabulary& vocabulary = models::byte_vocabulary());
 
 /// vLLM's POST /tokenize: {"prompt": text, "add_special_tokens": true} or {"messages": [...],
 /// "add_generation_prompt": true, "add_special_tokens": false} (and an optional "model") to
 /// the body {"tokens": [...], "count": n, "max_model_len": ctx}, or a 400 naming the field.
 [[nodiscard]] std::variant<std::string, api_error> tokenize(
     absl::string_view body, const api_limits& limits,
-    const serving_vocabulary& vocabulary = byte_vocabulary());
+    const models::model_vocabulary& vocabulary = models::byte_vocabulary());
 /// vLLM's POST /detokenize: {"tokens": [...]} to {"prompt": text}, or a 400 naming the token.
 [[nodiscard]] std::variant<std::string, api_error> detokenize(
     absl::string_view body, const api_limits& limits,
-    const serving_vocabulary& vocabulary = byte_vocabulary());
+    const models::model_vocabulary& vocabulary = models::byte_vocabulary());
 
 /// The body of a finished, non-streamed completion: one choice per output, with OpenAI's
 /// `logprobs` when the call asked for them (completions: tokens, token_logprobs, top_logprobs,
 /// text_offset; chat: content[{token, logprob, bytes, top_logprobs}]).
-[[nodiscard]] std::string completion_body(const std::string& id, const api_limits& limits,
-                                          int64_t created, const completion_call& call,
-                                          const std::vector<choice_output>& choices,
-                                          int prompt_tokens,
-                                          const serving_vocabulary& vocabulary = byte_vocabulary());
+[[nodiscard]] std::string completion_body(
+    const std::string& id, const api_limits& limits, int64_t created, const completion_call& call,
+    const std::vector<choice_output>& choices, int prompt_tokens,
+    const models::model_vocabulary& vocabulary = models::byte_vocabulary());
 
 /// One Server-Sent Events chunk ("data: {...}\n\n") of a streamed completion: choice `index`'s
 /// `text`, the log-probs of `piece`'s tokens when the call asked for them, and the finish reason
 /// on its last chunk.
-[[nodiscard]] std::string stream_chunk(const std::string& id, const api_limits& limits,
-                                       int64_t created, const completion_call& call, int index,
-                                       const std::string& text, const choice_output& piece,
-                                       const actor::finish_reason* reason,
-                                       const serving_vocabulary& vocabulary = byte_vocabulary());
+[[nodiscard]] std::string stream_chunk(
+    const std::string& id, const api_limits& limits, int64_t created, const completion_call& call,
+    int index, const std::string& text, const choice_output& piece,
+    const actor::finish_reason* reason,
+    const models::model_vocabulary& vocabulary = models::byte_vocabulary());
 
 /// The stream's end: "data: [DONE]\n\n".
 [[nodiscard]] std::string stream_done();

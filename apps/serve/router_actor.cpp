@@ -4,7 +4,6 @@
 #include "absl/strings/str_format.h"
 #include "actors/replica_autoscaler.hpp"
 #include "actors/request_router.hpp"
-#include "apps/serve/hf_vocabulary.hpp"
 #include "apps/serve/http_front_end.hpp"
 #include "models/gpt/gpt_source.hpp"
 #include "models/hf/hf_config.hpp"
@@ -39,7 +38,7 @@ struct router_state {
   std::shared_ptr<serve_metrics> metrics;
   // The model's text and tokens (declared before the front end, which uses it); null: troupe's
   // byte vocabulary.
-  std::shared_ptr<const serving_vocabulary> vocabulary;
+  std::shared_ptr<const models::model_vocabulary> vocabulary;
   std::unique_ptr<http_front_end> front_end;
   std::string url;
   caf::typed_response_promise<actor::job_result> done;
@@ -241,7 +240,7 @@ absl::Status start_front_end(router_self self) {
       st.front_end,
       http_front_end::start({st.options.host, st.options.port, st.options.token, st.limits,
                              st.options.http, st.options.tls.cert, st.options.tls.key, st.metrics,
-                             st.vocabulary ? st.vocabulary.get() : &byte_vocabulary()},
+                             st.vocabulary ? st.vocabulary.get() : &models::byte_vocabulary()},
                             std::move(hooks)));
   st.url = absl::StrCat(st.options.tls.cert.empty() ? "http://" : "https://", st.options.host, ":",
                         st.front_end->port());
@@ -292,11 +291,11 @@ absl::StatusOr<caf::actor> spawn_serve_router(actor::role_context& ctx,
   TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
                           models::gpt_config_of(ctx.plan.spec.model));
   api_limits limits{options.model_name, model.ctx, options.default_max_tokens};
-  std::shared_ptr<const serving_vocabulary> vocabulary;
+  std::shared_ptr<const models::model_vocabulary> vocabulary;
   if (const std::string dir = models::hf_model_dir(ctx.plan.spec.model); !dir.empty()) {
     TROUPE_ASSIGN_OR_RETURN(const models::hf_model_config hf, models::load_hf_config(dir));
     limits.stop_token_ids = hf.eos_token_ids;
-    TROUPE_ASSIGN_OR_RETURN(vocabulary, hf_vocabulary::load(dir, model.vocab));
+    TROUPE_ASSIGN_OR_RETURN(vocabulary, models::vocabulary_of(ctx.plan.spec.model));
   }
   run::event_log* events = &ctx.events;
   metrics::registry* registry = &ctx.metrics;

@@ -1,10 +1,10 @@
 #include "apps/serve/serve_options.hpp"
 
 #include "absl/strings/str_cat.h"
-#include "apps/serve/hf_vocabulary.hpp"
 #include "models/gpt/gpt_source.hpp"
 #include "models/hf/hf_config.hpp"
 #include "models/hf/hf_weights.hpp"
+#include "models/vocab/hf_vocabulary.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/tensor/cuda_device.hpp"
@@ -114,13 +114,8 @@ config::object_schema<serve_options> serve_schema() {
 }
 
 absl::Status check_served_model(const std::optional<config::model_spec>& model) {
-  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config config, models::gpt_config_of(model));
-  const std::string dir = models::hf_model_dir(model);
-  if (dir.empty()) return absl::OkStatus();
-  // The tokenizer and template; the weights' headers (names, shapes, dtypes), not their data.
-  TROUPE_RETURN_IF_ERROR(hf_vocabulary::load(dir, config.vocab).status());
-  TROUPE_ASSIGN_OR_RETURN(const models::hf_model_config hf, models::load_hf_config(dir));
-  return models::check_hf_weights(dir, hf);
+  TROUPE_RETURN_IF_ERROR(models::gpt_config_of(model).status());
+  return models::check_model_dir(model);
 }
 
 absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
@@ -130,7 +125,7 @@ absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
   m->layout = std::make_unique<models::gpt_layout>(config, models::layer_range::all(config));
   if (const std::string dir = models::hf_model_dir(plan.spec.model); !dir.empty()) {
     TROUPE_ASSIGN_OR_RETURN(m->params, models::read_hf_params(*m->layout, dir));
-    TROUPE_ASSIGN_OR_RETURN(auto vocabulary, hf_vocabulary::load(dir, config.vocab));
+    TROUPE_ASSIGN_OR_RETURN(auto vocabulary, models::hf_vocabulary::load(dir, config.vocab));
     m->token_text = std::make_shared<const std::vector<std::string>>(vocabulary->token_texts());
   } else if (options.checkpoint.empty()) {
     m->params.assign(m->layout->total(), 0.0f);

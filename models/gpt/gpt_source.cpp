@@ -6,6 +6,7 @@
 #include "models/gpt/gpt_checkpoint.hpp"
 #include "models/hf/hf_config.hpp"
 #include "models/hf/hf_weights.hpp"
+#include "models/vocab/hf_vocabulary.hpp"
 #include "runtime/base/status.hpp"
 
 namespace troupe::models {
@@ -48,6 +49,26 @@ absl::StatusOr<gpt_config> gpt_config_of(const std::optional<config::model_spec>
   }
   TROUPE_RETURN_IF_ERROR(c.validate());
   return c;
+}
+
+absl::StatusOr<std::shared_ptr<const model_vocabulary>> vocabulary_of(
+    const std::optional<config::model_spec>& model) {
+  const std::string dir = hf_model_dir(model);
+  if (dir.empty()) {  // the static byte vocabulary, owned by no one
+    return std::shared_ptr<const model_vocabulary>(std::shared_ptr<void>(), &byte_vocabulary());
+  }
+  TROUPE_ASSIGN_OR_RETURN(const gpt_config config, gpt_config_of(model));
+  TROUPE_ASSIGN_OR_RETURN(std::unique_ptr<hf_vocabulary> vocabulary,
+                          hf_vocabulary::load(dir, config.vocab));
+  return std::shared_ptr<const model_vocabulary>(std::move(vocabulary));
+}
+
+absl::Status check_model_dir(const std::optional<config::model_spec>& model) {
+  const std::string dir = hf_model_dir(model);
+  if (dir.empty()) return absl::OkStatus();
+  TROUPE_RETURN_IF_ERROR(vocabulary_of(model).status());
+  TROUPE_ASSIGN_OR_RETURN(const hf_model_config hf, load_hf_config(dir));
+  return check_hf_weights(dir, hf);
 }
 
 nlohmann::json gpt_config_json(const gpt_config& c) {
@@ -99,9 +120,55 @@ absl::StatusOr<checkpoint::checkpoint> read_checkpoint_at(const std::string& pat
   return saved;
 }
 
+bool is_hf_model_dir(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  return fs::exists(p / "config.json") && !fs::exists(p / "manifest.json") &&
+         !fs::exists(p / "checkpoints");
+}
+
+absl::StatusOr<weights_source> find_weights(const std::string& path, const gpt_config& model,
+                                            const std::string& setting) {
+  if (is_hf_model_dir(path)) {
+    absl::StatusOr<hf_model_config> hf = load_hf_config(path);
+    if (!hf.ok()) {
+      return absl::Status(hf.status().code(),
+                          absl::StrCat(setting, " ", path, ": ", hf.status().message()));
+    }
+    gpt_config held = hf->model;
+    held.ctx = model.ctx;  // a Llama's weights do not depend on its context
+    if (gpt_config_json(held) != gpt_config_json(model)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          setting, " ", path, "/config.json describes model ", gpt_config_json(hf->model).dump(),
+          " but this config's model is ", gpt_config_json(model).dump(),
+          "; give the same model.path, or a directory of this model's shape"));
+    }
+    return weights_source{path, 0};
+  }
+  TROUPE_ASSIGN_OR_RETURN(const checkpoint::checkpoint saved, read_checkpoint_at(path, setting));
+  const nlohmann::json held = saved.meta.value("model", nlohmann::json());
+  if (held != gpt_config_json(model)) {
+    return absl::FailedPreconditionError(absl::StrCat(setting, " ", saved.dir, " holds model ",
+                                                      held.dump(), " but this config's model is ",
+                                                      gpt_config_json(model).dump()));
+  }
+  return weights_source{saved.dir, saved.step};
+}
+
+absl::StatusOr<tensor::named_tensors> read_model_tensors(const std::string& dir) {
+  if (is_hf_model_dir(dir)) {
+    TROUPE_ASSIGN_OR_RETURN(const hf_model_config hf, load_hf_config(dir));
+    return read_hf_weights(dir, hf);
+  }
+  TROUPE_ASSIGN_OR_RETURN(const checkpoint::checkpoint saved,
+                          checkpoint::checkpoint_store::read(dir));
+  return checkpoint_model(saved);
+}
+
 absl::StatusOr<std::vector<float>> read_gpt_weights(const gpt_layout& layout,
                                                     const std::string& path,
                                                     const std::string& setting) {
+  if (is_hf_model_dir(path)) return read_hf_params(layout, path);
   absl::StatusOr<checkpoint::checkpoint> saved = read_checkpoint_at(path, setting);
   if (!saved.ok()) return saved.status();
   TROUPE_ASSIGN_OR_RETURN(const tensor::named_tensors weights, checkpoint_model(*saved));

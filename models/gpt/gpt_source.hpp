@@ -4,12 +4,14 @@
 // from a checkpoint. Every app that runs a GPT (pretraining, serving, RLHF) uses these, so they
 // live below apps/.
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "models/gpt/gpt_layout.hpp"
+#include "models/vocab/model_vocabulary.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/config/app_spec.hpp"
@@ -28,6 +30,16 @@ namespace troupe::models {
   return model ? model->path : std::string();
 }
 
+/// The vocabulary of the model a config's `model:` section describes: the Hugging Face model's
+/// at `model.path` (its tokenizer.json and chat template), else troupe's bytes.
+[[nodiscard]] absl::StatusOr<std::shared_ptr<const model_vocabulary>> vocabulary_of(
+    const std::optional<config::model_spec>& model);
+
+/// What `troupe check` validates of `model.path` before any process starts: config.json, the
+/// tokenizer and the chat template, and every weights file's header (names, shapes, dtypes;
+/// not the data). OK when the section names no directory.
+[[nodiscard]] absl::Status check_model_dir(const std::optional<config::model_spec>& model);
+
 /// The shape of `c` as a checkpoint's manifest records it ({vocab, ctx, layers, dim, heads}, and
 /// for the Llama family its whole Hugging Face config.json under "hf_config"), to check that a
 /// checkpoint fits a config and to export it.
@@ -43,9 +55,30 @@ namespace troupe::models {
 [[nodiscard]] absl::StatusOr<checkpoint::checkpoint> read_checkpoint_at(const std::string& path,
                                                                         const std::string& setting);
 
-/// The flat parameters of `layout` from a checkpoint's model.safetensors. `path` is a checkpoint
-/// directory (it has a manifest.json), a directory of checkpoints, or a run directory (its
-/// checkpoints/): then the newest good one. `setting` names where the path came from in the
+/// Whether `path` is a Hugging Face model directory: a config.json, and neither a checkpoint's
+/// manifest.json nor a run's checkpoints/.
+[[nodiscard]] bool is_hf_model_dir(const std::string& path);
+
+/// Where a run's first weights come from (init_from, a reference, a critic's trunk).
+struct weights_source {
+  std::string dir;   ///< a checkpoint directory, or a Hugging Face model directory
+  int64_t step = 0;  ///< the checkpoint's step; 0 for a Hugging Face model
+};
+/// The weights `path` names for `model`: a Hugging Face model directory whose config.json
+/// describes `model` (its context may differ), or a checkpoint as read_checkpoint_at finds it
+/// whose meta.model is `model`. `setting` names where the path came from; FAILED_PRECONDITION
+/// shows both models when they differ.
+[[nodiscard]] absl::StatusOr<weights_source> find_weights(const std::string& path,
+                                                          const gpt_config& model,
+                                                          const std::string& setting);
+/// The model's tensors in `dir` (a weights_source's): a Hugging Face model's (read_hf_weights)
+/// or a checkpoint's (checkpoint_model), under the names gpt_layout::from_named reads.
+[[nodiscard]] absl::StatusOr<tensor::named_tensors> read_model_tensors(const std::string& dir);
+
+/// The flat parameters of `layout` from a checkpoint's model.safetensors, or a Hugging Face
+/// model's. `path` is a checkpoint directory (it has a manifest.json), a directory of
+/// checkpoints, or a run directory (its checkpoints/): then the newest good one; or a Hugging
+/// Face model directory (is_hf_model_dir). `setting` names where the path came from in the
 /// errors (e.g. "serve.checkpoint").
 [[nodiscard]] absl::StatusOr<std::vector<float>> read_gpt_weights(const gpt_layout& layout,
                                                                   const std::string& path,

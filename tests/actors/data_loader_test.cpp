@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "models/gpt/byte_vocab.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace troupe::actors {
@@ -209,17 +210,18 @@ TEST(SftData, ExamplesTrainOnTheResponseOnly) {
       "{\"role\": \"assistant\", \"content\": \"yo\"}]}\n";
   for (int i = 0; i < 18; ++i)  // held out: the last tenth
     lines += "{\"prompt\": \"p" + std::to_string(i) + "\", \"response\": \"r\"}\n";
-  auto corpus = text_corpus::load_sft(dir.write("a.jsonl", lines), 0.1, 32);
+  auto corpus =
+      text_corpus::load_sft(dir.write("a.jsonl", lines), 0.1, 32, models::byte_vocabulary());
   ASSERT_TRUE(corpus.ok()) << corpus.status();
   ASSERT_TRUE(corpus->supervised());
   ASSERT_EQ(corpus->train_examples().size(), 18u);
   ASSERT_EQ(corpus->val_examples().size(), 2u);
-  EXPECT_EQ(corpus->val_examples()[1].text, "p17r");
+  EXPECT_EQ(corpus->val_examples()[1].tokens, models::tokens_of("p17r"));
 
   const sft_example& sum = corpus->train_examples()[0];
   EXPECT_EQ(sum.trained_targets(), 2);  // "5" and "\n"
   const sft_example& chat = corpus->train_examples()[1];
-  EXPECT_EQ(chat.text, "<|user|>\nhi\n<|assistant|>\nyo\n");
+  EXPECT_EQ(chat.tokens, models::tokens_of("<|user|>\nhi\n<|assistant|>\nyo\n"));
   EXPECT_EQ(chat.trained_targets(), 3);  // "yo\n"
 
   // One global batch of every training example: the rows are the examples in the loader's
@@ -243,7 +245,7 @@ TEST(SftData, ExamplesTrainOnTheResponseOnly) {
       ++checked;
       for (int t = 0; t < 32; ++t) {
         const bool response = t + 1 >= 26 && t + 1 < 29;  // "yo\n" at bytes 26..28
-        EXPECT_EQ(targets[t], response ? static_cast<int32_t>(chat.text[t + 1]) : -1) << t;
+        EXPECT_EQ(targets[t], response ? chat.tokens[t + 1] : -1) << t;
       }
     }
   }
@@ -262,7 +264,8 @@ TEST(SftData, BadLinesAreRefusedWithFileLineAndField) {
   const std::string good = "{\"prompt\": \"a\", \"response\": \"b\"}\n";
   const auto refused = [&](const std::string& bad, int ctx = 32) {
     const std::string path = dir.write("bad.jsonl", good + bad + "\n" + good);
-    const absl::Status s = text_corpus::load_sft(path, 0.1, ctx).status();
+    const absl::Status s =
+        text_corpus::load_sft(path, 0.1, ctx, models::byte_vocabulary()).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(s.message().find(path + ":2: "), std::string::npos) << s;
     return std::string(s.message());
@@ -279,10 +282,10 @@ TEST(SftData, BadLinesAreRefusedWithFileLineAndField) {
                 .find("no assistant message"),
             std::string::npos);
   EXPECT_NE(refused("{\"prompt\": \"aaaa\", \"response\": \"bbbb\"}", 4)
-                .find("the example is 8 bytes, longer than model.ctx + 1 = 5"),
+                .find("the example is 8 tokens, longer than model.ctx + 1 = 5"),
             std::string::npos);
   // Too few examples to hold some out.
-  EXPECT_NE(text_corpus::load_sft(dir.write("one.jsonl", good), 0.1, 32)
+  EXPECT_NE(text_corpus::load_sft(dir.write("one.jsonl", good), 0.1, 32, models::byte_vocabulary())
                 .status()
                 .message()
                 .find("1 examples cannot give a training and a validation set"),
@@ -300,13 +303,14 @@ TEST(PairData, APairIsTwoRowsScoredAtTheirLastByte) {
   for (int i = 0; i < 9; ++i)  // the last one held out
     lines += "{\"prompt\": \"p" + std::to_string(i) +
              "\", \"chosen\": \"good\", \"rejected\": \"bad\"}\n";
-  auto corpus = text_corpus::load_pairs(dir.write("pairs.jsonl", lines), 0.1, 16);
+  auto corpus =
+      text_corpus::load_pairs(dir.write("pairs.jsonl", lines), 0.1, 16, models::byte_vocabulary());
   ASSERT_TRUE(corpus.ok()) << corpus.status();
   ASSERT_TRUE(corpus->pairs());
   EXPECT_EQ(corpus->rows_per_sample(), 2);
   ASSERT_EQ(corpus->train_pairs().size(), 9u);
   ASSERT_EQ(corpus->val_pairs().size(), 1u);
-  EXPECT_EQ(corpus->train_pairs()[0].chosen, "1+1=2\n");
+  EXPECT_EQ(corpus->train_pairs()[0].chosen, models::tokens_of("1+1=2\n"));
   EXPECT_EQ(corpus->train_pairs()[0].margin, 0.5f);
 
   auto loader = *data_loader::create(*corpus, 16, 9, 0, 1, 5);
@@ -340,7 +344,8 @@ TEST(PairData, BadLinesAreRefusedWithFileLineAndField) {
   const std::string good = "{\"prompt\": \"a\", \"chosen\": \"b\", \"rejected\": \"c\"}\n";
   const auto refused = [&](const std::string& bad, int ctx = 32) {
     const std::string path = dir.write("bad.jsonl", good + bad + "\n" + good);
-    const absl::Status s = text_corpus::load_pairs(path, 0.1, ctx).status();
+    const absl::Status s =
+        text_corpus::load_pairs(path, 0.1, ctx, models::byte_vocabulary()).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(s.message().find(path + ":2: "), std::string::npos) << s;
     return std::string(s.message());
@@ -359,7 +364,7 @@ TEST(PairData, BadLinesAreRefusedWithFileLineAndField) {
                 .find("margin is not a number"),
             std::string::npos);
   EXPECT_NE(refused("{\"prompt\": \"aaa\", \"chosen\": \"b\", \"rejected\": \"ccc\"}", 5)
-                .find("prompt + rejected is 6 bytes, longer than model.ctx = 5"),
+                .find("prompt + rejected is 6 tokens, longer than model.ctx = 5"),
             std::string::npos);
 }
 

@@ -43,10 +43,11 @@ std::string pair_lines(int n, const std::string& rejected = "bad\\n") {
 // last byte predicts the next response byte; the prompt and the padding are -1.
 TEST(PairData, ADpoPairIsTrainedOnItsResponseBytes) {
   testing::temp_dir dir;
-  auto corpus = text_corpus::load_pairs(dir.write("pairs.jsonl", pair_lines(10)), 0.1, 16);
+  auto corpus = text_corpus::load_pairs(dir.write("pairs.jsonl", pair_lines(10)), 0.1, 16,
+                                        models::byte_vocabulary());
   ASSERT_TRUE(corpus.ok()) << corpus.status();
   EXPECT_FALSE(corpus->dpo());
-  EXPECT_EQ(corpus->train_pairs()[0].prompt_bytes, 3);  // "q0:"
+  EXPECT_EQ(corpus->train_pairs()[0].prompt_tokens, 3);  // "q0:"
   EXPECT_FALSE(corpus->attach_reference({{1.0f}, {}}).ok()) << "two a pair";
   pair_reference reference;
   for (int i = 0; i < 18; ++i)
@@ -84,7 +85,7 @@ TEST(PairData, ADpoPairIsTrainedOnItsResponseBytes) {
 TEST(PairReference, ComputedOnceCachedBesideTheDataAndRedoneWhenTheReferenceChanges) {
   testing::temp_dir dir;
   const std::string data = dir.write("pairs.jsonl", pair_lines(6));
-  auto corpus = *text_corpus::load_pairs(data, 0.2, 16);
+  auto corpus = *text_corpus::load_pairs(data, 0.2, 16, models::byte_vocabulary());
   const std::string run = dir.file("sft");
   const std::vector<float> weights = save(run + "/checkpoints", 10, 3);
 
@@ -125,7 +126,7 @@ TEST(PairReference, ComputedOnceCachedBesideTheDataAndRedoneWhenTheReferenceChan
   EXPECT_NE(changed->train, first->train);
 
   const std::string other_data = dir.write("pairs.jsonl", pair_lines(6, "worse\\n"));
-  auto other = *text_corpus::load_pairs(other_data, 0.2, 16);
+  auto other = *text_corpus::load_pairs(other_data, 0.2, 16, models::byte_vocabulary());
   ASSERT_TRUE(
       cached_pair_reference(other, other_data, run, "dpo.init_from", reference_model, 1, &source)
           .ok());

@@ -220,13 +220,13 @@ TEST(OpenAiApi, ChoicesAndLogProbs) {
 
 TEST(OpenAiApi, StreamsHoldBackASplitUtf8Character) {
   const std::string euro = "\xe2\x82\xac";  // U+20AC, three bytes
-  auto stream = byte_vocabulary().stream();
+  auto stream = models::byte_vocabulary().stream();
   EXPECT_EQ(stream->push(std::vector<int32_t>{'a', 0xe2, 0x82}), "a");
   EXPECT_EQ(stream->push(std::vector<int32_t>{0xac, 'b'}), euro + "b");
   EXPECT_EQ(stream->push(std::vector<int32_t>{0xe2}), "");
   EXPECT_EQ(stream->finish(), "\xe2");  // the end: what is left, as it is
-  EXPECT_EQ(*byte_vocabulary().decode(std::vector<int32_t>{'o', 'k'}), "ok");
-  EXPECT_FALSE(byte_vocabulary().decode(std::vector<int32_t>{'o', 300}).ok());
+  EXPECT_EQ(*models::byte_vocabulary().decode(std::vector<int32_t>{'o', 'k'}), "ok");
+  EXPECT_FALSE(models::byte_vocabulary().decode(std::vector<int32_t>{'o', 300}).ok());
 }
 
 // The OpenAI API's prompt may be token ids: as they are, or a list of one such list.

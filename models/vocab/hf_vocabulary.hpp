@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "apps/serve/serving_vocabulary.hpp"
 #include "models/chat/hf_chat_template.hpp"
 #include "models/tokenizer/tokenizer.hpp"
+#include "models/vocab/model_vocabulary.hpp"
 
-namespace troupe::apps {
+namespace troupe::models {
 
-class hf_vocabulary final : public serving_vocabulary {
+class hf_vocabulary final : public model_vocabulary {
  public:
   /// The vocabulary of the model in `model_dir`, whose config.json says `model_vocab` (the
   /// embedding's rows: often more than the tokenizer's ids, the rest padding). Errors name the
@@ -32,6 +32,7 @@ class hf_vocabulary final : public serving_vocabulary {
   int32_t vocab_size() const override { return model_vocab_; }
   std::string token_text(int32_t token) const override;
   std::vector<int> token_bytes(int32_t token) const override;
+  bool chat_model() const override { return true; }
 
   /// The bytes of every id below vocab_size() (empty for padding ids), which the engine matches
   /// stop strings on.
@@ -46,4 +47,4 @@ class hf_vocabulary final : public serving_vocabulary {
   int32_t model_vocab_;
 };
 
-}  // namespace troupe::apps
+}  // namespace troupe::models

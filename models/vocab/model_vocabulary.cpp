@@ -1,4 +1,4 @@
-#include "apps/serve/serving_vocabulary.hpp"
+#include "models/vocab/model_vocabulary.hpp"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -6,7 +6,7 @@
 #include "models/gpt/chat_template.hpp"
 #include "models/tokenizer/utf8.hpp"
 
-namespace troupe::apps {
+namespace troupe::models {
 
 namespace {
 
@@ -27,7 +27,7 @@ class byte_stream final : public token_stream {
   std::string pending_;
 };
 
-class byte_vocabulary_impl final : public serving_vocabulary {
+class byte_vocabulary_impl final : public model_vocabulary {
  public:
   std::vector<int32_t> encode(absl::string_view text, bool) const override {
     return models::tokens_of(std::string_view(text.data(), text.size()));
@@ -54,13 +54,14 @@ class byte_vocabulary_impl final : public serving_vocabulary {
     return t < 0x80 ? std::string(1, static_cast<char>(t)) : absl::StrFormat("bytes:\\x%02x", t);
   }
   std::vector<int> token_bytes(int32_t t) const override { return {t}; }
+  bool chat_model() const override { return false; }
 };
 
 }  // namespace
 
-const serving_vocabulary& byte_vocabulary() {
+const model_vocabulary& byte_vocabulary() {
   static const byte_vocabulary_impl vocabulary;
   return vocabulary;
 }
 
-}  // namespace troupe::apps
+}  // namespace troupe::models

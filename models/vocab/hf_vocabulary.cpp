@@ -1,4 +1,4 @@
-#include "apps/serve/hf_vocabulary.hpp"
+#include "models/vocab/hf_vocabulary.hpp"
 
 #include <filesystem>
 
@@ -8,7 +8,7 @@
 #include "models/tokenizer/utf8.hpp"
 #include "runtime/base/status.hpp"
 
-namespace troupe::apps {
+namespace troupe::models {
 
 namespace {
 
@@ -43,8 +43,8 @@ absl::StatusOr<std::unique_ptr<hf_vocabulary>> hf_vocabulary::load(const std::st
   if (!std::filesystem::exists(path)) {
     return absl::NotFoundError(absl::StrCat(
         path,
-        " is absent: troupe serves a model with the tokenizer it ships (HF tokenizers' "
-        "tokenizer.json); copy it into the model directory"));
+        " is absent: troupe reads and writes a model's text with the tokenizer it ships (HF "
+        "tokenizers' tokenizer.json); copy it into the model directory"));
   }
   TROUPE_ASSIGN_OR_RETURN(auto tokenizer, tokenizers::tokenizer::load(path));
   if (tokenizer->vocab_size() > model_vocab) {
@@ -113,4 +113,4 @@ std::vector<std::string> hf_vocabulary::token_texts() const {
   return out;
 }
 
-}  // namespace troupe::apps
+}  // namespace troupe::models

@@ -1,8 +1,9 @@
 #pragma once
 
-// How the serving API turns text into tokens and back, and conversations into a prompt: a
+// How an app turns text into a model's tokens and back, and conversations into a prompt: a
 // Hugging Face model's tokenizer and chat template, or troupe's byte vocabulary for its own
-// GPTs. The API (openai_api) and the HTTP front end speak to the model only through this.
+// GPTs. The serving API speaks to the model only through this, and so do fine-tuning's data
+// (chat_tokens.hpp) and the RL tasks' prompts.
 
 #include <cstdint>
 #include <memory>
@@ -14,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 
-namespace troupe::apps {
+namespace troupe::models {
 
 /// One generated sequence's text as its tokens arrive: never half a character.
 class token_stream {
@@ -26,9 +27,9 @@ class token_stream {
   [[nodiscard]] virtual std::string finish() = 0;
 };
 
-class serving_vocabulary {
+class model_vocabulary {
  public:
-  virtual ~serving_vocabulary() = default;
+  virtual ~model_vocabulary() = default;
 
   /// The tokens of `text`, with the tokenizer's special tokens (a BOS) when asked.
   [[nodiscard]] virtual std::vector<int32_t> encode(absl::string_view text,
@@ -47,10 +48,14 @@ class serving_vocabulary {
   /// How OpenAI's logprobs show one token: its text, and its bytes.
   [[nodiscard]] virtual std::string token_text(int32_t token) const = 0;
   [[nodiscard]] virtual std::vector<int> token_bytes(int32_t token) const = 0;
+  /// Whether a task's prompt is a user's message that the chat template renders, the reply
+  /// the assistant's turn (a Hugging Face model), rather than raw text that the model continues
+  /// as it is (troupe's byte GPT).
+  [[nodiscard]] virtual bool chat_model() const = 0;
 };
 
 /// troupe's own GPTs' vocabulary: a token is a byte; chat goes through troupe's template
 /// (models/gpt/chat_template).
-[[nodiscard]] const serving_vocabulary& byte_vocabulary();
+[[nodiscard]] const model_vocabulary& byte_vocabulary();
 
-}  // namespace troupe::apps
+}  // namespace troupe::models

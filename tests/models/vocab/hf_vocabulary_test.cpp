@@ -1,4 +1,4 @@
-#include "apps/serve/hf_vocabulary.hpp"
+#include "models/vocab/hf_vocabulary.hpp"
 
 #include <fstream>
 
@@ -7,7 +7,7 @@
 #include "tests/models/tokenizer/tokenizer_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 
-namespace troupe::apps {
+namespace troupe::models {
 namespace {
 
 // A model directory with a byte-level tokenizer of 257 ids and no chat template.
@@ -53,4 +53,4 @@ TEST_F(HfVocabulary, RefusesAMissingOrForeignTokenizer) {
 }
 
 }  // namespace
-}  // namespace troupe::apps
+}  // namespace troupe::models
