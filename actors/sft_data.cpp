@@ -35,7 +35,10 @@ absl::StatusOr<sft_example> example_of(const std::string& line,
           " is missing or not a string; each line is {\"prompt\": ..., \"response\": ...} "
           "or {\"messages\": [...]}"));
     }
-    if (j[field].get_ref<const std::string&>().empty()) {
+    // A chat model's reply is framed by its template and ends with its end of turn, which
+    // an empty response still trains on.
+    if (j[field].get_ref<const std::string&>().empty() &&
+        !(vocabulary.chat_model() && std::string_view(field) == "response")) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, " is empty: ",
                        std::string_view(field) == "prompt"

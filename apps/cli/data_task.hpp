@@ -19,6 +19,9 @@ struct data_task {
   tasks::task_spec spec;
   std::shared_ptr<const tasks::text_task> task;
   models::gpt_config model;
+  /// model.path names a Hugging Face model: its chat template frames each reply and ends it
+  /// with its end of turn, so a response is written without task_end_string.
+  bool chat_model = false;
 };
 
 /// The task of `args.config`'s `rlhf.task` (with its overrides; the default one when the section

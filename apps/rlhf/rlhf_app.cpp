@@ -10,6 +10,7 @@
 #include "apps/rlhf/rlhf_driver_actor.hpp"
 #include "apps/rlhf/rlhf_options.hpp"
 #include "models/gpt/gpt_source.hpp"
+#include "models/vocab/chat_tokens.hpp"
 #include "runtime/actor/rule_reward.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
@@ -258,13 +259,46 @@ constexpr expected_role expected_roles[] = {{"policy", "trainer", "gpt_policy"},
 void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
                      const config::parse_context& ctx, const YAML::Node& section) {
   const auto& o = *static_cast<const rlhf_options*>(opaque);
+  const YAML::Node node_of = section;
+  const auto at = [&](const char* group, const char* key) {
+    const YAML::Node n = section[group][key];
+    return n.IsDefined() ? n : (section[group].IsDefined() ? section[group] : node_of);
+  };
   const auto resolved = models::gpt_config_of(plan.spec.model);
   if (!resolved.ok()) ctx.error(section, std::string(resolved.status().message()));
   const models::gpt_config model = resolved.value_or(models::gpt_config{});
-  if (!models::hf_model_dir(plan.spec.model).empty()) {
-    ctx.error(section, absl::StrCat("model.path: app: ", plan.spec.app,
-                                    " trains troupe's own GPT on byte-level text so far; give "
-                                    "the model's shape (model.layers, dim, heads) instead"));
+  const std::string model_dir = models::hf_model_dir(plan.spec.model);
+  // A chat model's prompts are its template's rendering of the task's (chat_tokens.hpp).
+  std::shared_ptr<const models::model_vocabulary> chat;
+  if (!model_dir.empty()) {
+    if (absl::Status s = models::check_model_dir(plan.spec.model); !s.ok()) {
+      ctx.error(section, absl::StrCat("model.path: ", s.message()));
+    } else {
+      chat = models::vocabulary_of(plan.spec.model).value_or(nullptr);
+    }
+    if (o.warmup.steps > 0) {
+      ctx.child("warmup").child("steps").error(
+          at("warmup", "steps"),
+          absl::StrCat("is ", o.warmup.steps,
+                       ", but the warm-up trains on the task's byte text "
+                       "and model.path's model starts from its own weights (or rlhf.init_from's, "
+                       "e.g. an SFT run): set warmup.steps 0"));
+    }
+    if (o.rollout.response_length == 0) {
+      ctx.child("rollout")
+          .child("response_length")
+          .error(
+              at("rollout", "response_length"),
+              "is not set: with model.path a response is the model's tokens, its chat template's "
+              "framing and end of turn included (Qwen 3's empty <think> block: 4 more); give "
+              "their most");
+    }
+    const auto* reward = plan.find_role("reward");
+    if (reward != nullptr && reward->spec.impl == "reward_model") {
+      ctx.error(section,
+                "roles.reward.impl: reward_model scores troupe's byte GPTs' text so far; "
+                "with model.path use the task's rule (impl: the task's name)");
+    }
   } else if (model.vocab != 256) {
     ctx.error(section, absl::StrCat("the task is byte-level text, so model.vocab must be 256, not ",
                                     model.vocab));
@@ -361,11 +395,6 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
                                       "; app: rlhf runs one ", single, " actor"));
     }
   }
-  const YAML::Node node_of = section;
-  const auto at = [&](const char* group, const char* key) {
-    const YAML::Node n = section[group][key];
-    return n.IsDefined() ? n : (section[group].IsDefined() ? section[group] : node_of);
-  };
   // A resolved config (what the head hands its workers) spells every default out: only a critic
   // section that sets something is refused.
   if (!gae && !(o.critic == critic_spec{})) {
@@ -425,12 +454,23 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
     }
     return;
   }
-  const int prompt_bytes = (*task)->max_prompt_bytes();
-  if (prompt_bytes + response_length(o) > model.ctx) {
+  // A token holds a byte at least; a chat model's prompt adds its template's framing.
+  int prompt_tokens = (*task)->max_prompt_bytes();
+  if (chat) {
+    absl::StatusOr<std::vector<int32_t>> framing = models::encode_prompt(*chat, "");
+    if (!framing.ok()) {
+      ctx.error(section, absl::StrCat("model.path: the chat template cannot render a task "
+                                      "prompt: ",
+                                      framing.status().message()));
+      return;
+    }
+    prompt_tokens += static_cast<int>(framing->size());
+  }
+  if (prompt_tokens + response_length(o) > model.ctx) {
     ctx.child("rollout")
         .child("response_length")
         .error(at("rollout", "response_length"),
-               absl::StrCat("prompts of up to ", prompt_bytes, " bytes and responses of ",
+               absl::StrCat("prompts of up to ", prompt_tokens, " tokens and responses of ",
                             response_length(o), " tokens do not fit model.ctx ", model.ctx,
                             ": raise model.ctx or lower rollout.response_length"));
   }

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "models/gpt/byte_vocab.hpp"
+#include "models/vocab/chat_tokens.hpp"
 #include "runtime/base/even_split.hpp"
 #include "runtime/base/status.hpp"
 
@@ -205,17 +207,18 @@ std::vector<rlhf_driver::command> rlhf_driver::resync() {
 
 // The training requests from prompt `first_prompt` on, for the policy version after this one:
 // each worker starts them as it swaps those weights in, and never on older ones.
-std::vector<actor::generation_request> rlhf_driver::ahead_of(int64_t first_prompt) const {
-  auto requests = requests_for(first_prompt, schedule_.prompts, schedule_.n, false, schedule_.seed);
-  for (auto& r : requests)
+rollout_requests rlhf_driver::ahead_of(int64_t first_prompt) const {
+  rollout_requests out =
+      requests_for(first_prompt, schedule_.prompts, schedule_.n, false, schedule_.seed);
+  for (auto& r : out.requests)
     r.min_weights_version = version_ + 1;
-  return requests;
+  return out;
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::requests_ahead() {
   if (phase_ != phase::syncing || sent_ahead() || !generates_after_sync()) return {};
   requests_ahead_ = ahead_of(cursor_);
-  return {generate_all{requests_ahead_}};
+  return {generate_all{requests_ahead_.requests}};
 }
 
 // Synchronous (one step off policy prefetches instead): the next step's requests leave now, so
@@ -228,7 +231,7 @@ std::vector<rlhf_driver::command> rlhf_driver::next_step_requests() {
   if (sent_ahead() || rollout_joining_ || next >= schedule_.end() || validation_due(next))
     return {};
   requests_ahead_ = ahead_of(cursor_ + schedule_.prompts);
-  return {generate_all{requests_ahead_}};
+  return {generate_all{requests_ahead_.requests}};
 }
 
 bool rlhf_driver::validation_due(int64_t step) const {
@@ -274,34 +277,70 @@ std::vector<rlhf_driver::command> rlhf_driver::after_sync() {
     phase_ = phase::validating;
     phase_started_ = now_();
     requests_ = requests_for(0, schedule_.val_prompts, 1, true, schedule_.seed ^ validation_stream);
-    return {generate_all{requests_}};
+    return {generate_all{requests_.requests}};
   }
   if (last) return end_run();
   return generate();
 }
 
-std::vector<actor::generation_request> rlhf_driver::requests_for(int64_t first_prompt, int prompts,
-                                                                 int n, bool greedy,
-                                                                 uint64_t stream) const {
-  std::vector<actor::generation_request> out;
+rollout_requests rlhf_driver::requests_for(int64_t first_prompt, int prompts, int n, bool greedy,
+                                           uint64_t stream) const {
+  rollout_requests out;
   for (int i = 0; i < prompts; ++i) {
-    const std::string text = task_.prompt(stream, first_prompt + i);
+    std::string text = task_.prompt(stream, first_prompt + i);
+    // A chat model's rendering; the app has rendered a prompt of the task before the first
+    // step, and they differ in their text alone.
+    const std::vector<int32_t> prompt =
+        task_.chat ? models::encode_prompt(*task_.chat, text).value_or(std::vector<int32_t>{})
+                   : models::tokens_of(text);
     for (int k = 0; k < n; ++k) {
       actor::generation_request r;
-      r.id = out.size() + 1;
-      r.prompt = models::tokens_of(text);
+      r.id = out.requests.size() + 1;
+      r.prompt = prompt;
       r.temperature = greedy ? 0.0f : schedule_.temperature;
       r.top_k = schedule_.top_k;
       r.top_p = schedule_.top_p;
       r.seed = sample_seed(stream, first_prompt + i, k);
       r.max_tokens = schedule_.response_length;
-      r.stop = {schedule_.end_string};
+      if (task_.chat) {
+        r.stop_token_ids = task_.stop_token_ids;
+      } else {
+        r.stop = {schedule_.end_string};
+      }
       r.include_stop_str_in_output = true;  // the response's end is trained on, log-prob and all
       r.stream = false;                     // wanted whole: a poll per finished request at most
-      out.push_back(std::move(r));
+      out.requests.push_back(std::move(r));
+      out.prompts.push_back(text);
     }
   }
   return out;
+}
+
+std::string rlhf_driver::response_text(const std::vector<int32_t>& tokens, bool ended) const {
+  if (task_.chat) {
+    // The end of turn token is special: it has no text. A reasoning model's thinking (Qwen 3's
+    // "<think>...</think>", empty when it does not think) is not its answer: the rule scores
+    // what follows, as vLLM's reasoning parsers split reasoning_content from content.
+    std::string text =
+        task_.chat->decode(std::span<const int32_t>(tokens.data(), tokens.size() - (ended ? 1 : 0)))
+            .value_or(std::string());
+    if (absl::StartsWith(text, "<think>")) {
+      if (const size_t end = text.find("</think>"); end != std::string::npos) {
+        text.erase(0, end + std::string_view("</think>").size());
+        text.erase(0, text.find_first_not_of(" \t\r\n") == std::string::npos
+                          ? text.size()
+                          : text.find_first_not_of(" \t\r\n"));
+      }
+    }
+    return text;
+  }
+  std::string response = models::text_of(tokens);
+  if (ended) response.resize(response.size() - schedule_.end_string.size());
+  return response;
+}
+
+std::string rlhf_driver::text_of(const std::vector<int32_t>& tokens) const {
+  return task_.chat ? task_.chat->decode(tokens).value_or(std::string()) : models::text_of(tokens);
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::generate() {
@@ -332,7 +371,7 @@ std::vector<rlhf_driver::command> rlhf_driver::generate() {
     return out;
   }
   requests_ = requests_for(cursor_, schedule_.prompts, schedule_.n, false, schedule_.seed);
-  return {generate_all{requests_}};
+  return {generate_all{requests_.requests}};
 }
 
 absl::Status rlhf_driver::check_outputs(const std::vector<actor::generation_request>& requests,
@@ -348,11 +387,13 @@ absl::Status rlhf_driver::check_outputs(const std::vector<actor::generation_requ
           "rollout: output ", i, " is of request ", outputs[i].id,
           outputs[i].finished ? "" : " (unfinished)", ", not of request ", requests[i].id));
     }
-    // A response that ended holds its end string (include_stop_str_in_output), with a log-prob
-    // per token.
-    const std::string text = models::text_of(outputs[i].tokens);
-    if (outputs[i].reason == actor::finish_reason::stop &&
-        !absl::EndsWith(text, schedule_.end_string)) {
+    // A response that ended holds its end (include_stop_str_in_output), with a log-prob per
+    // token.
+    const std::vector<int32_t>& tokens = outputs[i].tokens;
+    const bool ends =
+        task_.chat ? !tokens.empty() && absl::c_linear_search(task_.stop_token_ids, tokens.back())
+                   : absl::EndsWith(models::text_of(tokens), schedule_.end_string);
+    if (outputs[i].reason == actor::finish_reason::stop && !ends) {
       return absl::DataLossError(absl::StrCat("rollout: request ", requests[i].id,
                                               " ended without its stop string in the output"));
     }
@@ -379,7 +420,9 @@ std::vector<rlhf_driver::command> rlhf_driver::on_generated(
 std::vector<rlhf_driver::command> rlhf_driver::generated(
     std::vector<actor::generation_event> outputs, clock::time_point at) {
   if (prefetching_) {  // the next step's, which waits for it
-    if (absl::Status s = check_outputs(prefetch_requests_, outputs); !s.ok()) return failed(s);
+    if (absl::Status s = check_outputs(prefetch_requests_.requests, outputs); !s.ok()) {
+      return failed(s);
+    }
     prefetching_ = false;
     prefetched_ = std::move(outputs);
     prefetch_s_ = seconds_since(prefetch_started_);
@@ -389,18 +432,16 @@ std::vector<rlhf_driver::command> rlhf_driver::generated(
     return end_step();
   }
   if (phase_ != phase::generating && phase_ != phase::validating) return {};
-  if (absl::Status s = check_outputs(requests_, outputs); !s.ok()) return failed(s);
+  if (absl::Status s = check_outputs(requests_.requests, outputs); !s.ok()) return failed(s);
   const bool validation = phase_ == phase::validating;
   row_[validation ? "timing_s/testing" : "timing_s/gen"] =
       std::chrono::duration<double>(at - phase_started_).count();
   outputs_ = std::move(outputs);
   score_all scoring;
-  for (size_t i = 0; i < requests_.size(); ++i) {
+  for (size_t i = 0; i < requests_.requests.size(); ++i) {
     const bool ended = outputs_[i].reason == actor::finish_reason::stop;
-    std::string response = models::text_of(outputs_[i].tokens);
-    if (ended) response.resize(response.size() - schedule_.end_string.size());  // scored without
-    scoring.prompts.push_back(models::text_of(requests_[i].prompt));
-    scoring.responses.push_back(std::move(response));
+    scoring.prompts.push_back(requests_.prompts[i]);
+    scoring.responses.push_back(response_text(outputs_[i].tokens, ended));  // scored without
     scoring.ended.push_back(ended);
   }
   true_scores_.clear();
@@ -431,7 +472,7 @@ std::vector<rlhf_driver::command> rlhf_driver::on_scored(std::vector<double> sco
     const actor::generation_event& e = outputs_[i];
     rollout_sample s;
     s.group = cursor_ + static_cast<int64_t>(i) / schedule_.n;
-    s.prompt = requests_[i].prompt;
+    s.prompt = requests_.requests[i].prompt;
     s.response = e.tokens;  // with the end string when it ended
     s.ended = e.reason == actor::finish_reason::stop;
     s.logprobs = e.logprobs;
@@ -540,7 +581,7 @@ std::vector<rlhf_driver::command> rlhf_driver::after_log_probs() {
                                       false, schedule_.seed);
     prefetching_ = true;
     prefetch_started_ = now_();
-    out.push_back(generate_all{prefetch_requests_});
+    out.push_back(generate_all{prefetch_requests_.requests});
   } else {
     out = next_step_requests();
   }
@@ -667,8 +708,8 @@ std::vector<rlhf_driver::command> rlhf_driver::end_step() {
   for (int r = 0; r < std::min(schedule_.samples_per_step, batch_->rows()); ++r) {
     const rollout_sample& s = batch_->samples()[r];
     samples.push_back({{"step", step_},
-                       {"prompt", models::text_of(s.prompt)},
-                       {"response", models::text_of(s.response)},
+                       {"prompt", text_of(s.prompt)},
+                       {"response", text_of(s.response)},
                        {"score", batch_->score(r)},
 
                        {"reward", batch_->reward(r)},

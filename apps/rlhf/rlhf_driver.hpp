@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "apps/rlhf/kl_controller.hpp"
 #include "apps/rlhf/rollout_batch.hpp"
+#include "models/vocab/model_vocabulary.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/actor/message_types.hpp"
 #include "runtime/run/driver_commands.hpp"
@@ -106,6 +107,20 @@ struct rl_task {
   /// and logged as critic/true_score/* and each sample's true_score (the "true" reward of Gao et
   /// al., 2022, against which the learned one is a proxy). Empty: the reward is the rule.
   std::function<double(std::string_view prompt, std::string_view response, bool ended)> true_score;
+  /// A chat model's vocabulary (a Hugging Face model's): each prompt is the user's message that
+  /// its chat template renders with the assistant's turn after it, and a response ends at one of
+  /// stop_token_ids (its end of turn), which it keeps and is trained on; the reward scores the
+  /// response's text without it. Null: troupe's byte GPT, whose prompt is its bytes and whose
+  /// response ends with schedule.end_string.
+  std::shared_ptr<const models::model_vocabulary> chat;
+  std::vector<int32_t> stop_token_ids;
+};
+
+/// Generation requests, each with the task's prompt text it was made from (what the reward
+/// scores; a chat model's request holds the template's rendering of it).
+struct rollout_requests {
+  std::vector<actor::generation_request> requests;
+  std::vector<std::string> prompts;
 };
 
 /// The RLHF app's single controller (veRL's driver), without CAF. Each event returns the
@@ -313,7 +328,8 @@ class rlhf_driver {
   /// that step asks of the rollout (bench/rlhf_bench's engine-alone baseline replays them).
   [[nodiscard]] std::vector<actor::generation_request> step_requests(int64_t step) const {
     return requests_for((step - 1) * schedule_.prompts, schedule_.prompts, schedule_.n, false,
-                        schedule_.seed);
+                        schedule_.seed)
+        .requests;
   }
   /// How many sync participants answer a sync (policy rank 0 and the rollout workers), set
   /// before each sync (a rollout worker may have joined or been lost).
@@ -348,8 +364,8 @@ class rlhf_driver {
   // Synchronous, once this step's log-probs are in: the next step's requests, sent while this
   // step updates.
   std::vector<command> next_step_requests();
-  [[nodiscard]] bool sent_ahead() const { return !requests_ahead_.empty(); }
-  std::vector<actor::generation_request> ahead_of(int64_t first_prompt) const;
+  [[nodiscard]] bool sent_ahead() const { return !requests_ahead_.requests.empty(); }
+  rollout_requests ahead_of(int64_t first_prompt) const;
   std::vector<command> generate();
   // on_generated, for outputs that arrived at `at`.
   std::vector<command> generated(std::vector<actor::generation_event> outputs,
@@ -428,8 +444,13 @@ class rlhf_driver {
   trainer_group groups_[2];                      // [0] the policy's, [1] the critic's
   bool reference_done_ = false;
   uint64_t save_round_ = 0;
-  std::vector<actor::generation_request> requests_for(int64_t first_prompt, int prompts, int n,
-                                                      bool greedy, uint64_t stream) const;
+  rollout_requests requests_for(int64_t first_prompt, int prompts, int n, bool greedy,
+                                uint64_t stream) const;
+  // A response's text as the reward reads it: without its end (the end string, or the end of
+  // turn token) when it `ended`.
+  std::string response_text(const std::vector<int32_t>& tokens, bool ended) const;
+  // The text of a prompt's or a response's tokens, for samples.jsonl.
+  std::string text_of(const std::vector<int32_t>& tokens) const;
   // OK when `outputs` holds each of `requests` once, ended, in order, with a log-prob per
   // token and the end string in a response that ended with it.
   absl::Status check_outputs(const std::vector<actor::generation_request>& requests,
@@ -452,12 +473,12 @@ class rlhf_driver {
   // Who acknowledged the version in sync with which checksum, in every round of it (a worker
   // done with a round that failed elsewhere holds those weights, and generates on them).
   std::vector<std::pair<std::string, std::string>> acks_;
-  std::vector<actor::generation_request> requests_;
+  rollout_requests requests_;
   std::vector<actor::generation_event> outputs_;
   // The step's requests, sent ahead of its generation (during the step before, or with its
   // sync) and not yet generating; outputs that arrive before the sync's last acknowledgement
   // wait for it.
-  std::vector<actor::generation_request> requests_ahead_;
+  rollout_requests requests_ahead_;
   bool rollout_joining_ = false;  // a rollout worker joins at the next sync
   clock::time_point sync_sent_{}, early_at_{};
   double rollout_swap_s_ = -1;  // the earliest rollout worker's swap, after the sync's sending
@@ -466,7 +487,7 @@ class rlhf_driver {
   // One-step-off-policy (max_staleness > 0): the next step's generation, started once this
   // step's log-probs are in and run while it updates; its outputs wait for the next step.
   bool prefetching_ = false, waiting_for_prefetch_ = false;
-  std::vector<actor::generation_request> prefetch_requests_;
+  rollout_requests prefetch_requests_;
   std::optional<std::vector<actor::generation_event>> prefetched_;
   clock::time_point prefetch_started_{}, wait_started_{};
   double prefetch_s_ = 0;

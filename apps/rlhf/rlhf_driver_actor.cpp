@@ -13,6 +13,8 @@
 #include "apps/rlhf/rlhf_controller_state.hpp"
 #include "models/gpt/gpt_checkpoint.hpp"
 #include "models/gpt/gpt_source.hpp"
+#include "models/hf/hf_config.hpp"
+#include "models/vocab/chat_tokens.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/job_end_flush.hpp"
 #include "runtime/actor/status_bridge.hpp"
@@ -531,24 +533,6 @@ void resume(self_ptr self) {
   }
 }
 
-// The checkpoint directory `path` (rlhf.init_from) names, if it holds a GPT of `model`'s shape.
-absl::StatusOr<std::string> initial_checkpoint(const std::string& path,
-                                               const models::gpt_config& model) {
-  TROUPE_ASSIGN_OR_RETURN(checkpoint::checkpoint saved,
-                          models::read_checkpoint_at(path, "rlhf.init_from"));
-  if (absl::Status s = models::checkpoint_model(saved).status(); !s.ok()) {
-    return absl::NotFoundError(absl::StrCat("rlhf.init_from ", path, ": ", s.message()));
-  }
-  const nlohmann::json want = models::gpt_config_json(model);
-  if (saved.meta.contains("model") && saved.meta["model"] != want) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rlhf.init_from ", path, ": ", saved.dir,
-        " holds a GPT of model: ", saved.meta["model"].dump(), ", but this config's model: is ",
-        want.dump(), "; set model: to the checkpoint's"));
-  }
-  return fs::absolute(saved.dir).string();
-}
-
 void start(self_ptr self) {
   auto& st = self->state;
   const rlhf_options& o = st.options;
@@ -564,12 +548,24 @@ void start(self_ptr self) {
   schedule.critic_elastic = st.critic_elastic;
   schedule.worker_wait = st.worker_wait;
   schedule.loss_wait = st.loss_wait;
-  if (!o.init_from.empty() && o.resume.empty()) {  // a resumed run's reference is pinned already
-    absl::StatusOr<std::string> dir = initial_checkpoint(o.init_from, st.model);
-    if (!dir.ok()) return refuse(dir.status());
-    schedule.init_from = st.init_dir = *dir;
+  const std::string& initial = o.init_from.empty() ? st.model_dir : o.init_from;
+  if (!initial.empty() && o.resume.empty()) {  // a resumed run's reference is pinned already
+    absl::StatusOr<models::weights_source> source = models::find_weights(
+        initial, st.model, o.init_from.empty() ? "model.path" : "rlhf.init_from");
+    if (!source.ok()) return refuse(source.status());
+    schedule.init_from = st.init_dir = fs::absolute(source->dir).string();
   }
   rl_task rl{[task = *task](uint64_t seed, int64_t index) { return task->prompt(seed, index); }};
+  if (st.chat) {
+    // The requests render each prompt alike; one that the template refuses stops the run here.
+    if (auto p = models::encode_prompt(*st.chat, (*task)->prompt(schedule.seed, 0)); !p.ok()) {
+      return refuse(absl::InvalidArgumentError(
+          absl::StrCat("model.path: the chat template cannot render the task's prompts: ",
+                       p.status().message())));
+    }
+    rl.chat = st.chat;
+    rl.stop_token_ids = st.stop_token_ids;
+  }
   if (st.learned_reward) {
     rl.true_score = [task = *task](std::string_view prompt, std::string_view response, bool ended) {
       return task->reward(prompt, response, ended);
@@ -622,7 +618,7 @@ void start(self_ptr self) {
                                                   st.policy_elastic->max, ")")
                                    : "",
           ", ", st.rollouts.size(), " rollout worker", st.rollouts.size() > 1 ? "s" : "",
-          o.init_from.empty() ? "" : absl::StrCat(", from ", st.init_dir),
+          st.init_dir.empty() ? "" : absl::StrCat(", from ", st.init_dir),
           o.warmup.steps > 0 ? absl::StrCat(", after a ", o.warmup.steps, "-step warm-up on ",
                                             warmup_description(o.task, o.warmup.text == "answers"))
                              : ""),
@@ -642,6 +638,19 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
   auto state = std::make_shared<controller_state>();
   state->options = options;
   TROUPE_ASSIGN_OR_RETURN(state->model, models::gpt_config_of(ctx.plan.spec.model));
+  state->model_dir = models::hf_model_dir(ctx.plan.spec.model);
+  if (!state->model_dir.empty()) {
+    TROUPE_ASSIGN_OR_RETURN(state->chat, models::vocabulary_of(ctx.plan.spec.model));
+    TROUPE_ASSIGN_OR_RETURN(const models::hf_model_config hf,
+                            models::load_hf_config(state->model_dir));
+    state->stop_token_ids = hf.eos_token_ids;
+    if (state->stop_token_ids.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.path: ", state->model_dir,
+          " names no eos_token_id (config.json, generation_config.json), so a response would "
+          "never end; add the model's end-of-turn token ids to generation_config.json"));
+    }
+  }
   state->events = &ctx.events;
   state->registry = &ctx.metrics;
   state->run_dir = ctx.run_dir;
@@ -668,6 +677,9 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
         auto& st = self->state;
         st.options = state->options;
         st.model = state->model;
+        st.model_dir = state->model_dir;
+        st.chat = state->chat;
+        st.stop_token_ids = state->stop_token_ids;
         st.events = state->events;
         st.registry = state->registry;
         st.run_dir = state->run_dir;

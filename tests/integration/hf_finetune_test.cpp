@@ -37,14 +37,31 @@ class HfFineTune : public ::testing::Test {
     for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
       std::filesystem::copy_file(tokenizer_dir + file, model() + "/" + file);
     }
-    // Digit-completion examples: {"prompt": "5,6:20,5=", "response": "7,8,9,10,11\n"}.
-    const process_result r = troupe({"data", "sft", TROUPE_SOURCE_DIR "/configs/rlhf_ppo.yaml",
-                                     "--examples", "120", "--out", sft_data()});
+    // GRPO on the task from `init_from`, whose digit-completion examples, {"prompt":
+    // "5,6:20,5=", "response": "7,8,9,10,11"}, end where the template ends the reply.
+    std::ofstream(rl_config()) << "app: rlhf\nmodel: {path: " << model() << R"(, ctx: 64}
+roles:
+  policy: {kind: trainer, impl: gpt_policy, count: 1}
+  reference: {kind: trainer, impl: gpt_reference}
+  rollout: {kind: inference_worker, impl: gpt_rollout, count: 1}
+  reward: {kind: reward, impl: digit_completion}
+rlhf:
+  data: {train_batch_size: 4, seed: 1}
+  rollout: {n: 4, response_length: 24}
+  actor: {ppo_mini_batch_size: 4, use_kl_loss: true, lr: 1.0e-4}
+  algorithm: {adv_estimator: grpo, use_kl_in_reward: false}
+  trainer: {total_training_steps: 2, test_freq: 2, val_prompts: 4}
+  warmup: {steps: 0}
+)";
+    const process_result r =
+        troupe({"data", "sft", rl_config(), "--examples", "120", "--out", sft_data()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(read_jsonl(sft_data())[0]["response"], "7,8,9,10,11");
   }
 
   std::string model() const { return dir_.file("model"); }
   std::string sft_data() const { return dir_.file("sft.jsonl"); }
+  std::string rl_config() const { return dir_.file("grpo.yaml"); }
 
   // A config of `app` on the model directory (its context shortened to 64) with `section`.
   std::string config(const std::string& app, const std::string& section) const {
@@ -69,7 +86,7 @@ std::pair<double, double> first_and_last_loss(const std::string& run_dir) {
   return losses.empty() ? std::pair{0.0, 0.0} : std::pair{losses.front(), losses.back()};
 }
 
-TEST_F(HfFineTune, SftThenDpoStartFromTheDirectoryAndExportAQwen3) {
+TEST_F(HfFineTune, SftThenDpoAndGrpoStartFromTheDirectoryAndExportAQwen3) {
   // Imported and exported untouched (learning rate 0): the same tensors.
   const std::string still = config("pretrain", R"(
   train: {steps: 1, batch: 2, lr: 0.0, warmup: 0, seed: 1}
@@ -148,6 +165,24 @@ TEST_F(HfFineTune, SftThenDpoStartFromTheDirectoryAndExportAQwen3) {
   r = troupe({"export", dir_.file("dpo"), "--out", dir_.file("dpo-hf")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(models::load_hf_config(dir_.file("dpo-hf")).ok());
+
+  // GRPO from the SFT run: the task's prompts through the template, the replies scored without
+  // their (empty) thinking and their end of turn.
+  r = troupe({"launch", rl_config(), "--run-dir", dir_.file("grpo"), "--set",
+              "rlhf.init_from=" + dir_.file("sft")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json summary = summary_of(r);
+  EXPECT_EQ(summary["steps"], 2) << r.out;
+  const std::vector<json> samples = read_jsonl(dir_.file("grpo/samples.jsonl"));
+  ASSERT_FALSE(samples.empty());
+  for (const json& s : samples) {
+    const std::string prompt = s["prompt"];  // the special tokens left out
+    EXPECT_TRUE(prompt.starts_with("user\n") && prompt.ends_with("=\nassistant\n")) << prompt;
+  }
+  r = troupe({"check", rl_config(), "--set", "rlhf.warmup.steps=10"});
+  EXPECT_NE(r.err.find("rlhf.warmup.steps: is 10, but the warm-up trains on the task's byte text"),
+            std::string::npos)
+      << r.err;
 
   // A model directory with its tokenizer named twice, and init_from of another shape.
   r = troupe({"check", sft, "--set", "pretrain.data.tokenizer=" + model()});
