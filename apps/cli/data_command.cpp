@@ -39,7 +39,7 @@ absl::StatusOr<data_task> data_task_of(const config_args& args) {
   config::app_spec spec;
   if (!config::app_spec_schema().parse(root, ctx, spec)) return diag.status();
   TROUPE_ASSIGN_OR_RETURN(out.model, models::gpt_config_of(spec.model));
-  out.chat_model = !models::hf_model_dir(spec.model).empty();
+  TROUPE_ASSIGN_OR_RETURN(out.codec, tasks::task_codec_of(spec.model, task_end_string));
   absl::StatusOr<std::shared_ptr<const tasks::text_task>> made = tasks::make_task(out.spec);
   if (!made.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("rlhf.task: ", made.status().message()));
@@ -63,7 +63,7 @@ int data_sft_command(const data_args& args) {
     return fail("troupe data sft", exit_runtime_failure, absl::StrCat("cannot write ", args.out));
   for (int64_t i = 0; i < args.examples; ++i) {
     tasks::text_task::example e = data->task->example_at(args.seed, i);
-    if (data->chat_model && absl::EndsWith(e.response, task_end_string)) {
+    if (data->codec.chat_model() && absl::EndsWith(e.response, task_end_string)) {
       e.response.resize(e.response.size() - std::string_view(task_end_string).size());
     }
     // Bytes that are not UTF-8 (fortunes are Latin-1 in places) show as U+FFFD.

@@ -108,8 +108,8 @@ int data_preferences_command(const preferences_args& args) {
     std::vector<std::string> prompts;
     for (int64_t i = first; i < first + count; ++i)
       prompts.push_back(task->task->prompt(args.seed, i));
-    auto responses = sample_responses(*policy->engine, *task->task, prompts, args.samples,
-                                      args.temperature, args.seed);
+    auto responses = sample_responses(*policy->engine, *task->task, task->codec, prompts,
+                                      args.samples, args.temperature, args.seed);
     if (!responses.ok())
       return fail("troupe data preferences", exit_runtime_failure,
                   std::string(responses.status().message()));

@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "apps/cli/commands.hpp"
 #include "models/gpt/gpt_config.hpp"
+#include "tasks/task_codec.hpp"
 #include "tasks/text_task.hpp"
 
 namespace troupe::cli {
@@ -19,9 +20,9 @@ struct data_task {
   tasks::task_spec spec;
   std::shared_ptr<const tasks::text_task> task;
   models::gpt_config model;
-  /// model.path names a Hugging Face model: its chat template frames each reply and ends it
-  /// with its end of turn, so a response is written without task_end_string.
-  bool chat_model = false;
+  /// How the task's text meets the model (a model.path's chat template frames each reply and
+  /// ends it with its end of turn, so a response is written without task_end_string).
+  tasks::task_codec codec;
 };
 
 /// The task of `args.config`'s `rlhf.task` (with its overrides; the default one when the section

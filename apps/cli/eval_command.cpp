@@ -25,8 +25,8 @@ int eval_command(const eval_args& args) {
   std::vector<std::string> prompts;
   for (int64_t i = args.first; i < args.first + args.examples; ++i)
     prompts.push_back(task->task->prompt(args.seed, i));
-  auto responses =
-      sample_responses(*policy->engine, *task->task, prompts, 1, /*temperature=*/0.0, 0);
+  auto responses = sample_responses(*policy->engine, *task->task, task->codec, prompts, 1,
+                                    /*temperature=*/0.0, 0);
   if (!responses.ok())
     return fail("troupe eval", exit_runtime_failure, std::string(responses.status().message()));
 

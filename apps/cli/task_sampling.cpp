@@ -27,20 +27,20 @@ absl::StatusOr<task_policy> load_task_policy(const data_task& task, const std::s
 }
 
 absl::StatusOr<std::vector<std::vector<task_response>>> sample_responses(
-    actors::inference_engine& engine, const tasks::text_task& task,
+    actors::inference_engine& engine, const tasks::text_task& task, const tasks::task_codec& codec,
     const std::vector<std::string>& prompts, int samples, double temperature, uint64_t seed) {
-  std::map<uint64_t, std::pair<std::string, bool>> generated;  // by id: text, ended
+  std::map<uint64_t, std::pair<std::vector<int32_t>, bool>> generated;  // by id: tokens, ended
   const auto id_of = [&](size_t p, int k) { return p * static_cast<uint64_t>(samples) + k; };
   for (size_t p = 0; p < prompts.size(); ++p) {
+    TROUPE_ASSIGN_OR_RETURN(const std::vector<int32_t> prompt, codec.prompt_tokens(prompts[p]));
     for (int k = 0; k < samples; ++k) {
       actor::generation_request r;
       r.id = id_of(p, k);
-      for (const char c : prompts[p])
-        r.prompt.push_back(static_cast<uint8_t>(c));
+      r.prompt = prompt;
       r.temperature = static_cast<float>(temperature);
       r.seed = seed * 0x9e3779b97f4a7c15ull + r.id;  // a sampling stream per response
-      r.max_tokens = task.max_response_bytes();
-      r.stop = {std::string(task_end_string)};
+      r.max_tokens = codec.max_response_tokens(task.max_response_bytes());
+      codec.set_stop(r);
       r.stream = false;
       TROUPE_RETURN_IF_ERROR(engine.add(std::move(r)));
     }
@@ -48,18 +48,17 @@ absl::StatusOr<std::vector<std::vector<task_response>>> sample_responses(
   while (!engine.idle()) {
     TROUPE_ASSIGN_OR_RETURN(std::vector<actor::generation_event> events, engine.step());
     for (const auto& e : events) {
-      auto& [text, ended] = generated[e.id];
-      for (int32_t t : e.tokens)
-        text.push_back(static_cast<char>(t));
+      auto& [tokens, ended] = generated[e.id];
+      tokens.insert(tokens.end(), e.tokens.begin(), e.tokens.end());
       if (e.finished) ended = e.reason == actor::finish_reason::stop;
     }
   }
   std::vector<std::vector<task_response>> out(prompts.size(), std::vector<task_response>(samples));
   for (size_t p = 0; p < prompts.size(); ++p) {
     for (int k = 0; k < samples; ++k) {
-      const auto& [text, ended] = generated[id_of(p, k)];
-      out[p][k] = {ended ? text + std::string(task_end_string) : text,
-                   task.reward(prompts[p], text, ended)};
+      const auto& [tokens, ended] = generated[id_of(p, k)];
+      out[p][k] = {codec.example_text(tokens, ended),
+                   task.reward(prompts[p], codec.response_text(tokens, ended), ended)};
     }
   }
   return out;

@@ -26,17 +26,17 @@ struct task_policy {
                                                            const std::string& policy,
                                                            const std::string& setting);
 
-/// One response: its text (the end string included when it ended) and the rule's score.
+/// One response: its text as data records it (task_codec::example_text) and the rule's score.
 struct task_response {
   std::string text;
   double score = 0;
 };
 
 /// `samples` responses to each of `prompts` at `temperature` (0: greedy), response k of prompt p
-/// sampled with its own stream from `seed`, each ended by the task's end string or its longest
-/// response.
+/// sampled with its own stream from `seed`, each ended where `codec` ends a response or at the
+/// task's longest response.
 [[nodiscard]] absl::StatusOr<std::vector<std::vector<task_response>>> sample_responses(
-    actors::inference_engine& engine, const tasks::text_task& task,
+    actors::inference_engine& engine, const tasks::text_task& task, const tasks::task_codec& codec,
     const std::vector<std::string>& prompts, int samples, double temperature, uint64_t seed);
 
 /// Whether JSON can hold `text` (a policy may sample bytes that are not UTF-8).

@@ -10,11 +10,11 @@
 #include "apps/rlhf/rlhf_driver_actor.hpp"
 #include "apps/rlhf/rlhf_options.hpp"
 #include "models/gpt/gpt_source.hpp"
-#include "models/vocab/chat_tokens.hpp"
 #include "runtime/actor/rule_reward.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/config/environment.hpp"
+#include "tasks/task_codec.hpp"
 
 namespace troupe::apps::rlhf {
 namespace {
@@ -268,13 +268,15 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
   if (!resolved.ok()) ctx.error(section, std::string(resolved.status().message()));
   const models::gpt_config model = resolved.value_or(models::gpt_config{});
   const std::string model_dir = models::hf_model_dir(plan.spec.model);
-  // A chat model's prompts are its template's rendering of the task's (chat_tokens.hpp).
-  std::shared_ptr<const models::model_vocabulary> chat;
+  // How the task's prompts reach the model: a chat model's template renders them.
+  tasks::task_codec codec;
   if (!model_dir.empty()) {
     if (absl::Status s = models::check_model_dir(plan.spec.model); !s.ok()) {
       ctx.error(section, absl::StrCat("model.path: ", s.message()));
+    } else if (auto c = tasks::task_codec_of(plan.spec.model); !c.ok()) {
+      ctx.error(section, std::string(c.status().message()));
     } else {
-      chat = models::vocabulary_of(plan.spec.model).value_or(nullptr);
+      codec = *std::move(c);
     }
     if (o.warmup.steps > 0) {
       ctx.child("warmup").child("steps").error(
@@ -456,16 +458,13 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
   }
   // A token holds a byte at least; a chat model's prompt adds its template's framing.
   int prompt_tokens = (*task)->max_prompt_bytes();
-  if (chat) {
-    absl::StatusOr<std::vector<int32_t>> framing = models::encode_prompt(*chat, "");
-    if (!framing.ok()) {
-      ctx.error(section, absl::StrCat("model.path: the chat template cannot render a task "
-                                      "prompt: ",
-                                      framing.status().message()));
-      return;
-    }
-    prompt_tokens += static_cast<int>(framing->size());
+  absl::StatusOr<std::vector<int32_t>> framing = codec.prompt_tokens("");
+  if (!framing.ok()) {
+    ctx.error(section, absl::StrCat("model.path: the chat template cannot render a task prompt: ",
+                                    framing.status().message()));
+    return;
   }
+  if (codec.chat_model()) prompt_tokens += static_cast<int>(framing->size());
   if (prompt_tokens + response_length(o) > model.ctx) {
     ctx.child("rollout")
         .child("response_length")

@@ -57,10 +57,9 @@ struct controller_state {
   rlhf_options options;
   models::gpt_config model;
   // model.path: the Hugging Face model's directory (the policy's first weights unless init_from
-  // names others), its vocabulary and end-of-turn tokens; empty and null for troupe's GPT.
+  // names others); empty for troupe's GPT. How the task's text meets the model.
   std::string model_dir;
-  std::shared_ptr<const models::model_vocabulary> chat;
-  std::vector<int32_t> stop_token_ids;
+  tasks::task_codec codec;
   run::event_log* events = nullptr;
   metrics::registry* registry = nullptr;  // the process's: each metrics row's figures as gauges
   run::row_alerts alerts;  // warnings about the rows: NaN loss, throughput drop, collapses

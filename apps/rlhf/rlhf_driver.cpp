@@ -3,11 +3,9 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "models/gpt/byte_vocab.hpp"
-#include "models/vocab/chat_tokens.hpp"
 #include "runtime/base/even_split.hpp"
 #include "runtime/base/status.hpp"
 
@@ -288,11 +286,10 @@ rollout_requests rlhf_driver::requests_for(int64_t first_prompt, int prompts, in
   rollout_requests out;
   for (int i = 0; i < prompts; ++i) {
     std::string text = task_.prompt(stream, first_prompt + i);
-    // A chat model's rendering; the app has rendered a prompt of the task before the first
-    // step, and they differ in their text alone.
+    // The app has rendered a prompt of the task before the first step, and they differ in their
+    // text alone.
     const std::vector<int32_t> prompt =
-        task_.chat ? models::encode_prompt(*task_.chat, text).value_or(std::vector<int32_t>{})
-                   : models::tokens_of(text);
+        task_.codec.prompt_tokens(text).value_or(std::vector<int32_t>{});
     for (int k = 0; k < n; ++k) {
       actor::generation_request r;
       r.id = out.requests.size() + 1;
@@ -302,45 +299,13 @@ rollout_requests rlhf_driver::requests_for(int64_t first_prompt, int prompts, in
       r.top_p = schedule_.top_p;
       r.seed = sample_seed(stream, first_prompt + i, k);
       r.max_tokens = schedule_.response_length;
-      if (task_.chat) {
-        r.stop_token_ids = task_.stop_token_ids;
-      } else {
-        r.stop = {schedule_.end_string};
-      }
-      r.include_stop_str_in_output = true;  // the response's end is trained on, log-prob and all
-      r.stream = false;                     // wanted whole: a poll per finished request at most
+      task_.codec.set_stop(r);  // the response's end is kept: trained on, log-prob and all
+      r.stream = false;         // wanted whole: a poll per finished request at most
       out.requests.push_back(std::move(r));
       out.prompts.push_back(text);
     }
   }
   return out;
-}
-
-std::string rlhf_driver::response_text(const std::vector<int32_t>& tokens, bool ended) const {
-  if (task_.chat) {
-    // The end of turn token is special: it has no text. A reasoning model's thinking (Qwen 3's
-    // "<think>...</think>", empty when it does not think) is not its answer: the rule scores
-    // what follows, as vLLM's reasoning parsers split reasoning_content from content.
-    std::string text =
-        task_.chat->decode(std::span<const int32_t>(tokens.data(), tokens.size() - (ended ? 1 : 0)))
-            .value_or(std::string());
-    if (absl::StartsWith(text, "<think>")) {
-      if (const size_t end = text.find("</think>"); end != std::string::npos) {
-        text.erase(0, end + std::string_view("</think>").size());
-        text.erase(0, text.find_first_not_of(" \t\r\n") == std::string::npos
-                          ? text.size()
-                          : text.find_first_not_of(" \t\r\n"));
-      }
-    }
-    return text;
-  }
-  std::string response = models::text_of(tokens);
-  if (ended) response.resize(response.size() - schedule_.end_string.size());
-  return response;
-}
-
-std::string rlhf_driver::text_of(const std::vector<int32_t>& tokens) const {
-  return task_.chat ? task_.chat->decode(tokens).value_or(std::string()) : models::text_of(tokens);
 }
 
 std::vector<rlhf_driver::command> rlhf_driver::generate() {
@@ -389,11 +354,7 @@ absl::Status rlhf_driver::check_outputs(const std::vector<actor::generation_requ
     }
     // A response that ended holds its end (include_stop_str_in_output), with a log-prob per
     // token.
-    const std::vector<int32_t>& tokens = outputs[i].tokens;
-    const bool ends =
-        task_.chat ? !tokens.empty() && absl::c_linear_search(task_.stop_token_ids, tokens.back())
-                   : absl::EndsWith(models::text_of(tokens), schedule_.end_string);
-    if (outputs[i].reason == actor::finish_reason::stop && !ends) {
+    if (outputs[i].reason == actor::finish_reason::stop && !task_.codec.ends(outputs[i].tokens)) {
       return absl::DataLossError(absl::StrCat("rollout: request ", requests[i].id,
                                               " ended without its stop string in the output"));
     }
@@ -441,7 +402,7 @@ std::vector<rlhf_driver::command> rlhf_driver::generated(
   for (size_t i = 0; i < requests_.requests.size(); ++i) {
     const bool ended = outputs_[i].reason == actor::finish_reason::stop;
     scoring.prompts.push_back(requests_.prompts[i]);
-    scoring.responses.push_back(response_text(outputs_[i].tokens, ended));  // scored without
+    scoring.responses.push_back(task_.codec.response_text(outputs_[i].tokens, ended));
     scoring.ended.push_back(ended);
   }
   true_scores_.clear();
@@ -708,8 +669,8 @@ std::vector<rlhf_driver::command> rlhf_driver::end_step() {
   for (int r = 0; r < std::min(schedule_.samples_per_step, batch_->rows()); ++r) {
     const rollout_sample& s = batch_->samples()[r];
     samples.push_back({{"step", step_},
-                       {"prompt", text_of(s.prompt)},
-                       {"response", text_of(s.response)},
+                       {"prompt", task_.codec.text_of(s.prompt)},
+                       {"response", task_.codec.text_of(s.response)},
                        {"score", batch_->score(r)},
 
                        {"reward", batch_->reward(r)},

@@ -13,10 +13,10 @@
 #include "absl/status/statusor.h"
 #include "apps/rlhf/kl_controller.hpp"
 #include "apps/rlhf/rollout_batch.hpp"
-#include "models/vocab/model_vocabulary.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/actor/message_types.hpp"
 #include "runtime/run/driver_commands.hpp"
+#include "tasks/task_codec.hpp"
 
 namespace troupe::apps::rlhf {
 
@@ -107,13 +107,9 @@ struct rl_task {
   /// and logged as critic/true_score/* and each sample's true_score (the "true" reward of Gao et
   /// al., 2022, against which the learned one is a proxy). Empty: the reward is the rule.
   std::function<double(std::string_view prompt, std::string_view response, bool ended)> true_score;
-  /// A chat model's vocabulary (a Hugging Face model's): each prompt is the user's message that
-  /// its chat template renders with the assistant's turn after it, and a response ends at one of
-  /// stop_token_ids (its end of turn), which it keeps and is trained on; the reward scores the
-  /// response's text without it. Null: troupe's byte GPT, whose prompt is its bytes and whose
-  /// response ends with schedule.end_string.
-  std::shared_ptr<const models::model_vocabulary> chat;
-  std::vector<int32_t> stop_token_ids;
+  /// How the prompts become tokens and the responses end and read (troupe's byte GPT's, its
+  /// responses ending with "\n", by default).
+  tasks::task_codec codec;
 };
 
 /// Generation requests, each with the task's prompt text it was made from (what the reward
@@ -446,11 +442,6 @@ class rlhf_driver {
   uint64_t save_round_ = 0;
   rollout_requests requests_for(int64_t first_prompt, int prompts, int n, bool greedy,
                                 uint64_t stream) const;
-  // A response's text as the reward reads it: without its end (the end string, or the end of
-  // turn token) when it `ended`.
-  std::string response_text(const std::vector<int32_t>& tokens, bool ended) const;
-  // The text of a prompt's or a response's tokens, for samples.jsonl.
-  std::string text_of(const std::vector<int32_t>& tokens) const;
   // OK when `outputs` holds each of `requests` once, ended, in order, with a log-prob per
   // token and the end string in a response that ended with it.
   absl::Status check_outputs(const std::vector<actor::generation_request>& requests,

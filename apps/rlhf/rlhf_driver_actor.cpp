@@ -13,8 +13,6 @@
 #include "apps/rlhf/rlhf_controller_state.hpp"
 #include "models/gpt/gpt_checkpoint.hpp"
 #include "models/gpt/gpt_source.hpp"
-#include "models/hf/hf_config.hpp"
-#include "models/vocab/chat_tokens.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/job_end_flush.hpp"
 #include "runtime/actor/status_bridge.hpp"
@@ -556,16 +554,12 @@ void start(self_ptr self) {
     schedule.init_from = st.init_dir = fs::absolute(source->dir).string();
   }
   rl_task rl{[task = *task](uint64_t seed, int64_t index) { return task->prompt(seed, index); }};
-  if (st.chat) {
-    // The requests render each prompt alike; one that the template refuses stops the run here.
-    if (auto p = models::encode_prompt(*st.chat, (*task)->prompt(schedule.seed, 0)); !p.ok()) {
-      return refuse(absl::InvalidArgumentError(
-          absl::StrCat("model.path: the chat template cannot render the task's prompts: ",
-                       p.status().message())));
-    }
-    rl.chat = st.chat;
-    rl.stop_token_ids = st.stop_token_ids;
+  // The requests render each prompt alike; one that the chat template refuses stops the run here.
+  if (auto p = st.codec.prompt_tokens((*task)->prompt(schedule.seed, 0)); !p.ok()) {
+    return refuse(absl::InvalidArgumentError(absl::StrCat(
+        "model.path: the chat template cannot render the task's prompts: ", p.status().message())));
   }
+  rl.codec = st.codec;
   if (st.learned_reward) {
     rl.true_score = [task = *task](std::string_view prompt, std::string_view response, bool ended) {
       return task->reward(prompt, response, ended);
@@ -639,18 +633,9 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
   state->options = options;
   TROUPE_ASSIGN_OR_RETURN(state->model, models::gpt_config_of(ctx.plan.spec.model));
   state->model_dir = models::hf_model_dir(ctx.plan.spec.model);
-  if (!state->model_dir.empty()) {
-    TROUPE_ASSIGN_OR_RETURN(state->chat, models::vocabulary_of(ctx.plan.spec.model));
-    TROUPE_ASSIGN_OR_RETURN(const models::hf_model_config hf,
-                            models::load_hf_config(state->model_dir));
-    state->stop_token_ids = hf.eos_token_ids;
-    if (state->stop_token_ids.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model.path: ", state->model_dir,
-          " names no eos_token_id (config.json, generation_config.json), so a response would "
-          "never end; add the model's end-of-turn token ids to generation_config.json"));
-    }
-  }
+  TROUPE_ASSIGN_OR_RETURN(
+      state->codec,
+      tasks::task_codec_of(ctx.plan.spec.model, schedule_of(options, state->model.ctx).end_string));
   state->events = &ctx.events;
   state->registry = &ctx.metrics;
   state->run_dir = ctx.run_dir;
@@ -678,8 +663,7 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
         st.options = state->options;
         st.model = state->model;
         st.model_dir = state->model_dir;
-        st.chat = state->chat;
-        st.stop_token_ids = state->stop_token_ids;
+        st.codec = state->codec;
         st.events = state->events;
         st.registry = state->registry;
         st.run_dir = state->run_dir;
