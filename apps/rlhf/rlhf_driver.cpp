@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "models/gpt/byte_vocab.hpp"
 #include "runtime/base/even_split.hpp"
 #include "runtime/base/status.hpp"
 
@@ -285,7 +283,7 @@ rollout_requests rlhf_driver::requests_for(int64_t first_prompt, int prompts, in
                                            uint64_t stream) const {
   rollout_requests out;
   for (int i = 0; i < prompts; ++i) {
-    std::string text = task_.prompt(stream, first_prompt + i);
+    const std::string text = task_.prompt(stream, first_prompt + i);
     // The app has rendered a prompt of the task before the first step, and they differ in their
     // text alone.
     const std::vector<int32_t> prompt =
