@@ -286,15 +286,6 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
                        "and model.path's model starts from its own weights (or rlhf.init_from's, "
                        "e.g. an SFT run): set warmup.steps 0"));
     }
-    if (o.rollout.response_length == 0) {
-      ctx.child("rollout")
-          .child("response_length")
-          .error(
-              at("rollout", "response_length"),
-              "is not set: with model.path a response is the model's tokens, its chat template's "
-              "framing and end of turn included (Qwen 3's empty <think> block: 4 more); give "
-              "their most");
-    }
     const auto* reward = plan.find_role("reward");
     if (reward != nullptr && reward->spec.impl == "reward_model") {
       ctx.error(section,
@@ -465,12 +456,12 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
     return;
   }
   if (codec.chat_model()) prompt_tokens += static_cast<int>(framing->size());
-  if (prompt_tokens + response_length(o) > model.ctx) {
+  if (prompt_tokens + response_length(o, codec) > model.ctx) {
     ctx.child("rollout")
         .child("response_length")
         .error(at("rollout", "response_length"),
                absl::StrCat("prompts of up to ", prompt_tokens, " tokens and responses of ",
-                            response_length(o), " tokens do not fit model.ctx ", model.ctx,
+                            response_length(o, codec), " tokens do not fit model.ctx ", model.ctx,
                             ": raise model.ctx or lower rollout.response_length"));
   }
 }
@@ -512,7 +503,8 @@ std::string placement_of(const app::app_plan& plan, const rlhf_options& o) {
 std::vector<std::string> describe_rlhf_plan(const app::app_plan& plan, const void* opaque) {
   const auto& o = *static_cast<const rlhf_options*>(opaque);
   const rlhf_schedule s =  // the plan is checked already
-      schedule_of(o, models::gpt_config_of(plan.spec.model).value_or(models::gpt_config{}).ctx);
+      schedule_of(o, models::gpt_config_of(plan.spec.model).value_or(models::gpt_config{}).ctx,
+                  tasks::task_codec_of(plan.spec.model).value_or(tasks::task_codec()));
   // "N updates per RL step (ppo_epochs E x P / ppo_mini_batch_size M), each on R responses,
   // R / ranks per rank" for the policy or the critic.
   const auto updates = [&](bool critic) {

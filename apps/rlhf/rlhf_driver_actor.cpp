@@ -541,7 +541,7 @@ void start(self_ptr self) {
   if (!task.ok()) {
     return refuse(absl::InvalidArgumentError(absl::StrCat("rlhf.task: ", task.status().message())));
   }
-  rlhf_schedule schedule = schedule_of(o, st.model.ctx);
+  rlhf_schedule schedule = schedule_of(o, st.model.ctx, st.codec);
   schedule.policy_elastic = st.policy_elastic;
   schedule.critic_elastic = st.critic_elastic;
   schedule.worker_wait = st.worker_wait;

@@ -235,12 +235,12 @@ config::object_schema<rlhf_options> rlhf_schema() {
   return s;
 }
 
-int response_length(const rlhf_options& o) {
+int response_length(const rlhf_options& o, const tasks::task_codec& codec) {
   if (o.rollout.response_length > 0) return o.rollout.response_length;
-  return max_response_bytes(o.task);
+  return codec.max_response_tokens(max_response_bytes(o.task));
 }
 
-rlhf_schedule schedule_of(const rlhf_options& o, int ctx) {
+rlhf_schedule schedule_of(const rlhf_options& o, int ctx, const tasks::task_codec& codec) {
   rlhf_schedule s;
   s.steps = o.trainer.total_training_steps;
   s.warmup_steps = o.warmup.steps;
@@ -254,7 +254,7 @@ rlhf_schedule schedule_of(const rlhf_options& o, int ctx) {
   s.critic_ranks = uses_critic(o) ? o.critic.dp : 0;
   s.critic_warmup = o.trainer.critic_warmup;
   s.max_len = ctx;
-  s.response_length = response_length(o);
+  s.response_length = response_length(o, codec);
   s.test_freq = o.trainer.test_freq;
   s.val_prompts = o.trainer.val_prompts;
   s.samples_per_step = o.trainer.samples_per_step;

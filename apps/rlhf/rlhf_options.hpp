@@ -9,6 +9,7 @@
 #include "apps/rlhf/kl_controller.hpp"
 #include "apps/rlhf/rlhf_driver.hpp"
 #include "runtime/config/schema.hpp"
+#include "tasks/task_codec.hpp"
 #include "tasks/text_task.hpp"
 
 namespace troupe::apps::rlhf {
@@ -172,9 +173,11 @@ struct rlhf_options {
 
 [[nodiscard]] config::object_schema<rlhf_options> rlhf_schema();
 
-/// The response length: rollout.response_length, or the task's longest answer.
-[[nodiscard]] int response_length(const rlhf_options& o);
-[[nodiscard]] rlhf_schedule schedule_of(const rlhf_options& o, int ctx);
+/// The response length: rollout.response_length, or the task's longest answer in the tokens of
+/// `codec`'s model (a chat model's with its template's framing of a reply and its end of turn).
+[[nodiscard]] int response_length(const rlhf_options& o, const tasks::task_codec& codec = {});
+[[nodiscard]] rlhf_schedule schedule_of(const rlhf_options& o, int ctx,
+                                        const tasks::task_codec& codec = {});
 [[nodiscard]] rl_algorithm algorithm_of(const rlhf_options& o);
 [[nodiscard]] kl_controller kl_controller_of(const rlhf_options& o);
 [[nodiscard]] actors::policy_objective objective_of(const rlhf_options& o);

@@ -47,7 +47,7 @@ roles:
   reward: {kind: reward, impl: digit_completion}
 rlhf:
   data: {train_batch_size: 4, seed: 1}
-  rollout: {n: 4, response_length: 24}
+  rollout: {n: 4}
   actor: {ppo_mini_batch_size: 4, use_kl_loss: true, lr: 1.0e-4}
   algorithm: {adv_estimator: grpo, use_kl_in_reward: false}
   trainer: {total_training_steps: 2, test_freq: 2, val_prompts: 4}
@@ -168,6 +168,9 @@ TEST_F(HfFineTune, SftThenDpoAndGrpoStartFromTheDirectoryAndExportAQwen3) {
 
   // GRPO from the SFT run: the task's prompts through the template, the replies scored without
   // their (empty) thinking and their end of turn.
+  r = troupe({"check", rl_config()});
+  EXPECT_NE(r.out.find("responses of up to 21 tokens"), std::string::npos)
+      << "the task's 15 bytes, the empty <think> block, <|im_end|> and its newline: " << r.out;
   r = troupe({"launch", rl_config(), "--run-dir", dir_.file("grpo"), "--set",
               "rlhf.init_from=" + dir_.file("sft")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
