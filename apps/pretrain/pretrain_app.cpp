@@ -483,11 +483,15 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
   } else if (trainer->spec.elastic) {
     check_elastic(o, *trainer, ctx, section);
     if (!o.initial_weights(model_dir).empty()) {
-      ctx.child(o.init_from.empty() ? "model.path" : "init_from")
-          .error(section["init_from"].IsDefined() ? section["init_from"] : section,
-                 "is set, but an elastic group's ranks join as they come and start from the "
-                 "seed; start a fixed group from it (roles.trainer.count), or --resume a "
-                 "checkpoint");
+      constexpr const char* why =
+          "is set, but an elastic group's ranks join as they come and start from the seed; "
+          "start a fixed group from it (roles.trainer.count), or --resume a checkpoint";
+      if (o.init_from.empty()) {
+        ctx.error(section, absl::StrCat("model.path ", why));
+      } else {
+        ctx.child("init_from")
+            .error(section["init_from"].IsDefined() ? section["init_from"] : section, why);
+      }
     }
   } else if (const int grid = o.parallel.dp * o.parallel.pp * o.parallel.tp;
              trainer->spec.count != grid) {
