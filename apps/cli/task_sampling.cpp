@@ -31,6 +31,7 @@ absl::StatusOr<std::vector<std::vector<task_response>>> sample_responses(
     const std::vector<std::string>& prompts, int samples, double temperature, uint64_t seed) {
   std::map<uint64_t, std::pair<std::vector<int32_t>, bool>> generated;  // by id: tokens, ended
   const auto id_of = [&](size_t p, int k) { return p * static_cast<uint64_t>(samples) + k; };
+  const int max_tokens = codec.max_response_tokens(task.max_response_bytes());  // renders a reply
   for (size_t p = 0; p < prompts.size(); ++p) {
     TROUPE_ASSIGN_OR_RETURN(const std::vector<int32_t> prompt, codec.prompt_tokens(prompts[p]));
     for (int k = 0; k < samples; ++k) {
@@ -39,7 +40,7 @@ absl::StatusOr<std::vector<std::vector<task_response>>> sample_responses(
       r.prompt = prompt;
       r.temperature = static_cast<float>(temperature);
       r.seed = seed * 0x9e3779b97f4a7c15ull + r.id;  // a sampling stream per response
-      r.max_tokens = codec.max_response_tokens(task.max_response_bytes());
+      r.max_tokens = max_tokens;
       codec.set_stop(r);
       r.stream = false;
       TROUPE_RETURN_IF_ERROR(engine.add(std::move(r)));

@@ -41,14 +41,14 @@ absl::StatusOr<const pretrain_options*> pretrain_options_in(const app::app_plan&
 }
 
 // The data as data.format says: text, or supervised examples or preference pairs in the
-// model's tokens.
+// tokens of the config's `model` (its vocabulary is loaded for them alone).
 absl::StatusOr<actors::text_corpus> load_corpus(const data_spec& d, int ctx,
-                                                const models::model_vocabulary& vocabulary) {
-  if (d.format == "sft") {
-    return actors::text_corpus::load_sft(d.path, d.val_fraction, ctx, vocabulary);
-  }
-  if (d.format == "pairs") {
-    return actors::text_corpus::load_pairs(d.path, d.val_fraction, ctx, vocabulary);
+                                                const std::optional<config::model_spec>& model) {
+  if (d.format == "sft" || d.format == "pairs") {
+    TROUPE_ASSIGN_OR_RETURN(const auto vocabulary, models::vocabulary_of(model));
+    return d.format == "sft"
+               ? actors::text_corpus::load_sft(d.path, d.val_fraction, ctx, *vocabulary)
+               : actors::text_corpus::load_pairs(d.path, d.val_fraction, ctx, *vocabulary);
   }
   return actors::text_corpus::load(d.path, d.val_fraction, ctx);
 }
@@ -84,10 +84,10 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   TROUPE_ASSIGN_OR_RETURN(const pretrain_options* o, pretrain_options_in(ctx.plan));
   TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
                           models::gpt_config_of(ctx.plan.spec.model));
-  TROUPE_ASSIGN_OR_RETURN(const auto vocabulary, models::vocabulary_of(ctx.plan.spec.model));
   TROUPE_ASSIGN_OR_RETURN(actors::text_corpus corpus,
-                          o->data.source.empty() ? load_corpus(o->data, model.ctx, *vocabulary)
-                                                 : read_source_corpus(ctx, o->data, model.ctx));
+                          o->data.source.empty()
+                              ? load_corpus(o->data, model.ctx, ctx.plan.spec.model)
+                              : read_source_corpus(ctx, o->data, model.ctx));
   const std::string model_dir = models::hf_model_dir(ctx.plan.spec.model);
   if (!model_dir.empty() && o->data.format == "text") {  // text read as the model's ids
     TROUPE_ASSIGN_OR_RETURN(auto tokenizer,
@@ -551,10 +551,7 @@ std::string megabytes(int64_t bytes) {
 std::string describe_data(const pretrain_options& o, int ctx,
                           const std::optional<config::model_spec>& model) {
   const bool sft = o.data.format == "sft";
-  const auto vocabulary = models::vocabulary_of(model);
-  if (!vocabulary.ok())
-    return absl::StrCat("data: not readable now: ", vocabulary.status().message());
-  const absl::StatusOr<actors::text_corpus> corpus = load_corpus(o.data, ctx, **vocabulary);
+  const absl::StatusOr<actors::text_corpus> corpus = load_corpus(o.data, ctx, model);
   if (!corpus.ok()) {
     return absl::StrCat(
         "data: not readable now: ", corpus.status().message(),
