@@ -31,8 +31,14 @@ absl::StatusOr<preference_example> pair_of(const std::string& line, int ctx,
                        " is missing or not a string; each line is {\"prompt\": ..., "
                        "\"chosen\": ..., \"rejected\": ...}"));
     }
-    if (j[field].get_ref<const std::string&>().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
+    // A chat model's empty reply is still a response: its template's end of turn.
+    if (j[field].get_ref<const std::string&>().empty() &&
+        !(vocabulary.chat_model() && std::string_view(field) != "prompt")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " is empty: ",
+                       std::string_view(field) == "prompt"
+                           ? "a response's first token is predicted from the prompt's last"
+                           : "an empty response has no tokens to score"));
     }
   }
   const std::string& prompt = j["prompt"].get_ref<const std::string&>();

@@ -100,6 +100,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   tokenizer_train_cmd->add_option("--special", tokenizer_train.special_tokens,
                                   "Special tokens, given the first ids (default <|endoftext|>)");
+  tokenizer_train_cmd->add_option(
+      "--eos", tokenizer_train.eos_token,
+      "The end-of-sequence token, one of --special (default the first): where a reply ends");
+  tokenizer_train_cmd->add_option(
+      "--chat-template", tokenizer_train.chat_template,
+      "A Jinja chat template file, written into tokenizer_config.json (e.g. "
+      "configs/chat/chatml.jinja)");
   tokenizer_train_cmd->add_option("--out", tokenizer_train.out, "Output directory")->required();
 
   data_args data;

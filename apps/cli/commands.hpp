@@ -175,10 +175,13 @@ struct tokenizer_train_args {
   int vocab_size = 4096;
   int min_frequency = 2;
   std::vector<std::string> special_tokens = {"<|endoftext|>"};
+  std::string eos_token;      ///< one of special_tokens; empty: the first
+  std::string chat_template;  ///< a Jinja file; empty: none
 };
 
 /// `troupe tokenizer train CORPUS --vocab-size N --out DIR`: a byte-level BPE trained on the
-/// corpus, written as DIR/tokenizer.json (Hugging Face's format) and DIR/tokenizer_config.json.
+/// corpus, written as DIR/tokenizer.json (Hugging Face's format) and DIR/tokenizer_config.json
+/// (the eos token, and the chat template when given, checked to end a reply with the eos token).
 [[nodiscard]] int tokenizer_train_command(const tokenizer_train_args& args);
 
 /// `troupe data sft CONFIG`: supervised examples of an RLHF config's task (rlhf.task), one JSON

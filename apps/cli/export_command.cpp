@@ -26,16 +26,21 @@ absl::StatusOr<models::gpt_config> model_of(const checkpoint::checkpoint& c) {
 // template; generation stops where that model's generation_config.json says, or else at the
 // tokenizer's end-of-sequence token (tokenizer_config.json's eos_token). No tokenizer:
 // byte-level text, nothing to copy.
-absl::StatusOr<std::vector<int32_t>> export_tokenizer(const checkpoint::checkpoint& c,
-                                                      const std::string& out) {
+struct exported_tokenizer {
+  std::vector<std::string> files;  // those copied
+  std::vector<int32_t> eos;
+};
+
+absl::StatusOr<exported_tokenizer> export_tokenizer(const checkpoint::checkpoint& c,
+                                                    const std::string& out) {
   namespace fs = std::filesystem;
-  if (!c.meta.contains("tokenizer")) return std::vector<int32_t>{};
+  exported_tokenizer exported;
+  if (!c.meta.contains("tokenizer")) return exported;
   const fs::path dir = c.meta["tokenizer"].get<std::string>();
   TROUPE_ASSIGN_OR_RETURN(auto tokenizer,
                           tokenizers::tokenizer::load((dir / "tokenizer.json").string()));
   std::error_code ec;
   fs::create_directories(out, ec);
-  std::vector<int32_t> eos;
   for (const char* file : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}) {
     if (!fs::exists(dir / file)) continue;
     fs::copy_file(dir / file, fs::path(out) / file, fs::copy_options::overwrite_existing, ec);
@@ -43,21 +48,23 @@ absl::StatusOr<std::vector<int32_t>> export_tokenizer(const checkpoint::checkpoi
       return absl::UnavailableError(
           absl::StrCat("cannot copy ", (dir / file).string(), " to ", out, ": ", ec.message()));
     }
+    exported.files.push_back(file);
   }
   if (models::is_hf_model_dir(dir.string())) {
     TROUPE_ASSIGN_OR_RETURN(const models::hf_model_config hf, models::load_hf_config(dir.string()));
-    return hf.eos_token_ids;
+    exported.eos = hf.eos_token_ids;
+    return exported;
   }
   if (fs::exists(dir / "tokenizer_config.json")) {
     std::ifstream in(dir / "tokenizer_config.json");
     const auto config = nlohmann::json::parse(in, nullptr, false);
     if (config.is_object() && config.value("eos_token", nlohmann::json()).is_string()) {
       if (auto id = tokenizer->token_to_id(config["eos_token"].get<std::string>())) {
-        eos.push_back(*id);
+        exported.eos.push_back(*id);
       }
     }
   }
-  return eos;
+  return exported;
 }
 
 }  // namespace
@@ -93,14 +100,16 @@ int export_command(const export_args& args) {
   if (absl::Status s = layout.from_named(*model, params.data()); !s.ok()) {
     return fail("troupe export", exit_runtime_failure, absl::StrCat(c->dir, ": ", s.message()));
   }
-  absl::StatusOr<std::vector<int32_t>> eos = export_tokenizer(*c, args.out);
-  if (!eos.ok())
-    return fail("troupe export", exit_runtime_failure, std::string(eos.status().message()));
-  if (absl::Status s = models::write_hf_export(layout, params.data(), args.out, *eos); !s.ok()) {
+  absl::StatusOr<exported_tokenizer> tokenizer = export_tokenizer(*c, args.out);
+  if (!tokenizer.ok())
+    return fail("troupe export", exit_runtime_failure, std::string(tokenizer.status().message()));
+  if (absl::Status s = models::write_hf_export(layout, params.data(), args.out, tokenizer->eos);
+      !s.ok()) {
     return fail("troupe export", exit_runtime_failure, std::string(s.message()));
   }
   nlohmann::json files = {"model.safetensors", "config.json", "generation_config.json"};
-  if (c->meta.contains("tokenizer")) files.push_back("tokenizer.json");
+  for (const std::string& file : tokenizer->files)
+    files.push_back(file);
   const nlohmann::json summary = {{"exported", args.out},
                                   {"step", c->step},
                                   {"checkpoint", c->dir},

@@ -146,9 +146,9 @@ void finish(self_ptr self, nlohmann::json summary) {
 }
 
 // Checkpoints every policy rank (and, with `critic`, every critic rank) as step `step` into
-// `root` and commits it with `meta` (plus the model, dp and the trainers' data cursor);
-// `committed(dir)` continues. A newer save drops the answers of this one (a rank lost: the
-// regrouped ranks save again).
+// `root` and commits it with `meta` (plus the model, dp, the trainers' data cursor and the
+// model directory whose tokenizer it reads); `committed(dir)` continues. A newer save drops the
+// answers of this one (a rank lost: the regrouped ranks save again).
 void checkpoint_trainers(self_ptr self, int64_t step, const std::string& root, nlohmann::json meta,
                          int keep, bool critic, std::function<void(const std::string&)> committed) {
   auto& st = self->state;
@@ -182,6 +182,8 @@ void checkpoint_trainers(self_ptr self, int64_t step, const std::string& root, n
               meta["dp"] = policy_ranks;
               meta["critic_dp"] = critic ? expected - policy_ranks : 0;
               meta["cursor"] = st.shards.front().cursor;
+              // Whose ids the policy reads: `troupe export` ships it with the weights.
+              if (!st.model_dir.empty()) meta["tokenizer"] = fs::absolute(st.model_dir).string();
               checkpoint::checkpoint_store store(root);
               if (absl::Status s = store.commit(step, files, meta, keep); !s.ok()) {
                 execute(self, st.logic->on_error(s));
@@ -552,6 +554,10 @@ void start(self_ptr self) {
         initial, st.model, o.init_from.empty() ? "model.path" : "rlhf.init_from");
     if (!source.ok()) return refuse(source.status());
     schedule.init_from = st.init_dir = fs::absolute(source->dir).string();
+    st.events->emit(
+        run::severity::info, "init_from",
+        absl::StrCat("the policy, the reference and the critic start from ", st.init_dir),
+        {{"dir", st.init_dir}, {"step", source->step}});
   }
   rl_task rl{[task = *task](uint64_t seed, int64_t index) { return task->prompt(seed, index); }};
   // The requests render each prompt alike; one that the chat template refuses stops the run here.

@@ -4,12 +4,15 @@
 #include <fstream>
 #include <queue>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "models/tokenizer/byte_level.hpp"
 #include "models/tokenizer/text_pattern.hpp"
 #include "models/tokenizer/utf8.hpp"
+#include "runtime/base/status.hpp"
 
 namespace troupe::tokenizers {
 
@@ -206,18 +209,31 @@ absl::StatusOr<json> train_byte_level_bpe(const std::vector<std::string>& texts,
   };
 }
 
+absl::Status check_tokenizer_config(const bpe_training_options& options,
+                                    const tokenizer_config_options& config) {
+  if (config.eos_token.empty() || absl::c_linear_search(options.special_tokens, config.eos_token))
+    return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("the eos token '", config.eos_token, "' is not one of the special tokens (",
+                   absl::StrJoin(options.special_tokens, ", "), "); add it to them"));
+}
+
 absl::Status write_trained_tokenizer(const std::string& dir, const nlohmann::json& tokenizer,
-                                     const bpe_training_options& options) {
+                                     const bpe_training_options& options,
+                                     const tokenizer_config_options& files) {
+  TROUPE_RETURN_IF_ERROR(check_tokenizer_config(options, files));
+  const std::vector<std::string>& specials = options.special_tokens;
+  nlohmann::json eos = specials.empty() ? nlohmann::json(nullptr) : nlohmann::json(specials[0]);
+  if (!files.eos_token.empty()) eos = files.eos_token;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::UnavailableError(absl::StrCat(dir, ": ", ec.message()));
-  const nlohmann::json config = {
-      {"tokenizer_class", "PreTrainedTokenizerFast"},
-      {"eos_token", options.special_tokens.empty() ? nlohmann::json(nullptr)
-                                                   : nlohmann::json(options.special_tokens[0])},
-      {"bos_token", nullptr},
-      {"clean_up_tokenization_spaces", false},
-      {"model_max_length", 1 << 30}};
+  nlohmann::json config = {{"tokenizer_class", "PreTrainedTokenizerFast"},
+                           {"eos_token", eos},
+                           {"bos_token", nullptr},
+                           {"clean_up_tokenization_spaces", false},
+                           {"model_max_length", 1 << 30}};
+  if (!files.chat_template.empty()) config["chat_template"] = files.chat_template;
   for (const auto& [path, j] :
        {std::pair{dir + "/tokenizer.json", tokenizer}, {dir + "/tokenizer_config.json", config}}) {
     std::ofstream out(path, std::ios::trunc);

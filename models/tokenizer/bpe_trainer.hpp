@@ -29,11 +29,25 @@ struct bpe_training_options {
 [[nodiscard]] absl::StatusOr<nlohmann::json> train_byte_level_bpe(
     const std::vector<std::string>& texts, const bpe_training_options& options);
 
+/// What tokenizer_config.json says besides the vocabulary.
+struct tokenizer_config_options {
+  /// The end-of-sequence token, one of the special tokens; empty: the first of them.
+  std::string eos_token;
+  /// A Jinja chat template, kept as transformers saves `tokenizer.chat_template`; empty: none.
+  std::string chat_template;
+};
+
+/// INVALID_ARGUMENT for an eos_token that is not one of `options`' special tokens.
+[[nodiscard]] absl::Status check_tokenizer_config(const bpe_training_options& options,
+                                                  const tokenizer_config_options& config);
+
 /// Writes a trained `tokenizer` (train_byte_level_bpe's) into `dir`, created if need be, as HF
-/// tokenizers expects it: tokenizer.json, and a tokenizer_config.json naming the first special
-/// token of `options` the end-of-sequence token. Errors name the file.
+/// tokenizers expects it: tokenizer.json, and a tokenizer_config.json naming the end-of-sequence
+/// token and the chat template of `config` (check_tokenizer_config's errors; others name the
+/// file).
 [[nodiscard]] absl::Status write_trained_tokenizer(const std::string& dir,
                                                    const nlohmann::json& tokenizer,
-                                                   const bpe_training_options& options);
+                                                   const bpe_training_options& options,
+                                                   const tokenizer_config_options& config = {});
 
 }  // namespace troupe::tokenizers

@@ -1,10 +1,13 @@
 #include "actors/data_loader.hpp"
 
+#include <fstream>
 #include <set>
 
 #include <gtest/gtest.h>
 
 #include "models/gpt/byte_vocab.hpp"
+#include "models/tokenizer/bpe_trainer.hpp"
+#include "models/vocab/hf_vocabulary.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace troupe::actors {
@@ -366,6 +369,54 @@ TEST(PairData, BadLinesAreRefusedWithFileLineAndField) {
   EXPECT_NE(refused("{\"prompt\": \"aaa\", \"chosen\": \"b\", \"rejected\": \"ccc\"}", 5)
                 .find("prompt + rejected is 6 tokens, longer than model.ctx = 5"),
             std::string::npos);
+}
+
+// A chat model (a trained vocabulary with configs/chat/chatml.jinja): an empty response is a
+// reply of no text, which still trains on and scores the template's end of turn.
+TEST(ChatData, AnEmptyReplyIsItsEndOfTurn) {
+  testing::temp_dir dir;
+  tokenizers::bpe_training_options options;
+  options.vocab_size = 300;
+  options.special_tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  auto trained = tokenizers::train_byte_level_bpe({"user assistant", "1,2,3"}, options);
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  tokenizers::tokenizer_config_options config;
+  config.eos_token = "<|im_end|>";
+  std::ifstream chatml(TROUPE_SOURCE_DIR "/configs/chat/chatml.jinja");
+  config.chat_template.assign(std::istreambuf_iterator<char>(chatml), {});
+  ASSERT_FALSE(config.chat_template.empty());
+  ASSERT_TRUE(
+      tokenizers::write_trained_tokenizer(dir.path().string(), *trained, options, config).ok());
+  auto chat = models::hf_vocabulary::load(dir.path().string(), 300);
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  const int32_t im_end = 2;
+  // Each line twice: one trained on, one held out.
+  const auto twice = [&](const std::string& name, const std::string& line) {
+    return dir.write(name, line + "\n" + line + "\n");
+  };
+
+  auto sft = text_corpus::load_sft(twice("sft.jsonl", R"({"prompt": "1,2=", "response": ""})"), 0.5,
+                                   32, **chat);
+  ASSERT_TRUE(sft.ok()) << sft.status();
+  const sft_example& e = sft->train_examples()[0];
+  EXPECT_EQ((*chat)->decode(e.tokens).value(), "user\n1,2=\nassistant\n\n");
+  EXPECT_EQ(e.trained_targets(), 2) << "<|im_end|> and its newline";
+
+  auto pairs = text_corpus::load_pairs(
+      twice("pairs.jsonl", R"({"prompt": "1,2=", "chosen": "3", "rejected": ""})"), 0.5, 32,
+      **chat);
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  const preference_example& p = pairs->train_pairs()[0];
+  ASSERT_EQ(p.rejected.size(), static_cast<size_t>(p.prompt_tokens) + 2);
+  EXPECT_EQ(p.rejected[p.prompt_tokens], im_end);
+  EXPECT_NE(p.chosen, p.rejected);
+  EXPECT_NE(
+      text_corpus::load_pairs(
+          twice("bad.jsonl", R"({"prompt": "", "chosen": "3", "rejected": "4"})"), 0.5, 32, **chat)
+          .status()
+          .message()
+          .find("prompt is empty"),
+      std::string::npos);
 }
 
 }  // namespace
