@@ -196,5 +196,97 @@ TEST_F(HfFineTune, SftThenDpoAndGrpoStartFromTheDirectoryAndExportAQwen3) {
   EXPECT_NE(r.err.find("init_from " + dir_.file("elsewhere")), std::string::npos) << r.err;
 }
 
+// The chain of docs/alignment.md on a Hugging Face chat model made here: a ChatML vocabulary
+// trained by `troupe tokenizer train --chat-template` (configs/chat/chatml.jinja), and a
+// random-weight Qwen 3 of its 1,024 ids beside it. The shipped configs/align/chat_*.yaml run
+// SFT, DPO from the SFT run and GRPO from the DPO run, and each stage raises the task's score.
+class HfChatChain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    process_result r = troupe({"tokenizer", "train", "/usr/share/games/fortunes", "--vocab-size",
+                               "1024", "--special", "<|endoftext|>", "--special", "<|im_start|>",
+                               "--special", "<|im_end|>", "--eos", "<|im_end|>", "--chat-template",
+                               TROUPE_SOURCE_DIR "/configs/chat/chatml.jinja", "--out", model()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json written = json::parse(read_file(model() + "/tokenizer_config.json"));
+    EXPECT_EQ(written["eos_token"], "<|im_end|>");
+    EXPECT_EQ(written["chat_template"], read_file(TROUPE_SOURCE_DIR "/configs/chat/chatml.jinja"));
+    // The weights and config.json (eos: <|im_end|>, id 2) beside the tokenizer.
+    r = run({"/usr/bin/python3", TROUPE_SOURCE_DIR "/tests/models/hf/hf_reference_model.py", "make",
+             "qwen3", model(), "--vocab", "1024", "--seed", "3", "--eos", "2"},
+            300s);
+    ASSERT_EQ(r.exit_code, 0) << r.err << " (python3-torch comes with scripts/setup.sh)";
+  }
+
+  std::string model() const { return dir_.file("tiny-chat"); }
+
+  // `troupe ARGS...` on the model, its exit status checked.
+  json troupe_ok(std::vector<std::string> args) {
+    args.insert(args.end(), {"--set", "model.path=" + model()});
+    const process_result r = troupe(args, 600s);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return summary_of(r);
+  }
+
+  // The greedy validation score of `policy` (a run, or the model directory) on the task's
+  // prompts.
+  double score_of(const std::string& policy) {
+    return troupe_ok({"eval", config("chat_grpo"), "--policy", policy, "--prompts",
+                      "200"})["greedy_score_mean"]
+        .get<double>();
+  }
+
+  static std::string config(const std::string& name) {
+    return TROUPE_SOURCE_DIR "/configs/align/" + name + ".yaml";
+  }
+
+  temp_dir dir_;
+};
+
+TEST_F(HfChatChain, SftThenDpoThenGrpoEachRaiseTheScore) {
+  const std::string sft_data = dir_.file("sft.jsonl"), pairs = dir_.file("pairs.jsonl");
+  troupe_ok({"data", "sft", config("chat_grpo"), "--examples", "5000", "--out", sft_data});
+  troupe_ok({"launch", config("chat_sft"), "--run-dir", dir_.file("sft"), "--set",
+             "pretrain.data.path=" + sft_data});
+  const double sft = score_of(dir_.file("sft"));
+  EXPECT_GT(sft, score_of(model()) + 0.1) << "SFT on the task's examples";
+
+  troupe_ok({"data", "preferences", config("chat_grpo"), "--policy", dir_.file("sft"), "--prompts",
+             "4000", "--samples", "16", "--rejected", "random", "--out", pairs});
+  troupe_ok({"launch", config("chat_dpo"), "--run-dir", dir_.file("dpo"), "--set",
+             "dpo.data.path=" + pairs, "--set", "dpo.init_from=" + dir_.file("sft")});
+  const double dpo = score_of(dir_.file("dpo"));
+  EXPECT_GT(dpo, sft + 0.1) << "DPO on the SFT policy's own ranked samples";
+
+  // GRPO from the DPO run, shortened to 200 steps; the greedy validation before and after.
+  const json summary =
+      troupe_ok({"launch", config("chat_grpo"), "--run-dir", dir_.file("grpo"), "--set",
+                 "rlhf.init_from=" + dir_.file("dpo"), "--set",
+                 "rlhf.trainer.total_training_steps=200", "--set", "rlhf.trainer.test_freq=200"});
+  EXPECT_EQ(summary["steps"], 200);
+  const std::vector<json> from = events_of(dir_.file("grpo"), "init_from");
+  ASSERT_EQ(from.size(), 1u);
+  EXPECT_NE(from[0]["dir"].get<std::string>().find(dir_.file("dpo")), std::string::npos);
+  std::vector<double> val;
+  for (const json& row : read_jsonl(dir_.file("grpo/metrics.jsonl"))) {
+    if (row.contains("val-core/digit_completion/reward/mean@1"))
+      val.push_back(row["val-core/digit_completion/reward/mean@1"].get<double>());
+  }
+  ASSERT_GE(val.size(), 2u);
+  EXPECT_GT(val.back(), val.front() + 0.05) << "GRPO raises the score";
+
+  // The RL run exported is the same chat model again: tokenizer, template, end of turn, and the
+  // same greedy answers.
+  const std::string hf = dir_.file("grpo-hf");
+  const process_result r = troupe({"export", dir_.file("grpo"), "--out", hf});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto exported = models::load_hf_config(hf);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  EXPECT_EQ(exported->eos_token_ids, std::vector<int32_t>{2});
+  EXPECT_EQ(read_file(hf + "/tokenizer_config.json"),
+            read_file(model() + "/tokenizer_config.json"));
+  EXPECT_EQ(score_of(hf), score_of(dir_.file("grpo")));
+}
+
 }  // namespace
 }  // namespace troupe::testing
