@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "models/gpt/gpt_source.hpp"
@@ -14,17 +15,18 @@ constexpr int rows_per_pass = 64;
 
 }  // namespace
 
-learned_reward::learned_reward(const models::gpt_config& model, std::string end_string, int threads)
+learned_reward::learned_reward(const models::gpt_config& model, reward_sequence sequence,
+                               int threads)
     : model_(model),
-      end_string_(std::move(end_string)),
+      sequence_(std::move(sequence)),
       layout_(std::make_unique<models::gpt_layout>(model, models::layer_range::all(model),
                                                    models::gpt_head::value)),
       forward_(std::make_unique<models::gpt_cpu_batch>(*layout_, rows_per_pass, threads)) {}
 
 absl::StatusOr<std::unique_ptr<learned_reward>> learned_reward::load(
     const models::gpt_config& model, const std::string& checkpoint, const std::string& setting,
-    std::string end_string, int threads) {
-  std::unique_ptr<learned_reward> r(new learned_reward(model, std::move(end_string), threads));
+    reward_sequence sequence, int threads) {
+  std::unique_ptr<learned_reward> r(new learned_reward(model, std::move(sequence), threads));
   absl::StatusOr<std::vector<float>> params =
       models::read_gpt_weights(*r->layout_, checkpoint, setting);
   if (!params.ok()) {
@@ -56,16 +58,23 @@ absl::StatusOr<std::vector<double>> learned_reward::score(const actor::reward_re
     last.assign(rows, 0);
     for (int row = 0; row < rows; ++row) {
       const size_t i = first + row;
-      const std::string text = absl::StrCat(request.prompts[i], request.responses[i],
-                                            request.ended[i] != 0 ? end_string_ : "");
-      if (text.empty() || static_cast<int>(text.size()) > ctx) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("reward model: sequence ", i, " (\"", absl::CHexEscape(text), "\") is ",
-                         text.size(), " bytes; it scores 1 to model.ctx = ", ctx, " bytes"));
+      const absl::StatusOr<std::vector<int32_t>> sequence =
+          sequence_(request.prompts[i], request.responses[i], request.ended[i] != 0);
+      const auto named = [&] {
+        return absl::StrCat("reward model: sequence ", i, " (prompt \"",
+                            absl::CHexEscape(request.prompts[i]), "\", response \"",
+                            absl::CHexEscape(request.responses[i]), "\")");
+      };
+      if (!sequence.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(named(), ": ", sequence.status().message()));
       }
-      for (size_t t = 0; t < text.size(); ++t)
-        tokens[static_cast<size_t>(row) * ctx + t] = static_cast<uint8_t>(text[t]);
-      last[row] = static_cast<int>(text.size()) - 1;
+      if (sequence->empty() || static_cast<int>(sequence->size()) > ctx) {
+        return absl::InvalidArgumentError(absl::StrCat(named(), " is ", sequence->size(),
+                                                       " tokens; it scores 1 to model.ctx = ", ctx,
+                                                       " tokens"));
+      }
+      absl::c_copy(*sequence, tokens.begin() + static_cast<ptrdiff_t>(row) * ctx);
+      last[row] = static_cast<int>(sequence->size()) - 1;
     }
     values.resize(tokens.size());
     forward_->values(params_.data(), rows, ctx, tokens.data(), values.data());

@@ -1,11 +1,14 @@
 #pragma once
 
 // A learned reward (app: rlhf's `reward` role, impl reward_model): a reward model's checkpoint
-// (app: reward_model: a GPT trunk with a scalar head) scoring (prompt, response) sequences as it
-// was trained to, in batches, forward only. CAF-free; rlhf_app spawns the role around it.
+// (app: reward_model: a decoder trunk with a scalar head) scoring (prompt, response) sequences
+// as it was trained to, in batches, forward only. CAF-free; rlhf_app spawns the role around it.
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -14,26 +17,30 @@
 
 namespace troupe::actors {
 
+/// The tokens the reward model reads of a prompt and a response that `ended` (or ran out of
+/// tokens), as its preference pairs were encoded (tasks::task_codec::reward_tokens).
+using reward_sequence = std::function<absl::StatusOr<std::vector<int32_t>>(
+    std::string_view prompt, std::string_view response, bool ended)>;
+
 class learned_reward {
  public:
   /// The reward model of `model`'s shape with a value head at `checkpoint` (a run, checkpoints
-  /// or checkpoint directory; `setting` names it in errors), scoring on `threads` cores. A
-  /// response that ended is scored with `end_string` after it, as the reward model's pairs hold
-  /// it.
+  /// or checkpoint directory; `setting` names it in errors), reading each sequence as
+  /// `sequence` encodes it, scoring on `threads` cores.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<learned_reward>> load(
       const models::gpt_config& model, const std::string& checkpoint, const std::string& setting,
-      std::string end_string, int threads);
+      reward_sequence sequence, int threads);
 
-  /// Each sequence's reward: the head's value at the last byte of prompt + response (+ the end
-  /// string when it ended). INVALID_ARGUMENT when the request's lists differ in length, or a
-  /// sequence is empty or longer than the model's ctx (naming it).
+  /// Each sequence's reward: the head's value at its last token. INVALID_ARGUMENT when the
+  /// request's lists differ in length, or a sequence cannot be encoded, is empty or is longer
+  /// than the model's ctx (naming it).
   [[nodiscard]] absl::StatusOr<std::vector<double>> score(const actor::reward_request& request);
 
  private:
-  learned_reward(const models::gpt_config& model, std::string end_string, int threads);
+  learned_reward(const models::gpt_config& model, reward_sequence sequence, int threads);
 
   models::gpt_config model_;
-  std::string end_string_;
+  reward_sequence sequence_;
   std::unique_ptr<models::gpt_layout> layout_;
   std::vector<float> params_;
   std::unique_ptr<models::gpt_cpu_batch> forward_;

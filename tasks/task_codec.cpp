@@ -53,6 +53,19 @@ std::string task_codec::example_text(const std::vector<int32_t>& tokens, bool en
   return chat_ ? response_text(tokens, ended) : models::text_of(tokens);
 }
 
+absl::StatusOr<std::vector<int32_t>> task_codec::reward_tokens(std::string_view prompt,
+                                                               std::string_view response,
+                                                               bool ended) const {
+  if (!chat_) {
+    std::string text(prompt);
+    text.append(response).append(ended ? end_string_ : "");
+    return models::tokens_of(text);
+  }
+  TROUPE_ASSIGN_OR_RETURN(models::trained_tokens t,
+                          models::encode_example(*chat_, prompt, response));
+  return std::move(t.ids);
+}
+
 std::string task_codec::text_of(const std::vector<int32_t>& tokens) const {
   return chat_ ? chat_->decode(tokens).value_or(std::string()) : models::text_of(tokens);
 }

