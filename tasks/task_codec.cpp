@@ -74,12 +74,7 @@ int task_codec::max_response_tokens(int bytes) const {
   if (!chat_) return bytes;
   // The framing is what an empty reply trains on: Qwen 3's empty <think> block, the end of turn.
   const absl::StatusOr<models::trained_tokens> empty = models::encode_example(*chat_, "x", "");
-  int framing = 0;
-  if (empty.ok()) {
-    for (uint8_t t : empty->trained)
-      framing += t;
-  }
-  return bytes + framing;
+  return bytes + (empty.ok() ? static_cast<int>(empty->trained_ids().size()) : 0);
 }
 
 absl::StatusOr<task_codec> task_codec_of(const std::optional<config::model_spec>& model,

@@ -69,6 +69,14 @@ size_t trained_tokens::first_trained() const {
   return static_cast<size_t>(std::find(trained.begin(), trained.end(), 1) - trained.begin());
 }
 
+std::vector<int32_t> trained_tokens::trained_ids() const {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (trained[i]) out.push_back(ids[i]);
+  }
+  return out;
+}
+
 absl::StatusOr<trained_tokens> encode_conversation(const model_vocabulary& vocabulary,
                                                    const json& messages) {
   TROUPE_RETURN_IF_ERROR(check_messages(messages));

@@ -21,6 +21,8 @@ struct trained_tokens {
   std::vector<uint8_t> trained;
   /// Where the first trained id is (ids.size() when none is).
   [[nodiscard]] size_t first_trained() const;
+  /// The trained ids, in order: what the loss predicts.
+  [[nodiscard]] std::vector<int32_t> trained_ids() const;
 };
 
 /// The tokens of `messages` (a JSON list of {"role", "content", ...}) as the template renders

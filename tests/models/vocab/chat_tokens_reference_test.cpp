@@ -62,14 +62,6 @@ class ChatTokensReference : public ::testing::TestWithParam<template_case> {
   std::unique_ptr<hf_vocabulary> vocabulary_;
 };
 
-std::vector<int32_t> trained_ids(const trained_tokens& t) {
-  std::vector<int32_t> out;
-  for (size_t i = 0; i < t.ids.size(); ++i) {
-    if (t.trained[i]) out.push_back(t.ids[i]);
-  }
-  return out;
-}
-
 TEST_P(ChatTokensReference, TheIdsAreHfTokenizersOfTheWholeConversationAndTheRepliesAreTrained) {
   const template_case& c = GetParam();
   const json single = json::parse(R"([{"role": "system", "content": "Answer in digits."},
@@ -92,7 +84,7 @@ TEST_P(ChatTokensReference, TheIdsAreHfTokenizersOfTheWholeConversationAndTheRep
   ASSERT_EQ(hf.size(), 4u);
   EXPECT_EQ(one->ids, hf[0]);
   EXPECT_EQ(two->ids, hf[1]);
-  EXPECT_EQ(trained_ids(*one), hf[2]);
+  EXPECT_EQ(one->trained_ids(), hf[2]);
   // The prompt as a generation prompt: where the trained reply starts.
   EXPECT_EQ(std::vector<int32_t>(two->ids.begin(), two->ids.begin() + two->first_trained()), hf[3]);
   // A prompt and its response are the conversation of a user message and the reply.
@@ -134,8 +126,8 @@ TEST(ChatTokensTemplates, MultiTurnIsTrainedWhereTheTemplateKeepsEarlierTurns) {
           << t.status();
     } else {
       ASSERT_TRUE(t.ok()) << t.status();
-      EXPECT_EQ(*(*v)->decode(trained_ids(*t)), "bd");  // the end-of-turn tokens are special
-      EXPECT_EQ(trained_ids(*t).size(), 4u);
+      EXPECT_EQ(*(*v)->decode(t->trained_ids()), "bd");  // the end-of-turn tokens are special
+      EXPECT_EQ(t->trained_ids().size(), 4u);
     }
   }
 }

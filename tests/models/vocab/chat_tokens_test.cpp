@@ -9,15 +9,6 @@ namespace {
 
 using nlohmann::json;
 
-// The trained tokens, in order.
-std::vector<int32_t> trained_ids(const trained_tokens& t) {
-  std::vector<int32_t> out;
-  for (size_t i = 0; i < t.ids.size(); ++i) {
-    if (t.trained[i]) out.push_back(t.ids[i]);
-  }
-  return out;
-}
-
 // troupe's byte GPT: a conversation through troupe's template, each assistant message's content
 // and the newline that ends it trained; a prompt and its response as raw text.
 TEST(ChatTokens, TheByteVocabularyTrainsOnTheRepliesAndTheirNewlines) {
@@ -28,7 +19,7 @@ TEST(ChatTokens, TheByteVocabularyTrainsOnTheRepliesAndTheirNewlines) {
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(text_of(t->ids),
             "<|system|>\ns\n<|user|>\nhi\n<|assistant|>\nyo\n<|user|>\nand?\n<|assistant|>\nso\n");
-  EXPECT_EQ(text_of(trained_ids(*t)), "yo\nso\n");
+  EXPECT_EQ(text_of(t->trained_ids()), "yo\nso\n");
   EXPECT_EQ(t->first_trained(), std::string("<|system|>\ns\n<|user|>\nhi\n<|assistant|>\n").size());
 
   auto raw = encode_example(byte_vocabulary(), "2+3=", "5\n");
