@@ -21,16 +21,17 @@ absl::StatusOr<models::gpt_config> model_of(const checkpoint::checkpoint& c) {
                                       c.dir + "/manifest.json: meta.model");
 }
 
-// The tokenizer the run read its text with (meta.tokenizer: a tokenizer directory, or the
-// Hugging Face model it started from), copied into `out` beside the weights with its chat
-// template; generation stops where that model's generation_config.json says, or else at the
-// tokenizer's end-of-sequence token (tokenizer_config.json's eos_token). No tokenizer:
-// byte-level text, nothing to copy.
+// What export_tokenizer wrote: the files copied, and the ids generation stops at.
 struct exported_tokenizer {
   std::vector<std::string> files;  // those copied
   std::vector<int32_t> eos;
 };
 
+// The tokenizer the run read its text with (meta.tokenizer: a tokenizer directory, or the
+// Hugging Face model it started from), copied into `out` beside the weights with its chat
+// template; generation stops where that model's generation_config.json says, or else at the
+// tokenizer's end-of-sequence token (tokenizer_config.json's eos_token). No tokenizer:
+// byte-level text, nothing to copy.
 absl::StatusOr<exported_tokenizer> export_tokenizer(const checkpoint::checkpoint& c,
                                                     const std::string& out) {
   namespace fs = std::filesystem;

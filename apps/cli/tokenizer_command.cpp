@@ -27,6 +27,12 @@ absl::StatusOr<std::string> read_chat_template(const std::string& path, const st
   text << in.rdbuf();
   if (!in) return absl::NotFoundError(absl::StrCat("--chat-template ", path, ": cannot read"));
   const std::string where = absl::StrCat("--chat-template ", path);
+  if (eos.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where,
+        ": a chat model needs an eos token to end its replies; name one with --special "
+        "and --eos"));
+  }
   TROUPE_ASSIGN_OR_RETURN(
       const chat::hf_chat_template chat,
       chat::hf_chat_template::from_source(text.str(), nlohmann::json{{"eos_token", eos}}, where));
