@@ -270,11 +270,16 @@ absl::Status form_group(trainer_self self, const actor::group_change& c) {
                               checkpoint::checkpoint_store::read(c.checkpoint));
       if (!st.spec.file_prefix.empty()) saved = files_named(std::move(saved), st.spec.file_prefix);
       TROUPE_RETURN_IF_ERROR(next->restore(saved));
+    } else if (!st.spec.initial_weights.empty()) {
+      TROUPE_ASSIGN_OR_RETURN(const tensor::named_tensors weights,
+                              models::read_model_tensors(st.spec.initial_weights));
+      TROUPE_RETURN_IF_ERROR(next->load_weights(weights, st.spec.initial_weights));
     }
     if (next->steps() != c.steps) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "regroup: the state from ", c.from == source::checkpoint ? c.checkpoint : "the seed",
-          " is at step ", next->steps(), ", but the group continues from step ", c.steps));
+          "regroup: the state from ",
+          c.from == source::checkpoint ? c.checkpoint : "the initial weights", " is at step ",
+          next->steps(), ", but the group continues from step ", c.steps));
     }
   }
   std::lock_guard lock(st.group_mutex);

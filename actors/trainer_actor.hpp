@@ -51,6 +51,10 @@ struct trainer_actor_spec {
   /// the start (rank and ranks then only place its first data share), and a failed step leaves
   /// it running, for the driver to regroup.
   bool elastic = false;
+  /// An elastic rank's initial state (group_change::source::initial: the first generation, or a
+  /// loss before any checkpoint) takes these weights instead of the seed's: a weights_source's
+  /// dir (a checkpoint, or a Hugging Face model directory), from init_from or model.path.
+  std::string initial_weights;
 
   /// Whether the trainer is a reward model (its corpus is preference pairs).
   [[nodiscard]] bool reward_model() const {

@@ -153,6 +153,12 @@ absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt
   spec.ranks = elastic ? 1 : o->parallel.dp;
   spec.elastic = elastic;
   spec.options.elastic = elastic;
+  if (const std::string& initial = o->initial_weights(model_dir); elastic && !initial.empty()) {
+    TROUPE_ASSIGN_OR_RETURN(
+        const models::weights_source source,
+        models::find_weights(initial, model, o->init_from.empty() ? "model.path" : "init_from"));
+    spec.initial_weights = source.dir;
+  }
   spec.options.pipeline.stage = at.stage;
   spec.tp = {at.tp_rank, tp};
   spec.group.name = pp > 1 || tp > 1
@@ -482,15 +488,13 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
                                     "roles: {trainer: {kind: trainer, impl: gpt, count: 2}}"));
   } else if (trainer->spec.elastic) {
     check_elastic(o, *trainer, ctx, section);
-    if (!o.initial_weights(model_dir).empty()) {
-      constexpr const char* why =
-          "is set, but an elastic group's ranks join as they come and start from the seed; "
-          "start a fixed group from it (roles.trainer.count), or --resume a checkpoint";
-      if (o.init_from.empty()) {
-        ctx.error(section, absl::StrCat("model.path ", why));
-      } else {
+    // Each elastic rank reads init_from as it starts, on whichever worker: refuse a path that
+    // holds no weights of this model before any worker does (model.path's is checked above).
+    if (resolved.ok() && model_dir.empty() && !o.init_from.empty()) {
+      if (auto source = models::find_weights(o.init_from, model, "init_from"); !source.ok()) {
         ctx.child("init_from")
-            .error(section["init_from"].IsDefined() ? section["init_from"] : section, why);
+            .error(section["init_from"].IsDefined() ? section["init_from"] : section,
+                   std::string(source.status().message()));
       }
     }
   } else if (const int grid = o.parallel.dp * o.parallel.pp * o.parallel.tp;

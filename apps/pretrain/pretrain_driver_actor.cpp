@@ -442,7 +442,8 @@ void resume(pretrain_self self) {
 
 // init_from (or model.path): every rank takes the weights of the named run's latest checkpoint
 // (a reward model a language model's trunk) or of a Hugging Face model, then the run starts at
-// step 0.
+// step 0. An elastic group's ranks hold them as their initial state already (each generation
+// formed from the initial state takes them).
 void init_from(pretrain_self self) {
   auto& st = self->state;
   const std::string& path = st.options.initial_weights(st.model_dir);
@@ -452,6 +453,7 @@ void init_from(pretrain_self self) {
   st.events->emit(run::severity::info, "init_from",
                   absl::StrCat("starting from the weights of ", source->dir),
                   {{"dir", source->dir}, {"step", source->step}});
+  if (st.elastic) return start_training(self, 0);
   auto loaded = std::make_shared<size_t>(0);
   for (const auto& [name, trainer] : st.trainers) {
     self->request(trainer, caf::infinite, actor::load_atom_v, source->dir)

@@ -165,6 +165,45 @@ TEST_F(ElasticTest, AKilledZeroOneTrainerWithoutReplicasRollsBackToTheCheckpoint
   EXPECT_EQ(summary_of(r)["world_size"], 2);
 }
 
+// An elastic group started from init_from (a run's weights, as from model.path a Hugging Face
+// model's): every rank's initial state holds them, so a loss before any checkpoint (ZeRO-1 with
+// no replica) goes back to them, not to the seed's weights, and step 1 is redone alike.
+TEST_F(ElasticTest, ALossBeforeAnyCheckpointGoesBackToTheInitFromWeights) {
+  // The weights to start from: the same model trained 30 steps by a fixed group of one.
+  std::string base = read_file(config(10, 2, 3));
+  const std::string elastic = "elastic: {min: 2, max: 3}";
+  base.replace(base.find(elastic), elastic.size(), "count: 1");
+  const process_result trained =
+      troupe({"launch", dir_.write("base.yaml", base), "--run-dir", dir_.file("base"), "--set",
+              "pretrain.train.steps=30", "--set", "pretrain.checkpoint.every_steps=30"},
+             120s);
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  ASSERT_NO_FATAL_FAILURE(start_held(
+      1, 3, 2, 3, "", "  init_from: " + dir_.file("base") + "\n  parallel: {zero: 1}\n"));
+  const process_result r = kill_mid_step(*workers_[1]);
+  ASSERT_FALSE(r.timed_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rolled = events_of(run_dir(), "rolled_back");
+  ASSERT_EQ(rolled.size(), 1u);
+  EXPECT_EQ(rolled[0]["step"], 0);
+  const auto rows = step_rows();
+  ASSERT_GE(rows.size(), 2u);
+  ASSERT_EQ(rows[0]["step"], 1);
+  ASSERT_EQ(rows[1]["step"], 1) << "step 1 redone from the initial state";
+  const double first = rows[0]["loss"], redone = rows[1]["loss"];
+  EXPECT_NEAR(redone, first, 1e-4 * first) << "the same weights and samples on 2 ranks as on 3";
+  double seed_first = 0;
+  for (const auto& row : read_jsonl(dir_.file("base") + "/metrics.jsonl")) {
+    if (row.contains("loss")) {
+      seed_first = row["loss"];
+      break;
+    }
+  }
+  EXPECT_LT(first, seed_first - 0.5) << "the trained weights, not the seed's";
+  expect_exactly_once(
+      10, [](int) { return 2; }, 1);  // step 1's first try replaced by its redo
+}
+
 // A frozen worker (SIGSTOP: no socket error ever comes) is declared dead by the heartbeats; the
 // survivors' step, blocked on it, is aborted and redone by the two of them. Continued later,
 // the frozen worker is refused (fenced) and exits, while the job goes on without it.
