@@ -86,6 +86,24 @@ std::pair<double, double> first_and_last_loss(const std::string& run_dir) {
   return losses.empty() ? std::pair{0.0, 0.0} : std::pair{losses.front(), losses.back()};
 }
 
+// The tensors of two Hugging Face model directories are the same, bit for bit.
+void expect_same_weights(const std::string& a_dir, const std::string& b_dir) {
+  auto a_config = models::load_hf_config(a_dir);
+  auto b_config = models::load_hf_config(b_dir);
+  ASSERT_TRUE(a_config.ok() && b_config.ok()) << b_config.status();
+  auto a = models::read_hf_weights(a_dir, *a_config);
+  auto b = models::read_hf_weights(b_dir, *b_config);
+  ASSERT_TRUE(a.ok() && b.ok()) << b.status();
+  ASSERT_EQ(a->tensors.size(), b->tensors.size());
+  for (const auto& [name, t] : a->tensors) {
+    auto other = b->get(name);
+    ASSERT_TRUE(other.ok()) << name;
+    ASSERT_EQ(t.numel(), other->numel()) << name;
+    EXPECT_EQ(0, std::memcmp(t.data<float>(), other->data<float>(), t.numel() * sizeof(float)))
+        << name;
+  }
+}
+
 TEST_F(HfFineTune, SftThenDpoAndGrpoStartFromTheDirectoryAndExportAQwen3) {
   // Imported and exported untouched (learning rate 0): the same tensors.
   const std::string still = config("pretrain", R"(
@@ -101,22 +119,11 @@ TEST_F(HfFineTune, SftThenDpoAndGrpoStartFromTheDirectoryAndExportAQwen3) {
   r = troupe({"export", dir_.file("still"), "--out", dir_.file("still-hf")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   {
-    auto original = models::load_hf_config(model());
     auto exported = models::load_hf_config(dir_.file("still-hf"));
-    ASSERT_TRUE(original.ok() && exported.ok()) << exported.status();
+    ASSERT_TRUE(exported.ok()) << exported.status();
     EXPECT_EQ(exported->architecture, "Qwen3ForCausalLM");
     EXPECT_EQ(exported->eos_token_ids, (std::vector<int32_t>{151645, 151643}));
-    auto a = models::read_hf_weights(model(), *original);
-    auto b = models::read_hf_weights(dir_.file("still-hf"), *exported);
-    ASSERT_TRUE(a.ok() && b.ok()) << b.status();
-    ASSERT_EQ(a->tensors.size(), b->tensors.size());
-    for (const auto& [name, t] : a->tensors) {
-      auto other = b->get(name);
-      ASSERT_TRUE(other.ok()) << name;
-      ASSERT_EQ(t.numel(), other->numel()) << name;
-      EXPECT_EQ(0, std::memcmp(t.data<float>(), other->data<float>(), t.numel() * sizeof(float)))
-          << name;
-    }
+    expect_same_weights(model(), dir_.file("still-hf"));
     // The tokenizer and its chat template go along.
     EXPECT_EQ(read_file(dir_.file("still-hf/tokenizer_config.json")),
               read_file(model() + "/tokenizer_config.json"));
@@ -323,6 +330,27 @@ reward_model:
     EXPECT_TRUE(row.contains("critic/true_score/mean")) << row.dump();
     EXPECT_NE(row["critic/score/mean"], row["critic/true_score/mean"]) << row.dump();
   }
+}
+
+// An elastic group (two worker processes) fine-tunes the directory: every rank's initial state
+// is the model's weights, so at learning rate 0 the run exports them unchanged.
+TEST_F(HfChatChain, AnElasticGroupStartsFromTheDirectory) {
+  const std::string sft_data = dir_.file("sft.jsonl");
+  troupe_ok({"data", "sft", config("chat_grpo"), "--examples", "200", "--out", sft_data});
+  troupe_ok({"launch",    config("chat_sft"),
+             "--run-dir", dir_.file("elastic"),
+             "--set",     "pretrain.data.path=" + sft_data,
+             "--set",     "roles.trainer={kind: trainer, impl: gpt, elastic: {min: 2, max: 2}}",
+             "--set",     "cluster.local_workers=2",
+             "--set",     "pretrain.train.steps=2",
+             "--set",     "pretrain.train.warmup=0",
+             "--set",     "pretrain.train.lr=0.0",
+             "--set",     "pretrain.checkpoint.every_steps=2",
+             "--set",     "pretrain.data.eval_every=2"});
+  EXPECT_EQ(events_of(dir_.file("elastic"), "init_from").size(), 1u);
+  const process_result r = troupe({"export", dir_.file("elastic"), "--out", dir_.file("out")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_same_weights(model(), dir_.file("out"));
 }
 
 }  // namespace
