@@ -463,13 +463,6 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
                               " reads its data with its own tokenizer: remove data.tokenizer and "
                               "data.train_tokenizer"));
     }
-    if (resolved.ok() && !o.init_from.empty()) {
-      if (auto source = models::find_weights(o.init_from, model, "init_from"); !source.ok()) {
-        ctx.child("init_from")
-            .error(section["init_from"].IsDefined() ? section["init_from"] : section,
-                   std::string(source.status().message()));
-      }
-    }
   } else if (!o.data.tokenizer.empty() || o.data.train_tokenizer) {
     if (absl::Status s = apps::check_corpus_tokenizer(o.data, model.vocab); !s.ok()) {
       ctx.child("data").error(section["data"].IsDefined() ? section["data"] : section,
@@ -482,21 +475,23 @@ void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
   check_app_data(plan.spec.app, o, model_dir, ctx, section);
   if (!o.data.source.empty()) check_data_source(plan, o, ctx, section);
   const auto* trainer = plan.find_role(trainer_role);
+  // init_from is checked here when a run of model.path's shape names it, or when elastic ranks
+  // read it as they start on whichever worker (else the driver reads it at the start; a shipped
+  // config may name a run that a step before it makes).
+  const bool elastic = trainer != nullptr && trainer->spec.elastic.has_value();
+  if (resolved.ok() && !o.init_from.empty() && (!model_dir.empty() || elastic)) {
+    if (auto source = models::find_weights(o.init_from, model, "init_from"); !source.ok()) {
+      ctx.child("init_from")
+          .error(section["init_from"].IsDefined() ? section["init_from"] : section,
+                 std::string(source.status().message()));
+    }
+  }
   if (trainer == nullptr || trainer->spec.kind != "trainer") {
     ctx.error(section, absl::StrCat("app: ", plan.spec.app,
                                     " needs a role 'trainer' of kind trainer, e.g. "
                                     "roles: {trainer: {kind: trainer, impl: gpt, count: 2}}"));
   } else if (trainer->spec.elastic) {
     check_elastic(o, *trainer, ctx, section);
-    // Each elastic rank reads init_from as it starts, on whichever worker: refuse a path that
-    // holds no weights of this model before any worker does (model.path's is checked above).
-    if (resolved.ok() && model_dir.empty() && !o.init_from.empty()) {
-      if (auto source = models::find_weights(o.init_from, model, "init_from"); !source.ok()) {
-        ctx.child("init_from")
-            .error(section["init_from"].IsDefined() ? section["init_from"] : section,
-                   std::string(source.status().message()));
-      }
-    }
   } else if (const int grid = o.parallel.dp * o.parallel.pp * o.parallel.tp;
              trainer->spec.count != grid) {
     ctx.child("parallel")

@@ -171,6 +171,12 @@ TEST_F(ElasticTest, AKilledZeroOneTrainerWithoutReplicasRollsBackToTheCheckpoint
 TEST_F(ElasticTest, ALossBeforeAnyCheckpointGoesBackToTheInitFromWeights) {
   // The weights to start from: the same model trained 30 steps by a fixed group of one.
   std::string base = read_file(config(10, 2, 3));
+  // Each rank reads init_from as it starts: a path without weights is refused before any does.
+  const process_result early = troupe(
+      {"check", dir_.file("elastic.yaml"), "--set", "pretrain.init_from=" + dir_.file("base")});
+  EXPECT_EQ(early.exit_code, 2);
+  EXPECT_NE(early.err.find("pretrain.init_from: init_from " + dir_.file("base")), std::string::npos)
+      << early.err;
   const std::string elastic = "elastic: {min: 2, max: 3}";
   base.replace(base.find(elastic), elastic.size(), "count: 1");
   const process_result trained =
