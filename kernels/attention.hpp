@@ -1,9 +1,9 @@
 #pragma once
 
 // Causal multi-head self-attention. qkv is [batch, seq, 3 * dim] (q, k and v side by side, each
-// split into heads of dim / heads), out is [batch, seq, dim]. With grouped-query attention (the
-// CPU kernels) a row is [q (dim), k (kv_dim), v (kv_dim)], kv_dim = kv_heads * head_dim, each
-// key/value head shared by heads / kv_heads query heads.
+// split into heads of dim / heads), out is [batch, seq, dim]. With grouped-query attention a
+// row is [q (dim), k (kv_dim), v (kv_dim)], kv_dim = kv_heads * head_dim, each key/value head
+// shared by heads / kv_heads query heads.
 
 #include <cstdint>
 
@@ -15,7 +15,7 @@ namespace troupe::kernels {
 /// Sizes of one attention call.
 struct attention_shape {
   int batch = 0, seq = 0, dim = 0, heads = 0;
-  int kv_heads = 0;  ///< 0: as many as heads (the CUDA kernels take only that)
+  int kv_heads = 0;  ///< 0: as many as heads
   [[nodiscard]] int head_dim() const { return dim / heads; }
   [[nodiscard]] int kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
   /// A token's row of q, k and v: dim + 2 kv_heads head_dim.
@@ -29,7 +29,9 @@ inline constexpr int64_t attention_scores_limit = int64_t{768} << 20;
 /// Causal attention as cuBLASLt batched GEMMs over every (batch, head): the scores of a chunk
 /// of heads (as many as fit in `scores_limit` bytes of f32 scores and bf16 probabilities, at
 /// least one) are materialised in scratch, never kept; saves the log-sum-exp per row,
-/// lse [batch, heads, seq]. head_dim must be a multiple of 8.
+/// lse [batch, heads, seq]. head_dim must be a multiple of 8. With grouped-query attention the
+/// keys and values are repeated for their query heads in the head-major scratch (HF's
+/// repeat_kv), and in backward their gradients summed over those heads in a fixed order.
 [[nodiscard]] absl::Status attention_forward(tensor::bf16* out, float* lse, const tensor::bf16* qkv,
                                              const attention_shape& s, void* stream,
                                              int64_t scores_limit = attention_scores_limit);

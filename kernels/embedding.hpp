@@ -10,6 +10,7 @@
 namespace troupe::kernels {
 
 namespace cuda {
+/// wpe null: the token embedding alone (the Llama family's, whose positions RoPE gives).
 [[nodiscard]] absl::Status embedding_forward(tensor::bf16* out, const int32_t* tokens,
                                              const int32_t* positions, int n,
                                              const tensor::bf16* wte, const tensor::bf16* wpe,

@@ -29,13 +29,15 @@ namespace cuda {
 /// (the incremental decoding step, any mix of sequences in one launch). Row r of q (row stride
 /// q_stride) is the token at position positions[r] of a sequence whose block table starts at
 /// block_tables + table_offsets[r]; it attends to that sequence's keys and values at positions
-/// [0, positions[r]] (its own appended first). out [rows, width]. head_dim = width / heads must
-/// be a multiple of 32, at most 256.
+/// [0, positions[r]] (its own appended first). The cache's rows hold kv_heads heads of head_dim
+/// = width / kv_heads (a multiple of 32, at most 256), each shared by heads / kv_heads query
+/// heads (grouped-query attention; kv_heads = heads without it); out [rows, heads head_dim].
 [[nodiscard]] absl::Status paged_attention(tensor::bf16* out, const tensor::bf16* q,
                                            int64_t q_stride, const tensor::bf16* keys,
                                            const tensor::bf16* values, const int32_t* block_tables,
                                            const int32_t* table_offsets, const int32_t* positions,
-                                           const kv_layout& l, int rows, int heads, void* stream);
+                                           const kv_layout& l, int rows, int heads, int kv_heads,
+                                           void* stream);
 }  // namespace cuda
 
 namespace cpu {

@@ -6,7 +6,26 @@
 
 #include <cstdint>
 
-namespace troupe::kernels::cpu {
+#include "absl/status/statusor.h"
+#include "runtime/tensor/dtype.hpp"
+
+namespace troupe::kernels {
+
+namespace cuda {
+/// As the CPU's, on the device: positions [rows] and inv_freq [head_dim / 2] in device memory.
+[[nodiscard]] absl::Status rope_angles(float* cos, float* sin, const int32_t* positions,
+                                       int64_t rows, int head_dim, const float* inv_freq,
+                                       void* stream);
+/// As the CPU's, on bf16 rows (rotated in f32, rounded once).
+[[nodiscard]] absl::Status rope_forward(tensor::bf16* x, int64_t stride, int64_t rows, int heads,
+                                        int head_dim, const float* cos, const float* sin,
+                                        void* stream);
+[[nodiscard]] absl::Status rope_backward(tensor::bf16* dx, int64_t stride, int64_t rows, int heads,
+                                         int head_dim, const float* cos, const float* sin,
+                                         void* stream);
+}  // namespace cuda
+
+namespace cpu {
 
 /// The cosine and sine of each row's angles, cos and sin [rows, head_dim / 2]: row r's angle i
 /// is positions[r] * inv_freq[i], computed in f32 and its cosine and sine rounded to f32, as HF
@@ -22,4 +41,6 @@ void rope_forward(float* x, int64_t stride, int64_t rows, int heads, int head_di
 void rope_backward(float* dx, int64_t stride, int64_t rows, int heads, int head_dim,
                    const float* cos, const float* sin);
 
-}  // namespace troupe::kernels::cpu
+}  // namespace cpu
+
+}  // namespace troupe::kernels

@@ -5,8 +5,12 @@
 #                                  with their libraries into .device-bundle/bundle.tar.gz
 #                                  (git-ignored; gzipped to fit the device tool's 64 MiB carry)
 #   scripts/gpu_check.sh run       there (device tool, carry [".device-bundle"]): run the `gpu`
-#                                  tests at once (nccl_test: an aborted group rebuilt at the next
-#                                  epoch; three rank processes sharing the GPU, the last killed or
+#                                  tests at once (cuda_kernels_test: every CUDA kernel against
+#                                  its CPU reference, RMSNorm/RoPE/SwiGLU and grouped-query
+#                                  attention (training and paged decode) included;
+#                                  cuda_models_test: the CUDA decoder against the CPU one for
+#                                  GPT-2 and the Llama family; nccl_test: an aborted group
+#                                  rebuilt at the next epoch; three rank processes sharing the GPU, the last killed or
 #                                  stopped, the survivors aborting and regrouping; with 2+ GPUs
 #                                  the same in threads;
 #                                  cuda_actors_test: with 2+ GPUs the pipeline's stage exchange

@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/attention.hpp"
@@ -15,49 +14,110 @@ namespace {
 // scores, then bf16 probabilities (zero above the diagonal) with the log-sum-exp per row. The
 // backward recomputes the probabilities from it.
 
-// Rows of `parts` x C (qkv: 3, the output's gradient: 1) to `parts` head-major matrices
-// [B, H, T, hd], one after the other (or back), VEC values per thread: 8 (one
-// 16-byte access; head_dim is a multiple of 8, so a group stays in its head) or 1.
-template <int VEC>
-using chunk_of = std::conditional_t<VEC == 8, uint4, __nv_bfloat16>;
+// Between token rows and head-major matrices [B, H, T, hd]. A row holds `parts` parts: the
+// queries (H heads; the output and its gradient are that part alone), then with qkv the keys
+// and the values (KVH heads each). Key/value head j serves query heads [j g, (j + 1) g), g = H /
+// KVH: going to heads it is repeated for each of them (HF's repeat_kv), coming back their
+// gradients are summed in head order (fixed: deterministic). VEC values per thread: 8 (16-byte
+// accesses; head_dim is a multiple of 8, so they stay in one head) or 1.
+struct head_geometry {
+  int B, T, H, KVH, hd, parts;
+  __host__ __device__ int64_t q_width() const { return int64_t{H} * hd; }
+  __host__ __device__ int64_t kv_width() const { return int64_t{KVH} * hd; }
+  __host__ __device__ int64_t row_width() const { return q_width() + (parts - 1) * kv_width(); }
+  __host__ __device__ int64_t per_part() const { return int64_t{B} * T * q_width(); }
+};
 
-template <int VEC, bool TO_HEADS>
-__global__ void reorder_heads(__nv_bfloat16* heads, __nv_bfloat16* rows, int parts, int B, int T,
-                              int C, int H) {
-  const int64_t per_part = static_cast<int64_t>(B) * T * C;
-  const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * VEC;
-  if (i >= per_part * parts) return;
-  const int hd = C / H;
-  const int64_t row = i / (parts * C), b = row / T, t = row % T;
-  const int col = static_cast<int>(i % (parts * C)), part = col / C, h = (col % C) / hd,
-            d = col % hd;
-  auto* at_heads =
-      reinterpret_cast<chunk_of<VEC>*>(heads + part * per_part + ((b * H + h) * T + t) * hd + d);
-  auto* at_rows = reinterpret_cast<chunk_of<VEC>*>(rows + i);
-  if constexpr (TO_HEADS) {
-    *at_heads = *at_rows;
+template <int VEC>
+__device__ void load(float* out, const __nv_bfloat16* p) {
+  if constexpr (VEC == 8) {
+    const uint4 pack = *reinterpret_cast<const uint4*>(p);
+    const auto* v = reinterpret_cast<const __nv_bfloat16*>(&pack);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      out[e] = __bfloat162float(v[e]);
   } else {
-    *at_rows = *at_heads;
+    out[0] = __bfloat162float(*p);
   }
 }
 
-// Moves `parts` x [B, T, C] rows to or from head-major matrices (`heads` is scratch from the
-// pool; `rows` is the caller's and may be less aligned).
+template <int VEC>
+__device__ void store(__nv_bfloat16* p, const float* in) {
+  if constexpr (VEC == 8) {
+    uint4 pack;
+    auto* v = reinterpret_cast<__nv_bfloat16*>(&pack);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      v[e] = __float2bfloat16(in[e]);
+    *reinterpret_cast<uint4*>(p) = pack;
+  } else {
+    *p = __float2bfloat16(in[0]);
+  }
+}
+
+// One thread per VEC values of the head-major matrices, reading the row value it repeats.
+template <int VEC>
+__global__ void rows_to_heads(__nv_bfloat16* heads, const __nv_bfloat16* rows, head_geometry g) {
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * VEC;
+  if (i >= g.per_part() * g.parts) return;
+  const int part = static_cast<int>(i / g.per_part());
+  const int64_t in_part = i % g.per_part(), bht = in_part / g.hd;
+  const int d = static_cast<int>(in_part % g.hd), t = static_cast<int>(bht % g.T),
+            h = static_cast<int>(bht / g.T % g.H), b = static_cast<int>(bht / g.T / g.H);
+  const int64_t col =
+      part == 0 ? int64_t{h} * g.hd + d
+                : g.q_width() + (part - 1) * g.kv_width() + int64_t{h / (g.H / g.KVH)} * g.hd + d;
+  float v[VEC];
+  load<VEC>(v, rows + (int64_t{b} * g.T + t) * g.row_width() + col);
+  store<VEC>(heads + i, v);
+}
+
+// One thread per VEC values of the rows, summing the query heads that share a key/value head.
+template <int VEC>
+__global__ void heads_to_rows(__nv_bfloat16* rows, const __nv_bfloat16* heads, head_geometry g) {
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * VEC;
+  if (i >= int64_t{g.B} * g.T * g.row_width()) return;
+  const int64_t row = i / g.row_width(), col = i % g.row_width();
+  const int b = static_cast<int>(row / g.T), t = static_cast<int>(row % g.T);
+  auto at = [&](int part, int h, int64_t d) {
+    return heads + part * g.per_part() + ((int64_t{b} * g.H + h) * g.T + t) * g.hd + d;
+  };
+  float sum[VEC];
+  if (col < g.q_width()) {
+    load<VEC>(sum, at(0, static_cast<int>(col / g.hd), col % g.hd));
+  } else {
+    const int part = 1 + static_cast<int>((col - g.q_width()) / g.kv_width());
+    const int64_t in_part = (col - g.q_width()) % g.kv_width();
+    const int group = g.H / g.KVH, first = static_cast<int>(in_part / g.hd) * group;
+    load<VEC>(sum, at(part, first, in_part % g.hd));
+    for (int h = first + 1; h < first + group; ++h) {
+      float v[VEC];
+      load<VEC>(v, at(part, h, in_part % g.hd));
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        sum[e] += v[e];
+    }
+  }
+  store<VEC>(rows + i, sum);
+}
+
+// Moves `parts` parts of the [B, T, ...] rows to or from head-major matrices (`heads` is
+// scratch from the pool; `rows` is the caller's and may be less aligned).
 absl::Status reorder(bool to_heads, __nv_bfloat16* heads, const void* rows, int parts,
                      const attention_shape& s, cudaStream_t st) {
-  const int64_t n = int64_t{s.batch} * s.seq * s.dim * parts;
+  const head_geometry g{s.batch, s.seq, s.heads, s.kv_head_count(), s.head_dim(), parts};
+  const int64_t n = to_heads ? g.per_part() * parts : int64_t{g.B} * g.T * g.row_width();
   auto* r = static_cast<__nv_bfloat16*>(const_cast<void*>(rows));
   const bool wide = aligned16(rows);
-  const int per_thread = wide ? 8 : 1;
-  const int grid = blocks_for(n / per_thread, 256);
+  const int grid = blocks_for(wide ? n / 8 : n, 256);
   if (wide && to_heads) {
-    reorder_heads<8, true><<<grid, 256, 0, st>>>(heads, r, parts, s.batch, s.seq, s.dim, s.heads);
+    rows_to_heads<8><<<grid, 256, 0, st>>>(heads, r, g);
   } else if (wide) {
-    reorder_heads<8, false><<<grid, 256, 0, st>>>(heads, r, parts, s.batch, s.seq, s.dim, s.heads);
+    heads_to_rows<8><<<grid, 256, 0, st>>>(r, heads, g);
   } else if (to_heads) {
-    reorder_heads<1, true><<<grid, 256, 0, st>>>(heads, r, parts, s.batch, s.seq, s.dim, s.heads);
+    rows_to_heads<1><<<grid, 256, 0, st>>>(heads, r, g);
   } else {
-    reorder_heads<1, false><<<grid, 256, 0, st>>>(heads, r, parts, s.batch, s.seq, s.dim, s.heads);
+    heads_to_rows<1><<<grid, 256, 0, st>>>(r, heads, g);
   }
   return TROUPE_CUDA_LAUNCH_STATUS();
 }
@@ -143,10 +203,10 @@ absl::Status check_shape(const attention_shape& s) {
     return absl::InvalidArgumentError(
         absl::StrCat("cuda attention: batch ", s.batch, " and seq ", s.seq, " must be positive"));
   }
-  if (s.kv_head_count() != s.heads) {
-    return absl::UnimplementedError(
-        absl::StrCat("cuda attention: ", s.kv_heads, " key/value heads for ", s.heads,
-                     " query heads: grouped-query attention runs on the CPU kernels only so far"));
+  if (s.heads < 1 || s.kv_head_count() < 1 || s.heads % s.kv_head_count() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda attention: ", s.kv_head_count(),
+                                                   " key/value heads must divide the ", s.heads,
+                                                   " query heads"));
   }
   if (s.heads < 1 || s.dim % s.heads != 0 || s.head_dim() % 8 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -221,7 +281,8 @@ absl::Status attention_forward(bf16* out, float* lse, const bf16* qkv, const att
   TROUPE_RETURN_IF_ERROR(check_shape(s));
   cudaStream_t st = to_stream(stream);
   const plan p(s, scores_limit, st);
-  const int64_t n_qkv = int64_t{s.batch} * s.seq * 3 * s.dim, n_out = n_qkv / 3;
+  // q, and k and v repeated for every query head: three [B, H, T, hd] matrices.
+  const int64_t n_out = int64_t{s.batch} * s.seq * s.dim, n_qkv = 3 * n_out;
   device_scratch mem(st);
   TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * heads, mem.take<__nv_bfloat16>(n_qkv));
   TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * out_heads, mem.take<__nv_bfloat16>(n_out));
@@ -246,7 +307,7 @@ absl::Status attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, c
   TROUPE_RETURN_IF_ERROR(check_shape(s));
   cudaStream_t st = to_stream(stream);
   const plan p(s, scores_limit, st);
-  const int64_t n_qkv = int64_t{s.batch} * s.seq * 3 * s.dim, n_out = n_qkv / 3;
+  const int64_t n_out = int64_t{s.batch} * s.seq * s.dim, n_qkv = 3 * n_out;
   const int64_t rows = int64_t{s.batch} * s.heads * s.seq;
   device_scratch mem(st);
   TROUPE_ASSIGN_OR_RETURN(__nv_bfloat16 * heads, mem.take<__nv_bfloat16>(n_qkv));

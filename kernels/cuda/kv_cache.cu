@@ -32,15 +32,16 @@ constexpr int max_head_dim = 256;
 constexpr int warps_per_block = 4;
 
 // One warp per (query row, head), with an online softmax over the keys; lane i holds elements
-// i, i + 32, ... of the head.
+// i, i + 32, ... of the head. Query head h reads key/value head h / (heads / kv_heads).
 __global__ void paged_attention_kernel(__nv_bfloat16* out, const __nv_bfloat16* q, int64_t q_stride,
                                        const __nv_bfloat16* keys, const __nv_bfloat16* values,
                                        const int32_t* block_tables, const int32_t* table_offsets,
                                        const int32_t* positions, int block_size, int width,
-                                       int rows, int heads) {
+                                       int rows, int heads, int kv_heads) {
   const int warp = blockIdx.x * warps_per_block + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp >= rows * heads) return;
-  const int row = warp / heads, head = warp % heads, head_dim = width / heads;
+  const int row = warp / heads, head = warp % heads, head_dim = width / kv_heads;
+  const int kv_head = head / (heads / kv_heads);
   const int per_lane = head_dim / 32;
   const int32_t* table = block_tables + table_offsets[row];
   const float scale = rsqrtf(static_cast<float>(head_dim));
@@ -52,7 +53,7 @@ __global__ void paged_attention_kernel(__nv_bfloat16* out, const __nv_bfloat16* 
   }
   float max_score = -INFINITY, sum = 0.0f;
   for (int64_t j = 0; j <= positions[row]; ++j) {
-    const int64_t at = slot(table, block_size, width, j) + head * head_dim;
+    const int64_t at = slot(table, block_size, width, j) + kv_head * head_dim;
     float dot = 0.0f;
     for (int i = 0; i < per_lane; ++i)
       dot += query[i] * __bfloat162float(keys[at + lane + 32 * i]);
@@ -64,7 +65,7 @@ __global__ void paged_attention_kernel(__nv_bfloat16* out, const __nv_bfloat16* 
       acc[i] = acc[i] * shrink + weight * __bfloat162float(values[at + lane + 32 * i]);
     max_score = new_max;
   }
-  __nv_bfloat16* orow = out + static_cast<int64_t>(row) * width + head * head_dim;
+  __nv_bfloat16* orow = out + static_cast<int64_t>(row) * heads * head_dim + head * head_dim;
   for (int i = 0; i < per_lane; ++i)
     orow[lane + 32 * i] = __float2bfloat16(acc[i] / sum);
 }
@@ -74,18 +75,22 @@ __global__ void paged_attention_kernel(__nv_bfloat16* out, const __nv_bfloat16* 
 absl::Status paged_attention(bf16* out, const bf16* q, int64_t q_stride, const bf16* keys,
                              const bf16* values, const int32_t* block_tables,
                              const int32_t* table_offsets, const int32_t* positions,
-                             const kv_layout& l, int rows, int heads, void* stream) {
-  if (heads < 1 || l.width % heads != 0 || (l.width / heads) % 32 != 0 ||
-      l.width / heads > max_head_dim) {
+                             const kv_layout& l, int rows, int heads, int kv_heads, void* stream) {
+  if (kv_heads < 1 || heads < 1 || heads % kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "paged_attention: head_dim ", heads > 0 ? l.width / heads : 0, " (width ", l.width, " / ",
-        heads, " heads) must be a multiple of 32, at most ", max_head_dim));
+        "paged_attention: ", kv_heads, " key/value heads must divide the ", heads, " query heads"));
+  }
+  if (l.width % kv_heads != 0 || (l.width / kv_heads) % 32 != 0 ||
+      l.width / kv_heads > max_head_dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "paged_attention: head_dim ", l.width / kv_heads, " (width ", l.width, " / ", kv_heads,
+        " key/value heads) must be a multiple of 32, at most ", max_head_dim));
   }
   if (rows == 0) return absl::OkStatus();
   paged_attention_kernel<<<blocks_for(int64_t{rows} * heads, warps_per_block), 32 * warps_per_block,
-                           0, to_stream(stream)>>>(dev(out), dev(q), q_stride, dev(keys),
-                                                   dev(values), block_tables, table_offsets,
-                                                   positions, l.block_size, l.width, rows, heads);
+                           0, to_stream(stream)>>>(
+      dev(out), dev(q), q_stride, dev(keys), dev(values), block_tables, table_offsets, positions,
+      l.block_size, l.width, rows, heads, kv_heads);
   return TROUPE_CUDA_LAUNCH_STATUS();
 }
 

@@ -46,6 +46,18 @@ absl::Status validate_decode_batch(const gpt_config& c, int cache_blocks, int bl
   return absl::OkStatus();
 }
 
+absl::Status cuda_decoder_runs(const gpt_config& config) {
+  const int head = config.head_size();
+  if (head % 32 != 0 || head > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the CUDA decoder's attention takes heads of a multiple of 32 values, at most "
+                     "256; this model's head size is ",
+                     head, " (dim ", config.dim, " / heads ", config.heads,
+                     "): serve it with device: cpu, or choose heads so that the size fits"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(const gpt_layout& layout,
                                                               const float* params, int max_tokens,
                                                               int cache_blocks, int block_size,
@@ -54,10 +66,6 @@ absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(const gpt_layout& 
   if (device < 0) {
     return std::make_unique<gpt_cpu_decoder>(layout, params, max_tokens, cache_blocks, block_size,
                                              pool);
-  }
-  if (layout.config().family != decoder_family::gpt2) {
-    return absl::UnimplementedError(
-        "the CUDA decoder runs GPT-2 only so far; run the Llama family with device: cpu");
   }
   return make_gpt_cuda_decoder(layout, params, max_tokens, cache_blocks, block_size, device);
 }

@@ -47,6 +47,11 @@ class gpt_decoder {
                                                  int block_size, int max_tokens,
                                                  std::span<const decode_request> requests);
 
+/// Whether the CUDA decoder runs a model of this shape (both families; heads of a multiple of
+/// 32 values, at most 256): INVALID_ARGUMENT naming the head size and what to do, else OK.
+/// Known without a device, so that `device: auto` can fall back on the CPU.
+[[nodiscard]] absl::Status cuda_decoder_runs(const gpt_config& config);
+
 /// A decoder of up to `max_tokens` new tokens per call for `layout` (a whole model) with weights
 /// `params` (host f32, laid out by `layout`): on the CPU when `device` < 0, reading `params` in
 /// place (they must outlive it), its batches split over `pool`'s threads (nullptr: the caller's

@@ -14,7 +14,10 @@
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/residual.hpp"
+#include "kernels/rmsnorm.hpp"
+#include "kernels/rope.hpp"
 #include "kernels/sampling.hpp"
+#include "kernels/swiglu.hpp"
 #include "runtime/tensor/cuda_device.hpp"
 #include "runtime/tensor/tensor.hpp"
 #include "tests/kernels/gradient_check.hpp"
@@ -79,6 +82,9 @@ class CudaKernels : public ::testing::Test {
   void check_layernorm(int rows, int dim);
   // The CUDA attention at shape `s`, with `limit` bytes of score scratch, against the CPU one.
   void check_attention(const attention_shape& s, int64_t limit, int shift);
+  // The CUDA RMSNorm forward and backward over `r`'s rows of a buffer of `size` values, against
+  // the CPU one on each token's rows; the values between rows are left alone.
+  void check_rmsnorm(const cuda::norm_rows& r, int64_t size);
 
   void* stream_ = nullptr;  // the default stream
 };
@@ -239,23 +245,30 @@ TEST_F(CudaKernels, GeluResidualAndEmbedding) {
 // Against the CPU's attention: two heads of 64 over 45 positions (not a multiple of 8: padded
 // score rows), then 64 over 200 with four heads, the first shape with the scores scratch too
 // small for more than one head at a time (a chunk per head), and with its rows one element off
-// 16-byte alignment (moved one value at a time).
+// 16-byte alignment (moved one value at a time); then grouped-query attention (four query heads
+// on two key/value heads, aligned and not) and multi-query attention (one).
 TEST_F(CudaKernels, AttentionForwardAndBackward) {
   struct attention_case {
     attention_shape s;
     int64_t limit = cuda::attention_scores_limit;
     int shift = 0;
   };
-  for (const auto& [s, limit, shift] : std::vector<attention_case>{
-           {{2, 45, 128, 2}}, {{2, 200, 256, 4}}, {{2, 45, 128, 2}, 1}, {{2, 45, 128, 2}, 1, 1}}) {
-    SCOPED_TRACE(::testing::Message() << "seq " << s.seq << ", heads " << s.heads << ", limit "
-                                      << limit << ", shift " << shift);
+  for (const auto& [s, limit, shift] : std::vector<attention_case>{{{2, 45, 128, 2}},
+                                                                   {{2, 200, 256, 4}},
+                                                                   {{2, 45, 128, 2}, 1},
+                                                                   {{2, 45, 128, 2}, 1, 1},
+                                                                   {{2, 45, 256, 4, 2}},
+                                                                   {{2, 45, 256, 4, 2}, 1, 1},
+                                                                   {{1, 70, 256, 4, 1}}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "seq " << s.seq << ", heads " << s.heads << "/" << s.kv_head_count()
+                 << ", limit " << limit << ", shift " << shift);
     check_attention(s, limit, shift);
   }
 }
 
 void CudaKernels::check_attention(const attention_shape& s, int64_t limit, int shift) {
-  const int64_t n_qkv = int64_t{s.batch} * s.seq * 3 * s.dim,
+  const int64_t n_qkv = int64_t{s.batch} * s.seq * s.row_width(),
                 n_out = int64_t{s.batch} * s.seq * s.dim;
   auto qkv = rounded(random_values(n_qkv, 1, -1, 1)), dout = rounded(random_values(n_out, 2));
   std::vector<float> out(n_out), probs(int64_t{s.batch} * s.heads * s.seq * s.seq), dqkv(n_qkv);
@@ -281,6 +294,145 @@ void CudaKernels::check_attention(const attention_shape& s, int64_t limit, int s
                                        o, d_lse.data<float>(), s, stream_, limit)
                   .ok());
   expect_close(unshifted(d_dqkv), dqkv, 2e-2, 3e-2, "attention dqkv");
+}
+
+// Plain rows (a width of several warps, and one not a multiple of 32), then Qwen 3's per-head
+// norm: four heads of 32 at the start of rows of 200 (the queries of a [q | k | v] row).
+TEST_F(CudaKernels, RmsnormForwardAndBackward) {
+  check_rmsnorm({.tokens = 37, .dim = 96}, 37 * 96);
+  check_rmsnorm({.tokens = 37, .dim = 1000}, 37 * 1000);
+  check_rmsnorm({.tokens = 6, .dim = 32, .per_token = 4, .stride = 200}, 6 * 200);
+}
+
+void CudaKernels::check_rmsnorm(const cuda::norm_rows& r, int64_t size) {
+  SCOPED_TRACE(::testing::Message() << r.tokens << " x " << r.per_token << " rows of " << r.dim
+                                    << ", stride " << r.token_stride());
+  auto in = rounded(random_values(size, 1, -2, 2)), w = rounded(random_values(r.dim, 2, 0.5, 1.5));
+  auto dout = rounded(random_values(size, 3)), din_start = rounded(random_values(size, 4));
+  std::vector<float> out = in, rstd(r.count()), din = din_start, dw(r.dim, 0.25f);
+  for (int64_t t = 0; t < r.tokens; ++t) {  // a token's rows are contiguous
+    const int64_t at = t * r.token_stride();
+    cpu::rmsnorm_forward(out.data() + at, rstd.data() + t * r.per_token, in.data() + at, w.data(),
+                         r.per_token, r.dim, 1e-6f);
+    cpu::rmsnorm_backward(din.data() + at, dw.data(), dout.data() + at, in.data() + at, w.data(),
+                          rstd.data() + t * r.per_token, r.per_token, r.dim);
+  }
+  auto d_in = upload_bf16(in), d_w = upload_bf16(w), d_dout = upload_bf16(dout),
+       d_out = upload_bf16(in), d_din = upload_bf16(din_start),
+       d_rstd = zeros(r.count(), dtype::f32), d_dw = upload(std::vector<float>(r.dim, 0.25f));
+  ASSERT_TRUE(cuda::rmsnorm_forward(d_out.data<bf16>(), d_rstd.data<float>(), d_in.data<bf16>(),
+                                    d_w.data<bf16>(), r, 1e-6f, stream_)
+                  .ok());
+  ASSERT_TRUE(cuda::rmsnorm_backward(d_din.data<bf16>(), d_dw.data<float>(), d_dout.data<bf16>(),
+                                     d_in.data<bf16>(), d_w.data<bf16>(), d_rstd.data<float>(), r,
+                                     stream_)
+                  .ok());
+  expect_close(download(d_out), out, 2e-2, 1e-2, "rmsnorm out");
+  expect_close(download(d_rstd), rstd, 1e-5, 1e-4, "rmsnorm rstd");
+  expect_close(download(d_din), din, 2e-2, 2e-2, "rmsnorm din");
+  expect_close(download(d_dw), dw, 1e-3, 1e-3, "rmsnorm dweight");
+  // In place, as the decoder norms its queries.
+  ASSERT_TRUE(cuda::rmsnorm_forward(d_in.data<bf16>(), nullptr, d_in.data<bf16>(), d_w.data<bf16>(),
+                                    r, 1e-6f, stream_)
+                  .ok());
+  expect_close(download(d_in), out, 2e-2, 1e-2, "rmsnorm in place");
+  EXPECT_EQ(
+      cuda::rmsnorm_forward(d_out.data<bf16>(), nullptr, d_in.data<bf16>(), d_w.data<bf16>(),
+                            {.tokens = 2, .dim = 32, .per_token = 4, .stride = 100}, 1e-6f, stream_)
+          .code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+// Three heads of 64 at the start of rows of 200, at scattered positions with Llama 3's base:
+// the device's angles equal the CPU's, the rotation matches, and backward turns it back.
+TEST_F(CudaKernels, RopeForwardAndBackward) {
+  const int rows = 9, heads = 3, head_dim = 64, stride = 200;
+  std::vector<int32_t> positions = {0, 1, 2, 7, 100, 1000, 4095, 33, 5};
+  std::vector<float> inv_freq(head_dim / 2);
+  for (int i = 0; i < head_dim / 2; ++i)
+    inv_freq[i] = static_cast<float>(1.0 / std::pow(500000.0, 2.0 * i / head_dim));
+  std::vector<float> cos(rows * head_dim / 2), sin(cos.size());
+  cpu::rope_angles(cos.data(), sin.data(), positions.data(), rows, head_dim, inv_freq.data());
+  auto x = rounded(random_values(rows * stride, 1));
+  std::vector<float> turned = x;
+  cpu::rope_forward(turned.data(), stride, rows, heads, head_dim, cos.data(), sin.data());
+  auto d_pos = upload(positions), d_freq = upload(inv_freq), d_x = upload_bf16(x);
+  auto d_cos = zeros(rows * head_dim / 2, dtype::f32),
+       d_sin = zeros(rows * head_dim / 2, dtype::f32);
+  ASSERT_TRUE(cuda::rope_angles(d_cos.data<float>(), d_sin.data<float>(), d_pos.data<int32_t>(),
+                                rows, head_dim, d_freq.data<float>(), stream_)
+                  .ok());
+  expect_close(download(d_cos), cos, 1e-6, 0, "cos");
+  expect_close(download(d_sin), sin, 1e-6, 0, "sin");
+  ASSERT_TRUE(cuda::rope_forward(d_x.data<bf16>(), stride, rows, heads, head_dim,
+                                 d_cos.data<float>(), d_sin.data<float>(), stream_)
+                  .ok());
+  expect_close(download(d_x), turned, 1e-2, 1e-2, "rope forward");
+  ASSERT_TRUE(cuda::rope_backward(d_x.data<bf16>(), stride, rows, heads, head_dim,
+                                  d_cos.data<float>(), d_sin.data<float>(), stream_)
+                  .ok());
+  expect_close(download(d_x), x, 2e-2, 2e-2, "rope backward undoes forward");
+}
+
+// Rows of [gate | up], in place in backward as a trainer would run it.
+TEST_F(CudaKernels, SwigluForwardAndBackward) {
+  const int rows = 7, width = 100;
+  auto gate_up = rounded(random_values(rows * 2 * width, 1, -4, 4));
+  auto dout = rounded(random_values(rows * width, 2));
+  std::vector<float> out(rows * width), dgate_up(rows * 2 * width);
+  for (int r = 0; r < rows; ++r) {
+    const float* g = gate_up.data() + r * 2 * width;
+    cpu::swiglu_forward(out.data() + r * width, g, g + width, width);
+    float* d = dgate_up.data() + r * 2 * width;
+    cpu::swiglu_backward(d, d + width, g, g + width, dout.data() + r * width, width);
+  }
+  auto d_gate_up = upload_bf16(gate_up), d_dout = upload_bf16(dout),
+       d_out = zeros(rows * width, dtype::bf16);
+  ASSERT_TRUE(
+      cuda::swiglu_forward(d_out.data<bf16>(), d_gate_up.data<bf16>(), rows, width, stream_).ok());
+  expect_close(download(d_out), out, 1e-2, 1e-2, "swiglu");
+  ASSERT_TRUE(cuda::swiglu_backward(d_gate_up.data<bf16>(), d_gate_up.data<bf16>(),
+                                    d_dout.data<bf16>(), rows, width, stream_)
+                  .ok());
+  expect_close(download(d_gate_up), dgate_up, 1e-2, 1e-2, "swiglu backward");
+}
+
+// Paged decoding with grouped-query attention: four query heads of 32 on two key/value heads,
+// two sequences in scattered blocks of 4, one with a chunk of two new rows and one with one,
+// against the CPU's cached attention over the same (bf16-rounded) cache; and the shapes it
+// refuses.
+TEST_F(CudaKernels, PagedAttentionWithGroupedQueries) {
+  const int heads = 4, kv_heads = 2, head_dim = 32, Q = heads * head_dim;
+  const kv_layout l{4, kv_heads * head_dim};
+  const int blocks = 8;
+  auto keys = rounded(random_values(blocks * l.block_size * l.width, 1));
+  auto values = rounded(random_values(blocks * l.block_size * l.width, 2));
+  const std::vector<int32_t> tables = {5, 0, 3, /* b: */ 7, 2, 6};
+  const std::vector<int32_t> offsets = {0, 0, 3}, positions = {5, 6, 9};
+  const int rows = 3;
+  auto q = rounded(random_values(rows * Q, 3));
+  std::vector<float> want(rows * Q);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<const float*> k(positions[r] + 1), v(positions[r] + 1);
+    cpu::kv_rows(k.data(), keys.data(), tables.data() + offsets[r], l, positions[r] + 1);
+    cpu::kv_rows(v.data(), values.data(), tables.data() + offsets[r], l, positions[r] + 1);
+    cpu::cached_attention_forward(want.data() + r * Q, q.data() + r * Q, Q, k.data(), v.data(), 1,
+                                  positions[r], Q, heads, kv_heads);
+  }
+  auto d_keys = upload_bf16(keys), d_values = upload_bf16(values), d_q = upload_bf16(q),
+       d_tables = upload(tables), d_offsets = upload(offsets), d_positions = upload(positions),
+       d_out = zeros(rows * Q, dtype::bf16);
+  auto attend = [&](int h, int kvh, const kv_layout& layout) {
+    return cuda::paged_attention(d_out.data<bf16>(), d_q.data<bf16>(), Q, d_keys.data<bf16>(),
+                                 d_values.data<bf16>(), d_tables.data<int32_t>(),
+                                 d_offsets.data<int32_t>(), d_positions.data<int32_t>(), layout,
+                                 rows, h, kvh, stream_);
+  };
+  ASSERT_TRUE(attend(heads, kv_heads, l).ok());
+  expect_close(download(d_out), want, 1e-2, 2e-2, "paged attention");
+  EXPECT_EQ(attend(heads, 3, l).code(), absl::StatusCode::kInvalidArgument);  // 3 does not divide 4
+  EXPECT_EQ(attend(heads, kv_heads, {4, kv_heads * 16}).code(),
+            absl::StatusCode::kInvalidArgument);  // heads of 16
 }
 
 // Eight logits a load where the vocabulary is a multiple of 8 (1000), one at a time where not.

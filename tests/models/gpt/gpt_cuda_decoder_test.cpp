@@ -1,6 +1,7 @@
 // The CUDA decoder against the f32 CPU decoder from the same (bf16-rounded) weights, over the
-// same scrambled paged caches: prefill chunks and decode steps of three sequences in one batch.
-// CTest label `gpu`; skips without a CUDA device.
+// same scrambled paged caches: prefill chunks and decode steps of three sequences in one batch,
+// for GPT-2 and for the Llama family (grouped-query attention, Qwen 2's biases, Qwen 3's q/k
+// norms, an untied head). CTest label `gpu`; skips without a CUDA device.
 
 #include "models/gpt/gpt_cuda_decoder.hpp"
 
@@ -18,24 +19,44 @@
 namespace troupe::models {
 namespace {
 
-const gpt_config config{64, 40, 2, 64, 2};  // head_dim 32
+const gpt_config gpt2_config{64, 40, 2, 64, 2};  // head_dim 32
+
+// Two query heads of 32 on one key/value head, every Llama-family option on.
+gpt_config llama_config() {
+  gpt_config c{64, 40, 2, 64, 2};
+  c.family = decoder_family::llama;
+  c.kv_heads = 1;
+  c.ffn = 96;
+  c.qkv_bias = true;
+  c.qk_norm = true;
+  c.tied_embeddings = false;
+  c.norm_eps = 1e-6f;
+  return c;
+}
+
+class CudaDecoder : public ::testing::TestWithParam<gpt_config> {};
 
 // Request 1 repeats request 0's tokens through another, scattered block table: in the same
 // batch it must get request 0's logits bit for bit (the paging is exact; only the precision
 // differs from the CPU). Against the CPU each step's logits stay within 10% of that step's
 // largest logit: bf16 activations and cache through two layers of weights scaled by five
-// (measured on an H200, 2026-12-04: at most 5.5%, a difference of 0.44 on logits of 8).
+// (GPT-2, measured on an H200, 2026-12-04: at most 5.5%, a difference of 0.44 on logits of 8).
+// The weight matrices are scaled by five (GPT-2's norms and biases too).
 // The largest log-prob difference over the tokens a sampler may draw (CPU probability at least
 // 1%) is recorded as the property max_logprob_diff: what an RL rollout on the GPU reports
 // against the CPU policy (issue 16's sync invariant, bitwise on the CPU).
-TEST(GptCudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
+TEST_P(CudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
   auto devices = tensor::cuda_devices();
   if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
+  const gpt_config& config = GetParam();
   gpt_layout layout(config, layer_range::all(config));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 7);
-  for (auto& p : params)
-    p = static_cast<float>(tensor::bf16(p * 5));  // sharper distributions; exact in bf16
+  const bool gpt2 = config.family == decoder_family::gpt2;
+  for (const parameter_slot& slot : layout.slots()) {  // sharper distributions; exact in bf16
+    for (int64_t i = slot.offset; i < slot.offset + slot.numel; ++i)
+      params[i] = static_cast<float>(tensor::bf16(gpt2 || slot.decay ? params[i] * 5 : params[i]));
+  }
   auto cuda = make_gpt_cuda_decoder(layout, params.data(), 32, 16, 4, 0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   gpt_cpu_decoder cpu(layout, params.data(), 32, 16, 4);
@@ -49,7 +70,7 @@ TEST(GptCudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
                                        {a.data(), pos_a, 0, table_twin.data(), 5},
                                        {b.data(), pos_b, 0, table_b.data(), 3}};
   std::vector<float> want(3 * config.vocab), got(3 * config.vocab);
-  auto log_softmax = [](const float* logits) {
+  auto log_softmax = [&](const float* logits) {
     const float top = *std::max_element(logits, logits + config.vocab);
     double sum = 0;
     for (int v = 0; v < config.vocab; ++v)
@@ -100,9 +121,15 @@ TEST(GptCudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
 
 // set_weights uploads new weights: the decoder then computes what a fresh one on them does (the
 // RL rollout's weight swap).
+INSTANTIATE_TEST_SUITE_P(Families, CudaDecoder, ::testing::Values(gpt2_config, llama_config()),
+                         [](const auto& info) {
+                           return info.param.family == decoder_family::gpt2 ? "Gpt2" : "Llama";
+                         });
+
 TEST(GptCudaDecoder, NewWeightsReplaceTheOldOnes) {
   auto devices = tensor::cuda_devices();
   if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
+  const gpt_config& config = gpt2_config;
   gpt_layout layout(config, layer_range::all(config));
   std::vector<float> old_params(layout.total()), new_params(layout.total());
   layout.initialize(old_params.data(), 7);

@@ -26,5 +26,24 @@ TEST(GptDecoder, MakesTheCpuDecoderAndRefusesADeviceThatCannotBeUsed) {
       << missing.status();
 }
 
+// Both families on CUDA, but only heads the CUDA attention takes (multiples of 32, up to 256):
+// the refusal names the head size and the way out, known without a device (serve's `device:
+// auto` falls back on the CPU by it).
+TEST(GptDecoder, KnowsWhichShapesTheCudaDecoderRuns) {
+  gpt_config llama{64, 40, 2, 64, 2};
+  llama.family = decoder_family::llama;
+  llama.kv_heads = 1;
+  EXPECT_TRUE(cuda_decoder_runs(decoder_model).ok());
+  EXPECT_TRUE(cuda_decoder_runs(llama).ok());
+  llama.heads = 4;  // heads of 16
+  const absl::Status refused = cuda_decoder_runs(llama);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("head size is 16"), std::string::npos) << refused;
+  EXPECT_NE(refused.message().find("device: cpu"), std::string::npos) << refused;
+  llama.heads = 1;
+  llama.head_dim = 512;
+  EXPECT_EQ(cuda_decoder_runs(llama).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace troupe::models
