@@ -59,12 +59,67 @@ bool batch_scheduler::plan_chunk(uint64_t id, int& budget, std::vector<batch_chu
     return true;
   }
   const int known = static_cast<int>(s.tokens.size());
+  const bool admitted = s.blocks.empty() && options_.prefix_caching;
+  const int hit = admitted ? take_cached_prefix(s) : 0;
   const int take = std::min(known - s.computed, budget);
-  if (take <= 0) return true;
-  if (!blocks_.reserve(s.blocks, s.computed + take)) return false;
+  if (take <= 0 || !blocks_.reserve(s.blocks, s.computed + take)) {
+    if (admitted) {  // it waits without holding its prefix's blocks
+      blocks_.release(s.blocks);
+      s.computed = s.cached = 0;
+    }
+    return take <= 0;  // false: no blocks
+  }
+  if (admitted) {
+    prefix_cache_queries_ += known;
+    prefix_cache_hits_ += hit;
+  }
   batch.push_back({id, s.computed, take, s.computed + take == known});
   budget -= take;
+  if (options_.prefix_caching) note_in_flight(s, batch.back());
   return true;
+}
+
+bool batch_scheduler::prefix_in_flight(sequence& s) {
+  if (!options_.prefix_caching || in_flight_.empty()) return false;
+  if (!s.chain.empty() && s.chain.front() != salt_) s.chain.clear();
+  blocks_.extend_hashes(s.chain, s.tokens, salt_);
+  return std::any_of(s.chain.begin() + 1, s.chain.end(),
+                     [this](uint64_t h) { return in_flight_.contains(h); });
+}
+
+void batch_scheduler::note_in_flight(sequence& s, const batch_chunk& chunk) {
+  if (s.ended) return;
+  blocks_.extend_hashes(s.chain, s.tokens, salt_);
+  const int bs = blocks_.block_size();
+  const int last = std::min<int>((chunk.first_position + chunk.count) / bs,
+                                 static_cast<int>(s.chain.size()) - 1);
+  for (int b = chunk.first_position / bs; b < last; ++b)
+    in_flight_.insert(s.chain[b + 1]);
+}
+
+int batch_scheduler::take_cached_prefix(sequence& s) {
+  if (!s.chain.empty() && s.chain.front() != salt_) s.chain.clear();  // hashed under old weights
+  blocks_.extend_hashes(s.chain, s.tokens, salt_);
+  // Short of the last token: its logits are what the sequence needs next.
+  const int most = (static_cast<int>(s.tokens.size()) - 1) / blocks_.block_size();
+  const int shared = blocks_.share_cached(s.blocks, s.chain, s.tokens, most);
+  s.cached = shared;
+  s.computed = shared * blocks_.block_size();
+  return s.computed;
+}
+
+void batch_scheduler::cache_computed(sequence& s) {
+  if (!options_.prefix_caching || s.ended) return;
+  const std::span<const int32_t> computed(s.tokens.data(), s.computed);
+  blocks_.extend_hashes(s.chain, computed, salt_);
+  const int full = s.computed / blocks_.block_size();
+  if (full > s.cached) blocks_.cache(s.blocks, s.chain, computed, s.cached, full);
+  s.cached = std::max(s.cached, full);
+}
+
+void batch_scheduler::new_weights(uint64_t version) {
+  salt_ = version;
+  blocks_.forget_cached();
 }
 
 uint64_t batch_scheduler::preempt_newest(std::vector<batch_chunk>& batch) {
@@ -75,7 +130,8 @@ uint64_t batch_scheduler::preempt_newest(std::vector<batch_chunk>& batch) {
   running_.erase(std::next(newest).base());
   sequence& s = sequences_.at(id);
   blocks_.release(s.blocks);
-  s.computed = 0;  // recomputed from its tokens when readmitted
+  s.computed = 0;  // recomputed from its tokens (or its cached prefix) when readmitted
+  s.cached = 0;
   waiting_.push_front(id);
   ++preemptions_;
   std::erase_if(batch, [id](const batch_chunk& c) { return c.id == id; });
@@ -84,6 +140,7 @@ uint64_t batch_scheduler::preempt_newest(std::vector<batch_chunk>& batch) {
 
 std::vector<batch_chunk> batch_scheduler::schedule() {
   std::vector<batch_chunk> batch;
+  in_flight_.clear();
   int budget = options_.max_batch_tokens;
   const bool admit_into_running = options_.continuous;
   if (!options_.continuous) end_static_batch();
@@ -113,6 +170,7 @@ std::vector<batch_chunk> batch_scheduler::schedule() {
   while (admit_into_running && budget > 0 && !waiting_.empty() &&
          static_cast<int>(running_.size()) < options_.max_sequences) {
     const uint64_t id = waiting_.front();
+    if (prefix_in_flight(sequences_.at(id))) break;  // shares it at the next iteration
     if (!plan_chunk(id, budget, batch)) break;  // it waits for blocks; nobody is preempted for it
     waiting_.pop_front();
     running_.push_back(id);
@@ -125,6 +183,7 @@ void batch_scheduler::computed(const std::vector<batch_chunk>& batch) {
     auto it = sequences_.find(c.id);
     if (it != sequences_.end()) {
       it->second.computed = std::max(it->second.computed, c.first_position + c.count);
+      cache_computed(it->second);
     }
   }
 }

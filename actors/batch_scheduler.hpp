@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "actors/kv_block_pool.hpp"
@@ -31,6 +32,10 @@ struct scheduler_options {
   /// The bytes each token stands for, which stop strings are matched on; null: troupe's byte
   /// vocabulary, where token t is the byte t.
   std::shared_ptr<const std::vector<std::string>> token_text;
+  /// Automatic prefix caching (vLLM's `enable_prefix_caching`): a sequence starts from the
+  /// cached full blocks of its longest cached prefix (kv_block_pool), short of its last token,
+  /// whose logits it needs.
+  bool prefix_caching = true;
 };
 
 /// Part of one iteration's batch: positions [first_position, first_position + count) of a
@@ -53,7 +58,10 @@ struct batch_chunk {
 /// block when none is free preempts the newest running sequence (possibly itself): its blocks are
 /// freed and it waits at the front, to be recomputed from its tokens when it is readmitted.
 /// Sampling is seeded by (seed, output index), so a recomputed sequence continues exactly as it
-/// would have.
+/// would have. With prefix caching, every full block a sequence computes is cached under its
+/// hash chain (salted with the weights version) and a sequence admitted (or readmitted) skips
+/// the positions its cached prefix holds; a waiting sequence whose prefix another sequence is
+/// computing in this iteration is admitted at the next, when it can share it.
 class batch_scheduler {
  public:
   batch_scheduler(scheduler_options options, kv_block_pool& blocks);
@@ -90,6 +98,13 @@ class batch_scheduler {
   /// Sequences in the batch (with static batching, the ended ones that still hold their rows).
   [[nodiscard]] size_t running() const { return running_.size(); }
   [[nodiscard]] uint64_t preemptions() const { return preemptions_; }
+  /// Prefix caching's counters (vLLM's): prompt tokens looked up at admission, and those found
+  /// cached.
+  [[nodiscard]] uint64_t prefix_cache_queries() const { return prefix_cache_queries_; }
+  [[nodiscard]] uint64_t prefix_cache_hits() const { return prefix_cache_hits_; }
+  /// New weights (version `version`): the cached blocks are forgotten and new ones are salted
+  /// with the version. Only between generations (the engine swaps when idle).
+  void new_weights(uint64_t version);
 
  private:
   struct sequence {
@@ -104,10 +119,22 @@ class batch_scheduler {
     std::vector<size_t> text_ends;  // where each output token's bytes end in `text`
     int released = 0;               // output tokens already handed out
     bool ended = false;             // static batching: its row runs on padding until the batch ends
+    std::vector<uint64_t> chain;    // prefix caching: the salt, then its full blocks' hashes
+    int cached = 0;                 // its blocks registered in the prefix cache
   };
 
   // Adds the next chunk of `id` to `batch` within `budget`; false when it could not get blocks.
   bool plan_chunk(uint64_t id, int& budget, std::vector<batch_chunk>& batch);
+  // A sequence with no blocks takes its cached prefix's; returns how many positions it holds.
+  int take_cached_prefix(sequence& s);
+  // Whether a block of s's prompt is being computed by a chunk of this iteration's batch: it is
+  // admitted at the next one, to share it (GRPO's samples of one prompt, a shared system
+  // prompt arriving in a burst), rather than compute it again.
+  bool prefix_in_flight(sequence& s);
+  // Notes the full blocks `chunk` completes as in flight.
+  void note_in_flight(sequence& s, const batch_chunk& chunk);
+  // Registers the full blocks of `s` computed since the last call.
+  void cache_computed(sequence& s);
   // Frees the blocks of the newest running sequence and puts it back in front of the queue;
   // drops its chunk from `batch`. Returns its id.
   uint64_t preempt_newest(std::vector<batch_chunk>& batch);
@@ -129,6 +156,9 @@ class batch_scheduler {
   std::deque<uint64_t> waiting_;
   std::vector<uint64_t> running_;  // oldest first
   uint64_t preemptions_ = 0;
+  uint64_t prefix_cache_queries_ = 0, prefix_cache_hits_ = 0;
+  uint64_t salt_ = 0;                        // the weights version
+  absl::flat_hash_set<uint64_t> in_flight_;  // hashes of blocks this iteration's batch completes
 };
 
 }  // namespace troupe::actors

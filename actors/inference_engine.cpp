@@ -66,6 +66,7 @@ absl::Status inference_engine::swap_weights(const float* params, uint64_t versio
   }
   TROUPE_RETURN_IF_ERROR(decoder_->set_weights(params));
   weights_version_ = version;
+  scheduler_.new_weights(version);  // the cached prefixes' keys and values are the old weights'
   return absl::OkStatus();
 }
 

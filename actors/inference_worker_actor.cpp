@@ -52,6 +52,8 @@ struct worker_state {
   std::unique_ptr<comm::communicator> sync_group;  // formed at the first (sync)
   std::array<tensor::tensor, 2> weights;           // this worker's own, once synced
   int live = -1;  // the one of `weights` the engine runs on; -1: the model it was spawned with
+  // The scheduler's prefix-cache counters at the last report (a report carries the change).
+  uint64_t prefix_queries_reported = 0, prefix_hits_reported = 0;
   std::optional<pending_swap> swap;
   std::deque<held_request> held;
 };
@@ -69,8 +71,15 @@ void answer_poll(worker_self self) {
   const kv_block_pool& blocks = st.engine->blocks();
   st.report.kv_blocks_used = blocks.used_blocks();
   st.report.kv_blocks_total = blocks.total();
-  st.report.waiting = static_cast<int32_t>(st.engine->scheduler().waiting());
-  st.report.running = static_cast<int32_t>(st.engine->scheduler().running());
+  const batch_scheduler& scheduler = st.engine->scheduler();
+  st.report.waiting = static_cast<int32_t>(scheduler.waiting());
+  st.report.running = static_cast<int32_t>(scheduler.running());
+  st.report.prefix_cache_queries = static_cast<int32_t>(
+      scheduler.prefix_cache_queries() -
+      std::exchange(st.prefix_queries_reported, scheduler.prefix_cache_queries()));
+  st.report.prefix_cache_hits =
+      static_cast<int32_t>(scheduler.prefix_cache_hits() -
+                           std::exchange(st.prefix_hits_reported, scheduler.prefix_cache_hits()));
   st.poll.deliver(std::exchange(st.report, {}));
 }
 

@@ -35,14 +35,32 @@ std::optional<std::string> request_router::least_loaded() const {
   return best;
 }
 
+std::optional<std::string> request_router::choose(const generation_request& request) const {
+  std::optional<std::string> best = least_loaded();
+  if (!best || options_.prefix_block_size <= 0) return best;
+  const int64_t least = load(*best);
+  int best_match = affinity_.matched(*best, request.prompt);
+  for (const auto& [name, running] : workers_) {
+    if (static_cast<int>(running.size()) >= options_.max_per_worker) continue;
+    if (draining_.count(name) > 0) continue;
+    const int match = affinity_.matched(name, request.prompt);
+    if (match > best_match && load(name) - least <= match) {
+      best = name;
+      best_match = match;
+    }
+  }
+  return best;
+}
+
 std::vector<request_router::command> request_router::drain() {
   std::vector<command> out;
   while (!queue_.empty()) {
-    const auto worker = least_loaded();
+    const auto worker = choose(requests_.at(queue_.front()).request);
     if (!worker) break;
     const uint64_t id = queue_.front();
     queue_.pop_front();
     tracked& t = requests_.at(id);
+    if (options_.prefix_block_size > 0) affinity_.routed(*worker, t.request.prompt);
     t.worker = *worker;
     workers_[*worker][id] = true;
     placed_[id] = *worker;
@@ -117,6 +135,7 @@ std::vector<request_router::command> request_router::remove_worker(const std::st
   }
   workers_.erase(it);
   draining_.erase(worker);
+  affinity_.forget(worker);
   return drain();
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "actors/batch_scheduler.hpp"
+#include "actors/prefix_affinity.hpp"
 
 namespace troupe::actors {
 
@@ -26,11 +28,17 @@ namespace troupe::actors {
 ///   the stream continues without a repeat or a gap.
 /// - A client that goes away cancels its request wherever it is.
 /// - A draining worker (autoscaling takes it away) gets no new requests; those it runs finish.
+/// - With prefix caching on the workers (`prefix_block_size` > 0), a request goes instead to the
+///   worker that was sent the longest prefix of its prompt (cache-aware routing, as SGLang's
+///   router does; prefix_affinity), unless that worker's outstanding tokens exceed the least
+///   loaded one's by more than the prefix would save.
 class request_router {
  public:
   struct options {
     int max_queue = 256;
     int max_per_worker = 64;
+    int prefix_block_size = 0;  ///< the workers' KV block size with prefix caching; 0: off
+    int prefix_blocks = 512;    ///< blocks remembered per worker (its KV cache's)
   };
 
   /// Start `request` on `worker`.
@@ -49,7 +57,8 @@ class request_router {
   };
   using command = std::variant<dispatch, cancel_on, deliver>;
 
-  explicit request_router(options o) : options_(o) {}
+  explicit request_router(options o)
+      : options_(o), affinity_(std::max(1, o.prefix_block_size), o.prefix_blocks) {}
 
   /// Accepts a request (dispatched or queued), or refuses it: RESOURCE_EXHAUSTED when the queue
   /// is full, ALREADY_EXISTS for an id in use.
@@ -88,6 +97,8 @@ class request_router {
   // Dispatches queued requests while some worker has room.
   std::vector<command> drain();
   std::optional<std::string> least_loaded() const;
+  // The worker for `request`: the least loaded, or one holding more of its prefix (above).
+  std::optional<std::string> choose(const generation_request& request) const;
 
   options options_;
   std::map<uint64_t, tracked> requests_;
@@ -96,6 +107,7 @@ class request_router {
   std::map<uint64_t, std::string> placed_;
   std::set<std::string> draining_;
   uint64_t replays_ = 0;
+  prefix_affinity affinity_;
 };
 
 }  // namespace troupe::actors

@@ -319,7 +319,10 @@ absl::StatusOr<caf::actor> spawn_serve_router(actor::role_context& ctx,
         st.events = events;
         st.metrics = std::make_shared<serve_metrics>(*registry);
         st.logic = std::make_unique<request_router>(request_router::options{
-            .max_queue = options.max_queue, .max_per_worker = options.max_per_worker});
+            .max_queue = options.max_queue,
+            .max_per_worker = options.max_per_worker,
+            .prefix_block_size = options.engine.prefix_caching ? options.engine.block_size : 0,
+            .prefix_blocks = options.engine.kv_blocks});
         self->set_down_handler([self](caf::down_msg& down) {
           auto it = self->state.names.find(down.source);
           if (it != self->state.names.end()) {

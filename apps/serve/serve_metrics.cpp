@@ -29,9 +29,14 @@ serve_metrics::serve_metrics(metrics::registry& registry)
           registry_.get_gauge("troupe_serve_kv_blocks_capacity", "KV cache blocks, all workers.")),
       running_(registry_.get_gauge("troupe_serve_running_sequences",
                                    "Sequences in the workers' batches.")),
-      replays_(
-          registry_.get_counter("troupe_serve_replays_total",
-                                "Requests replayed on another worker after theirs was lost.")) {}
+      replays_(registry_.get_counter("troupe_serve_replays_total",
+                                     "Requests replayed on another worker after theirs was lost.")),
+      prefix_cache_queries_(registry_.get_counter(
+          "troupe_serve_prefix_cache_queries_total",
+          "Prompt tokens looked up in the workers' prefix caches (vLLM's prefix_cache_queries).")),
+      prefix_cache_hits_(registry_.get_counter(
+          "troupe_serve_prefix_cache_hits_total",
+          "Prompt tokens found in the workers' prefix caches (vLLM's prefix_cache_hits).")) {}
 
 void serve_metrics::autoscale_state(int target, size_t draining) {
   registry_
@@ -79,6 +84,8 @@ void serve_metrics::router_state(size_t queued, size_t in_flight, size_t workers
 void serve_metrics::worker_state(const std::string& worker, const actor::worker_report& report) {
   for (int32_t n : report.batch_sizes)
     batch_size_.observe(n);
+  prefix_cache_queries_.inc(report.prefix_cache_queries);
+  prefix_cache_hits_.inc(report.prefix_cache_hits);
   std::lock_guard lock(mu_);
   actor::worker_report& kept = workers_state_[worker];
   kept.kv_blocks_used = report.kv_blocks_used;

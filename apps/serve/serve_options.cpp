@@ -1,6 +1,7 @@
 #include "apps/serve/serve_options.hpp"
 
 #include "absl/strings/str_cat.h"
+#include "models/gpt/gpt_decoder.hpp"
 #include "models/gpt/gpt_source.hpp"
 #include "models/hf/hf_config.hpp"
 #include "models/hf/hf_weights.hpp"
@@ -21,7 +22,7 @@ config::object_schema<engine_spec> engine_schema() {
       .one_of({"auto", "cpu", "cuda"})
       .help(
           "where the model runs: cpu, cuda (device 0), or auto (cuda when a GPU is visible and "
-          "the model is a GPT-2; the Llama family runs on the CPU so far)");
+          "the CUDA decoder takes the model's heads: a multiple of 32 values, at most 256)");
   s.add("max_batch_tokens", &engine_spec::max_batch_tokens)
       .range(1, 1 << 20)
       .help("tokens per iteration, prefill chunks and decode steps together");
@@ -33,6 +34,10 @@ config::object_schema<engine_spec> engine_schema() {
   s.add("threads", &engine_spec::threads)
       .range(1, 1024)
       .help("CPU threads each iteration's batch is split over");
+  s.add("prefix_caching", &engine_spec::prefix_caching)
+      .help(
+          "keep full KV blocks after their requests end and share them with later requests "
+          "that start with the same tokens (vLLM's automatic prefix caching)");
   return s;
 }
 
@@ -145,15 +150,16 @@ actors::inference_engine::options engine_options(const actors::served_model& mod
   o.scheduler.max_batch_tokens = options.engine.max_batch_tokens;
   o.scheduler.max_sequences = options.engine.max_sequences;
   o.scheduler.continuous = options.engine.batching == "continuous";
+  o.scheduler.prefix_caching = options.engine.prefix_caching;
   o.kv_blocks = options.engine.kv_blocks;
   o.block_size = options.engine.block_size;
   o.threads = options.engine.threads;
   if (options.engine.device == "cuda") {
     o.device = 0;
   } else if (options.engine.device == "auto") {
-    // The CUDA decoder runs the GPT-2 family so far: the Llama family is served on the CPU.
+    // A model whose heads the CUDA attention does not take is served on the CPU.
     const auto gpus = tensor::cuda_devices();
-    const bool cuda_runs_it = model.layout->config().family == models::decoder_family::gpt2;
+    const bool cuda_runs_it = models::cuda_decoder_runs(model.layout->config()).ok();
     o.device = cuda_runs_it && gpus.ok() && !gpus->empty() ? 0 : -1;
   }
   return o;

@@ -25,6 +25,7 @@ struct engine_spec {
   int block_size = 16;
   std::string device = "auto";  ///< "cpu", "cuda" (device 0), or "auto": CUDA when a GPU is seen
   int threads = 1;              ///< CPU threads per worker's engine
+  bool prefix_caching = true;   ///< vLLM's automatic prefix caching
 };
 
 /// `serve.tls`: HTTPS with this PEM certificate chain and private key (both, or neither).

@@ -298,6 +298,9 @@ struct worker_report {
   int32_t kv_blocks_total = 0;
   int32_t waiting = 0;  ///< requests not yet admitted (or preempted)
   int32_t running = 0;  ///< sequences in the batch
+  /// Prompt tokens looked up in the prefix cache since the last poll, and those found there.
+  int32_t prefix_cache_queries = 0;
+  int32_t prefix_cache_hits = 0;
   /// Sequences in each iteration since the last poll, oldest first (the latest 256 at most).
   std::vector<int32_t> batch_sizes;
 };

@@ -230,7 +230,9 @@ constexpr std::pair<const char*, int32_t actor::worker_report::*> report_counts[
     {"kv_blocks_used", &actor::worker_report::kv_blocks_used},
     {"kv_blocks_total", &actor::worker_report::kv_blocks_total},
     {"waiting", &actor::worker_report::waiting},
-    {"running", &actor::worker_report::running}};
+    {"running", &actor::worker_report::running},
+    {"prefix_cache_queries", &actor::worker_report::prefix_cache_queries},
+    {"prefix_cache_hits", &actor::worker_report::prefix_cache_hits}};
 
 }  // namespace
 
@@ -692,7 +694,7 @@ absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::objec
 }
 
 void pack_worker_report(packer& pk, const actor::worker_report& x) {
-  pk.pack_map(6);
+  pk.pack_map(2 + std::size(report_counts));
   pk.pack("events");
   pack_events(pk, x.events);
   for (const auto& [name, member] : report_counts) {

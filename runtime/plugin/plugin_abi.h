@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#define TROUPE_PLUGIN_ABI_VERSION 1u
+#define TROUPE_PLUGIN_ABI_VERSION 2u
 
 /* The name of the entry point the loader looks up. */
 #define TROUPE_PLUGIN_ENTRY_SYMBOL "troupe_plugin_entry"

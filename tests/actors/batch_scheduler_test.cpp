@@ -62,6 +62,99 @@ TEST(KvBlockPool, TheLowestFreeBlocksGoOutFirst) {
   EXPECT_EQ(a, (std::vector<int32_t>{2, 3, 5}));
 }
 
+// A full block is cached under its hash chain when computed, kept when released, and shared by
+// a sequence with the same tokens; it is evicted, least recently released first, only when no
+// uncached block is free; a hash whose block holds other tokens (a collision) is not a hit.
+TEST(KvBlockPool, CachesFullBlocksAndEvictsTheLeastRecentlyReleased) {
+  kv_block_pool pool(4, 2);
+  const std::vector<int32_t> tokens = {1, 2, 3, 4, 5};
+  std::vector<uint64_t> chain;
+  pool.extend_hashes(chain, tokens, 7);
+  ASSERT_EQ(chain.size(), 3u);  // the salt and two full blocks
+  EXPECT_EQ(chain[0], 7u);
+  std::vector<int32_t> a, b;
+  ASSERT_TRUE(pool.reserve(a, 5));  // blocks 0, 1, 2
+  pool.cache(a, chain, tokens, 0, 2);
+  EXPECT_EQ(pool.cached_blocks(), 2);
+  EXPECT_EQ(pool.share_cached(b, chain, tokens, 2), 2);
+  EXPECT_EQ(b, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(pool.used_blocks(), 3);  // shared, not copied
+  pool.release(a);
+  pool.release(b);
+  EXPECT_EQ(pool.free_blocks(), 4);  // free, and still cached
+  EXPECT_EQ(pool.cached_blocks(), 2);
+
+  // Another salt (other weights) or other tokens under the same hashes: no hit.
+  std::vector<uint64_t> salted;
+  pool.extend_hashes(salted, tokens, 8);
+  EXPECT_EQ(pool.share_cached(b, salted, tokens, 2), 0);
+  const std::vector<int32_t> other = {1, 2, 9, 9};
+  EXPECT_EQ(pool.share_cached(b, chain, other, 2), 1) << "the second block's tokens differ";
+  pool.release(b);
+
+  // Uncached blocks go out first (2, 3), then the cached ones, least recently released first:
+  // block 0 went back last above, so block 1 is evicted before it.
+  ASSERT_TRUE(pool.reserve(a, 6));
+  EXPECT_EQ(a, (std::vector<int32_t>{2, 3, 1}));
+  EXPECT_EQ(pool.cached_blocks(), 1);
+  EXPECT_EQ(pool.share_cached(b, chain, tokens, 2), 1);
+  pool.release(b);
+  pool.forget_cached();
+  EXPECT_EQ(pool.cached_blocks(), 0);
+  EXPECT_EQ(pool.share_cached(b, chain, tokens, 2), 0);
+  pool.release(a);
+  EXPECT_EQ(pool.free_blocks(), 4);
+}
+
+// A request whose prompt another one computed starts after the cached blocks (short of its last
+// token, whose logits it needs); two arriving together share too: the second waits one
+// iteration for the first's blocks. New weights forget the cache.
+TEST(BatchScheduler, ARepeatedPromptStartsFromItsCachedPrefix) {
+  kv_block_pool pool(16, 4);
+  batch_scheduler s({.ctx = 64, .max_batch_tokens = 64}, pool);
+  ASSERT_TRUE(s.add(scheduler_request(1, 10, 1)).ok());
+  std::vector<batch_chunk> batch;
+  run(s, batch);  // computes positions 0..9: blocks 0 and 1 full
+  EXPECT_EQ(s.prefix_cache_queries(), 10u);
+  EXPECT_EQ(s.prefix_cache_hits(), 0u);
+  EXPECT_EQ(pool.cached_blocks(), 2);
+  EXPECT_EQ(pool.used_blocks(), 0);  // request 1 ended
+
+  ASSERT_TRUE(s.add(scheduler_request(2, 10, 1)).ok());
+  run(s, batch);
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].first_position, 8);  // two cached blocks
+  EXPECT_EQ(batch[0].count, 2);
+  EXPECT_EQ(s.prefix_cache_hits(), 8u);
+
+  ASSERT_TRUE(s.add(scheduler_request(3, 8, 1)).ok());  // all cached: its last block is not
+  run(s, batch);
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].first_position, 4);
+  EXPECT_EQ(batch[0].count, 4);
+
+  s.new_weights(1);
+  EXPECT_EQ(pool.cached_blocks(), 0);
+  ASSERT_TRUE(s.add(scheduler_request(4, 10, 1)).ok());
+  ASSERT_TRUE(s.add(scheduler_request(5, 10, 1)).ok());
+  run(s, batch);
+  ASSERT_EQ(batch.size(), 1u) << "request 5 waits for request 4's blocks";
+  EXPECT_EQ(batch[0].first_position, 0);
+  run(s, batch);
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].id, 5u);
+  EXPECT_EQ(batch[0].first_position, 8);
+
+  kv_block_pool plain_pool(16, 4);
+  batch_scheduler plain({.ctx = 64, .max_batch_tokens = 64, .prefix_caching = false}, plain_pool);
+  ASSERT_TRUE(plain.add(scheduler_request(1, 10, 1)).ok());
+  ASSERT_TRUE(plain.add(scheduler_request(2, 10, 1)).ok());
+  run(plain, batch);
+  EXPECT_EQ(batch.size(), 2u);
+  EXPECT_EQ(plain_pool.cached_blocks(), 0);
+  EXPECT_EQ(plain.prefix_cache_queries(), 0u);
+}
+
 TEST(BatchScheduler, NewRequestsJoinAtTheNextIteration) {
   kv_block_pool pool(64, 16);
   batch_scheduler s({.ctx = 128, .max_batch_tokens = 64}, pool);

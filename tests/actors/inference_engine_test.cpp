@@ -72,6 +72,58 @@ TEST_F(InferenceEngineTest, OutputsDoNotDependOnBatchingOrPreemption) {
   EXPECT_GT(preemptions, 0u);
 }
 
+// Prefix caching changes what is computed, never what comes out: requests sharing a 40-token
+// system prompt (and one repeating another's whole prompt), in a burst and then again, give the
+// same tokens and bit-identical log-probs with the cache as without, with a roomy cache and with
+// one so small that blocks are evicted and sequences preempted.
+TEST_F(InferenceEngineTest, PrefixCachingChangesNothingButTheWork) {
+  struct output {
+    std::vector<int32_t> tokens;
+    std::vector<float> logprobs;
+    bool operator==(const output&) const = default;
+  };
+  const auto serve = [&](bool caching, int kv_blocks, uint64_t* hits = nullptr) {
+    inference_engine::options o{
+        .scheduler = {.ctx = 64, .max_batch_tokens = 48}, .kv_blocks = kv_blocks, .block_size = 8};
+    o.scheduler.prefix_caching = caching;
+    auto engine = *inference_engine::create(layout_, params_.data(), o);
+    std::map<uint64_t, output> out;
+    for (int wave = 0; wave < 2; ++wave) {
+      for (uint64_t i = 1; i <= 4; ++i) {
+        generation_request r;
+        r.id = wave * 10 + i;
+        for (int t = 0; t < 40; ++t)
+          r.prompt.push_back(static_cast<int32_t>('A' + t % 23));
+        for (uint64_t t = 0; t < (i == 4 ? 1 : i); ++t)  // 4 repeats 1's prompt
+          r.prompt.push_back(static_cast<int32_t>('a' + t));
+        r.temperature = i % 2 == 0 ? 0.0f : 0.8f;
+        r.seed = r.id;
+        r.max_tokens = 10;
+        EXPECT_TRUE(engine->add(r).ok());
+      }
+      for (int step = 0; step < 1000 && !engine->idle(); ++step) {
+        auto events = engine->step();
+        EXPECT_TRUE(events.ok()) << events.status();
+        for (const auto& e : *events) {
+          out[e.id].tokens.insert(out[e.id].tokens.end(), e.tokens.begin(), e.tokens.end());
+          out[e.id].logprobs.insert(out[e.id].logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+        }
+      }
+      EXPECT_TRUE(engine->idle());
+    }
+    EXPECT_EQ(engine->blocks().used_blocks(), 0);
+    if (hits != nullptr) *hits = engine->scheduler().prefix_cache_hits();
+    return out;
+  };
+  const auto reference = serve(false, 256);
+  ASSERT_EQ(reference.size(), 8u);
+  uint64_t hits = 0;
+  EXPECT_EQ(serve(true, 256, &hits), reference);
+  // Three of the first burst and all four of the second share the system prompt's 5 blocks.
+  EXPECT_EQ(hits, 7u * 40);
+  EXPECT_EQ(serve(true, 8, &hits), reference) << "evicting and preempting";
+}
+
 // The first iteration prefills every prompt together; the next decodes one token for each.
 TEST_F(InferenceEngineTest, ReportsTheBatchItRan) {
   auto created = inference_engine::create(layout_, params_.data(), {.scheduler = {.ctx = 64}});

@@ -58,6 +58,50 @@ TEST(RequestRouter, SendsEachRequestToTheLeastLoadedWorker) {
   EXPECT_EQ(all<router::cancel_on>(r.cancel(1)).at(0).worker, "w1");
 }
 
+// With the workers' prefix caching, a request goes to the worker that was sent its prompt's
+// longest prefix (by whole blocks), unless that worker owes more tokens beyond the least loaded
+// one's than the prefix saves; a worker's prefixes are forgotten with it.
+TEST(RequestRouter, PrefersTheWorkerHoldingTheLongestPrefix) {
+  const auto prompt_of = [](uint64_t id, int system, int own) {
+    generation_request r = router_request(id, 0, 4);
+    for (int i = 0; i < system; ++i)
+      r.prompt.push_back(static_cast<int32_t>('A' + i % 26));  // the shared system prompt
+    for (int i = 0; i < own; ++i)
+      r.prompt.push_back(static_cast<int32_t>('a' + (i + id) % 26));
+    return r;
+  };
+  router r({.max_per_worker = 8, .prefix_block_size = 4, .prefix_blocks = 64});
+  r.add_worker("w1");
+  r.add_worker("w2");
+  EXPECT_EQ(all<router::dispatch>(*r.submit(prompt_of(1, 0, 6))).at(0).worker, "w1");
+  EXPECT_EQ(all<router::dispatch>(*r.submit(prompt_of(2, 20, 2))).at(0).worker, "w2");
+  r.on_event("w2", {2, {'x'}, 0});  // its prompt computed: w2 owes its 3 last tokens
+  // w1 owes 10 tokens, w2 3: w2, which also holds the 20-token prefix.
+  EXPECT_EQ(all<router::dispatch>(*r.submit(prompt_of(3, 20, 5))).at(0).worker, "w2");
+  r.on_event("w1", {1, {'x'}, 0, true, finish_reason::length});  // w1 owes nothing
+  // w2 owes 3 + 29: more than the 20 tokens it would save. w1 it is.
+  EXPECT_EQ(all<router::dispatch>(*r.submit(prompt_of(4, 20, 1))).at(0).worker, "w1");
+  r.on_event("w2", {3, {'x'}, 0, true, finish_reason::length});
+  // Both hold the prefix now: the least loaded of them.
+  EXPECT_EQ(all<router::dispatch>(*r.submit(prompt_of(5, 20, 3))).at(0).worker, "w2");
+  r.on_event("w1", {4, {'x'}, 0, true, finish_reason::length});
+  EXPECT_TRUE(r.remove_worker("w1").empty());
+  r.add_worker("w1");
+  r.on_event("w2", {5, {'x'}, 0, true, finish_reason::length});
+  r.on_event("w2", {2, {'x'}, 1, true, finish_reason::length});
+  EXPECT_EQ(r.load("w2"), 0);
+  // w1 came back empty-handed: the prefix is w2's alone; a prompt with none goes by load.
+  EXPECT_EQ(all<router::dispatch>(*r.submit(prompt_of(6, 20, 1))).at(0).worker, "w2");
+  EXPECT_EQ(all<router::dispatch>(*r.submit(prompt_of(7, 0, 3))).at(0).worker, "w1");
+
+  router plain({.max_per_worker = 8});
+  plain.add_worker("w1");
+  plain.add_worker("w2");
+  plain.submit(prompt_of(1, 20, 1));
+  plain.on_event("w1", {1, {'x'}, 0});
+  EXPECT_EQ(all<router::dispatch>(*plain.submit(prompt_of(2, 20, 1))).at(0).worker, "w2");
+}
+
 TEST(RequestRouter, WithoutAQueueOnlyFullWorkersRefuse) {
   router r({.max_queue = 0, .max_per_worker = 1});
   r.add_worker("w1");

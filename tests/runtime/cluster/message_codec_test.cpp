@@ -235,6 +235,8 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
                               64,
                               3,
                               5,
+                              96,
+                              48,
                               {5, 4}};
   m = round_trip(caf::make_message(report));
   const auto& back_report = m.get_as<actor::worker_report>(0);
@@ -242,6 +244,8 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   EXPECT_EQ(back_report.kv_blocks_total, 64);
   EXPECT_EQ(back_report.waiting, 3);
   EXPECT_EQ(back_report.running, 5);
+  EXPECT_EQ(back_report.prefix_cache_queries, 96);
+  EXPECT_EQ(back_report.prefix_cache_hits, 48);
   EXPECT_EQ(back_report.batch_sizes, (std::vector<int32_t>{5, 4}));
   const auto& got = back_report.events;
   ASSERT_EQ(got.size(), 2u);
