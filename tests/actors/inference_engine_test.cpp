@@ -202,25 +202,28 @@ TEST_F(InferenceEngineTest, EachTokenComesWithItsLogProbUnderTheSamplingTemperat
   }
 }
 
-// New weights between generations: the next outputs are the new model's, tagged with its version;
-// a swap while a request is in flight is refused.
+// New weights between generations: the next outputs are the new model's, tagged with its version
+// (the prompt's two full blocks, cached under the old weights, are not reused); a swap while a
+// request is in flight is refused.
 TEST_F(InferenceEngineTest, WeightsSwapBetweenGenerationsAndOutputsCarryTheirVersion) {
   std::vector<float> other(layout_.total());
   layout_.initialize(other.data(), 6);
   const auto greedy = [](inference_engine& engine) {
     generation_request r;
     r.id = 1;
-    r.prompt = {'h', 'i'};
+    for (int i = 0; i < 20; ++i)
+      r.prompt.insert(r.prompt.end(), {'h', 'i'});
     r.temperature = 0;
     r.max_tokens = 12;
     EXPECT_TRUE(engine.add(r).ok());
-    std::vector<int32_t> out;
+    std::vector<float> out;  // each token and its log-prob
     std::set<uint64_t> versions;
     while (!engine.idle()) {
       const auto events = engine.step();
       EXPECT_TRUE(events.ok()) << events.status();
       for (const auto& e : *events) {
-        out.insert(out.end(), e.tokens.begin(), e.tokens.end());
+        for (size_t i = 0; i < e.tokens.size(); ++i)
+          out.insert(out.end(), {static_cast<float>(e.tokens[i]), e.logprobs.at(i)});
         versions.insert(e.weights_version);
       }
     }
