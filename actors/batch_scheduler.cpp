@@ -79,17 +79,22 @@ bool batch_scheduler::plan_chunk(uint64_t id, int& budget, std::vector<batch_chu
   return true;
 }
 
+const std::vector<uint64_t>& batch_scheduler::hash_blocks(sequence& s) {
+  if (!s.chain.empty() && s.chain.front() != salt_) s.chain.clear();  // hashed under old weights
+  blocks_.extend_hashes(s.chain, s.tokens, salt_);
+  return s.chain;
+}
+
 bool batch_scheduler::prefix_in_flight(sequence& s) {
   if (!options_.prefix_caching || in_flight_.empty()) return false;
-  if (!s.chain.empty() && s.chain.front() != salt_) s.chain.clear();
-  blocks_.extend_hashes(s.chain, s.tokens, salt_);
-  return std::any_of(s.chain.begin() + 1, s.chain.end(),
+  const std::vector<uint64_t>& chain = hash_blocks(s);
+  return std::any_of(chain.begin() + 1, chain.end(),
                      [this](uint64_t h) { return in_flight_.contains(h); });
 }
 
 void batch_scheduler::note_in_flight(sequence& s, const batch_chunk& chunk) {
   if (s.ended) return;
-  blocks_.extend_hashes(s.chain, s.tokens, salt_);
+  hash_blocks(s);
   const int bs = blocks_.block_size();
   const int last = std::min<int>((chunk.first_position + chunk.count) / bs,
                                  static_cast<int>(s.chain.size()) - 1);
@@ -98,11 +103,9 @@ void batch_scheduler::note_in_flight(sequence& s, const batch_chunk& chunk) {
 }
 
 int batch_scheduler::take_cached_prefix(sequence& s) {
-  if (!s.chain.empty() && s.chain.front() != salt_) s.chain.clear();  // hashed under old weights
-  blocks_.extend_hashes(s.chain, s.tokens, salt_);
   // Short of the last token: its logits are what the sequence needs next.
   const int most = (static_cast<int>(s.tokens.size()) - 1) / blocks_.block_size();
-  const int shared = blocks_.share_cached(s.blocks, s.chain, s.tokens, most);
+  const int shared = blocks_.share_cached(s.blocks, hash_blocks(s), s.tokens, most);
   s.cached = shared;
   s.computed = shared * blocks_.block_size();
   return s.computed;
@@ -110,10 +113,8 @@ int batch_scheduler::take_cached_prefix(sequence& s) {
 
 void batch_scheduler::cache_computed(sequence& s) {
   if (!options_.prefix_caching || s.ended) return;
-  const std::span<const int32_t> computed(s.tokens.data(), s.computed);
-  blocks_.extend_hashes(s.chain, computed, salt_);
   const int full = s.computed / blocks_.block_size();
-  if (full > s.cached) blocks_.cache(s.blocks, s.chain, computed, s.cached, full);
+  if (full > s.cached) blocks_.cache(s.blocks, hash_blocks(s), s.tokens, s.cached, full);
   s.cached = std::max(s.cached, full);
 }
 

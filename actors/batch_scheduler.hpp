@@ -125,6 +125,8 @@ class batch_scheduler {
 
   // Adds the next chunk of `id` to `batch` within `budget`; false when it could not get blocks.
   bool plan_chunk(uint64_t id, int& budget, std::vector<batch_chunk>& batch);
+  // s.chain over its full blocks, rehashed when the weights changed since it was hashed.
+  const std::vector<uint64_t>& hash_blocks(sequence& s);
   // A sequence with no blocks takes its cached prefix's; returns how many positions it holds.
   int take_cached_prefix(sequence& s);
   // Whether a block of s's prompt is being computed by a chunk of this iteration's batch: it is
