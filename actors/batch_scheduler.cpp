@@ -81,7 +81,7 @@ bool batch_scheduler::plan_chunk(uint64_t id, int& budget, std::vector<batch_chu
 
 const std::vector<uint64_t>& batch_scheduler::hash_blocks(sequence& s) {
   if (!s.chain.empty() && s.chain.front() != salt_) s.chain.clear();  // hashed under old weights
-  blocks_.extend_hashes(s.chain, s.tokens, salt_);
+  kv_block_pool::extend_hashes(s.chain, s.tokens, blocks_.block_size(), salt_);
   return s.chain;
 }
 

@@ -56,12 +56,12 @@ void kv_block_pool::release(std::vector<int32_t>& table) {
 }
 
 void kv_block_pool::extend_hashes(std::vector<uint64_t>& chain, std::span<const int32_t> tokens,
-                                  uint64_t salt) const {
+                                  int block_size, uint64_t salt) {
   if (chain.empty()) chain.push_back(salt);
-  const size_t full = tokens.size() / block_size_;
+  const size_t full = tokens.size() / block_size;
   for (size_t i = chain.size() - 1; i < full; ++i) {
     chain.push_back(
-        absl::HashOf(chain[i], absl::MakeConstSpan(tokens.data() + i * block_size_, block_size_)));
+        absl::HashOf(chain[i], absl::MakeConstSpan(tokens.data() + i * block_size, block_size)));
   }
 }
 

@@ -51,8 +51,8 @@ class kv_block_pool {
   /// The hash chain of `tokens`' full blocks: chain[0] is `salt` (the weights version), chain[i
   /// + 1] block i's hash, from chain[i] and the block's tokens. Appends the blocks past those
   /// already in `chain`, so that a growing sequence hashes each block once.
-  void extend_hashes(std::vector<uint64_t>& chain, std::span<const int32_t> tokens,
-                     uint64_t salt) const;
+  static void extend_hashes(std::vector<uint64_t>& chain, std::span<const int32_t> tokens,
+                            int block_size, uint64_t salt);
   /// Appends to the empty `table` the cached blocks of the longest prefix of `chain`'s blocks (at
   /// most `max_blocks`) whose tokens are `tokens`' and parents `chain`'s, and holds them.
   /// Returns how many.

@@ -1,45 +1,34 @@
 #include "actors/prefix_affinity.hpp"
 
-#include <vector>
-
-#include "absl/hash/hash.h"
-#include "absl/types/span.h"
+#include "actors/kv_block_pool.hpp"
 
 namespace troupe::actors {
-namespace {
 
-// Each full block's hash, chained over the blocks before it.
-std::vector<uint64_t> chain_of(std::span<const int32_t> prompt, int block_size) {
+std::vector<uint64_t> prefix_affinity::chain_of(std::span<const int32_t> prompt) const {
   std::vector<uint64_t> chain;
-  uint64_t parent = 0;
-  for (size_t at = 0; at + block_size <= prompt.size(); at += block_size) {
-    parent = absl::HashOf(parent, absl::MakeConstSpan(prompt.data() + at, block_size));
-    chain.push_back(parent);
-  }
+  kv_block_pool::extend_hashes(chain, prompt, block_size_, 0);
   return chain;
 }
 
-}  // namespace
-
-int prefix_affinity::matched(const std::string& worker, std::span<const int32_t> prompt) const {
+int prefix_affinity::matched(const std::string& worker, std::span<const uint64_t> chain) const {
   const auto it = workers_.find(worker);
   if (it == workers_.end()) return 0;
   int blocks = 0;
-  for (const uint64_t h : chain_of(prompt, block_size_)) {
-    if (!it->second.where.contains(h)) break;
+  while (blocks + 1 < static_cast<int>(chain.size()) &&
+         it->second.where.contains(chain[blocks + 1])) {
     ++blocks;
   }
   return blocks * block_size_;
 }
 
-void prefix_affinity::routed(const std::string& worker, std::span<const int32_t> prompt) {
+void prefix_affinity::routed(const std::string& worker, std::span<const uint64_t> chain) {
   blocks_of& w = workers_[worker];
   // The last block first, so that a prefix's blocks are forgotten from its end, as the
-  // workers' caches evict them (a block whose parent is forgotten would never match).
-  const std::vector<uint64_t> chain = chain_of(prompt, block_size_);
-  for (auto h = chain.rbegin(); h != chain.rend(); ++h) {
-    if (auto it = w.where.find(*h); it != w.where.end()) w.lru.erase(it->second);
-    w.where[*h] = w.lru.insert(w.lru.end(), *h);
+  // workers' caches evict them (a block whose parent is forgotten would never match). chain[0]
+  // is the salt, not a block.
+  for (size_t i = chain.size(); i-- > 1;) {
+    if (auto it = w.where.find(chain[i]); it != w.where.end()) w.lru.erase(it->second);
+    w.where[chain[i]] = w.lru.insert(w.lru.end(), chain[i]);
   }
   while (static_cast<int>(w.lru.size()) > capacity_) {
     w.where.erase(w.lru.front());

@@ -4,6 +4,7 @@
 #include <list>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 
@@ -18,10 +19,12 @@ class prefix_affinity {
  public:
   prefix_affinity(int block_size, int capacity) : block_size_(block_size), capacity_(capacity) {}
 
-  /// The tokens of `prompt`'s longest prefix of full blocks that went to `worker`.
-  [[nodiscard]] int matched(const std::string& worker, std::span<const int32_t> prompt) const;
-  /// `prompt` went to `worker`: its full blocks are the most recently used there.
-  void routed(const std::string& worker, std::span<const int32_t> prompt);
+  /// A prompt's block hash chain (kv_block_pool::extend_hashes, salt 0): made once per request.
+  [[nodiscard]] std::vector<uint64_t> chain_of(std::span<const int32_t> prompt) const;
+  /// The tokens of the longest prefix of `chain`'s blocks that went to `worker`.
+  [[nodiscard]] int matched(const std::string& worker, std::span<const uint64_t> chain) const;
+  /// A prompt of hash chain `chain` went to `worker`: its blocks are the most recently used there.
+  void routed(const std::string& worker, std::span<const uint64_t> chain);
   /// `worker` is gone.
   void forget(const std::string& worker) { workers_.erase(worker); }
 

@@ -20,12 +20,15 @@ int64_t request_router::load(const std::string& worker) const {
   return total;
 }
 
+bool request_router::takes_more(const std::string& worker, size_t running) const {
+  return static_cast<int>(running) < options_.max_per_worker && draining_.count(worker) == 0;
+}
+
 std::optional<std::string> request_router::least_loaded() const {
   std::optional<std::string> best;
   int64_t best_load = 0;
   for (const auto& [name, running] : workers_) {
-    if (static_cast<int>(running.size()) >= options_.max_per_worker) continue;
-    if (draining_.count(name) > 0) continue;
+    if (!takes_more(name, running.size())) continue;
     const int64_t l = load(name);
     if (!best || l < best_load) {
       best = name;
@@ -35,15 +38,13 @@ std::optional<std::string> request_router::least_loaded() const {
   return best;
 }
 
-std::optional<std::string> request_router::choose(const generation_request& request) const {
-  std::optional<std::string> best = least_loaded();
-  if (!best || options_.prefix_block_size <= 0) return best;
-  const int64_t least = load(*best);
-  int best_match = affinity_.matched(*best, request.prompt);
+std::string request_router::choose(std::string best, std::span<const uint64_t> chain) const {
+  if (chain.size() < 2) return best;
+  const int64_t least = load(best);
+  int best_match = affinity_.matched(best, chain);
   for (const auto& [name, running] : workers_) {
-    if (static_cast<int>(running.size()) >= options_.max_per_worker) continue;
-    if (draining_.count(name) > 0) continue;
-    const int match = affinity_.matched(name, request.prompt);
+    if (!takes_more(name, running.size())) continue;
+    const int match = affinity_.matched(name, chain);
     if (match > best_match && load(name) - least <= match) {
       best = name;
       best_match = match;
@@ -55,16 +56,20 @@ std::optional<std::string> request_router::choose(const generation_request& requ
 std::vector<request_router::command> request_router::drain() {
   std::vector<command> out;
   while (!queue_.empty()) {
-    const auto worker = choose(requests_.at(queue_.front()).request);
-    if (!worker) break;
+    auto least = least_loaded();
+    if (!least) break;
     const uint64_t id = queue_.front();
     queue_.pop_front();
     tracked& t = requests_.at(id);
-    if (options_.prefix_block_size > 0) affinity_.routed(*worker, t.request.prompt);
-    t.worker = *worker;
-    workers_[*worker][id] = true;
-    placed_[id] = *worker;
-    out.push_back(dispatch{*worker, t.request});
+    const std::vector<uint64_t> chain = options_.prefix_block_size > 0
+                                            ? affinity_.chain_of(t.request.prompt)
+                                            : std::vector<uint64_t>{};
+    const std::string worker = choose(std::move(*least), chain);
+    if (!chain.empty()) affinity_.routed(worker, chain);
+    t.worker = worker;
+    workers_[worker][id] = true;
+    placed_[id] = worker;
+    out.push_back(dispatch{worker, t.request});
   }
   return out;
 }

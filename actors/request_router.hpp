@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -96,9 +97,12 @@ class request_router {
   static int64_t cost(const tracked& t);
   // Dispatches queued requests while some worker has room.
   std::vector<command> drain();
+  // Whether `worker`, running `running` requests, takes another.
+  bool takes_more(const std::string& worker, size_t running) const;
   std::optional<std::string> least_loaded() const;
-  // The worker for `request`: the least loaded, or one holding more of its prefix (above).
-  std::optional<std::string> choose(const generation_request& request) const;
+  // The worker for a request whose prompt's block hash chain is `chain` (empty without prefix
+  // caching): `least_loaded`, or one holding more of its prefix (above).
+  std::string choose(std::string least_loaded, std::span<const uint64_t> chain) const;
 
   options options_;
   std::map<uint64_t, tracked> requests_;

@@ -69,7 +69,7 @@ TEST(KvBlockPool, CachesFullBlocksAndEvictsTheLeastRecentlyReleased) {
   kv_block_pool pool(4, 2);
   const std::vector<int32_t> tokens = {1, 2, 3, 4, 5};
   std::vector<uint64_t> chain;
-  pool.extend_hashes(chain, tokens, 7);
+  kv_block_pool::extend_hashes(chain, tokens, 2, 7);
   ASSERT_EQ(chain.size(), 3u);  // the salt and two full blocks
   EXPECT_EQ(chain[0], 7u);
   std::vector<int32_t> a, b;
@@ -86,7 +86,7 @@ TEST(KvBlockPool, CachesFullBlocksAndEvictsTheLeastRecentlyReleased) {
 
   // Another salt (other weights) or other tokens under the same hashes: no hit.
   std::vector<uint64_t> salted;
-  pool.extend_hashes(salted, tokens, 8);
+  kv_block_pool::extend_hashes(salted, tokens, 2, 8);
   EXPECT_EQ(pool.share_cached(b, salted, tokens, 2), 0);
   const std::vector<int32_t> other = {1, 2, 9, 9};
   EXPECT_EQ(pool.share_cached(b, chain, other, 2), 1) << "the second block's tokens differ";
