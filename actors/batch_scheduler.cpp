@@ -209,7 +209,10 @@ std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t tok
   const int prompt = static_cast<int>(s.request.prompt.size());
   const int produced = static_cast<int>(s.tokens.size()) - prompt;
   const auto& stop_ids = s.request.stop_token_ids;
-  if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) {
+  // min_tokens: a stop token may be drawn once min_tokens tokens precede it (the engine masks
+  // it before), and a stop string counts once the output has min_tokens tokens (vLLM's rules).
+  if (produced > s.request.min_tokens &&
+      std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) {
     return finish(id, finish_reason::stop,
                   produced - (s.request.include_stop_str_in_output ? 0 : 1));
   }
@@ -237,7 +240,7 @@ std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t tok
       }
     }
   }
-  if (stop_at != std::string::npos) {
+  if (stop_at != std::string::npos && produced >= s.request.min_tokens) {
     return finish(id, finish_reason::stop,
                   s.request.include_stop_str_in_output ? produced : kept_before_stop(s, stop_at));
   }

@@ -1,6 +1,7 @@
 #include "actors/inference_engine.hpp"
 
 #include "absl/strings/str_cat.h"
+#include "actors/logits_processor.hpp"
 #include "kernels/sampling.hpp"
 #include "runtime/base/status.hpp"
 
@@ -48,6 +49,7 @@ absl::Status inference_engine::add(generation_request request) {
     return absl::InvalidArgumentError(
         absl::StrCat("top_logprobs is ", request.top_logprobs, "; it must be in [0, ", vocab, "]"));
   }
+  TROUPE_RETURN_IF_ERROR(check_logit_adjustments(request, vocab));
   return scheduler_.add(std::move(request));
 }
 
@@ -93,7 +95,12 @@ absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
     const batch_chunk& c = batch[i];
     if (!c.samples) return;
     const generation_request& r = scheduler_.request(c.id);
-    const float* logits = logits_.data() + i * vocab;
+    float* logits = logits_.data() + i * vocab;
+    if (adjusts_logits(r)) {
+      const std::span<const int32_t> sequence = scheduler_.tokens(c.id);
+      const size_t prompt = r.prompt.size();
+      adjust_logits(logits, vocab, r, sequence.first(prompt), sequence.subspan(prompt));
+    }
     draw& d = draws_[i];
     d.token = kernels::cpu::sample_token(logits, vocab, {r.temperature, r.top_k, r.top_p}, r.seed,
                                          scheduler_.output_size(c.id));

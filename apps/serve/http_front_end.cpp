@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <deque>
 #include <optional>
+#include <utility>
 
 #include <sys/socket.h>
 
@@ -156,40 +157,42 @@ void http_front_end::install_routes() {
         return count(res.status);
       }
       completion_call call = std::get<completion_call>(std::move(parsed));
-      // Choice k is request id + k, seeded seed + k: n independent samples of the prompt.
-      const uint64_t id = next_id_.fetch_add(static_cast<uint64_t>(call.n));
-      const int prompt_tokens = static_cast<int>(call.request.prompt.size());
-      const uint64_t seed = call.request.seed == 0 ? id * 0x9E3779B97F4A7C15ull : call.request.seed;
+      // Choice k is request id + k: generation k % n of prompt k / n, seeded seed + k % n, so
+      // that a prompt in a batch gives what it gives alone.
+      const int choices = call.choices();
+      const uint64_t id = next_id_.fetch_add(static_cast<uint64_t>(choices));
+      const uint64_t seed = call.seeded ? call.request.seed : id * 0x9E3779B97F4A7C15ull;
       auto streams = std::make_shared<std::vector<std::shared_ptr<stream>>>();
       {
         std::lock_guard lock(mu_);
-        for (int k = 0; k < call.n; ++k) {
+        for (int k = 0; k < choices; ++k) {
           streams->push_back(std::make_shared<stream>());
           streams_[id + k] = streams->back();
         }
       }
-      const auto forget = [this, id, n = call.n] {
+      const auto forget = [this, id, choices] {
         std::lock_guard lock(mu_);
-        for (int k = 0; k < n; ++k)
+        for (int k = 0; k < choices; ++k)
           streams_.erase(id + k);
       };
-      for (int k = 0; k < call.n; ++k) {
+      for (int k = 0; k < choices; ++k) {
         actor::generation_request r = call.request;
         r.id = id + k;
-        r.seed = seed + static_cast<uint64_t>(k);
+        r.prompt = call.prompt_of(k);
+        r.seed = seed + static_cast<uint64_t>(k % call.n);
         hooks_.submit(std::move(r));
       }
       for (const auto& s : *streams) {
         if (!s->wait_answer(std::chrono::seconds(30))) {
           forget();
-          for (int k = 0; k < call.n; ++k)
+          for (int k = 0; k < choices; ++k)
             hooks_.cancel(id + k);
           reply_error(res, {503, "server_error", "", "the router did not answer within 30 s"});
           return count(res.status);
         }
         if (!*s->accepted) {
           forget();
-          for (int k = 0; k < call.n; ++k)
+          for (int k = 0; k < choices; ++k)
             hooks_.cancel(id + k);
           reply_error(res, s->refusal);
           return count(res.status);
@@ -199,8 +202,8 @@ void http_front_end::install_routes() {
       const int64_t created = unix_seconds();
       count(200);
       if (!call.stream) {
-        std::vector<choice_output> choices(call.n);
-        for (int k = 0; k < call.n; ++k) {
+        std::vector<choice_output> outputs(choices);
+        for (int k = 0; k < choices; ++k) {
           for (;;) {
             auto e = (*streams)[k]->next(std::chrono::milliseconds(500));
             if (!e && closing_) {
@@ -209,24 +212,29 @@ void http_front_end::install_routes() {
               return;
             }
             if (!e) continue;  // generation goes on; the client waits for the whole answer
-            choices[k].add(*e);
+            outputs[k].add(*e);
             if (e->finished) break;
           }
         }
         forget();
-        res.set_content(completion_body(name, settings_.limits, created, call, choices,
-                                        prompt_tokens, *settings_.vocabulary),
-                        "application/json");
+        res.set_content(
+            completion_body(name, settings_.limits, created, call, outputs, *settings_.vocabulary),
+            "application/json");
         return;
       }
-      // Per choice: its text so far (a split character held back), and whether it has ended.
+      // Per choice: its text so far (a split character held back), the echoed prompt it has yet
+      // to send, its tokens so far, and whether it has ended.
       struct choice_stream {
         std::unique_ptr<models::token_stream> text;
+        std::string echo;
+        int tokens = 0;
         bool finished = false;
       };
-      auto state = std::make_shared<std::vector<choice_stream>>(call.n);
-      for (auto& c : *state)
-        c.text = settings_.vocabulary->stream();
+      auto state = std::make_shared<std::vector<choice_stream>>(choices);
+      for (int k = 0; k < choices; ++k) {
+        (*state)[k].text = settings_.vocabulary->stream();
+        (*state)[k].echo = echoed_prompt(call, k, *settings_.vocabulary);
+      }
       auto next_choice = std::make_shared<int>(0);
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
@@ -245,6 +253,8 @@ void http_front_end::install_routes() {
             if (!e) return sink.is_writable() && !closing_;
             std::string text = c.text->push(e->tokens);
             if (e->finished) text = cut_at_stop(text + c.text->finish(), call, e->reason);
+            text = std::exchange(c.echo, std::string()) + text;
+            c.tokens += static_cast<int>(e->tokens.size());
             choice_output piece;
             piece.add(*e);
             if (!text.empty() || e->finished) {
@@ -257,6 +267,14 @@ void http_front_end::install_routes() {
               c.finished = true;
               if (std::all_of(state->begin(), state->end(),
                               [](const choice_stream& x) { return x.finished; })) {
+                if (call.include_usage) {
+                  int tokens = 0;
+                  for (const auto& x : *state)
+                    tokens += x.tokens;
+                  const std::string usage =
+                      stream_usage_chunk(name, settings_.limits, created, call, tokens);
+                  if (!sink.write(usage.data(), usage.size())) return false;
+                }
                 const std::string done = stream_done();
                 sink.write(done.data(), done.size());
                 sink.done();

@@ -40,11 +40,24 @@ struct api_limits {
 
 /// A parsed /v1/completions or /v1/chat/completions call.
 struct completion_call {
-  actor::generation_request request;  ///< id left 0: the server numbers requests
+  /// What every choice asks for; id left 0 (the server numbers requests), prompt empty.
+  actor::generation_request request;
+  /// The prompts: one, or a batch (completions' list of texts or of token-id lists). Choice
+  /// p × n + k is the k-th generation of prompt p, seeded seed + k.
+  std::vector<std::vector<int32_t>> prompts;
   bool stream = false;
   bool chat = false;
-  int n = 1;              ///< choices: n generations of the prompt, with seeds seed, seed + 1, ...
-  bool logprobs = false;  ///< each token's log-prob (and request.top_logprobs alternatives)
+  int n = 1;                   ///< generations per prompt
+  bool logprobs = false;       ///< each token's log-prob (and request.top_logprobs alternatives)
+  bool seeded = false;         ///< the call gave a seed (0 included); else the server draws one
+  bool echo = false;           ///< completions: each choice's text starts with its prompt's
+  bool include_usage = false;  ///< stream_options.include_usage: a last chunk with the usage
+
+  [[nodiscard]] int choices() const { return static_cast<int>(prompts.size()) * n; }
+  [[nodiscard]] const std::vector<int32_t>& prompt_of(int choice) const {
+    return prompts[choice / n];
+  }
+  [[nodiscard]] int prompt_tokens() const;  ///< over the prompts, each counted once
 };
 
 /// What one choice generated: its tokens, with their log-probs when asked for, and why it ended.
@@ -65,11 +78,14 @@ struct choice_output {
 [[nodiscard]] std::string cut_at_stop(std::string text, const completion_call& call,
                                       actor::finish_reason reason);
 
-/// Parses and checks a request body. `prompt` is a text, a list of one text, a list of token
-/// ids or a list of one such list (as the OpenAI API allows). Malformed JSON, unknown fields
-/// and bad values (a token id outside the vocabulary) are 400s naming the field; another model
-/// is 404; a prompt that leaves no room in the context is 413. vLLM's stop_token_ids and
-/// ignore_eos are read; the request stops at limits.stop_token_ids unless ignore_eos.
+/// Parses and checks a request body. `prompt` is a text, a list of token ids, or a batch: a list
+/// of texts or of token-id lists (as the OpenAI API allows). A chat message's content is a text
+/// or a list of text parts, joined with newlines (vLLM's "string" content format). Malformed
+/// JSON, unknown fields and bad values (a token id outside the vocabulary) are 400s naming the
+/// field; another model is 404; a prompt that leaves no room in the context is 413. Besides
+/// OpenAI's fields, vLLM's stop_token_ids, ignore_eos, min_tokens, repetition_penalty and
+/// include_stop_str_in_output are read; the request stops at limits.stop_token_ids unless
+/// ignore_eos.
 [[nodiscard]] std::variant<completion_call, api_error> parse_completion(
     absl::string_view body, const api_limits& limits, bool chat,
     const models::model_vocabulary& vocabulary = models::byte_vocabulary());
@@ -90,8 +106,12 @@ struct choice_output {
 /// text_offset; chat: content[{token, logprob, bytes, top_logprobs}]).
 [[nodiscard]] std::string completion_body(
     const std::string& id, const api_limits& limits, int64_t created, const completion_call& call,
-    const std::vector<choice_output>& choices, int prompt_tokens,
+    const std::vector<choice_output>& choices,
     const models::model_vocabulary& vocabulary = models::byte_vocabulary());
+
+/// A completion choice's echoed prompt (call.echo): the text its stream or body starts with.
+[[nodiscard]] std::string echoed_prompt(const completion_call& call, int choice,
+                                        const models::model_vocabulary& vocabulary);
 
 /// One Server-Sent Events chunk ("data: {...}\n\n") of a streamed completion: choice `index`'s
 /// `text`, the log-probs of `piece`'s tokens when the call asked for them, and the finish reason
@@ -101,6 +121,11 @@ struct choice_output {
     int index, const std::string& text, const choice_output& piece,
     const actor::finish_reason* reason,
     const models::model_vocabulary& vocabulary = models::byte_vocabulary());
+
+/// stream_options.include_usage's last chunk: no choices, and the usage of `choices`.
+[[nodiscard]] std::string stream_usage_chunk(const std::string& id, const api_limits& limits,
+                                             int64_t created, const completion_call& call,
+                                             int completion_tokens);
 
 /// The stream's end: "data: [DONE]\n\n".
 [[nodiscard]] std::string stream_done();

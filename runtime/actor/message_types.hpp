@@ -231,6 +231,13 @@ struct checkpoint_snapshot {
   std::shared_ptr<const std::vector<std::pair<std::string, tensor::named_tensors>>> files;
 };
 
+/// OpenAI's logit_bias entry: `bias` added to token `token`'s logit before sampling.
+struct token_bias {
+  int32_t token = 0;
+  float bias = 0.0f;
+  friend bool operator==(const token_bias&, const token_bias&) = default;
+};
+
 /// One generation as an inference worker receives it: a prompt of token ids and how to
 /// continue it (temperature 0 is greedy; top_k 0 and top_p 1 cut nothing).
 struct generation_request {
@@ -262,6 +269,18 @@ struct generation_request {
   /// The request waits in the worker until its weights are at least this version (an RL step's
   /// requests go out with that step's weight sync); 0: any weights.
   uint64_t min_weights_version = 0;
+  /// OpenAI's penalties of the tokens already in the output: each logit less frequency_penalty
+  /// times the token's count, and presence_penalty if it occurs at all; 0: none.
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  /// vLLM's (HF's) repetition_penalty of the tokens in the prompt or the output: a positive
+  /// logit divided by it, a negative one multiplied; 1: none.
+  float repetition_penalty = 1.0f;
+  /// OpenAI's logit_bias, added to the logits before the penalties.
+  std::vector<token_bias> logit_bias;
+  /// vLLM's min_tokens: before this many output tokens, stop_token_ids cannot be drawn and stop
+  /// strings do not end the output.
+  int32_t min_tokens = 0;
 };
 
 /// Why a generation ended (OpenAI's finish_reason): "length" (max_tokens or the context),
@@ -280,7 +299,8 @@ struct generation_event {
   bool finished = false;
   finish_reason reason = finish_reason::length;
   /// Each token's log-prob when it was sampled, log softmax(logits / temperature)[token] over the
-  /// whole vocabulary (temperature 1 for a greedy request): what the RL policy trains on.
+  /// whole vocabulary (temperature 1 for a greedy request), the logits adjusted as the request
+  /// asks (logit_bias, penalties) as the draw saw them: what the RL policy trains on.
   std::vector<float> logprobs;
   /// The version of the weights that generated it (the RL policy_version; 0 before any swap).
   uint64_t weights_version = 0;

@@ -106,9 +106,16 @@ typename Inspector::result_type inspect(Inspector& f, checkpoint_snapshot& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_bias& x) {
+  return f(caf::meta::type_name("token_bias"), x.token, x.bias);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_request& x) {
   return f(caf::meta::type_name("generation_request"), x.id, x.prompt, x.temperature, x.top_k,
-           x.top_p, x.seed, x.max_tokens, x.stop, x.top_logprobs, x.min_weights_version);
+           x.top_p, x.seed, x.max_tokens, x.stop, x.stop_token_ids, x.include_stop_str_in_output,
+           x.stream, x.top_logprobs, x.min_weights_version, x.frequency_penalty, x.presence_penalty,
+           x.repetition_penalty, x.logit_bias, x.min_tokens);
 }
 
 template <class Inspector>

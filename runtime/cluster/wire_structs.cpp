@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -626,7 +627,7 @@ absl::StatusOr<actor::checkpoint_shard> unpack_shard(const msgpack::object& o) {
 }
 
 void pack_generation(packer& pk, const actor::generation_request& x) {
-  pk.pack_map(13);
+  pk.pack_map(19);
   pk.pack("id");
   pk.pack(x.id);
   pk.pack("stop_token_ids");
@@ -653,6 +654,24 @@ void pack_generation(packer& pk, const actor::generation_request& x) {
   pk.pack(x.max_tokens);
   pk.pack("stop");
   pk.pack(x.stop);
+  pk.pack("frequency_penalty");
+  pk.pack(static_cast<double>(x.frequency_penalty));
+  pk.pack("presence_penalty");
+  pk.pack(static_cast<double>(x.presence_penalty));
+  pk.pack("repetition_penalty");
+  pk.pack(static_cast<double>(x.repetition_penalty));
+  pk.pack("min_tokens");
+  pk.pack(x.min_tokens);
+  std::vector<int32_t> bias_tokens;
+  std::vector<float> biases;
+  for (const auto& b : x.logit_bias) {
+    bias_tokens.push_back(b.token);
+    biases.push_back(b.bias);
+  }
+  pk.pack("logit_bias_tokens");
+  pack_ids(pk, bias_tokens);
+  pk.pack("logit_bias_values");
+  pack_floats(pk, biases);
 }
 absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::object& o) {
   TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "generation_request"));
@@ -690,6 +709,37 @@ absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::objec
   x.top_p = static_cast<float>(top_p);
   x.top_k = static_cast<int32_t>(top_k);
   x.max_tokens = static_cast<int32_t>(max_tokens);
+  // The penalties, logit bias and min_tokens (absent from a peer that sends none).
+  for (auto [key, out, fallback] : {std::tuple{"frequency_penalty", &x.frequency_penalty, 0.0},
+                                    {"presence_penalty", &x.presence_penalty, 0.0},
+                                    {"repetition_penalty", &x.repetition_penalty, 1.0}}) {
+    TROUPE_ASSIGN_OR_RETURN(double v, m.get_double(key, fallback));
+    *out = static_cast<float>(v);
+  }
+  TROUPE_ASSIGN_OR_RETURN(int64_t min_tokens, m.get_int("min_tokens", 0));
+  if (min_tokens < 0 || min_tokens > INT32_MAX) {
+    return absl::InvalidArgumentError("generation_request: 'min_tokens' is out of range");
+  }
+  x.min_tokens = static_cast<int32_t>(min_tokens);
+  const msgpack::object* bias_tokens = m.find("logit_bias_tokens");
+  const msgpack::object* biases = m.find("logit_bias_values");
+  if ((bias_tokens == nullptr) != (biases == nullptr)) {
+    return absl::InvalidArgumentError(
+        "generation_request: 'logit_bias_tokens' and 'logit_bias_values' come together");
+  }
+  if (bias_tokens != nullptr) {
+    TROUPE_ASSIGN_OR_RETURN(auto tokens,
+                            unpack_ids_bin(bias_tokens, "generation_request: 'logit_bias_tokens'"));
+    TROUPE_ASSIGN_OR_RETURN(auto values,
+                            unpack_floats_bin(*biases, "generation_request: 'logit_bias_values'"));
+    if (tokens.size() != values.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("generation_request: ", tokens.size(),
+                                                     " logit_bias_tokens but ", values.size(),
+                                                     " logit_bias_values"));
+    }
+    for (size_t i = 0; i < tokens.size(); ++i)
+      x.logit_bias.push_back({tokens[i], values[i]});
+  }
   return x;
 }
 

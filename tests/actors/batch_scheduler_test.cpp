@@ -333,6 +333,33 @@ TEST(BatchScheduler, AStopTokenEndsTheOutput) {
   }
 }
 
+// vLLM's min_tokens: a stop string completed before the output has min_tokens tokens does not
+// end it, and one completed after does.
+TEST(BatchScheduler, StopStringsCountOnceTheOutputHasMinTokens) {
+  kv_block_pool pool(16, 16);
+  batch_scheduler s({.ctx = 64, .max_batch_tokens = 64}, pool);
+  generation_request r = scheduler_request(1, 4, 10, {"yz"});
+  r.min_tokens = 4;
+  ASSERT_TRUE(s.add(r).ok());
+  std::vector<batch_chunk> batch;
+  std::string streamed;
+  finish_reason reason = finish_reason::length;
+  bool finished = false;
+  for (char c : std::string("yzxyzq")) {
+    ASSERT_FALSE(finished) << "ended before the second \"yz\"";
+    for (const auto& e : run(s, batch, c)) {
+      for (int32_t t : e.tokens)
+        streamed.push_back(static_cast<char>(t));
+      finished = e.finished;
+      reason = e.reason;
+    }
+    if (c == 'z' && streamed.size() > 2) break;
+  }
+  EXPECT_TRUE(finished);
+  EXPECT_EQ(reason, finish_reason::stop);
+  EXPECT_EQ(streamed, "yzx");
+}
+
 // With a real vocabulary a token is several bytes: a stop string is found in the output's text
 // wherever it starts. Tokens wholly inside it go; one holding text before it stays (the API
 // cuts the text), and a token that may begin one is held back while streaming.

@@ -252,6 +252,65 @@ TEST_F(InferenceEngineTest, WeightsSwapBetweenGenerationsAndOutputsCarryTheirVer
   EXPECT_EQ(engine->weights_version(), 7u);
 }
 
+// The request's logit adjustments reach the draw with the sequence split right: the prompt
+// counts for the repetition penalty, only the output for the frequency and presence penalties,
+// and min_tokens keeps a stop token out until it is met.
+TEST_F(InferenceEngineTest, LogitBiasPenaltiesAndMinTokensSteerTheDraw) {
+  auto engine = *inference_engine::create(layout_, params_.data(),
+                                          {.scheduler = {.ctx = 64, .max_batch_tokens = 64}});
+  uint64_t next_id = 1;
+  const auto run = [&](generation_request r) {
+    r.id = next_id++;
+    r.temperature = 0;
+    EXPECT_TRUE(engine->add(r).ok());
+    std::vector<int32_t> out;
+    while (!engine->idle()) {
+      const auto events = engine->step();
+      EXPECT_TRUE(events.ok()) << events.status();
+      for (const auto& e : *events)
+        out.insert(out.end(), e.tokens.begin(), e.tokens.end());
+    }
+    return out;
+  };
+  generation_request base;
+  base.prompt = {'y', 'y', 'y', 'y'};
+  base.max_tokens = 8;
+  // +100 on 'y' and 'z' makes them the only candidates; the model's own preference between them
+  // is far below the penalties.
+  base.logit_bias = {{'y', 100.0f}, {'z', 100.0f}};
+  const std::vector<int32_t> plain = run(base);
+  ASSERT_EQ(plain.size(), 8u);
+  EXPECT_EQ(std::set<int32_t>(plain.begin(), plain.end()).size(), 1u)
+      << "the model's preference between the two holds without penalties";
+  generation_request r = base;
+  r.frequency_penalty = 2.0f;
+  r.presence_penalty = 2.0f;
+  const std::vector<int32_t> penalized = run(r);
+  EXPECT_EQ(penalized.front(), plain.front()) << "the prompt is not the output";
+  int balance = 0;  // 'y's less 'z's so far: the penalties keep it within one
+  for (size_t i = 0; i < penalized.size(); ++i) {
+    balance += penalized[i] == 'y' ? 1 : -1;
+    EXPECT_LE(std::abs(balance), 1) << i;
+  }
+  r = base;
+  r.repetition_penalty = 2.0f;
+  EXPECT_EQ(run(r).front(), 'z') << "the prompt's 'y' is penalized";
+  // The first greedy token as a stop token ends the output at once, unless min_tokens holds it.
+  r = base;
+  r.logit_bias = {};
+  const int32_t first = run(r).front();
+  r.stop_token_ids = {first};
+  EXPECT_TRUE(run(r).empty());
+  r.min_tokens = 3;
+  const std::vector<int32_t> held = run(r);
+  ASSERT_GE(held.size(), 3u);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_NE(held[i], first) << i;
+  r.logit_bias = {{300, 1.0f}};
+  r.id = 99;
+  EXPECT_EQ(engine->add(r).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(InferenceEngineTest, RefusesTokensOutsideTheVocabulary) {
   auto created = inference_engine::create(layout_, params_.data(), {});
   ASSERT_TRUE(created.ok()) << created.status();

@@ -150,6 +150,20 @@ TEST_F(ServeTest, TheOfficialOpenAiClientWorksUnchanged) {
   EXPECT_EQ(seen["chat_logprobs"], 4);
   EXPECT_EQ(seen["chat_top"], 3);
   EXPECT_EQ(seen["stream_choices"], nlohmann::json::array({0, 1}));
+  // The rest of the API.
+  EXPECT_EQ(seen["biased_text"], "AAAAA");
+  EXPECT_EQ(seen["penalized_tokens"], 6);
+  EXPECT_EQ(seen["seed_zero_repeats"], true);
+  EXPECT_EQ(seen["batch_choices"], nlohmann::json::array({0, 1, 2, 3}));
+  EXPECT_EQ(seen["batch_echo"], nlohmann::json::array({true, true, true, true}));
+  EXPECT_EQ(seen["batch_prompt_tokens"], 9);
+  EXPECT_EQ(seen["parts_finish"], "length");
+  EXPECT_EQ(seen["stream_usage"]["completion_tokens"], 4);
+  EXPECT_EQ(seen["stream_usage_chunks"], 1);
+  EXPECT_EQ(seen["unsupported_status"], 400);
+  EXPECT_NE(seen["unsupported_message"].get<std::string>().find("unknown field 'tools'"),
+            std::string::npos)
+      << seen["unsupported_message"];
 }
 
 // HTTPS from serve.tls, on a cluster whose control plane is CURVE: both ends encrypted.

@@ -28,7 +28,7 @@ api_error refused(const std::string& body, bool chat = false) {
 TEST(OpenAiApi, ParsesCompletionsWithEveryOption) {
   const auto c = ok(R"({"model": "troupe-tiny", "prompt": "Hi", "max_tokens": 5, "temperature":
     0.5, "top_p": 0.9, "top_k": 20, "seed": 42, "stop": ["\n"], "stream": true, "n": 1})");
-  EXPECT_EQ(c.request.prompt, (std::vector<int32_t>{'H', 'i'}));
+  EXPECT_EQ(c.prompts, (std::vector<std::vector<int32_t>>{{'H', 'i'}}));
   EXPECT_EQ(c.request.max_tokens, 5);
   EXPECT_FLOAT_EQ(c.request.temperature, 0.5f);
   EXPECT_FLOAT_EQ(c.request.top_p, 0.9f);
@@ -81,7 +81,7 @@ TEST(OpenAiApi, ChatMessagesBecomeOneTemplatedPrompt) {
                      "Be brief."}, {"role": "user", "content": "Hi"}]})",
                     true, {"troupe-tiny", 128, 16});
   std::string prompt;
-  for (int32_t t : c.request.prompt)
+  for (int32_t t : c.prompts.at(0))
     prompt.push_back(static_cast<char>(t));
   EXPECT_EQ(prompt, "<|system|>\nBe brief.\n<|user|>\nHi\n<|assistant|>\n");
   EXPECT_TRUE(c.chat);
@@ -130,8 +130,9 @@ choice_output output_of(const std::string& text, actor::finish_reason reason) {
 TEST(OpenAiApi, RendersResponsesAndStreamChunks) {
   const auto done = actor::finish_reason::stop;
   completion_call call;
+  call.prompts = {{'h', 'i'}};
   auto body = nlohmann::json::parse(
-      completion_body("cmpl-1", limits, 1700000000, call, {output_of("Hello", done)}, 2));
+      completion_body("cmpl-1", limits, 1700000000, call, {output_of("Hello", done)}));
   EXPECT_EQ(body["object"], "text_completion");
   EXPECT_EQ(body["choices"][0]["text"], "Hello");
   EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
@@ -139,8 +140,9 @@ TEST(OpenAiApi, RendersResponsesAndStreamChunks) {
   EXPECT_EQ(body["usage"]["total_tokens"], 7);
   completion_call chat;
   chat.chat = true;
+  chat.prompts = call.prompts;
   body = nlohmann::json::parse(completion_body("chatcmpl-1", limits, 1, chat,
-                                               {output_of("Hi", actor::finish_reason::length)}, 2));
+                                               {output_of("Hi", actor::finish_reason::length)}));
   EXPECT_EQ(body["choices"][0]["message"]["content"], "Hi");
   EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
 
@@ -200,7 +202,7 @@ TEST(OpenAiApi, ChoicesAndLogProbs) {
     c.tokens = {'c', 'd'};
     return c;
   }();
-  auto body = nlohmann::json::parse(completion_body("cmpl-2", limits, 1, call, {a, b}, 1));
+  auto body = nlohmann::json::parse(completion_body("cmpl-2", limits, 1, call, {a, b}));
   ASSERT_EQ(body["choices"].size(), 2u);
   EXPECT_EQ(body["choices"][1]["index"], 1);
   EXPECT_EQ(body["choices"][1]["text"], "cd");
@@ -210,7 +212,7 @@ TEST(OpenAiApi, ChoicesAndLogProbs) {
   EXPECT_EQ(lp["top_logprobs"][1]["a"], -1.75);
   EXPECT_EQ(lp["text_offset"], (nlohmann::json{0, 1}));
   EXPECT_EQ(body["usage"]["completion_tokens"], 4);
-  body = nlohmann::json::parse(completion_body("chatcmpl-2", limits, 1, chat, {a}, 1));
+  body = nlohmann::json::parse(completion_body("chatcmpl-2", limits, 1, chat, {a}));
   const auto& content = body["choices"][0]["logprobs"]["content"];
   EXPECT_EQ(content[0]["token"], "a");
   EXPECT_EQ(content[0]["bytes"], (nlohmann::json{97}));
@@ -229,24 +231,165 @@ TEST(OpenAiApi, StreamsHoldBackASplitUtf8Character) {
   EXPECT_FALSE(models::byte_vocabulary().decode(std::vector<int32_t>{'o', 300}).ok());
 }
 
-// The OpenAI API's prompt may be token ids: as they are, or a list of one such list.
-TEST(OpenAiApi, APromptMayBeTokenIds) {
-  EXPECT_EQ(ok(R"({"model": "troupe-tiny", "prompt": [72, 105]})").request.prompt,
-            (std::vector<int32_t>{72, 105}));
-  EXPECT_EQ(ok(R"({"model": "troupe-tiny", "prompt": [[72, 105, 33]]})").request.prompt,
-            (std::vector<int32_t>{72, 105, 33}));
-  EXPECT_EQ(ok(R"({"model": "troupe-tiny", "prompt": ["Hi"]})").request.prompt,
-            (std::vector<int32_t>{'H', 'i'}));
+// The OpenAI API's prompt may be token ids, and a call may carry a batch of prompts (texts or
+// token-id lists): choice p × n + k is generation k of prompt p.
+TEST(OpenAiApi, APromptMayBeTokenIdsOrABatch) {
+  using prompts = std::vector<std::vector<int32_t>>;
+  EXPECT_EQ(ok(R"({"model": "troupe-tiny", "prompt": [72, 105]})").prompts, (prompts{{72, 105}}));
+  EXPECT_EQ(ok(R"({"model": "troupe-tiny", "prompt": [[72, 105, 33]]})").prompts,
+            (prompts{{72, 105, 33}}));
+  EXPECT_EQ(ok(R"({"model": "troupe-tiny", "prompt": ["Hi"]})").prompts, (prompts{{'H', 'i'}}));
+  const auto batch = ok(R"({"model": "troupe-tiny", "prompt": ["Hi", "abc"], "n": 2})");
+  EXPECT_EQ(batch.prompts, (prompts{{'H', 'i'}, {'a', 'b', 'c'}}));
+  EXPECT_EQ(batch.choices(), 4);
+  EXPECT_EQ(batch.prompt_of(1), batch.prompts[0]);
+  EXPECT_EQ(batch.prompt_of(2), batch.prompts[1]);
+  EXPECT_EQ(batch.prompt_tokens(), 5);
+  EXPECT_EQ(ok(R"({"model": "troupe-tiny", "prompt": [[1], [2, 3]]})").prompts,
+            (prompts{{1}, {2, 3}}));
   auto e = refused(R"({"model": "troupe-tiny", "prompt": [72, 256]})");
   EXPECT_EQ(e.http_status, 400);
   EXPECT_EQ(e.message, "'prompt'[1] must be a token id from 0 to 255, not 256");
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": [[1], [2, 256]]})").message,
+            "'prompt'[1][1] must be a token id from 0 to 255, not 256");
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": ["a", ""]})").message,
+            "'prompt'[1] is empty");
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": ["a", 3]})").message,
+            "'prompt'[1] must be a string or a list of token ids");
   EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": [72, "x"]})").http_status, 400);
-  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": []})").message, "the prompt is empty");
-  // A batch of prompts is not one prompt: its first entry is named.
-  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": [[1], [2]]})").message,
-            "'prompt'[0] must be a token id from 0 to 255, not [1]");
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": []})").message, "'prompt' is empty");
   EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": {"a": 1}})").message,
-            "'prompt' must be a string, a list of token ids, or a list of one of them");
+            "'prompt' must be a string, a list of token ids, or a list of either");
+  e = refused(R"({"model": "troupe-tiny", "prompt": ["a", ")" + std::string(40, 'a') + R"("]})");
+  EXPECT_EQ(e.http_status, 413);
+  EXPECT_NE(e.message.find("the prompt 1 has 40"), std::string::npos) << e.message;
+  EXPECT_NE(refused(R"({"model": "troupe-tiny", "n": 2, "prompt": [)" +
+                    [] {
+                      std::string p = "\"a\"";
+                      for (int i = 1; i < 40; ++i)
+                        p += ", \"a\"";
+                      return p;
+                    }() +
+                    "]}")
+                .message.find("at most 64 choices"),
+            std::string::npos);
+}
+
+// OpenAI's penalties and logit_bias, vLLM's repetition_penalty and min_tokens.
+TEST(OpenAiApi, PenaltiesLogitBiasAndMinTokens) {
+  const auto c = ok(R"({"model": "troupe-tiny", "prompt": "x", "frequency_penalty": 0.5,
+    "presence_penalty": -1, "repetition_penalty": 1.2, "logit_bias": {"65": -100, "66": 2.5},
+    "min_tokens": 3, "max_tokens": 8})");
+  EXPECT_FLOAT_EQ(c.request.frequency_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(c.request.presence_penalty, -1.0f);
+  EXPECT_FLOAT_EQ(c.request.repetition_penalty, 1.2f);
+  EXPECT_EQ(c.request.logit_bias, (std::vector<actor::token_bias>{{65, -100.0f}, {66, 2.5f}}));
+  EXPECT_EQ(c.request.min_tokens, 3);
+  const auto plain = ok(R"({"model": "troupe-tiny", "prompt": "x"})");
+  EXPECT_EQ(plain.request.repetition_penalty, 1.0f);
+  EXPECT_TRUE(plain.request.logit_bias.empty());
+  const auto message = [](const std::string& fields) {
+    return refused(R"({"model": "troupe-tiny", "prompt": "x", )" + fields + "}").message;
+  };
+  EXPECT_EQ(message(R"("frequency_penalty": 2.5)"),
+            "'frequency_penalty' must be between -2 and 2, got 2.5");
+  EXPECT_EQ(message(R"("repetition_penalty": 0)"), "'repetition_penalty' must be above 0");
+  EXPECT_EQ(message(R"("logit_bias": {"x": 1})"),
+            "'logit_bias' key 'x' must be a token id from 0 to 255");
+  EXPECT_EQ(message(R"("logit_bias": {"300": 1})"),
+            "'logit_bias' key '300' must be a token id from 0 to 255");
+  EXPECT_EQ(message(R"("logit_bias": {"3": 101})"),
+            "'logit_bias' of token 3 must be a number between -100 and 100, not 101");
+  EXPECT_EQ(message(R"("logit_bias": [1])"), "'logit_bias' must map token ids to biases");
+  EXPECT_EQ(message(R"("min_tokens": 5, "max_tokens": 4)"),
+            "'min_tokens' must be between 0 and 4, got 5");
+}
+
+// seed 0 is a seed like any other; no seed lets the server draw one.
+TEST(OpenAiApi, SeedZeroIsASeed) {
+  const auto zero = ok(R"({"model": "troupe-tiny", "prompt": "x", "seed": 0})");
+  EXPECT_TRUE(zero.seeded);
+  EXPECT_EQ(zero.request.seed, 0u);
+  EXPECT_FALSE(ok(R"({"model": "troupe-tiny", "prompt": "x"})").seeded);
+  EXPECT_FALSE(ok(R"({"model": "troupe-tiny", "prompt": "x", "seed": null})").seeded);
+}
+
+// A chat message's content may be a list of text parts (joined by newlines); other parts are
+// refused by name. /tokenize reads them the same way.
+TEST(OpenAiApi, ChatContentMayBeTextParts) {
+  const api_limits wide{"troupe-tiny", 128, 16};
+  const auto parts = ok(R"({"model": "troupe-tiny", "messages": [{"role": "user", "content":
+      [{"type": "text", "text": "Hi"}, {"type": "text", "text": "there"}]}]})",
+                        true, wide);
+  const auto text = ok(R"({"model": "troupe-tiny", "messages": [{"role": "user", "content":
+      "Hi\nthere"}]})",
+                       true, wide);
+  EXPECT_EQ(parts.prompts, text.prompts);
+  auto e = parse_completion(R"({"model": "troupe-tiny", "messages": [{"role": "user", "content":
+      [{"type": "image_url", "image_url": {"url": "x"}}]}]})",
+                            wide, true);
+  ASSERT_TRUE(std::holds_alternative<api_error>(e));
+  EXPECT_EQ(std::get<api_error>(e).message,
+            "'messages'[0].content[0] must be a text part {\"type\": \"text\", \"text\": "
+            "\"...\"} (type \"image_url\"); this model reads text only");
+  EXPECT_EQ(std::get<std::string>(tokenize(R"({"messages": [{"role": "user", "content":
+      [{"type": "text", "text": "Hi"}, {"type": "text", "text": "there"}]}]})",
+                                           wide)),
+            std::get<std::string>(tokenize(R"({"messages": [{"role": "user", "content":
+      "Hi\nthere"}]})",
+                                           wide)));
+}
+
+// stream_options.include_usage: every chunk has a null usage, and a last chunk before [DONE]
+// has no choices and the usage.
+TEST(OpenAiApi, StreamOptionsIncludeUsage) {
+  const auto call = ok(R"({"model": "troupe-tiny", "prompt": ["ab", "c"], "stream": true,
+                           "stream_options": {"include_usage": true}})");
+  EXPECT_TRUE(call.include_usage);
+  const auto chunk =
+      nlohmann::json::parse(stream_chunk("c", limits, 1, call, 0, "x", {}, nullptr).substr(6));
+  ASSERT_TRUE(chunk.contains("usage"));
+  EXPECT_TRUE(chunk["usage"].is_null());
+  const auto last = nlohmann::json::parse(stream_usage_chunk("c", limits, 1, call, 7).substr(6));
+  EXPECT_EQ(last["choices"], nlohmann::json::array());
+  EXPECT_EQ(last["usage"],
+            (nlohmann::json{{"prompt_tokens", 3}, {"completion_tokens", 7}, {"total_tokens", 10}}));
+  EXPECT_FALSE(nlohmann::json::parse(stream_chunk("c", limits, 1,
+                                                  ok(R"({"model": "troupe-tiny", "prompt": "x"})"),
+                                                  0, "x", {}, nullptr)
+                                         .substr(6))
+                   .contains("usage"));
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": "x", "stream_options":
+                       {"include_usage": true}})")
+                .message,
+            "'stream_options' is only allowed with 'stream': true");
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": "x", "stream": true, "stream_options":
+                       {"continuous_usage_stats": true}})")
+                .message,
+            "unknown field 'stream_options.continuous_usage_stats'; troupe reads "
+            "'stream_options.include_usage'");
+}
+
+// echo (completions): each choice's text starts with its prompt's.
+TEST(OpenAiApi, EchoStartsTheTextWithThePrompt) {
+  const auto call = ok(R"({"model": "troupe-tiny", "prompt": ["ab", "c"], "echo": true,
+                           "stop": ["b"]})");
+  EXPECT_TRUE(call.echo);
+  EXPECT_EQ(echoed_prompt(call, 1, models::byte_vocabulary()), "c");
+  const auto body =
+      nlohmann::json::parse(completion_body("cmpl-3", limits, 1, call,
+                                            {output_of("xy", actor::finish_reason::length),
+                                             output_of("zbz", actor::finish_reason::stop)}));
+  EXPECT_EQ(body["choices"][0]["text"], "abxy");
+  EXPECT_EQ(body["choices"][1]["text"], "cz") << "the stop string is looked for after the prompt";
+  EXPECT_EQ(echoed_prompt(ok(R"({"model": "troupe-tiny", "prompt": "ab"})"), 0,
+                          models::byte_vocabulary()),
+            "");
+  EXPECT_NE(refused(R"({"model": "troupe-tiny", "prompt": "x", "echo": true, "logprobs": 1})")
+                .message.find("'echo' with 'logprobs' is not supported"),
+            std::string::npos);
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "messages": [], "echo": true})", true).message,
+            "unknown field 'echo'");
 }
 
 // vLLM's /tokenize and /detokenize.

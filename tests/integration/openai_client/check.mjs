@@ -1,5 +1,6 @@
 // The official OpenAI Node client against a troupe serve job, unchanged: models, completions and
-// chat, whole and streamed, and an error. Prints one JSON line of what it saw.
+// chat, whole and streamed, each sampling and streaming field troupe reads, and errors. Prints
+// one JSON line of what it saw.
 //   node check.mjs PORT
 import OpenAI from "openai";
 
@@ -47,6 +48,46 @@ for await (const part of await client.completions.create({
   for (const c of part.choices) streamedChoices.add(c.index);
 }
 out.stream_choices = [...streamedChoices].sort();
+// The rest of the API: logit_bias (token 65 is "A" in the byte vocabulary), penalties,
+// min_tokens, seed 0, batched prompts with echo, content parts and stream usage.
+const biased = await client.completions.create({
+  model: "troupe-tiny", prompt: "Hello", max_tokens: 5, temperature: 0,
+  logit_bias: { "65": 100 } });
+out.biased_text = biased.choices[0].text;
+const penalized = await client.completions.create({
+  model: "troupe-tiny", prompt: "Hello", max_tokens: 6, frequency_penalty: 1.5,
+  presence_penalty: 0.5, repetition_penalty: 1.3, min_tokens: 2 });
+out.penalized_tokens = penalized.usage.completion_tokens;
+const zero = async () => (await client.completions.create({
+  model: "troupe-tiny", prompt: "Hello", max_tokens: 8, seed: 0 })).choices[0].text;
+out.seed_zero_repeats = (await zero()) === (await zero());
+const batch = await client.completions.create({
+  model: "troupe-tiny", prompt: ["Hello", "Once"], max_tokens: 3, n: 2, echo: true, seed: 4 });
+out.batch_choices = batch.choices.map((c) => c.index);
+out.batch_echo = batch.choices.map((c) => c.text.startsWith(c.index < 2 ? "Hello" : "Once"));
+out.batch_prompt_tokens = batch.usage.prompt_tokens;
+const parts = await client.chat.completions.create({
+  model: "troupe-tiny", max_completion_tokens: 3,
+  messages: [{ role: "user", content: [{ type: "text", text: "Hi" }, { type: "text", text: "you" }] }] });
+out.parts_finish = parts.choices[0].finish_reason;
+let usage = null;
+let emptyChoices = 0;
+for await (const part of await client.chat.completions.create({
+  model: "troupe-tiny", messages: [{ role: "user", content: "Hi" }], max_tokens: 4, stream: true,
+  stream_options: { include_usage: true } })) {
+  if (part.usage) usage = part.usage;
+  if (part.choices.length === 0) emptyChoices += 1;
+}
+out.stream_usage = usage;
+out.stream_usage_chunks = emptyChoices;
+try {
+  await client.chat.completions.create({
+    model: "troupe-tiny", messages: [{ role: "user", content: "Hi" }],
+    tools: [{ type: "function", function: { name: "f", parameters: {} } }] });
+} catch (e) {
+  out.unsupported_status = e.status;
+  out.unsupported_message = e.message;
+}
 try {
   await client.completions.create({ model: "nope", prompt: "x" });
 } catch (e) {

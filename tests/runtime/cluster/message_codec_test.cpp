@@ -209,8 +209,18 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   actor::generation_request r{7, {72, 105}, 0.7f, 40, 0.9f, 1234, 32, {"\n\n"}, {151645, 2}, true};
   r.stream = false;
   r.min_weights_version = 12;
+  r.frequency_penalty = 0.5f;
+  r.presence_penalty = -0.25f;
+  r.repetition_penalty = 1.125f;
+  r.logit_bias = {{65, -100.0f}, {7, 2.5f}};
+  r.min_tokens = 3;
   caf::message m = round_trip(caf::make_message(actor::generate_atom_v, r));
   const auto& back = m.get_as<actor::generation_request>(1);
+  EXPECT_EQ(back.frequency_penalty, 0.5f);
+  EXPECT_EQ(back.presence_penalty, -0.25f);
+  EXPECT_EQ(back.repetition_penalty, 1.125f);
+  EXPECT_EQ(back.logit_bias, r.logit_bias);
+  EXPECT_EQ(back.min_tokens, 3);
   EXPECT_EQ(back.min_weights_version, 12u);
   EXPECT_TRUE(back.include_stop_str_in_output);
   EXPECT_FALSE(back.stream);

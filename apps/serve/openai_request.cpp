@@ -1,0 +1,391 @@
+// Parsing and checking the OpenAI API's request bodies (and vLLM's /tokenize, /detokenize).
+
+#include <optional>
+#include <set>
+#include <type_traits>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "apps/serve/openai_api.hpp"
+#include "apps/serve/openai_json.hpp"
+
+namespace troupe::apps {
+
+using openai_json::dump;
+using openai_json::invalid;
+using openai_json::json;
+
+namespace {
+
+constexpr int64_t max_choices = 16;  // `n`
+
+// A list of token ids inside the vocabulary (`key`, quoted, names it in errors), or the 400 that
+// names the bad one.
+std::variant<std::vector<int32_t>, api_error> token_ids(
+    const json& list, const std::string& key, const models::model_vocabulary& vocabulary) {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& t = list[i];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() >= vocabulary.vocab_size()) {
+      return invalid(absl::StrCat(key, "[", i, "] must be a token id from 0 to ",
+                                  vocabulary.vocab_size() - 1, ", not ", dump(t)));
+    }
+    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return out;
+}
+
+constexpr size_t max_prompts = 64;  // a completion's batch of prompts
+
+// The prompts of a completion: a text or token ids, or a batch of either.
+std::variant<std::vector<std::vector<int32_t>>, api_error> prompt_list(
+    const json& p, const models::model_vocabulary& vocabulary) {
+  const auto one = [&](const json& x,
+                       const std::string& key) -> std::variant<std::vector<int32_t>, api_error> {
+    if (x.is_string()) {
+      if (x.get_ref<const std::string&>().empty()) return invalid(absl::StrCat(key, " is empty"));
+      return vocabulary.encode(x.get<std::string>(), /*add_special_tokens=*/true);
+    }
+    if (x.is_array() && !x.empty()) return token_ids(x, key, vocabulary);
+    if (x.is_array()) return invalid(absl::StrCat(key, " is empty"));
+    return invalid(absl::StrCat(key, " must be a string or a list of token ids"));
+  };
+  std::vector<std::vector<int32_t>> prompts;
+  const bool batch = p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array());
+  if (!batch) {
+    if (!p.is_string() && !p.is_array()) {
+      return invalid("'prompt' must be a string, a list of token ids, or a list of either");
+    }
+    auto tokens = one(p, "'prompt'");
+    if (auto* e = std::get_if<api_error>(&tokens)) return *e;
+    prompts.push_back(std::get<std::vector<int32_t>>(std::move(tokens)));
+    return prompts;
+  }
+  if (p.size() > max_prompts) {
+    return invalid(absl::StrCat("'prompt' holds ", p.size(), " prompts; a call takes at most ",
+                                max_prompts, ": split the batch"));
+  }
+  for (size_t i = 0; i < p.size(); ++i) {
+    auto tokens = one(p[i], absl::StrCat("'prompt'[", i, "]"));
+    if (auto* e = std::get_if<api_error>(&tokens)) return *e;
+    prompts.push_back(std::get<std::vector<int32_t>>(std::move(tokens)));
+  }
+  return prompts;
+}
+
+// The messages with each content given as text parts joined into one text (vLLM's "string"
+// content format, which the shipped templates expect); other part types are refused.
+std::variant<json, api_error> text_messages(const json& messages) {
+  if (!messages.is_array()) return messages;  // the template's renderer names the problem
+  json out = messages;
+  for (size_t i = 0; i < out.size(); ++i) {
+    json& m = out[i];
+    if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
+    std::string text;
+    for (size_t k = 0; k < m["content"].size(); ++k) {
+      const json& part = m["content"][k];
+      if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") ||
+          !part["text"].is_string()) {
+        const std::string type =
+            part.is_object() && part.contains("type") ? dump(part["type"]) : "none";
+        return invalid(absl::StrCat("'messages'[", i, "].content[", k,
+                                    "] must be a text part {\"type\": \"text\", \"text\": \"...\"}",
+                                    " (type ", type, "); this model reads text only"));
+      }
+      if (k > 0) text += '\n';
+      text += part["text"].get_ref<const std::string&>();
+    }
+    m["content"] = std::move(text);
+  }
+  return out;
+}
+
+// A JSON body's fields, each checked for type and range; a field that is absent or null gives
+// the fallback.
+struct body_fields {
+  const json& j;
+
+  template <class T>
+  using result = std::variant<T, api_error>;
+
+  result<double> number(const char* key, double lo, double hi, double fallback) const {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_number()) return invalid(absl::StrCat("'", key, "' must be a number"));
+    const double v = j[key];
+    if (v < lo || v > hi) {
+      return invalid(absl::StrCat("'", key, "' must be between ", lo, " and ", hi, ", got ", v));
+    }
+    return v;
+  }
+  result<int64_t> integer(const char* key, int64_t lo, int64_t hi, int64_t fallback) const {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_number_integer()) return invalid(absl::StrCat("'", key, "' must be an integer"));
+    const int64_t v = j[key];
+    if (v < lo || v > hi) {
+      return invalid(absl::StrCat("'", key, "' must be between ", lo, " and ", hi, ", got ", v));
+    }
+    return v;
+  }
+  result<bool> flag(const char* key, bool fallback) const {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_boolean()) return invalid(absl::StrCat("'", key, "' must be true or false"));
+    return j[key].get<bool>();
+  }
+  bool given(const char* key) const { return j.contains(key) && !j[key].is_null(); }
+};
+
+// Assigns a checked field to `out`, or returns its error from the enclosing function.
+#define TROUPE_FIELD(out, expr)                                                     \
+  do {                                                                              \
+    auto field_ = (expr);                                                           \
+    if (auto* e_ = std::get_if<api_error>(&field_)) return *e_;                     \
+    out = static_cast<std::remove_reference_t<decltype(out)>>(std::get<0>(field_)); \
+  } while (false)
+
+// OpenAI's logit_bias: {"token id": bias in [-100, 100], ...}.
+std::variant<std::vector<actor::token_bias>, api_error> logit_bias(
+    const json& bias, const models::model_vocabulary& vocabulary) {
+  if (!bias.is_object()) return invalid("'logit_bias' must map token ids to biases");
+  std::vector<actor::token_bias> out;
+  for (const auto& [key, value] : bias.items()) {
+    int64_t token = -1;
+    if (!absl::SimpleAtoi(key, &token) || token < 0 || token >= vocabulary.vocab_size()) {
+      return invalid(absl::StrCat("'logit_bias' key '", key, "' must be a token id from 0 to ",
+                                  vocabulary.vocab_size() - 1));
+    }
+    if (!value.is_number() || value.get<double>() < -100 || value.get<double>() > 100) {
+      return invalid(absl::StrCat("'logit_bias' of token ", token,
+                                  " must be a number between -100 and 100, not ", dump(value)));
+    }
+    out.push_back({static_cast<int32_t>(token), value.get<float>()});
+  }
+  return out;
+}
+
+// The sampling fields of a completion call into its request and flags.
+std::optional<api_error> parse_sampling(const body_fields& f, bool chat, const api_limits& limits,
+                                        const models::model_vocabulary& vocabulary,
+                                        completion_call& call) {
+  actor::generation_request& r = call.request;
+  const json& j = f.j;
+  TROUPE_FIELD(r.temperature, f.number("temperature", 0, 2, 1));
+  TROUPE_FIELD(r.top_p, f.number("top_p", 1e-9, 1, 1));
+  TROUPE_FIELD(r.top_k, f.integer("top_k", 0, 1 << 20, 0));
+  // Chat's max_completion_tokens is max_tokens' newer name.
+  const char* max_key =
+      chat && f.given("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (chat && f.given("max_completion_tokens") && f.given("max_tokens")) {
+    return invalid("give 'max_completion_tokens' or 'max_tokens', not both");
+  }
+  TROUPE_FIELD(r.max_tokens, f.integer(max_key, 1, 1 << 20, limits.default_max_tokens));
+  TROUPE_FIELD(r.min_tokens, f.integer("min_tokens", 0, r.max_tokens, 0));
+  call.seeded = f.given("seed");
+  TROUPE_FIELD(r.seed, f.integer("seed", INT64_MIN, INT64_MAX, 0));
+  TROUPE_FIELD(call.n, f.integer("n", 1, max_choices, 1));
+  TROUPE_FIELD(r.frequency_penalty, f.number("frequency_penalty", -2, 2, 0));
+  TROUPE_FIELD(r.presence_penalty, f.number("presence_penalty", -2, 2, 0));
+  TROUPE_FIELD(r.repetition_penalty, f.number("repetition_penalty", 0, 100, 1));
+  if (r.repetition_penalty <= 0) return invalid("'repetition_penalty' must be above 0");
+  if (f.given("logit_bias")) TROUPE_FIELD(r.logit_bias, logit_bias(j["logit_bias"], vocabulary));
+  // completions: logprobs is the number of alternatives (0..5); chat: a bool, with top_logprobs.
+  if (f.given("logprobs")) {
+    if (chat) {
+      TROUPE_FIELD(call.logprobs, f.flag("logprobs", false));
+      TROUPE_FIELD(r.top_logprobs, f.integer("top_logprobs", 0, 20, 0));
+    } else {
+      TROUPE_FIELD(r.top_logprobs, f.integer("logprobs", 0, 5, 0));
+      call.logprobs = true;
+    }
+  }
+  if (chat && f.given("top_logprobs") && !call.logprobs) {
+    return invalid("'top_logprobs' needs 'logprobs': true");
+  }
+  if (f.given("stop")) {
+    const json& stop = j["stop"];
+    if (stop.is_string()) {
+      r.stop = {stop.get<std::string>()};
+    } else if (stop.is_array() && stop.size() <= 4 &&
+               std::all_of(stop.begin(), stop.end(), [](const json& s) { return s.is_string(); })) {
+      for (const auto& s : stop)
+        r.stop.push_back(s);
+    } else {
+      return invalid("'stop' must be a string or a list of at most 4 strings");
+    }
+  }
+  TROUPE_FIELD(r.include_stop_str_in_output, f.flag("include_stop_str_in_output", false));
+  if (f.given("stop_token_ids")) {
+    if (!j["stop_token_ids"].is_array()) return invalid("'stop_token_ids' must be a list of ids");
+    TROUPE_FIELD(r.stop_token_ids, token_ids(j["stop_token_ids"], "'stop_token_ids'", vocabulary));
+  }
+  bool ignore_eos = false;
+  TROUPE_FIELD(ignore_eos, f.flag("ignore_eos", false));
+  if (!ignore_eos) {
+    r.stop_token_ids.insert(r.stop_token_ids.end(), limits.stop_token_ids.begin(),
+                            limits.stop_token_ids.end());
+  }
+  return std::nullopt;
+}
+
+// The streaming fields: stream, and stream_options (only with stream: true).
+std::optional<api_error> parse_streaming(const body_fields& f, completion_call& call) {
+  TROUPE_FIELD(call.stream, f.flag("stream", false));
+  if (!f.given("stream_options")) return std::nullopt;
+  const json& options = f.j["stream_options"];
+  if (!call.stream) return invalid("'stream_options' is only allowed with 'stream': true");
+  if (!options.is_object()) return invalid("'stream_options' must be an object");
+  for (const auto& [key, value] : options.items()) {
+    if (key != "include_usage") {
+      return invalid(absl::StrCat("unknown field 'stream_options.", key,
+                                  "'; troupe reads 'stream_options.include_usage'"));
+    }
+  }
+  TROUPE_FIELD(call.include_usage, body_fields{options}.flag("include_usage", false));
+  return std::nullopt;
+}
+
+#undef TROUPE_FIELD
+
+}  // namespace
+
+int completion_call::prompt_tokens() const {
+  int total = 0;
+  for (const auto& p : prompts)
+    total += static_cast<int>(p.size());
+  return total;
+}
+
+std::variant<completion_call, api_error> parse_completion(
+    absl::string_view body, const api_limits& limits, bool chat,
+    const models::model_vocabulary& vocabulary) {
+  const json j = json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded()) return invalid("the body is not valid JSON");
+  if (!j.is_object()) return invalid("the body must be a JSON object");
+  static const std::set<std::string> common = {"model", "max_tokens", "temperature", "top_p",
+                                               "top_k", "seed", "stop", "stream", "stream_options",
+                                               "n", "user", "logprobs", "frequency_penalty",
+                                               "presence_penalty", "logit_bias",
+                                               // vLLM's extra sampling parameters
+                                               "include_stop_str_in_output", "stop_token_ids",
+                                               "ignore_eos", "min_tokens", "repetition_penalty"};
+  static const std::set<std::string> completions_only = {"prompt", "echo"};
+  static const std::set<std::string> chat_only = {"messages", "top_logprobs",
+                                                  "max_completion_tokens"};
+  for (const auto& [key, value] : j.items()) {
+    if (common.count(key) == 0 && (chat ? chat_only : completions_only).count(key) == 0) {
+      return invalid(absl::StrCat("unknown field '", key, "'"));
+    }
+  }
+  completion_call call;
+  call.chat = chat;
+  if (!j.contains("model") || !j["model"].is_string()) return invalid("'model' must be a string");
+  if (j["model"] != limits.model) {
+    return api_error{404, "invalid_request_error", "model_not_found",
+                     absl::StrCat("the model '", j["model"].get<std::string>(),
+                                  "' does not exist; this server serves '", limits.model, "'")};
+  }
+  if (chat) {
+    auto messages = text_messages(j.value("messages", json()));
+    if (auto* e = std::get_if<api_error>(&messages)) return *e;
+    absl::StatusOr<std::string> text =
+        vocabulary.render_chat(std::get<json>(messages), /*add_generation_prompt=*/true);
+    if (!text.ok()) return invalid(std::string(text.status().message()));
+    if (text->empty()) return invalid("the prompt is empty");
+    // A chat template writes the special tokens it wants (vLLM adds none for chat).
+    call.prompts.push_back(vocabulary.encode(*text, /*add_special_tokens=*/false));
+  } else {
+    auto prompts = prompt_list(j.value("prompt", json()), vocabulary);
+    if (auto* e = std::get_if<api_error>(&prompts)) return *e;
+    call.prompts = std::get<std::vector<std::vector<int32_t>>>(std::move(prompts));
+  }
+  for (size_t i = 0; i < call.prompts.size(); ++i) {
+    if (static_cast<int>(call.prompts[i].size()) >= limits.ctx) {
+      return api_error{413, "invalid_request_error", "context_length_exceeded",
+                       absl::StrCat("this model's context is ", limits.ctx, " tokens; the prompt",
+                                    call.prompts.size() > 1 ? absl::StrCat(" ", i) : "", " has ",
+                                    call.prompts[i].size(), ", and one must be left to generate")};
+    }
+  }
+  const body_fields fields{j};
+  if (auto e = parse_sampling(fields, chat, limits, vocabulary, call)) return *e;
+  if (auto e = parse_streaming(fields, call)) return *e;
+  if (!chat) {
+    auto echo = fields.flag("echo", false);
+    if (auto* e = std::get_if<api_error>(&echo)) return *e;
+    call.echo = std::get<bool>(echo);
+    if (call.echo && call.logprobs) {
+      return invalid(
+          "'echo' with 'logprobs' is not supported (the prompt's log-probs): ask for "
+          "one of them");
+    }
+  }
+  if (call.choices() > max_choices * 4) {
+    return invalid(absl::StrCat("'n' × the prompts is ", call.choices(),
+                                "; a call generates at most ", max_choices * 4, " choices"));
+  }
+  return call;
+}
+
+std::variant<std::string, api_error> tokenize(absl::string_view body, const api_limits& limits,
+                                              const models::model_vocabulary& vocabulary) {
+  const json j = json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return invalid("the body must be a JSON object");
+  const bool chat = j.contains("messages");
+  static const std::set<std::string> known = {"model", "prompt", "messages", "add_special_tokens",
+                                              "add_generation_prompt"};
+  for (const auto& [key, value] : j.items()) {
+    if (known.count(key) == 0) return invalid(absl::StrCat("unknown field '", key, "'"));
+  }
+  if (j.contains("model") && j["model"] != limits.model) {
+    return api_error{404, "invalid_request_error", "model_not_found",
+                     absl::StrCat("the model ", dump(j["model"]),
+                                  " does not exist; this server serves '", limits.model, "'")};
+  }
+  const body_fields fields{j};
+  // vLLM's defaults: special tokens for a prompt; for messages the template writes them.
+  auto special = fields.flag("add_special_tokens", !chat);
+  auto generation = fields.flag("add_generation_prompt", true);
+  for (auto* v : {&special, &generation}) {
+    if (auto* e = std::get_if<api_error>(v)) return *e;
+  }
+  std::string text;
+  if (chat) {
+    auto messages = text_messages(j["messages"]);
+    if (auto* e = std::get_if<api_error>(&messages)) return *e;
+    auto rendered = vocabulary.render_chat(std::get<json>(messages), std::get<bool>(generation));
+    if (!rendered.ok()) return invalid(std::string(rendered.status().message()));
+    text = std::move(*rendered);
+  } else {
+    if (!j.contains("prompt") || !j["prompt"].is_string()) {
+      return invalid("'prompt' (a string) or 'messages' is required");
+    }
+    text = j["prompt"].get<std::string>();
+  }
+  const std::vector<int32_t> tokens = vocabulary.encode(text, std::get<bool>(special));
+  return dump({{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", limits.ctx}});
+}
+
+std::variant<std::string, api_error> detokenize(absl::string_view body, const api_limits& limits,
+                                                const models::model_vocabulary& vocabulary) {
+  const json j = json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return invalid("the body must be a JSON object");
+  for (const auto& [key, value] : j.items()) {
+    if (key != "model" && key != "tokens")
+      return invalid(absl::StrCat("unknown field '", key, "'"));
+  }
+  if (j.contains("model") && j["model"] != limits.model) {
+    return api_error{404, "invalid_request_error", "model_not_found",
+                     absl::StrCat("the model ", dump(j["model"]),
+                                  " does not exist; this server serves '", limits.model, "'")};
+  }
+  if (!j.contains("tokens") || !j["tokens"].is_array()) {
+    return invalid("'tokens' must be a list of token ids");
+  }
+  auto tokens = token_ids(j["tokens"], "'tokens'", vocabulary);
+  if (auto* e = std::get_if<api_error>(&tokens)) return *e;
+  auto text = vocabulary.decode(std::get<std::vector<int32_t>>(tokens));
+  if (!text.ok()) return invalid(std::string(text.status().message()));
+  return dump({{"prompt", *text}});
+}
+
+}  // namespace troupe::apps
