@@ -46,6 +46,12 @@ std::vector<generation_event> batch_scheduler::cancel(uint64_t id) {
   return finish(id, finish_reason::cancelled, output_size(id));
 }
 
+std::vector<generation_event> batch_scheduler::end(uint64_t id) {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end() || it->second.ended) return {};
+  return finish(id, finish_reason::stop, output_size(id));
+}
+
 bool batch_scheduler::plan_chunk(uint64_t id, int& budget, std::vector<batch_chunk>& batch) {
   sequence& s = sequences_.at(id);
   if (s.ended) {

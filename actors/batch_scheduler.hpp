@@ -73,6 +73,9 @@ class batch_scheduler {
   /// Ends a request wherever it is; its blocks are freed. Returns its final event (nothing when
   /// the id is unknown).
   std::vector<generation_event> cancel(uint64_t id);
+  /// Ends a running sequence whose output is whole (a structured output's value): "stop", every
+  /// token kept. Nothing for a sequence that has ended.
+  std::vector<generation_event> end(uint64_t id);
 
   /// The next iteration's batch (empty when nothing can run). A chunk that does not sample is
   /// prefill, or (static batching) the padding row of a sequence that ended.

@@ -35,7 +35,8 @@ inference_engine::inference_engine(const models::gpt_layout& layout,
       pool_(std::move(pool)),
       decoder_(std::move(decoder)),
       blocks_(o.kv_blocks, o.block_size),
-      scheduler_(o.scheduler, blocks_) {}
+      scheduler_(o.scheduler, blocks_),
+      guided_(o.scheduler.token_text, layout.config().vocab) {}
 
 absl::Status inference_engine::add(generation_request request) {
   const int vocab = layout_.config().vocab;
@@ -50,10 +51,17 @@ absl::Status inference_engine::add(generation_request request) {
         absl::StrCat("top_logprobs is ", request.top_logprobs, "; it must be in [0, ", vocab, "]"));
   }
   TROUPE_RETURN_IF_ERROR(check_logit_adjustments(request, vocab));
-  return scheduler_.add(std::move(request));
+  const uint64_t id = request.id;
+  if (!request.json_schema.empty()) {
+    TROUPE_RETURN_IF_ERROR(guided_.add(id, request.json_schema));
+  }
+  absl::Status added = scheduler_.add(std::move(request));
+  if (!added.ok()) guided_.forget(id);
+  return added;
 }
 
 std::vector<generation_event> inference_engine::cancel(uint64_t id) {
+  guided_.forget(id);
   std::vector<generation_event> events = scheduler_.cancel(id);
   for (auto& e : events)
     e.weights_version = weights_version_;
@@ -102,6 +110,7 @@ absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
       adjust_logits(logits, vocab, r, sequence.first(prompt), sequence.subspan(prompt));
     }
     draw& d = draws_[i];
+    d.dead_end = guided_.guides(c.id) && !guided_.mask(c.id, logits, r.stop_token_ids);
     d.token = kernels::cpu::sample_token(logits, vocab, {r.temperature, r.top_k, r.top_p}, r.seed,
                                          scheduler_.output_size(c.id));
     d.logprob = kernels::cpu::token_log_prob(logits, vocab, r.temperature, d.token);
@@ -117,12 +126,30 @@ absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
     const batch_chunk& c = batch[i];
     if (!c.samples) continue;
     const draw& d = draws_[i];
-    for (auto& e : scheduler_.on_token(c.id, d.token, d.logprob, d.top_tokens, d.top_values)) {
-      e.weights_version = weights_version_;
-      events.push_back(std::move(e));
+    const size_t first = events.size();
+    if (d.dead_end) {  // no token keeps the output in its grammar: it ends where it is
+      for (auto& e : scheduler_.end(c.id))
+        events.push_back(std::move(e));
+      guided_.forget(c.id);
+    } else {
+      for (auto& e : scheduler_.on_token(c.id, d.token, d.logprob, d.top_tokens, d.top_values))
+        events.push_back(std::move(e));
+      if (guided_.guides(c.id)) guide(c.id, d.token, events);
     }
+    for (size_t k = first; k < events.size(); ++k)
+      events[k].weights_version = weights_version_;
   }
   return events;
+}
+
+void inference_engine::guide(uint64_t id, int32_t token, std::vector<generation_event>& events) {
+  const bool ended = !events.empty() && events.back().id == id && events.back().finished;
+  if (!ended && guided_.advance(id, token)) return;
+  if (!ended) {
+    for (auto& e : scheduler_.end(id))
+      events.push_back(std::move(e));
+  }
+  guided_.forget(id);
 }
 
 }  // namespace troupe::actors

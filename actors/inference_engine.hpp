@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "actors/batch_scheduler.hpp"
+#include "actors/guided_decoding.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 #include "models/gpt/gpt_decoder.hpp"
 
@@ -61,13 +62,18 @@ class inference_engine {
     float logprob = 0;
     std::vector<int32_t> top_tokens;
     std::vector<float> top_values;
+    bool dead_end = false;  // a guided request that no token can continue
   };
+
+  // Moves a guided request past its drawn token; ends its output when the value is whole.
+  void guide(uint64_t id, int32_t token, std::vector<generation_event>& events);
 
   const models::gpt_layout& layout_;
   std::unique_ptr<kernels::cpu::thread_pool> pool_;  // null with one thread; before the decoder
   std::unique_ptr<models::gpt_decoder> decoder_;
   kv_block_pool blocks_;
   batch_scheduler scheduler_;
+  guided_decoding guided_;  // structured output
   std::vector<float> logits_;
   std::vector<draw> draws_;  // one per chunk of the iteration
   uint64_t weights_version_ = 0;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "actors/json_grammar.hpp"
 #include "apps/serve/openai_api.hpp"
 #include "apps/serve/openai_json.hpp"
 
@@ -244,6 +245,40 @@ std::optional<api_error> parse_streaming(const body_fields& f, completion_call& 
   return std::nullopt;
 }
 
+// OpenAI's response_format: "text", "json_object" (any JSON object) or "json_schema" (a value of
+// the schema, its properties in their written order, so read from the body's own text).
+std::optional<api_error> parse_response_format(const body_fields& f, absl::string_view body,
+                                               completion_call& call) {
+  if (!f.given("response_format")) return std::nullopt;
+  const json& format = f.j["response_format"];
+  const std::string type =
+      format.is_object() && format.contains("type") && format["type"].is_string()
+          ? format["type"].get<std::string>()
+          : "";
+  if (type == "text") return std::nullopt;
+  if (type == "json_object") {
+    call.request.json_schema = R"({"type": "object"})";
+    return std::nullopt;
+  }
+  if (type != "json_schema") {
+    return invalid(R"('response_format' must be {"type": "text"}, {"type": "json_object"} or )"
+                   R"({"type": "json_schema", "json_schema": {"name": ..., "schema": {...}}})");
+  }
+  const auto ordered = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
+  const auto& spec = ordered["response_format"];
+  if (!spec.contains("json_schema") || !spec["json_schema"].is_object() ||
+      !spec["json_schema"].contains("schema")) {
+    return invalid("'response_format.json_schema.schema' is missing");
+  }
+  const auto& schema = spec["json_schema"]["schema"];
+  if (auto grammar = actors::json_grammar::compile(schema); !grammar.ok()) {
+    return invalid(
+        absl::StrCat("'response_format.json_schema.schema': ", grammar.status().message()));
+  }
+  call.request.json_schema = schema.dump();  // checked shallow enough to write
+  return std::nullopt;
+}
+
 #undef TROUPE_FIELD
 
 }  // namespace
@@ -264,7 +299,7 @@ std::variant<completion_call, api_error> parse_completion(
   static const std::set<std::string> common = {"model", "max_tokens", "temperature", "top_p",
                                                "top_k", "seed", "stop", "stream", "stream_options",
                                                "n", "user", "logprobs", "frequency_penalty",
-                                               "presence_penalty", "logit_bias",
+                                               "presence_penalty", "logit_bias", "response_format",
                                                // vLLM's extra sampling parameters
                                                "include_stop_str_in_output", "stop_token_ids",
                                                "ignore_eos", "min_tokens", "repetition_penalty"};
@@ -309,6 +344,7 @@ std::variant<completion_call, api_error> parse_completion(
   const body_fields fields{j};
   if (auto e = parse_sampling(fields, chat, limits, vocabulary, call)) return *e;
   if (auto e = parse_streaming(fields, call)) return *e;
+  if (auto e = parse_response_format(fields, body, call)) return *e;
   if (!chat) {
     auto echo = fields.flag("echo", false);
     if (auto* e = std::get_if<api_error>(&echo)) return *e;

@@ -108,8 +108,10 @@ std::vector<int> hf_vocabulary::token_bytes(int32_t token) const {
 
 std::vector<std::string> hf_vocabulary::token_texts() const {
   std::vector<std::string> out(model_vocab_);
-  for (int32_t id = 0; id < model_vocab_; ++id)
-    out[id] = tokenizer_->token_bytes(id);
+  // A special token has no text in the output (decode skips it, as vLLM's does).
+  for (int32_t id = 0; id < model_vocab_; ++id) {
+    if (!tokenizer_->is_special(id)) out[id] = tokenizer_->token_bytes(id);
+  }
   return out;
 }
 

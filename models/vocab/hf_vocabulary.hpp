@@ -34,8 +34,9 @@ class hf_vocabulary final : public model_vocabulary {
   std::vector<int> token_bytes(int32_t token) const override;
   bool chat_model() const override { return true; }
 
-  /// The bytes of every id below vocab_size() (empty for padding ids), which the engine matches
-  /// stop strings on.
+  /// The bytes of every id below vocab_size() as the output's text holds them (empty for
+  /// padding ids and special tokens, which decode skips): the engine matches stop strings and
+  /// structured output on them.
   [[nodiscard]] std::vector<std::string> token_texts() const;
 
  private:

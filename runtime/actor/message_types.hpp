@@ -281,6 +281,9 @@ struct generation_request {
   /// vLLM's min_tokens: before this many output tokens, stop_token_ids cannot be drawn and stop
   /// strings do not end the output.
   int32_t min_tokens = 0;
+  /// Structured output (OpenAI's response_format): the text of a JSON schema that the output is
+  /// a value of (actors/json_grammar); empty: free text.
+  std::string json_schema;
 };
 
 /// Why a generation ended (OpenAI's finish_reason): "length" (max_tokens or the context),

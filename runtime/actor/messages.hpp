@@ -115,7 +115,7 @@ typename Inspector::result_type inspect(Inspector& f, generation_request& x) {
   return f(caf::meta::type_name("generation_request"), x.id, x.prompt, x.temperature, x.top_k,
            x.top_p, x.seed, x.max_tokens, x.stop, x.stop_token_ids, x.include_stop_str_in_output,
            x.stream, x.top_logprobs, x.min_weights_version, x.frequency_penalty, x.presence_penalty,
-           x.repetition_penalty, x.logit_bias, x.min_tokens);
+           x.repetition_penalty, x.logit_bias, x.min_tokens, x.json_schema);
 }
 
 template <class Inspector>

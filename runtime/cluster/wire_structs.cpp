@@ -627,7 +627,7 @@ absl::StatusOr<actor::checkpoint_shard> unpack_shard(const msgpack::object& o) {
 }
 
 void pack_generation(packer& pk, const actor::generation_request& x) {
-  pk.pack_map(19);
+  pk.pack_map(20);
   pk.pack("id");
   pk.pack(x.id);
   pk.pack("stop_token_ids");
@@ -672,6 +672,8 @@ void pack_generation(packer& pk, const actor::generation_request& x) {
   pack_ids(pk, bias_tokens);
   pk.pack("logit_bias_values");
   pack_floats(pk, biases);
+  pk.pack("json_schema");
+  pk.pack(x.json_schema);
 }
 absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::object& o) {
   TROUPE_ASSIGN_OR_RETURN(auto m, map_view::of(o, "generation_request"));
@@ -740,6 +742,7 @@ absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::objec
     for (size_t i = 0; i < tokens.size(); ++i)
       x.logit_bias.push_back({tokens[i], values[i]});
   }
+  TROUPE_ASSIGN_OR_RETURN(x.json_schema, m.get_string("json_schema", ""));
   return x;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "models/gpt/gpt_cpu_stage.hpp"
+#include "nlohmann/json.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -309,6 +310,60 @@ TEST_F(InferenceEngineTest, LogitBiasPenaltiesAndMinTokensSteerTheDraw) {
   r.logit_bias = {{300, 1.0f}};
   r.id = 99;
   EXPECT_EQ(engine->add(r).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Structured output: a random model's samples, masked by the schema's grammar, end as soon as
+// the value is whole ("stop") and parse as the schema asks; a schema outside the subset is
+// refused when the request is added.
+TEST_F(InferenceEngineTest, StructuredOutputIsAlwaysAValueOfTheSchema) {
+  auto engine = *inference_engine::create(layout_, params_.data(),
+                                          {.scheduler = {.ctx = 64, .max_batch_tokens = 64}});
+  const std::string schema = R"({"type": "object", "properties": {
+      "city": {"type": "string", "maxLength": 6}, "n": {"type": "integer"},
+      "sunny": {"type": "boolean"}}, "required": ["city", "sunny"]})";
+  std::map<uint64_t, std::vector<int32_t>> out;
+  std::map<uint64_t, finish_reason> reasons;
+  for (uint64_t id = 1; id <= 8; ++id) {
+    generation_request r;
+    r.id = id;
+    r.prompt = {'J', 'S', 'O', 'N', ':'};
+    r.seed = id;
+    r.temperature = id == 1 ? 0.0f : 1.0f;
+    r.max_tokens = 59;
+    r.json_schema = id % 2 == 0 ? R"({"type": "object"})" : schema;
+    ASSERT_TRUE(engine->add(r).ok());
+  }
+  while (!engine->idle()) {
+    const auto events = engine->step();
+    ASSERT_TRUE(events.ok()) << events.status();
+    for (const auto& e : *events) {
+      out[e.id].insert(out[e.id].end(), e.tokens.begin(), e.tokens.end());
+      if (e.finished) reasons[e.id] = e.reason;
+    }
+  }
+  for (const auto& [id, tokens] : out) {
+    const std::string text(tokens.begin(), tokens.end());
+    SCOPED_TRACE(text);
+    if (reasons[id] != finish_reason::stop) {  // a free object may outgrow max_tokens
+      EXPECT_EQ(id % 2, 0u);
+      continue;
+    }
+    const auto value = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(value.is_object());
+    if (id % 2 == 0) continue;
+    ASSERT_TRUE(value.contains("city") && value["city"].is_string());
+    ASSERT_TRUE(value.contains("sunny") && value["sunny"].is_boolean());
+    if (value.contains("n")) EXPECT_TRUE(value["n"].is_number_integer());
+  }
+  EXPECT_EQ(reasons[1], finish_reason::stop);
+  EXPECT_EQ(reasons[3], finish_reason::stop);
+  generation_request bad;
+  bad.id = 20;
+  bad.prompt = {'x'};
+  bad.json_schema = R"({"type": "string", "pattern": "x"})";
+  const absl::Status refused = engine->add(bad);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("'pattern'"), std::string::npos) << refused;
 }
 
 TEST_F(InferenceEngineTest, RefusesTokensOutsideTheVocabulary) {

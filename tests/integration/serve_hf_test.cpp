@@ -200,6 +200,30 @@ TEST_P(ServeHf, GreedyTextTokenizeAndChatStopsMatchTheReferences) {
   }
   EXPECT_EQ(content, texts[1]);
   EXPECT_EQ(reason, "stop");
+
+  // Structured output over the real vocabulary (multi-byte tokens, special tokens left out):
+  // sampled from random weights, the reply is still the schema's value.
+  const json schema = {
+      {"type", "object"},
+      {"properties",
+       {{"colour", {{"type", "string"}, {"maxLength", 12}}}, {"bright", {{"type", "boolean"}}}}},
+      {"required", {"colour", "bright"}}};
+  for (int seed : {1, 2}) {
+    const json structured =
+        post(client, "/v1/chat/completions",
+             {{"model", "m"},
+              {"messages", messages},
+              {"max_tokens", 100},
+              {"seed", seed},
+              {"response_format",
+               {{"type", "json_schema"}, {"json_schema", {{"name", "c"}, {"schema", schema}}}}}});
+    const std::string reply = structured["choices"][0]["message"]["content"];
+    EXPECT_EQ(structured["choices"][0]["finish_reason"], "stop") << reply;
+    const json value = json::parse(reply, nullptr, false);
+    ASSERT_TRUE(value.is_object()) << reply;
+    EXPECT_TRUE(value["colour"].is_string()) << reply;
+    EXPECT_TRUE(value["bright"].is_boolean()) << reply;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

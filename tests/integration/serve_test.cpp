@@ -160,6 +160,11 @@ TEST_F(ServeTest, TheOfficialOpenAiClientWorksUnchanged) {
   EXPECT_EQ(seen["parts_finish"], "length");
   EXPECT_EQ(seen["stream_usage"]["completion_tokens"], 4);
   EXPECT_EQ(seen["stream_usage_chunks"], 1);
+  EXPECT_EQ(seen["structured"], nlohmann::json::array({true, true, true}));
+  EXPECT_EQ(seen["chat_structured"], "boolean");
+  if (seen["json_object_finish"] == "stop") {  // greedy may outgrow max_tokens in an open object
+    EXPECT_TRUE(nlohmann::json::parse(seen["json_object_text"].get<std::string>()).is_object());
+  }
   EXPECT_EQ(seen["unsupported_status"], 400);
   EXPECT_NE(seen["unsupported_message"].get<std::string>().find("unknown field 'tools'"),
             std::string::npos)

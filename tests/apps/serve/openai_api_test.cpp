@@ -392,6 +392,47 @@ TEST(OpenAiApi, EchoStartsTheTextWithThePrompt) {
             "unknown field 'echo'");
 }
 
+// response_format: json_object, and json_schema with its properties in their written order (the
+// body's own, not a JSON library's sorted one); a schema outside the subset is a 400 naming it.
+TEST(OpenAiApi, ResponseFormatAsksForAJsonValue) {
+  EXPECT_EQ(
+      ok(R"({"model": "troupe-tiny", "prompt": "x", "response_format": {"type": "json_object"}})")
+          .request.json_schema,
+      R"({"type": "object"})");
+  EXPECT_EQ(ok(R"({"model": "troupe-tiny", "prompt": "x", "response_format": {"type": "text"}})")
+                .request.json_schema,
+            "");
+  const auto call = ok(R"({"model": "troupe-tiny", "messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "json_schema", "json_schema": {"name": "w", "strict": true,
+      "schema": {"type": "object", "properties": {"zeta": {"type": "string"},
+                 "alpha": {"type": "integer"}}}}}})",
+                       true, {"troupe-tiny", 128, 16});
+  EXPECT_EQ(
+      call.request.json_schema,
+      R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}})");
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": "x", "response_format":
+                       {"type": "json_schema", "json_schema": {"name": "w", "schema":
+                       {"type": "string", "format": "email"}}}})")
+                .message,
+            "'response_format.json_schema.schema': the schema at #: the keyword 'format' is not "
+            "supported; troupe's structured output reads const, enum, items, maxItems, maxLength, "
+            "minItems, minLength, properties, required, type");
+  EXPECT_NE(
+      refused(R"({"model": "troupe-tiny", "prompt": "x", "response_format": {"type": "yaml"}})")
+          .message.find("'response_format' must be"),
+      std::string::npos);
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": "x", "response_format":
+                       {"type": "json_schema", "json_schema": {"name": "w"}}})")
+                .message,
+            "'response_format.json_schema.schema' is missing");
+  EXPECT_EQ(refused(R"({"model": "troupe-tiny", "prompt": "x", "response_format":
+                       {"type": "json_schema", "json_schema": {"name": "w", "schema":
+                       {"type": "array", "items": )" +
+                    std::string(3000, '[') + std::string(3000, ']') + "}}}}")
+                .message,
+            "'response_format.json_schema.schema': the schema nests deeper than 32 levels");
+}
+
 // vLLM's /tokenize and /detokenize.
 TEST(OpenAiApi, TokenizeAndDetokenizeAsVllmDoes) {
   auto body = tokenize(R"({"prompt": "Hi!"})", limits);

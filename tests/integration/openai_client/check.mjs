@@ -80,6 +80,30 @@ for await (const part of await client.chat.completions.create({
 }
 out.stream_usage = usage;
 out.stream_usage_chunks = emptyChoices;
+// Structured output: whatever the random model prefers, the text parses and fits the schema
+// (schemas small enough for the tiny model's 64-token context).
+const schema = {
+  type: "object", required: ["city", "sunny"],
+  properties: { city: { type: "string", maxLength: 3 }, sunny: { type: "boolean" } } };
+out.structured = [];
+for (const seed of [1, 2, 3]) {
+  const r = await client.completions.create({
+    model: "troupe-tiny", prompt: "W", max_tokens: 60, seed,
+    response_format: { type: "json_schema", json_schema: { name: "weather", schema } } });
+  const value = JSON.parse(r.choices[0].text);
+  out.structured.push(typeof value.city === "string" && [...value.city].length <= 3 &&
+    typeof value.sunny === "boolean" && r.choices[0].finish_reason === "stop");
+}
+const chatStructured = await client.chat.completions.create({
+  model: "troupe-tiny", messages: [{ role: "user", content: "Ok?" }], max_tokens: 20,
+  response_format: { type: "json_schema", json_schema: { name: "answer", schema: {
+    type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"] } } } });
+out.chat_structured = typeof JSON.parse(chatStructured.choices[0].message.content).ok;
+const object = await client.completions.create({
+  model: "troupe-tiny", prompt: "{", max_tokens: 40, temperature: 0,
+  response_format: { type: "json_object" } });
+out.json_object_finish = object.choices[0].finish_reason;
+out.json_object_text = object.choices[0].text;
 try {
   await client.chat.completions.create({
     model: "troupe-tiny", messages: [{ role: "user", content: "Hi" }],

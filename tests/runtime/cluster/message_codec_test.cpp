@@ -214,6 +214,7 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   r.repetition_penalty = 1.125f;
   r.logit_bias = {{65, -100.0f}, {7, 2.5f}};
   r.min_tokens = 3;
+  r.json_schema = R"({"type": "object"})";
   caf::message m = round_trip(caf::make_message(actor::generate_atom_v, r));
   const auto& back = m.get_as<actor::generation_request>(1);
   EXPECT_EQ(back.frequency_penalty, 0.5f);
@@ -221,6 +222,7 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   EXPECT_EQ(back.repetition_penalty, 1.125f);
   EXPECT_EQ(back.logit_bias, r.logit_bias);
   EXPECT_EQ(back.min_tokens, 3);
+  EXPECT_EQ(back.json_schema, r.json_schema);
   EXPECT_EQ(back.min_weights_version, 12u);
   EXPECT_TRUE(back.include_stop_str_in_output);
   EXPECT_FALSE(back.stream);

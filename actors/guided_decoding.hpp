@@ -1,0 +1,54 @@
+#pragma once
+
+// Guided decoding for structured output: each guided request's position in its JSON grammar
+// (json_grammar), the mask of the tokens that keep its output inside the grammar, and the end of
+// the output once the value is whole. The vocabulary's tokens are laid out as a trie of their
+// bytes, so that one walk from the request's position finds every token it allows: a token is
+// allowed when the grammar accepts all its bytes. A stop token (the model's end of sequence) is
+// allowed exactly when the value is whole.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "actors/json_grammar.hpp"
+
+namespace troupe::actors {
+
+class guided_decoding {
+ public:
+  /// `token_text[t]`: token t's bytes as they appear in the output (empty for a special token,
+  /// which structured output never draws); null: troupe's byte vocabulary of `vocab` tokens.
+  guided_decoding(std::shared_ptr<const std::vector<std::string>> token_text, int vocab);
+  ~guided_decoding();
+
+  /// Starts request `id` at the beginning of `schema`'s value (a JSON schema's text);
+  /// INVALID_ARGUMENT naming what the schema holds that is not supported.
+  [[nodiscard]] absl::Status add(uint64_t id, const std::string& schema);
+  [[nodiscard]] bool guides(uint64_t id) const { return matchers_.contains(id); }
+
+  /// Sets to -infinity the logits[vocab] of request `id`'s next token that would leave the
+  /// grammar, and of its stop tokens unless the value is whole. False when no token is left
+  /// (the vocabulary cannot write what the grammar needs): the caller ends the output. Safe to
+  /// call for different requests at once.
+  [[nodiscard]] bool mask(uint64_t id, float* logits, std::span<const int32_t> stop_tokens) const;
+  /// Moves request `id` past `token`; false when the value is whole and nothing may follow, so
+  /// that the output ends there.
+  [[nodiscard]] bool advance(uint64_t id, int32_t token);
+  void forget(uint64_t id) { matchers_.erase(id); }
+
+ private:
+  class token_trie;
+  [[nodiscard]] std::string_view text(int32_t token) const;
+
+  std::shared_ptr<const std::vector<std::string>> token_text_;
+  int vocab_;
+  std::unique_ptr<token_trie> trie_;  // built with the first guided request
+  absl::flat_hash_map<uint64_t, json_matcher> matchers_;
+};
+
+}  // namespace troupe::actors
