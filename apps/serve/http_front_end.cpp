@@ -227,9 +227,11 @@ void http_front_end::install_routes() {
       struct choice_stream {
         std::unique_ptr<models::token_stream> text;
         std::string echo;
+        std::string held;  // a tool-using reply's text, sent whole at its end
         int tokens = 0;
         bool finished = false;
       };
+      const bool whole_replies = call.tool_choice != completion_call::tool_use::none;
       auto state = std::make_shared<std::vector<choice_stream>>(choices);
       for (int k = 0; k < choices; ++k) {
         (*state)[k].text = settings_.vocabulary->stream();
@@ -239,8 +241,8 @@ void http_front_end::install_routes() {
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [this, streams, state, next_choice, name, created, call](size_t,
-                                                                   httplib::DataSink& sink) {
+          [this, streams, state, next_choice, name, created, call, whole_replies](
+              size_t, httplib::DataSink& sink) {
             // The choices' events, round robin, each stream waited on briefly.
             const int n = static_cast<int>(streams->size());
             int k = *next_choice;
@@ -257,7 +259,14 @@ void http_front_end::install_routes() {
             c.tokens += static_cast<int>(e->tokens.size());
             choice_output piece;
             piece.add(*e);
-            if (!text.empty() || e->finished) {
+            if (whole_replies) {  // its tool calls are parsed from all of it
+              c.held += text;
+              if (e->finished) {
+                const std::string chunk =
+                    stream_reply_chunk(name, settings_.limits, created, call, k, c.held, e->reason);
+                if (!sink.write(chunk.data(), chunk.size())) return false;
+              }
+            } else if (!text.empty() || e->finished) {
               const std::string chunk =
                   stream_chunk(name, settings_.limits, created, call, k, text, piece,
                                e->finished ? &e->reason : nullptr, *settings_.vocabulary);

@@ -107,6 +107,46 @@ json usage_json(const completion_call& call, int completion_tokens) {
 
 }  // namespace
 
+namespace {
+
+// A choice's seed of tool-call ids: its reply's name and index.
+uint64_t reply_seed(const std::string& id, size_t choice) {
+  return std::hash<std::string>{}(id) ^ (choice * 0x9e3779b97f4a7c15ull);
+}
+
+json tool_calls_json(const std::vector<tool_call>& calls) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    out.push_back({{"id", calls[i].id},
+                   {"type", "function"},
+                   {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}});
+  }
+  return out;
+}
+
+}  // namespace
+
+chat_reply chat_reply_of(const completion_call& call, const api_limits& limits,
+                         const std::string& text, actor::finish_reason reason, uint64_t reply_id) {
+  using tool_use = completion_call::tool_use;
+  if (call.tool_choice == tool_use::named) {  // the reply is the named function's arguments
+    return {{{"role", "assistant"},
+             {"content", nullptr},
+             {"tool_calls", tool_calls_json({{tool_call_id(reply_id, 0), call.named_tool, text}})}},
+            finish_name(reason)};
+  }
+  if (call.tool_choice == tool_use::automatic) {
+    parsed_reply parsed = parse_tool_calls(text, limits.tool_format, reply_id);
+    if (!parsed.calls.empty()) {
+      return {{{"role", "assistant"},
+               {"content", parsed.content.empty() ? json(nullptr) : json(parsed.content)},
+               {"tool_calls", tool_calls_json(parsed.calls)}},
+              reason == actor::finish_reason::stop ? "tool_calls" : finish_name(reason)};
+    }
+  }
+  return {{{"role", "assistant"}, {"content", text}}, finish_name(reason)};
+}
+
 std::string completion_body(const std::string& id, const api_limits& limits, int64_t created,
                             const completion_call& call, const std::vector<choice_output>& choices,
                             const models::model_vocabulary& vocabulary) {
@@ -121,7 +161,9 @@ std::string completion_body(const std::string& id, const api_limits& limits, int
         cut_at_stop(vocabulary.decode(c.tokens).value_or(std::string()), call, c.reason);
     json choice = {{"index", i}, {"finish_reason", finish_name(c.reason)}};
     if (call.chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", text}};
+      chat_reply reply = chat_reply_of(call, limits, text, c.reason, reply_seed(id, i));
+      choice["message"] = std::move(reply.message);
+      choice["finish_reason"] = std::move(reply.finish_reason);
     } else {
       choice["text"] = text;
     }
@@ -166,6 +208,23 @@ std::string stream_chunk(const std::string& id, const api_limits& limits, int64_
   choice["logprobs"] =
       call.logprobs ? logprobs_json(piece, call.chat, 0, vocabulary) : json(nullptr);
   return sse(id, limits, created, call, json::array({choice}), nullptr);
+}
+
+std::string stream_reply_chunk(const std::string& id, const api_limits& limits, int64_t created,
+                               const completion_call& call, int index, const std::string& text,
+                               actor::finish_reason reason) {
+  chat_reply reply =
+      chat_reply_of(call, limits, text, reason, reply_seed(id, static_cast<size_t>(index)));
+  json delta = std::move(reply.message);
+  if (delta.contains("tool_calls")) {  // a stream's delta numbers its calls
+    for (size_t i = 0; i < delta["tool_calls"].size(); ++i)
+      delta["tool_calls"][i]["index"] = i;
+  }
+  json choice = {{"index", index},
+                 {"delta", std::move(delta)},
+                 {"finish_reason", reply.finish_reason},
+                 {"logprobs", nullptr}};
+  return sse(id, limits, created, call, json::array({std::move(choice)}), nullptr);
 }
 
 std::string stream_usage_chunk(const std::string& id, const api_limits& limits, int64_t created,

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "apps/serve/tool_calls.hpp"
 #include "models/vocab/model_vocabulary.hpp"
 #include "runtime/actor/message_types.hpp"
 
@@ -36,6 +37,8 @@ struct api_limits {
   /// The model's end-of-sequence tokens (generation_config.json's eos_token_id): every request
   /// stops at them unless it asks for ignore_eos.
   std::vector<int32_t> stop_token_ids;
+  /// How the model writes tool calls (its chat template's convention).
+  tool_call_format tool_format = tool_call_format::hermes;
 };
 
 /// A parsed /v1/completions or /v1/chat/completions call.
@@ -52,6 +55,12 @@ struct completion_call {
   bool seeded = false;         ///< the call gave a seed (0 included); else the server draws one
   bool echo = false;           ///< completions: each choice's text starts with its prompt's
   bool include_usage = false;  ///< stream_options.include_usage: a last chunk with the usage
+  /// Chat's tools (OpenAI's definitions, rendered by the chat template; null: none), and how the
+  /// reply may call them: not at all, as it chooses (its calls parsed from its text), or the
+  /// named function, whose arguments the reply is (guided by its parameters' schema).
+  nlohmann::json tools;
+  enum class tool_use { none, automatic, named } tool_choice = tool_use::none;
+  std::string named_tool;
 
   [[nodiscard]] int choices() const { return static_cast<int>(prompts.size()) * n; }
   [[nodiscard]] const std::vector<int32_t>& prompt_of(int choice) const {
@@ -108,6 +117,25 @@ struct choice_output {
     const std::string& id, const api_limits& limits, int64_t created, const completion_call& call,
     const std::vector<choice_output>& choices,
     const models::model_vocabulary& vocabulary = models::byte_vocabulary());
+
+/// A chat choice's assistant message for its whole `text` (stop strings already cut): the
+/// content, or the tool calls it makes (call ids from `reply_id` and the choice), with the
+/// finish reason OpenAI gives it ("tool_calls" when the reply chose to call).
+struct chat_reply {
+  nlohmann::json message;
+  std::string finish_reason;
+};
+[[nodiscard]] chat_reply chat_reply_of(const completion_call& call, const api_limits& limits,
+                                       const std::string& text, actor::finish_reason reason,
+                                       uint64_t reply_id);
+
+/// A stream's chunk with a tool-using chat choice's whole reply (its text held back until the
+/// end, since the calls are parsed from all of it): the content or tool_calls delta, and the
+/// finish reason.
+[[nodiscard]] std::string stream_reply_chunk(const std::string& id, const api_limits& limits,
+                                             int64_t created, const completion_call& call,
+                                             int index, const std::string& text,
+                                             actor::finish_reason reason);
 
 /// A completion choice's echoed prompt (call.echo): the text its stream or body starts with.
 [[nodiscard]] std::string echoed_prompt(const completion_call& call, int choice,

@@ -1,9 +1,11 @@
 // Parsing and checking the OpenAI API's request bodies (and vLLM's /tokenize, /detokenize).
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <type_traits>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "actors/json_grammar.hpp"
@@ -75,13 +77,26 @@ std::variant<std::vector<std::vector<int32_t>>, api_error> prompt_list(
   return prompts;
 }
 
-// The messages with each content given as text parts joined into one text (vLLM's "string"
-// content format, which the shipped templates expect); other part types are refused.
-std::variant<json, api_error> text_messages(const json& messages) {
+// The messages as the chat template reads them: each content given as text parts joined into
+// one text (vLLM's "string" content format, which the shipped templates expect; other part
+// types are refused), and tool calls' arguments as objects.
+// An assistant message's tool calls carry their arguments as JSON text (OpenAI's); templates
+// read them as objects (vLLM hands them so).
+std::variant<json, api_error> template_messages(const json& messages) {
   if (!messages.is_array()) return messages;  // the template's renderer names the problem
   json out = messages;
   for (size_t i = 0; i < out.size(); ++i) {
     json& m = out[i];
+    if (m.is_object() && m.contains("tool_calls") && m["tool_calls"].is_array()) {
+      for (json& c : m["tool_calls"]) {
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+            !c["function"].contains("arguments") || !c["function"]["arguments"].is_string()) {
+          continue;
+        }
+        json arguments = json::parse(c["function"]["arguments"].get<std::string>(), nullptr, false);
+        if (arguments.is_object()) c["function"]["arguments"] = std::move(arguments);
+      }
+    }
     if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
     std::string text;
     for (size_t k = 0; k < m["content"].size(); ++k) {
@@ -245,6 +260,97 @@ std::optional<api_error> parse_streaming(const body_fields& f, completion_call& 
   return std::nullopt;
 }
 
+// A function's name as OpenAI allows it: [A-Za-z0-9_-]{1,64}.
+bool function_name(const json& name) {
+  if (!name.is_string()) return false;
+  const std::string& s = name.get_ref<const std::string&>();
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+}
+
+// Chat's tools, tool_choice and parallel_tool_calls. A named choice guides the reply by the
+// function's parameters (read in their written order from the body's own text).
+std::optional<api_error> parse_tools(const body_fields& f, absl::string_view body,
+                                     completion_call& call) {
+  if (!f.given("tools")) {
+    if (f.given("tool_choice")) return invalid("'tool_choice' needs 'tools'");
+    return std::nullopt;
+  }
+  const json& tools = f.j["tools"];
+  const char* shape = R"({"type": "function", "function": {"name": ..., "description": ..., )"
+                      R"("parameters": {...}}})";
+  if (!tools.is_array() || tools.empty()) {
+    return invalid(absl::StrCat("'tools' must be a non-empty list of ", shape));
+  }
+  std::vector<std::string> names;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const json& t = tools[i];
+    const bool function = t.is_object() && t.value("type", json()) == "function" &&
+                          t.contains("function") && t["function"].is_object();
+    if (!function || t.size() != 2) {
+      return invalid(absl::StrCat("'tools'[", i, "] must be ", shape));
+    }
+    for (const auto& [key, value] : t["function"].items()) {
+      if (key != "name" && key != "description" && key != "parameters" && key != "strict") {
+        return invalid(absl::StrCat("unknown field 'tools'[", i, "].function.", key));
+      }
+    }
+    if (!function_name(t["function"].value("name", json()))) {
+      return invalid(
+          absl::StrCat("'tools'[", i, "].function.name must be 1 to 64 letters, digits, _ or -"));
+    }
+    if (t["function"].contains("parameters") && !t["function"]["parameters"].is_object()) {
+      return invalid(absl::StrCat("'tools'[", i, "].function.parameters must be a JSON schema"));
+    }
+    names.push_back(t["function"]["name"]);
+  }
+  call.tools = tools;
+  call.tool_choice = completion_call::tool_use::automatic;
+  bool parallel = true;
+  TROUPE_FIELD(parallel, f.flag("parallel_tool_calls", true));
+  (void)parallel;  // every call the reply makes is returned
+  if (!f.given("tool_choice")) return std::nullopt;
+  const json& choice = f.j["tool_choice"];
+  if (choice == "none") {
+    call.tool_choice = completion_call::tool_use::none;
+    return std::nullopt;
+  }
+  if (choice == "auto") return std::nullopt;
+  if (choice == "required") {
+    return invalid(R"('tool_choice': "required" is not supported yet; use "auto", or name the )"
+                   R"(function: {"type": "function", "function": {"name": ...}})");
+  }
+  const bool named = choice.is_object() && choice.value("type", json()) == "function" &&
+                     choice.contains("function") && choice["function"].is_object() &&
+                     choice["function"].contains("name");
+  if (!named) {
+    return invalid(R"('tool_choice' must be "none", "auto" or {"type": "function", "function": )"
+                   R"({"name": ...}})");
+  }
+  const json& name = choice["function"]["name"];
+  const auto at = std::find(names.begin(), names.end(), name);
+  if (at == names.end()) {
+    return invalid(absl::StrCat("'tool_choice' names ", dump(name), ", which is not in 'tools'"));
+  }
+  if (!call.request.json_schema.empty()) {
+    return invalid("give 'response_format' or a named 'tool_choice', not both");
+  }
+  call.tool_choice = completion_call::tool_use::named;
+  call.named_tool = *at;
+  const auto ordered = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
+  const auto& function = ordered["tools"][at - names.begin()]["function"];
+  const nlohmann::ordered_json parameters = function.contains("parameters")
+                                                ? function["parameters"]
+                                                : nlohmann::ordered_json{{"type", "object"}};
+  if (auto grammar = actors::json_grammar::compile(parameters); !grammar.ok()) {
+    return invalid(absl::StrCat("'tools'[", at - names.begin(),
+                                "].function.parameters: ", grammar.status().message()));
+  }
+  call.request.json_schema = parameters.dump();
+  return std::nullopt;
+}
+
 // OpenAI's response_format: "text", "json_object" (any JSON object) or "json_schema" (a value of
 // the schema, its properties in their written order, so read from the body's own text).
 std::optional<api_error> parse_response_format(const body_fields& f, absl::string_view body,
@@ -304,8 +410,9 @@ std::variant<completion_call, api_error> parse_completion(
                                                "include_stop_str_in_output", "stop_token_ids",
                                                "ignore_eos", "min_tokens", "repetition_penalty"};
   static const std::set<std::string> completions_only = {"prompt", "echo"};
-  static const std::set<std::string> chat_only = {"messages", "top_logprobs",
-                                                  "max_completion_tokens"};
+  static const std::set<std::string> chat_only = {
+      "messages",    "top_logprobs",        "tools",
+      "tool_choice", "parallel_tool_calls", "max_completion_tokens"};
   for (const auto& [key, value] : j.items()) {
     if (common.count(key) == 0 && (chat ? chat_only : completions_only).count(key) == 0) {
       return invalid(absl::StrCat("unknown field '", key, "'"));
@@ -319,11 +426,14 @@ std::variant<completion_call, api_error> parse_completion(
                      absl::StrCat("the model '", j["model"].get<std::string>(),
                                   "' does not exist; this server serves '", limits.model, "'")};
   }
+  const body_fields fields{j};
+  if (auto e = parse_response_format(fields, body, call)) return *e;
   if (chat) {
-    auto messages = text_messages(j.value("messages", json()));
+    if (auto e = parse_tools(fields, body, call)) return *e;
+    auto messages = template_messages(j.value("messages", json()));
     if (auto* e = std::get_if<api_error>(&messages)) return *e;
-    absl::StatusOr<std::string> text =
-        vocabulary.render_chat(std::get<json>(messages), /*add_generation_prompt=*/true);
+    absl::StatusOr<std::string> text = vocabulary.render_chat(
+        std::get<json>(messages), /*add_generation_prompt=*/true, call.tools);
     if (!text.ok()) return invalid(std::string(text.status().message()));
     if (text->empty()) return invalid("the prompt is empty");
     // A chat template writes the special tokens it wants (vLLM adds none for chat).
@@ -341,10 +451,8 @@ std::variant<completion_call, api_error> parse_completion(
                                     call.prompts[i].size(), ", and one must be left to generate")};
     }
   }
-  const body_fields fields{j};
   if (auto e = parse_sampling(fields, chat, limits, vocabulary, call)) return *e;
   if (auto e = parse_streaming(fields, call)) return *e;
-  if (auto e = parse_response_format(fields, body, call)) return *e;
   if (!chat) {
     auto echo = fields.flag("echo", false);
     if (auto* e = std::get_if<api_error>(&echo)) return *e;
@@ -386,7 +494,7 @@ std::variant<std::string, api_error> tokenize(absl::string_view body, const api_
   }
   std::string text;
   if (chat) {
-    auto messages = text_messages(j["messages"]);
+    auto messages = template_messages(j["messages"]);
     if (auto* e = std::get_if<api_error>(&messages)) return *e;
     auto rendered = vocabulary.render_chat(std::get<json>(messages), std::get<bool>(generation));
     if (!rendered.ok()) return invalid(std::string(rendered.status().message()));

@@ -295,6 +295,9 @@ absl::StatusOr<caf::actor> spawn_serve_router(actor::role_context& ctx,
   if (const std::string dir = models::hf_model_dir(ctx.plan.spec.model); !dir.empty()) {
     TROUPE_ASSIGN_OR_RETURN(const models::hf_model_config hf, models::load_hf_config(dir));
     limits.stop_token_ids = hf.eos_token_ids;
+    // Llama 3's template teaches JSON calls; Qwen's (and most others') <tool_call> blocks.
+    limits.tool_format = hf.architecture == "LlamaForCausalLM" ? tool_call_format::llama3_json
+                                                               : tool_call_format::hermes;
     TROUPE_ASSIGN_OR_RETURN(vocabulary, models::vocabulary_of(ctx.plan.spec.model));
   }
   run::event_log* events = &ctx.events;

@@ -67,14 +67,13 @@ std::vector<int32_t> hf_vocabulary::encode(absl::string_view text, bool add_spec
 }
 
 absl::StatusOr<std::string> hf_vocabulary::render_chat(const nlohmann::json& messages,
-                                                       bool add_generation_prompt) const {
-  if (!chat_) {
-    TROUPE_ASSIGN_OR_RETURN(auto rendered, models::render_chat(messages, add_generation_prompt));
-    return std::move(rendered.text);
-  }
+                                                       bool add_generation_prompt,
+                                                       const nlohmann::json& tools) const {
+  if (!chat_) return byte_vocabulary().render_chat(messages, add_generation_prompt, tools);
   if (!messages.is_array()) return absl::InvalidArgumentError("'messages' must be a list");
   chat::chat_render_options options;
   options.add_generation_prompt = add_generation_prompt;
+  options.tools = tools;
   return chat_->render(messages, options);
 }
 

@@ -25,7 +25,8 @@ class hf_vocabulary final : public model_vocabulary {
 
   std::vector<int32_t> encode(absl::string_view text, bool add_special_tokens) const override;
   absl::StatusOr<std::string> render_chat(const nlohmann::json& messages,
-                                          bool add_generation_prompt) const override;
+                                          bool add_generation_prompt,
+                                          const nlohmann::json& tools = nullptr) const override;
   /// Special tokens are left out of the text, as vLLM's skip_special_tokens does by default.
   absl::StatusOr<std::string> decode(std::span<const int32_t> tokens) const override;
   std::unique_ptr<token_stream> stream() const override;

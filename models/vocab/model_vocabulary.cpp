@@ -32,11 +32,16 @@ class byte_vocabulary_impl final : public model_vocabulary {
   std::vector<int32_t> encode(absl::string_view text, bool) const override {
     return models::tokens_of(std::string_view(text.data(), text.size()));
   }
+  // troupe's template; tools come first, as "<|tools|>\n" and their JSON list on one line.
   absl::StatusOr<std::string> render_chat(const nlohmann::json& messages,
-                                          bool add_generation_prompt) const override {
+                                          bool add_generation_prompt,
+                                          const nlohmann::json& tools = nullptr) const override {
     auto rendered = models::render_chat(messages, add_generation_prompt);
     if (!rendered.ok()) return rendered.status();
-    return std::move(rendered->text);
+    if (tools.is_null()) return std::move(rendered->text);
+    return absl::StrCat("<|tools|>\n",
+                        tools.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "\n",
+                        rendered->text);
   }
   absl::StatusOr<std::string> decode(std::span<const int32_t> tokens) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {

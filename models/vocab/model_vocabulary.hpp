@@ -34,10 +34,12 @@ class model_vocabulary {
   /// The tokens of `text`, with the tokenizer's special tokens (a BOS) when asked.
   [[nodiscard]] virtual std::vector<int32_t> encode(absl::string_view text,
                                                     bool add_special_tokens) const = 0;
-  /// The prompt text of `messages` (a JSON list of {"role", "content", ...}); an error names
+  /// The prompt text of `messages` (a JSON list of {"role", "content", ...}), with `tools`
+  /// (OpenAI's tool definitions, null for none) as the template renders them; an error names
   /// the message the template refuses.
   [[nodiscard]] virtual absl::StatusOr<std::string> render_chat(
-      const nlohmann::json& messages, bool add_generation_prompt) const = 0;
+      const nlohmann::json& messages, bool add_generation_prompt,
+      const nlohmann::json& tools = nullptr) const = 0;
   /// The text of `tokens`; INVALID_ARGUMENT naming an id outside the vocabulary.
   [[nodiscard]] virtual absl::StatusOr<std::string> decode(
       std::span<const int32_t> tokens) const = 0;

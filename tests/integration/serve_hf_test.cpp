@@ -224,6 +224,39 @@ TEST_P(ServeHf, GreedyTextTokenizeAndChatStopsMatchTheReferences) {
     EXPECT_TRUE(value["colour"].is_string()) << reply;
     EXPECT_TRUE(value["bright"].is_boolean()) << reply;
   }
+
+  // Tools through the model's own template, with an earlier call and its result in the
+  // conversation; a named tool_choice makes the reply that function's arguments.
+  const json tools =
+      json::array({{{"type", "function"},
+                    {"function",
+                     {{"name", "paint"},
+                      {"description", "paints the wall"},
+                      {"parameters",
+                       {{"type", "object"},
+                        {"properties", {{"colour", {{"type", "string"}, {"maxLength", 10}}}}},
+                        {"required", {"colour"}}}}}}}});
+  json history = messages;
+  history.push_back(
+      {{"role", "assistant"},
+       {"content", ""},
+       {"tool_calls",
+        {{{"id", "call_1"},
+          {"type", "function"},
+          {"function", {{"name", "paint"}, {"arguments", R"({"colour": "red"})"}}}}}}});
+  history.push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "done"}});
+  const json called =
+      post(client, "/v1/chat/completions",
+           {{"model", "m"},
+            {"messages", history},
+            {"tools", tools},
+            {"tool_choice", {{"type", "function"}, {"function", {{"name", "paint"}}}}},
+            {"max_tokens", 60},
+            {"seed", 3}});
+  const json call = called["choices"][0]["message"]["tool_calls"][0];
+  EXPECT_EQ(call["function"]["name"], "paint") << called;
+  const json arguments = json::parse(call["function"].value("arguments", ""), nullptr, false);
+  EXPECT_TRUE(arguments.is_object() && arguments["colour"].is_string()) << called;
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -433,6 +433,102 @@ TEST(OpenAiApi, ResponseFormatAsksForAJsonValue) {
             "'response_format.json_schema.schema': the schema nests deeper than 32 levels");
 }
 
+// Chat's tools: rendered by the template (troupe's: a <|tools|> line first); a named
+// tool_choice guides the reply by the function's parameters and returns it as the call's
+// arguments; "auto" parses the calls the reply makes.
+TEST(OpenAiApi, ToolsAreRenderedAndCallsComeBackAsToolCalls) {
+  const api_limits wide{"troupe-tiny", 256, 16};
+  const std::string tools = R"([{"type": "function", "function": {"name": "weather",
+      "description": "today's weather", "parameters": {"type": "object", "properties":
+      {"zeta": {"type": "string"}, "alpha": {"type": "boolean"}}, "required": ["zeta"]}}}])";
+  const auto automatic = ok(R"({"model": "troupe-tiny", "messages": [{"role": "user", "content":
+      "Hi"}], "tools": )" + tools +
+                                "}",
+                            true, wide);
+  EXPECT_EQ(automatic.tool_choice, completion_call::tool_use::automatic);
+  const std::string prompt(automatic.prompts[0].begin(), automatic.prompts[0].end());
+  EXPECT_EQ(prompt.rfind("<|tools|>\n[{\"function\":{\"description\"", 0), 0u) << prompt;
+  EXPECT_TRUE(automatic.request.json_schema.empty());
+
+  const auto named = ok(R"({"model": "troupe-tiny", "messages": [{"role": "user", "content":
+      "Hi"}], "tools": )" + tools +
+                            R"(, "tool_choice": {"type": "function", "function": {"name":
+      "weather"}}})",
+                        true, wide);
+  EXPECT_EQ(named.tool_choice, completion_call::tool_use::named);
+  EXPECT_EQ(
+      named.request.json_schema,
+      R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"boolean"}},"required":["zeta"]})");
+  const auto none = ok(R"({"model": "troupe-tiny", "messages": [{"role": "user", "content":
+      "Hi"}], "tools": )" + tools +
+                           R"(, "tool_choice": "none"})",
+                       true, wide);
+  EXPECT_EQ(none.tool_choice, completion_call::tool_use::none);
+
+  // The replies.
+  const auto forced = chat_reply_of(named, wide, R"({"zeta": "x"})", actor::finish_reason::stop, 5);
+  EXPECT_TRUE(forced.message["content"].is_null());
+  EXPECT_EQ(forced.message["tool_calls"][0]["function"]["name"], "weather");
+  EXPECT_EQ(forced.message["tool_calls"][0]["function"]["arguments"], R"({"zeta": "x"})");
+  EXPECT_EQ(forced.message["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(forced.finish_reason, "stop");
+  const std::string called =
+      "Checking.<tool_call>{\"name\": \"weather\", \"arguments\": {\"zeta\": \"Oslo\"}}"
+      "</tool_call>";
+  const auto parsed = chat_reply_of(automatic, wide, called, actor::finish_reason::stop, 5);
+  EXPECT_EQ(parsed.message["content"], "Checking.");
+  EXPECT_EQ(parsed.message["tool_calls"][0]["function"]["arguments"], R"({"zeta":"Oslo"})");
+  EXPECT_EQ(parsed.finish_reason, "tool_calls");
+  const auto plain = chat_reply_of(none, wide, called, actor::finish_reason::stop, 5);
+  EXPECT_EQ(plain.message["content"], called);
+  EXPECT_FALSE(plain.message.contains("tool_calls"));
+  const auto chunk = nlohmann::json::parse(
+      stream_reply_chunk("c", wide, 1, automatic, 2, called, actor::finish_reason::stop)
+          .substr(6))["choices"][0];
+  EXPECT_EQ(chunk["index"], 2);
+  EXPECT_EQ(chunk["delta"]["tool_calls"][0]["index"], 0);
+  EXPECT_EQ(chunk["delta"]["tool_calls"][0]["function"]["name"], "weather");
+  EXPECT_EQ(chunk["finish_reason"], "tool_calls");
+
+  // A conversation with tool turns needs a template that has them.
+  EXPECT_NE(refused(R"({"model": "troupe-tiny", "messages": [{"role": "assistant", "content":
+      "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "weather",
+      "arguments": "{\"zeta\": \"x\"}"}}]}, {"role": "tool", "tool_call_id": "call_1",
+      "content": "sunny"}]})",
+                    true)
+                .message.find("messages[1].role must be system, user or assistant, not 'tool'"),
+            std::string::npos)
+      << "troupe's own template has no tool turns";
+
+  const auto message = [&](const std::string& fields) {
+    return refused(R"({"model": "troupe-tiny", "messages": [{"role": "user", "content": "x"}], )" +
+                       fields + "}",
+                   true)
+        .message;
+  };
+  EXPECT_EQ(message(R"("tool_choice": "auto")"), "'tool_choice' needs 'tools'");
+  EXPECT_NE(message(R"("tools": [])").find("'tools' must be a non-empty list"), std::string::npos);
+  EXPECT_EQ(message(R"("tools": [{"type": "function", "function": {"name": "a b"}}])"),
+            "'tools'[0].function.name must be 1 to 64 letters, digits, _ or -");
+  EXPECT_EQ(message(R"("tools": [{"type": "function", "function": {"name": "f", "x": 1}}])"),
+            "unknown field 'tools'[0].function.x");
+  EXPECT_NE(message(R"("tools": )" + tools + R"(, "tool_choice": "required")")
+                .find(R"("required" is not supported yet)"),
+            std::string::npos);
+  EXPECT_EQ(message(R"("tools": )" + tools +
+                    R"(, "tool_choice": {"type": "function", "function": {"name": "g"}})"),
+            "'tool_choice' names \"g\", which is not in 'tools'");
+  EXPECT_EQ(message(R"("tools": [{"type": "function", "function": {"name": "f", "parameters":
+      {"type": "string", "pattern": "x"}}}], "tool_choice": {"type": "function", "function":
+      {"name": "f"}})")
+                .substr(0, 64),
+            "'tools'[0].function.parameters: the schema at #: the keyword 'pa");
+  EXPECT_EQ(message(R"("tools": )" + tools +
+                    R"(, "tool_choice": {"type": "function", "function": {"name": "weather"}},
+                    "response_format": {"type": "json_object"})"),
+            "give 'response_format' or a named 'tool_choice', not both");
+}
+
 // vLLM's /tokenize and /detokenize.
 TEST(OpenAiApi, TokenizeAndDetokenizeAsVllmDoes) {
   auto body = tokenize(R"({"prompt": "Hi!"})", limits);

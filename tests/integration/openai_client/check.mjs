@@ -104,10 +104,31 @@ const object = await client.completions.create({
   response_format: { type: "json_object" } });
 out.json_object_finish = object.choices[0].finish_reason;
 out.json_object_text = object.choices[0].text;
+// Tools: a named tool_choice makes the reply that function's arguments, whole and streamed;
+// "auto" returns what the random model wrote (no <tool_call> block) as content.
+const tools = [{ type: "function", function: { name: "set_light", description: "a lamp",
+  parameters: { type: "object", required: ["on"], properties: { on: { type: "boolean" } } } } }];
+const forced = await client.chat.completions.create({
+  model: "troupe-tiny", messages: [{ role: "user", content: "Lamp" }], max_tokens: 16, tools,
+  tool_choice: { type: "function", function: { name: "set_light" } } });
+const call = forced.choices[0].message.tool_calls[0];
+out.forced_call = [call.type, call.function.name, typeof JSON.parse(call.function.arguments).on,
+                   call.id.startsWith("call_")];
+let streamedCall = null;
+for await (const part of await client.chat.completions.create({
+  model: "troupe-tiny", messages: [{ role: "user", content: "Lamp" }], max_tokens: 16, tools,
+  tool_choice: { type: "function", function: { name: "set_light" } }, stream: true })) {
+  for (const c of part.choices[0]?.delta?.tool_calls ?? []) streamedCall = c;
+}
+out.streamed_call = [streamedCall.index, streamedCall.function.name,
+                     typeof JSON.parse(streamedCall.function.arguments).on];
+const free = await client.chat.completions.create({
+  model: "troupe-tiny", messages: [{ role: "user", content: "Lamp" }], max_tokens: 4, tools });
+out.auto_reply = [typeof free.choices[0].message.content, free.choices[0].message.tool_calls ?? null];
 try {
   await client.chat.completions.create({
-    model: "troupe-tiny", messages: [{ role: "user", content: "Hi" }],
-    tools: [{ type: "function", function: { name: "f", parameters: {} } }] });
+    model: "troupe-tiny", messages: [{ role: "user", content: "Hi" }], tools,
+    tool_choice: "required" });
 } catch (e) {
   out.unsupported_status = e.status;
   out.unsupported_message = e.message;
