@@ -2,10 +2,12 @@
 
 // Guided decoding for structured output: each guided request's position in its JSON grammar
 // (json_grammar), the mask of the tokens that keep its output inside the grammar, and the end of
-// the output once the value is whole. The vocabulary's tokens are laid out as a trie of their
-// bytes, so that one walk from the request's position finds every token it allows: a token is
-// allowed when the grammar accepts all its bytes. A stop token (the model's end of sequence) is
-// allowed exactly when the value is whole.
+// the output once the value is whole. A token is allowed when the grammar accepts all its bytes.
+// The vocabulary's tokens are laid out as a trie of their bytes, so that one walk from the
+// request's position finds every token it allows. Inside a string most tokens are plain text
+// (no quote, backslash or control byte; whole UTF-8 characters): those are allowed by their
+// character count against the string's room, and only the others are walked, in a trie of their
+// own. A stop token (the model's end of sequence) is allowed exactly when the value is whole.
 
 #include <cstdint>
 #include <memory>
@@ -47,8 +49,16 @@ class guided_decoding {
 
   std::shared_ptr<const std::vector<std::string>> token_text_;
   int vocab_;
-  std::unique_ptr<token_trie> trie_;  // built with the first guided request
-  absl::flat_hash_map<uint64_t, json_matcher> matchers_;
+  // Built with the first guided request: every token's trie, the trie of the tokens that are
+  // not plain string text, and the plain ones by character count.
+  void build();
+  std::unique_ptr<token_trie> trie_, special_trie_;
+  std::vector<std::pair<int, int32_t>> plain_;  // (characters, token), fewest first
+  struct guided_request {
+    std::shared_ptr<const json_grammar> grammar;
+    json_matcher position;  // in *grammar
+  };
+  absl::flat_hash_map<uint64_t, guided_request> matchers_;
 };
 
 }  // namespace troupe::actors

@@ -257,8 +257,7 @@ bool json_grammar::may_begin(int id, uint8_t b) const {
   return false;
 }
 
-json_matcher::json_matcher(std::shared_ptr<const json_grammar> grammar)
-    : grammar_(std::move(grammar)) {
+json_matcher::json_matcher(const json_grammar& grammar) : grammar_(&grammar) {
   push(grammar_->root());
 }
 
@@ -301,6 +300,14 @@ bool json_matcher::can_continue() const {
     if (copy.accept(static_cast<uint8_t>(b))) return true;
   }
   return false;
+}
+
+int json_matcher::string_room() const {
+  if (stack_.empty()) return -1;
+  const frame& f = stack_.back();
+  const node& n = grammar_->at(f.node);
+  if (n.type != kind::string || f.phase != 1) return -1;
+  return n.max_length - f.count;
 }
 
 bool json_matcher::accept(std::string_view bytes) {

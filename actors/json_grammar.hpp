@@ -76,10 +76,11 @@ class json_grammar {
 };
 
 /// A position in a grammar's value, advanced one byte at a time. Cheap to copy: a stack of small
-/// frames.
+/// frames (and copy-assigning reuses the stack's memory).
 class json_matcher {
  public:
-  explicit json_matcher(std::shared_ptr<const json_grammar> grammar);
+  /// At the start of `grammar`'s value; the grammar must outlive the matcher and its copies.
+  explicit json_matcher(const json_grammar& grammar);
 
   /// Reads `b` if the grammar allows it there. On false the matcher is spoiled: try bytes on a
   /// copy.
@@ -90,6 +91,8 @@ class json_matcher {
   [[nodiscard]] bool complete() const;
   /// Some byte may still follow.
   [[nodiscard]] bool can_continue() const;
+  /// Inside a string, between characters: how many more characters it may take; -1 elsewhere.
+  [[nodiscard]] int string_room() const;
 
  private:
   struct frame {
@@ -115,7 +118,7 @@ class json_matcher {
   [[nodiscard]] bool accepting(const frame& f) const;
   [[nodiscard]] uint64_t key_candidates(const json_grammar::node& n, int from) const;
 
-  std::shared_ptr<const json_grammar> grammar_;
+  const json_grammar* grammar_;
   std::vector<frame> stack_;
 };
 

@@ -19,7 +19,8 @@ std::shared_ptr<const json_grammar> grammar(const std::string& schema) {
 
 // Whether the grammar takes `text` whole, as a complete value.
 bool takes(const std::string& schema, const std::string& text) {
-  json_matcher m(grammar(schema));
+  const auto g = grammar(schema);
+  json_matcher m(*g);
   return m.accept(text) && m.complete();
 }
 
@@ -64,15 +65,18 @@ TEST(JsonGrammar, AnyJsonWithinTheDepthAndDigitLimits) {
   EXPECT_TRUE(takes("{}", "1234567890123456"));
   EXPECT_FALSE(takes("{}", "12345678901234567")) << "17 digits";
   // A number at the top may go on; a closed value may not.
-  json_matcher number(grammar(R"({"type": "integer"})"));
+  const auto integer = grammar(R"({"type": "integer"})");
+  json_matcher number(*integer);
   ASSERT_TRUE(number.accept("12"));
   EXPECT_TRUE(number.complete());
   EXPECT_TRUE(number.can_continue());
-  json_matcher closed(grammar(object));
+  const auto any_object = grammar(object);
+  json_matcher closed(*any_object);
   ASSERT_TRUE(closed.accept("{}"));
   EXPECT_TRUE(closed.complete());
   EXPECT_FALSE(closed.can_continue());
-  json_matcher word(grammar(R"({"enum": ["ab", "abc"]})"));
+  const auto words = grammar(R"({"enum": ["ab", "abc"]})");
+  json_matcher word(*words);
   ASSERT_TRUE(word.accept("\"ab"));
   EXPECT_FALSE(word.complete());
 }
@@ -111,7 +115,7 @@ TEST(JsonGrammar, EveryRandomWalkEndsInAValidValue) {
   const auto g = grammar(person);
   for (uint32_t seed = 0; seed < 300; ++seed) {
     std::mt19937 rng(seed);
-    json_matcher m(g);
+    json_matcher m(*g);
     std::string text;
     for (int step = 0; step < 4000 && m.can_continue(); ++step) {
       if (m.complete() && rng() % 4 == 0) break;  // a whole top-level value may stop here
@@ -177,6 +181,39 @@ TEST(GuidedDecoding, MasksTheTokensThatLeaveTheGrammar) {
   EXPECT_EQ(guided.add(8, R"({"type": "string", "format": "date"})").code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(guided.guides(8));
+}
+
+// Against the naive mask (each token's bytes through the grammar on its own), along random
+// replies: strings' plain tokens by their room, the rest by the trie.
+TEST(GuidedDecoding, TheMaskIsEveryTokenTheGrammarTakes) {
+  auto texts = std::make_shared<const std::vector<std::string>>(std::vector<std::string>{
+      "{",    "}",        "\"",   "\"a\"", ": ",          "abc",          "ab\"", "\\",
+      "\\n",  "\xc3\xa9", "\xc3", "\xa9x", "\xc3\xa9\"}", "\"name\": \"", "1",    "\", \"",
+      "true", "\"}",      "x",    ""});
+  const int vocab = static_cast<int>(texts->size());
+  const std::string schema = R"({"type": "object", "properties": {"name": {"type": "string",
+      "maxLength": 4}, "a": {"type": "boolean"}}, "required": ["name"]})";
+  const auto g = grammar(schema);
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    std::mt19937 rng(seed);
+    guided_decoding guided(texts, vocab);
+    ASSERT_TRUE(guided.add(1, schema).ok());
+    json_matcher naive_at(*g);
+    for (int step = 0; step < 30; ++step) {
+      std::vector<float> logits(vocab, 0.0f);
+      if (!guided.mask(1, logits.data(), std::vector<int32_t>{})) break;
+      std::vector<int32_t> allowed, naive;
+      for (int t = 0; t < vocab; ++t) {
+        if (logits[t] == 0.0f) allowed.push_back(t);
+        json_matcher m = naive_at;
+        if (!(*texts)[t].empty() && m.accept((*texts)[t])) naive.push_back(t);
+      }
+      ASSERT_EQ(allowed, naive) << "seed " << seed << " step " << step;
+      const int32_t pick = allowed[rng() % allowed.size()];
+      ASSERT_TRUE(naive_at.accept((*texts)[pick]));
+      if (!guided.advance(1, pick)) break;
+    }
+  }
 }
 
 }  // namespace
