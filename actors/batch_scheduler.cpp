@@ -1,9 +1,9 @@
 #include "actors/batch_scheduler.hpp"
 
 #include <algorithm>
-#include <array>
 
 #include "absl/strings/str_cat.h"
+#include "actors/token_text.hpp"
 
 namespace troupe::actors {
 
@@ -272,18 +272,7 @@ std::vector<generation_event> batch_scheduler::on_token(uint64_t id, int32_t tok
 }
 
 std::string_view batch_scheduler::token_text(int32_t token) const {
-  static const std::array<char, 256> bytes = [] {
-    std::array<char, 256> b{};
-    for (int i = 0; i < 256; ++i)
-      b[i] = static_cast<char>(i);
-    return b;
-  }();
-  if (options_.token_text == nullptr) {
-    return token >= 0 && token < 256 ? std::string_view(&bytes[token], 1) : std::string_view();
-  }
-  const auto& table = *options_.token_text;
-  return token >= 0 && static_cast<size_t>(token) < table.size() ? std::string_view(table[token])
-                                                                 : std::string_view();
+  return token_text_of(options_.token_text.get(), token);
 }
 
 // The tokens before the one in which the stop string starts; when it starts inside a token

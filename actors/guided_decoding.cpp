@@ -1,10 +1,10 @@
 #include "actors/guided_decoding.hpp"
 
-#include <array>
+#include <algorithm>
 #include <functional>
 #include <limits>
 
-#include "absl/strings/str_cat.h"
+#include "actors/token_text.hpp"
 
 namespace troupe::actors {
 
@@ -72,15 +72,7 @@ guided_decoding::guided_decoding(std::shared_ptr<const std::vector<std::string>>
 guided_decoding::~guided_decoding() = default;
 
 std::string_view guided_decoding::text(int32_t token) const {
-  static const std::array<char, 256> bytes = [] {
-    std::array<char, 256> b{};
-    for (int i = 0; i < 256; ++i)
-      b[i] = static_cast<char>(i);
-    return b;
-  }();
-  if (token_text_ == nullptr) return token < 256 ? std::string_view(&bytes[token], 1) : "";
-  return token < static_cast<int32_t>(token_text_->size()) ? std::string_view((*token_text_)[token])
-                                                           : std::string_view();
+  return token_text_of(token_text_.get(), token);
 }
 
 void guided_decoding::build() {
