@@ -95,13 +95,10 @@ void guided_decoding::build() {
       std::make_unique<token_trie>(text_of, vocab_, [&plain](int32_t t) { return !plain[t]; });
 }
 
-absl::Status guided_decoding::add(uint64_t id, const std::string& schema) {
-  auto grammar = json_grammar::compile(schema);
-  if (!grammar.ok()) return grammar.status();
+void guided_decoding::add(uint64_t id, std::shared_ptr<const json_grammar> grammar) {
   if (trie_ == nullptr) build();
-  const json_grammar& g = **grammar;
-  matchers_.insert_or_assign(id, guided_request{*std::move(grammar), json_matcher(g)});
-  return absl::OkStatus();
+  json_matcher start(*grammar);
+  matchers_.insert_or_assign(id, guided_request{std::move(grammar), std::move(start)});
 }
 
 bool guided_decoding::mask(uint64_t id, float* logits, std::span<const int32_t> stop_tokens) const {

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/status/status.h"
 #include "actors/json_grammar.hpp"
 
 namespace troupe::actors {
@@ -28,9 +27,9 @@ class guided_decoding {
   guided_decoding(std::shared_ptr<const std::vector<std::string>> token_text, int vocab);
   ~guided_decoding();
 
-  /// Starts request `id` at the beginning of `schema`'s value (a JSON schema's text);
-  /// INVALID_ARGUMENT naming what the schema holds that is not supported.
-  [[nodiscard]] absl::Status add(uint64_t id, const std::string& schema);
+  /// Starts request `id` at the beginning of `grammar`'s value (json_grammar::compile of its
+  /// schema).
+  void add(uint64_t id, std::shared_ptr<const json_grammar> grammar);
   [[nodiscard]] bool guides(uint64_t id) const { return matchers_.contains(id); }
 
   /// Sets to -infinity the logits[vocab] of request `id`'s next token that would leave the

@@ -51,13 +51,14 @@ absl::Status inference_engine::add(generation_request request) {
         absl::StrCat("top_logprobs is ", request.top_logprobs, "; it must be in [0, ", vocab, "]"));
   }
   TROUPE_RETURN_IF_ERROR(check_logit_adjustments(request, vocab));
-  const uint64_t id = request.id;
+  std::shared_ptr<const json_grammar> grammar;  // structured output's
   if (!request.json_schema.empty()) {
-    TROUPE_RETURN_IF_ERROR(guided_.add(id, request.json_schema));
+    TROUPE_ASSIGN_OR_RETURN(grammar, json_grammar::compile(request.json_schema));
   }
-  absl::Status added = scheduler_.add(std::move(request));
-  if (!added.ok()) guided_.forget(id);
-  return added;
+  const uint64_t id = request.id;
+  TROUPE_RETURN_IF_ERROR(scheduler_.add(std::move(request)));
+  if (grammar != nullptr) guided_.add(id, std::move(grammar));
+  return absl::OkStatus();
 }
 
 std::vector<generation_event> inference_engine::cancel(uint64_t id) {

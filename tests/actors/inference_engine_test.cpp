@@ -333,6 +333,10 @@ TEST_F(InferenceEngineTest, StructuredOutputIsAlwaysAValueOfTheSchema) {
     r.json_schema = id % 2 == 0 ? R"({"type": "object"})" : schema;
     ASSERT_TRUE(engine->add(r).ok());
   }
+  generation_request again;  // a second request 1 is refused, and leaves the first guided
+  again.id = 1;
+  again.prompt = {'x'};
+  EXPECT_EQ(engine->add(again).code(), absl::StatusCode::kAlreadyExists);
   while (!engine->idle()) {
     const auto events = engine->step();
     ASSERT_TRUE(events.ok()) << events.status();
