@@ -26,14 +26,14 @@ constexpr int max_schema_depth = 32;  // the schema's own nesting, checked befor
 
 // Whether `value` nests deeper than `limit`, found without recursion.
 bool nests_deeper(const ojson& value, int limit) {
-  std::vector<std::pair<const ojson*, int>> todo = {{&value, 0}};
-  while (!todo.empty()) {
-    auto [v, depth] = todo.back();
-    todo.pop_back();
+  std::vector<std::pair<const ojson*, int>> unvisited = {{&value, 0}};
+  while (!unvisited.empty()) {
+    auto [v, depth] = unvisited.back();
+    unvisited.pop_back();
     if (depth > limit) return true;
     if (v->is_structured()) {
       for (const auto& child : *v)
-        todo.emplace_back(&child, depth + 1);
+        unvisited.emplace_back(&child, depth + 1);
     }
   }
   return false;
