@@ -23,6 +23,8 @@ class inference_engine {
     int device = -1;  ///< the CUDA device the model runs on; -1: the CPU
     /// CPU threads an iteration's batch (its requests' forward passes and draws) is split over.
     int threads = 1;
+    /// Weight-only quantization of the blocks' linear layers (the CPU decoder's).
+    models::weight_quantization quantization;
   };
 
   /// `params` is the whole model's flat buffer, laid out by `layout`; both must outlive this.

@@ -45,6 +45,11 @@ int main(int argc, char** argv) {
                         "The name clients ask for (default: the directory as given)");
   serve_cmd->add_option("--workers", serve.workers, "Inference worker processes")
       ->capture_default_str();
+  serve_cmd
+      ->add_option("--quantization", serve.quantization,
+                   "Weight-only quantization of the block weights on the CPU: int8 or int4 "
+                   "(serve.engine.quantization)")
+      ->check(CLI::IsMember({"none", "int8", "int4"}));
   serve_cmd->add_option("--set", serve.overrides,
                         "Override a setting of the config it runs: key.path=value");
   serve_cmd->add_option("--run-dir", serve.run_dir,
@@ -153,12 +158,17 @@ int main(int argc, char** argv) {
   evaluation.seed = 7;  // troupe data preferences' prompt stream
   evaluation.examples = 500;
   auto* eval_cmd = app.add_subcommand(
-      "eval", "Score a policy's greedy responses to an RLHF config's task prompts by its rule");
-  eval_cmd->add_option("config", evaluation.config, "An RLHF config: its rlhf.task and model")
+      "eval",
+      "Score a policy's greedy responses to an RLHF config's task prompts by its rule; with "
+      "--text, a Hugging Face model's perplexity on a text, in f32 and with quantized weights");
+  eval_cmd
+      ->add_option("config", evaluation.config,
+                   "An RLHF config: its rlhf.task and model; with --text, a Hugging Face model "
+                   "directory")
       ->required();
   eval_cmd->add_option("--set", evaluation.overrides, "Override a config value: key.path=value");
-  eval_cmd->add_option("--policy", evaluation.policy, "The policy: a run or checkpoint directory")
-      ->required();
+  eval_cmd->add_option("--policy", evaluation.policy,
+                       "The policy: a run or checkpoint directory (needed without --text)");
   eval_cmd->add_option("--prompts", evaluation.examples, "How many prompts")->capture_default_str();
   eval_cmd
       ->add_option("--first", evaluation.first,
@@ -167,6 +177,21 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   eval_cmd->add_option("--seed", evaluation.seed, "The prompts' stream")->capture_default_str();
   eval_cmd->add_option("--out", evaluation.out, "A JSONL file for each prompt, response and score");
+  eval_cmd->add_option("--text", evaluation.text,
+                       "A text file: score the model's perplexity on it (held-out text)");
+  eval_cmd
+      ->add_option("--quantization", evaluation.quantizations,
+                   "With --text: the weight quantizations to score besides f32: int8, int4, "
+                   "or none")
+      ->capture_default_str();
+  eval_cmd->add_option("--group-size", evaluation.group_size,
+                       "With --text: inputs per quantization scale (0: int8 per output channel, "
+                       "int4 128), as serve.engine.quantization_group_size");
+  eval_cmd->add_option("--window", evaluation.window,
+                       "With --text: tokens per scored window (0: the model's context, at most "
+                       "1024)");
+  eval_cmd->add_option("--max-tokens", evaluation.max_tokens,
+                       "With --text: score at most this many of its first tokens (0: all)");
 
   bool version_json = false;
   auto* version_cmd = app.add_subcommand("version", "Show versions and CUDA devices");

@@ -65,6 +65,7 @@ struct serve_args {
   std::optional<int> max_model_len;
   std::optional<std::string> served_model_name;  ///< default: MODEL_DIR as given
   int workers = 1;                               ///< inference worker processes
+  std::optional<std::string> quantization;       ///< serve.engine.quantization
   std::optional<std::string> run_dir;
   std::vector<std::string> overrides;
   std::vector<std::string> plugin_dirs;
@@ -216,8 +217,18 @@ struct preferences_args : data_args {
 struct eval_args : data_args {
   std::string policy;
   int64_t first = 0;
+  /// With a text file: `troupe eval MODEL_DIR --text FILE` scores the Hugging Face model's
+  /// perplexity on it instead, in f32 and with each of `quantizations` ("int8", "int4") of its
+  /// block weights (eval_perplexity.cpp).
+  std::string text;
+  std::vector<std::string> quantizations = {"int8", "int4"};
+  int group_size = 0;
+  int window = 0;          ///< 0: the model's context, at most 1024
+  int64_t max_tokens = 0;  ///< 0: the whole text
 };
 [[nodiscard]] int eval_command(const eval_args& args);
+/// `troupe eval MODEL_DIR --text FILE`: eval_args' perplexity mode, one JSON line.
+[[nodiscard]] int eval_perplexity_command(const eval_args& args);
 
 /// The token a cluster uses: the config's, else TROUPE_CLUSTER_TOKEN, else a fresh random one.
 [[nodiscard]] std::string cluster_token(const config::cluster_spec& spec);

@@ -13,6 +13,11 @@
 
 namespace troupe::cli {
 int eval_command(const eval_args& args) {
+  if (!args.text.empty()) return eval_perplexity_command(args);
+  if (args.policy.empty()) {
+    return fail("troupe eval", exit_usage_error,
+                "--policy is required (or --text, to score a model's perplexity on a text)");
+  }
   if (args.examples < 1)
     return fail("troupe eval", exit_usage_error, "--prompts must be at least 1");
   if (args.first < 0) return fail("troupe eval", exit_usage_error, "--first is negative");

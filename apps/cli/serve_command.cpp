@@ -13,6 +13,10 @@ namespace {
 std::string serve_config_text(const serve_args& args) {
   nlohmann::json model = {{"path", std::filesystem::absolute(args.model).string()}};
   if (args.max_model_len) model["ctx"] = *args.max_model_len;
+  nlohmann::json serve = {{"host", args.host},
+                          {"port", args.port},
+                          {"model_name", args.served_model_name.value_or(args.model)}};
+  if (args.quantization) serve["engine"] = {{"quantization", *args.quantization}};
   const nlohmann::json config = {
       {"app", "serve"},
       // One worker process per engine; `troupe worker --join` adds more while it runs.
@@ -21,10 +25,7 @@ std::string serve_config_text(const serve_args& args) {
       {"roles",
        {{"worker",
          {{"kind", "inference_worker"}, {"impl", "gpt"}, {"elastic", {{"min", 1}, {"max", 64}}}}}}},
-      {"serve",
-       {{"host", args.host},
-        {"port", args.port},
-        {"model_name", args.served_model_name.value_or(args.model)}}}};
+      {"serve", serve}};
   return config.dump(2) + "\n";  // JSON is YAML
 }
 

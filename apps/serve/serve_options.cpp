@@ -38,6 +38,17 @@ config::object_schema<engine_spec> engine_schema() {
       .help(
           "keep full KV blocks after their requests end and share them with later requests "
           "that start with the same tokens (vLLM's automatic prefix caching)");
+  s.add("quantization", &engine_spec::quantization)
+      .one_of({"none", "int8", "int4"})
+      .help(
+          "weight-only quantization of every block's linear layers, done when a worker loads the "
+          "model (the CPU decoder): int8 per output channel, int4 in groups; embeddings, norms "
+          "and the output head stay f32");
+  s.add("quantization_group_size", &engine_spec::quantization_group_size)
+      .range(0, 1 << 20)
+      .help(
+          "inputs that share a scale: a multiple of 16 dividing each layer's inputs; 0: int8 one "
+          "per output channel, int4 128 (or gcd(128, inputs))");
   return s;
 }
 
@@ -154,12 +165,17 @@ actors::inference_engine::options engine_options(const actors::served_model& mod
   o.kv_blocks = options.engine.kv_blocks;
   o.block_size = options.engine.block_size;
   o.threads = options.engine.threads;
+  if (options.engine.quantization != "none") {
+    o.quantization.bits = options.engine.quantization == "int8" ? 8 : 4;
+    o.quantization.group_size = options.engine.quantization_group_size;
+  }
   if (options.engine.device == "cuda") {
     o.device = 0;
   } else if (options.engine.device == "auto") {
     // A model whose heads the CUDA attention does not take is served on the CPU.
     const auto gpus = tensor::cuda_devices();
-    const bool cuda_runs_it = models::cuda_decoder_runs(model.layout->config()).ok();
+    const bool cuda_runs_it =
+        models::cuda_decoder_runs(model.layout->config()).ok() && !o.quantization.enabled();
     o.device = cuda_runs_it && gpus.ok() && !gpus->empty() ? 0 : -1;
   }
   return o;

@@ -8,11 +8,13 @@
 #include "kernels/gelu.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
+#include "kernels/quantized_matmul.hpp"
 #include "kernels/residual.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/swiglu.hpp"
 #include "models/gpt/rope_frequencies.hpp"
+#include "runtime/base/status.hpp"
 
 namespace troupe::models {
 
@@ -73,6 +75,35 @@ gpt_cpu_decoder::gpt_cpu_decoder(const gpt_layout& layout, const float* params, 
       s.rope_cos.resize(N * c.head_size() / 2), s.rope_sin.resize(N * c.head_size() / 2);
     }
   }
+}
+
+absl::Status gpt_cpu_decoder::set_weights(const float* params) {
+  if (quantization_.enabled()) {
+    TROUPE_ASSIGN_OR_RETURN(quantized_,
+                            quantized_weights::quantize(layout_, params, quantization_));
+  }
+  params_ = params;
+  return absl::OkStatus();
+}
+
+absl::Status gpt_cpu_decoder::quantize(weight_quantization q) {
+  quantized_.reset();
+  if (q.enabled()) {
+    TROUPE_ASSIGN_OR_RETURN(quantized_, quantized_weights::quantize(layout_, params_, q));
+  }
+  quantization_ = q;
+  return absl::OkStatus();
+}
+
+void gpt_cpu_decoder::linear(float* out, const float* x, int64_t weight, const float* bias, int N,
+                             int outputs, int inputs, bool out_in) const {
+  if (quantized_ != nullptr) {
+    if (const kernels::quantized_matrix* q = quantized_->find(weight)) {
+      k::quantized_matmul(out, x, *q, bias, N);
+      return;
+    }
+  }
+  k::matmul(out, x, params_ + weight, bias, gemm{N, outputs, inputs, false, out_in});
 }
 
 absl::Status gpt_cpu_decoder::forward(std::span<const decode_request> requests, float* logits) {
@@ -164,16 +195,16 @@ void gpt_cpu_decoder::gpt2_block(std::span<const decode_request> requests, int l
   float* x = s.x.data();
   k::layernorm_forward(s.ln.data(), s.tmp.data(), s.tmp.data() + N, x, params + o.ln1_w,
                        params + o.ln1_b, N, C);
-  k::matmul(s.qkv.data(), s.ln.data(), params + o.attn_w, params + o.attn_b, gemm{N, 3 * C, C});
+  linear(s.qkv.data(), s.ln.data(), o.attn_w, params + o.attn_b, N, 3 * C, C, false);
   const float* qkv = s.qkv.data();
   attend(requests, l, qkv, 3 * C, qkv + C, qkv + 2 * C, 3 * C, s);
-  k::matmul(s.tmp.data(), s.atty.data(), params + o.proj_w, params + o.proj_b, gemm{N, C, C});
+  linear(s.tmp.data(), s.atty.data(), o.proj_w, params + o.proj_b, N, C, C, false);
   k::accumulate(x, s.tmp.data(), int64_t{N} * C);
   k::layernorm_forward(s.ln.data(), s.tmp.data(), s.tmp.data() + N, x, params + o.ln2_w,
                        params + o.ln2_b, N, C);
-  k::matmul(s.fc.data(), s.ln.data(), params + o.fc_w, params + o.fc_b, gemm{N, 4 * C, C});
+  linear(s.fc.data(), s.ln.data(), o.fc_w, params + o.fc_b, N, 4 * C, C, false);
   k::gelu_forward(s.fc.data(), s.fc.data(), int64_t{N} * 4 * C);
-  k::matmul(s.tmp.data(), s.fc.data(), params + o.fc2_w, params + o.fc2_b, gemm{N, C, 4 * C});
+  linear(s.tmp.data(), s.fc.data(), o.fc2_w, params + o.fc2_b, N, C, 4 * C, false);
   k::accumulate(x, s.tmp.data(), int64_t{N} * C);
 }
 
@@ -193,9 +224,9 @@ void gpt_cpu_decoder::llama_block(std::span<const decode_request> requests, int 
   float* key = q + int64_t{N} * Q;
   float* value = key + int64_t{N} * KV;
   k::rmsnorm_forward(s.ln.data(), nullptr, x, params + o.ln1_w, N, C, c.norm_eps);
-  k::matmul(q, s.ln.data(), params + o.q_w, bias(o.q_b), gemm{N, Q, C, false, true});
-  k::matmul(key, s.ln.data(), params + o.k_w, bias(o.k_b), gemm{N, KV, C, false, true});
-  k::matmul(value, s.ln.data(), params + o.v_w, bias(o.v_b), gemm{N, KV, C, false, true});
+  linear(q, s.ln.data(), o.q_w, bias(o.q_b), N, Q, C, true);
+  linear(key, s.ln.data(), o.k_w, bias(o.k_b), N, KV, C, true);
+  linear(value, s.ln.data(), o.v_w, bias(o.v_b), N, KV, C, true);
   if (c.qk_norm) {  // each head's query and key, over its D floats
     k::rmsnorm_forward(q, nullptr, q, params + o.q_norm, int64_t{N} * c.heads, D, c.norm_eps);
     k::rmsnorm_forward(key, nullptr, key, params + o.k_norm, int64_t{N} * c.kv_head_count(), D,
@@ -204,15 +235,15 @@ void gpt_cpu_decoder::llama_block(std::span<const decode_request> requests, int 
   k::rope_forward(q, Q, N, c.heads, D, s.rope_cos.data(), s.rope_sin.data());
   k::rope_forward(key, KV, N, c.kv_head_count(), D, s.rope_cos.data(), s.rope_sin.data());
   attend(requests, l, q, Q, key, value, KV, s);
-  k::matmul(s.tmp.data(), s.atty.data(), params + o.o_w, bias(o.o_b), gemm{N, C, Q, false, true});
+  linear(s.tmp.data(), s.atty.data(), o.o_w, bias(o.o_b), N, C, Q, true);
   k::accumulate(x, s.tmp.data(), int64_t{N} * C);
   k::rmsnorm_forward(s.ln.data(), nullptr, x, params + o.ln2_w, N, C, c.norm_eps);
   float* gate = s.fc.data();
   float* up = gate + int64_t{N} * F;
-  k::matmul(gate, s.ln.data(), params + o.gate_w, nullptr, gemm{N, F, C, false, true});
-  k::matmul(up, s.ln.data(), params + o.up_w, nullptr, gemm{N, F, C, false, true});
+  linear(gate, s.ln.data(), o.gate_w, nullptr, N, F, C, true);
+  linear(up, s.ln.data(), o.up_w, nullptr, N, F, C, true);
   k::swiglu_forward(gate, gate, up, int64_t{N} * F);
-  k::matmul(s.tmp.data(), gate, params + o.down_w, nullptr, gemm{N, C, F, false, true});
+  linear(s.tmp.data(), gate, o.down_w, nullptr, N, C, F, true);
   k::accumulate(x, s.tmp.data(), int64_t{N} * C);
 }
 

@@ -7,6 +7,7 @@
 #include "kernels/cpu/thread_pool.hpp"
 #include "models/gpt/gpt_decoder.hpp"
 #include "models/gpt/gpt_kv_cache.hpp"
+#include "models/gpt/quantized_weights.hpp"
 
 namespace troupe::models {
 
@@ -32,10 +33,13 @@ class gpt_cpu_decoder final : public gpt_decoder {
 
   [[nodiscard]] absl::Status forward(std::span<const decode_request> requests,
                                      float* logits) override;
-  [[nodiscard]] absl::Status set_weights(const float* params) override {
-    params_ = params;
-    return absl::OkStatus();
-  }
+  /// Re-quantizes them first when the decoder runs quantized.
+  [[nodiscard]] absl::Status set_weights(const float* params) override;
+
+  /// From the next forward on, multiplies by every block's linear weights quantized to `q`
+  /// (quantized_weights; the rest stays f32), quantizing anew at each set_weights. f32 again
+  /// when `q` is not enabled. INVALID_ARGUMENT when a layer's shape cannot be quantized so.
+  [[nodiscard]] absl::Status quantize(weight_quantization q);
 
   [[nodiscard]] const gpt_kv_cache& cache() const { return cache_; }
 
@@ -59,9 +63,16 @@ class gpt_cpu_decoder final : public gpt_decoder {
   // keys and values appended first (row strides kv_stride); into s.atty [N, q_width].
   void attend(std::span<const decode_request> requests, int layer, const float* q, int64_t q_stride,
               const float* k, const float* v, int64_t kv_stride, scratch& s);
+  // out[N, outputs] = x[N, inputs] @ the weight at `weight` (+ bias): its quantized copy when
+  // there is one, else the f32 one, stored [outputs, inputs] when `out_in` (the Llama family's)
+  // and [inputs, outputs] otherwise (GPT-2's Conv1D).
+  void linear(float* out, const float* x, int64_t weight, const float* bias, int N, int outputs,
+              int inputs, bool out_in) const;
 
   const gpt_layout& layout_;
   const float* params_;
+  weight_quantization quantization_;
+  std::unique_ptr<const quantized_weights> quantized_;  // null: f32
   block_fn block_;
   std::vector<float> inv_freq_;  // RoPE's (the Llama family)
   int max_tokens_;

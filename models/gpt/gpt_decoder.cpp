@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/gpt/gpt_cpu_decoder.hpp"
 #include "models/gpt/gpt_cuda_decoder.hpp"
+#include "runtime/base/status.hpp"
 
 namespace troupe::models {
 
@@ -58,14 +59,19 @@ absl::Status cuda_decoder_runs(const gpt_config& config) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(const gpt_layout& layout,
-                                                              const float* params, int max_tokens,
-                                                              int cache_blocks, int block_size,
-                                                              int device,
-                                                              kernels::cpu::thread_pool* pool) {
+absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(
+    const gpt_layout& layout, const float* params, int max_tokens, int cache_blocks, int block_size,
+    int device, kernels::cpu::thread_pool* pool, weight_quantization quantization) {
   if (device < 0) {
-    return std::make_unique<gpt_cpu_decoder>(layout, params, max_tokens, cache_blocks, block_size,
-                                             pool);
+    auto decoder = std::make_unique<gpt_cpu_decoder>(layout, params, max_tokens, cache_blocks,
+                                                     block_size, pool);
+    TROUPE_RETURN_IF_ERROR(decoder->quantize(quantization));
+    return decoder;
+  }
+  if (quantization.enabled()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "weight quantization (", quantization.describe(),
+        ") runs on the CPU decoder only for now: serve with device: cpu, or without quantization"));
   }
   return make_gpt_cuda_decoder(layout, params, max_tokens, cache_blocks, block_size, device);
 }

@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/cpu/thread_pool.hpp"
 #include "models/gpt/gpt_layout.hpp"
+#include "models/gpt/quantized_weights.hpp"
 
 namespace troupe::models {
 
@@ -56,9 +57,11 @@ class gpt_decoder {
 /// `params` (host f32, laid out by `layout`): on the CPU when `device` < 0, reading `params` in
 /// place (they must outlive it), its batches split over `pool`'s threads (nullptr: the caller's
 /// alone; it must outlive the decoder); else on CUDA device `device`, with a bf16 copy of them.
-/// UNAVAILABLE when this build has no CUDA or the device does not exist.
+/// UNAVAILABLE when this build has no CUDA or the device does not exist. With `quantization`
+/// enabled the CPU decoder multiplies by quantized block weights (gpt_cpu_decoder::quantize);
+/// the CUDA decoder does not quantize yet (INVALID_ARGUMENT).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(
     const gpt_layout& layout, const float* params, int max_tokens, int cache_blocks, int block_size,
-    int device, kernels::cpu::thread_pool* pool = nullptr);
+    int device, kernels::cpu::thread_pool* pool = nullptr, weight_quantization quantization = {});
 
 }  // namespace troupe::models

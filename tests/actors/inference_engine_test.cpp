@@ -73,6 +73,29 @@ TEST_F(InferenceEngineTest, OutputsDoNotDependOnBatchingOrPreemption) {
   EXPECT_GT(preemptions, 0u);
 }
 
+// Quantized weights keep the engine's promise: a request's output does not depend on its batch,
+// chunked prefill or preemption, with int8 and with int4 block weights.
+TEST_F(InferenceEngineTest, QuantizedWeightsKeepOutputsIndependentOfBatching) {
+  for (const models::weight_quantization q :
+       {models::weight_quantization{8, 0}, models::weight_quantization{4, 32}}) {
+    SCOPED_TRACE(q.describe());
+    const auto reference =
+        generate({.scheduler = {.ctx = 64, .max_batch_tokens = 256}, .quantization = q});
+    ASSERT_EQ(reference.size(), 6u);
+    EXPECT_EQ(generate({.scheduler = {.ctx = 64, .max_batch_tokens = 8}, .quantization = q}),
+              reference);
+    EXPECT_EQ(generate({.scheduler = {.ctx = 64, .max_batch_tokens = 64},
+                        .kv_blocks = 6,
+                        .block_size = 8,
+                        .threads = 2,
+                        .quantization = q}),
+              reference);
+  }
+  const auto refused = inference_engine::create(
+      layout_, params_.data(), {.scheduler = {.ctx = 64}, .quantization = {4, 48}});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // Prefix caching changes what is computed, never what comes out: requests sharing a 40-token
 // system prompt (and one repeating another's whole prompt), in a burst and then again, give the
 // same tokens and bit-identical log-probs with the cache as without, with a roomy cache and with

@@ -1,5 +1,6 @@
 // The troupe command line as a user meets it: check, plugins list, version, exit codes.
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -104,6 +105,61 @@ TEST(Cli, DataSftWritesTheTasksExamplesAndTheSftConfigTrainsOnThem) {
               dir.file("x.jsonl")});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("has no rlhf section: name an RLHF config"), std::string::npos) << r.err;
+}
+
+// `troupe eval MODEL_DIR --text FILE`: a Hugging Face model (a random-weight Llama made by the
+// PyTorch reference, over a vocabulary trained here) scored on a held-out text in f32 and with
+// its block weights in int8 and int4; each user error named.
+TEST(Cli, EvalScoresAModelsPerplexityInF32AndWithQuantizedWeights) {
+  temp_dir dir;
+  const std::string model = dir.file("model");
+  auto r = troupe(
+      {"tokenizer", "train", "/usr/share/games/fortunes", "--vocab-size", "512", "--out", model},
+      std::chrono::seconds(300));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run({"/usr/bin/python3", TROUPE_SOURCE_DIR "/tests/models/hf/hf_reference_model.py", "make",
+           "llama", model, "--vocab", "512", "--seed", "4"},
+          std::chrono::seconds(300));
+  ASSERT_EQ(r.exit_code, 0) << r.err << " (python3-torch comes with scripts/setup.sh)";
+  const std::string text = "/usr/share/common-licenses/GPL-3";
+
+  r = troupe({"eval", model, "--text", text, "--max-tokens", "2000", "--window", "128"},
+             std::chrono::seconds(300));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto summary = nlohmann::json::parse(r.out);
+  EXPECT_EQ(summary["tokens"], 2000);
+  EXPECT_EQ(summary["windows"], 16);        // 15 whole windows and one of 80 tokens
+  EXPECT_EQ(summary["scored"], 2000 - 16);  // each window's first token is context only
+  const double f32 = summary["perplexity"]["f32"], int8 = summary["perplexity"]["int8"],
+               int4 = summary["perplexity"]["int4"];
+  // Quantization moves a random model's perplexity a little, int4 more than int8.
+  EXPECT_GT(f32, 1.0);
+  EXPECT_NE(int8, f32);
+  EXPECT_LT(std::abs(int8 / f32 - 1), 0.01) << r.out;
+  EXPECT_LT(std::abs(int4 / f32 - 1), 0.05) << r.out;
+  EXPECT_GT(std::abs(int4 / f32 - 1), std::abs(int8 / f32 - 1)) << r.out;
+  EXPECT_EQ(summary["weights"]["int8"], "int8 per output channel");
+  EXPECT_NEAR(summary["increase"]["int8"].get<double>(), int8 / f32 - 1, 1e-9);
+
+  // The same text scored alone, by --quantization none.
+  r = troupe({"eval", model, "--text", text, "--max-tokens", "2000", "--window", "128",
+              "--quantization", "none"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["perplexity"], nlohmann::json({{"f32", f32}}));
+
+  const auto fails = [&](std::vector<std::string> args, const std::string& says) {
+    const auto bad = troupe(args);
+    EXPECT_EQ(bad.exit_code, 2) << bad.err;
+    EXPECT_NE(bad.err.find(says), std::string::npos) << bad.err;
+  };
+  fails({"eval", model, "--text", dir.file("absent.txt")}, "cannot read --text");
+  fails({"eval", dir.path().string(), "--text", text}, "is not a Hugging Face model directory");
+  fails({"eval", model, "--text", text, "--quantization", "int3"},
+        "--quantization int3: choose int8, int4 or none");
+  fails({"eval", model, "--text", text, "--window", "4096"}, "it must be in [2, 256]");
+  fails({"eval", model, "--text", text, "--quantization", "int4", "--group-size", "48"},
+        "quantization group size 48");
+  fails({"eval", quickstart}, "--policy is required (or --text");
 }
 
 // A real vocabulary for pretraining from scratch: trained on the Debian fortunes, written as a

@@ -1,0 +1,102 @@
+#include "models/gpt/quantized_weights.hpp"
+
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+
+namespace troupe::models {
+namespace {
+
+// One linear weight of a block: where it starts, its shape as [outputs, inputs], and whether it
+// is stored [inputs, outputs] (GPT-2's Conv1D).
+struct linear_weight {
+  const char* name;
+  int64_t offset;
+  int outputs, inputs;
+  bool stored_transposed;
+};
+
+std::vector<linear_weight> block_weights(const gpt_layout& layout, int l) {
+  const gpt_config& c = layout.config();
+  const auto& o = layout.block(l);
+  const int C = c.dim;
+  if (c.family == decoder_family::gpt2) {
+    return {{"attn.c_attn", o.attn_w, 3 * C, C, true},
+            {"attn.c_proj", o.proj_w, C, C, true},
+            {"mlp.c_fc", o.fc_w, 4 * C, C, true},
+            {"mlp.c_proj", o.fc2_w, C, 4 * C, true}};
+  }
+  const int Q = c.q_width(), KV = c.kv_width(), F = c.ffn_width();
+  return {{"self_attn.q_proj", o.q_w, Q, C, false},  {"self_attn.k_proj", o.k_w, KV, C, false},
+          {"self_attn.v_proj", o.v_w, KV, C, false}, {"self_attn.o_proj", o.o_w, C, Q, false},
+          {"mlp.gate_proj", o.gate_w, F, C, false},  {"mlp.up_proj", o.up_w, F, C, false},
+          {"mlp.down_proj", o.down_w, C, F, false}};
+}
+
+int group_size_for(weight_quantization q, int inputs) {
+  if (q.group_size > 0) return q.group_size;
+  return q.bits == 8 ? inputs : std::gcd(128, inputs);
+}
+
+}  // namespace
+
+std::string weight_quantization::describe() const {
+  if (!enabled()) return "f32";
+  if (group_size == 0)
+    return bits == 8 ? "int8 per output channel" : "int4 in groups of up to 128 inputs";
+  return absl::StrCat("int", bits, " in groups of ", group_size, " inputs");
+}
+
+absl::StatusOr<std::unique_ptr<quantized_weights>> quantized_weights::quantize(
+    const gpt_layout& layout, const float* params, weight_quantization q) {
+  auto out = std::unique_ptr<quantized_weights>(new quantized_weights());
+  const layer_range range = layout.range();
+  for (int l = range.first; l < range.last; ++l) {
+    for (const linear_weight& w : block_weights(layout, l)) {
+      const int group = group_size_for(q, w.inputs);
+      if (absl::Status ok = kernels::cpu::check_quantizable(q.bits, w.outputs, w.inputs, group);
+          !ok.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("layer ", l, " ", w.name, ": ", ok.message(),
+                         " (serve.engine.quantization and quantization_group_size)"));
+      }
+      stored s;
+      s.view = {q.bits, w.outputs, w.inputs, group};
+      s.q.resize(w.outputs * s.view.row_bytes());
+      s.scales.resize(int64_t{w.outputs} * s.view.groups());
+      const int64_t row_stride = w.stored_transposed ? 1 : w.inputs;
+      const int64_t col_stride = w.stored_transposed ? w.outputs : 1;
+      kernels::cpu::quantize_symmetric(params + w.offset, row_stride, col_stride, q.bits, w.outputs,
+                                       w.inputs, group, s.q.data(), s.scales.data());
+      s.view.q = s.q.data();
+      s.view.scales = s.scales.data();
+      s.stored_transposed = w.stored_transposed;
+      out->bytes_ += static_cast<int64_t>(s.q.size() + s.scales.size() * sizeof(float));
+      out->matrices_.emplace(w.offset, std::move(s));
+    }
+  }
+  return out;
+}
+
+void quantized_weights::dequantize_into(float* params) const {
+  std::vector<float> dense;
+  for (const auto& [offset, s] : matrices_) {
+    const kernels::quantized_matrix& w = s.view;
+    dense.resize(int64_t{w.rows} * w.cols);
+    kernels::cpu::dequantize(w, dense.data());
+    float* out = params + offset;
+    for (int r = 0; r < w.rows; ++r) {
+      for (int k = 0; k < w.cols; ++k) {
+        out[s.stored_transposed ? int64_t{k} * w.rows + r : int64_t{r} * w.cols + k] =
+            dense[int64_t{r} * w.cols + k];
+      }
+    }
+  }
+}
+
+const kernels::quantized_matrix* quantized_weights::find(int64_t offset) const {
+  const auto it = matrices_.find(offset);
+  return it == matrices_.end() ? nullptr : &it->second.view;
+}
+
+}  // namespace troupe::models

@@ -1,0 +1,59 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/quantized_matmul.hpp"
+#include "models/gpt/gpt_layout.hpp"
+
+namespace troupe::models {
+
+/// Weight-only quantization of a model's linear layers (`serve.engine.quantization`).
+struct weight_quantization {
+  int bits = 0;        ///< 0: none (f32); 8 or 4
+  int group_size = 0;  ///< inputs per scale; 0: bits 8 one per output channel, bits 4 groups of
+                       ///< 128 (gcd(128, inputs) where 128 does not divide a layer's inputs)
+
+  [[nodiscard]] bool enabled() const { return bits != 0; }
+  /// "int8 per channel", "int4 in groups of 128", "f32".
+  [[nodiscard]] std::string describe() const;
+};
+
+/// Quantized copies of every block's linear weights (GPT-2's c_attn, c_proj, c_fc and mlp.c_proj;
+/// the Llama family's q/k/v/o, gate, up and down projections), each as [outputs, inputs] (GPT-2's
+/// Conv1D [in, out] read transposed). The embeddings, norms, biases and the output head stay f32,
+/// as GPTQ leaves lm_head: the decoder reads those from the f32 buffer.
+class quantized_weights {
+ public:
+  /// Quantizes `params` (laid out by `layout`, a whole model) symmetrically, rounding to nearest
+  /// (kernels::cpu::quantize_symmetric). INVALID_ARGUMENT names the layer and the option to change
+  /// when a shape cannot be quantized as asked.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<quantized_weights>> quantize(
+      const gpt_layout& layout, const float* params, weight_quantization q);
+
+  /// The quantized matrix whose f32 weight starts at `offset` in the buffer; null when that one
+  /// stays f32.
+  [[nodiscard]] const kernels::quantized_matrix* find(int64_t offset) const;
+  /// Writes each quantized matrix's f32 value (kernels::cpu::dequantize) over its weight in
+  /// `params` (laid out as the model quantized), leaving the rest: the model the quantized
+  /// decoder computes, which the training forward then evaluates (perplexity, tests).
+  void dequantize_into(float* params) const;
+  /// The quantized matrices' integers, scales and zero points, in bytes.
+  [[nodiscard]] int64_t bytes() const { return bytes_; }
+
+ private:
+  struct stored {
+    std::vector<uint8_t> q;
+    std::vector<float> scales;
+    kernels::quantized_matrix view;
+    bool stored_transposed = false;  // the f32 weight is [inputs, outputs]
+  };
+  std::unordered_map<int64_t, stored> matrices_;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace troupe::models

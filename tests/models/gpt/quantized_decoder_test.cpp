@@ -1,0 +1,121 @@
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "kernels/cpu/thread_pool.hpp"
+#include "models/gpt/gpt_cpu_decoder.hpp"
+#include "models/gpt/quantized_weights.hpp"
+
+namespace troupe::models {
+namespace {
+
+gpt_config gpt2_model() {
+  return {48, 32, 2, 32, 4};
+}
+gpt_config llama_model() {  // grouped-query attention, q/k/v biases, an MLP of 48
+  gpt_config c{48, 32, 2, 32, 4};
+  c.family = decoder_family::llama;
+  c.kv_heads = 2;
+  c.ffn = 48;
+  c.qkv_bias = true;
+  return c;
+}
+
+struct model {
+  explicit model(const gpt_config& c, uint64_t seed)
+      : layout(c, layer_range::all(c)), params(layout.total()) {
+    layout.initialize(params.data(), seed);
+    for (auto& p : params)
+      p *= 5;  // sharper distributions than the 0.02 init
+  }
+  gpt_layout layout;
+  std::vector<float> params;
+};
+
+// Two sequences' prefill chunks and then single tokens, the logits after each step.
+std::vector<float> decode(gpt_cpu_decoder& decoder, int vocab) {
+  const std::vector<int32_t> a = {3, 17, 5, 22, 9, 1, 30, 12}, b = {7, 7, 2, 35, 11, 19};
+  const std::vector<int32_t> table_a = {3, 0}, table_b = {1, 2};
+  std::vector<float> all, logits(2 * vocab);
+  std::vector<decode_request> batch = {{a.data(), 5, 0, table_a.data(), 2},
+                                       {b.data(), 3, 0, table_b.data(), 2}};
+  for (int step = 0; step < 4; ++step) {
+    EXPECT_TRUE(decoder.forward(batch, logits.data()).ok());
+    all.insert(all.end(), logits.begin(), logits.end());
+    for (auto& r : batch) {
+      r.first_position += r.count;
+      r.tokens += r.count;
+      r.count = 1;
+    }
+  }
+  return all;
+}
+
+float largest_difference(const std::vector<float>& x, const std::vector<float>& y) {
+  float d = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    d = std::max(d, std::fabs(x[i] - y[i]));
+  return d;
+}
+
+// The quantized decoder computes the model whose block weights are the dequantized ones (the
+// f32 decoder on those, to float rounding), for both families, int8 per channel and int4 in
+// groups, and that model is not the f32 one.
+TEST(QuantizedDecoder, ComputesTheModelOfItsDequantizedWeights) {
+  for (const gpt_config& c : {gpt2_model(), llama_model()}) {
+    for (const weight_quantization q : {weight_quantization{8, 0}, weight_quantization{4, 16}}) {
+      SCOPED_TRACE(testing::Message()
+                   << (c.family == decoder_family::gpt2 ? "gpt2 " : "llama ") << q.describe());
+      model m(c, 5);
+      auto quantized = quantized_weights::quantize(m.layout, m.params.data(), q);
+      ASSERT_TRUE(quantized.ok()) << quantized.status();
+      std::vector<float> dequantized = m.params;
+      (*quantized)->dequantize_into(dequantized.data());
+
+      gpt_cpu_decoder reference(m.layout, dequantized.data(), 16, 4, 4);
+      gpt_cpu_decoder f32(m.layout, m.params.data(), 16, 4, 4);
+      gpt_cpu_decoder decoder(m.layout, m.params.data(), 16, 4, 4);
+      ASSERT_TRUE(decoder.quantize(q).ok());
+      const auto want = decode(reference, c.vocab), got = decode(decoder, c.vocab);
+      EXPECT_LT(largest_difference(got, want), 1e-3f);
+      EXPECT_GT(largest_difference(decode(f32, c.vocab), got), 1e-3f);
+    }
+  }
+}
+
+// A quantized decoder's logits for a request are the same bits on one thread and on two, where
+// each request runs alone; and a weights swap quantizes the new weights.
+TEST(QuantizedDecoder, IsBatchInvariantAndRequantizesOnASwap) {
+  const gpt_config c = llama_model();
+  model first(c, 5), second(c, 6);
+  const weight_quantization q{4, 16};
+  kernels::cpu::thread_pool pool(2);
+  gpt_cpu_decoder alone(first.layout, first.params.data(), 16, 4, 4);
+  gpt_cpu_decoder split(first.layout, first.params.data(), 16, 4, 4, &pool);
+  ASSERT_TRUE(alone.quantize(q).ok());
+  ASSERT_TRUE(split.quantize(q).ok());
+  EXPECT_EQ(decode(alone, c.vocab), decode(split, c.vocab));
+
+  gpt_cpu_decoder fresh(second.layout, second.params.data(), 16, 4, 4);
+  ASSERT_TRUE(fresh.quantize(q).ok());
+  gpt_cpu_decoder swapped(first.layout, first.params.data(), 16, 4, 4);
+  ASSERT_TRUE(swapped.quantize(q).ok());
+  ASSERT_TRUE(swapped.set_weights(second.params.data()).ok());
+  EXPECT_EQ(decode(fresh, c.vocab), decode(swapped, c.vocab));
+}
+
+TEST(QuantizedDecoder, ALayerItCannotQuantizeIsNamedWithTheOptionToChange) {
+  gpt_config c = llama_model();
+  c.ffn = 40;  // down_proj's inputs: not a multiple of 16
+  model m(c, 5);
+  gpt_cpu_decoder decoder(m.layout, m.params.data(), 16, 4, 4);
+  const absl::Status s = decoder.quantize({8, 0});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("layer 0 mlp.down_proj"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("serve.engine.quantization"), std::string::npos) << s;
+  const absl::Status group = decoder.quantize({4, 48});
+  EXPECT_NE(group.message().find("group size 48"), std::string::npos) << group;
+}
+
+}  // namespace
+}  // namespace troupe::models
