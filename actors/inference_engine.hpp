@@ -25,6 +25,9 @@ class inference_engine {
     int threads = 1;
     /// Weight-only quantization of the blocks' linear layers (the CPU decoder's).
     models::weight_quantization quantization;
+    /// Or a quantized checkpoint's own integer weights (a GPTQ model's); then weight swaps are
+    /// refused.
+    std::shared_ptr<const models::quantized_weights> checkpoint_quantized;
   };
 
   /// `params` is the whole model's flat buffer, laid out by `layout`; both must outlive this.

@@ -21,6 +21,9 @@ struct served_model {
   /// The bytes of each token, to match stop strings on (scheduler_options::token_text); null:
   /// troupe's byte vocabulary.
   std::shared_ptr<const std::vector<std::string>> token_text;
+  /// A quantized checkpoint's integer block weights (a GPTQ model's; `params` then holds the rest,
+  /// and zeros where these are); null: the f32 weights in `params`.
+  std::shared_ptr<const models::quantized_weights> checkpoint_quantized;
 };
 
 /// How a rollout worker receives the RL policy's weights: the weight-sync group, formed through

@@ -79,6 +79,21 @@ int main(int argc, char** argv) {
                       "Where the project's directory goes (default: the current one)");
 
   export_args export_run;
+  quantize_args quantize;
+  auto* quantize_cmd = app.add_subcommand(
+      "quantize",
+      "Quantize a Hugging Face model's block weights to int8 or int4 and write a GPTQ checkpoint");
+  quantize_cmd
+      ->add_option("model", quantize.model, "The model directory (config.json, safetensors)")
+      ->required();
+  quantize_cmd->add_option("--bits", quantize.bits, "8 or 4")
+      ->check(CLI::IsMember({8, 4}))
+      ->capture_default_str();
+  quantize_cmd->add_option("--group-size", quantize.group_size,
+                           "Inputs per scale, dividing every layer's inputs (0: int8 one per "
+                           "output channel, int4 128)");
+  quantize_cmd->add_option("--out", quantize.out, "The GPTQ checkpoint's directory")->required();
+
   auto* export_cmd =
       app.add_subcommand("export", "Write a run's checkpoint as GPT-2 Hugging Face weights");
   export_cmd->add_option("run_dir", export_run.run_dir, "Run directory of a pretraining job")
@@ -282,6 +297,7 @@ int main(int argc, char** argv) {
   if (*data_prefs_cmd) return data_preferences_command(prefs);
   if (*eval_cmd) return eval_command(evaluation);
   if (*export_cmd) return export_command(export_run);
+  if (*quantize_cmd) return quantize_command(quantize);
   if (*tokenizer_train_cmd) return tokenizer_train_command(tokenizer_train);
   if (*head_cmd) {
     if (!head_app.config.empty()) head.app = head_app;

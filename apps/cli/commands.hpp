@@ -169,6 +169,17 @@ struct export_args {
 /// config.json) in `out`.
 [[nodiscard]] int export_command(const export_args& args);
 
+/// `troupe quantize MODEL_DIR --bits 8|4 --out DIR`: the Hugging Face model's block weights
+/// quantized (symmetric, rounded to nearest) and written as a GPTQ checkpoint, which troupe serve,
+/// transformers and vLLM load; its tokenizer files copied beside it.
+struct quantize_args {
+  std::string model;
+  int bits = 8;
+  int group_size = 0;  ///< 0: int8 one scale per output channel, int4 128
+  std::string out;
+};
+[[nodiscard]] int quantize_command(const quantize_args& args);
+
 /// Arguments of `troupe tokenizer train`.
 struct tokenizer_train_args {
   std::string corpus;  ///< a text file, or a directory of them (the fortunes package's layout)

@@ -1,8 +1,8 @@
 // `troupe eval MODEL_DIR --text FILE`: a Hugging Face model's perplexity on a held-out text, in
-// f32 and with its block weights quantized as `serve.engine.quantization` quantizes them: how a
-// quantization is accepted (docs/serve.md "Quantized weights"). The quantized model is scored
-// by the training forward on its dequantized weights, which is the model the quantized decoder
-// computes (tests/models/gpt/quantized_decoder_test.cpp).
+// f32 and with its block weights quantized as `serve.engine.quantization` quantizes them (a GPTQ
+// checkpoint: as it is, key "gptq"): how a quantization is accepted (docs/serve.md "Quantized
+// weights"). The quantized model is scored by the training forward on its dequantized weights,
+// which is the model the quantized decoder computes (tests/models/gpt/quantized_decoder_test.cpp).
 
 #include <algorithm>
 #include <cstdio>
@@ -15,6 +15,7 @@
 #include "models/gpt/gpt_source.hpp"
 #include "models/gpt/quantized_weights.hpp"
 #include "models/gpt/text_perplexity.hpp"
+#include "models/hf/gptq_weights.hpp"
 #include "models/hf/hf_config.hpp"
 #include "models/tokenizer/tokenizer.hpp"
 #include "nlohmann/json.hpp"
@@ -51,7 +52,18 @@ int eval_perplexity_command(const eval_args& args) {
   auto config = models::load_hf_config(dir);
   if (!config.ok()) return fail(command, exit_usage_error, std::string(config.status().message()));
   const models::gpt_layout layout(config->model, models::layer_range::all(config->model));
-  auto params = models::read_hf_params(layout, dir);
+  // A GPTQ checkpoint is scored as the model of its dequantized weights (what serving it
+  // computes), and not quantized again.
+  absl::StatusOr<std::vector<float>> params;
+  if (config->quantization) {
+    auto gptq = models::read_gptq_model(layout, dir, *config);
+    if (!gptq.ok()) return fail(command, exit_usage_error, std::string(gptq.status().message()));
+    gptq->quantized->dequantize_into(gptq->params.data());
+    params = std::move(gptq->params);
+    quantizations.clear();
+  } else {
+    params = models::read_hf_params(layout, dir);
+  }
   if (!params.ok()) return fail(command, exit_usage_error, std::string(params.status().message()));
   auto tokenizer = tokenizers::tokenizer::load(dir + "/tokenizer.json");
   if (!tokenizer.ok())
@@ -67,8 +79,8 @@ int eval_perplexity_command(const eval_args& args) {
     return fail(command, exit_usage_error,
                 absl::StrCat("--text ", args.text, ": ", f32.status().message()));
   }
-  nlohmann::json perplexity = {{"f32", f32->value}}, increase = nlohmann::json::object(),
-                 weights = nlohmann::json::object();
+  nlohmann::json perplexity = {{config->quantization ? "gptq" : "f32", f32->value}},
+                 increase = nlohmann::json::object(), weights = nlohmann::json::object();
   for (const models::weight_quantization& q : quantizations) {
     const std::string name = absl::StrCat("int", q.bits);
     auto quantized = models::quantized_weights::quantize(layout, params->data(), q);

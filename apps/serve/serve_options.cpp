@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/gpt/gpt_decoder.hpp"
 #include "models/gpt/gpt_source.hpp"
+#include "models/hf/gptq_weights.hpp"
 #include "models/hf/hf_config.hpp"
 #include "models/hf/hf_weights.hpp"
 #include "models/vocab/hf_vocabulary.hpp"
@@ -140,7 +141,16 @@ absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
   auto m = std::make_shared<actors::served_model>();
   m->layout = std::make_unique<models::gpt_layout>(config, models::layer_range::all(config));
   if (const std::string dir = models::hf_model_dir(plan.spec.model); !dir.empty()) {
-    TROUPE_ASSIGN_OR_RETURN(m->params, models::read_hf_params(*m->layout, dir));
+    TROUPE_ASSIGN_OR_RETURN(models::hf_model_config hf, models::load_hf_config(dir));
+    if (hf.quantization) {  // a GPTQ checkpoint: its integers, and the rest in f32
+      hf.model = config;    // with model.ctx's context
+      TROUPE_ASSIGN_OR_RETURN(models::quantized_hf_model q,
+                              models::read_gptq_model(*m->layout, dir, hf));
+      m->params = std::move(q.params);
+      m->checkpoint_quantized = std::move(q.quantized);
+    } else {
+      TROUPE_ASSIGN_OR_RETURN(m->params, models::read_hf_params(*m->layout, dir));
+    }
     TROUPE_ASSIGN_OR_RETURN(auto vocabulary, models::hf_vocabulary::load(dir, config.vocab));
     m->token_text = std::make_shared<const std::vector<std::string>>(vocabulary->token_texts());
   } else if (options.checkpoint.empty()) {
@@ -165,6 +175,7 @@ actors::inference_engine::options engine_options(const actors::served_model& mod
   o.kv_blocks = options.engine.kv_blocks;
   o.block_size = options.engine.block_size;
   o.threads = options.engine.threads;
+  o.checkpoint_quantized = model.checkpoint_quantized;
   if (options.engine.quantization != "none") {
     o.quantization.bits = options.engine.quantization == "int8" ? 8 : 4;
     o.quantization.group_size = options.engine.quantization_group_size;
@@ -174,8 +185,8 @@ actors::inference_engine::options engine_options(const actors::served_model& mod
   } else if (options.engine.device == "auto") {
     // A model whose heads the CUDA attention does not take is served on the CPU.
     const auto gpus = tensor::cuda_devices();
-    const bool cuda_runs_it =
-        models::cuda_decoder_runs(model.layout->config()).ok() && !o.quantization.enabled();
+    const bool cuda_runs_it = models::cuda_decoder_runs(model.layout->config()).ok() &&
+                              !o.quantization.enabled() && o.checkpoint_quantized == nullptr;
     o.device = cuda_runs_it && gpus.ok() && !gpus->empty() ? 0 : -1;
   }
   return o;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/attention.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/gelu.hpp"
@@ -78,6 +79,11 @@ gpt_cpu_decoder::gpt_cpu_decoder(const gpt_layout& layout, const float* params, 
 }
 
 absl::Status gpt_cpu_decoder::set_weights(const float* params) {
+  if (checkpoint_quantized_) {
+    return absl::FailedPreconditionError(
+        "the decoder runs a quantized checkpoint's integer weights, which new f32 weights cannot "
+        "replace: serve an unquantized model (serve.engine.quantization quantizes it at load)");
+  }
   if (quantization_.enabled()) {
     TROUPE_ASSIGN_OR_RETURN(quantized_,
                             quantized_weights::quantize(layout_, params, quantization_));
@@ -86,10 +92,23 @@ absl::Status gpt_cpu_decoder::set_weights(const float* params) {
   return absl::OkStatus();
 }
 
+void gpt_cpu_decoder::use_quantized(std::shared_ptr<const quantized_weights> weights) {
+  quantized_ = std::move(weights);
+  quantization_ = {};
+  checkpoint_quantized_ = quantized_ != nullptr;
+}
+
 absl::Status gpt_cpu_decoder::quantize(weight_quantization q) {
   quantized_.reset();
+  checkpoint_quantized_ = false;
   if (q.enabled()) {
-    TROUPE_ASSIGN_OR_RETURN(quantized_, quantized_weights::quantize(layout_, params_, q));
+    auto quantized = quantized_weights::quantize(layout_, params_, q);
+    if (!quantized.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(quantized.status().message(),
+                       " (serve.engine.quantization and quantization_group_size)"));
+    }
+    quantized_ = std::move(*quantized);
   }
   quantization_ = q;
   return absl::OkStatus();

@@ -61,17 +61,26 @@ absl::Status cuda_decoder_runs(const gpt_config& config) {
 
 absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(
     const gpt_layout& layout, const float* params, int max_tokens, int cache_blocks, int block_size,
-    int device, kernels::cpu::thread_pool* pool, weight_quantization quantization) {
+    int device, kernels::cpu::thread_pool* pool, weight_quantization quantization,
+    std::shared_ptr<const quantized_weights> checkpoint_quantized) {
+  if (quantization.enabled() && checkpoint_quantized != nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model is already quantized (its checkpoint's integer weights): leave "
+                     "serve.engine.quantization none rather than ",
+                     quantization.describe()));
+  }
   if (device < 0) {
     auto decoder = std::make_unique<gpt_cpu_decoder>(layout, params, max_tokens, cache_blocks,
                                                      block_size, pool);
     TROUPE_RETURN_IF_ERROR(decoder->quantize(quantization));
+    if (checkpoint_quantized != nullptr) decoder->use_quantized(std::move(checkpoint_quantized));
     return decoder;
   }
-  if (quantization.enabled()) {
+  if (quantization.enabled() || checkpoint_quantized != nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "weight quantization (", quantization.describe(),
-        ") runs on the CPU decoder only for now: serve with device: cpu, or without quantization"));
+        "quantized weights (",
+        quantization.enabled() ? quantization.describe() : std::string("a quantized checkpoint"),
+        ") run on the CPU decoder only for now: serve with device: cpu"));
   }
   return make_gpt_cuda_decoder(layout, params, max_tokens, cache_blocks, block_size, device);
 }

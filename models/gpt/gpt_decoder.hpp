@@ -57,11 +57,14 @@ class gpt_decoder {
 /// `params` (host f32, laid out by `layout`): on the CPU when `device` < 0, reading `params` in
 /// place (they must outlive it), its batches split over `pool`'s threads (nullptr: the caller's
 /// alone; it must outlive the decoder); else on CUDA device `device`, with a bf16 copy of them.
-/// UNAVAILABLE when this build has no CUDA or the device does not exist. With `quantization`
-/// enabled the CPU decoder multiplies by quantized block weights (gpt_cpu_decoder::quantize);
-/// the CUDA decoder does not quantize yet (INVALID_ARGUMENT).
+/// UNAVAILABLE when this build has no CUDA or the device does not exist.
+///
+/// Quantized block weights, on the CPU decoder only (the CUDA decoder: INVALID_ARGUMENT):
+/// `quantization` enabled quantizes `params` (gpt_cpu_decoder::quantize); `checkpoint_quantized`
+/// are a quantized checkpoint's own (gpt_cpu_decoder::use_quantized). Not both.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(
     const gpt_layout& layout, const float* params, int max_tokens, int cache_blocks, int block_size,
-    int device, kernels::cpu::thread_pool* pool = nullptr, weight_quantization quantization = {});
+    int device, kernels::cpu::thread_pool* pool = nullptr, weight_quantization quantization = {},
+    std::shared_ptr<const quantized_weights> checkpoint_quantized = nullptr);
 
 }  // namespace troupe::models

@@ -7,16 +7,17 @@
 namespace troupe::models {
 namespace {
 
-// One linear weight of a block: where it starts, its shape as [outputs, inputs], and whether it
-// is stored [inputs, outputs] (GPT-2's Conv1D).
-struct linear_weight {
-  const char* name;
-  int64_t offset;
-  int outputs, inputs;
-  bool stored_transposed;
-};
+using linear_weight = quantized_weights::linear_weight;
 
-std::vector<linear_weight> block_weights(const gpt_layout& layout, int l) {
+int group_size_for(weight_quantization q, int inputs) {
+  if (q.group_size > 0) return q.group_size;
+  return q.bits == 8 ? inputs : std::gcd(128, inputs);
+}
+
+}  // namespace
+
+std::vector<quantized_weights::linear_weight> quantized_weights::block_weights(
+    const gpt_layout& layout, int l) {
   const gpt_config& c = layout.config();
   const auto& o = layout.block(l);
   const int C = c.dim;
@@ -33,13 +34,6 @@ std::vector<linear_weight> block_weights(const gpt_layout& layout, int l) {
           {"mlp.down_proj", o.down_w, C, F, false}};
 }
 
-int group_size_for(weight_quantization q, int inputs) {
-  if (q.group_size > 0) return q.group_size;
-  return q.bits == 8 ? inputs : std::gcd(128, inputs);
-}
-
-}  // namespace
-
 std::string weight_quantization::describe() const {
   if (!enabled()) return "f32";
   if (group_size == 0)
@@ -49,7 +43,7 @@ std::string weight_quantization::describe() const {
 
 absl::StatusOr<std::unique_ptr<quantized_weights>> quantized_weights::quantize(
     const gpt_layout& layout, const float* params, weight_quantization q) {
-  auto out = std::unique_ptr<quantized_weights>(new quantized_weights());
+  auto out = std::make_unique<quantized_weights>();
   const layer_range range = layout.range();
   for (int l = range.first; l < range.last; ++l) {
     for (const linear_weight& w : block_weights(layout, l)) {
@@ -57,10 +51,9 @@ absl::StatusOr<std::unique_ptr<quantized_weights>> quantized_weights::quantize(
       if (absl::Status ok = kernels::cpu::check_quantizable(q.bits, w.outputs, w.inputs, group);
           !ok.ok()) {
         return absl::InvalidArgumentError(
-            absl::StrCat("layer ", l, " ", w.name, ": ", ok.message(),
-                         " (serve.engine.quantization and quantization_group_size)"));
+            absl::StrCat("layer ", l, " ", w.name, ": ", ok.message()));
       }
-      stored s;
+      matrix s;
       s.view = {q.bits, w.outputs, w.inputs, group};
       s.q.resize(w.outputs * s.view.row_bytes());
       s.scales.resize(int64_t{w.outputs} * s.view.groups());
@@ -71,11 +64,18 @@ absl::StatusOr<std::unique_ptr<quantized_weights>> quantized_weights::quantize(
       s.view.q = s.q.data();
       s.view.scales = s.scales.data();
       s.stored_transposed = w.stored_transposed;
-      out->bytes_ += static_cast<int64_t>(s.q.size() + s.scales.size() * sizeof(float));
-      out->matrices_.emplace(w.offset, std::move(s));
+      out->add(w.offset, std::move(s));
     }
   }
   return out;
+}
+
+void quantized_weights::add(int64_t offset, matrix m) {
+  bytes_ += static_cast<int64_t>(m.q.size() + (m.scales.size() + m.zeros.size()) * sizeof(float));
+  matrix& stored = matrices_[offset] = std::move(m);
+  stored.view.q = stored.q.data();
+  stored.view.scales = stored.scales.data();
+  stored.view.zeros = stored.zeros.empty() ? nullptr : stored.zeros.data();
 }
 
 void quantized_weights::dequantize_into(float* params) const {

@@ -29,11 +29,37 @@ struct weight_quantization {
 /// as GPTQ leaves lm_head: the decoder reads those from the f32 buffer.
 class quantized_weights {
  public:
+  /// One quantized matrix: its integers, scales and zero points (empty: all 0), in the layout of
+  /// kernels::quantized_matrix, whose view points into them.
+  struct matrix {
+    std::vector<uint8_t> q;
+    std::vector<float> scales, zeros;
+    kernels::quantized_matrix view;
+    bool stored_transposed = false;  ///< its f32 weight is [inputs, outputs] (GPT-2's Conv1D)
+  };
+  /// A linear weight of a block: where its f32 weight starts in the buffer, its Hugging Face
+  /// name within the block ("self_attn.q_proj"), its shape as [outputs, inputs].
+  struct linear_weight {
+    const char* name;
+    int64_t offset;
+    int outputs, inputs;
+    bool stored_transposed;
+  };
+  /// Every linear weight of block `layer` of `layout`, in Hugging Face's order.
+  [[nodiscard]] static std::vector<linear_weight> block_weights(const gpt_layout& layout,
+                                                                int layer);
+
+  quantized_weights() = default;
+
   /// Quantizes `params` (laid out by `layout`, a whole model) symmetrically, rounding to nearest
-  /// (kernels::cpu::quantize_symmetric). INVALID_ARGUMENT names the layer and the option to change
-  /// when a shape cannot be quantized as asked.
+  /// (kernels::cpu::quantize_symmetric). INVALID_ARGUMENT names the layer and what to choose when
+  /// a shape cannot be quantized as asked.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<quantized_weights>> quantize(
       const gpt_layout& layout, const float* params, weight_quantization q);
+
+  /// Takes `m` as the matrix of the f32 weight at `offset` (its view pointed at its own vectors):
+  /// how a checkpoint's quantized weights come in.
+  void add(int64_t offset, matrix m);
 
   /// The quantized matrix whose f32 weight starts at `offset` in the buffer; null when that one
   /// stays f32.
@@ -46,13 +72,7 @@ class quantized_weights {
   [[nodiscard]] int64_t bytes() const { return bytes_; }
 
  private:
-  struct stored {
-    std::vector<uint8_t> q;
-    std::vector<float> scales;
-    kernels::quantized_matrix view;
-    bool stored_transposed = false;  // the f32 weight is [inputs, outputs]
-  };
-  std::unordered_map<int64_t, stored> matrices_;
+  std::unordered_map<int64_t, matrix> matrices_;
   int64_t bytes_ = 0;
 };
 

@@ -214,6 +214,51 @@ absl::StatusOr<json> read_json(const std::string& path) {
   return j;
 }
 
+// quantization_config: GPTQ's (bits 4 or 8, groups along the inputs in order), else refused by
+// what it is.
+absl::StatusOr<gptq_quantization> read_quantization(const json& q, const std::string& where) {
+  const std::string key = "quantization_config";
+  if (!q.is_object()) return bad(where, key, "is not an object");
+  const std::string method = q.value("quant_method", std::string());
+  if (method != "gptq") {
+    return bad(where, key + ".quant_method",
+               absl::StrCat("'", method,
+                            "' is not supported; troupe reads GPTQ checkpoints (gptq), or "
+                            "quantizes an unquantized model itself (serve.engine.quantization)"));
+  }
+  gptq_quantization out;
+  const auto bits = q.find("bits");
+  if (bits == q.end() || !bits->is_number_integer() ||
+      (bits->get<int>() != 4 && bits->get<int>() != 8)) {
+    return bad(where, key + ".bits",
+               absl::StrCat(bits == q.end() ? "is missing" : bits->dump(),
+                            ": troupe reads 4- and 8-bit GPTQ weights"));
+  }
+  out.bits = bits->get<int>();
+  const auto group = q.find("group_size");
+  if (group != q.end() && !group->is_null()) {
+    if (!group->is_number_integer() || (group->get<int>() < 1 && group->get<int>() != -1)) {
+      return bad(where, key + ".group_size",
+                 absl::StrCat(group->dump(), " is not a positive whole number or -1"));
+    }
+    out.group_size = std::max(0, group->get<int>());
+  }
+  TROUPE_ASSIGN_OR_RETURN(const bool desc_act, flag_of(q, "desc_act", where, false));
+  if (desc_act) {
+    return bad(where, key + ".desc_act",
+               "true (act-order groups, g_idx not in order) is not supported; troupe reads "
+               "GPTQ checkpoints quantized with desc_act false");
+  }
+  const std::string format = q.value("checkpoint_format", std::string("gptq"));
+  if (format != "gptq" && format != "gptq_v2") {
+    return bad(where, key + ".checkpoint_format",
+               absl::StrCat("'", format, "' is not supported; troupe reads gptq and gptq_v2"));
+  }
+  out.zeros_minus_one = format == "gptq";
+  TROUPE_ASSIGN_OR_RETURN(out.symmetric, flag_of(q, "sym", where, true));
+  return out;
+}
+
 }  // namespace
 
 const std::vector<std::string>& supported_architectures() {
@@ -249,6 +294,14 @@ absl::StatusOr<hf_model_config> parse_hf_config(const json& j, const std::string
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", valid.message()));
   }
   c.torch_dtype = j.value("torch_dtype", std::string());
+  if (const auto q = j.find("quantization_config"); q != j.end() && !q->is_null()) {
+    if (c.model.family == decoder_family::gpt2) {
+      return bad(where, "quantization_config",
+                 "a quantized GPT-2 is not supported; troupe reads GPTQ checkpoints of the "
+                 "Llama family");
+    }
+    TROUPE_ASSIGN_OR_RETURN(c.quantization, read_quantization(*q, where));
+  }
   TROUPE_RETURN_IF_ERROR(add_token_ids(j, "eos_token_id", where, c.eos_token_ids));
   std::vector<int32_t> bos;
   TROUPE_RETURN_IF_ERROR(add_token_ids(j, "bos_token_id", where, bos));
@@ -348,6 +401,15 @@ json to_hf_config_json(const hf_model_config& hf) {
     }
   }
   j["torch_dtype"] = hf.torch_dtype.empty() ? "float32" : hf.torch_dtype;
+  if (hf.quantization) {
+    j["quantization_config"] = {
+        {"quant_method", "gptq"},
+        {"bits", hf.quantization->bits},
+        {"group_size", hf.quantization->group_size > 0 ? hf.quantization->group_size : -1},
+        {"desc_act", false},
+        {"sym", hf.quantization->symmetric},
+        {"checkpoint_format", hf.quantization->zeros_minus_one ? "gptq" : "gptq_v2"}};
+  }
   if (hf.bos_token_id >= 0) j["bos_token_id"] = hf.bos_token_id;
   if (hf.eos_token_ids.size() == 1) {
     j["eos_token_id"] = hf.eos_token_ids[0];

@@ -7,6 +7,7 @@
 // ignored.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,18 @@
 
 namespace troupe::models {
 
+/// config.json's quantization_config of a GPTQ checkpoint (AutoGPTQ's and GPTQModel's format,
+/// which transformers, optimum and vLLM load): each block's linear weights as `qweight` (the
+/// integers packed along the inputs into int32s), `qzeros` (the zero points, packed along the
+/// outputs), `scales` and `g_idx`, and w = scale * (q - zero), where the stored zero is one less
+/// than the zero point in the original format ("gptq") and the zero point itself in "gptq_v2".
+struct gptq_quantization {
+  int bits = 4;                 ///< 4 or 8
+  int group_size = 0;           ///< inputs per scale; 0 (config.json's -1): one per output channel
+  bool zeros_minus_one = true;  ///< checkpoint_format "gptq" (true) or "gptq_v2"
+  bool symmetric = true;        ///< config.json's sym (every zero point the middle value)
+};
+
 /// What a checkpoint's config.json (and generation_config.json) say, in troupe's terms.
 struct hf_model_config {
   std::string architecture;  ///< as config.json names it, e.g. "Qwen3ForCausalLM"
@@ -23,6 +36,7 @@ struct hf_model_config {
   std::string torch_dtype;   ///< what the checkpoint was saved in ("bfloat16", ...), if said
   std::vector<int32_t> eos_token_ids;  ///< config.json's and generation_config.json's, merged
   int32_t bos_token_id = -1;
+  std::optional<gptq_quantization> quantization;  ///< a GPTQ checkpoint's
 };
 
 /// The supported `architectures` entries, for messages.

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "models/hf/gptq_weights.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/tensor/mapped_safetensors.hpp"
@@ -110,13 +111,11 @@ std::vector<hf_tensor_spec> hf_tensor_specs(const gpt_config& c) {
   return out;
 }
 
-namespace {
+namespace {}  // namespace
 
-// Checks every tensor of the model in `model_dir` against `hf` (names, shapes, files) and hands
-// each to `take` with its index in hf_tensor_specs' order.
-using tensor_taker = std::function<absl::Status(size_t, const tensor::mapped_safetensors::entry&)>;
-absl::Status walk_hf_weights(const std::string& model_dir, const hf_model_config& hf,
-                             const tensor_taker& take) {
+absl::Status walk_hf_tensors(const std::string& model_dir, const hf_model_config& hf,
+                             const std::vector<hf_tensor_spec>& specs,
+                             const hf_tensor_taker& take) {
   const gpt_config& config = hf.model;
   // Which files to read: the index's shards, or the one file.
   const std::string single = model_dir + "/model.safetensors";
@@ -144,7 +143,6 @@ absl::Status walk_hf_weights(const std::string& model_dir, const hf_model_config
         "reads safetensors checkpoints; a pytorch_model.bin must be converted first)"));
   }
 
-  const std::vector<hf_tensor_spec> specs = hf_tensor_specs(config);
   absl::flat_hash_map<std::string, size_t> wanted;
   for (size_t i = 0; i < specs.size(); ++i)
     wanted[specs[i].name] = i;
@@ -197,17 +195,29 @@ absl::Status walk_hf_weights(const std::string& model_dir, const hf_model_config
   return absl::OkStatus();
 }
 
+namespace {
+
+// A GPTQ checkpoint's weights are integers that only serving reads.
+absl::Status refuse_quantized(const std::string& model_dir, const hf_model_config& hf) {
+  if (!hf.quantization) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      model_dir, " is a GPTQ checkpoint (int", hf.quantization->bits,
+      "): troupe serves it (troupe serve DIR) but trains, fine-tunes and exports from unquantized "
+      "weights (F32, BF16 or F16)"));
+}
+
 }  // namespace
 
 absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_dir,
                                                       const hf_model_config& hf) {
+  TROUPE_RETURN_IF_ERROR(refuse_quantized(model_dir, hf));
   const std::vector<hf_tensor_spec> specs = hf_tensor_specs(hf.model);
   std::vector<tensor::tensor> found(specs.size());
-  TROUPE_RETURN_IF_ERROR(
-      walk_hf_weights(model_dir, hf, [&](size_t i, const tensor::mapped_safetensors::entry& e) {
-        found[i] = tensor::tensor::host(specs[i].shape);
-        return tensor::copy_as_f32(e, found[i].data<float>());
-      }));
+  TROUPE_RETURN_IF_ERROR(walk_hf_tensors(model_dir, hf, specs,
+                                         [&](size_t i, const tensor::mapped_safetensors::entry& e) {
+                                           found[i] = tensor::tensor::host(specs[i].shape);
+                                           return tensor::copy_as_f32(e, found[i].data<float>());
+                                         }));
   tensor::named_tensors out;
   for (size_t i = 0; i < specs.size(); ++i)
     out.tensors.emplace_back(specs[i].name, std::move(found[i]));
@@ -215,11 +225,14 @@ absl::StatusOr<tensor::named_tensors> read_hf_weights(const std::string& model_d
 }
 
 absl::Status check_hf_weights(const std::string& model_dir, const hf_model_config& hf) {
-  return walk_hf_weights(model_dir, hf, [](size_t, const tensor::mapped_safetensors::entry& e) {
-    if (e.dtype == "F32" || e.dtype == "BF16" || e.dtype == "F16") return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor '", e.name, "' is ", e.dtype, ", not a float type"));
-  });
+  if (hf.quantization) return check_gptq_weights(model_dir, hf);
+  return walk_hf_tensors(model_dir, hf, hf_tensor_specs(hf.model),
+                         [](size_t, const tensor::mapped_safetensors::entry& e) {
+                           if (e.dtype == "F32" || e.dtype == "BF16" || e.dtype == "F16")
+                             return absl::OkStatus();
+                           return absl::InvalidArgumentError(absl::StrCat(
+                               "tensor '", e.name, "' is ", e.dtype, ", not a float type"));
+                         });
 }
 
 absl::Status write_hf_model(const std::string& out_dir, const hf_model_config& config,
@@ -258,10 +271,14 @@ absl::Status write_hf_model(const std::string& out_dir, const hf_model_config& c
   TROUPE_RETURN_IF_ERROR(tensor::write_safetensors(out_dir + "/model.safetensors", out));
   hf_model_config written = config;
   written.torch_dtype = dtype == tensor::dtype::bf16 ? "bfloat16" : "float32";
+  return write_hf_configs(out_dir, written);
+}
+
+absl::Status write_hf_configs(const std::string& out_dir, const hf_model_config& config) {
   nlohmann::json generation = nlohmann::json::object();
   if (config.bos_token_id >= 0) generation["bos_token_id"] = config.bos_token_id;
   if (!config.eos_token_ids.empty()) generation["eos_token_id"] = config.eos_token_ids;
-  for (const auto& [file, j] : {std::pair{std::string("config.json"), to_hf_config_json(written)},
+  for (const auto& [file, j] : {std::pair{std::string("config.json"), to_hf_config_json(config)},
                                 {std::string("generation_config.json"), generation}}) {
     std::ofstream f(out_dir + "/" + file, std::ios::trunc);
     f << j.dump(2) << "\n";

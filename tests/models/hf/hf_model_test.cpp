@@ -16,6 +16,7 @@
 #include "kernels/cpu/thread_pool.hpp"
 #include "models/gpt/gpt_cpu_decoder.hpp"
 #include "models/gpt/gpt_cpu_stage.hpp"
+#include "models/hf/gptq_weights.hpp"
 #include "models/hf/hf_weights.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/tensor/safetensors.hpp"
@@ -166,6 +167,110 @@ TEST_P(HfModel, TrainingLossAndGradientsEqualPyTorchAutograd) {
     }
     EXPECT_LT(max_err, 1e-4 * max_ref) << slot.name << " (largest gradient " << max_ref << ")";
     EXPECT_GT(max_ref, 0.0) << slot.name;
+  }
+}
+
+// Each position's logits of `prompt` fed a token at a time through `decoder`, against the
+// reference's (within 1e-4 of the largest).
+void expect_reference_logits(gpt_cpu_decoder& decoder, int vocab,
+                             const std::vector<int32_t>& prompt, const nlohmann::json& reference) {
+  const int blocks = 16;
+  std::vector<int32_t> table(blocks);
+  for (int b = 0; b < blocks; ++b)
+    table[b] = b;
+  std::vector<float> logits(vocab);
+  for (size_t t = 0; t < prompt.size(); ++t) {
+    const decode_request r{&prompt[t], 1, static_cast<int>(t), table.data(), blocks};
+    ASSERT_TRUE(decoder.forward({&r, 1}, logits.data()).ok());
+    EXPECT_LT(relative_error(logits.data(), reference["logits"][t].get<std::vector<float>>()), 1e-4)
+        << "position " << t;
+  }
+}
+
+// The reference's logits of `prompt` on the model in `model_dir`.
+nlohmann::json reference_logits(const std::string& model_dir, const std::vector<int32_t>& prompt,
+                                const std::string& out) {
+  std::string tokens;
+  for (int32_t t : prompt)
+    absl::StrAppend(&tokens, tokens.empty() ? "" : ",", t);
+  run_python({"forward", model_dir, tokens, out});
+  std::ifstream in(out);
+  return nlohmann::json::parse(in);
+}
+
+// A GPTQ checkpoint written by the reference (asymmetric groups, F16 scales, AutoGPTQ's packing)
+// serves the model of its dequantized weights: troupe's quantized decoder on its integers gives
+// the logits the reference computes from the weights it dequantizes by GPTQ's formula.
+TEST(HfGptq, ACheckpointServesTheModelOfItsDequantizedWeights) {
+  const std::vector<int32_t> prompt = {5, 17, 3, 88, 41, 9, 60, 23};
+  for (const auto& [bits, group] : {std::pair{4, 32}, std::pair{8, -1}}) {
+    SCOPED_TRACE(::testing::Message() << "int" << bits << ", groups of " << group);
+    troupe::testing::temp_dir dir;
+    const std::string model = dir.file("model");
+    ASSERT_NO_FATAL_FAILURE(
+        run_python({"make", "llama", model, "--seed", "3", "--gptq", std::to_string(bits),
+                    "--group-size", std::to_string(group)}));
+    const nlohmann::json reference = reference_logits(model, prompt, dir.file("reference.json"));
+
+    auto config = load_hf_config(model);
+    ASSERT_TRUE(config.ok()) << config.status();
+    ASSERT_TRUE(config->quantization.has_value());
+    EXPECT_FALSE(config->quantization->symmetric);
+    EXPECT_EQ(read_hf_weights(model, *config).status().message().find("is a GPTQ checkpoint") !=
+                  std::string::npos,
+              true);
+    const gpt_layout layout(config->model, layer_range::all(config->model));
+    auto q = read_gptq_model(layout, model, *config);
+    ASSERT_TRUE(q.ok()) << q.status();
+    EXPECT_NE(q->quantized->find(layout.block(0).q_w), nullptr);
+    gpt_cpu_decoder decoder(layout, q->params.data(), 64, 16, 4);
+    decoder.use_quantized(q->quantized);
+    expect_reference_logits(decoder, config->model.vocab, prompt, reference);
+    EXPECT_EQ(decoder.set_weights(q->params.data()).code(), absl::StatusCode::kFailedPrecondition);
+  }
+}
+
+// troupe's own quantization written as a GPTQ checkpoint (`troupe quantize`) is, read by the
+// reference, the model troupe serves when it quantizes at load: the same logits; and read back,
+// the same integers and scales.
+TEST(HfGptq, TroupesQuantizationWritesTheModelItServes) {
+  troupe::testing::temp_dir dir;
+  const std::string model = dir.file("model"), out = dir.file("int4");
+  ASSERT_NO_FATAL_FAILURE(run_python({"make", "llama", model, "--seed", "4"}));
+  auto config = load_hf_config(model);
+  ASSERT_TRUE(config.ok()) << config.status();
+  const gpt_layout layout(config->model, layer_range::all(config->model));
+  auto weights = read_hf_weights(model, *config);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  std::vector<float> params(layout.total());
+  ASSERT_TRUE(layout.from_named(*weights, params.data()).ok());
+  const weight_quantization q{4, 32};
+  auto quantized = quantized_weights::quantize(layout, params.data(), q);
+  ASSERT_TRUE(quantized.ok()) << quantized.status();
+  hf_model_config gptq = *config;
+  gptq.quantization = gptq_quantization{4, 32};
+  ASSERT_TRUE(write_gptq_model(out, gptq, layout, params.data(), **quantized).ok());
+
+  const std::vector<int32_t> prompt = {7, 1, 64, 30, 2, 95, 11};
+  const nlohmann::json reference = reference_logits(out, prompt, dir.file("reference.json"));
+  gpt_cpu_decoder served(layout, params.data(), 64, 16, 4);
+  ASSERT_TRUE(served.quantize(q).ok());
+  expect_reference_logits(served, config->model.vocab, prompt, reference);
+
+  auto again_config = load_hf_config(out);
+  ASSERT_TRUE(again_config.ok()) << again_config.status();
+  auto again = read_gptq_model(layout, out, *again_config);
+  ASSERT_TRUE(again.ok()) << again.status();
+  for (int l = 0; l < config->model.layers; ++l) {
+    for (const auto& w : quantized_weights::block_weights(layout, l)) {
+      const kernels::quantized_matrix* a = (*quantized)->find(w.offset);
+      const kernels::quantized_matrix* b = again->quantized->find(w.offset);
+      ASSERT_NE(b, nullptr) << w.name;
+      EXPECT_EQ(b->zeros, nullptr) << w.name << ": symmetric, zero points 8";
+      EXPECT_EQ(std::memcmp(a->q, b->q, a->rows * a->row_bytes()), 0) << w.name;
+      EXPECT_EQ(std::memcmp(a->scales, b->scales, a->rows * a->groups() * sizeof(float)), 0)
+          << w.name;
+    }
   }
 }
 

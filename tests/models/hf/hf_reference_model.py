@@ -5,7 +5,7 @@ MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM, without transformers 
 independent reference troupe's decoder is checked against (tests/models/hf/hf_model_test.cpp).
 
     hf_reference_model.py make ARCH OUT_DIR [--dtype f32|bf16] [--shards N] [--seed S]
-        [--vocab V] [--untied] [--eos ID ...]
+        [--vocab V] [--untied] [--eos ID ...] [--gptq BITS [--group-size G]]
     hf_reference_model.py forward MODEL_DIR TOKENS OUT [--generate N]
     hf_reference_model.py stop-after MODEL_DIR TOKENS EOS
     hf_reference_model.py grads MODEL_DIR SEQUENCES OUT
@@ -13,7 +13,11 @@ independent reference troupe's decoder is checked against (tests/models/hf/hf_mo
 `make` writes config.json, generation_config.json and model.safetensors (or N shards and
 model.safetensors.index.json) for ARCH (llama, mistral, qwen2 or qwen3, each small and with
 its family's options); --untied gives it an output head of its own, --eos its end-of-sequence
-ids (a real tokenizer's). `forward` runs the model over TOKENS (comma-separated ids) and writes
+ids (a real tokenizer's), --gptq a GPTQ checkpoint of it: each block's linear weights quantized
+asymmetrically to BITS (4 or 8) in groups of G inputs (-1: a whole row), min-max round-to-nearest
+as GPTQ's quantizer, packed as AutoGPTQ packs them (qweight, qzeros holding zero - 1, F16 scales,
+g_idx). Every reader here dequantizes a GPTQ checkpoint back to f32 weights by that format's
+formula, w = scale * (q - (stored zero + 1)). `forward` runs the model over TOKENS (comma-separated ids) and writes
 {"logits": [[...] per position], "generated": [greedy ids]} as JSON. `stop-after` edits an
 untied checkpoint's output head so that a greedy continuation of TOKENS says EOS after a few
 tokens of its own, as a trained model ends its turn (the row of EOS becomes 1.5 times the row of
@@ -101,11 +105,16 @@ def tensor_names(c):
 def write_safetensors(path, tensors, dtype, metadata=None):
     header, blobs, offset = {}, [], 0
     for name, t in tensors:
-        if dtype == "bf16":
+        if t.dtype == torch.int32:
+            kind, data = "I32", t.contiguous().numpy().tobytes()
+        elif t.dtype == torch.float16:
+            kind, data = "F16", t.contiguous().view(torch.int16).numpy().tobytes()
+        elif dtype == "bf16":
+            kind = "BF16"
             data = t.to(torch.bfloat16).contiguous().view(torch.int16).numpy().tobytes()
         else:
-            data = t.to(torch.float32).contiguous().numpy().tobytes()
-        header[name] = {"dtype": "BF16" if dtype == "bf16" else "F32", "shape": list(t.shape),
+            kind, data = "F32", t.to(torch.float32).contiguous().numpy().tobytes()
+        header[name] = {"dtype": kind, "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
@@ -137,6 +146,11 @@ def make(args):
         else:  # large enough that the next token is clear
             t = torch.randn(shape, generator=g) / math.sqrt(shape[-1]) * 2.0
         tensors.append((name, t))
+    if args.gptq:
+        tensors = gptq_quantize(tensors, args.gptq, args.group_size)
+        c["quantization_config"] = {"quant_method": "gptq", "bits": args.gptq,
+                                    "group_size": args.group_size, "desc_act": False,
+                                    "sym": False, "checkpoint_format": "gptq"}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "config.json"), "w") as f:
         json.dump(c, f, indent=2)
@@ -156,6 +170,66 @@ def make(args):
         json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f, indent=2)
 
 
+LINEAR = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
+          "gate_proj.weight", "up_proj.weight", "down_proj.weight")
+
+
+def gptq_quantize(tensors, bits, group_size):
+    """Each block linear weight [out, in] as GPTQ's four tensors (see the module's doc)."""
+    maxq, per_word = 2 ** bits - 1, 32 // bits
+    out = []
+    for name, w in tensors:
+        if not (name.startswith("model.layers.") and name.endswith(LINEAR)):
+            out.append((name, w))
+            continue
+        rows, cols = w.shape
+        g = cols if group_size == -1 else group_size
+        groups = w.reshape(rows, cols // g, g)
+        lo = torch.minimum(groups.min(-1).values, torch.zeros(1))
+        hi = torch.maximum(groups.max(-1).values, torch.zeros(1))
+        scale = ((hi - lo) / maxq).half().float()  # stored in F16; q computed with what is stored
+        zero = torch.clamp(torch.round(-lo / scale), 1, maxq)  # 0 cannot be stored as zero - 1
+        q = torch.clamp(torch.round(groups / scale[..., None]) + zero[..., None], 0, maxq)
+        q = q.reshape(rows, cols).to(torch.int64)  # [out, in]
+        qweight = torch.zeros(cols // per_word, rows, dtype=torch.int64)
+        for i in range(cols):
+            qweight[i // per_word] |= q[:, i] << (bits * (i % per_word))
+        stored = (zero.to(torch.int64) - 1).t()  # [groups, out]
+        qzeros = torch.zeros(cols // g, rows // per_word, dtype=torch.int64)
+        for j in range(rows):
+            qzeros[:, j // per_word] |= stored[:, j] << (bits * (j % per_word))
+        prefix = name[:-len(".weight")]
+        as_int32 = lambda t: (t & 0xFFFFFFFF).to(torch.int64).apply_(
+            lambda v: v - (1 << 32) if v >= (1 << 31) else v).to(torch.int32)
+        out.append((prefix + ".qweight", as_int32(qweight)))
+        out.append((prefix + ".qzeros", as_int32(qzeros)))
+        out.append((prefix + ".scales", scale.t().contiguous().half()))
+        out.append((prefix + ".g_idx", torch.arange(cols, dtype=torch.int32) // g))
+    return out
+
+
+def gptq_dequantize(c, w):
+    """A GPTQ checkpoint's tensors back as f32 weights: w = scale * (q - (stored zero + 1))."""
+    q = c.get("quantization_config")
+    if not q:
+        return w
+    assert q["quant_method"] == "gptq" and q.get("checkpoint_format", "gptq") == "gptq"
+    bits = q["bits"]
+    per_word, mask = 32 // bits, 2 ** bits - 1
+    for prefix in [n[:-len(".qweight")] for n in w if n.endswith(".qweight")]:
+        qweight = w.pop(prefix + ".qweight").to(torch.int64) & 0xFFFFFFFF
+        qzeros = w.pop(prefix + ".qzeros").to(torch.int64) & 0xFFFFFFFF
+        scales = w.pop(prefix + ".scales").float()  # [groups, out]
+        g_idx = w.pop(prefix + ".g_idx").to(torch.int64)
+        cols, rows = qweight.shape[0] * per_word, qweight.shape[1]
+        i = torch.arange(cols)
+        q = (qweight[i // per_word] >> (bits * (i % per_word))[:, None]) & mask  # [in, out]
+        j = torch.arange(rows)
+        zeros = ((qzeros[:, j // per_word] >> (bits * (j % per_word))) & mask) + 1  # [groups, out]
+        w[prefix + ".weight"] = (scales[g_idx] * (q - zeros[g_idx]).float()).t().contiguous()
+    return w
+
+
 def read_safetensors(path):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
@@ -169,6 +243,10 @@ def read_safetensors(path):
         raw = bytearray(data[b:end])
         if e["dtype"] == "BF16":
             t = torch.frombuffer(raw, dtype=torch.int16).view(torch.bfloat16).float()
+        elif e["dtype"] == "F16":
+            t = torch.frombuffer(raw, dtype=torch.int16).view(torch.float16).float()
+        elif e["dtype"] == "I32":
+            t = torch.frombuffer(raw, dtype=torch.int32).clone()
         else:
             t = torch.frombuffer(raw, dtype=torch.float32).clone()
         out[name] = t.reshape(e["shape"])
@@ -186,7 +264,7 @@ def load(model_dir):
                 w.update(read_safetensors(os.path.join(model_dir, file)))
     else:
         w = read_safetensors(os.path.join(model_dir, "model.safetensors"))
-    return c, w
+    return c, gptq_dequantize(c, w)
 
 
 def inverse_frequencies(c, D):
@@ -336,6 +414,8 @@ def main():
     m.add_argument("--vocab", type=int, default=96)
     m.add_argument("--untied", action="store_true")
     m.add_argument("--eos", type=int, nargs="+")
+    m.add_argument("--gptq", type=int, choices=[4, 8])
+    m.add_argument("--group-size", type=int, default=-1)
     f = sub.add_parser("forward")
     f.add_argument("model")
     f.add_argument("tokens")
