@@ -28,6 +28,8 @@ class inference_engine {
     /// Or a quantized checkpoint's own integer weights (a GPTQ model's); then weight swaps are
     /// refused.
     std::shared_ptr<const models::quantized_weights> checkpoint_quantized;
+    /// The KV cache's values: f32, or int8 with a scale per position and key/value head.
+    models::kv_cache_dtype kv_cache_dtype = models::kv_cache_dtype::f32;
   };
 
   /// `params` is the whole model's flat buffer, laid out by `layout`; both must outlive this.

@@ -4,6 +4,8 @@
 // (groups of 128 inputs). Decoding one token reads every weight once, so its speed is the
 // memory's: int8 reads a quarter of f32's bytes, int4 an eighth. Lines:
 //   decode_tokens_per_s   one stream, and 16 streams in one batch (aggregate), against f32;
+//                         And one stream after a 1,024-token prompt with the KV cache in int8,
+//                         against the f32 cache (its bytes per token beside).
 //   gemv_weight_gb_per_s  one [11008, 4096] layer (Llama 2 7B's MLP) times one vector: the
 //                         quantized kernel's weight bytes per second against OpenBLAS's sgemv
 //                         on the f32 matrix (the raw baseline), and its speed-up in time.
@@ -38,11 +40,10 @@ double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
 
-constexpr int prompt_tokens = 16;
-
-// Prefills `streams` prompts, then decodes `tokens` greedy tokens of each; returns the decode
-// phase's output tokens per second.
-double decode_speed(gpt_cpu_decoder& decoder, int vocab, int streams, int tokens, int block_size) {
+// Prefills `streams` prompts of `prompt_tokens`, then decodes `tokens` greedy tokens of each;
+// returns the decode phase's output tokens per second.
+double decode_speed(gpt_cpu_decoder& decoder, int vocab, int streams, int tokens, int block_size,
+                    int prompt_tokens = 16) {
   const int positions = prompt_tokens + tokens;
   const int blocks_each = (positions + block_size - 1) / block_size;
   std::vector<std::vector<int32_t>> seqs(streams), tables(streams);
@@ -55,7 +56,10 @@ double decode_speed(gpt_cpu_decoder& decoder, int vocab, int streams, int tokens
   std::vector<float> logits(int64_t{streams} * vocab);
   std::vector<decode_request> batch;
   const auto step = [&] {
-    if (!decoder.forward(batch, logits.data()).ok()) std::abort();
+    if (const auto ok = decoder.forward(batch, logits.data()); !ok.ok()) {
+      std::fprintf(stderr, "quantization_bench: %s\n", std::string(ok.message()).c_str());
+      std::exit(1);
+    }
     for (int s = 0; s < streams; ++s) {
       const float* row = logits.data() + int64_t{s} * vocab;
       seqs[s].push_back(static_cast<int32_t>(std::max_element(row, row + vocab) - row));
@@ -140,7 +144,7 @@ int main(int argc, char** argv) {
       return troupe::bench::unknown_argument("quantization_bench", a);
     }
   }
-  troupe::models::gpt_config c{8192, 256, layers, dim, dim / 64};
+  troupe::models::gpt_config c{8192, 2048, layers, dim, dim / 64};
   c.family = troupe::models::decoder_family::llama;
   c.kv_heads = c.heads / 4;
   c.ffn = ffn;
@@ -152,7 +156,7 @@ int main(int argc, char** argv) {
   const troupe::models::gpt_layout layout(c, troupe::models::layer_range::all(c));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 1);
-  const int streams_max = 16, block_size = 16;
+  const int streams_max = 16, block_size = 16, prompt_tokens = 16;
   const int blocks = streams_max * ((prompt_tokens + tokens + block_size - 1) / block_size);
   troupe::kernels::cpu::thread_pool pool(
       static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
@@ -192,6 +196,26 @@ int main(int argc, char** argv) {
                              {"ffn", ffn}});
     }
   }
+  // The KV cache in int8 at a long context: one stream after a prompt of 1,024 tokens, f32
+  // weights, the cache's bytes per token and the decode speed against the f32 cache.
+  const int long_prompt = 1024;
+  const int long_blocks = (long_prompt + tokens + block_size - 1) / block_size;
+  gpt_cpu_decoder f32_kv(layout, params.data(), long_prompt, long_blocks, block_size, &pool);
+  gpt_cpu_decoder int8_kv(layout, params.data(), long_prompt, long_blocks, block_size, &pool,
+                          troupe::models::kv_cache_dtype::int8);
+  std::vector<double> ours, theirs;
+  for (int r = 0; r < repeats; ++r) {
+    theirs.push_back(decode_speed(f32_kv, c.vocab, 1, tokens, block_size, long_prompt));
+    ours.push_back(decode_speed(int8_kv, c.vocab, 1, tokens, block_size, long_prompt));
+  }
+  const double positions = static_cast<double>(long_blocks) * block_size;
+  troupe::bench::report(
+      "quantization_bench", "decode_tokens_per_s", ours, "tokens/s", "the f32 KV cache", theirs,
+      troupe::bench::better::higher,
+      {{"kv_cache", "int8"},
+       {"context", long_prompt},
+       {"kv_bytes_per_token", static_cast<double>(int8_kv.cache().bytes()) / positions},
+       {"f32_kv_bytes_per_token", static_cast<double>(f32_kv.cache().bytes()) / positions}});
   gemv_lines(repeats);
   return 0;
 }

@@ -50,6 +50,18 @@ void kv_gather(float* out, const float* cache, const int32_t* block_table, const
 /// Where positions [0, n) are: rows[s] points at position s's width floats in the cache.
 void kv_rows(const float** rows, const float* cache, const int32_t* block_table, const kv_layout& l,
              int64_t n);
+
+/// An int8 pool (`serve.engine.kv_cache_dtype: int8`): each position's row of width values in
+/// `heads` heads of width / heads, each head as int8s with one f32 scale in `scales` (a pool of
+/// `heads` floats per position): its largest magnitude over 127, rounded to nearest. Writes rows
+/// [0, n) of values (row stride value_stride) at positions first_position.. .
+void kv_append_int8(int8_t* cache, float* scales, const int32_t* block_table, const kv_layout& l,
+                    int heads, int64_t first_position, const float* values, int64_t value_stride,
+                    int n);
+/// Positions [0, n) of an int8 pool, dequantized (int8 times its head's scale) into out
+/// [n, width], contiguous.
+void kv_gather_int8(float* out, const int8_t* cache, const float* scales,
+                    const int32_t* block_table, const kv_layout& l, int heads, int64_t n);
 }  // namespace cpu
 
 }  // namespace troupe::kernels

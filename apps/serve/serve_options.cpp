@@ -45,6 +45,11 @@ config::object_schema<engine_spec> engine_schema() {
           "weight-only quantization of every block's linear layers, done when a worker loads the "
           "model (the CPU decoder): int8 per output channel, int4 in groups; embeddings, norms "
           "and the output head stay f32");
+  s.add("kv_cache_dtype", &engine_spec::kv_cache_dtype)
+      .one_of({"auto", "int8"})
+      .help(
+          "the KV cache's values: auto (f32 on the CPU, bf16 on CUDA) or int8 with a scale per "
+          "position and key/value head (the CPU decoder; a quarter of the memory)");
   s.add("quantization_group_size", &engine_spec::quantization_group_size)
       .range(0, 1 << 20)
       .help(
@@ -176,6 +181,7 @@ actors::inference_engine::options engine_options(const actors::served_model& mod
   o.block_size = options.engine.block_size;
   o.threads = options.engine.threads;
   o.checkpoint_quantized = model.checkpoint_quantized;
+  if (options.engine.kv_cache_dtype == "int8") o.kv_cache_dtype = models::kv_cache_dtype::int8;
   if (options.engine.quantization != "none") {
     o.quantization.bits = options.engine.quantization == "int8" ? 8 : 4;
     o.quantization.group_size = options.engine.quantization_group_size;
@@ -186,7 +192,8 @@ actors::inference_engine::options engine_options(const actors::served_model& mod
     // A model whose heads the CUDA attention does not take is served on the CPU.
     const auto gpus = tensor::cuda_devices();
     const bool cuda_runs_it = models::cuda_decoder_runs(model.layout->config()).ok() &&
-                              !o.quantization.enabled() && o.checkpoint_quantized == nullptr;
+                              !o.quantization.enabled() && o.checkpoint_quantized == nullptr &&
+                              o.kv_cache_dtype == models::kv_cache_dtype::f32;
     o.device = cuda_runs_it && gpus.ok() && !gpus->empty() ? 0 : -1;
   }
   return o;

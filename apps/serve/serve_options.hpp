@@ -26,8 +26,9 @@ struct engine_spec {
   std::string device = "auto";  ///< "cpu", "cuda" (device 0), or "auto": CUDA when a GPU is seen
   int threads = 1;              ///< CPU threads per worker's engine
   bool prefix_caching = true;   ///< vLLM's automatic prefix caching
-  std::string quantization = "none";  ///< weight-only: "none", "int8" or "int4"
-  int quantization_group_size = 0;    ///< inputs per scale; 0: int8 per channel, int4 128
+  std::string quantization = "none";    ///< weight-only: "none", "int8" or "int4"
+  int quantization_group_size = 0;      ///< inputs per scale; 0: int8 per channel, int4 128
+  std::string kv_cache_dtype = "auto";  ///< "auto" (f32 on the CPU, bf16 on CUDA) or "int8"
 };
 
 /// `serve.tls`: HTTPS with this PEM certificate chain and private key (both, or neither).

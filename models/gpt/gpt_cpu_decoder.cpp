@@ -55,13 +55,14 @@ std::vector<size_t> decode_group_bounds(std::span<const decode_request> requests
 }
 
 gpt_cpu_decoder::gpt_cpu_decoder(const gpt_layout& layout, const float* params, int max_tokens,
-                                 int cache_blocks, int block_size, kernels::cpu::thread_pool* pool)
+                                 int cache_blocks, int block_size, kernels::cpu::thread_pool* pool,
+                                 kv_cache_dtype kv_dtype)
     : layout_(layout),
       params_(params),
       block_(layout.config().family == decoder_family::gpt2 ? &gpt_cpu_decoder::gpt2_block
                                                             : &gpt_cpu_decoder::llama_block),
       max_tokens_(max_tokens),
-      cache_(layout.config(), cache_blocks, block_size),
+      cache_(layout.config(), cache_blocks, block_size, kv_dtype),
       pool_(pool),
       scratch_(pool != nullptr ? pool->size() : 1) {
   const gpt_config& c = layout.config();
@@ -72,6 +73,7 @@ gpt_cpu_decoder::gpt_cpu_decoder(const gpt_layout& layout, const float* params, 
     s.x.resize(N * C), s.ln.resize(N * C), s.qkv.resize(N * (Q + 2 * KV)), s.atty.resize(N * Q);
     s.tmp.resize(N * C), s.fc.resize(N * mlp), s.k.resize(T), s.v.resize(T);
     s.last.resize(N * C), s.tokens.resize(N), s.positions.resize(N);
+    if (kv_dtype == kv_cache_dtype::int8) s.keys_f32.resize(T * KV), s.values_f32.resize(T * KV);
     if (c.family == decoder_family::llama) {
       s.rope_cos.resize(N * c.head_size() / 2), s.rope_sin.resize(N * c.head_size() / 2);
     }
@@ -190,15 +192,31 @@ void gpt_cpu_decoder::attend(std::span<const decode_request> requests, int l, co
   gpt_kv_cache& cache = cache_;
   const int Q = c.q_width();
   int row = 0;
+  const int KV = c.kv_width(), H = cache.heads();
   for (const auto& r : requests) {
     const int64_t at = int64_t{row};
-    k::kv_append(cache.keys(l), r.block_table, cache.layout(), r.first_position, k + at * kv_stride,
-                 kv_stride, r.count);
-    k::kv_append(cache.values(l), r.block_table, cache.layout(), r.first_position,
-                 v + at * kv_stride, kv_stride, r.count);
     const int keys = r.first_position + r.count;
-    k::kv_rows(s.k.data(), cache.keys(l), r.block_table, cache.layout(), keys);
-    k::kv_rows(s.v.data(), cache.values(l), r.block_table, cache.layout(), keys);
+    if (cache.dtype() == kv_cache_dtype::int8) {
+      // Appended as int8, read back dequantized: the new tokens see their own keys as every
+      // later token will.
+      for (const bool value : {false, true}) {
+        k::kv_append_int8(cache.int8_pool(l, value), cache.scales(l, value), r.block_table,
+                          cache.layout(), H, r.first_position, (value ? v : k) + at * kv_stride,
+                          kv_stride, r.count);
+        float* rows = (value ? s.values_f32 : s.keys_f32).data();
+        k::kv_gather_int8(rows, cache.int8_pool(l, value), cache.scales(l, value), r.block_table,
+                          cache.layout(), H, keys);
+        for (int i = 0; i < keys; ++i)
+          (value ? s.v : s.k)[i] = rows + int64_t{i} * KV;
+      }
+    } else {
+      k::kv_append(cache.keys(l), r.block_table, cache.layout(), r.first_position,
+                   k + at * kv_stride, kv_stride, r.count);
+      k::kv_append(cache.values(l), r.block_table, cache.layout(), r.first_position,
+                   v + at * kv_stride, kv_stride, r.count);
+      k::kv_rows(s.k.data(), cache.keys(l), r.block_table, cache.layout(), keys);
+      k::kv_rows(s.v.data(), cache.values(l), r.block_table, cache.layout(), keys);
+    }
     k::cached_attention_forward(s.atty.data() + at * Q, q + at * q_stride, q_stride, s.k.data(),
                                 s.v.data(), r.count, r.first_position, Q, c.heads,
                                 c.kv_head_count());

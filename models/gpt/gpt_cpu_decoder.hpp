@@ -28,8 +28,11 @@ class gpt_cpu_decoder final : public gpt_decoder {
  public:
   /// A whole model (`layout` covers every layer) with weights `params`, which must outlive it, as
   /// must `pool` (nullptr: the calling thread alone).
+  /// `kv_dtype` int8 keeps the cache in int8 (a quarter of the memory, plus a scale per position
+  /// and key/value head) and dequantizes a request's keys and values as it attends.
   gpt_cpu_decoder(const gpt_layout& layout, const float* params, int max_tokens, int cache_blocks,
-                  int block_size, kernels::cpu::thread_pool* pool = nullptr);
+                  int block_size, kernels::cpu::thread_pool* pool = nullptr,
+                  kv_cache_dtype kv_dtype = kv_cache_dtype::f32);
 
   [[nodiscard]] absl::Status forward(std::span<const decode_request> requests,
                                      float* logits) override;
@@ -51,8 +54,9 @@ class gpt_cpu_decoder final : public gpt_decoder {
   // One thread's working memory, room for every token of a batch.
   struct scratch {
     std::vector<float> x, ln, qkv, atty, tmp, fc, last;
-    std::vector<float> rope_cos, rope_sin;  // the tokens' RoPE angles, shared by every layer
-    std::vector<const float*> k, v;         // where a request's keys and values are in the cache
+    std::vector<float> rope_cos, rope_sin;    // the tokens' RoPE angles, shared by every layer
+    std::vector<const float*> k, v;           // where a request's keys and values are in the cache
+    std::vector<float> keys_f32, values_f32;  // an int8 cache's rows of a request, dequantized
     std::vector<int32_t> tokens, positions;
   };
   // Requests [first, first + count) through the model on the calling thread, with `s`.

@@ -61,9 +61,9 @@ absl::Status cuda_decoder_runs(const gpt_config& config) {
 
 absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(
     const gpt_layout& layout, const float* params, int max_tokens, int cache_blocks, int block_size,
-    int device, kernels::cpu::thread_pool* pool, weight_quantization quantization,
-    std::shared_ptr<const quantized_weights> checkpoint_quantized) {
-  if (quantization.enabled() && checkpoint_quantized != nullptr) {
+    int device, kernels::cpu::thread_pool* pool, const decoder_options& options) {
+  const weight_quantization& quantization = options.quantization;
+  if (quantization.enabled() && options.checkpoint_quantized != nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("the model is already quantized (its checkpoint's integer weights): leave "
                      "serve.engine.quantization none rather than ",
@@ -71,16 +71,19 @@ absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(
   }
   if (device < 0) {
     auto decoder = std::make_unique<gpt_cpu_decoder>(layout, params, max_tokens, cache_blocks,
-                                                     block_size, pool);
+                                                     block_size, pool, options.kv_dtype);
     TROUPE_RETURN_IF_ERROR(decoder->quantize(quantization));
-    if (checkpoint_quantized != nullptr) decoder->use_quantized(std::move(checkpoint_quantized));
+    if (options.checkpoint_quantized != nullptr) {
+      decoder->use_quantized(options.checkpoint_quantized);
+    }
     return decoder;
   }
-  if (quantization.enabled() || checkpoint_quantized != nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "quantized weights (",
-        quantization.enabled() ? quantization.describe() : std::string("a quantized checkpoint"),
-        ") run on the CPU decoder only for now: serve with device: cpu"));
+  if (quantization.enabled() || options.checkpoint_quantized != nullptr ||
+      options.kv_dtype != kv_cache_dtype::f32) {
+    return absl::InvalidArgumentError(
+        "quantized weights (serve.engine.quantization, a GPTQ checkpoint) and an int8 KV cache "
+        "(serve.engine.kv_cache_dtype) run on the CPU decoder only for now: serve with device: "
+        "cpu");
   }
   return make_gpt_cuda_decoder(layout, params, max_tokens, cache_blocks, block_size, device);
 }

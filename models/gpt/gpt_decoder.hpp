@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/cpu/thread_pool.hpp"
+#include "models/gpt/gpt_kv_cache.hpp"
 #include "models/gpt/gpt_layout.hpp"
 #include "models/gpt/quantized_weights.hpp"
 
@@ -53,18 +54,23 @@ class gpt_decoder {
 /// Known without a device, so that `device: auto` can fall back on the CPU.
 [[nodiscard]] absl::Status cuda_decoder_runs(const gpt_config& config);
 
+/// How a decoder holds its block weights and its cache, beyond f32.
+struct decoder_options {
+  /// Quantizes the f32 block weights (gpt_cpu_decoder::quantize) ...
+  weight_quantization quantization;
+  /// ... or runs a quantized checkpoint's own (gpt_cpu_decoder::use_quantized); not both.
+  std::shared_ptr<const quantized_weights> checkpoint_quantized;
+  kv_cache_dtype kv_dtype = kv_cache_dtype::f32;
+};
+
 /// A decoder of up to `max_tokens` new tokens per call for `layout` (a whole model) with weights
 /// `params` (host f32, laid out by `layout`): on the CPU when `device` < 0, reading `params` in
 /// place (they must outlive it), its batches split over `pool`'s threads (nullptr: the caller's
 /// alone; it must outlive the decoder); else on CUDA device `device`, with a bf16 copy of them.
-/// UNAVAILABLE when this build has no CUDA or the device does not exist.
-///
-/// Quantized block weights, on the CPU decoder only (the CUDA decoder: INVALID_ARGUMENT):
-/// `quantization` enabled quantizes `params` (gpt_cpu_decoder::quantize); `checkpoint_quantized`
-/// are a quantized checkpoint's own (gpt_cpu_decoder::use_quantized). Not both.
+/// UNAVAILABLE when this build has no CUDA or the device does not exist. `options` are the CPU
+/// decoder's only for now (the CUDA decoder refuses them: INVALID_ARGUMENT).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(
     const gpt_layout& layout, const float* params, int max_tokens, int cache_blocks, int block_size,
-    int device, kernels::cpu::thread_pool* pool = nullptr, weight_quantization quantization = {},
-    std::shared_ptr<const quantized_weights> checkpoint_quantized = nullptr);
+    int device, kernels::cpu::thread_pool* pool = nullptr, const decoder_options& options = {});
 
 }  // namespace troupe::models

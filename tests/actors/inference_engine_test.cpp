@@ -73,8 +73,8 @@ TEST_F(InferenceEngineTest, OutputsDoNotDependOnBatchingOrPreemption) {
   EXPECT_GT(preemptions, 0u);
 }
 
-// Quantized weights keep the engine's promise: a request's output does not depend on its batch,
-// chunked prefill or preemption, with int8 and with int4 block weights.
+// Quantized weights and an int8 KV cache keep the engine's promise: a request's output does not
+// depend on its batch, chunked prefill or preemption, with int8 and with int4 block weights.
 TEST_F(InferenceEngineTest, QuantizedWeightsKeepOutputsIndependentOfBatching) {
   for (const models::weight_quantization q :
        {models::weight_quantization{8, 0}, models::weight_quantization{4, 32}}) {
@@ -91,6 +91,15 @@ TEST_F(InferenceEngineTest, QuantizedWeightsKeepOutputsIndependentOfBatching) {
                         .quantization = q}),
               reference);
   }
+  // And with an int8 KV cache besides.
+  const inference_engine::options int8_kv{.scheduler = {.ctx = 64, .max_batch_tokens = 256},
+                                          .quantization = {8, 0},
+                                          .kv_cache_dtype = models::kv_cache_dtype::int8};
+  const auto reference = generate(int8_kv);
+  inference_engine::options chunked = int8_kv;
+  chunked.scheduler.max_batch_tokens = 8;
+  chunked.threads = 2;
+  EXPECT_EQ(generate(chunked), reference);
   const auto refused = inference_engine::create(
       layout_, params_.data(), {.scheduler = {.ctx = 64}, .quantization = {4, 48}});
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
