@@ -22,10 +22,9 @@ absl::StatusOr<std::unique_ptr<inference_engine>> inference_engine::create(
         o.threads, kernels::cpu::thread_pool::default_spin, std::chrono::microseconds(250));
   }
   TROUPE_ASSIGN_OR_RETURN(
-      auto decoder,
-      models::make_gpt_decoder(layout, params, o.scheduler.max_batch_tokens, o.kv_blocks,
-                               o.block_size, o.device, pool.get(),
-                               {o.quantization, o.checkpoint_quantized, o.kv_cache_dtype}));
+      auto decoder, models::make_gpt_decoder(layout, params, o.scheduler.max_batch_tokens,
+                                             o.kv_blocks, o.block_size, o.device, pool.get(),
+                                             {o.quantization, o.prequantized, o.kv_cache_dtype}));
   return std::unique_ptr<inference_engine>(
       new inference_engine(layout, std::move(pool), std::move(decoder), o));
 }

@@ -25,9 +25,9 @@ class inference_engine {
     int threads = 1;
     /// Weight-only quantization of the blocks' linear layers (the CPU decoder's).
     models::weight_quantization quantization;
-    /// Or a quantized checkpoint's own integer weights (a GPTQ model's); then weight swaps are
-    /// refused.
-    std::shared_ptr<const models::quantized_weights> checkpoint_quantized;
+    /// Or block weights already quantized (a GPTQ checkpoint's, or quantized when the model was
+    /// loaded); then weight swaps are refused.
+    std::shared_ptr<const models::quantized_weights> prequantized;
     /// The KV cache's values: f32, or int8 with a scale per position and key/value head.
     models::kv_cache_dtype kv_cache_dtype = models::kv_cache_dtype::f32;
   };

@@ -21,9 +21,9 @@ struct served_model {
   /// The bytes of each token, to match stop strings on (scheduler_options::token_text); null:
   /// troupe's byte vocabulary.
   std::shared_ptr<const std::vector<std::string>> token_text;
-  /// A quantized checkpoint's integer block weights (a GPTQ model's; `params` then holds the rest,
-  /// and zeros where these are); null: the f32 weights in `params`.
-  std::shared_ptr<const models::quantized_weights> checkpoint_quantized;
+  /// The block weights quantized: a GPTQ checkpoint's, or serve.engine.quantization's made at
+  /// load (`params` then holds the rest, and zeros where these are); null: f32 in `params`.
+  std::shared_ptr<const models::quantized_weights> prequantized;
 };
 
 /// How a rollout worker receives the RL policy's weights: the weight-sync group, formed through

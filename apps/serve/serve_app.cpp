@@ -5,6 +5,7 @@
 #include "apps/serve/router_actor.hpp"
 #include "apps/serve/serve_options.hpp"
 #include "models/gpt/gpt_source.hpp"
+#include "models/hf/hf_config.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/config/environment.hpp"
@@ -40,6 +41,14 @@ void check_serve_plan(const app::app_plan& plan, const void* opaque,
   // The model, its directory's files included, before any process starts.
   if (absl::Status s = check_served_model(plan.spec.model); !s.ok()) {
     ctx.error(section, std::string(s.message()));
+  }
+  if (const std::string dir = models::hf_model_dir(plan.spec.model);
+      !dir.empty() && options.engine.quantization != "none") {
+    if (auto hf = models::load_hf_config(dir); hf.ok() && hf->quantization) {
+      ctx.error(section, absl::StrCat("serve.engine.quantization is ", options.engine.quantization,
+                                      " but model.path is a GPTQ checkpoint, already quantized: "
+                                      "set it to none"));
+    }
   }
   if (!models::hf_model_dir(plan.spec.model).empty() && !options.checkpoint.empty()) {
     ctx.error(section, "serve.checkpoint and model.path both name the weights; give one");

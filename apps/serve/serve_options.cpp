@@ -151,8 +151,9 @@ absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
       hf.model = config;    // with model.ctx's context
       TROUPE_ASSIGN_OR_RETURN(models::quantized_hf_model q,
                               models::read_gptq_model(*m->layout, dir, hf));
+      q.quantized->release_f32(q.params.data());  // the quantized matrices' zeros
       m->params = std::move(q.params);
-      m->checkpoint_quantized = std::move(q.quantized);
+      m->prequantized = std::move(q.quantized);
     } else {
       TROUPE_ASSIGN_OR_RETURN(m->params, models::read_hf_params(*m->layout, dir));
     }
@@ -164,6 +165,25 @@ absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
   } else {
     TROUPE_ASSIGN_OR_RETURN(
         m->params, models::read_gpt_weights(*m->layout, options.checkpoint, "serve.checkpoint"));
+  }
+  if (options.engine.quantization != "none") {
+    if (m->prequantized != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("serve.engine.quantization is ", options.engine.quantization,
+                       " but model.path is a GPTQ checkpoint, already quantized: set it to none"));
+    }
+    // Quantized once for the worker, and the f32 block weights given back: the worker keeps the
+    // integers, the embeddings, norms and head.
+    const models::weight_quantization q{options.engine.quantization == "int8" ? 8 : 4,
+                                        options.engine.quantization_group_size};
+    auto quantized = models::quantized_weights::quantize(*m->layout, m->params.data(), q);
+    if (!quantized.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(quantized.status().message(),
+                       " (serve.engine.quantization and quantization_group_size)"));
+    }
+    (*quantized)->release_f32(m->params.data());
+    m->prequantized = std::move(*quantized);
   }
   return m;
 }
@@ -180,19 +200,15 @@ actors::inference_engine::options engine_options(const actors::served_model& mod
   o.kv_blocks = options.engine.kv_blocks;
   o.block_size = options.engine.block_size;
   o.threads = options.engine.threads;
-  o.checkpoint_quantized = model.checkpoint_quantized;
+  o.prequantized = model.prequantized;
   if (options.engine.kv_cache_dtype == "int8") o.kv_cache_dtype = models::kv_cache_dtype::int8;
-  if (options.engine.quantization != "none") {
-    o.quantization.bits = options.engine.quantization == "int8" ? 8 : 4;
-    o.quantization.group_size = options.engine.quantization_group_size;
-  }
   if (options.engine.device == "cuda") {
     o.device = 0;
   } else if (options.engine.device == "auto") {
     // A model whose heads the CUDA attention does not take is served on the CPU.
     const auto gpus = tensor::cuda_devices();
     const bool cuda_runs_it = models::cuda_decoder_runs(model.layout->config()).ok() &&
-                              !o.quantization.enabled() && o.checkpoint_quantized == nullptr &&
+                              o.prequantized == nullptr &&
                               o.kv_cache_dtype == models::kv_cache_dtype::f32;
     o.device = cuda_runs_it && gpus.ok() && !gpus->empty() ? 0 : -1;
   }

@@ -81,10 +81,10 @@ gpt_cpu_decoder::gpt_cpu_decoder(const gpt_layout& layout, const float* params, 
 }
 
 absl::Status gpt_cpu_decoder::set_weights(const float* params) {
-  if (checkpoint_quantized_) {
+  if (prequantized_) {
     return absl::FailedPreconditionError(
-        "the decoder runs a quantized checkpoint's integer weights, which new f32 weights cannot "
-        "replace: serve an unquantized model (serve.engine.quantization quantizes it at load)");
+        "the decoder runs block weights quantized before it was made (a GPTQ checkpoint's, or "
+        "quantized at load), which new f32 weights cannot replace");
   }
   if (quantization_.enabled()) {
     TROUPE_ASSIGN_OR_RETURN(quantized_,
@@ -97,12 +97,12 @@ absl::Status gpt_cpu_decoder::set_weights(const float* params) {
 void gpt_cpu_decoder::use_quantized(std::shared_ptr<const quantized_weights> weights) {
   quantized_ = std::move(weights);
   quantization_ = {};
-  checkpoint_quantized_ = quantized_ != nullptr;
+  prequantized_ = quantized_ != nullptr;
 }
 
 absl::Status gpt_cpu_decoder::quantize(weight_quantization q) {
   quantized_.reset();
-  checkpoint_quantized_ = false;
+  prequantized_ = false;
   if (q.enabled()) {
     auto quantized = quantized_weights::quantize(layout_, params_, q);
     if (!quantized.ok()) {

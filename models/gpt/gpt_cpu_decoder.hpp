@@ -43,9 +43,9 @@ class gpt_cpu_decoder final : public gpt_decoder {
   /// (quantized_weights; the rest stays f32), quantizing anew at each set_weights. f32 again
   /// when `q` is not enabled. INVALID_ARGUMENT when a layer's shape cannot be quantized so.
   [[nodiscard]] absl::Status quantize(weight_quantization q);
-  /// From the next forward on, multiplies by `weights` (a quantized checkpoint's, laid out as
-  /// this decoder's model; they replace the f32 block weights, which set_weights then cannot
-  /// bring back: FAILED_PRECONDITION).
+  /// From the next forward on, multiplies by `weights`, already quantized (a GPTQ checkpoint's,
+  /// or quantized at load; laid out as this decoder's model). They replace the f32 block
+  /// weights, which set_weights then cannot bring back: FAILED_PRECONDITION.
   void use_quantized(std::shared_ptr<const quantized_weights> weights);
 
   [[nodiscard]] const gpt_kv_cache& cache() const { return cache_; }
@@ -81,7 +81,7 @@ class gpt_cpu_decoder final : public gpt_decoder {
   const float* params_;
   weight_quantization quantization_;
   std::shared_ptr<const quantized_weights> quantized_;  // null: f32
-  bool checkpoint_quantized_ = false;                   // quantized_ came quantized (use_quantized)
+  bool prequantized_ = false;                           // quantized_ came quantized (use_quantized)
   block_fn block_;
   std::vector<float> inv_freq_;  // RoPE's (the Llama family)
   int max_tokens_;

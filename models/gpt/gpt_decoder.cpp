@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(
     const gpt_layout& layout, const float* params, int max_tokens, int cache_blocks, int block_size,
     int device, kernels::cpu::thread_pool* pool, const decoder_options& options) {
   const weight_quantization& quantization = options.quantization;
-  if (quantization.enabled() && options.checkpoint_quantized != nullptr) {
+  if (quantization.enabled() && options.prequantized != nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("the model is already quantized (its checkpoint's integer weights): leave "
                      "serve.engine.quantization none rather than ",
@@ -73,12 +73,12 @@ absl::StatusOr<std::unique_ptr<gpt_decoder>> make_gpt_decoder(
     auto decoder = std::make_unique<gpt_cpu_decoder>(layout, params, max_tokens, cache_blocks,
                                                      block_size, pool, options.kv_dtype);
     TROUPE_RETURN_IF_ERROR(decoder->quantize(quantization));
-    if (options.checkpoint_quantized != nullptr) {
-      decoder->use_quantized(options.checkpoint_quantized);
+    if (options.prequantized != nullptr) {
+      decoder->use_quantized(options.prequantized);
     }
     return decoder;
   }
-  if (quantization.enabled() || options.checkpoint_quantized != nullptr ||
+  if (quantization.enabled() || options.prequantized != nullptr ||
       options.kv_dtype != kv_cache_dtype::f32) {
     return absl::InvalidArgumentError(
         "quantized weights (serve.engine.quantization, a GPTQ checkpoint) and an int8 KV cache "

@@ -58,8 +58,9 @@ class gpt_decoder {
 struct decoder_options {
   /// Quantizes the f32 block weights (gpt_cpu_decoder::quantize) ...
   weight_quantization quantization;
-  /// ... or runs a quantized checkpoint's own (gpt_cpu_decoder::use_quantized); not both.
-  std::shared_ptr<const quantized_weights> checkpoint_quantized;
+  /// ... or runs block weights already quantized (a GPTQ checkpoint's, or quantized at load:
+  /// gpt_cpu_decoder::use_quantized); not both.
+  std::shared_ptr<const quantized_weights> prequantized;
   kv_cache_dtype kv_dtype = kv_cache_dtype::f32;
 };
 

@@ -2,6 +2,9 @@
 
 #include <numeric>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace troupe::models {
@@ -92,6 +95,19 @@ void quantized_weights::dequantize_into(float* params) const {
       }
     }
   }
+}
+
+int64_t quantized_weights::release_f32(float* params) const {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  int64_t released = 0;
+  for (const auto& [offset, m] : matrices_) {
+    const auto begin = reinterpret_cast<uintptr_t>(params + offset);
+    const auto end = begin + static_cast<uintptr_t>(m.view.rows) * m.view.cols * sizeof(float);
+    const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    if (last > first && madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) == 0)
+      released += static_cast<int64_t>(last - first);
+  }
+  return released;
 }
 
 const kernels::quantized_matrix* quantized_weights::find(int64_t offset) const {

@@ -68,6 +68,11 @@ class quantized_weights {
   /// `params` (laid out as the model quantized), leaving the rest: the model the quantized
   /// decoder computes, which the training forward then evaluates (perplexity, tests).
   void dequantize_into(float* params) const;
+  /// Gives the memory of the f32 weights these matrices replace in `params` (laid out as the
+  /// model quantized) back to the system: the whole pages inside each, by madvise(MADV_DONTNEED),
+  /// after which their floats read 0. A server that keeps the buffer for the rest of the model
+  /// then holds about the quantized bytes. Returns the bytes given back.
+  int64_t release_f32(float* params) const;
   /// The quantized matrices' integers, scales and zero points, in bytes.
   [[nodiscard]] int64_t bytes() const { return bytes_; }
 

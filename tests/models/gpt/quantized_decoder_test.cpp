@@ -1,6 +1,8 @@
 #include <cmath>
+#include <fstream>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "kernels/cpu/thread_pool.hpp"
 #include "models/gpt/gpt_cpu_decoder.hpp"
@@ -139,6 +141,44 @@ TEST(QuantizedDecoder, AnInt8KvCacheStaysNearTheF32OneAndBatchInvariant) {
     EXPECT_EQ(f32.cache().bytes(), 2 * c.layers * positions * kv * 4);
     EXPECT_EQ(int8.cache().bytes(), 2 * c.layers * positions * (kv + heads * 4));
   }
+}
+
+// The resident pages of this process, in bytes.
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+// Quantized at load, the f32 block weights are given back: the process's resident memory falls
+// by about their bytes, and the decoder on the released buffer with the quantized weights gives
+// the logits of one quantizing the whole buffer itself.
+TEST(QuantizedDecoder, TheF32WeightsItReplacesAreGivenBack) {
+  gpt_config c = llama_model();
+  c.dim = 256, c.ffn = 768, c.heads = 8, c.kv_heads = 4;
+  model m(c, 7);
+  const weight_quantization q{8, 0};
+  gpt_cpu_decoder whole(m.layout, m.params.data(), 16, 4, 4);
+  ASSERT_TRUE(whole.quantize(q).ok());
+  const auto want = decode(whole, c.vocab);
+
+  auto quantized = quantized_weights::quantize(m.layout, m.params.data(), q);
+  ASSERT_TRUE(quantized.ok()) << quantized.status();
+  int64_t f32_bytes = 0;
+  for (int l = 0; l < c.layers; ++l)
+    for (const auto& w : quantized_weights::block_weights(m.layout, l))
+      f32_bytes += int64_t{w.outputs} * w.inputs * 4;
+  const int64_t before = resident_bytes();
+  const int64_t released = (*quantized)->release_f32(m.params.data());
+  const int64_t after = resident_bytes();
+  EXPECT_GT(released, f32_bytes * 9 / 10);
+  EXPECT_GT(before - after, released * 9 / 10);
+  EXPECT_EQ(m.params[m.layout.block(0).up_w + 5000], 0.0f);
+
+  gpt_cpu_decoder given(m.layout, m.params.data(), 16, 4, 4);
+  given.use_quantized(std::move(*quantized));
+  EXPECT_EQ(decode(given, c.vocab), want);
 }
 
 }  // namespace
