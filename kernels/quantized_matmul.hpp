@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "runtime/tensor/dtype.hpp"
 
 namespace troupe::kernels {
 
@@ -27,6 +28,15 @@ struct quantized_matrix {
   [[nodiscard]] int groups() const { return cols / group_size; }
   [[nodiscard]] int64_t row_bytes() const { return bits == 8 ? cols : cols / 2; }
 };
+
+namespace cuda {
+/// out[m, rows] = x[m, cols] @ dequantize(w)^T (+ bias[rows]) on the GPU, bf16 activations and
+/// f32 accumulation: `w`'s integers, scales and zero points are device pointers (the same layout
+/// as on the host). One warp per output, up to 4 rows of x at once.
+[[nodiscard]] absl::Status quantized_matmul(tensor::bf16* out, const tensor::bf16* x,
+                                            const quantized_matrix& w, const tensor::bf16* bias,
+                                            int m, void* stream);
+}  // namespace cuda
 
 namespace cpu {
 

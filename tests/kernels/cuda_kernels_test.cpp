@@ -13,6 +13,7 @@
 #include "kernels/kv_cache.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
+#include "kernels/quantized_matmul.hpp"
 #include "kernels/residual.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
@@ -499,6 +500,38 @@ TEST_F(CudaKernels, SamplingAndPagedCache) {
                               n, stream_)
                   .ok());
   expect_close(download(d_out), values, 0, 0, "kv cache round trip");
+}
+
+// Weight-only quantized matmul, int8 per output channel and int4 in groups with zero points,
+// against the CPU kernel on the same bf16-rounded activations.
+TEST_F(CudaKernels, QuantizedMatmulInt8AndInt4) {
+  const int rows = 70, cols = 256, m = 6;
+  const auto w = random_values(rows * cols, 11);
+  const auto x = rounded(random_values(m * cols, 12));
+  const auto bias = rounded(random_values(rows, 13));
+  for (const auto& [bits, group] : {std::pair{8, 256}, std::pair{4, 32}}) {
+    quantized_matrix q{bits, rows, cols, group};
+    std::vector<uint8_t> ints(rows * q.row_bytes());
+    std::vector<float> scales(rows * q.groups()), zeros = random_values(rows * q.groups(), 14);
+    cpu::quantize_symmetric(w.data(), cols, 1, bits, rows, cols, group, ints.data(), scales.data());
+    q.q = ints.data(), q.scales = scales.data(), q.zeros = bits == 4 ? zeros.data() : nullptr;
+    std::vector<float> want(m * rows);
+    cpu::quantized_matmul(want.data(), x.data(), q, bias.data(), m);
+    // The integers as 32-bit words on the device (the kernel reads them as bytes).
+    std::vector<int32_t> words((ints.size() + 3) / 4);
+    std::memcpy(words.data(), ints.data(), ints.size());
+    auto d_q = upload(words), d_scales = upload(scales), d_zeros = upload(zeros),
+         d_x = upload_bf16(x), d_bias = upload_bf16(bias),
+         d_out = this->zeros(m * rows, dtype::bf16);
+    quantized_matrix on_device = q;
+    on_device.q = reinterpret_cast<const uint8_t*>(d_q.data<int32_t>());
+    on_device.scales = d_scales.data<float>();
+    on_device.zeros = q.zeros != nullptr ? d_zeros.data<float>() : nullptr;
+    ASSERT_TRUE(cuda::quantized_matmul(d_out.data<bf16>(), d_x.data<bf16>(), on_device,
+                                       d_bias.data<bf16>(), m, stream_)
+                    .ok());
+    expect_close(download(d_out), want, 2e-2, 1e-2, bits == 8 ? "int8 matmul" : "int4 matmul");
+  }
 }
 
 }  // namespace
