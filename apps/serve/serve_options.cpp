@@ -45,16 +45,16 @@ config::object_schema<engine_spec> engine_schema() {
           "weight-only quantization of every block's linear layers, done when a worker loads the "
           "model (the CPU decoder): int8 per output channel, int4 in groups; embeddings, norms "
           "and the output head stay f32");
-  s.add("kv_cache_dtype", &engine_spec::kv_cache_dtype)
-      .one_of({"auto", "int8"})
-      .help(
-          "the KV cache's values: auto (f32 on the CPU, bf16 on CUDA) or int8 with a scale per "
-          "position and key/value head (the CPU decoder; a quarter of the memory)");
   s.add("quantization_group_size", &engine_spec::quantization_group_size)
       .range(0, 1 << 20)
       .help(
           "inputs that share a scale: a multiple of 16 dividing each layer's inputs; 0: int8 one "
           "per output channel, int4 128 (or gcd(128, inputs))");
+  s.add("kv_cache_dtype", &engine_spec::kv_cache_dtype)
+      .one_of({"auto", "int8"})
+      .help(
+          "the KV cache's values: auto (f32 on the CPU, bf16 on CUDA) or int8 with a scale per "
+          "position and key/value head (the CPU decoder; a quarter of the memory)");
   return s;
 }
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
 #include "kernels/attention.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/gelu.hpp"
@@ -104,13 +103,7 @@ absl::Status gpt_cpu_decoder::quantize(weight_quantization q) {
   quantized_.reset();
   prequantized_ = false;
   if (q.enabled()) {
-    auto quantized = quantized_weights::quantize(layout_, params_, q);
-    if (!quantized.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(quantized.status().message(),
-                       " (serve.engine.quantization and quantization_group_size)"));
-    }
-    quantized_ = std::move(*quantized);
+    TROUPE_ASSIGN_OR_RETURN(quantized_, quantized_weights::quantize(layout_, params_, q));
   }
   quantization_ = q;
   return absl::OkStatus();

@@ -106,7 +106,7 @@ TEST(QuantizedDecoder, IsBatchInvariantAndRequantizesOnASwap) {
   EXPECT_EQ(decode(fresh, c.vocab), decode(swapped, c.vocab));
 }
 
-TEST(QuantizedDecoder, ALayerItCannotQuantizeIsNamedWithTheOptionToChange) {
+TEST(QuantizedDecoder, ALayerItCannotQuantizeIsNamedWithWhatToChoose) {
   gpt_config c = llama_model();
   c.ffn = 40;  // down_proj's inputs: not a multiple of 16
   model m(c, 5);
@@ -114,7 +114,7 @@ TEST(QuantizedDecoder, ALayerItCannotQuantizeIsNamedWithTheOptionToChange) {
   const absl::Status s = decoder.quantize({8, 0});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("layer 0 mlp.down_proj"), std::string::npos) << s;
-  EXPECT_NE(s.message().find("serve.engine.quantization"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("a positive multiple of 16"), std::string::npos) << s;
   const absl::Status group = decoder.quantize({4, 48});
   EXPECT_NE(group.message().find("group size 48"), std::string::npos) << group;
 }
