@@ -122,6 +122,39 @@ TEST_F(ServeTest, CompletionsChatAndEveryErrorStatus) {
   EXPECT_NE(metrics.find("troupe_serve_workers 2"), std::string::npos) << metrics;
 }
 
+// Cache-aware routing over real worker processes, as SGLang's router does: requests that start
+// with the same 48 tokens (three KV blocks) all go to the worker that computed them first, which
+// finds those blocks in its prefix cache; the router's dispatch counts and the workers' cache
+// metrics show it.
+TEST_F(ServeTest, RequestsSharingAPrefixGoToTheWorkerThatCachedIt) {
+  start();
+  auto c = client();
+  const std::string prefix = "You are terse; answer in a word or two, please. ";
+  ASSERT_EQ(prefix.size(), 48u);
+  for (const char* question : {"why?", "how?", "who?", "when"}) {
+    post(c, "/v1/completions",
+         nlohmann::json{{"model", "troupe-tiny"},
+                        {"prompt", prefix + question},
+                        {"max_tokens", 2},
+                        {"temperature", 0}}
+             .dump(),
+         200);
+  }
+  const std::string metrics = c.Get("/metrics")->body;
+  std::vector<double> dispatched;
+  std::istringstream lines(metrics);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("troupe_serve_dispatched_total{", 0) == 0)
+      dispatched.push_back(std::stod(line.substr(line.rfind(' ') + 1)));
+  }
+  std::sort(dispatched.begin(), dispatched.end());
+  ASSERT_FALSE(dispatched.empty()) << metrics;
+  EXPECT_EQ(dispatched.back(), 4) << metrics;  // one worker took them all
+  // Each later request found the first 48 tokens' three blocks.
+  EXPECT_TRUE(metric_reaches("troupe_serve_prefix_cache_hits_total", 3 * 48, 30s, true))
+      << c.Get("/metrics")->body;
+}
+
 // The official OpenAI Node client (installed by scripts/setup.sh from the npm registry), unchanged.
 TEST_F(ServeTest, TheOfficialOpenAiClientWorksUnchanged) {
   // A context that holds the tools' definitions, which the chat template puts in the prompt.
