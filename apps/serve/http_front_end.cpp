@@ -227,11 +227,13 @@ void http_front_end::install_routes() {
       struct choice_stream {
         std::unique_ptr<models::token_stream> text;
         std::string echo;
-        std::string held;  // a tool-using reply's text, sent whole at its end
+        std::string held;  // an automatic tool_choice's reply, sent whole at its end
         int tokens = 0;
+        bool announced = false;  // a named tool_choice's call has been announced
         bool finished = false;
       };
-      const bool whole_replies = call.tool_choice != completion_call::tool_use::none;
+      const bool whole_replies = call.tool_choice == completion_call::tool_use::automatic;
+      const bool named_call = call.tool_choice == completion_call::tool_use::named;
       auto state = std::make_shared<std::vector<choice_stream>>(choices);
       for (int k = 0; k < choices; ++k) {
         (*state)[k].text = settings_.vocabulary->stream();
@@ -241,7 +243,7 @@ void http_front_end::install_routes() {
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [this, streams, state, next_choice, name, created, call, whole_replies](
+          [this, streams, state, next_choice, name, created, call, whole_replies, named_call](
               size_t, httplib::DataSink& sink) {
             // The choices' events, round robin, each stream waited on briefly.
             const int n = static_cast<int>(streams->size());
@@ -264,6 +266,14 @@ void http_front_end::install_routes() {
               if (e->finished) {
                 const std::string chunk =
                     stream_reply_chunk(name, settings_.limits, created, call, k, c.held, e->reason);
+                if (!sink.write(chunk.data(), chunk.size())) return false;
+              }
+            } else if (named_call) {  // its arguments, piece by piece
+              if (!c.announced || !text.empty() || e->finished) {
+                const std::string chunk =
+                    stream_tool_call_chunk(name, settings_.limits, created, call, k, text,
+                                           !c.announced, e->finished ? &e->reason : nullptr);
+                c.announced = true;
                 if (!sink.write(chunk.data(), chunk.size())) return false;
               }
             } else if (!text.empty() || e->finished) {

@@ -210,6 +210,28 @@ std::string stream_chunk(const std::string& id, const api_limits& limits, int64_
   return sse(id, limits, created, call, json::array({choice}), nullptr);
 }
 
+std::string stream_tool_call_chunk(const std::string& id, const api_limits& limits, int64_t created,
+                                   const completion_call& call, int index,
+                                   const std::string& arguments, bool first,
+                                   const actor::finish_reason* reason) {
+  json function = {{"arguments", arguments}};
+  json tool_call = {{"index", 0}};
+  json delta = json::object();
+  if (first) {
+    function["name"] = call.named_tool;
+    tool_call["id"] = tool_call_id(reply_seed(id, static_cast<size_t>(index)), 0);
+    tool_call["type"] = "function";
+    delta = {{"role", "assistant"}, {"content", nullptr}};
+  }
+  tool_call["function"] = std::move(function);
+  delta["tool_calls"] = json::array({std::move(tool_call)});
+  json choice = {{"index", index},
+                 {"delta", std::move(delta)},
+                 {"finish_reason", reason ? json(finish_name(*reason)) : json(nullptr)},
+                 {"logprobs", nullptr}};
+  return sse(id, limits, created, call, json::array({std::move(choice)}), nullptr);
+}
+
 std::string stream_reply_chunk(const std::string& id, const api_limits& limits, int64_t created,
                                const completion_call& call, int index, const std::string& text,
                                actor::finish_reason reason) {

@@ -129,7 +129,15 @@ struct chat_reply {
                                        const std::string& text, actor::finish_reason reason,
                                        uint64_t reply_id);
 
-/// A stream's chunk with a tool-using chat choice's whole reply (its text held back until the
+/// A stream's chunk of a named tool_choice's call, as OpenAI streams one: the `first` announces
+/// it (role, the call's id, type and name, with `arguments` so far), each later one carries the
+/// next piece of its arguments; `reason` ends it.
+[[nodiscard]] std::string stream_tool_call_chunk(const std::string& id, const api_limits& limits,
+                                                 int64_t created, const completion_call& call,
+                                                 int index, const std::string& arguments,
+                                                 bool first, const actor::finish_reason* reason);
+
+/// A stream's chunk with an automatic tool_choice's whole reply (its text held back until the
 /// end, since the calls are parsed from all of it): the content or tool_calls delta, and the
 /// finish reason.
 [[nodiscard]] std::string stream_reply_chunk(const std::string& id, const api_limits& limits,

@@ -200,7 +200,8 @@ TEST_F(ServeTest, TheOfficialOpenAiClientWorksUnchanged) {
     EXPECT_TRUE(nlohmann::json::parse(seen["json_object_text"].get<std::string>()).is_object());
   }
   EXPECT_EQ(seen["forced_call"], nlohmann::json::array({"function", "set_light", "boolean", true}));
-  EXPECT_EQ(seen["streamed_call"], nlohmann::json::array({0, "set_light", "boolean"}));
+  EXPECT_EQ(seen["streamed_call"],
+            nlohmann::json::array({0, "set_light", "boolean", true, "stop"}));
   EXPECT_EQ(seen["auto_reply"], nlohmann::json::array({"string", nullptr}));
   EXPECT_EQ(seen["unsupported_status"], 400);
   EXPECT_NE(seen["unsupported_message"].get<std::string>().find("\"required\" is not supported"),

@@ -114,14 +114,23 @@ const forced = await client.chat.completions.create({
 const call = forced.choices[0].message.tool_calls[0];
 out.forced_call = [call.type, call.function.name, typeof JSON.parse(call.function.arguments).on,
                    call.id.startsWith("call_")];
-let streamedCall = null;
+// Streamed as OpenAI streams a call: announced (id, name) first, then its arguments in pieces,
+// which the client joins.
+const streamedCall = { index: null, id: null, name: null, arguments: "", finish: null };
 for await (const part of await client.chat.completions.create({
   model: "troupe-tiny", messages: [{ role: "user", content: "Lamp" }], max_tokens: 16, tools,
   tool_choice: { type: "function", function: { name: "set_light" } }, stream: true })) {
-  for (const c of part.choices[0]?.delta?.tool_calls ?? []) streamedCall = c;
+  for (const c of part.choices[0]?.delta?.tool_calls ?? []) {
+    streamedCall.index = c.index;
+    streamedCall.id ??= c.id;
+    streamedCall.name ??= c.function?.name;
+    streamedCall.arguments += c.function?.arguments ?? "";
+  }
+  streamedCall.finish ??= part.choices[0]?.finish_reason;
 }
-out.streamed_call = [streamedCall.index, streamedCall.function.name,
-                     typeof JSON.parse(streamedCall.function.arguments).on];
+out.streamed_call = [streamedCall.index, streamedCall.name,
+                     typeof JSON.parse(streamedCall.arguments).on,
+                     streamedCall.id.startsWith("call_"), streamedCall.finish];
 const free = await client.chat.completions.create({
   model: "troupe-tiny", messages: [{ role: "user", content: "Lamp" }], max_tokens: 4, tools });
 out.auto_reply = [typeof free.choices[0].message.content, free.choices[0].message.tool_calls ?? null];
