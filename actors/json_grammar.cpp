@@ -67,9 +67,9 @@ class schema_compiler {
     static const std::set<std::string> annotations = {
         "title", "description",          "default", "examples", "$schema",
         "$id",   "additionalProperties", "strict"};
-    static const std::set<std::string> known = {"type",      "enum",     "const",    "properties",
-                                                "required",  "items",    "minItems", "maxItems",
-                                                "minLength", "maxLength"};
+    static const std::set<std::string> known = {"type",      "enum",      "const",    "properties",
+                                                "required",  "items",     "minItems", "maxItems",
+                                                "minLength", "maxLength", "anyOf"};
     for (const auto& [key, value] : s.items()) {
       if (known.count(key) == 0 && annotations.count(key) == 0) {
         return error(at, absl::StrCat("the keyword '", key,
@@ -77,6 +77,7 @@ class schema_compiler {
                                       absl::StrJoin(known, ", ")));
       }
     }
+    if (s.contains("anyOf")) return tagged_union(s, at);
     if (s.contains("const")) return literal({s["const"]}, at);
     if (s.contains("enum")) {
       if (!s["enum"].is_array() || s["enum"].empty()) return error(at, "'enum' must be a list");
@@ -103,6 +104,56 @@ class schema_compiler {
   }
 
  private:
+  // anyOf, of objects told apart by their first property: each alternative an object of the same
+  // keys (and the same required ones) whose first property is a string const of its own, as a
+  // function call's {"name": const, "parameters": ...}. One object node: the first property's
+  // value is the literal of every tag, and the i-th tag's other values are tagged[i].
+  absl::StatusOr<int> tagged_union(const ojson& s, const std::string& at) {
+    const std::string shape =
+        "'anyOf' is supported for objects told apart by their first property, a string const";
+    if (s.size() != 1 && !(s.size() == 2 && s.contains("type") && s["type"] == "object")) {
+      return error(at, shape + ", alone beside it");
+    }
+    const ojson& alternatives = s["anyOf"];
+    if (!alternatives.is_array() || alternatives.empty() || alternatives.size() > max_literals) {
+      return error(at, shape + ": a list of 1 to 64 schemas");
+    }
+    node n{.type = kind::object};
+    std::vector<ojson> tags;
+    for (size_t i = 0; i < alternatives.size(); ++i) {
+      const std::string where = absl::StrCat(at, "/anyOf/", i);
+      const ojson& a = alternatives[i];
+      const bool object = a.is_object() && a.value("type", ojson()) == "object" &&
+                          a.contains("properties") && a["properties"].is_object() &&
+                          !a["properties"].empty();
+      if (!object) return error(where, shape);
+      const auto first = a["properties"].begin();
+      if (!first->is_object() || !first->contains("const") || !(*first)["const"].is_string()) {
+        return error(where, shape);
+      }
+      auto compiled = typed(a, "object", where);
+      if (!compiled.ok()) return compiled.status();
+      const node alternative = g_.nodes_[*compiled];
+      if (!alternative.required[0]) return error(where, shape + " that is required");
+      if (i == 0) {
+        n.keys = alternative.keys;
+        n.required = alternative.required;
+      } else if (alternative.keys != n.keys || alternative.required != n.required) {
+        return error(where, shape + ", each with the same properties and required ones");
+      }
+      if (std::find(tags.begin(), tags.end(), (*first)["const"]) != tags.end()) {
+        return error(where, absl::StrCat(shape, ": ", (*first)["const"].dump(), " is twice"));
+      }
+      tags.push_back((*first)["const"]);
+      n.tagged.push_back(alternative.values);
+    }
+    auto tag = literal(tags, at);
+    if (!tag.ok()) return tag.status();
+    n.values = n.tagged[0];
+    n.values[0] = *tag;
+    return add(std::move(n));
+  }
+
   absl::Status error(const std::string& at, const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat("the schema at ", at, ": ", what));
   }
@@ -336,6 +387,7 @@ bool json_matcher::accept(uint8_t b) {
 
 // The top frame's value has ended: it leaves the stack, and its parent goes on.
 void json_matcher::child_done() {
+  const frame child = stack_.back();
   stack_.pop_back();
   if (stack_.empty()) return;
   frame& parent = stack_.back();
@@ -343,7 +395,14 @@ void json_matcher::child_done() {
   if (n.type == kind::object) {
     if (parent.phase == 2) {  // an open object's key
       parent.phase = 3;
-    } else {  // a value
+    } else {                                          // a value
+      if (!n.tagged.empty() && parent.chosen == 0) {  // a tagged union's tag: which one it was
+        const node& tag = grammar_->at(child.node);
+        for (size_t i = 0; i < tag.literals.size(); ++i) {
+          if ((child.mask >> i & 1) && static_cast<int>(tag.literals[i].size()) == child.pos)
+            parent.tag = static_cast<int>(i);
+        }
+      }
       if (!n.open) parent.count = parent.chosen + 1;
       parent.phase = 6;
     }
@@ -458,7 +517,9 @@ json_matcher::result json_matcher::step_object(frame& f, uint8_t b) {
       [[fallthrough]];
     case 5:
       f.phase = 7;  // the value is read (child_done moves on)
-      push(n.open ? grammar_->any_value : n.values[f.chosen]);
+      push(n.open                       ? grammar_->any_value
+           : f.tag >= 0 && f.chosen > 0 ? n.tagged[f.tag][f.chosen]
+                                        : n.values[f.chosen]);
       return result::retry;
     case 6:  // after a value: ',' or '}'
       if (b == '}' && may_close()) {

@@ -8,12 +8,13 @@
 //
 // The schema subset: type (one or a list whose members start differently), enum and const (at
 // most 64 values), properties (written in the schema's order; those not in required may be left
-// out), required, items, minItems, maxItems, minLength, maxLength; title, description, default,
-// examples, $schema and additionalProperties are read as annotations (only the declared
-// properties are written). Any other keyword (pattern, format, minimum, anyOf, $ref, ...) is
-// refused by name. A schema of no type, and the values of an object without properties, are any
-// JSON value, nested at most 8 deep; a schema may nest 32 levels. Numbers hold at most 16 digits
-// and exponents 2, within a double.
+// out), required, items, minItems, maxItems, minLength, maxLength, and anyOf of objects told
+// apart by their first property, a required string const (a tagged union, as a list of function
+// calls); title, description, default, examples, $schema and additionalProperties are read as
+// annotations (only the declared properties are written). Any other keyword (pattern, format,
+// minimum, oneOf, $ref, ...), and any other anyOf, is refused by name. A schema of no type, and
+// the values of an object without properties, are any JSON value, nested at most 8 deep; a
+// schema may nest 32 levels. Numbers hold at most 16 digits and exponents 2, within a double.
 
 #include <cstdint>
 #include <memory>
@@ -44,6 +45,9 @@ class json_grammar {
     std::vector<int> values;
     std::vector<bool> required;
     bool open = false;
+    // a tagged union (anyOf): values[0] is the literal of every tag; after the i-th tag, the
+    // other properties' values are tagged[i]
+    std::vector<std::vector<int>> tagged;
     // array
     int items = -1;
     int min_items = 0;
@@ -102,6 +106,7 @@ class json_matcher {
     int pos = 0;             // literal or key: bytes matched; number: digits
     uint64_t mask = 0;       // literal or key: the candidates still matching
     int chosen = -1;         // object: the property whose value is read
+    int tag = -1;            // tagged union: the tag its first property was
     uint8_t lo = 0, hi = 0;  // string: the range of the next UTF-8 continuation byte
     int pending = 0;         // string: continuation bytes due
   };

@@ -227,12 +227,13 @@ void http_front_end::install_routes() {
       struct choice_stream {
         std::unique_ptr<models::token_stream> text;
         std::string echo;
-        std::string held;  // an automatic tool_choice's reply, sent whole at its end
+        std::string held;  // an automatic or required tool_choice's reply, sent whole at its end
         int tokens = 0;
         bool announced = false;  // a named tool_choice's call has been announced
         bool finished = false;
       };
-      const bool whole_replies = call.tool_choice == completion_call::tool_use::automatic;
+      const bool whole_replies = call.tool_choice == completion_call::tool_use::automatic ||
+                                 call.tool_choice == completion_call::tool_use::required;
       const bool named_call = call.tool_choice == completion_call::tool_use::named;
       auto state = std::make_shared<std::vector<choice_stream>>(choices);
       for (int k = 0; k < choices; ++k) {

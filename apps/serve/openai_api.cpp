@@ -135,6 +135,19 @@ chat_reply chat_reply_of(const completion_call& call, const api_limits& limits,
              {"tool_calls", tool_calls_json({{tool_call_id(reply_id, 0), call.named_tool, text}})}},
             finish_name(reason)};
   }
+  if (call.tool_choice == tool_use::required) {  // a list of calls, unless cut short
+    const auto list = nlohmann::ordered_json::parse(text, nullptr, false);  // keys as written
+    if (reason == actor::finish_reason::stop && list.is_array() && !list.empty()) {
+      std::vector<tool_call> calls;
+      for (size_t i = 0; i < list.size(); ++i) {
+        calls.push_back({tool_call_id(reply_id, static_cast<int>(i)), list[i].value("name", ""),
+                         list[i].value("parameters", nlohmann::ordered_json::object()).dump()});
+      }
+      return {{{"role", "assistant"}, {"content", nullptr}, {"tool_calls", tool_calls_json(calls)}},
+              "tool_calls"};
+    }
+    return {{{"role", "assistant"}, {"content", text}}, finish_name(reason)};
+  }
   if (call.tool_choice == tool_use::automatic) {
     parsed_reply parsed = parse_tool_calls(text, limits.tool_format, reply_id);
     if (!parsed.calls.empty()) {

@@ -59,7 +59,9 @@ struct completion_call {
   /// reply may call them: not at all, as it chooses (its calls parsed from its text), or the
   /// named function, whose arguments the reply is (guided by its parameters' schema).
   nlohmann::json tools;
-  enum class tool_use { none, automatic, named } tool_choice = tool_use::none;
+  /// none; automatic (the model chooses); named (the reply is that function's arguments);
+  /// required (the reply is a list of one or more calls, [{"name", "parameters"}], as vLLM's).
+  enum class tool_use { none, automatic, named, required } tool_choice = tool_use::none;
   std::string named_tool;
 
   [[nodiscard]] int choices() const { return static_cast<int>(prompts.size()) * n; }

@@ -270,7 +270,9 @@ bool function_name(const json& name) {
 }
 
 // Chat's tools, tool_choice and parallel_tool_calls. A named choice guides the reply by the
-// function's parameters (read in their written order from the body's own text).
+// function's parameters, "required" by a list of calls of the tools (vLLM's schema: each item a
+// {"name": const, "parameters": ...} of one tool); parameters are read in their written order
+// from the body's own text.
 std::optional<api_error> parse_tools(const body_fields& f, absl::string_view body,
                                      completion_call& call) {
   if (!f.given("tools")) {
@@ -307,9 +309,8 @@ std::optional<api_error> parse_tools(const body_fields& f, absl::string_view bod
   }
   call.tools = tools;
   call.tool_choice = completion_call::tool_use::automatic;
-  bool parallel = true;
+  bool parallel = true;  // "required": more than one call; "auto" returns every call made
   TROUPE_FIELD(parallel, f.flag("parallel_tool_calls", true));
-  (void)parallel;  // every call the reply makes is returned
   if (!f.given("tool_choice")) return std::nullopt;
   const json& choice = f.j["tool_choice"];
   if (choice == "none") {
@@ -317,16 +318,40 @@ std::optional<api_error> parse_tools(const body_fields& f, absl::string_view bod
     return std::nullopt;
   }
   if (choice == "auto") return std::nullopt;
-  if (choice == "required") {
-    return invalid(R"('tool_choice': "required" is not supported yet; use "auto", or name the )"
-                   R"(function: {"type": "function", "function": {"name": ...}})");
+  const auto ordered = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
+  const auto parameters_of = [&](size_t i) {
+    const auto& function = ordered["tools"][i]["function"];
+    return function.contains("parameters") ? function["parameters"]
+                                           : nlohmann::ordered_json{{"type", "object"}};
+  };
+  if (choice == "required") {  // guided as a list of calls, each a tool's name and parameters
+    if (!call.request.json_schema.empty()) {
+      return invalid("give 'response_format' or tool_choice \"required\", not both");
+    }
+    nlohmann::ordered_json alternatives = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < names.size(); ++i) {
+      alternatives.push_back(
+          {{"type", "object"},
+           {"properties", {{"name", {{"const", names[i]}}}, {"parameters", parameters_of(i)}}},
+           {"required", {"name", "parameters"}}});
+    }
+    nlohmann::ordered_json schema = {
+        {"type", "array"}, {"minItems", 1u}, {"items", {{"anyOf", std::move(alternatives)}}}};
+    if (!parallel) schema["maxItems"] = 1u;
+    if (auto grammar = actors::json_grammar::compile(schema); !grammar.ok()) {
+      return invalid(
+          absl::StrCat("'tools' for tool_choice \"required\": ", grammar.status().message()));
+    }
+    call.tool_choice = completion_call::tool_use::required;
+    call.request.json_schema = schema.dump();
+    return std::nullopt;
   }
   const bool named = choice.is_object() && choice.value("type", json()) == "function" &&
                      choice.contains("function") && choice["function"].is_object() &&
                      choice["function"].contains("name");
   if (!named) {
-    return invalid(R"('tool_choice' must be "none", "auto" or {"type": "function", "function": )"
-                   R"({"name": ...}})");
+    return invalid(R"('tool_choice' must be "none", "auto", "required" or {"type": "function", )"
+                   R"("function": {"name": ...}})");
   }
   const json& name = choice["function"]["name"];
   const auto at = std::find(names.begin(), names.end(), name);
@@ -338,11 +363,7 @@ std::optional<api_error> parse_tools(const body_fields& f, absl::string_view bod
   }
   call.tool_choice = completion_call::tool_use::named;
   call.named_tool = *at;
-  const auto ordered = nlohmann::ordered_json::parse(body.begin(), body.end(), nullptr, false);
-  const auto& function = ordered["tools"][at - names.begin()]["function"];
-  const nlohmann::ordered_json parameters = function.contains("parameters")
-                                                ? function["parameters"]
-                                                : nlohmann::ordered_json{{"type", "object"}};
+  const nlohmann::ordered_json parameters = parameters_of(at - names.begin());
   if (auto grammar = actors::json_grammar::compile(parameters); !grammar.ok()) {
     return invalid(absl::StrCat("'tools'[", at - names.begin(),
                                 "].function.parameters: ", grammar.status().message()));

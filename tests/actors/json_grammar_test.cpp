@@ -88,10 +88,11 @@ TEST(JsonGrammar, RefusesWhatItCannotGuaranteeByName) {
   };
   EXPECT_EQ(refusal(R"({"type": "string", "pattern": "a+"})"),
             "the schema at #: the keyword 'pattern' is not supported; troupe's structured output "
-            "reads const, enum, items, maxItems, maxLength, minItems, minLength, properties, "
-            "required, type");
+            "reads anyOf, const, enum, items, maxItems, maxLength, minItems, minLength, "
+            "properties, required, type");
   EXPECT_NE(refusal(R"({"type": "object", "properties": {"x": {"anyOf": []}}})")
-                .find("the schema at #/properties/x: the keyword 'anyOf'"),
+                .find("the schema at #/properties/x: 'anyOf' is supported for objects told apart "
+                      "by their first property"),
             std::string::npos);
   EXPECT_EQ(refusal(R"({"type": "date"})"),
             "the schema at #: the type 'date' is not one of object, array, string, number, "
@@ -107,6 +108,40 @@ TEST(JsonGrammar, RefusesWhatItCannotGuaranteeByName) {
             "the schema nests deeper than 32 levels");
   EXPECT_EQ(refusal(R"({"type": "string", "minLength": 3, "maxLength": 2})"),
             "the schema at #: 'minLength' is above 'maxLength'");
+}
+
+// A tagged union (anyOf of objects told apart by a first-property const), as tool_choice
+// "required" asks for a list of calls: the tag picks the other properties' schemas.
+const char* calls = R"({"type": "array", "minItems": 1, "items": {"anyOf": [
+    {"type": "object", "properties": {"name": {"const": "set"},
+       "parameters": {"type": "object", "properties": {"x": {"type": "integer"}},
+                      "required": ["x"]}}, "required": ["name", "parameters"]},
+    {"type": "object", "properties": {"name": {"const": "sea"},
+       "parameters": {"type": "object", "properties": {"on": {"type": "boolean"}},
+                      "required": ["on"]}}, "required": ["name", "parameters"]}]}})";
+
+TEST(JsonGrammar, ATaggedUnionReadsTheOtherPropertiesOfItsTag) {
+  EXPECT_TRUE(takes(calls, R"([{"name": "set", "parameters": {"x": 3}}])"));
+  EXPECT_TRUE(takes(calls, R"([{"name": "sea", "parameters": {"on": true}},)"
+                           R"({"name": "set", "parameters": {"x": -1}}])"));
+  EXPECT_FALSE(takes(calls, R"([{"name": "set", "parameters": {"on": true}}])"));
+  EXPECT_FALSE(takes(calls, R"([{"name": "sea", "parameters": {"x": 3}}])"));
+  EXPECT_FALSE(takes(calls, R"([{"name": "see", "parameters": {"x": 3}}])"));
+  EXPECT_FALSE(takes(calls, R"([{"parameters": {"x": 3}}])"));
+  EXPECT_FALSE(takes(calls, "[]"));
+  const auto refusal = [](const std::string& schema) {
+    auto g = json_grammar::compile(schema);
+    return g.ok() ? std::string() : std::string(g.status().message());
+  };
+  const std::string a = R"({"type": "object", "properties": {"name": {"const": "a"}, "p": {}},
+                            "required": ["name"]})";
+  EXPECT_NE(refusal(R"({"anyOf": [)" + a + ", " + a + "]}").find("\"a\" is twice"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"anyOf": [)" + a + R"(, {"type": "string"}]})").find("#/anyOf/1"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"anyOf": [{"type": "object", "properties": {"name": {"const": "a"}}}]})")
+                .find("that is required"),
+            std::string::npos);
 }
 
 // The guarantee: whatever bytes are drawn among those allowed, the value ends, parses, and

@@ -415,8 +415,8 @@ TEST(OpenAiApi, ResponseFormatAsksForAJsonValue) {
                        {"type": "string", "format": "email"}}}})")
                 .message,
             "'response_format.json_schema.schema': the schema at #: the keyword 'format' is not "
-            "supported; troupe's structured output reads const, enum, items, maxItems, maxLength, "
-            "minItems, minLength, properties, required, type");
+            "supported; troupe's structured output reads anyOf, const, enum, items, maxItems, "
+            "maxLength, minItems, minLength, properties, required, type");
   EXPECT_NE(
       refused(R"({"model": "troupe-tiny", "prompt": "x", "response_format": {"type": "yaml"}})")
           .message.find("'response_format' must be"),
@@ -435,7 +435,7 @@ TEST(OpenAiApi, ResponseFormatAsksForAJsonValue) {
 
 // Chat's tools: rendered by the template (troupe's: a <|tools|> line first); a named
 // tool_choice guides the reply by the function's parameters and returns it as the call's
-// arguments; "auto" parses the calls the reply makes.
+// arguments; "required" guides it as a list of calls; "auto" parses the calls the reply makes.
 TEST(OpenAiApi, ToolsAreRenderedAndCallsComeBackAsToolCalls) {
   const api_limits wide{"troupe-tiny", 256, 16};
   const std::string tools = R"([{"type": "function", "function": {"name": "weather",
@@ -490,6 +490,37 @@ TEST(OpenAiApi, ToolsAreRenderedAndCallsComeBackAsToolCalls) {
   EXPECT_EQ(chunk["delta"]["tool_calls"][0]["function"]["name"], "weather");
   EXPECT_EQ(chunk["finish_reason"], "tool_calls");
 
+  // "required": guided as a list of one or more calls of the tools (vLLM's schema), returned as
+  // tool_calls; a list cut short by max_tokens comes back as content.
+  const auto required = ok(R"({"model": "troupe-tiny", "messages": [{"role": "user", "content":
+      "Hi"}], "tools": )" + tools +
+                               R"(, "tool_choice": "required"})",
+                           true, wide);
+  EXPECT_EQ(required.tool_choice, completion_call::tool_use::required);
+  EXPECT_EQ(
+      required.request.json_schema,
+      R"({"type":"array","minItems":1,"items":{"anyOf":[{"type":"object","properties":{"name":{"const":"weather"},"parameters":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"boolean"}},"required":["zeta"]}},"required":["name","parameters"]}]}})");
+  const auto one = ok(R"({"model": "troupe-tiny", "messages": [{"role": "user", "content":
+      "Hi"}], "tools": )" +
+                          tools + R"(, "tool_choice": "required", "parallel_tool_calls": false})",
+                      true, wide);
+  EXPECT_EQ(nlohmann::json::parse(one.request.json_schema)["maxItems"], 1);
+  const auto listed =
+      chat_reply_of(required, wide,
+                    R"([{"name": "weather", "parameters": {"zeta": "a"}}, )"
+                    R"({"name": "weather", "parameters": {"zeta": "b", "alpha": true}}])",
+                    actor::finish_reason::stop, 5);
+  EXPECT_TRUE(listed.message["content"].is_null());
+  ASSERT_EQ(listed.message["tool_calls"].size(), 2u);
+  EXPECT_EQ(listed.message["tool_calls"][1]["function"]["arguments"],
+            R"({"zeta":"b","alpha":true})");
+  EXPECT_NE(listed.message["tool_calls"][0]["id"], listed.message["tool_calls"][1]["id"]);
+  EXPECT_EQ(listed.finish_reason, "tool_calls");
+  const auto cut =
+      chat_reply_of(required, wide, R"([{"name": "wea)", actor::finish_reason::length, 5);
+  EXPECT_EQ(cut.message["content"], R"([{"name": "wea)");
+  EXPECT_EQ(cut.finish_reason, "length");
+
   // A conversation with tool turns needs a template that has them.
   EXPECT_NE(refused(R"({"model": "troupe-tiny", "messages": [{"role": "assistant", "content":
       "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "weather",
@@ -512,9 +543,9 @@ TEST(OpenAiApi, ToolsAreRenderedAndCallsComeBackAsToolCalls) {
             "'tools'[0].function.name must be 1 to 64 letters, digits, _ or -");
   EXPECT_EQ(message(R"("tools": [{"type": "function", "function": {"name": "f", "x": 1}}])"),
             "unknown field 'tools'[0].function.x");
-  EXPECT_NE(message(R"("tools": )" + tools + R"(, "tool_choice": "required")")
-                .find(R"("required" is not supported yet)"),
-            std::string::npos);
+  EXPECT_EQ(message(R"("tools": )" + tools +
+                    R"(, "tool_choice": "required", "response_format": {"type": "json_object"})"),
+            R"(give 'response_format' or tool_choice "required", not both)");
   EXPECT_EQ(message(R"("tools": )" + tools +
                     R"(, "tool_choice": {"type": "function", "function": {"name": "g"}})"),
             "'tool_choice' names \"g\", which is not in 'tools'");

@@ -134,14 +134,14 @@ out.streamed_call = [streamedCall.index, streamedCall.name,
 const free = await client.chat.completions.create({
   model: "troupe-tiny", messages: [{ role: "user", content: "Lamp" }], max_tokens: 4, tools });
 out.auto_reply = [typeof free.choices[0].message.content, free.choices[0].message.tool_calls ?? null];
-try {
-  await client.chat.completions.create({
-    model: "troupe-tiny", messages: [{ role: "user", content: "Hi" }], tools,
-    tool_choice: "required" });
-} catch (e) {
-  out.unsupported_status = e.status;
-  out.unsupported_message = e.message;
-}
+// "required": a call of the tools, whatever the random model would rather say (one, by
+// parallel_tool_calls: false, so that the list ends).
+const required = await client.chat.completions.create({
+  model: "troupe-tiny", messages: [{ role: "user", content: "Hi" }], tools, max_tokens: 64,
+  tool_choice: "required", parallel_tool_calls: false });
+const first = required.choices[0].message.tool_calls?.[0];
+out.required_call = [required.choices[0].finish_reason, first?.function.name,
+                     typeof JSON.parse(first?.function.arguments ?? "{}").on];
 try {
   await client.completions.create({ model: "nope", prompt: "x" });
 } catch (e) {
