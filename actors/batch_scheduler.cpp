@@ -79,10 +79,45 @@ bool batch_scheduler::plan_chunk(uint64_t id, int& budget, std::vector<batch_chu
     prefix_cache_queries_ += known;
     prefix_cache_hits_ += hit;
   }
-  batch.push_back({id, s.computed, take, s.computed + take == known});
-  budget -= take;
+  const bool samples = s.computed + take == known;
+  const int drafts = samples && take == 1 ? plan_drafts(s, budget - 1) : 0;
+  s.drafts.clear();
+  batch.push_back({id, s.computed, take + drafts, samples, drafts});
+  budget -= take + drafts;
   if (options_.prefix_caching) note_in_flight(s, batch.back());
   return true;
+}
+
+int batch_scheduler::plan_drafts(sequence& s, int budget) {
+  if (s.drafts.empty() || !options_.continuous) return 0;
+  const int known = static_cast<int>(s.tokens.size());
+  const int produced = known - static_cast<int>(s.request.prompt.size());
+  // The step gives one token past the drafts it keeps: room for that one in the context and
+  // max_tokens.
+  const int drafts = std::min({static_cast<int>(s.drafts.size()), budget, options_.ctx - known - 1,
+                               s.request.max_tokens - produced - 1});
+  if (drafts <= 0 || !blocks_.reserve(s.blocks, known + drafts)) return 0;
+  s.checked.assign(1, s.tokens.back());
+  s.checked.insert(s.checked.end(), s.drafts.begin(), s.drafts.begin() + drafts);
+  return drafts;
+}
+
+void batch_scheduler::set_drafts(uint64_t id, std::vector<int32_t> drafts) {
+  auto it = sequences_.find(id);
+  if (it != sequences_.end() && !it->second.ended) it->second.drafts = std::move(drafts);
+}
+
+const int32_t* batch_scheduler::chunk_tokens(const batch_chunk& chunk) const {
+  const sequence& s = sequences_.at(chunk.id);
+  return chunk.drafts > 0 ? s.checked.data() : s.tokens.data() + chunk.first_position;
+}
+
+void batch_scheduler::computed_draft(uint64_t id) {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) return;  // it ended at that token
+  sequence& s = it->second;
+  s.computed = std::min(s.computed + 1, static_cast<int>(s.tokens.size()));
+  cache_computed(s);
 }
 
 const std::vector<uint64_t>& batch_scheduler::hash_blocks(sequence& s) {
@@ -139,6 +174,7 @@ uint64_t batch_scheduler::preempt_newest(std::vector<batch_chunk>& batch) {
   blocks_.release(s.blocks);
   s.computed = 0;  // recomputed from its tokens (or its cached prefix) when readmitted
   s.cached = 0;
+  s.drafts.clear();
   waiting_.push_front(id);
   ++preemptions_;
   std::erase_if(batch, [id](const batch_chunk& c) { return c.id == id; });
@@ -189,7 +225,7 @@ void batch_scheduler::computed(const std::vector<batch_chunk>& batch) {
   for (const auto& c : batch) {
     auto it = sequences_.find(c.id);
     if (it != sequences_.end()) {
-      it->second.computed = std::max(it->second.computed, c.first_position + c.count);
+      it->second.computed = std::max(it->second.computed, c.first_position + c.count - c.drafts);
       cache_computed(it->second);
     }
   }
@@ -328,6 +364,11 @@ const std::vector<int32_t>& batch_scheduler::block_table(uint64_t id) const {
 
 const generation_request& batch_scheduler::request(uint64_t id) const {
   return sequences_.at(id).request;
+}
+
+bool batch_scheduler::generating(uint64_t id) const {
+  const auto it = sequences_.find(id);
+  return it != sequences_.end() && !it->second.ended;
 }
 
 int batch_scheduler::output_size(uint64_t id) const {

@@ -40,12 +40,14 @@ struct scheduler_options {
 
 /// Part of one iteration's batch: positions [first_position, first_position + count) of a
 /// sequence. When `samples`, the chunk ends at the sequence's last token, and the logits after
-/// it give its next token.
+/// it give its next token; the last `drafts` of its positions are then draft tokens past the
+/// last token (speculative decoding), each with logits of its own to check it by.
 struct batch_chunk {
   uint64_t id = 0;
   int first_position = 0;
   int count = 0;
   bool samples = false;
+  int drafts = 0;
 };
 
 /// The continuous-batching scheduler of an inference worker, without CAF or a model (vLLM's
@@ -62,6 +64,10 @@ struct batch_chunk {
 /// hash chain (salted with the weights version) and a sequence admitted (or readmitted) skips
 /// the positions its cached prefix holds; a waiting sequence whose prefix another sequence is
 /// computing in this iteration is admitted at the next, when it can share it.
+///
+/// Speculative decoding: draft tokens given to a decoding sequence (set_drafts) ride along with
+/// its next decode step, as far as the budget, the context, max_tokens and the free blocks let
+/// them; the engine keeps those the model confirms (on_token, then computed_draft for each).
 class batch_scheduler {
  public:
   batch_scheduler(scheduler_options options, kv_block_pool& blocks);
@@ -80,8 +86,17 @@ class batch_scheduler {
   /// The next iteration's batch (empty when nothing can run). A chunk that does not sample is
   /// prefill, or (static batching) the padding row of a sequence that ended.
   [[nodiscard]] std::vector<batch_chunk> schedule();
-  /// The batch ran: its chunks' positions are in the cache.
+  /// The batch ran: its chunks' positions are in the cache (a chunk's draft positions are not,
+  /// until computed_draft confirms them).
   void computed(const std::vector<batch_chunk>& batch);
+  /// Draft tokens for the next decode step of running sequence `id` (speculative decoding;
+  /// dropped if its next chunk is not a decode step). Continuous batching only.
+  void set_drafts(uint64_t id, std::vector<int32_t> drafts);
+  /// The tokens of `chunk` (of this iteration's batch), its drafts included.
+  [[nodiscard]] const int32_t* chunk_tokens(const batch_chunk& chunk) const;
+  /// The last output token of `id` was a draft token that the model confirmed: its position,
+  /// computed with the batch, now holds its key and value.
+  void computed_draft(uint64_t id);
   /// The token sampled after a `samples` chunk of sequence `id`, its log-prob, and the request's
   /// top_logprobs most likely tokens with theirs (empty when it asks for none). The events it
   /// returns: the tokens that can be released, and the end. A request with stream false gets
@@ -94,6 +109,8 @@ class batch_scheduler {
   [[nodiscard]] const std::vector<int32_t>& tokens(uint64_t id) const;
   [[nodiscard]] const std::vector<int32_t>& block_table(uint64_t id) const;
   [[nodiscard]] const generation_request& request(uint64_t id) const;
+  /// Whether `id` is a sequence still generating.
+  [[nodiscard]] bool generating(uint64_t id) const;
   /// How many tokens sequence `id` has produced.
   [[nodiscard]] int output_size(uint64_t id) const;
 
@@ -124,10 +141,15 @@ class batch_scheduler {
     bool ended = false;             // static batching: its row runs on padding until the batch ends
     std::vector<uint64_t> chain;    // prefix caching: the salt, then its full blocks' hashes
     int cached = 0;                 // its blocks registered in the prefix cache
+    std::vector<int32_t> drafts;    // speculative decoding: for its next decode step
+    std::vector<int32_t> checked;   // the batch's chunk: its last token, then the drafts in it
   };
 
   // Adds the next chunk of `id` to `batch` within `budget`; false when it could not get blocks.
   bool plan_chunk(uint64_t id, int& budget, std::vector<batch_chunk>& batch);
+  // How many of the drafts of a sequence whose decode step is planned ride along with it, their
+  // blocks reserved; s.checked holds the chunk's tokens then.
+  int plan_drafts(sequence& s, int budget);
   // s.chain over its full blocks, rehashed when the weights changed since it was hashed.
   const std::vector<uint64_t>& hash_blocks(sequence& s);
   // A sequence with no blocks takes its cached prefix's; returns how many positions it holds.

@@ -33,6 +33,7 @@ inference_engine::inference_engine(const models::gpt_layout& layout,
                                    std::unique_ptr<kernels::cpu::thread_pool> pool,
                                    std::unique_ptr<models::gpt_decoder> decoder, options o)
     : layout_(layout),
+      speculative_(o.speculative),
       pool_(std::move(pool)),
       decoder_(std::move(decoder)),
       blocks_(o.kv_blocks, o.block_size),
@@ -91,37 +92,21 @@ absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
   requests.reserve(batch.size());
   for (const auto& c : batch) {
     const auto& table = scheduler_.block_table(c.id);
-    requests.push_back({scheduler_.tokens(c.id).data() + c.first_position, c.count,
-                        c.first_position, table.data(), static_cast<int>(table.size())});
+    requests.push_back({scheduler_.chunk_tokens(c), c.count, c.first_position, table.data(),
+                        static_cast<int>(table.size()), 1 + c.drafts});
     last_batch_tokens_ += c.count;
   }
   const int vocab = layout_.config().vocab;
-  logits_.resize(batch.size() * vocab);
+  logits_.resize(int64_t{models::logit_rows(requests)} * vocab);
   TROUPE_RETURN_IF_ERROR(decoder_->forward(requests, logits_.data()));
   scheduler_.computed(batch);
+  std::vector<int64_t> first_row(batch.size() + 1, 0);
+  for (size_t i = 0; i < batch.size(); ++i)
+    first_row[i + 1] = first_row[i] + requests[i].logit_rows;
   // The draws are independent (each seeded by its request and output index): on the pool.
   draws_.resize(batch.size());
   kernels::cpu::parallel_for(pool_.get(), static_cast<int64_t>(batch.size()), [&](int64_t i) {
-    const batch_chunk& c = batch[i];
-    if (!c.samples) return;
-    const generation_request& r = scheduler_.request(c.id);
-    float* logits = logits_.data() + i * vocab;
-    if (adjusts_logits(r)) {
-      const std::span<const int32_t> sequence = scheduler_.tokens(c.id);
-      const size_t prompt = r.prompt.size();
-      adjust_logits(logits, vocab, r, sequence.first(prompt), sequence.subspan(prompt));
-    }
-    draw& d = draws_[i];
-    d.dead_end = guided_.guides(c.id) && !guided_.mask(c.id, logits, r.stop_token_ids);
-    d.token = kernels::cpu::sample_token(logits, vocab, {r.temperature, r.top_k, r.top_p}, r.seed,
-                                         scheduler_.output_size(c.id));
-    d.logprob = kernels::cpu::token_log_prob(logits, vocab, r.temperature, d.token);
-    d.top_tokens.resize(r.top_logprobs);
-    d.top_values.resize(r.top_logprobs);
-    if (r.top_logprobs > 0) {
-      kernels::cpu::top_log_probs(logits, vocab, r.temperature, r.top_logprobs, d.top_tokens.data(),
-                                  d.top_values.data());
-    }
+    if (batch[i].samples) draw_tokens(batch[i], logits_.data() + first_row[i] * vocab, draws_[i]);
   });
   std::vector<generation_event> events;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -134,14 +119,80 @@ absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
         events.push_back(std::move(e));
       guided_.forget(c.id);
     } else {
-      for (auto& e : scheduler_.on_token(c.id, d.token, d.logprob, d.top_tokens, d.top_values))
-        events.push_back(std::move(e));
-      if (guided_.guides(c.id)) guide(c.id, d.token, events);
+      const size_t k = d.tokens.empty() ? 0 : d.top_tokens.size() / d.tokens.size();
+      for (size_t j = 0; j < d.tokens.size(); ++j) {
+        for (auto& e : scheduler_.on_token(c.id, d.tokens[j], d.logprobs[j],
+                                           std::span(d.top_tokens).subspan(j * k, k),
+                                           std::span(d.top_values).subspan(j * k, k)))
+          events.push_back(std::move(e));
+        if (static_cast<int>(j) < d.accepted) scheduler_.computed_draft(c.id);
+      }
+      if (guided_.guides(c.id)) guide(c.id, d.tokens.front(), events);
     }
     for (size_t k = first; k < events.size(); ++k)
       events[k].weights_version = weights_version_;
+    if (c.drafts > 0) {
+      ++speculation_.drafts;
+      speculation_.draft_tokens += c.drafts;
+      speculation_.accepted_tokens += d.accepted;
+    }
   }
+  if (speculative_.enabled()) propose_drafts(batch);
   return events;
+}
+
+void inference_engine::draw_tokens(const batch_chunk& c, float* logits, draw& d) {
+  const int vocab = layout_.config().vocab;
+  const generation_request& r = scheduler_.request(c.id);
+  const std::span<const int32_t> sequence = scheduler_.tokens(c.id);
+  const int32_t* drafts = scheduler_.chunk_tokens(c) + 1;
+  const size_t prompt = r.prompt.size();
+  const uint64_t output = scheduler_.output_size(c.id);
+  const kernels::sampling_params params{r.temperature, r.top_k, r.top_p};
+  d.tokens.clear(), d.logprobs.clear(), d.top_tokens.clear(), d.top_values.clear();
+  d.accepted = 0;
+  d.dead_end = false;
+  thread_local std::vector<int32_t> context;  // the sequence and the drafts accepted so far
+  for (int j = 0; j <= c.drafts; ++j) {
+    float* row = logits + int64_t{j} * vocab;
+    if (adjusts_logits(r)) {
+      context.assign(sequence.begin(), sequence.end());
+      context.insert(context.end(), drafts, drafts + j);
+      adjust_logits(row, vocab, r, std::span(context).first(prompt),
+                    std::span(context).subspan(prompt));
+    }
+    int32_t token = 0;
+    bool accepted = false;
+    if (j < c.drafts) {
+      const draft_verdict v = verify_draft_token(row, vocab, params, r.seed, output + j, drafts[j]);
+      token = v.token;
+      accepted = v.accepted;
+    } else {  // no draft here (a plain decode step), or every draft stood: one more token
+      d.dead_end = guided_.guides(c.id) && !guided_.mask(c.id, row, r.stop_token_ids);
+      token = kernels::cpu::sample_token(row, vocab, params, r.seed, output + j);
+    }
+    d.tokens.push_back(token);
+    d.logprobs.push_back(kernels::cpu::token_log_prob(row, vocab, r.temperature, token));
+    if (r.top_logprobs > 0) {
+      const size_t at = d.top_tokens.size();
+      d.top_tokens.resize(at + r.top_logprobs);
+      d.top_values.resize(at + r.top_logprobs);
+      kernels::cpu::top_log_probs(row, vocab, r.temperature, r.top_logprobs,
+                                  d.top_tokens.data() + at, d.top_values.data() + at);
+    }
+    if (!accepted) break;
+    ++d.accepted;
+  }
+}
+
+void inference_engine::propose_drafts(const std::vector<batch_chunk>& batch) {
+  for (const batch_chunk& c : batch) {
+    if (!c.samples || !scheduler_.generating(c.id) || guided_.guides(c.id)) continue;
+    scheduler_.set_drafts(
+        c.id, propose_by_prompt_lookup(scheduler_.tokens(c.id), speculative_.prompt_lookup_min,
+                                       speculative_.prompt_lookup_max,
+                                       speculative_.num_speculative_tokens));
+  }
 }
 
 void inference_engine::guide(uint64_t id, int32_t token, std::vector<generation_event>& events) {

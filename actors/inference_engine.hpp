@@ -5,6 +5,7 @@
 
 #include "actors/batch_scheduler.hpp"
 #include "actors/guided_decoding.hpp"
+#include "actors/speculative_decoding.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 #include "models/gpt/gpt_decoder.hpp"
 
@@ -13,7 +14,9 @@ namespace troupe::actors {
 /// An inference worker's engine, without CAF: the GPT decoder (CPU or CUDA) over a paged KV
 /// cache, driven by the continuous-batching scheduler. Each step() runs one iteration (prefill
 /// chunks and decode steps in one batch through the model), samples each finished chunk's next
-/// token with its request's parameters and seed, and returns the stream events.
+/// token with its request's parameters and seed, and returns the stream events. With speculative
+/// decoding, each decoding sequence's next tokens are guessed by prompt lookup after its step,
+/// and checked in its next step (speculative_decoding.hpp): it may then gain several tokens.
 class inference_engine {
  public:
   struct options {
@@ -30,6 +33,8 @@ class inference_engine {
     std::shared_ptr<const models::quantized_weights> prequantized;
     /// The KV cache's values: f32, or int8 with a scale per position and key/value head.
     models::kv_cache_dtype kv_cache_dtype = models::kv_cache_dtype::f32;
+    /// Speculative decoding with prompt lookup (continuous batching; not for guided requests).
+    speculative_options speculative;
   };
 
   /// `params` is the whole model's flat buffer, laid out by `layout`; both must outlive this.
@@ -57,25 +62,40 @@ class inference_engine {
   /// Tokens and sequences the last step ran through the model.
   [[nodiscard]] int last_batch_tokens() const { return last_batch_tokens_; }
   [[nodiscard]] int last_batch_sequences() const { return last_batch_sequences_; }
+  /// Speculative decoding's counters (vLLM's spec_decode_num_drafts, _num_draft_tokens and
+  /// _num_accepted_tokens): decode steps that checked drafts, the draft tokens checked, and
+  /// those accepted.
+  struct speculation_counts {
+    uint64_t drafts = 0, draft_tokens = 0, accepted_tokens = 0;
+  };
+  [[nodiscard]] const speculation_counts& speculation() const { return speculation_; }
 
  private:
   inference_engine(const models::gpt_layout& layout,
                    std::unique_ptr<kernels::cpu::thread_pool> pool,
                    std::unique_ptr<models::gpt_decoder> decoder, options o);
 
-  // The draw after one sampling chunk: its token, log-prob and top alternatives.
+  // The draws after one sampling chunk: the tokens it gives (its accepted drafts, then one drawn
+  // token), their log-probs and top alternatives.
   struct draw {
-    int32_t token = 0;
-    float logprob = 0;
+    std::vector<int32_t> tokens;
+    std::vector<float> logprobs;
     std::vector<int32_t> top_tokens;
     std::vector<float> top_values;
+    int accepted = 0;       // drafts among the tokens
     bool dead_end = false;  // a guided request that no token can continue
   };
+
+  // The tokens chunk `c` gives, from its logit rows `logits` [1 + c.drafts, vocab].
+  void draw_tokens(const batch_chunk& c, float* logits, draw& d);
+  // Guesses the next tokens of the sequences of `batch` that go on decoding (prompt lookup).
+  void propose_drafts(const std::vector<batch_chunk>& batch);
 
   // Moves a guided request past its drawn token; ends its output when the value is whole.
   void guide(uint64_t id, int32_t token, std::vector<generation_event>& events);
 
   const models::gpt_layout& layout_;
+  speculative_options speculative_;
   std::unique_ptr<kernels::cpu::thread_pool> pool_;  // null with one thread; before the decoder
   std::unique_ptr<models::gpt_decoder> decoder_;
   kv_block_pool blocks_;
@@ -86,6 +106,7 @@ class inference_engine {
   uint64_t weights_version_ = 0;
   int last_batch_tokens_ = 0;
   int last_batch_sequences_ = 0;
+  speculation_counts speculation_;
 };
 
 }  // namespace troupe::actors

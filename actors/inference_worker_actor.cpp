@@ -54,6 +54,7 @@ struct worker_state {
   int live = -1;  // the one of `weights` the engine runs on; -1: the model it was spawned with
   // The scheduler's prefix-cache counters at the last report (a report carries the change).
   uint64_t prefix_queries_reported = 0, prefix_hits_reported = 0;
+  inference_engine::speculation_counts speculation_reported;
   std::optional<pending_swap> swap;
   std::deque<held_request> held;
 };
@@ -80,6 +81,14 @@ void answer_poll(worker_self self) {
   st.report.prefix_cache_hits =
       static_cast<int32_t>(scheduler.prefix_cache_hits() -
                            std::exchange(st.prefix_hits_reported, scheduler.prefix_cache_hits()));
+  const inference_engine::speculation_counts& spec = st.engine->speculation();
+  inference_engine::speculation_counts& reported = st.speculation_reported;
+  st.report.spec_decode_drafts =
+      static_cast<int32_t>(spec.drafts - std::exchange(reported.drafts, spec.drafts));
+  st.report.spec_decode_draft_tokens = static_cast<int32_t>(
+      spec.draft_tokens - std::exchange(reported.draft_tokens, spec.draft_tokens));
+  st.report.spec_decode_accepted_tokens = static_cast<int32_t>(
+      spec.accepted_tokens - std::exchange(reported.accepted_tokens, spec.accepted_tokens));
   st.poll.deliver(std::exchange(st.report, {}));
 }
 

@@ -50,6 +50,10 @@ int main(int argc, char** argv) {
                    "Weight-only quantization of the block weights on the CPU: int8 or int4 "
                    "(serve.engine.quantization)")
       ->check(CLI::IsMember({"none", "int8", "int4"}));
+  serve_cmd->add_option("--speculative-config", serve.speculative_config,
+                        "Speculative decoding, as vLLM's flag: a JSON object such as "
+                        "'{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
+                        "\"prompt_lookup_max\": 4}' (serve.engine.speculative_config)");
   serve_cmd->add_option("--set", serve.overrides,
                         "Override a setting of the config it runs: key.path=value");
   serve_cmd->add_option("--run-dir", serve.run_dir,

@@ -37,6 +37,13 @@ namespace cpu {
 /// in token order.
 int sample_token(const float* logits, int vocab, const sampling_params& p, uint64_t seed,
                  uint64_t counter);
+/// The distribution sample_token draws from, unnormalized: each candidate's weight
+/// exp((logit - max) / temperature), 0 for the tokens top-k and top-p cut, into weights[vocab];
+/// at temperature 0, 1 for the first most likely token and 0 elsewhere.
+void sampling_weights(const float* logits, int vocab, const sampling_params& p, float* weights);
+/// The token at fraction `u` in [0, 1) of weights[vocab]'s mass, walked in token order (weights
+/// need not sum to 1; at least one is positive).
+int draw_token(const float* weights, int vocab, float u);
 /// log softmax(logits / temperature)[token] over the whole vocabulary (temperature 1 when it is
 /// 0, greedy), computed as the training forward's cross-entropy does.
 float token_log_prob(const float* logits, int vocab, float temperature, int token);

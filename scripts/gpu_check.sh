@@ -9,7 +9,8 @@
 #                                  its CPU reference, RMSNorm/RoPE/SwiGLU and grouped-query
 #                                  attention (training and paged decode) included;
 #                                  cuda_models_test: the CUDA decoder against the CPU one for
-#                                  GPT-2 and the Llama family; nccl_test: an aborted group
+#                                  GPT-2 and the Llama family, a chunk's logit rows after each
+#                                  token included (speculative decoding's check); nccl_test: an aborted group
 #                                  rebuilt at the next epoch; three rank processes sharing the GPU, the last killed or
 #                                  stopped, the survivors aborting and regrouping; with 2+ GPUs
 #                                  the same in threads;

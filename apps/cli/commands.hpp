@@ -66,6 +66,8 @@ struct serve_args {
   std::optional<std::string> served_model_name;  ///< default: MODEL_DIR as given
   int workers = 1;                               ///< inference worker processes
   std::optional<std::string> quantization;       ///< serve.engine.quantization
+  /// vLLM's --speculative-config: a JSON object, serve.engine.speculative_config.
+  std::optional<std::string> speculative_config;
   std::optional<std::string> run_dir;
   std::vector<std::string> overrides;
   std::vector<std::string> plugin_dirs;

@@ -9,14 +9,15 @@
 namespace troupe::cli {
 namespace {
 
-// The config `troupe serve` runs.
-std::string serve_config_text(const serve_args& args) {
+// The config `troupe serve` runs; `speculative` is --speculative-config's object.
+std::string serve_config_text(const serve_args& args, const nlohmann::json& speculative) {
   nlohmann::json model = {{"path", std::filesystem::absolute(args.model).string()}};
   if (args.max_model_len) model["ctx"] = *args.max_model_len;
   nlohmann::json serve = {{"host", args.host},
                           {"port", args.port},
                           {"model_name", args.served_model_name.value_or(args.model)}};
-  if (args.quantization) serve["engine"] = {{"quantization", *args.quantization}};
+  if (args.quantization) serve["engine"]["quantization"] = *args.quantization;
+  if (!speculative.is_null()) serve["engine"]["speculative_config"] = speculative;
   const nlohmann::json config = {
       {"app", "serve"},
       // One worker process per engine; `troupe worker --join` adds more while it runs.
@@ -32,7 +33,16 @@ std::string serve_config_text(const serve_args& args) {
 }  // namespace
 
 int serve_command(const serve_args& args) {
-  // The directory first, so that what is wrong is said in its own terms, not the config's.
+  nlohmann::json speculative;
+  if (args.speculative_config) {
+    speculative = nlohmann::json::parse(*args.speculative_config, nullptr, false);
+    if (!speculative.is_object()) {
+      return fail("troupe serve", exit_usage_error,
+                  "--speculative-config is not a JSON object; give one such as "
+                  "'{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'");
+    }
+  }
+  // The directory before the config, so that what is wrong is said in its own terms.
   config::model_spec model;
   model.path = args.model;
   model.ctx = args.max_model_len;
@@ -41,7 +51,7 @@ int serve_command(const serve_args& args) {
   }
   launch_args launch;
   launch.config = "troupe serve " + args.model;
-  launch.config_text = serve_config_text(args);
+  launch.config_text = serve_config_text(args, speculative);
   launch.overrides = args.overrides;
   launch.plugin_dirs = args.plugin_dirs;
   launch.run_dir = args.run_dir;

@@ -36,7 +36,16 @@ serve_metrics::serve_metrics(metrics::registry& registry)
           "Prompt tokens looked up in the workers' prefix caches (vLLM's prefix_cache_queries).")),
       prefix_cache_hits_(registry_.get_counter(
           "troupe_serve_prefix_cache_hits_total",
-          "Prompt tokens found in the workers' prefix caches (vLLM's prefix_cache_hits).")) {}
+          "Prompt tokens found in the workers' prefix caches (vLLM's prefix_cache_hits).")),
+      spec_drafts_(registry_.get_counter(
+          "troupe_serve_spec_decode_num_drafts_total",
+          "Decode steps that checked draft tokens (vLLM's spec_decode_num_drafts).")),
+      spec_draft_tokens_(
+          registry_.get_counter("troupe_serve_spec_decode_num_draft_tokens_total",
+                                "Draft tokens checked (vLLM's spec_decode_num_draft_tokens).")),
+      spec_accepted_tokens_(registry_.get_counter(
+          "troupe_serve_spec_decode_num_accepted_tokens_total",
+          "Draft tokens the model accepted (vLLM's spec_decode_num_accepted_tokens).")) {}
 
 void serve_metrics::autoscale_state(int target, size_t draining) {
   registry_
@@ -86,6 +95,9 @@ void serve_metrics::worker_state(const std::string& worker, const actor::worker_
     batch_size_.observe(n);
   prefix_cache_queries_.inc(report.prefix_cache_queries);
   prefix_cache_hits_.inc(report.prefix_cache_hits);
+  spec_drafts_.inc(report.spec_decode_drafts);
+  spec_draft_tokens_.inc(report.spec_decode_draft_tokens);
+  spec_accepted_tokens_.inc(report.spec_decode_accepted_tokens);
   std::lock_guard lock(mu_);
   actor::worker_report& kept = workers_state_[worker];
   kept.kv_blocks_used = report.kv_blocks_used;

@@ -13,8 +13,8 @@ namespace troupe::apps {
 /// too) and exported with the rest of it at the serving API's GET /metrics: responses by HTTP
 /// status, time to first token and inter-token latency (measured where the router hands tokens
 /// to the HTTP threads), queue depth, requests in flight and dispatched to each worker, and the
-/// workers' KV blocks in use, batch sizes and prefix-cache queries and hits (vLLM's, in prompt
-/// tokens; from their poll reports). Updated from the router and the HTTP threads.
+/// workers' KV blocks in use, batch sizes, prefix-cache queries and hits (vLLM's, in prompt
+/// tokens) and speculative decoding's drafts (from their poll reports). Updated from the router and the HTTP threads.
 class serve_metrics {
  public:
   explicit serve_metrics(metrics::registry& registry);
@@ -45,6 +45,7 @@ class serve_metrics {
   metrics::gauge &queue_depth_, &in_flight_, &workers_;
   metrics::gauge &kv_blocks_used_, &kv_blocks_total_, &running_;
   metrics::counter &replays_, &prefix_cache_queries_, &prefix_cache_hits_;
+  metrics::counter &spec_drafts_, &spec_draft_tokens_, &spec_accepted_tokens_;
   std::mutex mu_;
   std::map<std::string, actor::worker_report> workers_state_;  // without events
 };

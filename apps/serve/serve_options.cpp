@@ -14,6 +14,34 @@
 namespace troupe::apps {
 namespace {
 
+config::object_schema<speculative_spec> speculative_schema() {
+  config::object_schema<speculative_spec> s;
+  s.add("method", &speculative_spec::method)
+      .one_of({"ngram"})
+      .help(
+          "ngram: prompt lookup, draft tokens copied from where the sequence's end occurred "
+          "before in it");
+  s.add("num_speculative_tokens", &speculative_spec::num_speculative_tokens)
+      .range(0, 64)
+      .help("draft tokens a sequence's decode step checks at most; 0: no speculation");
+  s.add("prompt_lookup_min", &speculative_spec::prompt_lookup_min)
+      .range(0, 1024)
+      .help("the shortest n-gram looked up; 0: prompt_lookup_max, or 5 when both are 0");
+  s.add("prompt_lookup_max", &speculative_spec::prompt_lookup_max)
+      .range(0, 1024)
+      .help("the longest n-gram looked up; 0: prompt_lookup_min, or 5 when both are 0");
+  s.check([](const speculative_spec& x) -> std::optional<std::string> {
+    if (x.prompt_lookup_min > 0 && x.prompt_lookup_max > 0 &&
+        x.prompt_lookup_min > x.prompt_lookup_max) {
+      return absl::StrCat("prompt_lookup_min (", x.prompt_lookup_min,
+                          ") is over prompt_lookup_max (", x.prompt_lookup_max,
+                          "); lower it or raise prompt_lookup_max");
+    }
+    return std::nullopt;
+  });
+  return s;
+}
+
 config::object_schema<engine_spec> engine_schema() {
   config::object_schema<engine_spec> s;
   s.add("batching", &engine_spec::batching)
@@ -55,6 +83,18 @@ config::object_schema<engine_spec> engine_schema() {
       .help(
           "the KV cache's values: auto (f32 on the CPU, bf16 on CUDA) or int8 with a scale per "
           "position and key/value head (the CPU decoder; a quarter of the memory)");
+  s.add("speculative_config", &engine_spec::speculative_config, speculative_schema())
+      .help(
+          "speculative decoding (vLLM's speculative_config): draft tokens checked in one "
+          "forward pass; greedy output unchanged, sampled output distributed as without");
+  s.check([](const engine_spec& e) -> std::optional<std::string> {
+    if (e.speculative_config.num_speculative_tokens > 0 && e.batching != "continuous") {
+      return "speculative_config.num_speculative_tokens needs batching: continuous (a static "
+             "batch decodes one token per sequence a step); set it to 0 or batching to "
+             "continuous";
+    }
+    return std::nullopt;
+  });
   return s;
 }
 
@@ -202,6 +242,16 @@ actors::inference_engine::options engine_options(const actors::served_model& mod
   o.threads = options.engine.threads;
   o.prequantized = model.prequantized;
   if (options.engine.kv_cache_dtype == "int8") o.kv_cache_dtype = models::kv_cache_dtype::int8;
+  const speculative_spec& spec = options.engine.speculative_config;
+  o.speculative.num_speculative_tokens = spec.num_speculative_tokens;
+  // vLLM's defaults: one bound given stands for both; neither, 5.
+  const int either = spec.prompt_lookup_min > 0 ? spec.prompt_lookup_min : spec.prompt_lookup_max;
+  o.speculative.prompt_lookup_min = spec.prompt_lookup_min > 0 ? spec.prompt_lookup_min
+                                    : either > 0               ? either
+                                                               : 5;
+  o.speculative.prompt_lookup_max = spec.prompt_lookup_max > 0 ? spec.prompt_lookup_max
+                                    : either > 0               ? either
+                                                               : 5;
   if (options.engine.device == "cuda") {
     o.device = 0;
   } else if (options.engine.device == "auto") {

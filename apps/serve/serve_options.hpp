@@ -16,6 +16,14 @@ struct app_plan;
 
 namespace troupe::apps {
 
+/// `serve.engine.speculative_config` (vLLM's keys): speculative decoding by prompt lookup.
+struct speculative_spec {
+  std::string method = "ngram";
+  int num_speculative_tokens = 0;  ///< 0: off
+  int prompt_lookup_min = 0;       ///< 0: prompt_lookup_max's, or 5 (vLLM's defaults)
+  int prompt_lookup_max = 0;       ///< 0: prompt_lookup_min's, or 5
+};
+
 /// `serve.engine`: each inference worker's batching, KV cache and device.
 struct engine_spec {
   std::string batching = "continuous";  ///< or "static" (the baseline)
@@ -29,6 +37,7 @@ struct engine_spec {
   std::string quantization = "none";    ///< weight-only: "none", "int8" or "int4"
   int quantization_group_size = 0;      ///< inputs per scale; 0: int8 per channel, int4 128
   std::string kv_cache_dtype = "auto";  ///< "auto" (f32 on the CPU, bf16 on CUDA) or "int8"
+  speculative_spec speculative_config;
 };
 
 /// `serve.tls`: HTTPS with this PEM certificate chain and private key (both, or neither).

@@ -20,15 +20,13 @@ float seeded_uniform(uint64_t seed, uint64_t counter) {
 
 namespace cpu {
 
-int sample_token(const float* logits, int vocab, const sampling_params& p, uint64_t seed,
-                 uint64_t counter) {
-  if (p.temperature <= 0.0f) {
-    return static_cast<int>(std::max_element(logits, logits + vocab) - logits);
+void sampling_weights(const float* logits, int vocab, const sampling_params& p, float* weights) {
+  if (p.temperature <= 0.0f) {  // greedy: all the mass on the first most likely token
+    std::fill(weights, weights + vocab, 0.0f);
+    weights[std::max_element(logits, logits + vocab) - logits] = 1.0f;
+    return;
   }
-  // Every token's weight exp((z - max) / T); a cut-off token's becomes 0. The draw walks the
-  // tokens in id order (as the CUDA sampler does), so no sort is needed without a cut.
-  thread_local std::vector<float> weights;
-  weights.resize(vocab);
+  // Every token's weight exp((z - max) / T); a cut-off token's becomes 0.
   const float max = *std::max_element(logits, logits + vocab);
   for (int i = 0; i < vocab; ++i) {  // vectorized: fast_exp, not the library's exp
     const float x = (logits[i] - max) / p.temperature;
@@ -62,8 +60,12 @@ int sample_token(const float* logits, int vocab, const sampling_params& p, uint6
     for (int i = keep; i < vocab; ++i)
       weights[ids[i]] = 0.0f;
   }
-  const double sum = std::accumulate(weights.begin(), weights.end(), 0.0);
-  const double target = seeded_uniform(seed, counter) * sum;
+}
+
+int draw_token(const float* weights, int vocab, float u) {
+  // Walks the tokens in id order (as the CUDA sampler does), so no sort is needed.
+  const double sum = std::accumulate(weights, weights + vocab, 0.0);
+  const double target = u * sum;
   double acc = 0.0;
   int last = 0;
   for (int i = 0; i < vocab; ++i) {
@@ -73,6 +75,17 @@ int sample_token(const float* logits, int vocab, const sampling_params& p, uint6
     if (target < acc) break;
   }
   return last;
+}
+
+int sample_token(const float* logits, int vocab, const sampling_params& p, uint64_t seed,
+                 uint64_t counter) {
+  if (p.temperature <= 0.0f) {
+    return static_cast<int>(std::max_element(logits, logits + vocab) - logits);
+  }
+  thread_local std::vector<float> weights;
+  weights.resize(vocab);
+  sampling_weights(logits, vocab, p, weights.data());
+  return draw_token(weights.data(), vocab, seeded_uniform(seed, counter));
 }
 
 float token_log_prob(const float* logits, int vocab, float temperature, int token) {

@@ -129,7 +129,8 @@ absl::Status gpt_cpu_decoder::forward(std::span<const decode_request> requests, 
   k::parallel_for(pool_, static_cast<int64_t>(bounds.size()) - 1, [&](int64_t g) {
     const size_t first = bounds[g], last = bounds[g + 1];
     if (first == last) return;
-    forward_group(requests.subspan(first, last - first), logits + first * vocab, scratch_[g]);
+    const int64_t row = logit_rows(requests.first(first));
+    forward_group(requests.subspan(first, last - first), logits + row * vocab, scratch_[g]);
   });
   return absl::OkStatus();
 }
@@ -160,12 +161,14 @@ void gpt_cpu_decoder::forward_group(std::span<const decode_request> requests, fl
   }
   for (int l = 0; l < c.layers; ++l)
     (this->*block_)(requests, l, N, s);
-  // Only each request's last row goes through the head.
-  const int R = static_cast<int>(requests.size());
-  int row = 0;
-  for (int i = 0; i < R; ++i) {
-    row += requests[i].count;
-    std::memcpy(s.last.data() + int64_t{i} * C, x + int64_t{row - 1} * C, C * sizeof(float));
+  // Only each request's last logit_rows rows go through the head.
+  const int R = logit_rows(requests);
+  int row = 0, out = 0;
+  for (const auto& r : requests) {
+    row += r.count;
+    std::memcpy(s.last.data() + int64_t{out} * C, x + int64_t{row - r.logit_rows} * C,
+                int64_t{r.logit_rows} * C * sizeof(float));
+    out += r.logit_rows;
   }
   if (gpt2) {
     k::layernorm_forward(s.ln.data(), s.tmp.data(), s.tmp.data() + R, s.last.data(),

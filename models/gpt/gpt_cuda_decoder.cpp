@@ -91,7 +91,7 @@ class gpt_cuda_decoder final : public gpt_decoder {
     TROUPE_RETURN_IF_ERROR(
         validate_decode_batch(c, cache_blocks_, kv_.block_size, max_tokens_, requests));
     TROUPE_ASSIGN_OR_RETURN(const batch b, upload_batch(requests));
-    const int C = c.dim, R = static_cast<int>(requests.size()), N = b.rows;
+    const int C = c.dim, R = logit_rows(requests), N = b.rows;
     const bf16* w = weights_.data<bf16>();
     bf16* x = x_.data<bf16>();
     const bool gpt2 = c.family == decoder_family::gpt2;
@@ -105,13 +105,16 @@ class gpt_cuda_decoder final : public gpt_decoder {
     }
     for (int l = 0; l < c.layers; ++l)
       TROUPE_RETURN_IF_ERROR(gpt2 ? gpt2_block(b, l) : llama_block(b, l));
-    // Only each request's last row goes through the head.
-    int row = 0;
-    for (int i = 0; i < R; ++i) {
-      row += requests[i].count;
-      TROUPE_ASSIGN_OR_RETURN(tensor::tensor from, x_.narrow(0, int64_t{row - 1} * C, C));
-      TROUPE_ASSIGN_OR_RETURN(tensor::tensor to, last_.narrow(0, int64_t{i} * C, C));
+    // Only each request's last logit_rows rows go through the head.
+    int row = 0, out = 0;
+    for (const auto& r : requests) {
+      row += r.count;
+      const int64_t n = int64_t{r.logit_rows} * C;
+      TROUPE_ASSIGN_OR_RETURN(tensor::tensor from,
+                              x_.narrow(0, int64_t{row - r.logit_rows} * C, n));
+      TROUPE_ASSIGN_OR_RETURN(tensor::tensor to, last_.narrow(0, int64_t{out} * C, n));
       TROUPE_RETURN_IF_ERROR(tensor::copy(to, from));
+      out += r.logit_rows;
     }
     bf16* ln = ln_.data<bf16>();
     if (gpt2) {

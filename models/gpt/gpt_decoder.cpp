@@ -7,6 +7,13 @@
 
 namespace troupe::models {
 
+int logit_rows(std::span<const decode_request> requests) {
+  int rows = 0;
+  for (const auto& r : requests)
+    rows += r.logit_rows;
+  return rows;
+}
+
 absl::Status validate_decode_batch(const gpt_config& c, int cache_blocks, int block_size,
                                    int max_tokens, std::span<const decode_request> requests) {
   int total = 0;
@@ -18,6 +25,11 @@ absl::Status validate_decode_batch(const gpt_config& c, int cache_blocks, int bl
       return absl::InvalidArgumentError(
           absl::StrCat("decode request ", i, ": positions [", r.first_position, ", ", end,
                        ") must be non-empty and inside the model's context of ", c.ctx));
+    }
+    if (r.logit_rows < 1 || r.logit_rows > r.count) {
+      return absl::InvalidArgumentError(absl::StrCat("decode request ", i, ": logit_rows is ",
+                                                     r.logit_rows, "; it must be in [1, ", r.count,
+                                                     "], its new tokens"));
     }
     if (r.table_size < needed) {
       return absl::InvalidArgumentError(

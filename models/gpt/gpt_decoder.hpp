@@ -20,7 +20,13 @@ struct decode_request {
   int first_position = 0;
   const int32_t* block_table = nullptr;
   int table_size = 0;
+  /// Logit rows wanted: after each of the last `logit_rows` new tokens (more than one when
+  /// speculative decoding checks draft tokens).
+  int logit_rows = 1;
 };
+
+/// The logit rows a batch produces: the sum of its requests' logit_rows.
+[[nodiscard]] int logit_rows(std::span<const decode_request> requests);
 
 /// Incremental decoding of a whole GPT over its own paged KV cache (per layer, a key pool and a
 /// value pool of `cache_blocks` blocks of `block_size` positions; which blocks a sequence owns
@@ -31,7 +37,8 @@ class gpt_decoder {
   virtual ~gpt_decoder() = default;
 
   /// Appends the new tokens' keys and values to the cache and writes the logits after each
-  /// request's last new token to `logits` [requests, vocab] (host memory). Requests that overrun
+  /// request's last `logit_rows` new tokens to `logits` [logit_rows(requests), vocab] (host
+  /// memory), request after request. Requests that overrun
   /// the context, their block table or the cache are INVALID_ARGUMENT, before anything is
   /// written.
   [[nodiscard]] virtual absl::Status forward(std::span<const decode_request> requests,

@@ -324,6 +324,11 @@ struct worker_report {
   /// Prompt tokens looked up in the prefix cache since the last poll, and those found there.
   int32_t prefix_cache_queries = 0;
   int32_t prefix_cache_hits = 0;
+  /// Speculative decoding since the last poll (vLLM's spec_decode counters): decode steps that
+  /// checked draft tokens, the draft tokens checked, and those accepted.
+  int32_t spec_decode_drafts = 0;
+  int32_t spec_decode_draft_tokens = 0;
+  int32_t spec_decode_accepted_tokens = 0;
   /// Sequences in each iteration since the last poll, oldest first (the latest 256 at most).
   std::vector<int32_t> batch_sizes;
 };

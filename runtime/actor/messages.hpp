@@ -127,7 +127,8 @@ typename Inspector::result_type inspect(Inspector& f, generation_event& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_report& x) {
   return f(caf::meta::type_name("worker_report"), x.events, x.kv_blocks_used, x.kv_blocks_total,
-           x.waiting, x.running, x.prefix_cache_queries, x.prefix_cache_hits, x.batch_sizes);
+           x.waiting, x.running, x.prefix_cache_queries, x.prefix_cache_hits, x.spec_decode_drafts,
+           x.spec_decode_draft_tokens, x.spec_decode_accepted_tokens, x.batch_sizes);
 }
 
 template <class Inspector>

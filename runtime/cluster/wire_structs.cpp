@@ -233,7 +233,10 @@ constexpr std::pair<const char*, int32_t actor::worker_report::*> report_counts[
     {"waiting", &actor::worker_report::waiting},
     {"running", &actor::worker_report::running},
     {"prefix_cache_queries", &actor::worker_report::prefix_cache_queries},
-    {"prefix_cache_hits", &actor::worker_report::prefix_cache_hits}};
+    {"prefix_cache_hits", &actor::worker_report::prefix_cache_hits},
+    {"spec_decode_drafts", &actor::worker_report::spec_decode_drafts},
+    {"spec_decode_draft_tokens", &actor::worker_report::spec_decode_draft_tokens},
+    {"spec_decode_accepted_tokens", &actor::worker_report::spec_decode_accepted_tokens}};
 
 }  // namespace
 

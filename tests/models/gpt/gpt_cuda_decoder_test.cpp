@@ -119,13 +119,45 @@ TEST_P(CudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
   EXPECT_EQ((*cuda)->forward(bad, got.data()).code(), absl::StatusCode::kInvalidArgument);
 }
 
-// set_weights uploads new weights: the decoder then computes what a fresh one on them does (the
-// RL rollout's weight swap).
+// Speculative decoding's check on CUDA: logit rows after each of a chunk's last logit_rows
+// tokens, rows of two requests one after another, each within 10% of that row's largest logit
+// of the CPU decoder's (as above).
+TEST_P(CudaDecoder, LogitRowsAfterEachOfAChunksLastTokensFollowTheCpu) {
+  auto devices = tensor::cuda_devices();
+  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
+  const gpt_config& config = GetParam();
+  gpt_layout layout(config, layer_range::all(config));
+  std::vector<float> params(layout.total());
+  layout.initialize(params.data(), 9);
+  for (float& p : params)
+    p = static_cast<float>(tensor::bf16(p));
+  auto cuda = make_gpt_cuda_decoder(layout, params.data(), 32, 16, 4, 0);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  gpt_cpu_decoder cpu(layout, params.data(), 32, 16, 4);
+  const std::vector<int32_t> a = {3, 17, 5, 22, 9, 1, 30, 12}, b = {7, 7, 2, 35, 11};
+  const std::vector<int32_t> table_a = {9, 0}, table_b = {1, 6};
+  const std::vector<decode_request> batch = {{a.data(), 8, 0, table_a.data(), 2, 8},
+                                             {b.data(), 5, 0, table_b.data(), 2, 3}};
+  std::vector<float> want(11 * config.vocab), got(11 * config.vocab);
+  ASSERT_TRUE(cpu.forward(batch, want.data()).ok());
+  ASSERT_TRUE((*cuda)->forward(batch, got.data()).ok());
+  for (int row = 0; row < 11; ++row) {
+    const float* p = want.data() + int64_t{row} * config.vocab;
+    const float* q = got.data() + int64_t{row} * config.vocab;
+    const float largest = std::abs(*std::max_element(
+        p, p + config.vocab, [](float x, float y) { return std::abs(x) < std::abs(y); }));
+    for (int v = 0; v < config.vocab; ++v)
+      ASSERT_NEAR(q[v], p[v], 0.1f * largest) << "row " << row << " token " << v;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, CudaDecoder, ::testing::Values(gpt2_config, llama_config()),
                          [](const auto& info) {
                            return info.param.family == decoder_family::gpt2 ? "Gpt2" : "Llama";
                          });
 
+// set_weights uploads new weights: the decoder then computes what a fresh one on them does (the
+// RL rollout's weight swap).
 TEST(GptCudaDecoder, NewWeightsReplaceTheOldOnes) {
   auto devices = tensor::cuda_devices();
   if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";

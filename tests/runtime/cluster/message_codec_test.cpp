@@ -249,6 +249,9 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
                               5,
                               96,
                               48,
+                              7,
+                              20,
+                              13,
                               {5, 4}};
   m = round_trip(caf::make_message(report));
   const auto& back_report = m.get_as<actor::worker_report>(0);
@@ -258,6 +261,9 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   EXPECT_EQ(back_report.running, 5);
   EXPECT_EQ(back_report.prefix_cache_queries, 96);
   EXPECT_EQ(back_report.prefix_cache_hits, 48);
+  EXPECT_EQ(back_report.spec_decode_drafts, 7);
+  EXPECT_EQ(back_report.spec_decode_draft_tokens, 20);
+  EXPECT_EQ(back_report.spec_decode_accepted_tokens, 13);
   EXPECT_EQ(back_report.batch_sizes, (std::vector<int32_t>{5, 4}));
   const auto& got = back_report.events;
   ASSERT_EQ(got.size(), 2u);
