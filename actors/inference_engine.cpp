@@ -25,17 +25,26 @@ absl::StatusOr<std::unique_ptr<inference_engine>> inference_engine::create(
       auto decoder, models::make_gpt_decoder(layout, params, o.scheduler.max_batch_tokens,
                                              o.kv_blocks, o.block_size, o.device, pool.get(),
                                              {o.quantization, o.prequantized, o.kv_cache_dtype}));
+  std::unique_ptr<draft_model_proposer> drafter;
+  if (o.speculative.enabled() && o.draft_layout != nullptr) {
+    TROUPE_ASSIGN_OR_RETURN(
+        drafter, draft_model_proposer::create(*o.draft_layout, o.draft_params,
+                                              layout.config().vocab, o.scheduler.max_batch_tokens,
+                                              o.kv_blocks, o.block_size, o.device, pool.get()));
+  }
   return std::unique_ptr<inference_engine>(
-      new inference_engine(layout, std::move(pool), std::move(decoder), o));
+      new inference_engine(layout, std::move(pool), std::move(decoder), std::move(drafter), o));
 }
 
 inference_engine::inference_engine(const models::gpt_layout& layout,
                                    std::unique_ptr<kernels::cpu::thread_pool> pool,
-                                   std::unique_ptr<models::gpt_decoder> decoder, options o)
+                                   std::unique_ptr<models::gpt_decoder> decoder,
+                                   std::unique_ptr<draft_model_proposer> drafter, options o)
     : layout_(layout),
       speculative_(o.speculative),
       pool_(std::move(pool)),
       decoder_(std::move(decoder)),
+      drafter_(std::move(drafter)),
       blocks_(o.kv_blocks, o.block_size),
       scheduler_(o.scheduler, blocks_),
       guided_(o.scheduler.token_text, layout.config().vocab) {}
@@ -68,7 +77,17 @@ std::vector<generation_event> inference_engine::cancel(uint64_t id) {
   std::vector<generation_event> events = scheduler_.cancel(id);
   for (auto& e : events)
     e.weights_version = weights_version_;
+  forget_ended(events);
   return events;
+}
+
+void inference_engine::forget_ended(const std::vector<generation_event>& events) {
+  if (!speculative_.enabled()) return;
+  for (const auto& e : events) {
+    if (!e.finished) continue;
+    draft_probs_.erase(e.id);
+    if (drafter_ != nullptr) drafter_->forget(e.id);
+  }
 }
 
 absl::Status inference_engine::swap_weights(const float* params, uint64_t version) {
@@ -137,7 +156,8 @@ absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
       speculation_.accepted_tokens += d.accepted;
     }
   }
-  if (speculative_.enabled()) propose_drafts(batch);
+  forget_ended(events);
+  if (speculative_.enabled()) TROUPE_RETURN_IF_ERROR(propose_drafts(batch));
   return events;
 }
 
@@ -164,7 +184,12 @@ void inference_engine::draw_tokens(const batch_chunk& c, float* logits, draw& d)
     int32_t token = 0;
     bool accepted = false;
     if (j < c.drafts) {
-      const draft_verdict v = verify_draft_token(row, vocab, params, r.seed, output + j, drafts[j]);
+      const auto probs = draft_probs_.find(c.id);  // a draft model's q; none: prompt lookup's
+      const float* q = probs == draft_probs_.end() || probs->second.empty()
+                           ? nullptr
+                           : probs->second.data() + int64_t{j} * vocab;
+      const draft_verdict v =
+          verify_draft_token(row, vocab, params, r.seed, output + j, drafts[j], q);
       token = v.token;
       accepted = v.accepted;
     } else {  // no draft here (a plain decode step), or every draft stood: one more token
@@ -185,14 +210,26 @@ void inference_engine::draw_tokens(const batch_chunk& c, float* logits, draw& d)
   }
 }
 
-void inference_engine::propose_drafts(const std::vector<batch_chunk>& batch) {
+absl::Status inference_engine::propose_drafts(const std::vector<batch_chunk>& batch) {
+  std::vector<draft_model_proposer::sequence> going_on;
   for (const batch_chunk& c : batch) {
     if (!c.samples || !scheduler_.generating(c.id) || guided_.guides(c.id)) continue;
-    scheduler_.set_drafts(
-        c.id, propose_by_prompt_lookup(scheduler_.tokens(c.id), speculative_.prompt_lookup_min,
-                                       speculative_.prompt_lookup_max,
-                                       speculative_.num_speculative_tokens));
+    going_on.push_back({c.id, scheduler_.tokens(c.id), &scheduler_.request(c.id)});
   }
+  const int k = speculative_.num_speculative_tokens;
+  if (drafter_ == nullptr) {
+    for (const auto& s : going_on) {
+      scheduler_.set_drafts(s.id, propose_by_prompt_lookup(s.tokens, speculative_.prompt_lookup_min,
+                                                           speculative_.prompt_lookup_max, k));
+    }
+    return absl::OkStatus();
+  }
+  TROUPE_ASSIGN_OR_RETURN(auto proposals, drafter_->propose(going_on, k));
+  for (size_t i = 0; i < going_on.size(); ++i) {
+    draft_probs_[going_on[i].id] = std::move(proposals[i].probs);
+    scheduler_.set_drafts(going_on[i].id, std::move(proposals[i].tokens));
+  }
+  return absl::OkStatus();
 }
 
 void inference_engine::guide(uint64_t id, int32_t token, std::vector<generation_event>& events) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "actors/batch_scheduler.hpp"
+#include "actors/draft_model_proposer.hpp"
 #include "actors/guided_decoding.hpp"
 #include "actors/speculative_decoding.hpp"
 #include "kernels/cpu/thread_pool.hpp"
@@ -15,8 +16,9 @@ namespace troupe::actors {
 /// cache, driven by the continuous-batching scheduler. Each step() runs one iteration (prefill
 /// chunks and decode steps in one batch through the model), samples each finished chunk's next
 /// token with its request's parameters and seed, and returns the stream events. With speculative
-/// decoding, each decoding sequence's next tokens are guessed by prompt lookup after its step,
-/// and checked in its next step (speculative_decoding.hpp): it may then gain several tokens.
+/// decoding, each decoding sequence's next tokens are guessed after its step (by prompt lookup,
+/// or by a draft model) and checked in its next step (speculative_decoding.hpp): it may then
+/// gain several tokens.
 class inference_engine {
  public:
   struct options {
@@ -33,8 +35,13 @@ class inference_engine {
     std::shared_ptr<const models::quantized_weights> prequantized;
     /// The KV cache's values: f32, or int8 with a scale per position and key/value head.
     models::kv_cache_dtype kv_cache_dtype = models::kv_cache_dtype::f32;
-    /// Speculative decoding with prompt lookup (continuous batching; not for guided requests).
+    /// Speculative decoding (continuous batching; not for guided requests): by prompt lookup,
+    /// or by the draft model below.
     speculative_options speculative;
+    /// Speculative decoding's draft model (vLLM's draft_model method), on the same device: its
+    /// layout and weights, which must outlive the engine; null: prompt lookup.
+    const models::gpt_layout* draft_layout = nullptr;
+    const float* draft_params = nullptr;
   };
 
   /// `params` is the whole model's flat buffer, laid out by `layout`; both must outlive this.
@@ -73,7 +80,8 @@ class inference_engine {
  private:
   inference_engine(const models::gpt_layout& layout,
                    std::unique_ptr<kernels::cpu::thread_pool> pool,
-                   std::unique_ptr<models::gpt_decoder> decoder, options o);
+                   std::unique_ptr<models::gpt_decoder> decoder,
+                   std::unique_ptr<draft_model_proposer> drafter, options o);
 
   // The draws after one sampling chunk: the tokens it gives (its accepted drafts, then one drawn
   // token), their log-probs and top alternatives.
@@ -88,8 +96,10 @@ class inference_engine {
 
   // The tokens chunk `c` gives, from its logit rows `logits` [1 + c.drafts, vocab].
   void draw_tokens(const batch_chunk& c, float* logits, draw& d);
-  // Guesses the next tokens of the sequences of `batch` that go on decoding (prompt lookup).
-  void propose_drafts(const std::vector<batch_chunk>& batch);
+  // Guesses the next tokens of the sequences of `batch` that go on decoding.
+  [[nodiscard]] absl::Status propose_drafts(const std::vector<batch_chunk>& batch);
+  // Forgets what is kept for sequences that ended in `events`.
+  void forget_ended(const std::vector<generation_event>& events);
 
   // Moves a guided request past its drawn token; ends its output when the value is whole.
   void guide(uint64_t id, int32_t token, std::vector<generation_event>& events);
@@ -98,6 +108,9 @@ class inference_engine {
   speculative_options speculative_;
   std::unique_ptr<kernels::cpu::thread_pool> pool_;  // null with one thread; before the decoder
   std::unique_ptr<models::gpt_decoder> decoder_;
+  std::unique_ptr<draft_model_proposer> drafter_;  // null: prompt lookup
+  // The draft model's distributions of each sequence's drafts ([drafts, vocab]; empty: greedy).
+  absl::flat_hash_map<uint64_t, std::vector<float>> draft_probs_;
   kv_block_pool blocks_;
   batch_scheduler scheduler_;
   guided_decoding guided_;  // structured output

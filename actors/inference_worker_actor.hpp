@@ -24,6 +24,10 @@ struct served_model {
   /// The block weights quantized: a GPTQ checkpoint's, or serve.engine.quantization's made at
   /// load (`params` then holds the rest, and zeros where these are); null: f32 in `params`.
   std::shared_ptr<const models::quantized_weights> prequantized;
+  /// Speculative decoding's draft model (serve.engine.speculative_config.model), in f32; null:
+  /// none.
+  std::unique_ptr<models::gpt_layout> draft_layout;
+  std::vector<float> draft_params;
 };
 
 /// How a rollout worker receives the RL policy's weights: the weight-sync group, formed through

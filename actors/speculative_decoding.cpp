@@ -31,8 +31,22 @@ namespace {
 // Apart from the (seed, output index) counters plain sampling uses.
 constexpr uint64_t accept_stream = uint64_t{1} << 40;
 constexpr uint64_t residual_stream = uint64_t{2} << 40;
+constexpr uint64_t draft_stream = uint64_t{3} << 40;
 
 }  // namespace
+
+int32_t draw_draft_token(const float* logits, int vocab, const kernels::sampling_params& p,
+                         uint64_t seed, uint64_t counter, float* probs) {
+  namespace k = kernels::cpu;
+  if (p.temperature <= 0.0f) return k::sample_token(logits, vocab, p, seed, counter);
+  k::sampling_weights(logits, vocab, p, probs);
+  double sum = 0.0;
+  for (int i = 0; i < vocab; ++i)
+    sum += probs[i];
+  for (int i = 0; i < vocab; ++i)
+    probs[i] = static_cast<float>(probs[i] / sum);
+  return k::draw_token(probs, vocab, kernels::seeded_uniform(seed, counter + draft_stream));
+}
 
 draft_verdict verify_draft_token(const float* logits, int vocab, const kernels::sampling_params& p,
                                  uint64_t seed, uint64_t counter, int32_t draft,

@@ -29,6 +29,14 @@ struct speculative_options {
 [[nodiscard]] std::vector<int32_t> propose_by_prompt_lookup(std::span<const int32_t> tokens,
                                                             int min_n, int max_n, int k);
 
+/// A draft model's draw of draft token at output index `counter` (its own uniform stream, apart
+/// from the ones plain sampling and verify_draft_token use): the most likely token at
+/// temperature 0, else a draw from the request's sampling distribution of the draft's `logits`,
+/// which it writes normalized to probs[vocab] (the q that verify_draft_token checks against).
+[[nodiscard]] int32_t draw_draft_token(const float* logits, int vocab,
+                                       const kernels::sampling_params& p, uint64_t seed,
+                                       uint64_t counter, float* probs);
+
 /// What checking one draft token gave: whether it stands, and the token the output gets at its
 /// position (the draft token, or the one drawn in its place).
 struct draft_verdict {

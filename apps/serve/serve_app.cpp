@@ -50,6 +50,11 @@ void check_serve_plan(const app::app_plan& plan, const void* opaque,
                                       "set it to none"));
     }
   }
+  if (const auto served = models::gpt_config_of(plan.spec.model); served.ok()) {
+    if (absl::Status s = check_draft_model(options, *served); !s.ok()) {
+      ctx.error(section, std::string(s.message()));
+    }
+  }
   if (!models::hf_model_dir(plan.spec.model).empty() && !options.checkpoint.empty()) {
     ctx.error(section, "serve.checkpoint and model.path both name the weights; give one");
   }

@@ -17,10 +17,12 @@ namespace {
 config::object_schema<speculative_spec> speculative_schema() {
   config::object_schema<speculative_spec> s;
   s.add("method", &speculative_spec::method)
-      .one_of({"ngram"})
+      .one_of({"ngram", "draft_model"})
       .help(
           "ngram: prompt lookup, draft tokens copied from where the sequence's end occurred "
-          "before in it");
+          "before in it; draft_model: guessed by the small model at `model`");
+  s.add("model", &speculative_spec::model)
+      .help("draft_model: a Hugging Face model directory with the served model's tokenizer");
   s.add("num_speculative_tokens", &speculative_spec::num_speculative_tokens)
       .range(0, 64)
       .help("draft tokens a sequence's decode step checks at most; 0: no speculation");
@@ -31,6 +33,17 @@ config::object_schema<speculative_spec> speculative_schema() {
       .range(0, 1024)
       .help("the longest n-gram looked up; 0: prompt_lookup_min, or 5 when both are 0");
   s.check([](const speculative_spec& x) -> std::optional<std::string> {
+    if (x.method == "draft_model" && x.model.empty()) {
+      return "method draft_model needs model: the draft model's Hugging Face directory";
+    }
+    if (x.method == "draft_model" && x.num_speculative_tokens == 0) {
+      return "method draft_model needs num_speculative_tokens: how many tokens it guesses";
+    }
+    if (x.method == "ngram" && !x.model.empty()) {
+      return absl::StrCat("model is ", x.model,
+                          " but method is ngram, which needs none; set method: draft_model to "
+                          "guess with it");
+    }
     if (x.prompt_lookup_min > 0 && x.prompt_lookup_max > 0 &&
         x.prompt_lookup_min > x.prompt_lookup_max) {
       return absl::StrCat("prompt_lookup_min (", x.prompt_lookup_min,
@@ -180,6 +193,41 @@ absl::Status check_served_model(const std::optional<config::model_spec>& model) 
   return models::check_model_dir(model);
 }
 
+namespace {
+
+// The draft model's description, its context made the served model's.
+absl::StatusOr<models::hf_model_config> draft_config(const serve_options& options,
+                                                     const models::gpt_config& served) {
+  const std::string& dir = options.engine.speculative_config.model;
+  const std::string where = "serve.engine.speculative_config.model";
+  auto hf = models::load_hf_config(dir);
+  if (!hf.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", hf.status().message()));
+  if (hf->quantization) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", dir, " is a GPTQ checkpoint; a draft model runs in f32"));
+  }
+  if (hf->model.vocab != served.vocab) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": ", dir, " has a vocabulary of ", hf->model.vocab, " tokens and the served model ",
+        served.vocab, "; a draft model must share the served model's tokenizer"));
+  }
+  if (hf->model.ctx < served.ctx) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", dir, " holds ", hf->model.ctx, " positions, fewer than the ",
+                     served.ctx, " served; lower model.ctx (--max-model-len) or pick another"));
+  }
+  hf->model.ctx = served.ctx;
+  return hf;
+}
+
+}  // namespace
+
+absl::Status check_draft_model(const serve_options& options, const models::gpt_config& served) {
+  if (options.engine.speculative_config.method != "draft_model") return absl::OkStatus();
+  TROUPE_ASSIGN_OR_RETURN(const models::hf_model_config hf, draft_config(options, served));
+  return models::check_hf_weights(options.engine.speculative_config.model, hf);
+}
+
 absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
     const app::app_plan& plan, const serve_options& options) {
   TROUPE_ASSIGN_OR_RETURN(const models::gpt_config config, models::gpt_config_of(plan.spec.model));
@@ -225,6 +273,14 @@ absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
     (*quantized)->release_f32(m->params.data());
     m->prequantized = std::move(*quantized);
   }
+  if (options.engine.speculative_config.method == "draft_model") {
+    TROUPE_ASSIGN_OR_RETURN(const models::hf_model_config hf, draft_config(options, config));
+    m->draft_layout =
+        std::make_unique<models::gpt_layout>(hf.model, models::layer_range::all(hf.model));
+    TROUPE_ASSIGN_OR_RETURN(
+        m->draft_params,
+        models::read_hf_params(*m->draft_layout, options.engine.speculative_config.model));
+  }
   return m;
 }
 
@@ -244,6 +300,8 @@ actors::inference_engine::options engine_options(const actors::served_model& mod
   if (options.engine.kv_cache_dtype == "int8") o.kv_cache_dtype = models::kv_cache_dtype::int8;
   const speculative_spec& spec = options.engine.speculative_config;
   o.speculative.num_speculative_tokens = spec.num_speculative_tokens;
+  o.draft_layout = model.draft_layout.get();
+  o.draft_params = model.draft_params.data();
   // vLLM's defaults: one bound given stands for both; neither, 5.
   const int either = spec.prompt_lookup_min > 0 ? spec.prompt_lookup_min : spec.prompt_lookup_max;
   o.speculative.prompt_lookup_min = spec.prompt_lookup_min > 0 ? spec.prompt_lookup_min

@@ -16,9 +16,11 @@ struct app_plan;
 
 namespace troupe::apps {
 
-/// `serve.engine.speculative_config` (vLLM's keys): speculative decoding by prompt lookup.
+/// `serve.engine.speculative_config` (vLLM's keys): speculative decoding by prompt lookup or by
+/// a draft model.
 struct speculative_spec {
-  std::string method = "ngram";
+  std::string method = "ngram";    ///< or "draft_model"
+  std::string model;               ///< draft_model: a Hugging Face directory of the same tokenizer
   int num_speculative_tokens = 0;  ///< 0: off
   int prompt_lookup_min = 0;       ///< 0: prompt_lookup_max's, or 5 (vLLM's defaults)
   int prompt_lookup_max = 0;       ///< 0: prompt_lookup_min's, or 5
@@ -68,6 +70,12 @@ struct serve_options {
 /// or the Hugging Face directory at `model.path` (config.json and model.ctx, every safetensors
 /// header, tokenizer.json and the chat template). An error says what is wrong and where.
 [[nodiscard]] absl::Status check_served_model(const std::optional<config::model_spec>& model);
+
+/// The draft model of `options` (speculative_config.method draft_model) for a served model of
+/// `served`'s shape, without its weights: its config.json and every tensor's header, its
+/// vocabulary the served one's and its context at least `served.ctx`. OK when there is none.
+[[nodiscard]] absl::Status check_draft_model(const serve_options& options,
+                                             const models::gpt_config& served);
 
 /// The model to serve: the Hugging Face model at `model.path` (its weights and its tokenizer's
 /// token bytes), or the `model:` GPT with the newest good checkpoint's weights (a run

