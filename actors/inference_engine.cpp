@@ -217,6 +217,12 @@ absl::Status inference_engine::propose_drafts(const std::vector<batch_chunk>& ba
     going_on.push_back({c.id, scheduler_.tokens(c.id), &scheduler_.request(c.id)});
   }
   const int k = speculative_.num_speculative_tokens;
+  const int limit = speculative_.disable_by_batch_size;
+  if (limit > 0 && static_cast<int>(scheduler_.running()) > limit) {
+    for (const auto& s : going_on)
+      scheduler_.set_drafts(s.id, {});
+    return absl::OkStatus();
+  }
   if (drafter_ == nullptr) {
     for (const auto& s : going_on) {
       scheduler_.set_drafts(s.id, propose_by_prompt_lookup(s.tokens, speculative_.prompt_lookup_min,

@@ -20,6 +20,9 @@ struct speculative_options {
   /// prompt_lookup_max and at least prompt_lookup_min tokens, looked up earlier in it.
   int prompt_lookup_min = 5;  // vLLM's defaults
   int prompt_lookup_max = 5;
+  /// vLLM's disable_by_batch_size: no drafts while more sequences than this run (a large batch
+  /// is compute-bound already, and rejected drafts cost it); 0: always draft.
+  int disable_by_batch_size = 0;
   [[nodiscard]] bool enabled() const { return num_speculative_tokens > 0; }
 };
 

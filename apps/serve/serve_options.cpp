@@ -32,6 +32,9 @@ config::object_schema<speculative_spec> speculative_schema() {
   s.add("prompt_lookup_max", &speculative_spec::prompt_lookup_max)
       .range(0, 1024)
       .help("the longest n-gram looked up; 0: prompt_lookup_min, or 5 when both are 0");
+  s.add("disable_by_batch_size", &speculative_spec::disable_by_batch_size)
+      .range(0, 1 << 16)
+      .help("no drafts while more sequences than this run in a worker's batch; 0: always");
   s.check([](const speculative_spec& x) -> std::optional<std::string> {
     if (x.method == "draft_model" && x.model.empty()) {
       return "method draft_model needs model: the draft model's Hugging Face directory";
@@ -300,6 +303,7 @@ actors::inference_engine::options engine_options(const actors::served_model& mod
   if (options.engine.kv_cache_dtype == "int8") o.kv_cache_dtype = models::kv_cache_dtype::int8;
   const speculative_spec& spec = options.engine.speculative_config;
   o.speculative.num_speculative_tokens = spec.num_speculative_tokens;
+  o.speculative.disable_by_batch_size = spec.disable_by_batch_size;
   o.draft_layout = model.draft_layout.get();
   o.draft_params = model.draft_params.data();
   // vLLM's defaults: one bound given stands for both; neither, 5.

@@ -24,6 +24,7 @@ struct speculative_spec {
   int num_speculative_tokens = 0;  ///< 0: off
   int prompt_lookup_min = 0;       ///< 0: prompt_lookup_max's, or 5 (vLLM's defaults)
   int prompt_lookup_max = 0;       ///< 0: prompt_lookup_min's, or 5
+  int disable_by_batch_size = 0;   ///< no drafts while more sequences run; 0: always
 };
 
 /// `serve.engine`: each inference worker's batching, KV cache and device.

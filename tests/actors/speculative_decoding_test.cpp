@@ -176,6 +176,24 @@ TEST_F(SpeculativeEngineTest, GreedyOutputIsTheSameAsWithoutSpeculation) {
   EXPECT_GT(engine_->speculation().accepted_tokens, 0u);
 }
 
+// disable_by_batch_size: while more sequences run than it allows, no step checks drafts; once few
+// enough remain, they do again. Greedy output is the same either way.
+TEST_F(SpeculativeEngineTest, ALargeBatchDecodesWithoutDrafts) {
+  const inference_engine::options plain{.scheduler = {.ctx = 96, .max_batch_tokens = 256}};
+  const auto reference = generate(plain, greedy_requests());
+  inference_engine::options o = plain;
+  o.speculative = {.num_speculative_tokens = 3, .prompt_lookup_min = 1, .prompt_lookup_max = 3};
+  o.speculative.disable_by_batch_size = 6;  // the six requests run at once: never more than 6
+  EXPECT_EQ(generate(o, greedy_requests()), reference);
+  const uint64_t drafts_at_six = engine_->speculation().drafts;
+  EXPECT_GT(drafts_at_six, 0u);
+  o.speculative.disable_by_batch_size = 5;  // drafts once a request has ended
+  EXPECT_EQ(generate(o, greedy_requests()), reference);
+  const uint64_t drafts_at_five = engine_->speculation().drafts;
+  EXPECT_GT(drafts_at_five, 0u);
+  EXPECT_LT(drafts_at_five, drafts_at_six);
+}
+
 // A sampled request's output with speculation is its seed's: the same again, and unchanged by
 // what it is batched with.
 TEST_F(SpeculativeEngineTest, SampledOutputIsReproducibleFromItsSeed) {
