@@ -1,6 +1,7 @@
 // Parsing and checking the OpenAI API's request bodies (and vLLM's /tokenize, /detokenize).
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 #include <type_traits>
@@ -408,6 +409,29 @@ std::optional<api_error> parse_response_format(const body_fields& f, absl::strin
 
 #undef TROUPE_FIELD
 
+// Fields of OpenAI's completion and chat APIs that this server does not take, and what to do
+// instead: refused by name rather than as unknown, which would suggest a typo.
+const char* unsupported_field(const std::string& key) {
+  static const std::map<std::string, const char*> fields = {
+      {"best_of", "ask for n choices and pick among them"},
+      {"suffix",
+       "insertion needs a fill-in-the-middle model; send the text before it as the prompt"},
+      {"functions", "OpenAI's deprecated function calling: send tools"},
+      {"function_call", "OpenAI's deprecated function calling: send tool_choice"},
+      {"prediction",
+       "Predicted Outputs: the server's own speculative decoding "
+       "(serve.engine.speculative_config) finds the text a reply repeats from its prompt"},
+      {"modalities", "the server's models write text only"},
+      {"audio", "the server's models write text only"},
+      {"store", "the server keeps no completions"},
+      {"metadata", "the server keeps no completions"},
+      {"service_tier", "the server has one tier"},
+      {"reasoning_effort", "the served model's chat template decides how it reasons"},
+      {"web_search_options", "the server has no search tool; pass one as a tool"}};
+  const auto it = fields.find(key);
+  return it == fields.end() ? nullptr : it->second;
+}
+
 }  // namespace
 
 int completion_call::prompt_tokens() const {
@@ -436,6 +460,9 @@ std::variant<completion_call, api_error> parse_completion(
       "tool_choice", "parallel_tool_calls", "max_completion_tokens"};
   for (const auto& [key, value] : j.items()) {
     if (common.count(key) == 0 && (chat ? chat_only : completions_only).count(key) == 0) {
+      if (const char* instead = unsupported_field(key)) {
+        return invalid(absl::StrCat("'", key, "' is not supported: ", instead));
+      }
       return invalid(absl::StrCat("unknown field '", key, "'"));
     }
   }

@@ -93,6 +93,10 @@ TEST(OpenAiApi, RefusesBadRequestsWithTheRightStatus) {
   auto e = refused(R"({"model": "troupe-tiny", "prompt": "x", "temprature": 1})");
   EXPECT_EQ(e.http_status, 400);
   EXPECT_NE(e.message.find("unknown field 'temprature'"), std::string::npos);
+  // An OpenAI field the server does not take is named as such, with what to do instead.
+  e = refused(R"({"model": "troupe-tiny", "prompt": "x", "best_of": 3})");
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.message, "'best_of' is not supported: ask for n choices and pick among them");
   e = refused(R"({"model": "troupe-tiny", "prompt": "x", "include_stop_str_in_output": 1})");
   EXPECT_EQ(e.http_status, 400);
   EXPECT_NE(e.message.find("'include_stop_str_in_output' must be true or false"),
