@@ -65,7 +65,9 @@ bool batch_scheduler::plan_chunk(uint64_t id, int& budget, std::vector<batch_chu
     return true;
   }
   const int known = static_cast<int>(s.tokens.size());
-  const bool admitted = s.blocks.empty() && options_.prefix_caching;
+  // A mean-pooled embedding needs every prompt position's hidden state: no cached prefix.
+  const bool admitted =
+      s.blocks.empty() && options_.prefix_caching && s.request.pooling != actor::pooling_type::mean;
   const int hit = admitted ? take_cached_prefix(s) : 0;
   const int take = std::min(known - s.computed, budget);
   if (take <= 0 || !blocks_.reserve(s.blocks, s.computed + take)) {

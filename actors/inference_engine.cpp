@@ -45,6 +45,7 @@ inference_engine::inference_engine(const models::gpt_layout& layout,
       pool_(std::move(pool)),
       decoder_(std::move(decoder)),
       drafter_(std::move(drafter)),
+      device_(o.device),
       blocks_(o.kv_blocks, o.block_size),
       scheduler_(o.scheduler, blocks_),
       guided_(o.scheduler.token_text, layout.config().vocab) {}
@@ -62,6 +63,10 @@ absl::Status inference_engine::add(generation_request request) {
         absl::StrCat("top_logprobs is ", request.top_logprobs, "; it must be in [0, ", vocab, "]"));
   }
   TROUPE_RETURN_IF_ERROR(check_logit_adjustments(request, vocab));
+  if (request.pooling != actor::pooling_type::none && device_ >= 0) {
+    return absl::FailedPreconditionError(
+        "embeddings run on the CPU decoder only for now: serve with engine.device: cpu");
+  }
   std::shared_ptr<const json_grammar> grammar;  // structured output's
   if (!request.json_schema.empty()) {
     TROUPE_ASSIGN_OR_RETURN(grammar, json_grammar::compile(request.json_schema));
@@ -74,6 +79,7 @@ absl::Status inference_engine::add(generation_request request) {
 
 std::vector<generation_event> inference_engine::cancel(uint64_t id) {
   guided_.forget(id);
+  pooled_.erase(id);
   std::vector<generation_event> events = scheduler_.cancel(id);
   for (auto& e : events)
     e.weights_version = weights_version_;
@@ -111,25 +117,38 @@ absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
   requests.reserve(batch.size());
   for (const auto& c : batch) {
     const auto& table = scheduler_.block_table(c.id);
+    const actor::pooling_type pooling = scheduler_.request(c.id).pooling;
+    // A pooling request's hidden states: each of its rows for a mean, else its last.
+    const bool pools = pooling != actor::pooling_type::none;
+    const int rows = !pools ? 1 + c.drafts : pooling == actor::pooling_type::mean ? c.count : 1;
     requests.push_back({scheduler_.chunk_tokens(c), c.count, c.first_position, table.data(),
-                        static_cast<int>(table.size()), 1 + c.drafts});
+                        static_cast<int>(table.size()), rows, pools});
     last_batch_tokens_ += c.count;
   }
-  const int vocab = layout_.config().vocab;
+  const int vocab = layout_.config().vocab, dim = layout_.config().dim;
   logits_.resize(int64_t{models::logit_rows(requests)} * vocab);
-  TROUPE_RETURN_IF_ERROR(decoder_->forward(requests, logits_.data()));
+  hidden_.resize(int64_t{models::hidden_rows(requests)} * dim);
+  TROUPE_RETURN_IF_ERROR(decoder_->forward(requests, logits_.data(), hidden_.data()));
   scheduler_.computed(batch);
-  std::vector<int64_t> first_row(batch.size() + 1, 0);
-  for (size_t i = 0; i < batch.size(); ++i)
-    first_row[i + 1] = first_row[i] + requests[i].logit_rows;
+  std::vector<int64_t> first_row(batch.size() + 1, 0), first_hidden(batch.size() + 1, 0);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    first_row[i + 1] = first_row[i] + (requests[i].hidden ? 0 : requests[i].logit_rows);
+    first_hidden[i + 1] = first_hidden[i] + (requests[i].hidden ? requests[i].logit_rows : 0);
+  }
   // The draws are independent (each seeded by its request and output index): on the pool.
   draws_.resize(batch.size());
   kernels::cpu::parallel_for(pool_.get(), static_cast<int64_t>(batch.size()), [&](int64_t i) {
-    if (batch[i].samples) draw_tokens(batch[i], logits_.data() + first_row[i] * vocab, draws_[i]);
+    if (batch[i].samples && !requests[i].hidden) {
+      draw_tokens(batch[i], logits_.data() + first_row[i] * vocab, draws_[i]);
+    }
   });
   std::vector<generation_event> events;
   for (size_t i = 0; i < batch.size(); ++i) {
     const batch_chunk& c = batch[i];
+    if (requests[i].hidden) {
+      pool_chunk(c, hidden_.data() + first_hidden[i] * dim, events);
+      continue;
+    }
     if (!c.samples) continue;
     const draw& d = draws_[i];
     const size_t first = events.size();
@@ -159,6 +178,35 @@ absl::StatusOr<std::vector<generation_event>> inference_engine::step() {
   forget_ended(events);
   if (speculative_.enabled()) TROUPE_RETURN_IF_ERROR(propose_drafts(batch));
   return events;
+}
+
+void inference_engine::pool_chunk(const batch_chunk& c, const float* rows,
+                                  std::vector<generation_event>& events) {
+  if (!scheduler_.generating(c.id)) return;  // a static batch's row of an ended sequence
+  const int dim = layout_.config().dim;
+  const bool mean = scheduler_.request(c.id).pooling == actor::pooling_type::mean;
+  if (mean) {
+    std::vector<double>& sum = pooled_[c.id];
+    if (c.first_position == 0) sum.assign(dim, 0.0);  // from the start (again, if preempted)
+    for (int j = 0; j < c.count; ++j) {
+      for (int k = 0; k < dim; ++k)
+        sum[k] += rows[int64_t{j} * dim + k];
+    }
+  }
+  if (!c.samples) return;
+  std::vector<float> embedding(rows, rows + dim);  // the last token's
+  if (mean) {
+    const std::vector<double>& sum = pooled_[c.id];
+    const double tokens = c.first_position + c.count;
+    for (int k = 0; k < dim; ++k)
+      embedding[k] = static_cast<float>(sum[k] / tokens);
+    pooled_.erase(c.id);
+  }
+  for (auto& e : scheduler_.end(c.id)) {
+    e.weights_version = weights_version_;
+    if (e.finished) e.embedding = embedding;
+    events.push_back(std::move(e));
+  }
 }
 
 void inference_engine::draw_tokens(const batch_chunk& c, float* logits, draw& d) {

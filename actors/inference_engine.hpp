@@ -3,6 +3,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "actors/batch_scheduler.hpp"
 #include "actors/draft_model_proposer.hpp"
 #include "actors/guided_decoding.hpp"
@@ -18,7 +19,9 @@ namespace troupe::actors {
 /// token with its request's parameters and seed, and returns the stream events. With speculative
 /// decoding, each decoding sequence's next tokens are guessed after its step (by prompt lookup,
 /// or by a draft model) and checked in its next step (speculative_decoding.hpp): it may then
-/// gain several tokens.
+/// gain several tokens. A pooling request (an embedding; the CPU decoder) runs its prompt and
+/// ends there, its final event carrying the final norm's hidden state at its last token or
+/// averaged over its tokens.
 class inference_engine {
  public:
   struct options {
@@ -94,6 +97,9 @@ class inference_engine {
     bool dead_end = false;  // a guided request that no token can continue
   };
 
+  // A pooling request's chunk, its hidden-state `rows`: summed for a mean; at its prompt's end,
+  // the request ends with its embedding.
+  void pool_chunk(const batch_chunk& c, const float* rows, std::vector<generation_event>& events);
   // The tokens chunk `c` gives, from its logit rows `logits` [1 + c.drafts, vocab].
   void draw_tokens(const batch_chunk& c, float* logits, draw& d);
   // Guesses the next tokens of the sequences of `batch` that go on decoding.
@@ -111,11 +117,14 @@ class inference_engine {
   std::unique_ptr<draft_model_proposer> drafter_;  // null: prompt lookup
   // The draft model's distributions of each sequence's drafts ([drafts, vocab]; empty: greedy).
   absl::flat_hash_map<uint64_t, std::vector<float>> draft_probs_;
+  int device_;  // -1: the CPU
   kv_block_pool blocks_;
   batch_scheduler scheduler_;
   guided_decoding guided_;  // structured output
   std::vector<float> logits_;
-  std::vector<draw> draws_;  // one per chunk of the iteration
+  std::vector<float> hidden_;                                  // pooling requests' rows
+  absl::flat_hash_map<uint64_t, std::vector<double>> pooled_;  // mean pooling's running sums
+  std::vector<draw> draws_;                                    // one per chunk of the iteration
   uint64_t weights_version_ = 0;
   int last_batch_tokens_ = 0;
   int last_batch_sequences_ = 0;

@@ -153,6 +153,7 @@ std::vector<request_router::command> request_router::on_event(const std::string&
   const int skip = std::max(0, t.delivered - event.first_index);
   generation_event out{event.id, {}, t.delivered, event.finished, event.reason};
   out.weights_version = event.weights_version;
+  out.embedding = event.embedding;  // a pooling request's, in its final event
   if (skip < static_cast<int>(event.tokens.size())) {
     out.tokens.assign(event.tokens.begin() + skip, event.tokens.end());
     if (event.logprobs.size() == event.tokens.size()) {

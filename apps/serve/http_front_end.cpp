@@ -315,6 +315,81 @@ void http_front_end::install_routes() {
   };
   server.Post("/v1/completions", completions(false));
   server.Post("/v1/chat/completions", completions(true));
+  server.Post("/v1/embeddings", [this, reply_error, authorized, count](const httplib::Request& req,
+                                                                       httplib::Response& res) {
+    if (!authorized(req, res)) return count(res.status);
+    if (draining_) {
+      reply_error(res, {503, "server_error", "", "the server is shutting down"});
+      return count(res.status);
+    }
+    auto parsed = parse_embeddings(req.body, settings_.limits, *settings_.vocabulary);
+    if (auto* e = std::get_if<api_error>(&parsed)) {
+      reply_error(res, *e);
+      return count(res.status);
+    }
+    const embedding_call call = std::get<embedding_call>(std::move(parsed));
+    // Each input a pooling request, ending at its prompt with its embedding.
+    const int inputs = static_cast<int>(call.inputs.size());
+    const uint64_t id = next_id_.fetch_add(static_cast<uint64_t>(inputs));
+    std::vector<std::shared_ptr<stream>> streams;
+    {
+      std::lock_guard lock(mu_);
+      for (int k = 0; k < inputs; ++k) {
+        streams.push_back(std::make_shared<stream>());
+        streams_[id + k] = streams.back();
+      }
+    }
+    const auto fail = [&](const api_error& e) {
+      {
+        std::lock_guard lock(mu_);
+        for (int k = 0; k < inputs; ++k)
+          streams_.erase(id + k);
+      }
+      for (int k = 0; k < inputs; ++k)
+        hooks_.cancel(id + k);
+      reply_error(res, e);
+      count(res.status);
+    };
+    for (int k = 0; k < inputs; ++k) {
+      actor::generation_request r;
+      r.id = id + k;
+      r.prompt = call.inputs[k];
+      r.max_tokens = 1;
+      r.temperature = 0;
+      r.stream = false;
+      r.pooling = settings_.limits.pooling;
+      hooks_.submit(std::move(r));
+    }
+    for (const auto& s : streams) {
+      if (!s->wait_answer(std::chrono::seconds(30))) {
+        return fail({503, "server_error", "", "the router did not answer within 30 s"});
+      }
+      if (!*s->accepted) return fail(s->refusal);
+    }
+    std::vector<std::vector<float>> vectors(inputs);
+    for (int k = 0; k < inputs; ++k) {
+      for (;;) {
+        auto e = streams[k]->next(std::chrono::milliseconds(500));
+        if (!e && closing_) return fail({503, "server_error", "", "the server is shutting down"});
+        if (!e || !e->finished) continue;
+        if (e->embedding.empty()) {
+          return fail({503, "server_error", "",
+                       absl::StrCat("input ", k, " ended without its embedding (",
+                                    actor::to_string(e->reason), ")")});
+        }
+        vectors[k] = e->embedding;
+        break;
+      }
+    }
+    {
+      std::lock_guard lock(mu_);
+      for (int k = 0; k < inputs; ++k)
+        streams_.erase(id + k);
+    }
+    count(200);
+    res.set_content(embeddings_body(settings_.limits, call, std::move(vectors)),
+                    "application/json");
+  });
   server.Get("/v1/models", [this, authorized](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req, res)) return;
     res.set_content(nlohmann::json{{"object", "list"},

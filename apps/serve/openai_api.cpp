@@ -2,6 +2,10 @@
 
 // Rendering the OpenAI API's responses, stream chunks and errors.
 
+#include <bit>
+#include <cmath>
+
+#include "absl/strings/escaping.h"
 #include "apps/serve/openai_json.hpp"
 
 namespace troupe::apps {
@@ -158,6 +162,40 @@ chat_reply chat_reply_of(const completion_call& call, const api_limits& limits,
     }
   }
   return {{{"role", "assistant"}, {"content", text}}, finish_name(reason)};
+}
+
+std::string embeddings_body(const api_limits& limits, const embedding_call& call,
+                            std::vector<std::vector<float>> vectors) {
+  json data = json::array();
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    std::vector<float>& v = vectors[i];
+    if (limits.normalize_embeddings) {
+      double norm = 0;
+      for (float x : v)
+        norm += double{x} * x;
+      norm = std::sqrt(norm);
+      if (norm > 0) {
+        for (float& x : v)
+          x = static_cast<float>(x / norm);
+      }
+    }
+    json embedding;
+    if (call.base64) {  // little-endian f32 bytes, as OpenAI sends them
+      static_assert(std::endian::native == std::endian::little);
+      embedding = absl::Base64Escape(
+          absl::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+    } else {
+      embedding = v;
+    }
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", std::move(embedding)}});
+  }
+  int tokens = 0;
+  for (const auto& input : call.inputs)
+    tokens += static_cast<int>(input.size());
+  return dump({{"object", "list"},
+               {"data", std::move(data)},
+               {"model", limits.model},
+               {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
 }
 
 std::string completion_body(const std::string& id, const api_limits& limits, int64_t created,

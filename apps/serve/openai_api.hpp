@@ -39,6 +39,10 @@ struct api_limits {
   std::vector<int32_t> stop_token_ids;
   /// How the model writes tool calls (its chat template's convention).
   tool_call_format tool_format = tool_call_format::hermes;
+  /// Embeddings (serve.pooler_config, vLLM's): how the hidden states are pooled, and whether
+  /// the vectors are scaled to unit length.
+  actor::pooling_type pooling = actor::pooling_type::last;
+  bool normalize_embeddings = true;
 };
 
 /// A parsed /v1/completions or /v1/chat/completions call.
@@ -100,6 +104,26 @@ struct choice_output {
 [[nodiscard]] std::variant<completion_call, api_error> parse_completion(
     absl::string_view body, const api_limits& limits, bool chat,
     const models::model_vocabulary& vocabulary = models::byte_vocabulary());
+
+/// A parsed POST /v1/embeddings call (OpenAI's): each input's token ids, and how the vectors go
+/// back.
+struct embedding_call {
+  std::vector<std::vector<int32_t>> inputs;
+  bool base64 = false;  ///< encoding_format "base64" (the OpenAI Node client's), else "float"
+};
+
+/// OpenAI's embeddings request: model, input (a text, a list of token ids, or a batch of
+/// either, as a completion's prompt), encoding_format ("float" or "base64") and user;
+/// `dimensions` is refused (the vectors have the model's width). 400 naming the field, 404 for
+/// another model, 413 for an input as long as the context.
+[[nodiscard]] std::variant<embedding_call, api_error> parse_embeddings(
+    absl::string_view body, const api_limits& limits,
+    const models::model_vocabulary& vocabulary = models::byte_vocabulary());
+/// The body of an embeddings answer: `vectors[i]` for input i (scaled to unit length when
+/// limits.normalize_embeddings), as floats or as the base64 of its little-endian f32 bytes, and
+/// the prompt tokens counted in the usage.
+[[nodiscard]] std::string embeddings_body(const api_limits& limits, const embedding_call& call,
+                                          std::vector<std::vector<float>> vectors);
 
 /// vLLM's POST /tokenize: {"prompt": text, "add_special_tokens": true} or {"messages": [...],
 /// "add_generation_prompt": true, "add_special_tokens": false} (and an optional "model") to

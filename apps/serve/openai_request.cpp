@@ -42,9 +42,11 @@ std::variant<std::vector<int32_t>, api_error> token_ids(
 
 constexpr size_t max_prompts = 64;  // a completion's batch of prompts
 
-// The prompts of a completion: a text or token ids, or a batch of either.
+// The prompts of a completion (or an embeddings call's inputs: `field` names them): a text or
+// token ids, or a batch of either.
 std::variant<std::vector<std::vector<int32_t>>, api_error> prompt_list(
-    const json& p, const models::model_vocabulary& vocabulary) {
+    const json& p, const models::model_vocabulary& vocabulary,
+    const std::string& field = "prompt") {
   const auto one = [&](const json& x,
                        const std::string& key) -> std::variant<std::vector<int32_t>, api_error> {
     if (x.is_string()) {
@@ -59,19 +61,20 @@ std::variant<std::vector<std::vector<int32_t>>, api_error> prompt_list(
   const bool batch = p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array());
   if (!batch) {
     if (!p.is_string() && !p.is_array()) {
-      return invalid("'prompt' must be a string, a list of token ids, or a list of either");
+      return invalid(
+          absl::StrCat("'", field, "' must be a string, a list of token ids, or a list of either"));
     }
-    auto tokens = one(p, "'prompt'");
+    auto tokens = one(p, absl::StrCat("'", field, "'"));
     if (auto* e = std::get_if<api_error>(&tokens)) return *e;
     prompts.push_back(std::get<std::vector<int32_t>>(std::move(tokens)));
     return prompts;
   }
   if (p.size() > max_prompts) {
-    return invalid(absl::StrCat("'prompt' holds ", p.size(), " prompts; a call takes at most ",
+    return invalid(absl::StrCat("'", field, "' holds ", p.size(), " of them; a call takes at most ",
                                 max_prompts, ": split the batch"));
   }
   for (size_t i = 0; i < p.size(); ++i) {
-    auto tokens = one(p[i], absl::StrCat("'prompt'[", i, "]"));
+    auto tokens = one(p[i], absl::StrCat("'", field, "'[", i, "]"));
     if (auto* e = std::get_if<api_error>(&tokens)) return *e;
     prompts.push_back(std::get<std::vector<int32_t>>(std::move(tokens)));
   }
@@ -555,6 +558,51 @@ std::variant<std::string, api_error> tokenize(absl::string_view body, const api_
   }
   const std::vector<int32_t> tokens = vocabulary.encode(text, std::get<bool>(special));
   return dump({{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", limits.ctx}});
+}
+
+std::variant<embedding_call, api_error> parse_embeddings(
+    absl::string_view body, const api_limits& limits, const models::model_vocabulary& vocabulary) {
+  const json j = json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded()) return invalid("the body is not valid JSON");
+  if (!j.is_object()) return invalid("the body must be a JSON object");
+  static const std::set<std::string> known = {"model", "input", "encoding_format", "user",
+                                              "dimensions"};
+  for (const auto& [key, value] : j.items()) {
+    if (known.count(key) == 0) return invalid(absl::StrCat("unknown field '", key, "'"));
+  }
+  if (!j.contains("model") || !j["model"].is_string()) return invalid("'model' must be a string");
+  if (j["model"] != limits.model) {
+    return api_error{404, "invalid_request_error", "model_not_found",
+                     absl::StrCat("the model '", j["model"].get<std::string>(),
+                                  "' does not exist; this server serves '", limits.model, "'")};
+  }
+  if (j.contains("dimensions")) {
+    return invalid(
+        "'dimensions' is not supported: the embeddings have the model's width; leave it out");
+  }
+  embedding_call call;
+  if (j.contains("encoding_format")) {
+    const json& format = j["encoding_format"];
+    if (format != "float" && format != "base64") {
+      return invalid(
+          absl::StrCat("'encoding_format' must be \"float\" or \"base64\", not ", dump(format)));
+    }
+    call.base64 = format == "base64";
+  }
+  if (!j.contains("input")) {
+    return invalid("'input' is required: a text, a list of token ids, or a list of either");
+  }
+  auto inputs = prompt_list(j["input"], vocabulary, "input");
+  if (auto* e = std::get_if<api_error>(&inputs)) return *e;
+  call.inputs = std::get<std::vector<std::vector<int32_t>>>(std::move(inputs));
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    if (static_cast<int>(call.inputs[i].size()) >= limits.ctx) {
+      return api_error{413, "invalid_request_error", "context_length_exceeded",
+                       absl::StrCat("this model's context is ", limits.ctx, " tokens; input ", i,
+                                    " has ", call.inputs[i].size(), ": shorten it")};
+    }
+  }
+  return call;
 }
 
 std::variant<std::string, api_error> detokenize(absl::string_view body, const api_limits& limits,

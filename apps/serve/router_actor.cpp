@@ -291,6 +291,9 @@ absl::StatusOr<caf::actor> spawn_serve_router(actor::role_context& ctx,
   TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
                           models::gpt_config_of(ctx.plan.spec.model));
   api_limits limits{options.model_name, model.ctx, options.default_max_tokens};
+  limits.pooling = options.pooler_config.pooling_type == "MEAN" ? actor::pooling_type::mean
+                                                                : actor::pooling_type::last;
+  limits.normalize_embeddings = options.pooler_config.normalize;
   std::shared_ptr<const models::model_vocabulary> vocabulary;
   if (const std::string dir = models::hf_model_dir(ctx.plan.spec.model); !dir.empty()) {
     TROUPE_ASSIGN_OR_RETURN(const models::hf_model_config hf, models::load_hf_config(dir));

@@ -114,6 +114,17 @@ config::object_schema<engine_spec> engine_schema() {
   return s;
 }
 
+config::object_schema<pooler_spec> pooler_schema() {
+  config::object_schema<pooler_spec> s;
+  s.add("pooling_type", &pooler_spec::pooling_type)
+      .one_of({"LAST", "MEAN"})
+      .help(
+          "an embedding is the final norm's hidden state at the input's last token (LAST) or "
+          "its mean over the input's tokens (MEAN)");
+  s.add("normalize", &pooler_spec::normalize).help("embeddings scaled to unit length");
+  return s;
+}
+
 config::object_schema<tls_files> tls_schema() {
   config::object_schema<tls_files> s;
   s.add("cert", &tls_files::cert).help("the server's PEM certificate chain");
@@ -188,6 +199,8 @@ config::object_schema<serve_options> serve_schema() {
   s.add("tls", &serve_options::tls, tls_schema())
       .help("HTTPS: the certificate and key files; empty: plain HTTP");
   s.add("engine", &serve_options::engine, engine_schema()).help("each worker's engine");
+  s.add("pooler_config", &serve_options::pooler_config, pooler_schema())
+      .help("/v1/embeddings: how hidden states are pooled (vLLM's pooler_config)");
   return s;
 }
 

@@ -43,6 +43,12 @@ struct engine_spec {
   speculative_spec speculative_config;
 };
 
+/// `serve.pooler_config` (vLLM's): how /v1/embeddings pools the final norm's hidden states.
+struct pooler_spec {
+  std::string pooling_type = "LAST";  ///< or "MEAN"
+  bool normalize = true;              ///< scaled to unit length
+};
+
 /// `serve.tls`: HTTPS with this PEM certificate chain and private key (both, or neither).
 struct tls_files {
   std::string cert;
@@ -63,6 +69,7 @@ struct serve_options {
   http::http_limits http;
   tls_files tls;
   engine_spec engine;
+  pooler_spec pooler_config;
 };
 
 [[nodiscard]] config::object_schema<serve_options> serve_schema();

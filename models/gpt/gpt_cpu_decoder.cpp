@@ -120,9 +120,13 @@ void gpt_cpu_decoder::linear(float* out, const float* x, int64_t weight, const f
   k::matmul(out, x, params_ + weight, bias, gemm{N, outputs, inputs, false, out_in});
 }
 
-absl::Status gpt_cpu_decoder::forward(std::span<const decode_request> requests, float* logits) {
+absl::Status gpt_cpu_decoder::forward(std::span<const decode_request> requests, float* logits,
+                                      float* hidden) {
   TROUPE_RETURN_IF_ERROR(validate_decode_batch(layout_.config(), cache_.blocks(),
                                                cache_.layout().block_size, max_tokens_, requests));
+  if (hidden == nullptr && hidden_rows(requests) > 0) {
+    return absl::InvalidArgumentError("a decode batch with hidden-state requests needs `hidden`");
+  }
   const int groups = std::min<int>(static_cast<int>(scratch_.size()), requests.size());
   const std::vector<size_t> bounds = decode_group_bounds(requests, layout_.config(), groups);
   const int vocab = layout_.config().vocab;
@@ -130,13 +134,16 @@ absl::Status gpt_cpu_decoder::forward(std::span<const decode_request> requests, 
     const size_t first = bounds[g], last = bounds[g + 1];
     if (first == last) return;
     const int64_t row = logit_rows(requests.first(first));
-    forward_group(requests.subspan(first, last - first), logits + row * vocab, scratch_[g]);
+    const int64_t hidden_row = hidden_rows(requests.first(first));
+    forward_group(requests.subspan(first, last - first), logits + row * vocab,
+                  hidden == nullptr ? nullptr : hidden + hidden_row * layout_.config().dim,
+                  scratch_[g]);
   });
   return absl::OkStatus();
 }
 
 void gpt_cpu_decoder::forward_group(std::span<const decode_request> requests, float* logits,
-                                    scratch& s) {
+                                    float* hidden, scratch& s) {
   const float* params = params_;
   const gpt_config& c = layout_.config();
   const int C = c.dim;
@@ -161,8 +168,9 @@ void gpt_cpu_decoder::forward_group(std::span<const decode_request> requests, fl
   }
   for (int l = 0; l < c.layers; ++l)
     (this->*block_)(requests, l, N, s);
-  // Only each request's last logit_rows rows go through the head.
-  const int R = logit_rows(requests);
+  // Only each request's last logit_rows rows go through the final norm, and the head after it
+  // unless the request wants them as hidden states.
+  const int R = logit_rows(requests) + hidden_rows(requests);
   int row = 0, out = 0;
   for (const auto& r : requests) {
     row += r.count;
@@ -177,8 +185,24 @@ void gpt_cpu_decoder::forward_group(std::span<const decode_request> requests, fl
     k::rmsnorm_forward(s.ln.data(), nullptr, s.last.data(), params + layout_.lnf_w(), R, C,
                        c.norm_eps);
   }
-  k::matmul(logits, s.ln.data(), params + layout_.head_weight(), nullptr,
-            gemm{R, c.vocab, C, false, true});
+  const float* head_rows = s.ln.data();
+  int L = R;
+  if (hidden_rows(requests) > 0) {  // hidden rows out; the others gathered for the head
+    L = 0;
+    int at = 0, hidden_at = 0;
+    for (const auto& r : requests) {
+      const int64_t n = int64_t{r.logit_rows} * C;
+      float* to = r.hidden ? hidden + int64_t{hidden_at} * C : s.last.data() + int64_t{L} * C;
+      std::memcpy(to, s.ln.data() + int64_t{at} * C, n * sizeof(float));
+      (r.hidden ? hidden_at : L) += r.logit_rows;
+      at += r.logit_rows;
+    }
+    head_rows = s.last.data();
+  }
+  if (L > 0) {
+    k::matmul(logits, head_rows, params + layout_.head_weight(), nullptr,
+              gemm{L, c.vocab, C, false, true});
+  }
 }
 
 void gpt_cpu_decoder::attend(std::span<const decode_request> requests, int l, const float* q,

@@ -34,8 +34,9 @@ class gpt_cpu_decoder final : public gpt_decoder {
                   int block_size, kernels::cpu::thread_pool* pool = nullptr,
                   kv_cache_dtype kv_dtype = kv_cache_dtype::f32);
 
-  [[nodiscard]] absl::Status forward(std::span<const decode_request> requests,
-                                     float* logits) override;
+  using gpt_decoder::forward;
+  [[nodiscard]] absl::Status forward(std::span<const decode_request> requests, float* logits,
+                                     float* hidden) override;
   /// Re-quantizes them first when the decoder runs quantized.
   [[nodiscard]] absl::Status set_weights(const float* params) override;
 
@@ -60,7 +61,8 @@ class gpt_cpu_decoder final : public gpt_decoder {
     std::vector<int32_t> tokens, positions;
   };
   // Requests [first, first + count) through the model on the calling thread, with `s`.
-  void forward_group(std::span<const decode_request> requests, float* logits, scratch& s);
+  void forward_group(std::span<const decode_request> requests, float* logits, float* hidden,
+                     scratch& s);
   // One block of each family over the group's N new tokens in s.x, the chosen one per layer;
   // which family is fixed at construction.
   using block_fn = void (gpt_cpu_decoder::*)(std::span<const decode_request>, int layer, int N,

@@ -86,10 +86,16 @@ class gpt_cuda_decoder final : public gpt_decoder {
     return absl::OkStatus();
   }
 
-  absl::Status forward(std::span<const decode_request> requests, float* logits) override {
+  using gpt_decoder::forward;
+  absl::Status forward(std::span<const decode_request> requests, float* logits, float*) override {
     const gpt_config& c = layout_.config();
     TROUPE_RETURN_IF_ERROR(
         validate_decode_batch(c, cache_blocks_, kv_.block_size, max_tokens_, requests));
+    if (hidden_rows(requests) > 0) {
+      return absl::InvalidArgumentError(
+          "embeddings (hidden-state requests) run on the CPU decoder only for now: serve with "
+          "engine.device: cpu");
+    }
     TROUPE_ASSIGN_OR_RETURN(const batch b, upload_batch(requests));
     const int C = c.dim, R = logit_rows(requests), N = b.rows;
     const bf16* w = weights_.data<bf16>();

@@ -10,7 +10,14 @@ namespace troupe::models {
 int logit_rows(std::span<const decode_request> requests) {
   int rows = 0;
   for (const auto& r : requests)
-    rows += r.logit_rows;
+    rows += r.hidden ? 0 : r.logit_rows;
+  return rows;
+}
+
+int hidden_rows(std::span<const decode_request> requests) {
+  int rows = 0;
+  for (const auto& r : requests)
+    rows += r.hidden ? r.logit_rows : 0;
   return rows;
 }
 

@@ -23,10 +23,15 @@ struct decode_request {
   /// Logit rows wanted: after each of the last `logit_rows` new tokens (more than one when
   /// speculative decoding checks draft tokens).
   int logit_rows = 1;
+  /// Those rows as the final norm's output (an embedding's hidden states, [logit_rows, dim])
+  /// instead of logits.
+  bool hidden = false;
 };
 
-/// The logit rows a batch produces: the sum of its requests' logit_rows.
+/// The logit rows a batch produces: the sum of its logit-wanting requests' logit_rows.
 [[nodiscard]] int logit_rows(std::span<const decode_request> requests);
+/// The hidden-state rows it produces: the sum of its `hidden` requests' logit_rows.
+[[nodiscard]] int hidden_rows(std::span<const decode_request> requests);
 
 /// Incremental decoding of a whole GPT over its own paged KV cache (per layer, a key pool and a
 /// value pool of `cache_blocks` blocks of `block_size` positions; which blocks a sequence owns
@@ -38,11 +43,15 @@ class gpt_decoder {
 
   /// Appends the new tokens' keys and values to the cache and writes the logits after each
   /// request's last `logit_rows` new tokens to `logits` [logit_rows(requests), vocab] (host
-  /// memory), request after request. Requests that overrun
-  /// the context, their block table or the cache are INVALID_ARGUMENT, before anything is
-  /// written.
+  /// memory), request after request; a `hidden` request's rows go to `hidden`
+  /// [hidden_rows(requests), dim] instead. Requests that overrun the context, their block table
+  /// or the cache are INVALID_ARGUMENT, before anything is written.
   [[nodiscard]] virtual absl::Status forward(std::span<const decode_request> requests,
-                                             float* logits) = 0;
+                                             float* logits, float* hidden) = 0;
+  /// A batch without `hidden` requests.
+  [[nodiscard]] absl::Status forward(std::span<const decode_request> requests, float* logits) {
+    return forward(requests, logits, nullptr);
+  }
 
   /// Runs on `params` (host f32, laid out like the old ones) from the next forward on: the CPU
   /// decoder reads them in place (they must outlive it), the CUDA one copies them to its device.

@@ -238,6 +238,10 @@ struct token_bias {
   friend bool operator==(const token_bias&, const token_bias&) = default;
 };
 
+/// How a pooling request makes its embedding from the final norm's hidden states (vLLM's
+/// pooling_type): none (a generation), the prompt's last token's, or their mean over its tokens.
+enum class pooling_type : int32_t { none = 0, last = 1, mean = 2 };
+
 /// One generation as an inference worker receives it: a prompt of token ids and how to
 /// continue it (temperature 0 is greedy; top_k 0 and top_p 1 cut nothing).
 struct generation_request {
@@ -284,6 +288,9 @@ struct generation_request {
   /// Structured output (OpenAI's response_format): the text of a JSON schema that the output is
   /// a value of (actors/json_grammar); empty: free text.
   std::string json_schema;
+  /// An embedding instead of an output (OpenAI's /v1/embeddings): the request ends at its prompt,
+  /// its final event carrying the pooled hidden state (unnormalized).
+  pooling_type pooling = pooling_type::none;
 };
 
 /// Why a generation ended (OpenAI's finish_reason): "length" (max_tokens or the context),
@@ -311,6 +318,8 @@ struct generation_event {
   /// log-probs (the same distribution as logprobs), most likely first: [tokens.size() * k] each.
   std::vector<int32_t> top_tokens;
   std::vector<float> top_values;
+  /// A pooling request's embedding, in its final event ([the model's width]; else empty).
+  std::vector<float> embedding;
 };
 
 /// An inference worker's answer to a poll: the stream events produced since the last poll, and

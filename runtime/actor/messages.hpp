@@ -115,13 +115,13 @@ typename Inspector::result_type inspect(Inspector& f, generation_request& x) {
   return f(caf::meta::type_name("generation_request"), x.id, x.prompt, x.temperature, x.top_k,
            x.top_p, x.seed, x.max_tokens, x.stop, x.stop_token_ids, x.include_stop_str_in_output,
            x.stream, x.top_logprobs, x.min_weights_version, x.frequency_penalty, x.presence_penalty,
-           x.repetition_penalty, x.logit_bias, x.min_tokens, x.json_schema);
+           x.repetition_penalty, x.logit_bias, x.min_tokens, x.json_schema, x.pooling);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_event& x) {
   return f(caf::meta::type_name("generation_event"), x.id, x.tokens, x.first_index, x.finished,
-           x.reason, x.logprobs, x.weights_version, x.top_tokens, x.top_values);
+           x.reason, x.logprobs, x.weights_version, x.top_tokens, x.top_values, x.embedding);
 }
 
 template <class Inspector>

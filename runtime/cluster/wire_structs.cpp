@@ -50,9 +50,10 @@ void pack_joined(packer& pk, const std::vector<actor::generation_event>& events,
 void pack_events(packer& pk, const std::vector<actor::generation_event>& events) {
   const size_t n = events.size();
   std::vector<uint64_t> ids(n), versions(n);
-  std::vector<int32_t> first(n), token_counts(n), logprob_counts(n), top_counts(n);
+  std::vector<int32_t> first(n), token_counts(n), logprob_counts(n), top_counts(n),
+      embedding_counts(n);
   std::vector<uint8_t> finished(n), reasons(n);
-  bool any_first = false, any_top = false;
+  bool any_first = false, any_top = false, any_embedding = false;
   for (size_t i = 0; i < n; ++i) {
     const actor::generation_event& e = events[i];
     ids[i] = e.id;
@@ -65,9 +66,11 @@ void pack_events(packer& pk, const std::vector<actor::generation_event>& events)
     reasons[i] = reason_code(e.reason);
     any_first |= e.first_index != 0;
     any_top |= !e.top_tokens.empty() || !e.top_values.empty();
+    embedding_counts[i] = static_cast<int32_t>(e.embedding.size());
+    any_embedding |= !e.embedding.empty();
   }
-  // first_index and the top lists are left out when no event has them.
-  pk.pack_map(8 + (any_first ? 1 : 0) + (any_top ? 3 : 0));
+  // first_index, the top lists and the embeddings are left out when no event has them.
+  pk.pack_map(8 + (any_first ? 1 : 0) + (any_top ? 3 : 0) + (any_embedding ? 2 : 0));
   pk.pack("id");
   pack_bin_of(pk, ids);
   pk.pack("weights_version");
@@ -95,6 +98,12 @@ void pack_events(packer& pk, const std::vector<actor::generation_event>& events)
     pack_joined(pk, events, &actor::generation_event::top_tokens);
     pk.pack("top_values");
     pack_joined(pk, events, &actor::generation_event::top_values);
+  }
+  if (any_embedding) {
+    pk.pack("embedding_counts");
+    pack_bin_of(pk, embedding_counts);
+    pk.pack("embeddings");
+    pack_joined(pk, events, &actor::generation_event::embedding);
   }
 }
 
@@ -179,13 +188,16 @@ absl::StatusOr<std::vector<actor::generation_event>> unpack_events(const msgpack
   TROUPE_ASSIGN_OR_RETURN(auto logprob_counts,
                           unpack_column<int32_t>(m, "logprob_counts", n, true));
   TROUPE_ASSIGN_OR_RETURN(auto top_counts, unpack_column<int32_t>(m, "top_counts", n, true));
+  TROUPE_ASSIGN_OR_RETURN(auto embedding_counts,
+                          unpack_column<int32_t>(m, "embedding_counts", n, true));
   TROUPE_ASSIGN_OR_RETURN(auto tokens, unpack_joined<int32_t>(m, "tokens", token_counts));
   TROUPE_ASSIGN_OR_RETURN(auto logprobs, unpack_joined<float>(m, "logprobs", logprob_counts));
   TROUPE_ASSIGN_OR_RETURN(auto top_tokens, unpack_joined<int32_t>(m, "top_tokens", top_counts));
   TROUPE_ASSIGN_OR_RETURN(auto top_values, unpack_joined<float>(m, "top_values", top_counts));
+  TROUPE_ASSIGN_OR_RETURN(auto embeddings, unpack_joined<float>(m, "embeddings", embedding_counts));
 
   std::vector<actor::generation_event> events(n);
-  size_t at_token = 0, at_logprob = 0, at_top = 0;
+  size_t at_token = 0, at_logprob = 0, at_top = 0, at_embedding = 0;
   for (size_t i = 0; i < n; ++i) {
     actor::generation_event& e = events[i];
     const size_t tokens_here = token_counts[i], logprobs_here = logprob_counts[i],
@@ -219,6 +231,8 @@ absl::StatusOr<std::vector<actor::generation_event>> unpack_events(const msgpack
     logprobs.copy(at_logprob, logprobs_here, e.logprobs);
     top_tokens.copy(at_top, top_here, e.top_tokens);
     top_values.copy(at_top, top_here, e.top_values);
+    embeddings.copy(at_embedding, embedding_counts[i], e.embedding);
+    at_embedding += embedding_counts[i];
     at_token += tokens_here;
     at_logprob += logprobs_here;
     at_top += top_here;
@@ -630,9 +644,14 @@ absl::StatusOr<actor::checkpoint_shard> unpack_shard(const msgpack::object& o) {
 }
 
 void pack_generation(packer& pk, const actor::generation_request& x) {
-  pk.pack_map(20);
+  const bool pools = x.pooling != actor::pooling_type::none;
+  pk.pack_map(20 + (pools ? 1 : 0));
   pk.pack("id");
   pk.pack(x.id);
+  if (pools) {  // left out for a generation, as an older router sends
+    pk.pack("pooling");
+    pk.pack(static_cast<int32_t>(x.pooling));
+  }
   pk.pack("stop_token_ids");
   pack_ids(pk, x.stop_token_ids);
   pk.pack("min_weights_version");
@@ -746,6 +765,12 @@ absl::StatusOr<actor::generation_request> unpack_generation(const msgpack::objec
       x.logit_bias.push_back({tokens[i], values[i]});
   }
   TROUPE_ASSIGN_OR_RETURN(x.json_schema, m.get_string("json_schema", ""));
+  TROUPE_ASSIGN_OR_RETURN(int64_t pooling, m.get_int("pooling", 0));
+  if (pooling < 0 || pooling > 2) {
+    return absl::InvalidArgumentError(absl::StrCat("generation_request: 'pooling' is ", pooling,
+                                                   "; it must be 0 (none), 1 (last) or 2 (mean)"));
+  }
+  x.pooling = static_cast<actor::pooling_type>(pooling);
   return x;
 }
 

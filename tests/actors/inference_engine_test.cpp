@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "models/gpt/gpt_cpu_decoder.hpp"
 #include "models/gpt/gpt_cpu_stage.hpp"
 #include "nlohmann/json.hpp"
 
@@ -400,6 +401,77 @@ TEST_F(InferenceEngineTest, StructuredOutputIsAlwaysAValueOfTheSchema) {
   const absl::Status refused = engine->add(bad);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.message().find("'pattern'"), std::string::npos) << refused;
+}
+
+// Pooling requests (embeddings) end at their prompts with the final norm's hidden state: at the
+// last token (LAST), or averaged over the prompt (MEAN), the same bits however the prompt is
+// chunked and whatever runs beside it, the generations beside them unchanged.
+TEST_F(InferenceEngineTest, PoolingRequestsEndWithTheirEmbeddings) {
+  const int C = engine_model.dim;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 21; ++i)
+    prompt.push_back('a' + (i * 7) % 26);
+  // The reference: the decoder's hidden rows of the whole prompt in one pass.
+  models::gpt_cpu_decoder decoder(layout_, params_.data(), 64, 8, 8);
+  const std::vector<int32_t> table = {0, 1, 2};
+  models::decode_request whole{prompt.data(), 21, 0, table.data(), 3, 21, true};
+  std::vector<float> rows(21 * C);
+  ASSERT_TRUE(decoder.forward({&whole, 1}, nullptr, rows.data()).ok());
+  std::vector<float> last(rows.end() - C, rows.end()), mean(C);
+  for (int k = 0; k < C; ++k) {
+    double sum = 0;
+    for (int t = 0; t < 21; ++t)
+      sum += rows[t * C + k];
+    mean[k] = static_cast<float>(sum / 21);
+  }
+  generation_request text;
+  text.id = 1;
+  text.prompt = {'h', 'i'};
+  text.temperature = 0;
+  text.max_tokens = 6;
+  std::vector<int32_t> alone;  // the generation without pooling requests beside it
+  {
+    auto engine = inference_engine::create(layout_, params_.data(), {.scheduler = {.ctx = 64}});
+    ASSERT_TRUE(engine.ok() && (*engine)->add(text).ok());
+    while (!(*engine)->idle()) {
+      auto events = (*engine)->step();
+      ASSERT_TRUE(events.ok()) << events.status();
+      for (const auto& e : *events)
+        alone.insert(alone.end(), e.tokens.begin(), e.tokens.end());
+    }
+  }
+  for (const int budget : {256, 8}) {  // whole, and in chunks of 8 beside a generation
+    auto engine = inference_engine::create(layout_, params_.data(),
+                                           {.scheduler = {.ctx = 64, .max_batch_tokens = budget}});
+    ASSERT_TRUE(engine.ok());
+    ASSERT_TRUE((*engine)->add(text).ok());
+    for (const auto [id, pooling] :
+         {std::pair{2, actor::pooling_type::last}, std::pair{3, actor::pooling_type::mean}}) {
+      generation_request r;
+      r.id = id;
+      r.prompt = prompt;
+      r.max_tokens = 1;
+      r.pooling = pooling;
+      ASSERT_TRUE((*engine)->add(r).ok());
+    }
+    std::map<uint64_t, std::vector<float>> embeddings;
+    std::vector<int32_t> generated;
+    while (!(*engine)->idle()) {
+      auto events = (*engine)->step();
+      ASSERT_TRUE(events.ok()) << events.status();
+      for (const auto& e : *events) {
+        if (e.id == 1) generated.insert(generated.end(), e.tokens.begin(), e.tokens.end());
+        if (e.id != 1) {
+          EXPECT_TRUE(e.finished && e.tokens.empty());
+          embeddings[e.id] = e.embedding;
+        }
+      }
+    }
+    EXPECT_EQ(embeddings[2], last) << "budget " << budget;
+    EXPECT_EQ(embeddings[3], mean) << "budget " << budget;
+    EXPECT_EQ(generated, alone);
+    EXPECT_EQ((*engine)->blocks().used_blocks(), 0);
+  }
 }
 
 TEST_F(InferenceEngineTest, RefusesTokensOutsideTheVocabulary) {

@@ -1,7 +1,10 @@
 #include "apps/serve/openai_api.hpp"
 
+#include <cstring>
+
 #include <gtest/gtest.h>
 
+#include "absl/strings/escaping.h"
 #include "nlohmann/json.hpp"
 
 namespace troupe::apps {
@@ -565,6 +568,59 @@ TEST(OpenAiApi, ToolsAreRenderedAndCallsComeBackAsToolCalls) {
 }
 
 // vLLM's /tokenize and /detokenize.
+// OpenAI's embeddings request: its input as a completion's prompt (a text, token ids, or a batch
+// of either); the vectors back as floats or as base64 of their f32 bytes (the Node client's
+// default), scaled to unit length unless the pooler says otherwise.
+TEST(OpenAiApi, EmbeddingsTakeInputsAndAnswerFloatsOrBase64) {
+  auto parsed = parse_embeddings(
+      R"({"model": "troupe-tiny", "input": ["ab", [1, 2, 3]], "encoding_format": "base64"})",
+      limits);
+  ASSERT_TRUE(std::holds_alternative<embedding_call>(parsed));
+  const embedding_call call = std::get<embedding_call>(parsed);
+  EXPECT_EQ(call.inputs, (std::vector<std::vector<int32_t>>{{'a', 'b'}, {1, 2, 3}}));
+  EXPECT_TRUE(call.base64);
+  const auto body = nlohmann::json::parse(embeddings_body(limits, call, {{3, 4}, {0, -2}}));
+  EXPECT_EQ(body["object"], "list");
+  EXPECT_EQ(body["model"], "troupe-tiny");
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(body["data"][1]["index"], 1);
+  std::string bytes;
+  ASSERT_TRUE(absl::Base64Unescape(body["data"][0]["embedding"].get<std::string>(), &bytes));
+  ASSERT_EQ(bytes.size(), 2 * sizeof(float));
+  float first[2];
+  std::memcpy(first, bytes.data(), bytes.size());
+  EXPECT_FLOAT_EQ(first[0], 0.6f);  // (3, 4) / 5
+  EXPECT_FLOAT_EQ(first[1], 0.8f);
+  api_limits raw = limits;
+  raw.normalize_embeddings = false;
+  const auto floats = nlohmann::json::parse(embeddings_body(
+      raw,
+      std::get<embedding_call>(parse_embeddings(R"({"model": "troupe-tiny", "input": "x"})", raw)),
+      {{3, 4}}));
+  EXPECT_EQ(floats["data"][0]["embedding"], nlohmann::json::array({3.0, 4.0}));
+  auto error = [](const std::string& body) {
+    auto r = parse_embeddings(body, limits);
+    EXPECT_TRUE(std::holds_alternative<api_error>(r)) << body;
+    return std::holds_alternative<api_error>(r) ? std::get<api_error>(r) : api_error{};
+  };
+  EXPECT_EQ(error(R"({"model": "troupe-tiny"})").message,
+            "'input' is required: a text, a list of token ids, or a list of either");
+  EXPECT_EQ(error(R"({"model": "troupe-tiny", "input": ""})").message, "'input' is empty");
+  EXPECT_EQ(error(R"({"model": "troupe-tiny", "input": ["a", ""]})").message,
+            "'input'[1] is empty");
+  EXPECT_NE(error(R"({"model": "troupe-tiny", "input": "a", "dimensions": 8})")
+                .message.find("'dimensions' is not supported"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"model": "troupe-tiny", "input": "a", "encoding_format": "int8"})")
+                .message.find("'encoding_format' must be \"float\" or \"base64\""),
+            std::string::npos);
+  EXPECT_EQ(error(R"({"model": "gpt", "input": "a"})").http_status, 404);
+  EXPECT_EQ(error(R"({"model": "troupe-tiny", "input": [[1, 999]]})").message,
+            "'input'[0][1] must be a token id from 0 to 255, not 999");
+  const std::string long_input(40, 'x');
+  EXPECT_EQ(error(R"({"model": "troupe-tiny", "input": ")" + long_input + "\"}").http_status, 413);
+}
+
 TEST(OpenAiApi, TokenizeAndDetokenizeAsVllmDoes) {
   auto body = tokenize(R"({"prompt": "Hi!"})", limits);
   ASSERT_TRUE(std::holds_alternative<std::string>(body));

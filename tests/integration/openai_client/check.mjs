@@ -142,6 +142,14 @@ const required = await client.chat.completions.create({
 const first = required.choices[0].message.tool_calls?.[0];
 out.required_call = [required.choices[0].finish_reason, first?.function.name,
                      typeof JSON.parse(first?.function.arguments ?? "{}").on];
+// Embeddings: a batch of texts (the client asks for base64 and decodes it), and one as floats.
+const embedded = await client.embeddings.create({ model: "troupe-tiny", input: ["Hello", "Hi there"] });
+const vector = embedded.data[0].embedding;
+const asFloats = await client.embeddings.create({
+  model: "troupe-tiny", input: "Hello", encoding_format: "float" });
+out.embeddings = [embedded.data.length, vector.length, embedded.usage.prompt_tokens,
+                  Math.abs(Math.hypot(...vector) - 1) < 1e-5,
+                  asFloats.data[0].embedding.every((x, i) => Math.abs(x - vector[i]) < 1e-6)];
 try {
   await client.completions.create({ model: "nope", prompt: "x" });
 } catch (e) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/thread_pool.hpp"
+#include "kernels/matmul.hpp"
 #include "kernels/sampling.hpp"
 #include "models/gpt/gpt_cpu_stage.hpp"
 
@@ -121,6 +122,34 @@ TEST_F(GptCpuDecoderTest, LogitRowsAfterEachOfAChunksLastTokens) {
       }
     }
   }
+}
+
+// An embedding's rows: `hidden` requests get the final norm's output, which the head turns into
+// the logits a logits request of the same tokens gets, bit for bit; the other requests' logits
+// are unchanged beside them.
+TEST_F(GptCpuDecoderTest, HiddenRowsAreWhatTheHeadTurnsIntoLogits) {
+  const std::vector<int32_t> a = {3, 17, 5, 22, 9, 1, 30, 12}, b = {7, 7, 2, 35, 11, 19};
+  const int V = cpu_decoder_model.vocab, C = cpu_decoder_model.dim;
+  const std::vector<int32_t> table_a = {5, 0}, table_b = {1, 6};
+  gpt_cpu_decoder plain(layout_, params_.data(), 16, 8, 4),
+      pooled(layout_, params_.data(), 16, 8, 4);
+  std::vector<decode_request> batch = {{a.data(), 8, 0, table_a.data(), 2, 8},
+                                       {b.data(), 6, 0, table_b.data(), 2, 3}};
+  std::vector<float> want(11 * V);
+  ASSERT_TRUE(plain.forward(batch, want.data()).ok());
+  batch[0].hidden = true;
+  EXPECT_EQ(logit_rows(batch), 3);
+  EXPECT_EQ(hidden_rows(batch), 8);
+  std::vector<float> logits(3 * V), hidden(8 * C);
+  EXPECT_EQ(pooled.forward(batch, logits.data()).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(pooled.forward(batch, logits.data(), hidden.data()).ok());
+  std::vector<float> head(8 * V);
+  kernels::cpu::matmul(head.data(), hidden.data(), params_.data() + layout_.head_weight(), nullptr,
+                       kernels::gemm{8, V, C, false, true});
+  for (int i = 0; i < 8 * V; ++i)
+    ASSERT_EQ(head[i], want[i]) << "a's row " << i / V;
+  for (int i = 0; i < 3 * V; ++i)
+    ASSERT_EQ(logits[i], want[8 * V + i]) << "b's row " << i / V;
 }
 
 // The threads' groups hold equal work, not equal tokens: eight decode tokens at position 12 and

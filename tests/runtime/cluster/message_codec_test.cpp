@@ -215,6 +215,7 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   r.logit_bias = {{65, -100.0f}, {7, 2.5f}};
   r.min_tokens = 3;
   r.json_schema = R"({"type": "object"})";
+  r.pooling = actor::pooling_type::mean;
   caf::message m = round_trip(caf::make_message(actor::generate_atom_v, r));
   const auto& back = m.get_as<actor::generation_request>(1);
   EXPECT_EQ(back.frequency_penalty, 0.5f);
@@ -223,6 +224,7 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   EXPECT_EQ(back.logit_bias, r.logit_bias);
   EXPECT_EQ(back.min_tokens, 3);
   EXPECT_EQ(back.json_schema, r.json_schema);
+  EXPECT_EQ(back.pooling, actor::pooling_type::mean);
   EXPECT_EQ(back.min_weights_version, 12u);
   EXPECT_TRUE(back.include_stop_str_in_output);
   EXPECT_FALSE(back.stream);
@@ -279,10 +281,18 @@ TEST(MessageCodec, RoundTripsGenerationRequestsAndEvents) {
   EXPECT_EQ(got[1].reason, actor::finish_reason::stop);
   EXPECT_EQ(got[1].first_index, 0);
   EXPECT_TRUE(got[1].top_tokens.empty() && got[1].top_values.empty());
+  // An embedding crosses bit for bit in the final event that carries it.
+  actor::generation_event pooled{11, {}, 0, true, actor::finish_reason::stop};
+  pooled.embedding = {0.25f, -1.5f, 3.0e-8f};
+  m = round_trip(caf::make_message(actor::worker_report{{report.events[0], pooled}}));
+  const auto& with_embedding = m.get_as<actor::worker_report>(0).events;
+  ASSERT_EQ(with_embedding.size(), 2u);
+  EXPECT_TRUE(with_embedding[0].embedding.empty());
+  EXPECT_EQ(with_embedding[1].embedding, pooled.embedding);
   // Keys at their defaults stay off the wire (a report carries hundreds of events).
   auto lean = encode_message(caf::make_message(actor::worker_report{{report.events[1]}}));
   ASSERT_TRUE(lean.ok()) << lean.status();
-  for (const char* key : {"first_index", "top_tokens", "top_values"})
+  for (const char* key : {"first_index", "top_tokens", "top_values", "embeddings", "pooling"})
     EXPECT_EQ(lean->find(key), std::string::npos) << key;
 }
 
