@@ -56,10 +56,14 @@ class hf_serving : public ::testing::Test {
     return run_reference(args);
   }
   std::vector<int> greedy(const std::vector<int>& prompt, int n) const {
+    return reference_forward(prompt, n)["generated"];
+  }
+  // The reference's forward pass over `prompt` (and `n` greedy tokens after it).
+  json reference_forward(const std::vector<int>& prompt, int n = 0) const {
     python("/tests/models/hf/hf_reference_model.py",
            {"forward", model(), absl::StrJoin(prompt, ","), dir_.file("forward.json"), "--generate",
             std::to_string(n)});
-    return json::parse(read_file(dir_.file("forward.json")))["generated"];
+    return json::parse(read_file(dir_.file("forward.json")));
   }
   // HF tokenizers' answers to `requests` (hf_encode_decode.mjs).
   json hf_tokenizers(const json& requests) const {
@@ -290,11 +294,8 @@ TEST_F(ServeGptq, ACheckpointServesTheGreedyTextOfItsDequantizedWeights) {
   EXPECT_EQ(done["choices"][0]["text"], expected[0]);
 }
 
-// Speculative decoding by prompt lookup, served with vLLM's flag: the greedy completion is still
-// the reference's, token for token; and a completion that repeats itself (a logit_bias holds it
-// to one token) gains drafts from prompt lookup that the model accepts, as the server's metrics
-// count.
-class ServeSpeculative : public hf_serving {
+// A random Llama with Llama 3's tokenizer, served: speculative decoding and embeddings.
+class ServeLlama3 : public hf_serving {
  protected:
   // A random Llama with Llama 3's tokenizer; the prompt's ids and the reference's greedy text.
   std::pair<std::vector<int>, json> make_model(const std::string& text, int tokens) {
@@ -326,7 +327,11 @@ class ServeSpeculative : public hf_serving {
   }
 };
 
-TEST_F(ServeSpeculative, GreedyTextIsTheReferencesAndARepeatingOneGainsDrafts) {
+// Speculative decoding by prompt lookup, served with vLLM's flag: the greedy completion is still
+// the reference's, token for token; and a completion that repeats itself (a logit_bias holds it
+// to one token) gains drafts from prompt lookup that the model accepts, as the server's metrics
+// count.
+TEST_F(ServeLlama3, SpeculativeGreedyTextIsTheReferencesAndARepeatingOneGainsDrafts) {
   const std::string text = "Draft tokens, checked in one pass; draft tokens, checked";
   const auto [ids, expected] = make_model(text, 32);
   const auto served =
@@ -356,7 +361,7 @@ TEST_F(ServeSpeculative, GreedyTextIsTheReferencesAndARepeatingOneGainsDrafts) {
 
 // The draft_model method, the served model its own draft: the greedy text is the reference's and
 // every draft token is accepted, the draft's guesses being the served model's choices.
-TEST_F(ServeSpeculative, ADraftModelGuessesWhatTheServedModelSays) {
+TEST_F(ServeLlama3, ADraftModelGuessesWhatTheServedModelSays) {
   const std::string text = "A draft model guesses; the served model decides";
   const auto [ids, expected] = make_model(text, 24);
   const auto served =
@@ -371,6 +376,24 @@ TEST_F(ServeSpeculative, ADraftModelGuessesWhatTheServedModelSays) {
   const double drafts = counter(*served, "troupe_serve_spec_decode_num_draft_tokens_total", 1);
   EXPECT_GT(drafts, 0) << served->Get("/metrics")->body;
   EXPECT_EQ(counter(*served, "troupe_serve_spec_decode_num_accepted_tokens_total", drafts), drafts);
+}
+
+// /v1/embeddings on a Llama 3 checkpoint with MEAN pooling, unnormalized: the vector is PyTorch's
+// final-norm output averaged over the input's tokens (ids by HF tokenizers), to f32 rounding.
+TEST_F(ServeLlama3, EmbeddingsArePyTorchsMeanOfTheFinalNormsOutput) {
+  const std::string text = "Embeddings pool the hidden states";
+  const auto [ids, unused] = make_model(text, 1);
+  const std::vector<float> want = reference_forward(ids)["hidden_mean"];
+  const auto served =
+      serve({"--set", "serve.pooler_config={pooling_type: MEAN, normalize: false}"});
+  ASSERT_TRUE(served);
+  const json got = post(*served, "/v1/embeddings",
+                        {{"model", "m"}, {"input", text}, {"encoding_format", "float"}});
+  EXPECT_EQ(got["usage"]["prompt_tokens"], ids.size());
+  const std::vector<float> vector = got["data"][0]["embedding"];
+  ASSERT_EQ(vector.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k)
+    EXPECT_NEAR(vector[k], want[k], 1e-4f + 1e-4f * std::abs(want[k])) << "value " << k;
 }
 
 // configs/quickstart_llama.yaml, shortened: the launch trains the tokenizer and then a tiny

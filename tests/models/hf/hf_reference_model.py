@@ -18,7 +18,8 @@ asymmetrically to BITS (4 or 8) in groups of G inputs (-1: a whole row), min-max
 as GPTQ's quantizer, packed as AutoGPTQ packs them (qweight, qzeros holding zero - 1, F16 scales,
 g_idx). Every reader here dequantizes a GPTQ checkpoint back to f32 weights by that format's
 formula, w = scale * (q - (stored zero + 1)). `forward` runs the model over TOKENS (comma-separated ids) and writes
-{"logits": [[...] per position], "generated": [greedy ids]} as JSON. `stop-after` edits an
+{"logits": [[...] per position], "generated": [greedy ids], "hidden_last": the final norm's
+output at the last token, "hidden_mean": its mean over the tokens} as JSON. `stop-after` edits an
 untied checkpoint's output head so that a greedy continuation of TOKENS says EOS after a few
 tokens of its own, as a trained model ends its turn (the row of EOS becomes 1.5 times the row of
 a token the continuation would say), and prints how many tokens come before it. `grads` takes
@@ -298,8 +299,9 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def forward(c, w, tokens):
-    """Logits [T, V] of the model over `tokens`, as the HF model computes them in float32."""
+def forward(c, w, tokens, hidden=False):
+    """Logits [T, V] of the model over `tokens`, as the HF model computes them in float32 (with
+    `hidden`, the final norm's output [T, C] instead)."""
     C, H, KV = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
     D = c.get("head_dim") or C // H
     eps = c["rms_norm_eps"]
@@ -342,6 +344,8 @@ def forward(c, w, tokens):
         up = h @ w[p + "mlp.up_proj.weight"].T
         x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
     x = rms_norm(x, w["model.norm.weight"], eps)
+    if hidden:
+        return x
     head = w["model.embed_tokens.weight"] if c["tie_word_embeddings"] else w["lm_head.weight"]
     return x @ head.T
 
@@ -351,9 +355,11 @@ def run_forward(args):
     tokens = [int(t) for t in args.tokens.split(",")]
     with torch.no_grad():
         logits = forward(c, w, tokens)
+        states = forward(c, w, tokens, hidden=True)
         generated = greedy(c, w, tokens, args.generate)
     with open(args.out, "w") as f:
-        json.dump({"logits": logits.tolist(), "generated": generated}, f)
+        json.dump({"logits": logits.tolist(), "generated": generated,
+                   "hidden_last": states[-1].tolist(), "hidden_mean": states.mean(0).tolist()}, f)
 
 
 def greedy(c, w, tokens, n):
