@@ -51,6 +51,44 @@ struct http_front_end::stream {
   }
 };
 
+std::vector<std::shared_ptr<http_front_end::stream>> http_front_end::open_streams(uint64_t id,
+                                                                                  int n) {
+  std::vector<std::shared_ptr<stream>> out;
+  std::lock_guard lock(mu_);
+  for (int k = 0; k < n; ++k) {
+    out.push_back(std::make_shared<stream>());
+    streams_[id + k] = out.back();
+  }
+  return out;
+}
+
+void http_front_end::close_streams(uint64_t id, int n, bool cancel) {
+  {
+    std::lock_guard lock(mu_);
+    for (int k = 0; k < n; ++k)
+      streams_.erase(id + k);
+  }
+  if (!cancel) return;
+  for (int k = 0; k < n; ++k)
+    hooks_.cancel(id + k);
+}
+
+std::optional<api_error> http_front_end::await_acceptance(
+    const std::vector<std::shared_ptr<stream>>& streams, uint64_t id) {
+  const int n = static_cast<int>(streams.size());
+  for (const auto& s : streams) {
+    if (!s->wait_answer(std::chrono::seconds(30))) {
+      close_streams(id, n, true);
+      return api_error{503, "server_error", "", "the router did not answer within 30 s"};
+    }
+    if (!*s->accepted) {
+      close_streams(id, n, true);
+      return s->refusal;
+    }
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<std::unique_ptr<http_front_end>> http_front_end::start(settings s, hooks h) {
   std::unique_ptr<http_front_end> f(new http_front_end(std::move(s), std::move(h)));
   f->server_ = std::make_unique<http::guarded_http_server>(
@@ -162,19 +200,9 @@ void http_front_end::install_routes() {
       const int choices = call.choices();
       const uint64_t id = next_id_.fetch_add(static_cast<uint64_t>(choices));
       const uint64_t seed = call.seeded ? call.request.seed : id * 0x9E3779B97F4A7C15ull;
-      auto streams = std::make_shared<std::vector<std::shared_ptr<stream>>>();
-      {
-        std::lock_guard lock(mu_);
-        for (int k = 0; k < choices; ++k) {
-          streams->push_back(std::make_shared<stream>());
-          streams_[id + k] = streams->back();
-        }
-      }
-      const auto forget = [this, id, choices] {
-        std::lock_guard lock(mu_);
-        for (int k = 0; k < choices; ++k)
-          streams_.erase(id + k);
-      };
+      auto streams =
+          std::make_shared<std::vector<std::shared_ptr<stream>>>(open_streams(id, choices));
+      const auto forget = [this, id, choices] { close_streams(id, choices, false); };
       for (int k = 0; k < choices; ++k) {
         actor::generation_request r = call.request;
         r.id = id + k;
@@ -182,21 +210,9 @@ void http_front_end::install_routes() {
         r.seed = seed + static_cast<uint64_t>(k % call.n);
         hooks_.submit(std::move(r));
       }
-      for (const auto& s : *streams) {
-        if (!s->wait_answer(std::chrono::seconds(30))) {
-          forget();
-          for (int k = 0; k < choices; ++k)
-            hooks_.cancel(id + k);
-          reply_error(res, {503, "server_error", "", "the router did not answer within 30 s"});
-          return count(res.status);
-        }
-        if (!*s->accepted) {
-          forget();
-          for (int k = 0; k < choices; ++k)
-            hooks_.cancel(id + k);
-          reply_error(res, s->refusal);
-          return count(res.status);
-        }
+      if (auto refused = await_acceptance(*streams, id)) {
+        reply_error(res, *refused);
+        return count(res.status);
       }
       const std::string name = absl::StrCat(call.chat ? "chatcmpl-" : "cmpl-", id);
       const int64_t created = unix_seconds();
@@ -331,22 +347,9 @@ void http_front_end::install_routes() {
     // Each input a pooling request, ending at its prompt with its embedding.
     const int inputs = static_cast<int>(call.inputs.size());
     const uint64_t id = next_id_.fetch_add(static_cast<uint64_t>(inputs));
-    std::vector<std::shared_ptr<stream>> streams;
-    {
-      std::lock_guard lock(mu_);
-      for (int k = 0; k < inputs; ++k) {
-        streams.push_back(std::make_shared<stream>());
-        streams_[id + k] = streams.back();
-      }
-    }
+    const std::vector<std::shared_ptr<stream>> streams = open_streams(id, inputs);
     const auto fail = [&](const api_error& e) {
-      {
-        std::lock_guard lock(mu_);
-        for (int k = 0; k < inputs; ++k)
-          streams_.erase(id + k);
-      }
-      for (int k = 0; k < inputs; ++k)
-        hooks_.cancel(id + k);
+      close_streams(id, inputs, true);
       reply_error(res, e);
       count(res.status);
     };
@@ -360,11 +363,9 @@ void http_front_end::install_routes() {
       r.pooling = settings_.limits.pooling;
       hooks_.submit(std::move(r));
     }
-    for (const auto& s : streams) {
-      if (!s->wait_answer(std::chrono::seconds(30))) {
-        return fail({503, "server_error", "", "the router did not answer within 30 s"});
-      }
-      if (!*s->accepted) return fail(s->refusal);
+    if (auto refused = await_acceptance(streams, id)) {
+      reply_error(res, *refused);
+      return count(res.status);
     }
     std::vector<std::vector<float>> vectors(inputs);
     for (int k = 0; k < inputs; ++k) {
@@ -381,11 +382,7 @@ void http_front_end::install_routes() {
         break;
       }
     }
-    {
-      std::lock_guard lock(mu_);
-      for (int k = 0; k < inputs; ++k)
-        streams_.erase(id + k);
-    }
+    close_streams(id, inputs, false);
     count(200);
     res.set_content(embeddings_body(settings_.limits, call, std::move(vectors)),
                     "application/json");

@@ -5,7 +5,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "apps/serve/openai_api.hpp"
@@ -61,6 +63,14 @@ class http_front_end {
   http_front_end(settings s, hooks h);
   void install_routes();
   std::shared_ptr<stream> find(uint64_t id);
+  // A stream for each of requests [id, id + n), before they are submitted.
+  std::vector<std::shared_ptr<stream>> open_streams(uint64_t id, int n);
+  // Forgets the streams of requests [id, id + n); with `cancel`, cancels the requests too.
+  void close_streams(uint64_t id, int n, bool cancel);
+  // Waits for the router's answer about each of the requests from `id` on: nothing when it took
+  // them all; else the error to answer with, their streams closed and the requests cancelled.
+  std::optional<api_error> await_acceptance(const std::vector<std::shared_ptr<stream>>& streams,
+                                            uint64_t id);
 
   settings settings_;
   hooks hooks_;
