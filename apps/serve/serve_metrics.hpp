@@ -14,7 +14,8 @@ namespace troupe::apps {
 /// status, time to first token and inter-token latency (measured where the router hands tokens
 /// to the HTTP threads), queue depth, requests in flight and dispatched to each worker, and the
 /// workers' KV blocks in use, batch sizes, prefix-cache queries and hits (vLLM's, in prompt
-/// tokens) and speculative decoding's drafts (from their poll reports). Updated from the router and the HTTP threads.
+/// tokens) and speculative decoding's drafts (from their poll reports). Updated from the router and
+/// the HTTP threads.
 class serve_metrics {
  public:
   explicit serve_metrics(metrics::registry& registry);

@@ -8,7 +8,6 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -317,12 +316,8 @@ class ServeLlama3 : public hf_serving {
       const size_t at = res ? res->body.find("\n" + name + " ") : std::string::npos;
       return at == std::string::npos ? -1.0 : std::stod(res->body.substr(at + name.size() + 2));
     };
-    const auto deadline = std::chrono::steady_clock::now() + 30s;
-    double value = read();
-    while (value < at_least && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(50ms);
-      value = read();
-    }
+    double value = -1.0;
+    wait_until([&] { return (value = read()) >= at_least; });
     return value;
   }
 };
