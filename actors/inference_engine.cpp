@@ -220,14 +220,17 @@ void inference_engine::draw_tokens(const batch_chunk& c, float* logits, draw& d)
   d.tokens.clear(), d.logprobs.clear(), d.top_tokens.clear(), d.top_values.clear();
   d.accepted = 0;
   d.dead_end = false;
-  thread_local std::vector<int32_t> context;  // the sequence and the drafts accepted so far
+  // The sequence and its drafts: position j's penalties see the output and the drafts before j.
+  thread_local std::vector<int32_t> context;
+  if (adjusts_logits(r)) {
+    context.assign(sequence.begin(), sequence.end());
+    context.insert(context.end(), drafts, drafts + c.drafts);
+  }
   for (int j = 0; j <= c.drafts; ++j) {
     float* row = logits + int64_t{j} * vocab;
     if (adjusts_logits(r)) {
-      context.assign(sequence.begin(), sequence.end());
-      context.insert(context.end(), drafts, drafts + j);
       adjust_logits(row, vocab, r, std::span(context).first(prompt),
-                    std::span(context).subspan(prompt));
+                    std::span(context).subspan(prompt, sequence.size() - prompt + j));
     }
     int32_t token = 0;
     bool accepted = false;
