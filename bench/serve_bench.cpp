@@ -11,19 +11,21 @@
 // caching (serve.engine.prefix_caching: false): TTFT p50 with the cache, target <= 0.2x without
 // (the model's context raised to hold the prompt).
 //
+// With --llama-cpp, troupe serve against llama.cpp on the same Llama model, prompts and precision
+// (f32, and int8 against Q8_0): serve_llama_cpp.cpp.
+//
 //   serve_bench [--clients N] [--requests M] [--lengths exponential|uniform]
 //               [--shared-prefix N] [--device auto|cpu|cuda] [--troupe PATH] [--config PATH]
+//   serve_bench --llama-cpp [--clients N] [--max-tokens T] [--work-dir DIR] [--troupe PATH]
 //
 // --troupe and --config default to this build's binary and configs/serve_tiny.yaml (give them
 // where the build tree is elsewhere, as on the device machine).
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,16 +36,15 @@
 #include <unistd.h>
 
 #include "bench/bench_report.hpp"
+#include "bench/serve_llama_cpp.hpp"
+#include "bench/serve_load.hpp"
 #include "httplib.h"
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-struct load_result {
-  double tokens_per_s = 0;
-  std::vector<double> ttft_ms, itl_ms;
-};
+using troupe::bench::load_result;
+using troupe::bench::percentile;
+using troupe::bench::run_load;
 
 // Output tokens of request `i`: a deterministic spread (golden-ratio points) over the
 // distribution, so that both modes get the same requests.
@@ -51,12 +52,6 @@ int output_length(int i, bool exponential) {
   const double u = std::fmod((i + 0.5) * 0.6180339887498949, 1.0);
   if (!exponential) return 16 + static_cast<int>(u * 81);
   return std::clamp(static_cast<int>(std::lround(-48.0 * std::log(1.0 - u))), 4, 384);
-}
-
-double percentile(std::vector<double> xs, double p) {
-  if (xs.empty()) return 0;
-  std::sort(xs.begin(), xs.end());
-  return xs[std::min(xs.size() - 1, static_cast<size_t>(p * xs.size()))];
 }
 
 struct server_settings {
@@ -129,63 +124,24 @@ pid_t start_server(int port, const std::string& mode, const server_settings& s) 
   return -1;
 }
 
-load_result run_load(int port, int clients, int requests, bool exponential, int shared_prefix) {
+// The completions of the default and --shared-prefix loads: mixed prompt and output lengths, or
+// the shared system prompt and a question of each request's own answered in 8 tokens.
+load_result run_mixed_load(int port, int clients, int requests, bool exponential,
+                           int shared_prefix) {
   const std::string system = system_prompt(shared_prefix);
-  std::atomic<int> next{0};
-  std::atomic<int64_t> tokens{0};
-  std::mutex mu;
-  load_result r;
-  const auto start = clock_type::now();
-  std::vector<std::thread> threads;
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&] {
-      httplib::Client client("127.0.0.1", port);
-      client.set_read_timeout(300, 0);
-      for (int i = next++; i < requests; i = next++) {
+  const auto tokens = [&](int i) { return shared_prefix > 0 ? 8 : output_length(i, exponential); };
+  return run_load(
+      port, clients, requests,
+      [&](int i) {
         const int prompt = 8 + (i * 37) % 57;
-        const int max_tokens = shared_prefix > 0 ? 8 : output_length(i, exponential);
         const std::string text = shared_prefix > 0 ? system + " Q" + std::to_string(i) + "?"
                                                    : std::string(prompt, 'a' + i % 26);
-        const std::string body =
-            "{\"model\": \"troupe-tiny\", \"prompt\": \"" + text +
-            "\", \"stream\": true, \"max_tokens\": " + std::to_string(max_tokens) +
-            ", \"seed\": " + std::to_string(i + 1) + "}";
-        const auto sent = clock_type::now();
-        auto last = sent;
-        bool first = true;
-        std::vector<double> gaps;
-        double ttft = 0;
-        httplib::Request req;
-        req.method = "POST";
-        req.path = "/v1/completions";
-        req.headers = {{"Content-Type", "application/json"}};
-        req.body = body;
-        req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
-          const auto now = clock_type::now();
-          if (first) {
-            ttft = std::chrono::duration<double, std::milli>(now - sent).count();
-            first = false;
-          } else {
-            gaps.push_back(std::chrono::duration<double, std::milli>(now - last).count());
-          }
-          last = now;
-          return true;
-        };
-        httplib::Response response;
-        httplib::Error error = httplib::Error::Success;
-        const bool sent_ok = client.send(req, response, error);
-        if (!sent_ok || response.status != 200) continue;
-        tokens += max_tokens;  // no stop strings, and prompt + output fit the context
-        std::lock_guard lock(mu);
-        r.ttft_ms.push_back(ttft);
-        r.itl_ms.insert(r.itl_ms.end(), gaps.begin(), gaps.end());
-      }
-    });
-  }
-  for (auto& t : threads)
-    t.join();
-  r.tokens_per_s = tokens.load() / std::chrono::duration<double>(clock_type::now() - start).count();
-  return r;
+        // no stop strings, and prompt + output fit the context: every request says max_tokens
+        return "{\"model\": \"troupe-tiny\", \"prompt\": \"" + text +
+               "\", \"stream\": true, \"max_tokens\": " + std::to_string(tokens(i)) +
+               ", \"seed\": " + std::to_string(i + 1) + "}";
+      },
+      tokens);
 }
 
 }  // namespace
@@ -195,9 +151,18 @@ int main(int argc, char** argv) {
   int clients = 16, requests = 96;
   std::string lengths = "exponential";
   server_settings server_with;
+  bool llama_cpp = false;
+  int max_tokens = 64;
+  std::string work_dir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--clients" && i + 1 < argc) {
+    if (a == "--llama-cpp") {
+      llama_cpp = true;
+    } else if (a == "--work-dir" && i + 1 < argc) {
+      work_dir = argv[++i];
+    } else if (a == "--max-tokens" && i + 1 < argc) {
+      max_tokens = std::stoi(argv[++i]);
+    } else if (a == "--clients" && i + 1 < argc) {
       clients = std::stoi(argv[++i]);
     } else if (a == "--requests" && i + 1 < argc) {
       requests = std::stoi(argv[++i]);
@@ -219,6 +184,14 @@ int main(int argc, char** argv) {
       return unknown_argument("serve_bench", a);
     }
   }
+  if (llama_cpp) {
+    return compare_with_llama_cpp({.troupe = server_with.troupe,
+                                   .source_dir = TROUPE_SOURCE_DIR,
+                                   .clients = clients,
+                                   .requests = 2 * clients,
+                                   .max_tokens = max_tokens,
+                                   .work_dir = work_dir});
+  }
   load_result modes[2];
   const bool prefix = server_with.shared_prefix > 0;
   const char* names[2] = {prefix ? "cached" : "continuous", prefix ? "uncached" : "static"};
@@ -232,9 +205,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     const bool exponential = lengths == "exponential";
-    run_load(port, clients, std::max(clients, requests / 8), exponential,
-             server_with.shared_prefix);  // warm-up
-    modes[m] = run_load(port, clients, requests, exponential, server_with.shared_prefix);
+    run_mixed_load(port, clients, std::max(clients, requests / 8), exponential,
+                   server_with.shared_prefix);  // warm-up
+    modes[m] = run_mixed_load(port, clients, requests, exponential, server_with.shared_prefix);
     kill(server, SIGTERM);
     waitpid(server, nullptr, 0);
     std::error_code ignored;

@@ -45,8 +45,16 @@ struct batched_gemm {
 }  // namespace cuda
 
 namespace cpu {
-/// out = op(a) @ op(b) (+ bias[n] broadcast over rows), through OpenBLAS sgemm.
+class thread_pool;
+
+/// out = op(a) @ op(b) (+ bias[n] broadcast over rows). Forward products (no trans_a, no
+/// accumulate) are row-invariant: a row's outputs are the same bits whatever m is. Gradients go
+/// through OpenBLAS sgemm.
 void matmul(float* out, const float* a, const float* b, const float* bias, const gemm& g);
+/// The same, a forward product's columns split over `pool` in chunks (the same bits as without;
+/// nullptr: the caller alone). For one or a few rows, where the caller has no rows to split.
+void matmul(float* out, const float* a, const float* b, const float* bias, const gemm& g,
+            thread_pool* pool);
 /// dbias[n] += the column sums of dout[m, n].
 void bias_backward(float* dbias, const float* dout, int m, int n);
 /// The BLAS library's build description, e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH ... Zen".

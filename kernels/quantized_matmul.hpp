@@ -39,6 +39,7 @@ namespace cuda {
 }  // namespace cuda
 
 namespace cpu {
+class thread_pool;
 
 /// OK when a [rows, cols] matrix can be quantized to `bits` in groups of `group_size` inputs:
 /// bits 8 or 4, cols and group_size multiples of 16 with group_size dividing cols; else
@@ -58,9 +59,10 @@ void dequantize(const quantized_matrix& w, float* out);
 
 /// out[m, rows] = x[m, cols] @ dequantize(w)^T (+ bias[rows]) without forming the f32 matrix.
 /// Each output is a fixed sequence of operations over its row of x alone, so a row's result is
-/// the same bits whatever m is (batch invariance, as kernels::cpu::matmul's).
+/// the same bits whatever m is (batch invariance, as kernels::cpu::matmul's), and however its
+/// tiles of output channels are spread over `pool` (nullptr: the caller alone).
 void quantized_matmul(float* out, const float* x, const quantized_matrix& w, const float* bias,
-                      int m);
+                      int m, thread_pool* pool = nullptr);
 
 }  // namespace cpu
 }  // namespace troupe::kernels

@@ -7,6 +7,8 @@
 #include <cblas.h>
 #include <immintrin.h>
 
+#include "kernels/cpu/thread_pool.hpp"
+
 namespace troupe::kernels::cpu {
 namespace {
 
@@ -90,33 +92,78 @@ constexpr kernel_fn kernels[max_rows + 1] = {nullptr,         micro_kernel<1>, m
                                              micro_kernel<3>, micro_kernel<4>, micro_kernel<5>,
                                              micro_kernel<6>};
 
-// Packs op(b)[k0, k0 + kc) x [j0, j0 + nc) into panels of 16 columns, zero-padded.
-void pack(float* packed, const float* b, const gemm& g, int k0, int kc, int j0, int nc) {
-  const int panels = (nc + panel - 1) / panel;
-  std::memset(packed, 0, sizeof(float) * panels * kc * panel);
-  for (int p = 0; p < panels; ++p) {
-    float* dst = packed + int64_t{p} * kc * panel;
-    const int cols = std::min(panel, nc - p * panel), j = j0 + p * panel;
-    for (int kk = 0; kk < kc; ++kk) {
-      if (g.trans_b) {  // b is [n, k]
-        for (int c = 0; c < cols; ++c)
-          dst[kk * panel + c] = b[int64_t{j + c} * g.k + k0 + kk];
-      } else {  // b is [k, n]
-        std::memcpy(dst + kk * panel, b + int64_t{k0 + kk} * g.n + j, cols * sizeof(float));
+// Transposes the 8x8 block r[0..7] (rows) in registers: r[t] becomes column t.
+inline void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// One panel of a b stored [n, k] (the Llama family's [out, in] weights): dst[kk][c] =
+// b[j + c][k0 + kk], a whole panel's 8x8 blocks transposed in registers (the same values as
+// element by element, several times faster: a decode step's products pack every weight).
+void pack_transposed_panel(float* dst, const float* b, int64_t ldb, int j, int k0, int kc,
+                           int cols) {
+  int kk = 0;
+  if (cols == panel) {
+    for (; kk + 8 <= kc; kk += 8) {
+      for (int half = 0; half < 2; ++half) {
+        __m256 r[8];
+        for (int c = 0; c < 8; ++c)
+          r[c] = _mm256_loadu_ps(b + int64_t{j + half * 8 + c} * ldb + k0 + kk);
+        transpose8(r);
+        for (int t = 0; t < 8; ++t)
+          _mm256_storeu_ps(dst + (kk + t) * panel + half * 8, r[t]);
       }
     }
   }
+  for (; kk < kc; ++kk) {
+    for (int c = 0; c < cols; ++c)
+      dst[kk * panel + c] = b[int64_t{j + c} * ldb + k0 + kk];
+  }
 }
 
+// Packs op(b)[k0, k0 + kc) x [j0, j0 + nc) into panels of 16 columns, zero-padded.
+void pack(float* packed, const float* b, const gemm& g, int k0, int kc, int j0, int nc) {
+  const int panels = (nc + panel - 1) / panel;
+  if (nc % panel != 0)  // a partial last panel's padding; whole panels are written through
+    std::memset(packed + int64_t{panels - 1} * kc * panel, 0, sizeof(float) * kc * panel);
+  for (int p = 0; p < panels; ++p) {
+    float* dst = packed + int64_t{p} * kc * panel;
+    const int cols = std::min(panel, nc - p * panel), j = j0 + p * panel;
+    if (g.trans_b) {  // b is [n, k]
+      pack_transposed_panel(dst, b, g.k, j, k0, kc, cols);
+      continue;
+    }
+    for (int kk = 0; kk < kc; ++kk)  // b is [k, n]
+      std::memcpy(dst + kk * panel, b + int64_t{k0 + kk} * g.n + j, cols * sizeof(float));
+  }
+}
+
+// Columns [j_begin, j_end) of the product: each column's outputs are computed alone, so any
+// split of the columns gives the same bits.
 void row_invariant_matmul(float* out, const float* a, const float* b, const float* bias,
-                          const gemm& g) {
+                          const gemm& g, int j_begin, int j_end) {
   if (g.k == 0) {  // the chain's start alone
     for (int i = 0; i < g.m; ++i) {
       float* row = out + int64_t{i} * g.n;
       if (bias != nullptr) {
-        std::memcpy(row, bias, g.n * sizeof(float));
+        std::copy(bias + j_begin, bias + j_end, row + j_begin);
       } else {
-        std::fill(row, row + g.n, 0.0f);
+        std::fill(row + j_begin, row + j_end, 0.0f);
       }
     }
     return;
@@ -124,8 +171,8 @@ void row_invariant_matmul(float* out, const float* a, const float* b, const floa
   thread_local std::vector<float> packed;
   packed.resize(int64_t{kc_block} * nc_block);
   alignas(32) float chunk_bias[nc_block];
-  for (int j0 = 0; j0 < g.n; j0 += nc_block) {
-    const int nc = std::min(nc_block, g.n - j0);
+  for (int j0 = j_begin; j0 < j_end; j0 += nc_block) {
+    const int nc = std::min(nc_block, j_end - j0);
     std::fill(chunk_bias, chunk_bias + nc_block, 0.0f);
     if (bias != nullptr) std::copy(bias + j0, bias + j0 + nc, chunk_bias);
     for (int k0 = 0; k0 < g.k; k0 += kc_block) {
@@ -147,8 +194,19 @@ void row_invariant_matmul(float* out, const float* a, const float* b, const floa
 
 }  // namespace
 
+void matmul(float* out, const float* a, const float* b, const float* bias, const gemm& g,
+            thread_pool* pool) {
+  if (g.trans_a || g.accumulate) return matmul(out, a, b, bias, g);
+  // Chunks of the packing's width, so that no chunk packs a partial block it need not.
+  const int64_t chunks = (g.n + nc_block - 1) / nc_block;
+  parallel_for(pool, chunks, [&](int64_t c) {
+    const int j0 = static_cast<int>(c) * nc_block;
+    row_invariant_matmul(out, a, b, bias, g, j0, std::min(g.n, j0 + nc_block));
+  });
+}
+
 void matmul(float* out, const float* a, const float* b, const float* bias, const gemm& g) {
-  if (!g.trans_a && !g.accumulate) return row_invariant_matmul(out, a, b, bias, g);
+  if (!g.trans_a && !g.accumulate) return row_invariant_matmul(out, a, b, bias, g, 0, g.n);
   // The weight gradients (a^T @ dout, accumulated): OpenBLAS.
   float beta = g.accumulate ? 1.0f : 0.0f;
   if (bias != nullptr && !g.accumulate) {

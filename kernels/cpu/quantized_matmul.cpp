@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/thread_pool.hpp"
 
 namespace troupe::kernels::cpu {
 namespace {
@@ -193,7 +194,7 @@ void dequantize(const quantized_matrix& w, float* out) {
 }
 
 void quantized_matmul(float* out, const float* x, const quantized_matrix& w, const float* bias,
-                      int m) {
+                      int m, thread_pool* pool) {
   const int groups = w.groups();
   // Each row's sum of x over each group, for the zero points' share.
   thread_local std::vector<float> xsums;
@@ -208,16 +209,18 @@ void quantized_matmul(float* out, const float* x, const quantized_matrix& w, con
       }
     }
   }
-  for (int r0 = 0; r0 < w.rows; r0 += tile_rows) {
-    const int r1 = std::min(w.rows, r0 + tile_rows);
+  // Tiles of output channels, each computed alone (the same bits however they are spread).
+  const float* sums = w.zeros != nullptr ? xsums.data() : nullptr;
+  parallel_for(pool, (w.rows + tile_rows - 1) / tile_rows, [&](int64_t tile) {
+    const int r0 = static_cast<int>(tile) * tile_rows, r1 = std::min(w.rows, r0 + tile_rows);
     for (int i = 0; i < m; i += block_rows) {
       const int R = std::min(block_rows, m - i);
       (w.bits == 8 ? row_kernels<8> : row_kernels<4>)[R](
           w, x + int64_t{i} * w.cols, w.cols,
-          w.zeros != nullptr ? xsums.data() + int64_t{i} * groups : nullptr, bias,
-          out + int64_t{i} * w.rows, w.rows, r0, r1);
+          sums != nullptr ? sums + int64_t{i} * groups : nullptr, bias, out + int64_t{i} * w.rows,
+          w.rows, r0, r1);
     }
-  }
+  });
 }
 
 }  // namespace troupe::kernels::cpu

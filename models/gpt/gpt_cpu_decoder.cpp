@@ -110,14 +110,14 @@ absl::Status gpt_cpu_decoder::quantize(weight_quantization q) {
 }
 
 void gpt_cpu_decoder::linear(float* out, const float* x, int64_t weight, const float* bias, int N,
-                             int outputs, int inputs, bool out_in) const {
+                             int outputs, int inputs, bool out_in, k::thread_pool* pool) const {
   if (quantized_ != nullptr) {
     if (const kernels::quantized_matrix* q = quantized_->find(weight)) {
-      k::quantized_matmul(out, x, *q, bias, N);
+      k::quantized_matmul(out, x, *q, bias, N, pool);
       return;
     }
   }
-  k::matmul(out, x, params_ + weight, bias, gemm{N, outputs, inputs, false, out_in});
+  k::matmul(out, x, params_ + weight, bias, gemm{N, outputs, inputs, false, out_in}, pool);
 }
 
 absl::Status gpt_cpu_decoder::forward(std::span<const decode_request> requests, float* logits,
@@ -130,6 +130,8 @@ absl::Status gpt_cpu_decoder::forward(std::span<const decode_request> requests, 
   const int groups = std::min<int>(static_cast<int>(scratch_.size()), requests.size());
   const std::vector<size_t> bounds = decode_group_bounds(requests, layout_.config(), groups);
   const int vocab = layout_.config().vocab;
+  for (size_t g = 0; g + 1 < bounds.size(); ++g)
+    scratch_[g].columns_pool = bounds.size() == 2 ? pool_ : nullptr;
   k::parallel_for(pool_, static_cast<int64_t>(bounds.size()) - 1, [&](int64_t g) {
     const size_t first = bounds[g], last = bounds[g + 1];
     if (first == last) return;
@@ -201,7 +203,7 @@ void gpt_cpu_decoder::forward_group(std::span<const decode_request> requests, fl
   }
   if (L > 0) {
     k::matmul(logits, head_rows, params + layout_.head_weight(), nullptr,
-              gemm{L, c.vocab, C, false, true});
+              gemm{L, c.vocab, C, false, true}, s.columns_pool);
   }
 }
 
@@ -252,16 +254,17 @@ void gpt_cpu_decoder::gpt2_block(std::span<const decode_request> requests, int l
   float* x = s.x.data();
   k::layernorm_forward(s.ln.data(), s.tmp.data(), s.tmp.data() + N, x, params + o.ln1_w,
                        params + o.ln1_b, N, C);
-  linear(s.qkv.data(), s.ln.data(), o.attn_w, params + o.attn_b, N, 3 * C, C, false);
+  linear(s.qkv.data(), s.ln.data(), o.attn_w, params + o.attn_b, N, 3 * C, C, false,
+         s.columns_pool);
   const float* qkv = s.qkv.data();
   attend(requests, l, qkv, 3 * C, qkv + C, qkv + 2 * C, 3 * C, s);
-  linear(s.tmp.data(), s.atty.data(), o.proj_w, params + o.proj_b, N, C, C, false);
+  linear(s.tmp.data(), s.atty.data(), o.proj_w, params + o.proj_b, N, C, C, false, s.columns_pool);
   k::accumulate(x, s.tmp.data(), int64_t{N} * C);
   k::layernorm_forward(s.ln.data(), s.tmp.data(), s.tmp.data() + N, x, params + o.ln2_w,
                        params + o.ln2_b, N, C);
-  linear(s.fc.data(), s.ln.data(), o.fc_w, params + o.fc_b, N, 4 * C, C, false);
+  linear(s.fc.data(), s.ln.data(), o.fc_w, params + o.fc_b, N, 4 * C, C, false, s.columns_pool);
   k::gelu_forward(s.fc.data(), s.fc.data(), int64_t{N} * 4 * C);
-  linear(s.tmp.data(), s.fc.data(), o.fc2_w, params + o.fc2_b, N, C, 4 * C, false);
+  linear(s.tmp.data(), s.fc.data(), o.fc2_w, params + o.fc2_b, N, C, 4 * C, false, s.columns_pool);
   k::accumulate(x, s.tmp.data(), int64_t{N} * C);
 }
 
@@ -281,9 +284,9 @@ void gpt_cpu_decoder::llama_block(std::span<const decode_request> requests, int 
   float* key = q + int64_t{N} * Q;
   float* value = key + int64_t{N} * KV;
   k::rmsnorm_forward(s.ln.data(), nullptr, x, params + o.ln1_w, N, C, c.norm_eps);
-  linear(q, s.ln.data(), o.q_w, bias(o.q_b), N, Q, C, true);
-  linear(key, s.ln.data(), o.k_w, bias(o.k_b), N, KV, C, true);
-  linear(value, s.ln.data(), o.v_w, bias(o.v_b), N, KV, C, true);
+  linear(q, s.ln.data(), o.q_w, bias(o.q_b), N, Q, C, true, s.columns_pool);
+  linear(key, s.ln.data(), o.k_w, bias(o.k_b), N, KV, C, true, s.columns_pool);
+  linear(value, s.ln.data(), o.v_w, bias(o.v_b), N, KV, C, true, s.columns_pool);
   if (c.qk_norm) {  // each head's query and key, over its D floats
     k::rmsnorm_forward(q, nullptr, q, params + o.q_norm, int64_t{N} * c.heads, D, c.norm_eps);
     k::rmsnorm_forward(key, nullptr, key, params + o.k_norm, int64_t{N} * c.kv_head_count(), D,
@@ -292,15 +295,15 @@ void gpt_cpu_decoder::llama_block(std::span<const decode_request> requests, int 
   k::rope_forward(q, Q, N, c.heads, D, s.rope_cos.data(), s.rope_sin.data());
   k::rope_forward(key, KV, N, c.kv_head_count(), D, s.rope_cos.data(), s.rope_sin.data());
   attend(requests, l, q, Q, key, value, KV, s);
-  linear(s.tmp.data(), s.atty.data(), o.o_w, bias(o.o_b), N, C, Q, true);
+  linear(s.tmp.data(), s.atty.data(), o.o_w, bias(o.o_b), N, C, Q, true, s.columns_pool);
   k::accumulate(x, s.tmp.data(), int64_t{N} * C);
   k::rmsnorm_forward(s.ln.data(), nullptr, x, params + o.ln2_w, N, C, c.norm_eps);
   float* gate = s.fc.data();
   float* up = gate + int64_t{N} * F;
-  linear(gate, s.ln.data(), o.gate_w, nullptr, N, F, C, true);
-  linear(up, s.ln.data(), o.up_w, nullptr, N, F, C, true);
+  linear(gate, s.ln.data(), o.gate_w, nullptr, N, F, C, true, s.columns_pool);
+  linear(up, s.ln.data(), o.up_w, nullptr, N, F, C, true, s.columns_pool);
   k::swiglu_forward(gate, gate, up, int64_t{N} * F);
-  linear(s.tmp.data(), gate, o.down_w, nullptr, N, C, F, true);
+  linear(s.tmp.data(), gate, o.down_w, nullptr, N, C, F, true, s.columns_pool);
   k::accumulate(x, s.tmp.data(), int64_t{N} * C);
 }
 

@@ -59,6 +59,9 @@ class gpt_cpu_decoder final : public gpt_decoder {
     std::vector<const float*> k, v;           // where a request's keys and values are in the cache
     std::vector<float> keys_f32, values_f32;  // an int8 cache's rows of a request, dequantized
     std::vector<int32_t> tokens, positions;
+    // The pool a lone group's products split their columns over (its rows cannot be split
+    // between groups); null when the groups already keep the pool busy.
+    kernels::cpu::thread_pool* columns_pool = nullptr;
   };
   // Requests [first, first + count) through the model on the calling thread, with `s`.
   void forward_group(std::span<const decode_request> requests, float* logits, float* hidden,
@@ -77,7 +80,7 @@ class gpt_cpu_decoder final : public gpt_decoder {
   // there is one, else the f32 one, stored [outputs, inputs] when `out_in` (the Llama family's)
   // and [inputs, outputs] otherwise (GPT-2's Conv1D).
   void linear(float* out, const float* x, int64_t weight, const float* bias, int N, int outputs,
-              int inputs, bool out_in) const;
+              int inputs, bool out_in, kernels::cpu::thread_pool* pool) const;
 
   const gpt_layout& layout_;
   const float* params_;

@@ -1,9 +1,11 @@
 #include "kernels/matmul.hpp"
 
 #include <cmath>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/thread_pool.hpp"
 #include "tests/kernels/gradient_check.hpp"
 
 namespace troupe::kernels {
@@ -77,6 +79,21 @@ TEST(Matmul, EachRowIsTheSameBitsWhateverRowsComeWithIt) {
       auto want = reference(a, b, {rows, n, k, false, tb});
       for (int i = 0; i < rows * n; ++i)
         ASSERT_NEAR(batch[i], want[i] + bias[i % n], 1e-5 * std::sqrt(k)) << i;
+    }
+  }
+}
+
+// Columns split over a pool (in chunks of 256, the last one partial) give the same bits as the
+// caller alone, for one row and for several.
+TEST(Matmul, ColumnsSplitOverAPoolAreTheSameBits) {
+  cpu::thread_pool pool(3, std::chrono::microseconds(0));
+  for (bool tb : {false, true}) {
+    for (const auto& [m, n, k] : {std::tuple{1, 1000, 300}, {5, 513, 70}, {9, 40, 600}}) {
+      auto a = random_values(m * k, 8), b = random_values(k * n, 9), bias = random_values(n, 10);
+      std::vector<float> alone(int64_t{m} * n), split(int64_t{m} * n, -1.0f);
+      cpu::matmul(alone.data(), a.data(), b.data(), bias.data(), {m, n, k, false, tb});
+      cpu::matmul(split.data(), a.data(), b.data(), bias.data(), {m, n, k, false, tb}, &pool);
+      ASSERT_EQ(split, alone) << "trans_b " << tb << ", m " << m << ", n " << n << ", k " << k;
     }
   }
 }

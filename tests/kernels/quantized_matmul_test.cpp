@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/thread_pool.hpp"
 #include "tests/kernels/gradient_check.hpp"
 
 namespace troupe::kernels {
@@ -125,6 +126,23 @@ TEST(QuantizedMatmul, ARowsResultIsTheSameBitsWhateverRowsComeWithIt) {
       for (int r = 0; r < rows; ++r)
         ASSERT_EQ(alone[r], batch[i * rows + r]) << bits << " bits, row " << i << ", output " << r;
     }
+  }
+}
+
+// Tiles of output channels spread over a pool give the caller's bits, zero points included.
+TEST(QuantizedMatmul, TilesSpreadOverAPoolAreTheSameBits) {
+  cpu::thread_pool pool(3, std::chrono::microseconds(0));
+  const int rows = 200, cols = 256, m = 3;  // tiles of 64 outputs, the last one partial
+  const auto w = random_values(rows * cols, 11), x = random_values(m * cols, 12);
+  const auto bias = random_values(rows, 13);
+  for (const int bits : {8, 4}) {
+    stored_matrix s = quantize(w, bits, rows, cols, 64);
+    s.zeros.assign(rows * s.view.groups(), 3.0f);
+    s.view.zeros = s.zeros.data();
+    std::vector<float> alone(m * rows), split(m * rows, -1.0f);
+    cpu::quantized_matmul(alone.data(), x.data(), s.view, bias.data(), m);
+    cpu::quantized_matmul(split.data(), x.data(), s.view, bias.data(), m, &pool);
+    ASSERT_EQ(split, alone) << bits << " bits";
   }
 }
 

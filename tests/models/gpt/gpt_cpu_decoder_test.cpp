@@ -124,6 +124,36 @@ TEST_F(GptCpuDecoderTest, LogitRowsAfterEachOfAChunksLastTokens) {
   }
 }
 
+// A lone request (one group: no rows for a second thread) splits its products' columns over the
+// pool instead: its logits are the training forward's bits still, prompt and decode steps, in
+// f32 and with int8 weights (as without the pool).
+TEST_F(GptCpuDecoderTest, ALoneRequestSplitsItsColumnsOverThePoolWithTheSameBits) {
+  const std::vector<int32_t> a = {3, 17, 5, 22, 9, 1, 30, 12};
+  const int V = cpu_decoder_model.vocab;
+  kernels::cpu::thread_pool pool(2, std::chrono::microseconds(0));
+  for (const bool int8 : {false, true}) {
+    gpt_cpu_decoder alone(layout_, params_.data(), 16, 4, 4),
+        pooled(layout_, params_.data(), 16, 4, 4, &pool);
+    if (int8) {
+      ASSERT_TRUE(alone.quantize({8, 0}).ok());
+      ASSERT_TRUE(pooled.quantize({8, 0}).ok());
+    }
+    const std::vector<int32_t> table = {2, 0};
+    std::vector<float> want(5 * V), got(5 * V, -1.0f);
+    decode_request prompt{a.data(), 5, 0, table.data(), 2, 5};
+    ASSERT_TRUE(alone.forward(std::span(&prompt, 1), want.data()).ok());
+    ASSERT_TRUE(pooled.forward(std::span(&prompt, 1), got.data()).ok());
+    ASSERT_EQ(got, want) << (int8 ? "int8" : "f32") << " prompt";
+    for (int pos = 5; pos < 8; ++pos) {
+      decode_request step{a.data() + pos, 1, pos, table.data(), 2};
+      ASSERT_TRUE(alone.forward(std::span(&step, 1), want.data()).ok());
+      ASSERT_TRUE(pooled.forward(std::span(&step, 1), got.data()).ok());
+      ASSERT_TRUE(std::equal(want.begin(), want.begin() + V, got.begin()))
+          << (int8 ? "int8" : "f32") << " position " << pos;
+    }
+  }
+}
+
 // An embedding's rows: `hidden` requests get the final norm's output, which the head turns into
 // the logits a logits request of the same tokens gets, bit for bit; the other requests' logits
 // are unchanged beside them.
