@@ -70,8 +70,8 @@ absl::StatusOr<exported_tokenizer> export_tokenizer(const checkpoint::checkpoint
   return exported;
 }
 
-// What is exported: a model's description, its weights under Hugging Face's names (f32), the
-// directory of its tokenizer ("" for the byte vocabulary) and the ids generation stops at.
+// What is exported: a model's description (with the ids generation stops at), its weights under
+// Hugging Face's names (f32) and the directory of its tokenizer ("" for the byte vocabulary).
 struct export_source {
   models::hf_model_config hf;
   tensor::named_tensors weights;
