@@ -52,7 +52,8 @@ class thread_pool;
 /// through OpenBLAS sgemm.
 void matmul(float* out, const float* a, const float* b, const float* bias, const gemm& g);
 /// The same, a forward product's columns split over `pool` in chunks (the same bits as without;
-/// nullptr: the caller alone). For one or a few rows, where the caller has no rows to split.
+/// nullptr: the caller alone). For one or a few rows, where the caller has no rows to split;
+/// never from inside one of `pool`'s own tasks (it would wait on itself).
 void matmul(float* out, const float* a, const float* b, const float* bias, const gemm& g,
             thread_pool* pool);
 /// dbias[n] += the column sums of dout[m, n].

@@ -60,7 +60,8 @@ void dequantize(const quantized_matrix& w, float* out);
 /// out[m, rows] = x[m, cols] @ dequantize(w)^T (+ bias[rows]) without forming the f32 matrix.
 /// Each output is a fixed sequence of operations over its row of x alone, so a row's result is
 /// the same bits whatever m is (batch invariance, as kernels::cpu::matmul's), and however its
-/// tiles of output channels are spread over `pool` (nullptr: the caller alone).
+/// tiles of output channels are spread over `pool` (nullptr: the caller alone; never from inside
+/// one of `pool`'s own tasks).
 void quantized_matmul(float* out, const float* x, const quantized_matrix& w, const float* bias,
                       int m, thread_pool* pool = nullptr);
 
