@@ -45,7 +45,6 @@ inference_engine::inference_engine(const models::gpt_layout& layout,
       pool_(std::move(pool)),
       decoder_(std::move(decoder)),
       drafter_(std::move(drafter)),
-      device_(o.device),
       blocks_(o.kv_blocks, o.block_size),
       scheduler_(o.scheduler, blocks_),
       guided_(o.scheduler.token_text, layout.config().vocab) {}
@@ -63,7 +62,7 @@ absl::Status inference_engine::add(generation_request request) {
         absl::StrCat("top_logprobs is ", request.top_logprobs, "; it must be in [0, ", vocab, "]"));
   }
   TROUPE_RETURN_IF_ERROR(check_logit_adjustments(request, vocab));
-  if (request.pooling != actor::pooling_type::none && device_ >= 0) {
+  if (request.pooling != actor::pooling_type::none && !decoder_->computes_hidden_states()) {
     return absl::FailedPreconditionError(
         "embeddings run on the CPU decoder only for now: serve with engine.device: cpu");
   }

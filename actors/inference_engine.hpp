@@ -117,7 +117,6 @@ class inference_engine {
   std::unique_ptr<draft_model_proposer> drafter_;  // null: prompt lookup
   // The draft model's distributions of each sequence's drafts ([drafts, vocab]; empty: greedy).
   absl::flat_hash_map<uint64_t, std::vector<float>> draft_probs_;
-  int device_;  // -1: the CPU
   kv_block_pool blocks_;
   batch_scheduler scheduler_;
   guided_decoding guided_;  // structured output

@@ -18,11 +18,11 @@
 
 #include "bench/serve_llama_cpp.hpp"
 
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -129,9 +129,10 @@ json troupe_figures(int port, int clients, const std::vector<std::vector<int>>& 
 json llama_cpp_figures(const llama_cpp_options& o, const fs::path& gguf, const fs::path& prompts,
                        int clients) {
   json best;
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  for (const unsigned threads : {1u, cores}) {
-    if (threads == cores && cores == 1 && !best.empty()) break;
+  std::vector<unsigned> thread_counts = {1};
+  if (const unsigned cores = std::thread::hardware_concurrency(); cores > 1)
+    thread_counts.push_back(cores);
+  for (const unsigned threads : thread_counts) {
     const std::string line = read_command(
         absl::StrCat("/usr/bin/node ", o.source_dir, "/bench/llama_cpp/llama_cpp.mjs bench ",
                      gguf.string(), " ", prompts.string(), " --max-tokens ", o.max_tokens,

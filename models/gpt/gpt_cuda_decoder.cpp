@@ -87,6 +87,7 @@ class gpt_cuda_decoder final : public gpt_decoder {
   }
 
   using gpt_decoder::forward;
+  bool computes_hidden_states() const override { return false; }
   absl::Status forward(std::span<const decode_request> requests, float* logits, float*) override {
     const gpt_config& c = layout_.config();
     TROUPE_RETURN_IF_ERROR(

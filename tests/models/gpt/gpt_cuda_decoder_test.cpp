@@ -151,6 +151,26 @@ TEST_P(CudaDecoder, LogitRowsAfterEachOfAChunksLastTokensFollowTheCpu) {
   }
 }
 
+// Embeddings stay on the CPU for now: the CUDA decoder says so (the engine refuses a pooling
+// request at add() by asking) and refuses a batch with hidden-state rows, writing nothing.
+TEST_P(CudaDecoder, SaysItComputesNoHiddenStatesAndRefusesThem) {
+  auto devices = tensor::cuda_devices();
+  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
+  const gpt_config& config = GetParam();
+  gpt_layout layout(config, layer_range::all(config));
+  std::vector<float> params(layout.total());
+  layout.initialize(params.data(), 9);
+  auto cuda = make_gpt_cuda_decoder(layout, params.data(), 32, 16, 4, 0);
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  EXPECT_FALSE((*cuda)->computes_hidden_states());
+  EXPECT_TRUE(gpt_cpu_decoder(layout, params.data(), 32, 16, 4).computes_hidden_states());
+  const std::vector<int32_t> a = {3, 17, 5}, table = {0};
+  decode_request r{a.data(), 3, 0, table.data(), 1, 1, true};
+  std::vector<float> hidden(config.dim);
+  EXPECT_EQ((*cuda)->forward({&r, 1}, nullptr, hidden.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, CudaDecoder, ::testing::Values(gpt2_config, llama_config()),
                          [](const auto& info) {
                            return info.param.family == decoder_family::gpt2 ? "Gpt2" : "Llama";
