@@ -5,23 +5,24 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "apps/serve/generation_reply.hpp"
 #include "apps/serve/openai_api.hpp"
 #include "apps/serve/serve_metrics.hpp"
-#include "runtime/http/guarded_http_server.hpp"
+#include "runtime/http/http_server.hpp"
 
 namespace troupe::apps {
 
-/// The serving app's HTTP server (cpp-httplib, its own threads): /v1/completions,
+/// The serving app's HTTP server (http::http_server, one event loop): /v1/completions,
 /// /v1/chat/completions (streamed as Server-Sent Events or whole), /v1/models, vLLM's
 /// /tokenize and /detokenize, /health and /metrics. It parses and checks requests, numbers them,
 /// and hands them to the router through `hooks`; the router answers each with accepted() or
-/// refused(), then its events. Once draining, it refuses new requests (503) and /health says so,
-/// while the ones it has finish.
+/// refused(), then its events, which the request's reply (generation_reply) turns into its answer
+/// as the client reads. Once draining, it refuses new requests (503) and /health says so, while
+/// the ones it has finish.
 class http_front_end {
  public:
   struct hooks {
@@ -57,30 +58,23 @@ class http_front_end {
   /// Requests whose HTTP exchange has not ended.
   [[nodiscard]] size_t open_requests();
 
-  struct stream;  // one request's answers, waited for by its HTTP thread
-
  private:
   http_front_end(settings s, hooks h);
   void install_routes();
-  std::shared_ptr<stream> find(uint64_t id);
-  // A stream for each of requests [id, id + n), before they are submitted.
-  std::vector<std::shared_ptr<stream>> open_streams(uint64_t id, int n);
-  // Forgets the streams of requests [id, id + n); with `cancel`, cancels the requests too.
-  void close_streams(uint64_t id, int n, bool cancel);
-  // Waits for the router's answer about each of the requests from `id` on: nothing when it took
-  // them all; else the error to answer with, their streams closed and the requests cancelled.
-  std::optional<api_error> await_acceptance(const std::vector<std::shared_ptr<stream>>& streams,
-                                            uint64_t id);
+  std::shared_ptr<generation_stream> find(uint64_t id);
+  // Numbers `n` generations and opens a stream for each, before they are submitted: the first id.
+  std::pair<uint64_t, std::vector<std::shared_ptr<generation_stream>>> open_streams(int n);
+  // What the replies need of the front end.
+  reply_context context();
 
   settings settings_;
   hooks hooks_;
-  std::unique_ptr<http::guarded_http_server> server_;
+  std::unique_ptr<http::http_server> server_;
   int port_ = 0;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> draining_{false};  // new requests are refused
-  std::atomic<bool> closing_{false};   // requests still waiting give up
   std::mutex mu_;
-  std::map<uint64_t, std::shared_ptr<stream>> streams_;
+  std::map<uint64_t, std::shared_ptr<generation_stream>> streams_;
 };
 
 }  // namespace troupe::apps

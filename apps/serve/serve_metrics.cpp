@@ -47,6 +47,16 @@ serve_metrics::serve_metrics(metrics::registry& registry)
           "troupe_serve_spec_decode_num_accepted_tokens_total",
           "Draft tokens the model accepted (vLLM's spec_decode_num_accepted_tokens).")) {}
 
+void serve_metrics::http_state(int connections, size_t buffered_bytes) {
+  registry_.get_gauge("troupe_serve_http_connections", "Connections open to the serving API.")
+      .set(connections);
+  registry_
+      .get_gauge("troupe_serve_http_reply_buffer_bytes",
+                 "Reply bytes held for clients that have not read them yet (serve.http."
+                 "reply_buffer_bytes bounds each).")
+      .set(static_cast<double>(buffered_bytes));
+}
+
 void serve_metrics::autoscale_state(int target, size_t draining) {
   registry_
       .get_gauge("troupe_serve_autoscale_target_workers",

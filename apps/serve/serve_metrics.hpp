@@ -33,6 +33,8 @@ class serve_metrics {
   /// A worker's latest report; a worker that is gone no longer counts.
   void worker_state(const std::string& worker, const actor::worker_report& report);
   void worker_gone(const std::string& worker);
+  /// The HTTP server's connections, and the reply bytes it holds for clients yet to read them.
+  void http_state(int connections, size_t buffered_bytes);
 
   [[nodiscard]] std::string prometheus_text() const { return registry_.prometheus_text(); }
 

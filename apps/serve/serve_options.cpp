@@ -142,7 +142,7 @@ config::object_schema<http::http_limits> http_schema() {
       .range(size_t{1}, size_t{1} << 34)
       .help("largest request body; a larger one is answered 413");
   s.add("max_url_bytes", &http::http_limits::max_url_bytes)
-      .range(size_t{64}, size_t{8192})
+      .range(size_t{64}, size_t{1} << 20)
       .help("longest request line (method, URL, version); a longer one is answered 414");
   s.add("max_header_bytes", &http::http_limits::max_header_bytes)
       .range(size_t{256}, size_t{1} << 20)
@@ -157,8 +157,13 @@ config::object_schema<http::http_limits> http_schema() {
       .range(0.01, 3600.0)
       .help("an idle kept-alive connection is closed after this");
   s.add("max_connections", &http::http_limits::max_connections)
-      .range(1, 1 << 16)
-      .help("connections served at once (a thread each); more are answered 503");
+      .range(1, 1 << 20)
+      .help("connections served at once (on one event loop); more are answered 503");
+  s.add("reply_buffer_bytes", &http::http_limits::reply_buffer_bytes)
+      .range(size_t{1024}, size_t{1} << 30)
+      .help(
+          "reply bytes held for a client that has not read them; past this a stream waits "
+          "for the client (back-pressure)");
   s.check([](const http::http_limits& l) -> std::optional<std::string> {
     if (l.max_url_bytes > l.max_header_bytes) {
       return absl::StrCat("max_url_bytes (", l.max_url_bytes, ") is over max_header_bytes (",

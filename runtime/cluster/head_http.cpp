@@ -16,6 +16,42 @@ std::string error_json(absl::string_view message) {
   return nlohmann::json{{"error", message}}.dump();
 }
 
+// The run's events after `after` as Server-Sent Events: live (woken by the feed, with a comment
+// at every idle pull so that a closed connection is found), or only those kept.
+class event_stream : public http::reply_source {
+ public:
+  event_stream(std::shared_ptr<run::event_feed> feed, uint64_t after, bool follow)
+      : feed_(std::move(feed)), after_(after), follow_(follow) {}
+
+  void attach(std::function<void()> wake) override {
+    wake_ = std::make_shared<const std::function<void()>>(std::move(wake));
+    if (follow_) feed_->watch(wake_);
+  }
+  bool pull(http::reply_writer& out) override {
+    if (!out.begun()) {
+      httplib::Response head;
+      head.set_header("Content-Type", "text/event-stream");
+      head.set_header("Cache-Control", "no-cache");
+      out.begin(head);
+    }
+    std::string chunk;
+    for (const auto& e : feed_->after(after_)) {
+      absl::StrAppend(&chunk, "id: ", e.id, "\ndata: ", e.json, "\n\n");
+      after_ = e.id;
+    }
+    if (chunk.empty() && follow_) chunk = ": waiting\n\n";
+    out.write(chunk);
+    return !follow_;
+  }
+  void abandoned() override {}
+
+ private:
+  std::shared_ptr<run::event_feed> feed_;
+  uint64_t after_;
+  bool follow_;
+  std::shared_ptr<const std::function<void()>> wake_;  // watched by the feed while it lives
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<head_http>> head_http::start(settings s, const head_view& view,
@@ -37,13 +73,11 @@ head_http::head_http(settings s, const head_view& view, const metrics::series_hi
     : settings_(std::move(s)),
       view_(view),
       history_(history),
-      server_(std::make_unique<http::guarded_http_server>(
+      server_(std::make_unique<http::http_server>(
           settings_.limits, [](int, const std::string& message) { return error_json(message); })) {}
 
 head_http::~head_http() {
-  closing_ = true;
-  feed_->close();
-  server_.reset();  // stops serving and joins its thread
+  server_.reset();  // stops serving and joins its threads
 }
 
 std::string head_http::url() const {
@@ -52,30 +86,30 @@ std::string head_http::url() const {
 
 void head_http::install_routes() {
   auto& server = *server_;
-  server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+  server.set_pre_routing([this](const httplib::Request& req, httplib::Response& res) {
     // The header, or (for a browser's page and its event stream, which cannot set headers)
     // RFC 6750's access_token query parameter.
     // /health answers without one: it is what probes and load balancers ask, and says nothing.
     if (settings_.token.empty() || req.path == "/health" ||
         req.get_header_value("Authorization") == absl::StrCat("Bearer ", settings_.token) ||
         req.get_param_value("access_token") == settings_.token) {
-      return httplib::Server::HandlerResponse::Unhandled;
+      return false;
     }
     res.status = 401;
     res.set_content(error_json("missing or wrong bearer token (Authorization: Bearer ...)"),
                     "application/json");
-    return httplib::Server::HandlerResponse::Handled;
+    return true;
   });
-  server.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+  server.route("GET", "/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{\"status\":\"ok\"}", "application/json");
   });
-  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  server.route("GET", "/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(view_.metrics().text, "text/plain; version=0.0.4; charset=utf-8");
   });
-  server.Get("/api/status", [this](const httplib::Request&, httplib::Response& res) {
+  server.route("GET", "/api/status", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(view_.status().dump(), "application/json");
   });
-  server.Get("/api/series", [this](const httplib::Request& req, httplib::Response& res) {
+  server.route("GET", "/api/series", [this](const httplib::Request& req, httplib::Response& res) {
     const std::string name = req.get_param_value("name");
     if (name.empty()) {
       res.status = 400;
@@ -95,43 +129,30 @@ void head_http::install_routes() {
     }
     res.set_content(history_.of(name, points).dump(), "application/json");
   });
-  server.Get("/api/events", [this](const httplib::Request& req, httplib::Response& res) {
-    uint64_t after = 0;
-    const std::string from = req.has_header("Last-Event-ID") ? req.get_header_value("Last-Event-ID")
-                                                             : req.get_param_value("after");
-    if (!from.empty() && !absl::SimpleAtoi(from, &after)) {
-      res.status = 400;
-      res.set_content(error_json(absl::StrCat("after: '", from, "' is not an event number")),
-                      "application/json");
-      return;
-    }
-    const bool follow = req.get_param_value("follow") != "0";
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream", [this, after, follow](size_t, httplib::DataSink& sink) mutable {
-          if (closing_) return false;
-          const auto events = feed_->after(after, follow ? 1000ms : 0ms);
-          std::string chunk;
-          for (const auto& e : events) {
-            absl::StrAppend(&chunk, "id: ", e.id, "\ndata: ", e.json, "\n\n");
-            after = e.id;
-          }
-          if (chunk.empty() && follow) chunk = ": waiting\n\n";  // finds a closed connection
-          if (!chunk.empty() && !sink.write(chunk.data(), chunk.size())) return false;
-          if (!follow) sink.done();
-          return true;
-        });
-  });
-  server.Get("/", [](const httplib::Request&, httplib::Response& res) {
+  server.route_deferred(
+      "GET", "/api/events",
+      [this](const httplib::Request& req,
+             httplib::Response& res) -> std::shared_ptr<http::reply_source> {
+        uint64_t after = 0;
+        const std::string from = req.has_header("Last-Event-ID")
+                                     ? req.get_header_value("Last-Event-ID")
+                                     : req.get_param_value("after");
+        if (!from.empty() && !absl::SimpleAtoi(from, &after)) {
+          res.status = 400;
+          res.set_content(error_json(absl::StrCat("after: '", from, "' is not an event number")),
+                          "application/json");
+          return nullptr;
+        }
+        return std::make_shared<event_stream>(feed_, after, req.get_param_value("follow") != "0");
+      });
+  server.route("GET", "/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(dashboard_html, "text/html; charset=utf-8");
   });
-  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404) {
-      res.set_content(error_json(absl::StrCat("no ", req.path,
-                                              " here: / (the dashboard), /metrics, /api/status, "
-                                              "/api/events, /api/series?name=F")),
-                      "application/json");
-    }
+  server.set_not_found([](const httplib::Request& req, httplib::Response& res) {
+    res.set_content(error_json(absl::StrCat("no ", req.path,
+                                            " here: / (the dashboard), /metrics, /api/status, "
+                                            "/api/events, /api/series?name=F")),
+                    "application/json");
   });
 }
 

@@ -1,13 +1,12 @@
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "runtime/cluster/head_server.hpp"
 #include "runtime/config/app_spec.hpp"
-#include "runtime/http/guarded_http_server.hpp"
+#include "runtime/http/http_server.hpp"
 #include "runtime/run/event_feed.hpp"
 #include "runtime/run/event_log.hpp"
 
@@ -51,8 +50,7 @@ class head_http {
   const head_view& view_;
   const metrics::series_history& history_;
   std::shared_ptr<run::event_feed> feed_ = std::make_shared<run::event_feed>();
-  std::atomic<bool> closing_{false};
-  std::unique_ptr<http::guarded_http_server> server_;
+  std::unique_ptr<http::http_server> server_;
 };
 
 /// Starts the head's HTTP endpoints where `spec` says (`cluster.http`, `cluster.http_token`),

@@ -1,9 +1,9 @@
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -13,8 +13,8 @@
 namespace troupe::run {
 
 /// The run's recent events for live readers (the head's `/api/events`): an event_log listener
-/// keeps the last `capacity` events, numbered from 1, and readers wait for the ones after the
-/// last they saw. Thread-safe.
+/// keeps the last `capacity` events, numbered from 1; a reader takes the ones after the last it
+/// saw, and may watch for more. Thread-safe.
 class event_feed {
  public:
   explicit event_feed(size_t capacity = 2000) : capacity_(capacity) {}
@@ -25,23 +25,21 @@ class event_feed {
     std::string json;
   };
 
-  /// Adds an event (the event_log listener).
+  /// Adds an event (the event_log listener), then calls the watchers.
   void add(const nlohmann::json& event);
 
-  /// The events numbered after `after` still kept, waiting up to `timeout` for one if there is
-  /// none yet; empty if none came (or the feed was closed).
-  [[nodiscard]] std::vector<entry> after(uint64_t after, std::chrono::milliseconds timeout);
+  /// The events numbered after `after` still kept (none: empty).
+  [[nodiscard]] std::vector<entry> after(uint64_t after);
 
-  /// Wakes every waiting reader and makes later waits return at once.
-  void close();
+  /// Calls `*watcher` (which must not wait) after each event added, for as long as it lives.
+  void watch(std::weak_ptr<const std::function<void()>> watcher);
 
  private:
   size_t capacity_;
   std::mutex mu_;
-  std::condition_variable added_;
   std::deque<entry> events_;
   uint64_t last_id_ = 0;
-  bool closed_ = false;
+  std::vector<std::weak_ptr<const std::function<void()>>> watchers_;
 };
 
 }  // namespace troupe::run

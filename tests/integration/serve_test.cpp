@@ -16,11 +16,14 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include "absl/strings/str_cat.h"
 #include "httplib.h"
 #include "tests/integration/serve_fixture.hpp"
 #include "tests/support/headless_chromium.hpp"
+#include "tests/support/proc_state.hpp"
+#include "tests/support/raw_http_client.hpp"
 #include "tests/support/tls_certificate.hpp"
 
 namespace troupe::testing {
@@ -429,6 +432,59 @@ TEST_F(ServeTest, CtrlCFinishesTheRequestsInFlightThenExitsZero) {
   job_.reset();
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(events_of(run_dir(), "drained").empty());
+}
+
+// 2,000 clients streaming at once, all held by construction (the engines run nothing until the
+// test releases them): the serving process holds them on its event loop, without a thread each
+// and in bounded memory, then streams every one to its end.
+TEST_F(ServeTest, TwoThousandStreamingClientsAtOnceHoldNoThreadEach) {
+  constexpr int clients = 2000;
+  rlimit files{};
+  ::getrlimit(RLIMIT_NOFILE, &files);
+  if (files.rlim_max < clients + 256) {
+    GTEST_SKIP() << "needs " << clients + 256 << " open files; the hard limit is "
+                 << files.rlim_max;
+  }
+  files.rlim_cur = files.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &files);
+  start({"--set", "serve.max_queue=4096"});
+  hold_.hold();
+  const auto released = hold_.release_at_exit();
+  const pid_t server = job_->pid();  // the launch process serves the API
+  const int threads_before = thread_count(server);
+  const int64_t rss_before = resident_kib(server);
+  std::vector<std::unique_ptr<raw_http_client>> streams;
+  for (int i = 0; i < clients; ++i) {
+    streams.push_back(std::make_unique<raw_http_client>(port_));
+    const std::string body = absl::StrCat(R"({"model": "troupe-tiny", "prompt": "client )", i,
+                                          R"(", "max_tokens": 4, "stream": true})");
+    ASSERT_TRUE(streams.back()->send(
+        absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                     "Content-Type: application/json\r\nContent-Length: ",
+                     body.size(), "\r\n\r\n", body)));
+  }
+  // Every request accepted: on a worker (held) or waiting in the router's queue.
+  ASSERT_TRUE(testing::wait_until(
+      [&] {
+        return metric("troupe_serve_in_flight") + metric("troupe_serve_queue_depth") == clients;
+      },
+      60s));
+  EXPECT_GE(metric("troupe_serve_http_connections"), clients);
+  const int threads = thread_count(server);
+  const double kib_each = static_cast<double>(resident_kib(server) - rss_before) / clients;
+  std::cout << "{\"streaming_clients\": " << clients
+            << ", \"server_threads_before\": " << threads_before
+            << ", \"server_threads_during\": " << threads
+            << ", \"server_rss_kib_per_client\": " << kib_each << "}" << std::endl;
+  EXPECT_LT(threads - threads_before, 8) << "a thread per connection";
+  EXPECT_LT(kib_each, 64.0);
+  hold_.release();
+  int complete = 0;
+  for (auto& s : streams) {
+    const std::string answer = s->read_to_end();
+    complete += answer.find("data: [DONE]") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(complete, clients);
 }
 
 // A drain that outlasts runtime.stop_grace_s is cut short: the job stops at once (exit 130) and

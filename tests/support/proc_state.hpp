@@ -54,4 +54,27 @@ inline int64_t most_unread_tcp_bytes(pid_t pid) {
   return most;
 }
 
+/// The threads of process PID (0: this one).
+inline int thread_count(pid_t pid = 0) {
+  const std::string task =
+      (pid > 0 ? "/proc/" + std::to_string(pid) : std::string("/proc/self")) + "/task";
+  int n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(task, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+/// The resident memory of process PID (0: this one) in KiB (VmRSS); 0 when it cannot be read.
+inline int64_t resident_kib(pid_t pid = 0) {
+  std::ifstream status((pid > 0 ? "/proc/" + std::to_string(pid) : std::string("/proc/self")) +
+                       "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return 0;
+}
+
 }  // namespace troupe::testing
