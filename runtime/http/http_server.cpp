@@ -228,8 +228,8 @@ void http_server::loop::handle(uint64_t id, const route_entry* route, const http
   outcome o{id, {}, nullptr};
   httplib::Response& res = o.response;
   try {
-    if (pre_routing && pre_routing(req, res)) {
-    } else if (route == nullptr) {
+    const bool answered = pre_routing && pre_routing(req, res);
+    if (!answered && route == nullptr) {
       res.status = 404;
       if (not_found) {
         not_found(req, res);
@@ -237,9 +237,9 @@ void http_server::loop::handle(uint64_t id, const route_entry* route, const http
         res.set_content(refusal(404, absl::StrCat("no route for ", req.method, " ", req.path)),
                         "application/json");
       }
-    } else if (route->whole) {
+    } else if (!answered && route->whole) {
       route->whole(req, res);
-    } else {
+    } else if (!answered) {
       o.source = route->deferred(req, res);
     }
   } catch (const std::exception& e) {

@@ -26,6 +26,7 @@ class raw_http_client {
   }
   ~raw_http_client() { ::close(fd_); }
   [[nodiscard]] bool connected() const { return connected_; }
+  [[nodiscard]] int fd() const { return fd_; }
 
   bool send(const std::string& bytes) {
     return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
