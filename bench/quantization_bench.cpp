@@ -1,8 +1,9 @@
 // Weight-only quantization's decode speed on the CPU, in one run: a Llama-shaped model whose f32
 // weights (about 200 MB) exceed every cache level, decoded a token at a time by the CPU decoder
-// with its block weights in f32 (the baseline), int8 (one scale per output channel) and int4
-// (groups of 128 inputs). Decoding one token reads every weight once, so its speed is the
-// memory's: int8 reads a quarter of f32's bytes, int4 an eighth. Lines:
+// with its block weights in f32 (the baseline), int8 (one scale per output channel, the output
+// head too) and int4 (groups of 128 inputs), as serve.engine.quantization quantizes them. Decoding
+// one token reads every weight once, so its speed is the memory's: int8 reads a quarter of f32's
+// bytes, int4 an eighth. Lines:
 //   decode_tokens_per_s   one stream, and 16 streams in one batch (aggregate), against f32;
 //                         And one stream after a 1,024-token prompt with the KV cache in int8,
 //                         against the f32 cache (its bytes per token beside).
@@ -166,8 +167,8 @@ int main(int argc, char** argv) {
     std::unique_ptr<gpt_cpu_decoder> decoder;
   };
   std::vector<variant> variants;
-  for (const weight_quantization q :
-       {weight_quantization{0, 0}, weight_quantization{8, 0}, weight_quantization{4, 0}}) {
+  for (const weight_quantization q : {weight_quantization{}, weight_quantization::serving(8, 0),
+                                      weight_quantization::serving(4, 0)}) {
     auto d = std::make_unique<gpt_cpu_decoder>(layout, params.data(), streams_max * prompt_tokens,
                                                blocks, block_size, &pool);
     if (auto ok = d->quantize(q); !ok.ok()) {

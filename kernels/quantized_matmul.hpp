@@ -56,6 +56,9 @@ void quantize_symmetric(const float* w, int64_t row_stride, int64_t col_stride, 
 
 /// The f32 matrix [rows, cols] that `w` stands for, by the formula above.
 void dequantize(const quantized_matrix& w, float* out);
+/// Its row `r` alone: `cols` floats (a token's embedding, when the embedding is the quantized
+/// output head).
+void dequantize_row(const quantized_matrix& w, int r, float* out);
 
 /// out[m, rows] = x[m, cols] @ dequantize(w)^T (+ bias[rows]) without forming the f32 matrix.
 /// Each output is a fixed sequence of operations over its row of x alone, so a row's result is

@@ -32,7 +32,8 @@ int eval_perplexity_command(const eval_args& args) {
       return fail(command, exit_usage_error,
                   absl::StrCat("--quantization ", q, ": choose int8, int4 or none"));
     }
-    quantizations.push_back({q == "int8" ? 8 : 4, args.group_size});
+    quantizations.push_back(
+        models::weight_quantization::serving(q == "int8" ? 8 : 4, args.group_size));
   }
   if (args.window < 0 || args.max_tokens < 0 || args.group_size < 0) {
     return fail(command, exit_usage_error, "--window, --max-tokens and --group-size are >= 0");

@@ -1,6 +1,6 @@
 // `troupe quantize MODEL_DIR --bits 8|4 --out DIR`: a Hugging Face model's block weights
-// quantized as serve.engine.quantization quantizes them, written as a GPTQ checkpoint that
-// `troupe serve DIR` (and transformers, vLLM) load.
+// quantized as serve.engine.quantization quantizes them (lm_head kept f32, as GPTQ keeps it),
+// written as a GPTQ checkpoint that `troupe serve DIR` (and transformers, vLLM) load.
 
 #include <cstdio>
 #include <filesystem>

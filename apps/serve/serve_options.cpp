@@ -87,8 +87,8 @@ config::object_schema<engine_spec> engine_schema() {
       .one_of({"none", "int8", "int4"})
       .help(
           "weight-only quantization of every block's linear layers, done when a worker loads the "
-          "model (the CPU decoder): int8 per output channel, int4 in groups; embeddings, norms "
-          "and the output head stay f32");
+          "model (the CPU decoder): int8 per output channel (the output head too), int4 in "
+          "groups (the output head f32); norms stay f32");
   s.add("quantization_group_size", &engine_spec::quantization_group_size)
       .range(0, 1 << 20)
       .help(
@@ -283,8 +283,8 @@ absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
     }
     // Quantized once for the worker, and the f32 block weights given back: the worker keeps the
     // integers, the embeddings, norms and head.
-    const models::weight_quantization q{options.engine.quantization == "int8" ? 8 : 4,
-                                        options.engine.quantization_group_size};
+    const auto q = models::weight_quantization::serving(
+        options.engine.quantization == "int8" ? 8 : 4, options.engine.quantization_group_size);
     auto quantized = models::quantized_weights::quantize(*m->layout, m->params.data(), q);
     if (!quantized.ok()) {
       return absl::InvalidArgumentError(

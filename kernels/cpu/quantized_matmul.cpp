@@ -180,17 +180,18 @@ void quantize_symmetric(const float* w, int64_t row_stride, int64_t col_stride, 
   }
 }
 
-void dequantize(const quantized_matrix& w, float* out) {
-  const int groups = w.groups();
-  for (int r = 0; r < w.rows; ++r) {
-    const uint8_t* row = w.q + r * w.row_bytes();
-    for (int k = 0; k < w.cols; ++k) {
-      const int64_t g = int64_t{r} * groups + k / w.group_size;
-      const float zero = w.zeros != nullptr ? w.zeros[g] : 0.0f;
-      out[int64_t{r} * w.cols + k] =
-          w.scales[g] * (static_cast<float>(stored_value(w, row, k)) - zero);
-    }
+void dequantize_row(const quantized_matrix& w, int r, float* out) {
+  const uint8_t* row = w.q + r * w.row_bytes();
+  for (int k = 0; k < w.cols; ++k) {
+    const int64_t g = int64_t{r} * w.groups() + k / w.group_size;
+    const float zero = w.zeros != nullptr ? w.zeros[g] : 0.0f;
+    out[k] = w.scales[g] * (static_cast<float>(stored_value(w, row, k)) - zero);
   }
+}
+
+void dequantize(const quantized_matrix& w, float* out) {
+  for (int r = 0; r < w.rows; ++r)
+    dequantize_row(w, r, out + int64_t{r} * w.cols);
 }
 
 void quantized_matmul(float* out, const float* x, const quantized_matrix& w, const float* bias,

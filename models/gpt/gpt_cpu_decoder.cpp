@@ -158,13 +158,23 @@ void gpt_cpu_decoder::forward_group(std::span<const decode_request> requests, fl
   }
   float* x = s.x.data();
   const bool gpt2 = c.family == decoder_family::gpt2;
-  if (gpt2) {
-    k::embedding_forward(x, s.tokens.data(), s.positions.data(), N, params + layout_.wte(),
-                         params + layout_.wpe(), C);
-  } else {  // no learned positions: RoPE turns queries and keys in each block, by these angles
-    for (int i = 0; i < N; ++i)
-      std::memcpy(x + int64_t{i} * C, params + layout_.wte() + int64_t{s.tokens[i]} * C,
-                  C * sizeof(float));
+  // Each token's embedding: a tied one quantized with the output head from its quantized row.
+  const kernels::quantized_matrix* quantized_wte =
+      quantized_ != nullptr ? quantized_->find(layout_.wte()) : nullptr;
+  for (int i = 0; i < N; ++i) {
+    float* row = x + int64_t{i} * C;
+    if (quantized_wte != nullptr) {
+      k::dequantize_row(*quantized_wte, s.tokens[i], row);
+    } else {
+      std::memcpy(row, params + layout_.wte() + int64_t{s.tokens[i]} * C, C * sizeof(float));
+    }
+    if (gpt2) {  // GPT-2's learned positions, added as kernels::cpu::embedding_forward adds them
+      const float* position = params + layout_.wpe() + int64_t{s.positions[i]} * C;
+      for (int j = 0; j < C; ++j)
+        row[j] += position[j];
+    }
+  }
+  if (!gpt2) {  // no learned positions: RoPE turns queries and keys in each block, by these angles
     k::rope_angles(s.rope_cos.data(), s.rope_sin.data(), s.positions.data(), N, c.head_size(),
                    inv_freq_.data());
   }
@@ -201,10 +211,8 @@ void gpt_cpu_decoder::forward_group(std::span<const decode_request> requests, fl
     }
     head_rows = s.last.data();
   }
-  if (L > 0) {
-    k::matmul(logits, head_rows, params + layout_.head_weight(), nullptr,
-              gemm{L, c.vocab, C, false, true}, s.columns_pool);
-  }
+  if (L > 0)
+    linear(logits, head_rows, layout_.head_weight(), nullptr, L, c.vocab, C, true, s.columns_pool);
 }
 
 void gpt_cpu_decoder::attend(std::span<const decode_request> requests, int l, const float* q,

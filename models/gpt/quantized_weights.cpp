@@ -39,9 +39,11 @@ std::vector<quantized_weights::linear_weight> quantized_weights::block_weights(
 
 std::string weight_quantization::describe() const {
   if (!enabled()) return "f32";
-  if (group_size == 0)
-    return bits == 8 ? "int8 per output channel" : "int4 in groups of up to 128 inputs";
-  return absl::StrCat("int", bits, " in groups of ", group_size, " inputs");
+  const std::string blocks =
+      group_size > 0 ? absl::StrCat("int", bits, " in groups of ", group_size, " inputs")
+      : bits == 8    ? "int8 per output channel"
+                     : "int4 in groups of up to 128 inputs";
+  return head ? absl::StrCat(blocks, ", the output head int8 per output channel") : blocks;
 }
 
 absl::StatusOr<std::unique_ptr<quantized_weights>> quantized_weights::quantize(
@@ -69,6 +71,19 @@ absl::StatusOr<std::unique_ptr<quantized_weights>> quantized_weights::quantize(
       s.stored_transposed = w.stored_transposed;
       out->add(w.offset, std::move(s));
     }
+  }
+  const gpt_config& c = layout.config();
+  if (q.head && range.has_head(c)) {
+    if (absl::Status ok = kernels::cpu::check_quantizable(8, c.vocab, c.dim, c.dim); !ok.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("the output head: ", ok.message()));
+    }
+    matrix s;
+    s.view = {8, c.vocab, c.dim, c.dim};
+    s.q.resize(int64_t{c.vocab} * c.dim);
+    s.scales.resize(c.vocab);
+    kernels::cpu::quantize_symmetric(params + layout.head_weight(), c.dim, 1, 8, c.vocab, c.dim,
+                                     c.dim, s.q.data(), s.scales.data());
+    out->add(layout.head_weight(), std::move(s));
   }
   return out;
 }

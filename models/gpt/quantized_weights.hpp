@@ -17,16 +17,27 @@ struct weight_quantization {
   int bits = 0;        ///< 0: none (f32); 8 or 4
   int group_size = 0;  ///< inputs per scale; 0: bits 8 one per output channel, bits 4 groups of
                        ///< 128 (gcd(128, inputs) where 128 does not divide a layer's inputs)
+  /// The output head too, int8 per output channel (the token embedding with it, when tied).
+  bool head = false;
 
+  /// What `serve.engine.quantization` (and `troupe eval --quantization`) mean by int8 and int4:
+  /// int8 quantizes the head too, as llama.cpp's Q8_0 does; int4 keeps it f32, as GPTQ leaves
+  /// lm_head (and llama.cpp keeps its output at more bits).
+  [[nodiscard]] static weight_quantization serving(int bits, int group_size) {
+    return {bits, group_size, bits == 8};
+  }
   [[nodiscard]] bool enabled() const { return bits != 0; }
-  /// "int8 per channel", "int4 in groups of 128", "f32".
+  /// "int8 per output channel", "int4 in groups of 128 inputs", "... and the output head",
+  /// "f32".
   [[nodiscard]] std::string describe() const;
 };
 
 /// Quantized copies of every block's linear weights (GPT-2's c_attn, c_proj, c_fc and mlp.c_proj;
 /// the Llama family's q/k/v/o, gate, up and down projections), each as [outputs, inputs] (GPT-2's
-/// Conv1D [in, out] read transposed). The embeddings, norms, biases and the output head stay f32,
-/// as GPTQ leaves lm_head: the decoder reads those from the f32 buffer.
+/// Conv1D [in, out] read transposed), and with weight_quantization::head of the output head
+/// [vocab, dim] (when tied, the token embedding: the decoder then reads a token's embedding from
+/// its quantized row). The norms, biases and the rest stay f32: the decoder reads those from the
+/// f32 buffer.
 class quantized_weights {
  public:
   /// One quantized matrix: its integers, scales and zero points (empty: all 0), in the layout of

@@ -138,7 +138,8 @@ TEST(Cli, EvalScoresPerplexityBeforeAndAfterQuantizeWritesTheModel) {
   EXPECT_LT(std::abs(int8 / f32 - 1), 0.01) << r.out;
   EXPECT_LT(std::abs(int4 / f32 - 1), 0.05) << r.out;
   EXPECT_GT(std::abs(int4 / f32 - 1), std::abs(int8 / f32 - 1)) << r.out;
-  EXPECT_EQ(summary["weights"]["int8"], "int8 per output channel");
+  EXPECT_EQ(summary["weights"]["int8"],
+            "int8 per output channel, the output head int8 per output channel");
   EXPECT_NEAR(summary["increase"]["int8"].get<double>(), int8 / f32 - 1, 1e-9);
 
   // The same text scored alone, by --quantization none.

@@ -60,14 +60,22 @@ float largest_difference(const std::vector<float>& x, const std::vector<float>& 
   return d;
 }
 
-// The quantized decoder computes the model whose block weights are the dequantized ones (the
-// f32 decoder on those, to float rounding), for both families, int8 per channel and int4 in
-// groups, and that model is not the f32 one.
+gpt_config untied_llama_model() {
+  gpt_config c = llama_model();
+  c.tied_embeddings = false;
+  return c;
+}
+
+// The quantized decoder computes the model whose block weights (and output head, with the token
+// embedding when tied) are the dequantized ones (the f32 decoder on those, to float rounding),
+// for both families, int8 per channel and int4 in groups, and that model is not the f32 one.
 TEST(QuantizedDecoder, ComputesTheModelOfItsDequantizedWeights) {
-  for (const gpt_config& c : {gpt2_model(), llama_model()}) {
-    for (const weight_quantization q : {weight_quantization{8, 0}, weight_quantization{4, 16}}) {
-      SCOPED_TRACE(testing::Message()
-                   << (c.family == decoder_family::gpt2 ? "gpt2 " : "llama ") << q.describe());
+  for (const gpt_config& c : {gpt2_model(), llama_model(), untied_llama_model()}) {
+    for (const weight_quantization q :
+         {weight_quantization{8, 0}, weight_quantization{4, 16}, weight_quantization::serving(8, 0),
+          weight_quantization{4, 16, true}}) {
+      SCOPED_TRACE(testing::Message() << (c.family == decoder_family::gpt2 ? "gpt2 " : "llama ")
+                                      << (c.tied_embeddings ? "tied " : "untied ") << q.describe());
       model m(c, 5);
       auto quantized = quantized_weights::quantize(m.layout, m.params.data(), q);
       ASSERT_TRUE(quantized.ok()) << quantized.status();
@@ -156,9 +164,9 @@ int64_t resident_bytes() {
 // the logits of one quantizing the whole buffer itself.
 TEST(QuantizedDecoder, TheF32WeightsItReplacesAreGivenBack) {
   gpt_config c = llama_model();
-  c.dim = 256, c.ffn = 768, c.heads = 8, c.kv_heads = 4;
+  c.dim = 256, c.ffn = 768, c.heads = 8, c.kv_heads = 4, c.vocab = 1024;
   model m(c, 7);
-  const weight_quantization q{8, 0};
+  const auto q = weight_quantization::serving(8, 0);  // the tied head and embedding too
   gpt_cpu_decoder whole(m.layout, m.params.data(), 16, 4, 4);
   ASSERT_TRUE(whole.quantize(q).ok());
   const auto want = decode(whole, c.vocab);
@@ -169,12 +177,14 @@ TEST(QuantizedDecoder, TheF32WeightsItReplacesAreGivenBack) {
   for (int l = 0; l < c.layers; ++l)
     for (const auto& w : quantized_weights::block_weights(m.layout, l))
       f32_bytes += int64_t{w.outputs} * w.inputs * 4;
+  f32_bytes += int64_t{c.vocab} * c.dim * 4;
   const int64_t before = resident_bytes();
   const int64_t released = (*quantized)->release_f32(m.params.data());
   const int64_t after = resident_bytes();
   EXPECT_GT(released, f32_bytes * 9 / 10);
   EXPECT_GT(before - after, released * 9 / 10);
   EXPECT_EQ(m.params[m.layout.block(0).up_w + 5000], 0.0f);
+  EXPECT_EQ(m.params[m.layout.wte() + 5000], 0.0f);
 
   gpt_cpu_decoder given(m.layout, m.params.data(), 16, 4, 4);
   given.use_quantized(std::move(*quantized));
