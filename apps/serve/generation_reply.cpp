@@ -103,6 +103,10 @@ void generation_reply::finished(int k) {
   finished_[k] = true;
 }
 
+bool generation_reply::all_finished() const {
+  return std::all_of(finished_.begin(), finished_.end(), [](bool f) { return f; });
+}
+
 void generation_reply::release_all() {
   if (std::exchange(released_, true)) return;
   for (size_t k = 0; k < streams_.size(); ++k)
@@ -156,18 +160,30 @@ void generation_reply::abandoned() {
 
 namespace {
 
-// ---------------------------------------------------------------- a whole completion
+// ---------------------------------------------------------------- completions
 
-class whole_completion_reply final : public generation_reply {
+// A completion's reply: the call, and the name and time its answer carries.
+class completion_reply : public generation_reply {
+ public:
+  completion_reply(reply_context context, uint64_t first_id,
+                   std::vector<std::shared_ptr<generation_stream>> streams, completion_call call)
+      : generation_reply(std::move(context), first_id, std::move(streams)),
+        call_(std::move(call)),
+        name_(absl::StrCat(call_.chat ? "chatcmpl-" : "cmpl-", first_id)) {}
+
+ protected:
+  const completion_call call_;
+  const std::string name_;
+  const int64_t created_ = unix_seconds();
+};
+
+class whole_completion_reply final : public completion_reply {
  public:
   whole_completion_reply(reply_context context, uint64_t first_id,
                          std::vector<std::shared_ptr<generation_stream>> streams,
                          completion_call call)
-      : generation_reply(std::move(context), first_id, std::move(streams)),
-        call_(std::move(call)),
-        name_(absl::StrCat(call_.chat ? "chatcmpl-" : "cmpl-", first_id)),
-        outputs_(call_.choices()),
-        done_(call_.choices(), false) {}
+      : completion_reply(std::move(context), first_id, std::move(streams), std::move(call)),
+        outputs_(call_.choices()) {}
 
  private:
   bool on_events(std::vector<std::deque<actor::generation_event>> events,
@@ -175,13 +191,10 @@ class whole_completion_reply final : public generation_reply {
     for (size_t k = 0; k < events.size(); ++k) {
       for (const auto& e : events[k]) {
         outputs_[k].add(e);
-        if (e.finished) {
-          done_[k] = true;
-          finished(static_cast<int>(k));
-        }
+        if (e.finished) finished(static_cast<int>(k));
       }
     }
-    if (!std::all_of(done_.begin(), done_.end(), [](bool d) { return d; })) return false;
+    if (!all_finished()) return false;
     httplib::Response r;
     r.set_content(
         completion_body(name_, context_.limits, created_, call_, outputs_, context_.vocabulary),
@@ -190,23 +203,15 @@ class whole_completion_reply final : public generation_reply {
     return true;
   }
 
-  const completion_call call_;
-  const std::string name_;
-  const int64_t created_ = unix_seconds();
   std::vector<choice_output> outputs_;
-  std::vector<bool> done_;
 };
 
-// ---------------------------------------------------------------- a streamed completion
-
-class streamed_completion_reply final : public generation_reply {
+class streamed_completion_reply final : public completion_reply {
  public:
   streamed_completion_reply(reply_context context, uint64_t first_id,
                             std::vector<std::shared_ptr<generation_stream>> streams,
                             completion_call call)
-      : generation_reply(std::move(context), first_id, std::move(streams)),
-        call_(std::move(call)),
-        name_(absl::StrCat(call_.chat ? "chatcmpl-" : "cmpl-", first_id)),
+      : completion_reply(std::move(context), first_id, std::move(streams), std::move(call)),
         choices_(call_.choices()) {
     for (int k = 0; k < call_.choices(); ++k) {
       choices_[k].text = context_.vocabulary.stream();
@@ -223,7 +228,6 @@ class streamed_completion_reply final : public generation_reply {
     std::string held;  // an automatic or required tool_choice's reply, sent whole at its end
     int tokens = 0;
     bool announced = false;  // a named tool_choice's call has been announced
-    bool finished = false;
   };
 
   bool on_events(std::vector<std::deque<actor::generation_event>> events,
@@ -238,10 +242,7 @@ class streamed_completion_reply final : public generation_reply {
       for (const auto& e : events[k])
         out.write(chunk_of(static_cast<int>(k), e));
     }
-    if (!std::all_of(choices_.begin(), choices_.end(),
-                     [](const choice& c) { return c.finished; })) {
-      return false;
-    }
+    if (!all_finished()) return false;
     if (call_.include_usage) {
       int tokens = 0;
       for (const auto& c : choices_)
@@ -261,10 +262,7 @@ class streamed_completion_reply final : public generation_reply {
     if (e.finished) text = cut_at_stop(text + c.text->finish(), call_, e.reason);
     text = std::exchange(c.echo, std::string()) + text;
     c.tokens += static_cast<int>(e.tokens.size());
-    if (e.finished) {
-      c.finished = true;
-      finished(k);
-    }
+    if (e.finished) finished(k);
     const actor::finish_reason* reason = e.finished ? &e.reason : nullptr;
     switch (call_.tool_choice) {
       case completion_call::tool_use::automatic:
@@ -286,9 +284,6 @@ class streamed_completion_reply final : public generation_reply {
                         context_.vocabulary);
   }
 
-  const completion_call call_;
-  const std::string name_;
-  const int64_t created_ = unix_seconds();
   std::vector<choice> choices_;
 };
 
@@ -301,8 +296,7 @@ class embeddings_generation_reply final : public generation_reply {
                               embedding_call call)
       : generation_reply(std::move(context), first_id, std::move(streams)),
         call_(std::move(call)),
-        vectors_(call_.inputs.size()),
-        done_(call_.inputs.size(), false) {}
+        vectors_(call_.inputs.size()) {}
 
  private:
   bool on_events(std::vector<std::deque<actor::generation_event>> events,
@@ -310,7 +304,6 @@ class embeddings_generation_reply final : public generation_reply {
     for (size_t k = 0; k < events.size(); ++k) {
       for (auto& e : events[k]) {
         if (!e.finished) continue;
-        done_[k] = true;
         finished(static_cast<int>(k));
         if (e.embedding.empty()) {
           const api_error failed{503, "server_error", "",
@@ -322,7 +315,7 @@ class embeddings_generation_reply final : public generation_reply {
         vectors_[k] = std::move(e.embedding);
       }
     }
-    if (!std::all_of(done_.begin(), done_.end(), [](bool d) { return d; })) return false;
+    if (!all_finished()) return false;
     httplib::Response r;
     r.set_content(embeddings_body(context_.limits, call_, std::move(vectors_)), "application/json");
     out.whole(r);
@@ -331,7 +324,6 @@ class embeddings_generation_reply final : public generation_reply {
 
   const embedding_call call_;
   std::vector<std::vector<float>> vectors_;
-  std::vector<bool> done_;
 };
 
 }  // namespace

@@ -81,6 +81,8 @@ class generation_reply : public http::reply_source {
                          http::reply_writer& out) = 0;
   /// Choice k has finished: its generation is not cancelled when the reply ends.
   void finished(int k);
+  /// Whether every choice has finished.
+  [[nodiscard]] bool all_finished() const;
 
   reply_context context_;
 

@@ -273,17 +273,8 @@ bool function_name(const json& name) {
   });
 }
 
-// Chat's tools, tool_choice and parallel_tool_calls. A named choice guides the reply by the
-// function's parameters, "required" by a list of calls of the tools (vLLM's schema: each item a
-// {"name": const, "parameters": ...} of one tool); parameters are read in their written order
-// from the body's own text.
-std::optional<api_error> parse_tools(const body_fields& f, absl::string_view body,
-                                     completion_call& call) {
-  if (!f.given("tools")) {
-    if (f.given("tool_choice")) return invalid("'tool_choice' needs 'tools'");
-    return std::nullopt;
-  }
-  const json& tools = f.j["tools"];
+// Checks `tools`, OpenAI's function definitions; their names, in order.
+std::variant<std::vector<std::string>, api_error> tool_names(const json& tools) {
   const char* shape = R"({"type": "function", "function": {"name": ..., "description": ..., )"
                       R"("parameters": {...}}})";
   if (!tools.is_array() || tools.empty()) {
@@ -311,6 +302,23 @@ std::optional<api_error> parse_tools(const body_fields& f, absl::string_view bod
     }
     names.push_back(t["function"]["name"]);
   }
+  return names;
+}
+
+// Chat's tools, tool_choice and parallel_tool_calls. A named choice guides the reply by the
+// function's parameters, "required" by a list of calls of the tools (vLLM's schema: each item a
+// {"name": const, "parameters": ...} of one tool); parameters are read in their written order
+// from the body's own text.
+std::optional<api_error> parse_tools(const body_fields& f, absl::string_view body,
+                                     completion_call& call) {
+  if (!f.given("tools")) {
+    if (f.given("tool_choice")) return invalid("'tool_choice' needs 'tools'");
+    return std::nullopt;
+  }
+  const json& tools = f.j["tools"];
+  auto checked = tool_names(tools);
+  if (auto* e = std::get_if<api_error>(&checked)) return *e;
+  const std::vector<std::string> names = std::get<std::vector<std::string>>(std::move(checked));
   call.tools = tools;
   call.tool_choice = completion_call::tool_use::automatic;
   bool parallel = true;  // "required": more than one call; "auto" returns every call made
@@ -526,8 +534,8 @@ std::variant<std::string, api_error> tokenize(absl::string_view body, const api_
   const json j = json::parse(body.begin(), body.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return invalid("the body must be a JSON object");
   const bool chat = j.contains("messages");
-  static const std::set<std::string> known = {"model", "prompt", "messages", "add_special_tokens",
-                                              "add_generation_prompt"};
+  static const std::set<std::string> known = {
+      "model", "prompt", "messages", "add_special_tokens", "add_generation_prompt", "tools"};
   for (const auto& [key, value] : j.items()) {
     if (known.count(key) == 0) return invalid(absl::StrCat("unknown field '", key, "'"));
   }
@@ -544,10 +552,16 @@ std::variant<std::string, api_error> tokenize(absl::string_view body, const api_
     if (auto* e = std::get_if<api_error>(v)) return *e;
   }
   std::string text;
+  if (j.contains("tools")) {  // rendered by the chat template, as a chat completion's
+    if (!chat) return invalid("'tools' goes with 'messages'");
+    auto names = tool_names(j["tools"]);
+    if (auto* e = std::get_if<api_error>(&names)) return *e;
+  }
   if (chat) {
     auto messages = template_messages(j["messages"]);
     if (auto* e = std::get_if<api_error>(&messages)) return *e;
-    auto rendered = vocabulary.render_chat(std::get<json>(messages), std::get<bool>(generation));
+    auto rendered = vocabulary.render_chat(std::get<json>(messages), std::get<bool>(generation),
+                                           j.value("tools", json()));
     if (!rendered.ok()) return invalid(std::string(rendered.status().message()));
     text = std::move(*rendered);
   } else {

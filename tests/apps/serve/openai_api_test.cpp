@@ -456,6 +456,15 @@ TEST(OpenAiApi, ToolsAreRenderedAndCallsComeBackAsToolCalls) {
   const std::string prompt(automatic.prompts[0].begin(), automatic.prompts[0].end());
   EXPECT_EQ(prompt.rfind("<|tools|>\n[{\"function\":{\"description\"", 0), 0u) << prompt;
   EXPECT_TRUE(automatic.request.json_schema.empty());
+  // vLLM's /tokenize renders the tools too: the tokens of the completion's prompt.
+  const auto tokenized = tokenize(
+      R"({"messages": [{"role": "user", "content": "Hi"}], "tools": )" + tools + "}", wide);
+  ASSERT_TRUE(std::holds_alternative<std::string>(tokenized));
+  EXPECT_EQ(nlohmann::json::parse(std::get<std::string>(tokenized))["tokens"],
+            nlohmann::json(automatic.prompts[0]));
+  const auto tools_without_chat = tokenize(R"({"prompt": "Hi", "tools": )" + tools + "}", wide);
+  ASSERT_TRUE(std::holds_alternative<api_error>(tools_without_chat));
+  EXPECT_EQ(std::get<api_error>(tools_without_chat).message, "'tools' goes with 'messages'");
 
   const auto named = ok(R"({"model": "troupe-tiny", "messages": [{"role": "user", "content":
       "Hi"}], "tools": )" + tools +
