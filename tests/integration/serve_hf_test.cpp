@@ -8,6 +8,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -91,11 +92,23 @@ class hf_serving : public ::testing::Test {
     }
   }
 
-  // `troupe serve model() --served-model-name m` (and `extra` flags), and a client of it.
+  // `troupe serve model() --served-model-name m` (and `extra` flags), and a client of it. The
+  // worker may miss heartbeats for 10 s, not 2: these tests are about what it serves, and a
+  // machine busy enough can hold a worker loading its model that long (a worker declared dead
+  // is ChaosServe's subject).
   std::unique_ptr<httplib::Client> serve(const std::vector<std::string>& extra = {}) {
     const std::string run_dir = dir_.file("run");
-    std::vector<std::string> args = {TROUPE_BINARY,         "serve", model(),     "--port", "0",
-                                     "--served-model-name", "m",     "--run-dir", run_dir};
+    std::vector<std::string> args = {TROUPE_BINARY,
+                                     "serve",
+                                     model(),
+                                     "--port",
+                                     "0",
+                                     "--served-model-name",
+                                     "m",
+                                     "--run-dir",
+                                     run_dir,
+                                     "--set",
+                                     "cluster.heartbeat_misses=20"};
     args.insert(args.end(), extra.begin(), extra.end());
     job_ = std::make_unique<subprocess>(args);
     const json serving = wait_for_event(run_dir, "serving", 120s);
@@ -393,6 +406,10 @@ TEST_F(ServeLlama3, EmbeddingsArePyTorchsMeanOfTheFinalNormsOutput) {
   const auto served =
       serve({"--set", "serve.pooler_config={pooling_type: MEAN, normalize: false}"});
   ASSERT_TRUE(served);
+  // `troupe serve` gives its one worker the machine's cores.
+  EXPECT_NE(read_file(dir_.file("run") + "/config.yaml")
+                .find(absl::StrCat("threads: ", std::max(1u, std::thread::hardware_concurrency()))),
+            std::string::npos);
   const json got = post(*served, "/v1/embeddings",
                         {{"model", "m"}, {"input", text}, {"encoding_format", "float"}});
   EXPECT_EQ(got["usage"]["prompt_tokens"], ids.size());
