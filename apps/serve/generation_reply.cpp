@@ -32,9 +32,9 @@ httplib::Response error_response(const api_error& e) {
 // ---------------------------------------------------------------- generation_stream
 
 void generation_stream::notify(std::unique_lock<std::mutex>& lock) {
-  std::function<void()> wake = wake_;
+  const std::shared_ptr<const std::function<void()>> wake = wake_;  // no copy of the function
   lock.unlock();
-  if (wake) wake();
+  if (wake) (*wake)();
 }
 
 void generation_stream::accept() {
@@ -66,7 +66,7 @@ void generation_stream::deliver(const actor::generation_event& event, serve_metr
 
 void generation_stream::on_news(std::function<void()> wake) {
   std::unique_lock lock(mu_);
-  wake_ = std::move(wake);
+  wake_ = std::make_shared<const std::function<void()>>(std::move(wake));
   if (accepted_.has_value()) notify(lock);
 }
 

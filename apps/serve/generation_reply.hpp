@@ -46,7 +46,7 @@ class generation_stream {
   std::optional<bool> accepted_;
   api_error refusal_;
   std::deque<actor::generation_event> events_;
-  std::function<void()> wake_;
+  std::shared_ptr<const std::function<void()>> wake_;  // shared: each event calls it
   const clock::time_point submitted_ = clock::now();
   clock::time_point last_tokens_;
   int tokens_ = 0;

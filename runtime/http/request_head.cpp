@@ -161,8 +161,6 @@ const char* reason_phrase(int status) {
       return "Request Header Fields Too Large";
     case 500:
       return "Internal Server Error";
-    case 501:
-      return "Not Implemented";
     case 503:
       return "Service Unavailable";
     case 505:
