@@ -70,8 +70,8 @@ dpo_pair_pass::dpo_pair_pass(const actor::token_batch& b, const kernels::prefere
                              float loss_scale)
     : b_(b), o_(o), loss_scale_(loss_scale), policy_(b.batch, 0.0), result_(b.batch / 2) {}
 
-models::gpt_cpu_batch::token_objective dpo_pair_pass::objective(int row) {
-  models::gpt_cpu_batch::token_objective o;
+models::decoder_cpu_batch::token_objective dpo_pair_pass::objective(int row) {
+  models::decoder_cpu_batch::token_objective o;
   o.seed = [this, row](int64_t first, int64_t count, const float* token_losses, const float*,
                        float* dloss,
                        float*) { seed(row + first / b_.ctx, count / b_.ctx, token_losses, dloss); };

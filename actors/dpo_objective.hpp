@@ -5,7 +5,7 @@
 #include "absl/status/status.h"
 #include "actors/reward_objective.hpp"
 #include "kernels/preference_loss.hpp"
-#include "models/gpt/gpt_cpu_batch.hpp"
+#include "models/decoder/decoder_cpu_batch.hpp"
 #include "runtime/actor/message_types.hpp"
 
 namespace troupe::actors {
@@ -40,7 +40,7 @@ class dpo_pair_pass {
                 float loss_scale);
 
   /// The objective of the micro-batch whose first row is `row` (a chosen row).
-  [[nodiscard]] models::gpt_cpu_batch::token_objective objective(int row);
+  [[nodiscard]] models::decoder_cpu_batch::token_objective objective(int row);
 
   /// This rank's pairs so far: their loss, implicit rewards and log-probs, summed.
   [[nodiscard]] pair_sums sums() const;

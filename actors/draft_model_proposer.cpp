@@ -9,9 +9,9 @@
 namespace troupe::actors {
 
 absl::StatusOr<std::unique_ptr<draft_model_proposer>> draft_model_proposer::create(
-    const models::gpt_layout& layout, const float* params, int target_vocab, int max_tokens,
+    const models::decoder_layout& layout, const float* params, int target_vocab, int max_tokens,
     int kv_blocks, int block_size, int device, kernels::cpu::thread_pool* pool) {
-  const models::gpt_config& c = layout.config();
+  const models::decoder_config& c = layout.config();
   if (c.vocab != target_vocab) {
     return absl::InvalidArgumentError(absl::StrCat("the draft model's vocabulary has ", c.vocab,
                                                    " tokens and the served "
@@ -21,13 +21,14 @@ absl::StatusOr<std::unique_ptr<draft_model_proposer>> draft_model_proposer::crea
   }
   TROUPE_ASSIGN_OR_RETURN(
       auto decoder,
-      models::make_gpt_decoder(layout, params, max_tokens, kv_blocks, block_size, device, pool));
+      models::make_paged_decoder(layout, params, max_tokens, kv_blocks, block_size, device, pool));
   return std::unique_ptr<draft_model_proposer>(new draft_model_proposer(
       std::move(decoder), c.vocab, c.ctx, max_tokens, kv_blocks, block_size));
 }
 
-draft_model_proposer::draft_model_proposer(std::unique_ptr<models::gpt_decoder> decoder, int vocab,
-                                           int ctx, int max_tokens, int kv_blocks, int block_size)
+draft_model_proposer::draft_model_proposer(std::unique_ptr<models::paged_decoder> decoder,
+                                           int vocab, int ctx, int max_tokens, int kv_blocks,
+                                           int block_size)
     : decoder_(std::move(decoder)),
       vocab_(vocab),
       ctx_(ctx),

@@ -8,7 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "actors/kv_block_pool.hpp"
-#include "models/gpt/gpt_decoder.hpp"
+#include "models/decoder/paged_decoder.hpp"
 #include "runtime/actor/message_types.hpp"
 
 namespace troupe::actors {
@@ -26,7 +26,7 @@ class draft_model_proposer {
   /// `kv_blocks` blocks of `block_size`. INVALID_ARGUMENT when its vocabulary is not
   /// `target_vocab`.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<draft_model_proposer>> create(
-      const models::gpt_layout& layout, const float* params, int target_vocab, int max_tokens,
+      const models::decoder_layout& layout, const float* params, int target_vocab, int max_tokens,
       int kv_blocks, int block_size, int device, kernels::cpu::thread_pool* pool);
 
   /// A sequence to guess for: its tokens (prompt and output) and its request.
@@ -56,10 +56,10 @@ class draft_model_proposer {
     std::vector<int32_t> tokens;  // by position, those whose keys and values the cache holds
   };
 
-  draft_model_proposer(std::unique_ptr<models::gpt_decoder> decoder, int vocab, int ctx,
+  draft_model_proposer(std::unique_ptr<models::paged_decoder> decoder, int vocab, int ctx,
                        int max_tokens, int kv_blocks, int block_size);
 
-  std::unique_ptr<models::gpt_decoder> decoder_;
+  std::unique_ptr<models::paged_decoder> decoder_;
   int vocab_, ctx_, max_tokens_;
   kv_block_pool blocks_;
   absl::flat_hash_map<uint64_t, held> held_;

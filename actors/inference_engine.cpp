@@ -8,7 +8,7 @@
 namespace troupe::actors {
 
 absl::StatusOr<std::unique_ptr<inference_engine>> inference_engine::create(
-    const models::gpt_layout& layout, const float* params, options o) {
+    const models::decoder_layout& layout, const float* params, options o) {
   if (o.threads < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("inference engine: threads is ", o.threads, "; it must be at least 1"));
@@ -22,9 +22,9 @@ absl::StatusOr<std::unique_ptr<inference_engine>> inference_engine::create(
         o.threads, kernels::cpu::thread_pool::default_spin, std::chrono::microseconds(250));
   }
   TROUPE_ASSIGN_OR_RETURN(
-      auto decoder, models::make_gpt_decoder(layout, params, o.scheduler.max_batch_tokens,
-                                             o.kv_blocks, o.block_size, o.device, pool.get(),
-                                             {o.quantization, o.prequantized, o.kv_cache_dtype}));
+      auto decoder, models::make_paged_decoder(layout, params, o.scheduler.max_batch_tokens,
+                                               o.kv_blocks, o.block_size, o.device, pool.get(),
+                                               {o.quantization, o.prequantized, o.kv_cache_dtype}));
   std::unique_ptr<draft_model_proposer> drafter;
   if (o.speculative.enabled() && o.draft_layout != nullptr) {
     TROUPE_ASSIGN_OR_RETURN(
@@ -36,9 +36,9 @@ absl::StatusOr<std::unique_ptr<inference_engine>> inference_engine::create(
       new inference_engine(layout, std::move(pool), std::move(decoder), std::move(drafter), o));
 }
 
-inference_engine::inference_engine(const models::gpt_layout& layout,
+inference_engine::inference_engine(const models::decoder_layout& layout,
                                    std::unique_ptr<kernels::cpu::thread_pool> pool,
-                                   std::unique_ptr<models::gpt_decoder> decoder,
+                                   std::unique_ptr<models::paged_decoder> decoder,
                                    std::unique_ptr<draft_model_proposer> drafter, options o)
     : layout_(layout),
       speculative_(o.speculative),

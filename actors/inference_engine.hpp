@@ -9,7 +9,7 @@
 #include "actors/guided_decoding.hpp"
 #include "actors/speculative_decoding.hpp"
 #include "kernels/cpu/thread_pool.hpp"
-#include "models/gpt/gpt_decoder.hpp"
+#include "models/decoder/paged_decoder.hpp"
 
 namespace troupe::actors {
 
@@ -43,14 +43,14 @@ class inference_engine {
     speculative_options speculative;
     /// Speculative decoding's draft model (vLLM's draft_model method), on the same device: its
     /// layout and weights, which must outlive the engine; null: prompt lookup.
-    const models::gpt_layout* draft_layout = nullptr;
+    const models::decoder_layout* draft_layout = nullptr;
     const float* draft_params = nullptr;
   };
 
   /// `params` is the whole model's flat buffer, laid out by `layout`; both must outlive this.
   /// UNAVAILABLE when `o.device` cannot be used.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<inference_engine>> create(
-      const models::gpt_layout& layout, const float* params, options o);
+      const models::decoder_layout& layout, const float* params, options o);
 
   /// Queues a request (see batch_scheduler::add); token ids must be below the vocabulary.
   [[nodiscard]] absl::Status add(generation_request request);
@@ -81,9 +81,9 @@ class inference_engine {
   [[nodiscard]] const speculation_counts& speculation() const { return speculation_; }
 
  private:
-  inference_engine(const models::gpt_layout& layout,
+  inference_engine(const models::decoder_layout& layout,
                    std::unique_ptr<kernels::cpu::thread_pool> pool,
-                   std::unique_ptr<models::gpt_decoder> decoder,
+                   std::unique_ptr<models::paged_decoder> decoder,
                    std::unique_ptr<draft_model_proposer> drafter, options o);
 
   // The draws after one sampling chunk: the tokens it gives (its accepted drafts, then one drawn
@@ -110,10 +110,10 @@ class inference_engine {
   // Moves a guided request past its drawn token; ends its output when the value is whole.
   void guide(uint64_t id, int32_t token, std::vector<generation_event>& events);
 
-  const models::gpt_layout& layout_;
+  const models::decoder_layout& layout_;
   speculative_options speculative_;
   std::unique_ptr<kernels::cpu::thread_pool> pool_;  // null with one thread; before the decoder
-  std::unique_ptr<models::gpt_decoder> decoder_;
+  std::unique_ptr<models::paged_decoder> decoder_;
   std::unique_ptr<draft_model_proposer> drafter_;  // null: prompt lookup
   // The draft model's distributions of each sequence's drafts ([drafts, vocab]; empty: greedy).
   absl::flat_hash_map<uint64_t, std::vector<float>> draft_probs_;

@@ -16,7 +16,7 @@ namespace troupe::actors {
 
 /// A model for serving: its layout and weights (shared by the workers of a process).
 struct served_model {
-  std::unique_ptr<models::gpt_layout> layout;
+  std::unique_ptr<models::decoder_layout> layout;
   std::vector<float> params;
   /// The bytes of each token, to match stop strings on (scheduler_options::token_text); null:
   /// troupe's byte vocabulary.
@@ -26,7 +26,7 @@ struct served_model {
   std::shared_ptr<const models::quantized_weights> prequantized;
   /// Speculative decoding's draft model (serve.engine.speculative_config.model), in f32; null:
   /// none.
-  std::unique_ptr<models::gpt_layout> draft_layout;
+  std::unique_ptr<models::decoder_layout> draft_layout;
   std::vector<float> draft_params;
 };
 

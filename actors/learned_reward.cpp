@@ -5,7 +5,7 @@
 #include "absl/algorithm/container.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_source.hpp"
 #include "runtime/base/status.hpp"
 
 namespace troupe::actors {
@@ -15,20 +15,20 @@ constexpr int rows_per_pass = 64;
 
 }  // namespace
 
-learned_reward::learned_reward(const models::gpt_config& model, reward_sequence sequence,
+learned_reward::learned_reward(const models::decoder_config& model, reward_sequence sequence,
                                int threads)
     : model_(model),
       sequence_(std::move(sequence)),
-      layout_(std::make_unique<models::gpt_layout>(model, models::layer_range::all(model),
-                                                   models::gpt_head::value)),
-      forward_(std::make_unique<models::gpt_cpu_batch>(*layout_, rows_per_pass, threads)) {}
+      layout_(std::make_unique<models::decoder_layout>(model, models::layer_range::all(model),
+                                                       models::decoder_head::value)),
+      forward_(std::make_unique<models::decoder_cpu_batch>(*layout_, rows_per_pass, threads)) {}
 
 absl::StatusOr<std::unique_ptr<learned_reward>> learned_reward::load(
-    const models::gpt_config& model, const std::string& checkpoint, const std::string& setting,
+    const models::decoder_config& model, const std::string& checkpoint, const std::string& setting,
     reward_sequence sequence, int threads) {
   std::unique_ptr<learned_reward> r(new learned_reward(model, std::move(sequence), threads));
   absl::StatusOr<std::vector<float>> params =
-      models::read_gpt_weights(*r->layout_, checkpoint, setting);
+      models::read_decoder_weights(*r->layout_, checkpoint, setting);
   if (!params.ok()) {
     return absl::Status(
         params.status().code(),

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/gpt/gpt_cpu_batch.hpp"
+#include "models/decoder/decoder_cpu_batch.hpp"
 #include "runtime/actor/message_types.hpp"
 
 namespace troupe::actors {
@@ -28,8 +28,8 @@ class learned_reward {
   /// or checkpoint directory; `setting` names it in errors), reading each sequence as
   /// `sequence` encodes it, scoring on `threads` cores.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<learned_reward>> load(
-      const models::gpt_config& model, const std::string& checkpoint, const std::string& setting,
-      reward_sequence sequence, int threads);
+      const models::decoder_config& model, const std::string& checkpoint,
+      const std::string& setting, reward_sequence sequence, int threads);
 
   /// Each sequence's reward: the head's value at its last token. INVALID_ARGUMENT when the
   /// request's lists differ in length, or a sequence cannot be encoded, is empty or is longer
@@ -37,13 +37,13 @@ class learned_reward {
   [[nodiscard]] absl::StatusOr<std::vector<double>> score(const actor::reward_request& request);
 
  private:
-  learned_reward(const models::gpt_config& model, reward_sequence sequence, int threads);
+  learned_reward(const models::decoder_config& model, reward_sequence sequence, int threads);
 
-  models::gpt_config model_;
+  models::decoder_config model_;
   reward_sequence sequence_;
-  std::unique_ptr<models::gpt_layout> layout_;
+  std::unique_ptr<models::decoder_layout> layout_;
   std::vector<float> params_;
-  std::unique_ptr<models::gpt_cpu_batch> forward_;
+  std::unique_ptr<models::decoder_cpu_batch> forward_;
 };
 
 }  // namespace troupe::actors

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "actors/dpo_objective.hpp"
-#include "models/gpt/gpt_cpu_batch.hpp"
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_cpu_batch.hpp"
+#include "models/decoder/decoder_source.hpp"
 #include "runtime/base/file_lock.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/tensor/safetensors.hpp"
@@ -50,7 +50,7 @@ std::string key_of(const text_corpus& corpus, const std::vector<float>& weights,
 }
 
 std::vector<float> logps_of(const std::vector<preference_example>& pairs, int ctx,
-                            models::gpt_cpu_batch& model, const std::vector<float>& weights) {
+                            models::decoder_cpu_batch& model, const std::vector<float>& weights) {
   std::vector<float> out;
   out.reserve(2 * pairs.size());
   for (size_t first = 0; first < pairs.size(); first += pairs_per_pass) {
@@ -110,10 +110,11 @@ absl::Status write_cache(const std::string& path, const std::string& key,
 
 }  // namespace
 
-pair_reference compute_pair_reference(const text_corpus& corpus, const models::gpt_config& model,
+pair_reference compute_pair_reference(const text_corpus& corpus,
+                                      const models::decoder_config& model,
                                       const std::vector<float>& weights, int threads) {
-  const models::gpt_layout layout(model, models::layer_range::all(model));
-  models::gpt_cpu_batch forward(layout, 2 * pairs_per_pass, threads);
+  const models::decoder_layout layout(model, models::layer_range::all(model));
+  models::decoder_cpu_batch forward(layout, 2 * pairs_per_pass, threads);
   return {logps_of(corpus.train_pairs(), model.ctx, forward, weights),
           logps_of(corpus.val_pairs(), model.ctx, forward, weights)};
 }
@@ -126,11 +127,11 @@ absl::StatusOr<pair_reference> cached_pair_reference(const text_corpus& corpus,
                                                      const std::string& data_path,
                                                      const std::string& reference_path,
                                                      const std::string& setting,
-                                                     const models::gpt_config& model, int threads,
-                                                     pair_reference_source* source) {
-  const models::gpt_layout layout(model, models::layer_range::all(model));
+                                                     const models::decoder_config& model,
+                                                     int threads, pair_reference_source* source) {
+  const models::decoder_layout layout(model, models::layer_range::all(model));
   TROUPE_ASSIGN_OR_RETURN(const std::vector<float> weights,
-                          models::read_gpt_weights(layout, reference_path, setting));
+                          models::read_decoder_weights(layout, reference_path, setting));
   const std::string cache = pair_reference_cache_path(data_path);
   const std::string key = key_of(corpus, weights, model.ctx);
   if (source != nullptr) *source = {false, cache, key};

@@ -5,17 +5,17 @@
 
 #include "absl/status/statusor.h"
 #include "actors/data_loader.hpp"
-#include "models/gpt/gpt_config.hpp"
+#include "models/decoder/decoder_config.hpp"
 
 namespace troupe::actors {
 
 /// DPO's reference log-probabilities of a corpus's preference pairs, computed once and cached
 /// with the data set, as TRL's precompute_ref_log_probs does: each sequence's response
 /// log-probability (the sum over the tokens fill_dpo_pair() trains on, at temperature 1) under
-/// the reference model `weights` (a language model of `model`, flat as gpt_layout lays it out),
+/// the reference model `weights` (a language model of `model`, flat as decoder_layout lays it out),
 /// forward only on `threads` cores.
 [[nodiscard]] pair_reference compute_pair_reference(const text_corpus& corpus,
-                                                    const models::gpt_config& model,
+                                                    const models::decoder_config& model,
                                                     const std::vector<float>& weights, int threads);
 
 /// Where the reference log-probabilities of the pairs at `data_path` (a file or a directory)
@@ -36,7 +36,7 @@ struct pair_reference_source {
 /// together compute it once). A changed reference checkpoint or pair file makes it stale.
 [[nodiscard]] absl::StatusOr<pair_reference> cached_pair_reference(
     const text_corpus& corpus, const std::string& data_path, const std::string& reference_path,
-    const std::string& setting, const models::gpt_config& model, int threads,
+    const std::string& setting, const models::decoder_config& model, int threads,
     pair_reference_source* source = nullptr);
 
 }  // namespace troupe::actors

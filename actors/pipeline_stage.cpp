@@ -30,16 +30,17 @@ int peak_in_flight(const std::vector<pipeline_action>& plan) {
 
 }  // namespace
 
-pipeline_stage::pipeline_stage(const models::gpt_layout& layout, const pipeline_options& options,
-                               int micro_rows, kernels::cpu::thread_pool* pool,
-                               int checkpoint_segment, comm::communicator* tensor)
+pipeline_stage::pipeline_stage(const models::decoder_layout& layout,
+                               const pipeline_options& options, int micro_rows,
+                               kernels::cpu::thread_pool* pool, int checkpoint_segment,
+                               comm::communicator* tensor)
     : layout_(layout),
       options_(options),
       micro_rows_(micro_rows),
       plan_(
           stage_schedule(options.schedule, options.stages, options.stage, options.micro_batches)) {
   for (int i = 0; i < copies(options); ++i) {
-    copies_.push_back(std::make_unique<models::gpt_cpu_stage>(
+    copies_.push_back(std::make_unique<models::decoder_cpu_stage>(
         layout, micro_rows, pool, checkpoint_segment, defers_weight_gradients(options)));
   }
   const int64_t n = int64_t{micro_rows} * layout.config().ctx * layout.config().dim;
@@ -130,7 +131,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
       }
       copy_of[mb] = free_copies.back();
       free_copies.pop_back();
-      models::gpt_cpu_stage& stage = *copies_[copy_of[mb]];
+      models::decoder_cpu_stage& stage = *copies_[copy_of[mb]];
       const models::loss_sum part = stage.forward(
           params, r, T, first() ? local.tokens.data() + offset : nullptr,
           first() ? nullptr : in_.data<float>(), last() ? local.targets.data() + offset : nullptr);
@@ -142,7 +143,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::train(const float* params, floa
         pending = link.activations_out(out_, mb);
       }
     } else if (backward) {
-      models::gpt_cpu_stage& stage = *copies_[copy_of[mb]];
+      models::decoder_cpu_stage& stage = *copies_[copy_of[mb]];
       const float* dhidden = last() ? nullptr : in_.data<float>();
       if (a.op == kind::backward) {
         stage.backward(params, grads, dhidden, loss_scale);
@@ -175,7 +176,7 @@ absl::StatusOr<models::loss_sum> pipeline_stage::evaluate(const float* params,
                                                           const actor::token_batch& batch,
                                                           comm::communicator* pipe) {
   const int T = batch.ctx, C = layout_.config().dim;
-  models::gpt_cpu_stage& stage = *copies_.front();
+  models::decoder_cpu_stage& stage = *copies_.front();
   const stage_link link(pipe, options_.stage, options_.stages);
   models::loss_sum loss;
   std::optional<comm::transfer> pending;

@@ -6,7 +6,7 @@
 #include "absl/status/statusor.h"
 #include "actors/pipeline_schedule.hpp"
 #include "kernels/cpu/thread_pool.hpp"
-#include "models/gpt/gpt_cpu_stage.hpp"
+#include "models/decoder/decoder_cpu_stage.hpp"
 #include "runtime/actor/message_types.hpp"
 #include "runtime/comm/communicator.hpp"
 
@@ -42,11 +42,11 @@ class pipeline_stage {
  public:
   /// `layout` is this stage's (it must outlive this); `micro_rows`: sequences per micro-batch;
   /// `pool` spreads attention heads (nullptr: the calling thread alone); `checkpoint_segment`:
-  /// activation checkpointing inside each copy (gpt_cpu_stage); `tensor`: with a tensor-parallel
-  /// layout, the group its blocks' sums go over. The pipeline group `pipe` of train() and
-  /// evaluate() may be nullptr with one stage (a tensor-parallel rank of no pipeline).
-  pipeline_stage(const models::gpt_layout& layout, const pipeline_options& options, int micro_rows,
-                 kernels::cpu::thread_pool* pool, int checkpoint_segment,
+  /// activation checkpointing inside each copy (decoder_cpu_stage); `tensor`: with a
+  /// tensor-parallel layout, the group its blocks' sums go over. The pipeline group `pipe` of
+  /// train() and evaluate() may be nullptr with one stage (a tensor-parallel rank of no pipeline).
+  pipeline_stage(const models::decoder_layout& layout, const pipeline_options& options,
+                 int micro_rows, kernels::cpu::thread_pool* pool, int checkpoint_segment,
                  comm::communicator* tensor = nullptr);
 
   /// This stage's schedule over `local` (micro_batches x micro_rows sequences; the first stage
@@ -62,8 +62,8 @@ class pipeline_stage {
                                                           const actor::token_batch& batch,
                                                           comm::communicator* pipe);
 
-  /// ZeRO-3: every copy's block hooks (gpt_cpu_stage::set_block_hooks).
-  void set_block_hooks(const models::gpt_cpu_stage::block_hooks& hooks) {
+  /// ZeRO-3: every copy's block hooks (decoder_cpu_stage::set_block_hooks).
+  void set_block_hooks(const models::decoder_cpu_stage::block_hooks& hooks) {
     for (auto& copy : copies_)
       copy->set_block_hooks(hooks);
   }
@@ -76,7 +76,7 @@ class pipeline_stage {
   /// done, backward not yet).
   [[nodiscard]] static int copies(const pipeline_options& options);
   /// Whether the schedule runs backwards in halves (zb1), each copy keeping its blocks' output
-  /// gradients in between (gpt_cpu_stage's defer_weight_gradients).
+  /// gradients in between (decoder_cpu_stage's defer_weight_gradients).
   [[nodiscard]] static bool defers_weight_gradients(const pipeline_options& options) {
     return options.schedule == pipeline_schedule_kind::zb1;
   }
@@ -86,11 +86,11 @@ class pipeline_stage {
   [[nodiscard]] bool first() const { return options_.stage == 0; }
   [[nodiscard]] bool last() const { return options_.stage == options_.stages - 1; }
 
-  const models::gpt_layout& layout_;
+  const models::decoder_layout& layout_;
   pipeline_options options_;
   int micro_rows_;
   std::vector<pipeline_action> plan_;
-  std::vector<std::unique_ptr<models::gpt_cpu_stage>> copies_;
+  std::vector<std::unique_ptr<models::decoder_cpu_stage>> copies_;
   tensor::tensor in_, out_;    // a micro-batch's hidden state or its gradient, received or sent
   tensor::tensor tensor_sum_;  // what a tensor-parallel sum adds up over the group
   double tensor_sum_s_ = 0;    // the sums' time in this train()

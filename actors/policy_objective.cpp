@@ -73,7 +73,7 @@ policy_objective_pass::policy_objective_pass(const policy_objective& o, const ac
   dkl_.assign(n, 0.0f);
 }
 
-models::gpt_cpu_batch::token_objective policy_objective_pass::token_objective(int row) {
+models::decoder_cpu_batch::token_objective policy_objective_pass::token_objective(int row) {
   const int64_t offset = int64_t{row} * b_.ctx;
   return {o_.temperature, true,
           [this, offset](int64_t first, int64_t count, const float* token_losses,

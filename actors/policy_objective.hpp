@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "kernels/kl_penalty.hpp"
 #include "kernels/policy_loss.hpp"
-#include "models/gpt/gpt_cpu_batch.hpp"
+#include "models/decoder/decoder_cpu_batch.hpp"
 #include "runtime/actor/message_types.hpp"
 
 namespace troupe::actors {
@@ -45,7 +45,7 @@ class policy_objective_pass {
   policy_objective_pass(const policy_objective& o, const actor::rl_batch& b);
 
   /// The objective of the micro-batch whose first row is `row`.
-  [[nodiscard]] models::gpt_cpu_batch::token_objective token_objective(int row);
+  [[nodiscard]] models::decoder_cpu_batch::token_objective token_objective(int row);
 
   /// {pg_loss, entropy, kl_loss, clipped, clipped_lower, -d, response tokens}: sums over this
   /// rank's tokens, from the log-probs the passes saw.

@@ -62,7 +62,7 @@ std::vector<int> scored_positions(const actor::token_batch& b) {
 reward_pair_pass::reward_pair_pass(const actor::token_batch& b, float loss_scale)
     : b_(b), loss_scale_(loss_scale), scored_(scored_positions(b)), rewards_(b.batch, 0.0f) {}
 
-models::gpt_cpu_batch::value_objective reward_pair_pass::objective(int row) {
+models::decoder_cpu_batch::value_objective reward_pair_pass::objective(int row) {
   return {[this, row](int64_t first, int64_t count, const float* values, float* dvalues) {
             seed(row + first / b_.ctx, count / b_.ctx, values, dvalues);
           },

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "models/gpt/gpt_cpu_batch.hpp"
+#include "models/decoder/decoder_cpu_batch.hpp"
 #include "runtime/actor/message_types.hpp"
 
 namespace troupe::actors {
@@ -27,7 +27,7 @@ class reward_pair_pass {
   reward_pair_pass(const actor::token_batch& b, float loss_scale);
 
   /// The objective of the micro-batch whose first row is `row` (a chosen row).
-  [[nodiscard]] models::gpt_cpu_batch::value_objective objective(int row);
+  [[nodiscard]] models::decoder_cpu_batch::value_objective objective(int row);
 
   /// The rewards this rank's rows got in the passes so far, one per row.
   [[nodiscard]] const std::vector<float>& rewards() const { return rewards_; }

@@ -26,7 +26,7 @@ float lr_schedule::at(int64_t step) const {
   return static_cast<float>(peak * (min_ratio + (1.0 - min_ratio) * cosine));
 }
 
-absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layout& layout,
+absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::decoder_layout& layout,
                                                          const trainer_options& options,
                                                          comm::communicator* group,
                                                          comm::communicator* pipe,
@@ -98,8 +98,8 @@ absl::StatusOr<std::unique_ptr<trainer>> trainer::create(const models::gpt_layou
   return t;
 }
 
-absl::Status trainer::check_zero3(const models::gpt_layout& layout, const trainer_options& options,
-                                  int ranks) {
+absl::Status trainer::check_zero3(const models::decoder_layout& layout,
+                                  const trainer_options& options, int ranks) {
   if (options.pipeline.stages > 1 || layout.tp().size > 1) {
     return absl::InvalidArgumentError(
         "ZeRO-3 shards a whole model over the data-parallel group: not with pipeline stages or "
@@ -125,7 +125,7 @@ absl::Status trainer::check_zero3(const models::gpt_layout& layout, const traine
   return absl::OkStatus();
 }
 
-trainer_memory trainer::memory(const models::gpt_layout& layout, const trainer_options& options,
+trainer_memory trainer::memory(const models::decoder_layout& layout, const trainer_options& options,
                                int ranks) {
   const int local_batch = std::max((options.global_batch + ranks - 1) / ranks, options.rl_rows);
   if (options.zero == zero_stage::three && ranks > 1) {  // as zero3_parameters holds them
@@ -133,7 +133,7 @@ trainer_memory trainer::memory(const models::gpt_layout& layout, const trainer_o
     const int rows =
         options.micro_batch > 0 ? std::min(options.micro_batch, local_batch) : local_batch;
     return {(f.chunks + f.gathered) * 4, (f.chunks + f.local) * 4, 2 * f.chunks * 4,
-            models::gpt_cpu_stage::activation_bytes(layout, rows, options.checkpoint_segment)};
+            models::decoder_cpu_stage::activation_bytes(layout, rows, options.checkpoint_segment)};
   }
   // As the constructor and create() size them.
   const int64_t shard = (layout.total() + ranks - 1) / ranks, padded = shard * ranks;
@@ -148,19 +148,19 @@ trainer_memory trainer::memory(const models::gpt_layout& layout, const trainer_o
   if (options.pipeline.stages > 1 || layout.tp().size > 1) {  // a pipeline_stage's copies
     rows = local_batch / options.pipeline.micro_batches;
     m.activations = pipeline_stage::copies(options.pipeline) *
-                    models::gpt_cpu_stage::activation_bytes(
+                    models::decoder_cpu_stage::activation_bytes(
                         layout, rows, options.checkpoint_segment,
                         pipeline_stage::defers_weight_gradients(options.pipeline));
   } else {
     const int replicas = std::max(1, std::min(options.threads, rows));
     m.activations =
-        replicas * models::gpt_cpu_stage::activation_bytes(layout, (rows + replicas - 1) / replicas,
-                                                           options.checkpoint_segment);
+        replicas * models::decoder_cpu_stage::activation_bytes(
+                       layout, (rows + replicas - 1) / replicas, options.checkpoint_segment);
   }
   return m;
 }
 
-trainer::trainer(const models::gpt_layout& layout, const trainer_options& options,
+trainer::trainer(const models::decoder_layout& layout, const trainer_options& options,
                  comm::communicator* group, comm::communicator* pipe, comm::communicator* tensor)
     : layout_(layout), options_(options), group_(group), pipe_(pipe), tensor_(tensor) {
   if (group_ != nullptr) {
@@ -189,8 +189,8 @@ trainer::trainer(const models::gpt_layout& layout, const trainer_options& option
     pipeline_ = std::make_unique<pipeline_stage>(layout, stage, pass_rows_, pool_.get(),
                                                  options.checkpoint_segment, tensor_);
   } else {
-    model_ = std::make_unique<models::gpt_cpu_batch>(layout, pass_rows_, options.threads,
-                                                     options.checkpoint_segment);
+    model_ = std::make_unique<models::decoder_cpu_batch>(layout, pass_rows_, options.threads,
+                                                         options.checkpoint_segment);
   }
   if (group_ != nullptr && ranks_ > 1 && !zero3) {
     buckets_ = std::make_unique<comm::collective_queue>(*group_);
@@ -223,7 +223,7 @@ absl::StatusOr<step_report> trainer::step(const token_batch& local) {
           : 1.0f / (static_cast<float>(options_.global_batch) * static_cast<float>(local.ctx));
   models::loss_sum loss;
   const gradient_pass pass = [&](int row, int rows,
-                                 const models::gpt_cpu_batch::gradients_ready& ready) {
+                                 const models::decoder_cpu_batch::gradients_ready& ready) {
     if (pipeline_) {  // the stage's schedule over every micro-batch of the share
       TROUPE_ASSIGN_OR_RETURN(
           loss, pipeline_->train(params_.data<float>(), pass_grads(), local, loss_scale, pipe_));
@@ -276,7 +276,7 @@ absl::StatusOr<step_report> trainer::pair_step(const token_batch& local) {
     dpo.emplace(local, *options_.preference, loss_scale);
   }
   const gradient_pass pass = [&](int row, int rows,
-                                 const models::gpt_cpu_batch::gradients_ready& ready) {
+                                 const models::decoder_cpu_batch::gradients_ready& ready) {
     const size_t offset = static_cast<size_t>(row) * local.ctx;
     const int32_t* tokens = local.tokens.data() + offset;
     if (rm) {
@@ -324,7 +324,7 @@ absl::StatusOr<actor::rl_step_report> trainer::step(const actor::rl_batch& local
   TROUPE_RETURN_IF_ERROR(validate(local, objective));
   policy_objective_pass pg(objective, local);
   const gradient_pass pass = [&](int row, int rows,
-                                 const models::gpt_cpu_batch::gradients_ready& ready) {
+                                 const models::decoder_cpu_batch::gradients_ready& ready) {
     const size_t offset = static_cast<size_t>(row) * local.ctx;
     model_->run(params_.data<float>(), grads_.data<float>(), rows, local.ctx,
                 local.tokens.data() + offset, local.targets.data() + offset,
@@ -344,7 +344,7 @@ absl::StatusOr<actor::rl_step_report> trainer::step(const actor::rl_batch& local
   TROUPE_RETURN_IF_ERROR(validate(local, objective));
   value_objective_pass vf(objective, local);
   const gradient_pass pass = [&](int row, int rows,
-                                 const models::gpt_cpu_batch::gradients_ready& ready) {
+                                 const models::decoder_cpu_batch::gradients_ready& ready) {
     const size_t offset = static_cast<size_t>(row) * local.ctx;
     model_->run(params_.data<float>(), grads_.data<float>(), rows, local.ctx,
                 local.tokens.data() + offset, vf.objective(row), ready);
@@ -467,7 +467,7 @@ absl::Status trainer::accumulate_and_apply(int rows, int pass_rows, const gradie
   const bool zero2 = options_.zero == zero_stage::two && ranks_ > 1;
   // (A pipeline stage's gradients are final only once its whole schedule has run.)
   const bool overlap = ranks_ > 1 && !zero2 && options_.overlap_comm && !pipeline_;
-  const models::gpt_cpu_batch::gradients_ready start_allreduce = [&](models::param_range b) {
+  const models::decoder_cpu_batch::gradients_ready start_allreduce = [&](models::param_range b) {
     absl::StatusOr<tensor::tensor> bucket = grads_.narrow(0, b.begin, b.end - b.begin);
     TROUPE_CHECK(bucket.ok());  // the buckets lie inside the buffer
     buckets_->allreduce(*std::move(bucket), comm::reduce_op::sum);

@@ -13,8 +13,8 @@
 #include "actors/reward_objective.hpp"
 #include "actors/value_objective.hpp"
 #include "actors/zero3_parameters.hpp"
-#include "models/gpt/adamw_optimizer.hpp"
-#include "models/gpt/gpt_cpu_batch.hpp"
+#include "models/decoder/adamw_optimizer.hpp"
+#include "models/decoder/decoder_cpu_batch.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "runtime/comm/collective_queue.hpp"
 #include "runtime/comm/communicator.hpp"
@@ -106,10 +106,11 @@ class trainer {
   /// into the ranks' shares and those into the micro-batches, or a group does not fit.
   /// The trainer keeps `layout` by reference: it must outlive the trainer (a temporary cannot).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<trainer>> create(
-      const models::gpt_layout& layout, const trainer_options& options, comm::communicator* group,
-      comm::communicator* pipe = nullptr, comm::communicator* tensor = nullptr);
+      const models::decoder_layout& layout, const trainer_options& options,
+      comm::communicator* group, comm::communicator* pipe = nullptr,
+      comm::communicator* tensor = nullptr);
   static absl::StatusOr<std::unique_ptr<trainer>> create(
-      models::gpt_layout&& layout, const trainer_options& options, comm::communicator* group,
+      models::decoder_layout&& layout, const trainer_options& options, comm::communicator* group,
       comm::communicator* pipe = nullptr, comm::communicator* tensor = nullptr) = delete;
   /// A trainer on `group`, a data-parallel group formed anew after its membership changed (a
   /// rank lost or joined), continuing from the state of optimizer step `steps`. A collective of
@@ -123,17 +124,17 @@ class trainer {
   /// FAILED_PRECONDITION when the state is not all there (a shard lost with its replica): the
   /// group then restores a checkpoint instead.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<trainer>> regroup(
-      trainer* previous, const models::gpt_layout& layout, const trainer_options& options,
+      trainer* previous, const models::decoder_layout& layout, const trainer_options& options,
       comm::communicator* group, int64_t steps);
   static absl::StatusOr<std::unique_ptr<trainer>> regroup(trainer* previous,
-                                                          models::gpt_layout&& layout,
+                                                          models::decoder_layout&& layout,
                                                           const trainer_options& options,
                                                           comm::communicator* group,
                                                           int64_t steps) = delete;
 
   /// What a trainer of `layout` with `options` in a data-parallel group of `ranks` holds, without
   /// making one.
-  [[nodiscard]] static trainer_memory memory(const models::gpt_layout& layout,
+  [[nodiscard]] static trainer_memory memory(const models::decoder_layout& layout,
                                              const trainer_options& options, int ranks);
 
   /// Undoes the last step, which a ZeRO-1/2 elastic rank completed but some other rank did not:
@@ -179,7 +180,7 @@ class trainer {
   /// The last step's gradients summed over the ranks, before clipping (ZeRO 0: with ZeRO-1/2
   /// the buffer then receives the parameters, with ZeRO-3 it holds this rank's chunks only).
   [[nodiscard]] const float* gradients() const { return grads_.data<float>(); }
-  [[nodiscard]] const models::gpt_layout& layout() const { return layout_; }
+  [[nodiscard]] const models::decoder_layout& layout() const { return layout_; }
   /// The activations this rank holds for backward at its largest pass, in bytes.
   [[nodiscard]] int64_t activation_bytes() const {
     return pipeline_ ? pipeline_->activation_bytes() : model_->activation_bytes();
@@ -215,15 +216,15 @@ class trainer {
   [[nodiscard]] tensor::tensor weights() const;
 
  private:
-  trainer(const models::gpt_layout& layout, const trainer_options& options,
+  trainer(const models::decoder_layout& layout, const trainer_options& options,
           comm::communicator* group, comm::communicator* pipe, comm::communicator* tensor);
 
   // One micro-batch pass over `rows` rows from `row`, adding its gradients; `ready` (when set)
   // hears of the gradient buckets as they finish.
   using gradient_pass = std::function<absl::Status(
-      int row, int rows, const models::gpt_cpu_batch::gradients_ready& ready)>;
+      int row, int rows, const models::decoder_cpu_batch::gradients_ready& ready)>;
   // INVALID_ARGUMENT for what ZeRO-3 does not do.
-  [[nodiscard]] static absl::Status check_zero3(const models::gpt_layout& layout,
+  [[nodiscard]] static absl::Status check_zero3(const models::decoder_layout& layout,
                                                 const trainer_options& options, int ranks);
   // evaluate()'s own part with ZeRO-3: this rank's loss sum.
   absl::StatusOr<models::loss_sum> evaluate_zero3(const std::vector<token_batch>& batches);
@@ -268,7 +269,7 @@ class trainer {
   [[nodiscard]] static absl::Status check_sequences(const char* what, const actor::rl_batch& local,
                                                     bool targets);
 
-  const models::gpt_layout& layout_;
+  const models::decoder_layout& layout_;
   trainer_options options_;
   comm::communicator* group_;
   comm::communicator* pipe_ = nullptr;    // a pipeline stage's group, rank = stage
@@ -296,8 +297,8 @@ class trainer {
     int64_t steps = 0;
     std::vector<float> m, v;
   } undo_;
-  std::unique_ptr<models::gpt_cpu_batch> model_;     // a whole model (no pipeline)
-  std::unique_ptr<kernels::cpu::thread_pool> pool_;  // a pipeline stage's attention heads
+  std::unique_ptr<models::decoder_cpu_batch> model_;  // a whole model (no pipeline)
+  std::unique_ptr<kernels::cpu::thread_pool> pool_;   // a pipeline stage's attention heads
   std::unique_ptr<pipeline_stage> pipeline_;
   std::unique_ptr<models::adamw_optimizer> optimizer_;
   std::unique_ptr<zero3_parameters> zero3_;  // ZeRO-3: params_ and grads_ are its buffers

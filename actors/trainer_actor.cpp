@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "actors/checkpoint_writer_actor.hpp"
 #include "actors/job_thread.hpp"
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_source.hpp"
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/base/seconds.hpp"
 #include "runtime/comm/counted_communicator.hpp"
@@ -26,7 +26,7 @@ struct trainer_state {
   trainer_actor_spec spec;
   std::string name;                      // the actor's, e.g. "trainer/1"
   metrics::registry* metrics = nullptr;  // its process's
-  std::unique_ptr<models::gpt_layout> layout;
+  std::unique_ptr<models::decoder_layout> layout;
   std::mutex group_mutex;  // group: replaced on the job thread, aborted from the actor's
   std::unique_ptr<comm::communicator> group;
   std::unique_ptr<comm::communicator> pipe;    // a pipeline stage's, formed at the start
@@ -112,10 +112,11 @@ absl::Status build(trainer_self self, metrics::registry& metrics, const std::str
       pipeline.stages > 1
           ? models::layer_range{pipeline.stage * per_stage, (pipeline.stage + 1) * per_stage}
           : models::layer_range::all(st.spec.model);
-  st.layout = std::make_unique<models::gpt_layout>(
-      st.spec.model, range,
-      st.spec.critic || st.spec.reward_model() ? models::gpt_head::value : models::gpt_head::lm,
-      st.spec.tp);
+  st.layout = std::make_unique<models::decoder_layout>(st.spec.model, range,
+                                                       st.spec.critic || st.spec.reward_model()
+                                                           ? models::decoder_head::value
+                                                           : models::decoder_head::lm,
+                                                       st.spec.tp);
   if (st.spec.ranks > 1 && !st.spec.elastic) {  // an elastic rank's group comes with (regroup)
     comm::group_options g = st.spec.group;
     g.rank = st.spec.rank;

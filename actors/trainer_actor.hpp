@@ -15,7 +15,7 @@ namespace troupe::actors {
 /// What a trainer actor is made of: the model, the training options, its place in the group and
 /// the data it reads.
 struct trainer_actor_spec {
-  models::gpt_config model;
+  models::decoder_config model;
   trainer_options options;
   int rank = 0;               ///< in the data-parallel group (a pipeline stage's: its replica)
   int ranks = 1;              ///< of the data-parallel group

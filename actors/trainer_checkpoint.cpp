@@ -8,7 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "models/gpt/gpt_checkpoint.hpp"
+#include "models/decoder/decoder_checkpoint.hpp"
 #include "runtime/base/status.hpp"
 
 namespace troupe::actors {
@@ -26,8 +26,8 @@ absl::Status trainer::restore(const tensor::named_tensors& weights,
   // layout and ranks wrote them), then take this rank's.
   const int64_t padded = shard_ * ranks_;
   std::vector<float> m(std::max<int64_t>(padded, layout_.total()), 0.0f), v(m.size(), 0.0f);
-  const models::gpt_layout whole(layout_.config(), models::layer_range::all(layout_.config()),
-                                 layout_.head());
+  const models::decoder_layout whole(layout_.config(), models::layer_range::all(layout_.config()),
+                                     layout_.head());
   TROUPE_ASSIGN_OR_RETURN(const int64_t steps, models::read_moments(optimizer_states, layout_,
                                                                     whole, m.data(), v.data()));
   int64_t at = 0;

@@ -13,7 +13,7 @@
 namespace troupe::actors {
 
 absl::StatusOr<std::unique_ptr<trainer>> trainer::regroup(trainer* previous,
-                                                          const models::gpt_layout& layout,
+                                                          const models::decoder_layout& layout,
                                                           const trainer_options& options,
                                                           comm::communicator* group,
                                                           int64_t steps) {

@@ -33,7 +33,7 @@ value_objective_pass::value_objective_pass(const value_objective& o, const actor
   vpreds_.assign(n, 0.0f);
 }
 
-models::gpt_cpu_batch::value_objective value_objective_pass::objective(int row) {
+models::decoder_cpu_batch::value_objective value_objective_pass::objective(int row) {
   const int64_t offset = int64_t{row} * b_.ctx;
   return {[this, offset](int64_t first, int64_t count, const float* values, float* dvalues) {
     seed(offset + first, count, values, dvalues);

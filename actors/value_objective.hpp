@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "models/gpt/gpt_cpu_batch.hpp"
+#include "models/decoder/decoder_cpu_batch.hpp"
 #include "runtime/actor/message_types.hpp"
 
 namespace troupe::actors {
@@ -30,7 +30,7 @@ class value_objective_pass {
   value_objective_pass(const value_objective& o, const actor::rl_batch& b);
 
   /// The objective of the micro-batch whose first row is `row`.
-  [[nodiscard]] models::gpt_cpu_batch::value_objective objective(int row);
+  [[nodiscard]] models::decoder_cpu_batch::value_objective objective(int row);
 
   /// {vf_loss, clipped, sum of the predicted values, response tokens} over this rank's tokens.
   [[nodiscard]] std::vector<float> local_sums() const;

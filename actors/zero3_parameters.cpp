@@ -33,7 +33,7 @@ int64_t padded_chunk(const std::vector<Unit>& units, int ranks) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<zero3_parameters>> zero3_parameters::create(
-    const models::gpt_layout& layout, comm::communicator& group) {
+    const models::decoder_layout& layout, comm::communicator& group) {
   if (layout.tp().size > 1) {
     return absl::InvalidArgumentError(
         "ZeRO-3 shards whole parameters over the data-parallel group: not with tensor "
@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<zero3_parameters>> zero3_parameters::create(
   return z;
 }
 
-std::vector<zero3_parameters::unit> zero3_parameters::units_of(const models::gpt_layout& layout,
+std::vector<zero3_parameters::unit> zero3_parameters::units_of(const models::decoder_layout& layout,
                                                                int rank, int ranks) {
   const models::layer_range layers = layout.range();
   std::vector<unit> units;
@@ -77,7 +77,7 @@ std::vector<zero3_parameters::unit> zero3_parameters::units_of(const models::gpt
   return units;
 }
 
-zero3_parameters::zero3_parameters(const models::gpt_layout& layout, comm::communicator& group)
+zero3_parameters::zero3_parameters(const models::decoder_layout& layout, comm::communicator& group)
     : layout_(layout),
       rank_(group.rank()),
       ranks_(group.size()),
@@ -93,7 +93,8 @@ zero3_parameters::zero3_parameters(const models::gpt_layout& layout, comm::commu
   }
 }
 
-zero3_parameters::footprint zero3_parameters::memory(const models::gpt_layout& layout, int ranks) {
+zero3_parameters::footprint zero3_parameters::memory(const models::decoder_layout& layout,
+                                                     int ranks) {
   // What a step holds at once: one block's parameters in use while the next one's arrive; one
   // block's local gradients computed while the one before is reduce-scattered; the units
   // outside the blocks in both; and the staging buffers create() makes for units that do not
@@ -138,7 +139,7 @@ absl::Status zero3_parameters::begin_step(bool gradients, int passes) {
   return status_;
 }
 
-models::gpt_cpu_stage::block_hooks zero3_parameters::hooks() {
+models::decoder_cpu_stage::block_hooks zero3_parameters::hooks() {
   return {[this](int layer, bool backward) { acquire(layer, backward); },
           [this](int layer, bool backward) { after(layer, backward); }};
 }

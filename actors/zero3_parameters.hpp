@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/gpt/gpt_cpu_stage.hpp"
-#include "models/gpt/gpt_layout.hpp"
+#include "models/decoder/decoder_cpu_stage.hpp"
+#include "models/decoder/decoder_layout.hpp"
 #include "runtime/comm/collective_queue.hpp"
 #include "runtime/comm/communicator.hpp"
 #include "runtime/tensor/tensor.hpp"
@@ -18,7 +18,7 @@ namespace troupe::actors {
 /// parameters outside them (the embeddings; the final norm and head); each is cut into `ranks`
 /// equal chunks (the last one padded), rank r holding chunk r of every unit.
 ///
-/// The buffers keep gpt_layout's offsets but are reserved address space
+/// The buffers keep decoder_layout's offsets but are reserved address space
 /// (tensor::reserved_host_allocator): this rank's chunks are always there, the rest of a unit
 /// only while it is gathered, its pages handed back after.
 /// - A block is all-gathered before its forward and again before its backward, and released
@@ -36,7 +36,7 @@ class zero3_parameters {
   /// INVALID_ARGUMENT for a tensor-parallel layout; RESOURCE_EXHAUSTED when the address space
   /// cannot be reserved.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<zero3_parameters>> create(
-      const models::gpt_layout& layout, comm::communicator& group);
+      const models::decoder_layout& layout, comm::communicator& group);
 
   /// The parameters (layout.total() floats): every element written here stays until released.
   [[nodiscard]] const tensor::tensor& params() const { return params_; }
@@ -52,8 +52,8 @@ class zero3_parameters {
   /// forward passes: zeroes this rank's summed gradients and gathers the parameters outside the
   /// blocks.
   [[nodiscard]] absl::Status begin_step(bool gradients, int passes);
-  /// What a stage calls around each block (gpt_cpu_stage::block_hooks).
-  [[nodiscard]] models::gpt_cpu_stage::block_hooks hooks();
+  /// What a stage calls around each block (decoder_cpu_stage::block_hooks).
+  [[nodiscard]] models::decoder_cpu_stage::block_hooks hooks();
   /// The gathers of a forward pass, computing nothing: an evaluation's rank without a batch
   /// takes part in the others' gathers.
   void gather_pass();
@@ -79,7 +79,7 @@ class zero3_parameters {
   struct footprint {
     int64_t chunks = 0, gathered = 0, local = 0;
   };
-  [[nodiscard]] static footprint memory(const models::gpt_layout& layout, int ranks);
+  [[nodiscard]] static footprint memory(const models::decoder_layout& layout, int ranks);
 
  private:
   struct unit {
@@ -89,10 +89,10 @@ class zero3_parameters {
     models::param_range own;  // rank `rank`'s, clipped to the unit
     uint64_t scattered = 0;   // the ticket of its last reduce-scatter
   };
-  zero3_parameters(const models::gpt_layout& layout, comm::communicator& group);
+  zero3_parameters(const models::decoder_layout& layout, comm::communicator& group);
   // The units of `layout` (the parameters before the blocks, each block, those after them),
   // cut for rank `rank` of `ranks`.
-  static std::vector<unit> units_of(const models::gpt_layout& layout, int rank, int ranks);
+  static std::vector<unit> units_of(const models::decoder_layout& layout, int rank, int ranks);
 
   [[nodiscard]] int block_unit(int layer) const { return first_block_ + layer - first_layer_; }
   // Queues unit u's all-gather (into place, or for a unit that does not split evenly into
@@ -110,7 +110,7 @@ class zero3_parameters {
     if (status_.ok()) status_ = std::move(s);
   }
 
-  const models::gpt_layout& layout_;
+  const models::decoder_layout& layout_;
   int rank_, ranks_;
   std::vector<unit> units_;
   std::vector<int> outside_;  // the units outside the blocks

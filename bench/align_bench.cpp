@@ -24,7 +24,7 @@ namespace {
 
 using namespace troupe;
 
-const models::gpt_config shape{256, 32, 2, 64, 4};
+const models::decoder_config shape{256, 32, 2, 64, 4};
 constexpr int prompt_bytes = 10;
 
 struct options {
@@ -61,8 +61,8 @@ actor::token_batch make_pairs(int pairs, bool dpo) {
 
 // The median step time of troupe's trainer on the reward model's or DPO's batch.
 double troupe_step_s(const options& o, bool dpo) {
-  const models::gpt_layout layout(shape, models::layer_range::all(shape),
-                                  dpo ? models::gpt_head::lm : models::gpt_head::value);
+  const models::decoder_layout layout(shape, models::layer_range::all(shape),
+                                      dpo ? models::decoder_head::lm : models::decoder_head::value);
   actors::trainer_options t;
   t.global_batch = 2 * o.pairs;
   t.threads = o.threads;

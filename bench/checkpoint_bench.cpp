@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "bench/bench_report.hpp"
-#include "models/gpt/gpt_layout.hpp"
+#include "models/decoder/decoder_layout.hpp"
 #include "runtime/checkpoint/async_writer.hpp"
 
 namespace {
@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
     else
       return bench::unknown_argument("checkpoint_bench", k);
   }
-  const models::gpt_config tiny{256, 128, 4, 128, 4};
-  const models::gpt_layout layout(tiny, models::layer_range::all(tiny));
+  const models::decoder_config tiny{256, 128, 4, 128, 4};
+  const models::decoder_layout layout(tiny, models::layer_range::all(tiny));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 1);
   tensor::named_tensors model = layout.to_named(params.data());

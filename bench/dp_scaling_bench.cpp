@@ -23,7 +23,7 @@
 namespace {
 
 using namespace troupe;
-const models::gpt_config tiny{256, 128, 4, 128, 4};
+const models::decoder_config tiny{256, 128, 4, 128, 4};
 
 std::string text() {
   std::string t;
@@ -36,7 +36,7 @@ std::string text() {
 // Tokens/s of `steps` steps (after 3 warm-up steps) on this rank of a group of `ranks`.
 double tokens_per_s(comm::communicator* group, int ranks, int rank, int threads, int steps,
                     int zero, const actors::text_corpus& corpus) {
-  const models::gpt_layout layout(tiny, models::layer_range::all(tiny));
+  const models::decoder_layout layout(tiny, models::layer_range::all(tiny));
   actors::trainer_options options;
   options.global_batch = 16;
   options.threads = threads;

@@ -19,7 +19,7 @@
 #include "bench/bench_report.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/residual.hpp"
-#include "models/gpt/gpt_cuda_model.hpp"
+#include "models/decoder/decoder_cuda_model.hpp"
 
 namespace {
 
@@ -106,9 +106,9 @@ void hbm(int repeats) {
 }
 
 void train(int repeats, int batch, double torch_tokens_per_s) {
-  const models::gpt_config config{50304, 1024, 12, 768, 12};
-  models::gpt_layout layout(config, models::layer_range::all(config));
-  auto model = models::gpt_cuda_model::create(layout, batch, 0, 1);
+  const models::decoder_config config{50304, 1024, 12, 768, 12};
+  models::decoder_layout layout(config, models::layer_range::all(config));
+  auto model = models::decoder_cuda_model::create(layout, batch, 0, 1);
   check(model.status(), "model");
   const int N = batch * config.ctx;
   tensor::tensor tokens = tensor::tensor::host({N}, tensor::dtype::i32),

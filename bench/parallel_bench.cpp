@@ -2,8 +2,8 @@
 // measured on one rank in the same run (issue 18's parallel_bench):
 //
 // - activation_checkpointing_{blocks,every_2}: the activations a rank holds for backward at its
-//   batch (gpt_cpu_batch::activation_bytes: the residual stream, one segment's blocks, the head)
-//   against keeping every block's (target <= 0.3 with blocks), and the step time (forward,
+//   batch (decoder_cpu_batch::activation_bytes: the residual stream, one segment's blocks, the
+//   head) against keeping every block's (target <= 0.3 with blocks), and the step time (forward,
 //   backward and AdamW) against it (target <= 1.4x), alternating repeat by repeat.
 //
 // - pp2_m{4,8,16}_tokens_per_s: two pipeline stages (1F1B, m micro-batches) against two
@@ -34,15 +34,15 @@
 
 #include "actors/trainer.hpp"
 #include "bench/bench_report.hpp"
-#include "models/gpt/adamw_optimizer.hpp"
-#include "models/gpt/gpt_cpu_batch.hpp"
+#include "models/decoder/adamw_optimizer.hpp"
+#include "models/decoder/decoder_cpu_batch.hpp"
 #include "runtime/comm/gloo_communicator.hpp"
 
 namespace {
 
 using namespace troupe;
 
-constexpr models::gpt_config model{256, 128, 8, 256, 8};
+constexpr models::decoder_config model{256, 128, 8, 256, 8};
 constexpr int batch = 8;
 
 // One configuration of a rank: its model replicas with `segment` (0: no checkpointing).
@@ -74,10 +74,10 @@ struct rank_model {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
   }
 
-  models::gpt_layout layout;
+  models::decoder_layout layout;
   std::vector<float> params, grads;
   models::adamw_optimizer optimizer;
-  models::gpt_cpu_batch runner;
+  models::decoder_cpu_batch runner;
   std::vector<int32_t> tokens, targets;
 };
 
@@ -151,8 +151,8 @@ grid_result two_ranks(
           how == split::pipeline
               ? models::layer_range{r * model.layers / 2, (r + 1) * model.layers / 2}
               : models::layer_range::all(model);
-      const models::gpt_layout layout(
-          model, range, models::gpt_head::lm,
+      const models::decoder_layout layout(
+          model, range, models::decoder_head::lm,
           how == split::tensor ? models::tensor_parallel{r, 2} : models::tensor_parallel{});
       auto group = comm::make_gloo_communicator(store, {.name = "two", .rank = r, .size = 2});
       if (!group.ok()) std::abort();
@@ -208,7 +208,7 @@ void pipeline_memory() {
                           {"optimizer", mb(x.optimizer)},
                           {"activations", mb(x.activations)}};
   };
-  const models::gpt_layout whole(model, models::layer_range::all(model));
+  const models::decoder_layout whole(model, models::layer_range::all(model));
   actors::trainer_options o;
   o.global_batch = global;
   o.threads = 1;
@@ -218,7 +218,7 @@ void pipeline_memory() {
     for (int s = 0; s < 2; ++s) {
       actors::trainer_options p = o;
       p.pipeline = {2, s, m, actors::pipeline_schedule_kind::one_f_one_b};
-      const models::gpt_layout stage(model, {s * model.layers / 2, (s + 1) * model.layers / 2});
+      const models::decoder_layout stage(model, {s * model.layers / 2, (s + 1) * model.layers / 2});
       const actors::trainer_memory x = actors::trainer::memory(stage, p, 1);
       if (total(x) > total(stage_peak)) stage_peak = x;
     }
@@ -314,7 +314,7 @@ void tensor_against_data_parallel(int steps, int repeats) {
 void zero3_against_zero1(int steps, int repeats) {
   constexpr int global = 16;
   auto mb = [](int64_t bytes) { return static_cast<double>(bytes) / 1e6; };
-  const models::gpt_layout whole(model, models::layer_range::all(model));
+  const models::decoder_layout whole(model, models::layer_range::all(model));
   actors::trainer_options o;
   o.global_batch = global;
   o.threads = 1;

@@ -29,13 +29,13 @@ int main(int argc, char** argv) {
     else
       return bench::unknown_argument("pretrain_bench", k);
   }
-  const models::gpt_config tiny{256, 128, 4, 128, 4};
+  const models::decoder_config tiny{256, 128, 4, 128, 4};
   auto corpus = actors::text_corpus::load(data, 0.05, tiny.ctx);
   if (!corpus.ok()) {
     std::fprintf(stderr, "pretrain_bench: %s\n", std::string(corpus.status().message()).c_str());
     return 1;
   }
-  const models::gpt_layout layout(tiny, models::layer_range::all(tiny));
+  const models::decoder_layout layout(tiny, models::layer_range::all(tiny));
   actors::trainer_options options;
   options.global_batch = 16;
   options.threads = threads;

@@ -28,13 +28,13 @@
 #include "kernels/cpu/thread_pool.hpp"
 #include "kernels/matmul.hpp"
 #include "kernels/quantized_matmul.hpp"
-#include "models/gpt/gpt_cpu_decoder.hpp"
+#include "models/decoder/cpu_paged_decoder.hpp"
 
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+using troupe::models::cpu_paged_decoder;
 using troupe::models::decode_request;
-using troupe::models::gpt_cpu_decoder;
 using troupe::models::weight_quantization;
 
 double seconds_since(clock_type::time_point t) {
@@ -43,7 +43,7 @@ double seconds_since(clock_type::time_point t) {
 
 // Prefills `streams` prompts of `prompt_tokens`, then decodes `tokens` greedy tokens of each;
 // returns the decode phase's output tokens per second.
-double decode_speed(gpt_cpu_decoder& decoder, int vocab, int streams, int tokens, int block_size,
+double decode_speed(cpu_paged_decoder& decoder, int vocab, int streams, int tokens, int block_size,
                     int prompt_tokens = 16) {
   const int positions = prompt_tokens + tokens;
   const int blocks_each = (positions + block_size - 1) / block_size;
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
       return troupe::bench::unknown_argument("quantization_bench", a);
     }
   }
-  troupe::models::gpt_config c{8192, 2048, layers, dim, dim / 64};
+  troupe::models::decoder_config c{8192, 2048, layers, dim, dim / 64};
   c.family = troupe::models::decoder_family::llama;
   c.kv_heads = c.heads / 4;
   c.ffn = ffn;
@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "quantization_bench: %s\n", std::string(ok.message()).c_str());
     return 2;
   }
-  const troupe::models::gpt_layout layout(c, troupe::models::layer_range::all(c));
+  const troupe::models::decoder_layout layout(c, troupe::models::layer_range::all(c));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 1);
   const int streams_max = 16, block_size = 16, prompt_tokens = 16;
@@ -164,13 +164,13 @@ int main(int argc, char** argv) {
   troupe::kernels::cpu::set_blas_threads(1);
   struct variant {
     weight_quantization q;
-    std::unique_ptr<gpt_cpu_decoder> decoder;
+    std::unique_ptr<cpu_paged_decoder> decoder;
   };
   std::vector<variant> variants;
   for (const weight_quantization q : {weight_quantization{}, weight_quantization::serving(8, 0),
                                       weight_quantization::serving(4, 0)}) {
-    auto d = std::make_unique<gpt_cpu_decoder>(layout, params.data(), streams_max * prompt_tokens,
-                                               blocks, block_size, &pool);
+    auto d = std::make_unique<cpu_paged_decoder>(layout, params.data(), streams_max * prompt_tokens,
+                                                 blocks, block_size, &pool);
     if (auto ok = d->quantize(q); !ok.ok()) {
       std::fprintf(stderr, "quantization_bench: %s\n", std::string(ok.message()).c_str());
       return 1;
@@ -201,9 +201,9 @@ int main(int argc, char** argv) {
   // weights, the cache's bytes per token and the decode speed against the f32 cache.
   const int long_prompt = 1024;
   const int long_blocks = (long_prompt + tokens + block_size - 1) / block_size;
-  gpt_cpu_decoder f32_kv(layout, params.data(), long_prompt, long_blocks, block_size, &pool);
-  gpt_cpu_decoder int8_kv(layout, params.data(), long_prompt, long_blocks, block_size, &pool,
-                          troupe::models::kv_cache_dtype::int8);
+  cpu_paged_decoder f32_kv(layout, params.data(), long_prompt, long_blocks, block_size, &pool);
+  cpu_paged_decoder int8_kv(layout, params.data(), long_prompt, long_blocks, block_size, &pool,
+                            troupe::models::kv_cache_dtype::int8);
   std::vector<double> ours, theirs;
   for (int r = 0; r < repeats; ++r) {
     theirs.push_back(decode_speed(f32_kv, c.vocab, 1, tokens, block_size, long_prompt));

@@ -30,7 +30,7 @@
 #include "actors/weight_sync.hpp"
 #include "bench/bench_report.hpp"
 #include "bench/rlhf_bench_app.hpp"
-#include "models/gpt/gpt_layout.hpp"
+#include "models/decoder/decoder_layout.hpp"
 #include "runtime/comm/gloo_communicator.hpp"
 
 namespace {
@@ -51,8 +51,8 @@ struct pairs {
   std::vector<double> ours, theirs;
 };
 
-void run_sync(const models::gpt_config& config, int repeats, const char* name) {
-  const models::gpt_layout layout(config, models::layer_range::all(config));
+void run_sync(const models::decoder_config& config, int repeats, const char* name) {
+  const models::decoder_layout layout(config, models::layer_range::all(config));
   const int64_t n = layout.total();
   // The parameters' sizes in layout order (they are contiguous): what a per-tensor sync sends.
   std::vector<int64_t> sizes;

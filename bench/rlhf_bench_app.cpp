@@ -34,7 +34,7 @@
 #include "apps/rlhf/rlhf_options.hpp"
 #include "bench/bench_process.hpp"
 #include "bench/bench_report.hpp"
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_source.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/plugin/plugin_loader.hpp"
 #include "tasks/text_task.hpp"
@@ -78,7 +78,7 @@ std::vector<nlohmann::json> launch(const std::string& config,
 // The engine alone on RL step `step`'s requests: the responses' tokens (their end included: the
 // requests keep the stop string in the output, as RLHF counts them) and seconds.
 std::pair<int64_t, double> engine_alone(const apps::rlhf::rlhf_options& o, int workers,
-                                        const models::gpt_layout& layout,
+                                        const models::decoder_layout& layout,
                                         const std::vector<float>& params,
                                         const apps::rlhf::rlhf_driver& driver, int64_t step) {
   auto engine = actors::inference_engine::create(
@@ -113,7 +113,7 @@ void bench_config(const std::string& name, int steps, int repeats) {
   auto plan = app::load_app_plan({config, sets}, registry, plugins);
   if (!plan.ok()) fail(std::string(plan.status().message()));
   const auto& o = *static_cast<const apps::rlhf::rlhf_options*>(plan->app_options.get());
-  const models::gpt_config model = models::gpt_config_of(plan->spec.model).value();
+  const models::decoder_config model = models::decoder_config_of(plan->spec.model).value();
   const int workers = plan->find_role("rollout")->spec.count;  // the engine's threads follow it
   auto task = tasks::make_task(o.task);
   if (!task.ok()) fail(std::string(task.status().message()));
@@ -123,7 +123,7 @@ void bench_config(const std::string& name, int steps, int repeats) {
       {[t = *task](uint64_t seed, int64_t index) { return t->prompt(seed, index); }},
       [] { return clock::now(); });
 
-  const models::gpt_layout layout(model, models::layer_range::all(model));
+  const models::decoder_layout layout(model, models::layer_range::all(model));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), static_cast<uint64_t>(o.seed));  // the policy's initial weights
   std::vector<double> step_s, ours, alone;

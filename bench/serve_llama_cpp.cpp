@@ -32,7 +32,7 @@
 #include "bench/bench_process.hpp"
 #include "bench/bench_report.hpp"
 #include "bench/serve_load.hpp"
-#include "models/gpt/gpt_layout.hpp"
+#include "models/decoder/decoder_layout.hpp"
 #include "models/hf/hf_weights.hpp"
 #include "nlohmann/json.hpp"
 
@@ -62,11 +62,11 @@ bool make_model(const llama_cpp_options& o, const fs::path& dir) {
     std::fprintf(stderr, "serve_bench: troupe tokenizer train failed: %s\n", trained.c_str());
     return false;
   }
-  models::gpt_config c;
+  models::decoder_config c;
   c.family = models::decoder_family::llama;
   c.vocab = 8192, c.ctx = 1024, c.layers = 4, c.dim = 1024, c.heads = 16, c.kv_heads = 4;
   c.ffn = 2816, c.rope_theta = 500000.0, c.tied_embeddings = false;
-  const models::gpt_layout layout(c, models::layer_range::all(c));
+  const models::decoder_layout layout(c, models::layer_range::all(c));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 1);
   const models::hf_model_config hf{models::hf_architecture_of(c), c};

@@ -28,7 +28,7 @@
 #include "bench/bench_process.hpp"
 #include "bench/bench_report.hpp"
 #include "kernels/sampling.hpp"
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_source.hpp"
 
 namespace {
 
@@ -188,9 +188,9 @@ generation_request copy_request(uint64_t id, const std::string& text) {
 
 // Copies `texts` `streams` at a time (1: each alone, timed from its first token on; else all at
 // once, timed whole).
-run_result copy_texts(const troupe::models::gpt_layout& layout, const std::vector<float>& params,
-                      const std::vector<std::string>& texts, bool alone,
-                      troupe::actors::speculative_options speculative) {
+run_result copy_texts(const troupe::models::decoder_layout& layout,
+                      const std::vector<float>& params, const std::vector<std::string>& texts,
+                      bool alone, troupe::actors::speculative_options speculative) {
   inference_engine::options o{.scheduler = {.ctx = 256,
                                             .max_batch_tokens = 256,
                                             .max_sequences = 32,
@@ -266,10 +266,11 @@ int main(int argc, char** argv) {
       return troupe::bench::unknown_argument("speculative_bench", a);
   }
   if (!train(run_dir, steps)) return 1;
-  const auto config = troupe::models::gpt_config_of(copy_model());
+  const auto config = troupe::models::decoder_config_of(copy_model());
   if (!config.ok()) return 1;
-  const troupe::models::gpt_layout layout(*config, troupe::models::layer_range::all(*config));
-  auto params = troupe::models::read_gpt_weights(layout, (run_dir / "run").string(), "--run-dir");
+  const troupe::models::decoder_layout layout(*config, troupe::models::layer_range::all(*config));
+  auto params =
+      troupe::models::read_decoder_weights(layout, (run_dir / "run").string(), "--run-dir");
   if (!params.ok()) {
     std::fprintf(stderr, "speculative_bench: %s\n", std::string(params.status().message()).c_str());
     return 1;

@@ -17,8 +17,8 @@
 
 #include "bench/bench_process.hpp"
 #include "bench/bench_report.hpp"
-#include "models/gpt/adamw_optimizer.hpp"
-#include "models/gpt/gpt_cpu_batch.hpp"
+#include "models/decoder/adamw_optimizer.hpp"
+#include "models/decoder/decoder_cpu_batch.hpp"
 
 namespace {
 
@@ -38,18 +38,19 @@ constexpr int batch = 16;
 // A model the bench times, and its PyTorch twin's command line (without --threads).
 struct bench_model {
   std::string name, description;
-  models::gpt_config config;
+  models::decoder_config config;
   std::string torch_command;
 };
 
 bench_model gpt_model(const options& o) {
-  return {"gpt", "gpt 4x128, 4 heads, ctx 128, vocab 256", models::gpt_config{256, 128, 4, 128, 4},
+  return {"gpt", "gpt 4x128, 4 heads, ctx 128, vocab 256",
+          models::decoder_config{256, 128, 4, 128, 4},
           TROUPE_SHARED_TOOLS "/ref_gpt_torch.py --steps " + std::to_string(o.steps)};
 }
 
 // configs/quickstart_llama.yaml's model.
 bench_model llama_model(const options& o) {
-  models::gpt_config c{2048, 128, 4, 128, 4};
+  models::decoder_config c{2048, 128, 4, 128, 4};
   c.family = models::decoder_family::llama;
   c.kv_heads = 2;
   c.ffn = 352;
@@ -57,12 +58,12 @@ bench_model llama_model(const options& o) {
           TROUPE_SOURCE_DIR "/bench/ref_llama_torch.py --steps " + std::to_string(o.steps)};
 }
 
-double troupe_tokens_per_s(const options& o, const models::gpt_config& tiny, int threads) {
-  models::gpt_layout layout(tiny, models::layer_range::all(tiny));
+double troupe_tokens_per_s(const options& o, const models::decoder_config& tiny, int threads) {
+  models::decoder_layout layout(tiny, models::layer_range::all(tiny));
   std::vector<float> params(layout.total()), grads(layout.total());
   layout.initialize(params.data(), 1);
   models::adamw_optimizer opt(layout, 0, layout.total(), {});
-  models::gpt_cpu_batch runner(layout, batch, threads);
+  models::decoder_cpu_batch runner(layout, batch, threads);
   std::vector<int32_t> tokens(batch * tiny.ctx), targets(batch * tiny.ctx);
   for (size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = static_cast<int32_t>(((i * 2654435761u) >> 8) % tiny.vocab);

@@ -15,7 +15,8 @@ namespace cuda {
                                              const int32_t* positions, int n,
                                              const tensor::bf16* wte, const tensor::bf16* wpe,
                                              int dim, void* stream);
-/// f32 gradients; rows are added with atomics, so the order (and last bits) may vary.
+/// f32 gradients; rows are added with atomics, so the order (and last bits) may vary. dwpe null:
+/// no learned positions.
 [[nodiscard]] absl::Status embedding_backward(float* dwte, float* dwpe, const tensor::bf16* dout,
                                               const int32_t* tokens, const int32_t* positions,
                                               int n, int dim, void* stream);

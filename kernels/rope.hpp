@@ -2,7 +2,7 @@
 
 // Rotary position embedding as Hugging Face's Llama applies it (rotate_half): in each head of
 // size d, the pairs (i, i + d/2) of a token at position p turn by the angle p * inv_freq[i].
-// The frequencies (with the model's scaling) are the model's; see models/gpt/rope_frequencies.
+// The frequencies (with the model's scaling) are the model's; see models/decoder/rope_frequencies.
 
 #include <cstdint>
 

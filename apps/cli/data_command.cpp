@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "apps/cli/commands.hpp"
 #include "apps/cli/data_task.hpp"
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_source.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/config/app_spec.hpp"
@@ -38,7 +38,7 @@ absl::StatusOr<data_task> data_task_of(const config_args& args) {
   }
   config::app_spec spec;
   if (!config::app_spec_schema().parse(root, ctx, spec)) return diag.status();
-  TROUPE_ASSIGN_OR_RETURN(out.model, models::gpt_config_of(spec.model));
+  TROUPE_ASSIGN_OR_RETURN(out.model, models::decoder_config_of(spec.model));
   TROUPE_ASSIGN_OR_RETURN(out.codec, tasks::task_codec_of(spec.model, task_end_string));
   absl::StatusOr<std::shared_ptr<const tasks::text_task>> made = tasks::make_task(out.spec);
   if (!made.ok()) {

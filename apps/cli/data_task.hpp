@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "apps/cli/commands.hpp"
-#include "models/gpt/gpt_config.hpp"
+#include "models/decoder/decoder_config.hpp"
 #include "tasks/task_codec.hpp"
 #include "tasks/text_task.hpp"
 
@@ -19,7 +19,7 @@ inline constexpr const char* task_end_string = "\n";
 struct data_task {
   tasks::task_spec spec;
   std::shared_ptr<const tasks::text_task> task;
-  models::gpt_config model;
+  models::decoder_config model;
   /// How the task's text meets the model (a model.path's chat template frames each reply and
   /// ends it with its end of turn, so a response is written without task_end_string).
   tasks::task_codec codec;

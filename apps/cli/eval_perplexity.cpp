@@ -2,7 +2,8 @@
 // f32 and with its block weights quantized as `serve.engine.quantization` quantizes them (a GPTQ
 // checkpoint: as it is, key "gptq"): how a quantization is accepted (docs/serve.md "Quantized
 // weights"). The quantized model is scored by the training forward on its dequantized weights,
-// which is the model the quantized decoder computes (tests/models/gpt/quantized_decoder_test.cpp).
+// which is the model the quantized decoder computes
+// (tests/models/decoder/quantized_decoder_test.cpp).
 
 #include <algorithm>
 #include <cstdio>
@@ -12,9 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "apps/cli/commands.hpp"
-#include "models/gpt/gpt_source.hpp"
-#include "models/gpt/quantized_weights.hpp"
-#include "models/gpt/text_perplexity.hpp"
+#include "models/decoder/decoder_source.hpp"
+#include "models/decoder/quantized_weights.hpp"
+#include "models/decoder/text_perplexity.hpp"
 #include "models/hf/gptq_weights.hpp"
 #include "models/hf/hf_config.hpp"
 #include "models/tokenizer/tokenizer.hpp"
@@ -52,7 +53,7 @@ int eval_perplexity_command(const eval_args& args) {
 
   auto config = models::load_hf_config(dir);
   if (!config.ok()) return fail(command, exit_usage_error, std::string(config.status().message()));
-  const models::gpt_layout layout(config->model, models::layer_range::all(config->model));
+  const models::decoder_layout layout(config->model, models::layer_range::all(config->model));
   // A GPTQ checkpoint is scored as the model of its dequantized weights (what serving it
   // computes), and not quantized again.
   absl::StatusOr<std::vector<float>> params;

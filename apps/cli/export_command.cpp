@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "apps/cli/commands.hpp"
+#include "models/decoder/decoder_checkpoint.hpp"
+#include "models/decoder/decoder_source.hpp"
 #include "models/gguf/gguf_export.hpp"
-#include "models/gpt/gpt_checkpoint.hpp"
-#include "models/gpt/gpt_source.hpp"
 #include "models/hf/hf_config.hpp"
 #include "models/hf/hf_weights.hpp"
 #include "models/tokenizer/tokenizer.hpp"
@@ -18,9 +18,9 @@ namespace troupe::cli {
 namespace {
 
 // The model a pretraining checkpoint records in its manifest's meta.model.
-absl::StatusOr<models::gpt_config> model_of(const checkpoint::checkpoint& c) {
-  return models::gpt_config_from_json(c.meta.value("model", nlohmann::json()),
-                                      c.dir + "/manifest.json: meta.model");
+absl::StatusOr<models::decoder_config> model_of(const checkpoint::checkpoint& c) {
+  return models::decoder_config_from_json(c.meta.value("model", nlohmann::json()),
+                                          c.dir + "/manifest.json: meta.model");
 }
 
 // What export_tokenizer wrote: the files copied, and the ids generation stops at.
@@ -103,10 +103,10 @@ absl::StatusOr<export_source> read_export_source(const export_args& args) {
       std::fprintf(stderr, "troupe export: warning: %s\n", w.c_str());
   }
   if (!c.ok()) return c.status();
-  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config config, model_of(*c));
+  TROUPE_ASSIGN_OR_RETURN(const models::decoder_config config, model_of(*c));
   // One file, or a pipeline's stages gathered by name.
   TROUPE_ASSIGN_OR_RETURN(const tensor::named_tensors model, models::checkpoint_model(*c));
-  const models::gpt_layout layout(config, models::layer_range::all(config));
+  const models::decoder_layout layout(config, models::layer_range::all(config));
   std::vector<float> params(layout.total());
   if (absl::Status s = layout.from_named(model, params.data()); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(c->dir, ": ", s.message()));

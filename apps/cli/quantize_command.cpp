@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "apps/cli/commands.hpp"
-#include "models/gpt/gpt_source.hpp"
-#include "models/gpt/quantized_weights.hpp"
+#include "models/decoder/decoder_source.hpp"
+#include "models/decoder/quantized_weights.hpp"
 #include "models/hf/gptq_weights.hpp"
 #include "models/hf/hf_config.hpp"
 #include "nlohmann/json.hpp"
@@ -49,7 +49,7 @@ int quantize_command(const quantize_args& args) {
         command, exit_usage_error,
         absl::StrCat(args.model, " is already quantized (GPTQ int", hf->quantization->bits, ")"));
   }
-  const models::gpt_layout layout(hf->model, models::layer_range::all(hf->model));
+  const models::decoder_layout layout(hf->model, models::layer_range::all(hf->model));
   auto params = models::read_hf_params(layout, args.model);
   if (!params.ok()) return fail(command, exit_usage_error, std::string(params.status().message()));
   // One group size for every layer, as config.json can say only one.

@@ -3,7 +3,7 @@
 #include <map>
 #include <thread>
 
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_source.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/base/status.hpp"
 
@@ -13,8 +13,8 @@ absl::StatusOr<task_policy> load_task_policy(const data_task& task, const std::s
                                              const std::string& setting) {
   task_policy out;
   out.layout =
-      std::make_unique<models::gpt_layout>(task.model, models::layer_range::all(task.model));
-  TROUPE_ASSIGN_OR_RETURN(out.params, models::read_gpt_weights(*out.layout, policy, setting));
+      std::make_unique<models::decoder_layout>(task.model, models::layer_range::all(task.model));
+  TROUPE_ASSIGN_OR_RETURN(out.params, models::read_decoder_weights(*out.layout, policy, setting));
   actors::inference_engine::options o;
   o.scheduler.ctx = task.model.ctx;
   o.scheduler.max_sequences = 64;

@@ -15,7 +15,7 @@ namespace troupe::cli {
 
 /// The serving engine on a policy checkpoint, with the layout and weights it runs on.
 struct task_policy {
-  std::unique_ptr<models::gpt_layout> layout;
+  std::unique_ptr<models::decoder_layout> layout;
   std::vector<float> params;
   std::unique_ptr<actors::inference_engine> engine;
 };

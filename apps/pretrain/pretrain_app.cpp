@@ -10,7 +10,7 @@
 #include "apps/pretrain/pretrain_driver.hpp"
 #include "apps/pretrain/pretrain_driver_actor.hpp"
 #include "apps/pretrain/pretrain_options.hpp"
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_source.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
 #include "runtime/config/environment.hpp"
@@ -82,8 +82,8 @@ absl::StatusOr<actors::text_corpus> read_source_corpus(actor::role_context& ctx,
 
 absl::StatusOr<caf::actor> spawn_gpt_trainer(actor::role_context& ctx, const gpt_trainer_options&) {
   TROUPE_ASSIGN_OR_RETURN(const pretrain_options* o, pretrain_options_in(ctx.plan));
-  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
-                          models::gpt_config_of(ctx.plan.spec.model));
+  TROUPE_ASSIGN_OR_RETURN(const models::decoder_config model,
+                          models::decoder_config_of(ctx.plan.spec.model));
   TROUPE_ASSIGN_OR_RETURN(actors::text_corpus corpus,
                           o->data.source.empty()
                               ? load_corpus(o->data, model.ctx, ctx.plan.spec.model)
@@ -214,7 +214,7 @@ void check_elastic(const pretrain_options& o, const app::resolved_role& trainer,
 // A pipeline's and a tensor-parallel grid's shape: the blocks split evenly over the stages, the
 // heads over the tensor-parallel ranks, each replica's share of a step into the micro-batches;
 // a fixed group (the elastic one is data parallel only).
-void check_grid(const pretrain_options& o, const models::gpt_config& model, bool elastic,
+void check_grid(const pretrain_options& o, const models::decoder_config& model, bool elastic,
                 const config::parse_context& ctx, const YAML::Node& section) {
   const auto at = [&](const char* key) { return located(section, "parallel", key); };
   const auto parallel_ctx = ctx.child("parallel");
@@ -446,9 +446,9 @@ void check_data_source(const app::app_plan& plan, const pretrain_options& o,
 void check_pretrain_plan(const app::app_plan& plan, const void* opaque,
                          const config::parse_context& ctx, const YAML::Node& section) {
   const auto& o = *static_cast<const pretrain_options*>(opaque);
-  const auto resolved = models::gpt_config_of(plan.spec.model);
+  const auto resolved = models::decoder_config_of(plan.spec.model);
   if (!resolved.ok()) ctx.error(section, std::string(resolved.status().message()));
-  const models::gpt_config model = resolved.value_or(models::gpt_config{});
+  const models::decoder_config model = resolved.value_or(models::decoder_config{});
   const std::string model_dir = models::hf_model_dir(plan.spec.model);
   if (!model_dir.empty()) {
     // The model brings its weights (unless init_from names others), tokenizer and template.
@@ -585,8 +585,8 @@ std::string describe_data(const pretrain_options& o, int ctx,
 
 std::vector<std::string> describe_pretrain_plan(const app::app_plan& plan, const void* opaque) {
   const auto& o = *static_cast<const pretrain_options*>(opaque);
-  const models::gpt_config model =
-      models::gpt_config_of(plan.spec.model).value_or(models::gpt_config{});  // checked already
+  const models::decoder_config model = models::decoder_config_of(plan.spec.model)
+                                           .value_or(models::decoder_config{});  // checked already
   std::vector<std::string> out = {
       o.data.source.empty()
           ? describe_data(o, model.ctx, plan.spec.model)
@@ -612,7 +612,7 @@ std::vector<std::string> describe_pretrain_plan(const app::app_plan& plan, const
   for (int rank = 0; rank < dp * pp * tp; ++rank) {
     const grid_place at = grid_place_of(rank, pp, tp);
     const models::layer_range range{at.stage * per_stage, (at.stage + 1) * per_stage};
-    const models::gpt_layout layout(model, range, models::gpt_head::lm, {at.tp_rank, tp});
+    const models::decoder_layout layout(model, range, models::decoder_head::lm, {at.tp_rank, tp});
     actors::trainer_options t = trainer_options_of(o, dp * pp * tp, machine_cores());
     t.pipeline.stage = at.stage;
     const actors::trainer_memory m = actors::trainer::memory(layout, t, dp);

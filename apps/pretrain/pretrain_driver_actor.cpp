@@ -11,7 +11,7 @@
 #include "actors/pipeline_schedule.hpp"
 #include "actors/trainer_actor.hpp"
 #include "apps/pretrain/pretrain_driver.hpp"
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_source.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/status_bridge.hpp"
 #include "runtime/app/app_plan.hpp"
@@ -38,7 +38,7 @@ struct driver_state {
   std::string app;  // pretrain, reward_model or dpo
   pretrain_options options;
   run::work_pacer pacer;
-  models::gpt_config model;
+  models::decoder_config model;
   std::string model_dir;  // model.path: a Hugging Face model's directory, or empty
   run::event_log* events = nullptr;
   metrics::registry* registry = nullptr;  // the process's: each metrics row's figures as gauges
@@ -141,7 +141,7 @@ absl::Status commit(pretrain_self self, const pretrain_driver::commit& c) {
   auto& st = self->state;
   nlohmann::json meta = {
       {"app", st.app},
-      {"model", models::gpt_config_json(st.model)},
+      {"model", models::decoder_config_json(st.model)},
       // The layout it was saved at (a resume may take another).
       {"dp", st.logic->members().size() / (st.options.parallel.pp * st.options.parallel.tp)},
       {"pp", st.options.parallel.pp},
@@ -385,10 +385,10 @@ void start_training(pretrain_self self, int64_t first_step) {
 // FAILED_PRECONDITION unless `saved` holds this run's model.
 absl::Status check_model(const driver_state& st, const checkpoint::checkpoint& saved) {
   const nlohmann::json held = saved.meta.value("model", nlohmann::json());
-  if (held == models::gpt_config_json(st.model)) return absl::OkStatus();
+  if (held == models::decoder_config_json(st.model)) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(saved.dir, " holds model ", held.dump(),
                                                     " but this config's model is ",
-                                                    models::gpt_config_json(st.model).dump()));
+                                                    models::decoder_config_json(st.model).dump()));
 }
 
 // Finds the newest good checkpoint, checks it fits this run, and restores every rank from it.
@@ -547,7 +547,7 @@ absl::StatusOr<caf::actor> spawn_pretrain_driver(actor::role_context& ctx,
   state->app = ctx.plan.spec.app;
   state->options = options;
   state->pacer = pacer;
-  TROUPE_ASSIGN_OR_RETURN(state->model, models::gpt_config_of(ctx.plan.spec.model));
+  TROUPE_ASSIGN_OR_RETURN(state->model, models::decoder_config_of(ctx.plan.spec.model));
   state->model_dir = models::hf_model_dir(ctx.plan.spec.model);
   state->events = &ctx.events;
   state->registry = &ctx.metrics;

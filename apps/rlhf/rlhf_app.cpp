@@ -9,7 +9,7 @@
 #include "actors/trainer_actor.hpp"
 #include "apps/rlhf/rlhf_driver_actor.hpp"
 #include "apps/rlhf/rlhf_options.hpp"
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_source.hpp"
 #include "runtime/actor/rule_reward.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
@@ -69,8 +69,8 @@ void place_rank(actors::trainer_actor_spec& spec, const actor::role_context& ctx
 
 absl::StatusOr<caf::actor> spawn_policy(actor::role_context& ctx, const no_options&) {
   TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "policy"));
-  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
-                          models::gpt_config_of(ctx.plan.spec.model));
+  TROUPE_ASSIGN_OR_RETURN(const models::decoder_config model,
+                          models::decoder_config_of(ctx.plan.spec.model));
   TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<comm::rendezvous_store> store, store_of(ctx));
   actors::trainer_actor_spec spec;
   spec.model = model;
@@ -103,7 +103,7 @@ absl::StatusOr<caf::actor> spawn_policy(actor::role_context& ctx, const no_optio
 absl::StatusOr<caf::actor> spawn_reference(actor::role_context& ctx, const no_options&) {
   TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "reference"));
   actors::trainer_actor_spec spec;
-  TROUPE_ASSIGN_OR_RETURN(spec.model, models::gpt_config_of(ctx.plan.spec.model));
+  TROUPE_ASSIGN_OR_RETURN(spec.model, models::decoder_config_of(ctx.plan.spec.model));
   spec.options = policy_trainer_options(*o);  // the policy's initial weights (same seed)
   spec.options.global_batch = 1;
   spec.options.rl_rows = o->data.train_batch_size * o->rollout.n;  // it takes the whole batch
@@ -116,7 +116,7 @@ absl::StatusOr<caf::actor> spawn_critic(actor::role_context& ctx, const no_optio
   TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "critic"));
   TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<comm::rendezvous_store> store, store_of(ctx));
   actors::trainer_actor_spec spec;
-  TROUPE_ASSIGN_OR_RETURN(spec.model, models::gpt_config_of(ctx.plan.spec.model));
+  TROUPE_ASSIGN_OR_RETURN(spec.model, models::decoder_config_of(ctx.plan.spec.model));
   spec.options = critic_trainer_options(*o);
   place_rank(spec, ctx, o->critic.dp, o->data.train_batch_size * o->rollout.n);
   spec.group.name = "rlhf/critic";
@@ -133,11 +133,11 @@ absl::StatusOr<caf::actor> spawn_critic(actor::role_context& ctx, const no_optio
 absl::StatusOr<caf::actor> spawn_rollout(actor::role_context& ctx, const no_options&) {
   TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "rollout"));
   TROUPE_ASSIGN_OR_RETURN(std::shared_ptr<comm::rendezvous_store> store, store_of(ctx));
-  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
-                          models::gpt_config_of(ctx.plan.spec.model));
+  TROUPE_ASSIGN_OR_RETURN(const models::decoder_config model,
+                          models::decoder_config_of(ctx.plan.spec.model));
   // Weights until the first sync replaces them: the policy's initialisation.
   auto served = std::make_shared<actors::served_model>();
-  served->layout = std::make_unique<models::gpt_layout>(model, models::layer_range::all(model));
+  served->layout = std::make_unique<models::decoder_layout>(model, models::layer_range::all(model));
   served->params.resize(served->layout->total());
   served->layout->initialize(served->params.data(), static_cast<uint64_t>(o->seed));
   const config::role_spec& role = ctx.plan.find_role("rollout")->spec;
@@ -219,8 +219,8 @@ config::object_schema<reward_model_options> reward_model_schema() {
 absl::StatusOr<caf::actor> spawn_reward_model(actor::role_context& ctx,
                                               const reward_model_options& options) {
   TROUPE_ASSIGN_OR_RETURN(const rlhf_options* o, options_in(ctx.plan, "reward"));
-  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
-                          models::gpt_config_of(ctx.plan.spec.model));
+  TROUPE_ASSIGN_OR_RETURN(const models::decoder_config model,
+                          models::decoder_config_of(ctx.plan.spec.model));
   // The responses as the reward model's pairs were encoded (a chat model's through its
   // template).
   TROUPE_ASSIGN_OR_RETURN(
@@ -272,9 +272,9 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
     const YAML::Node n = section[group][key];
     return n.IsDefined() ? n : (section[group].IsDefined() ? section[group] : node_of);
   };
-  const auto resolved = models::gpt_config_of(plan.spec.model);
+  const auto resolved = models::decoder_config_of(plan.spec.model);
   if (!resolved.ok()) ctx.error(section, std::string(resolved.status().message()));
-  const models::gpt_config model = resolved.value_or(models::gpt_config{});
+  const models::decoder_config model = resolved.value_or(models::decoder_config{});
   const std::string model_dir = models::hf_model_dir(plan.spec.model);
   // How the task's prompts reach the model: a chat model's template renders them.
   tasks::task_codec codec;
@@ -505,7 +505,8 @@ std::string placement_of(const app::app_plan& plan, const rlhf_options& o) {
 std::vector<std::string> describe_rlhf_plan(const app::app_plan& plan, const void* opaque) {
   const auto& o = *static_cast<const rlhf_options*>(opaque);
   const rlhf_schedule s =  // the plan is checked already
-      schedule_of(o, models::gpt_config_of(plan.spec.model).value_or(models::gpt_config{}).ctx,
+      schedule_of(o,
+                  models::decoder_config_of(plan.spec.model).value_or(models::decoder_config{}).ctx,
                   tasks::task_codec_of(plan.spec.model).value_or(tasks::task_codec()));
   // "N updates per RL step (ppo_epochs E x P / ppo_mini_batch_size M), each on R responses,
   // R / ranks per rank" for the policy or the critic.

@@ -17,7 +17,7 @@
 #include "apps/rlhf/rlhf_driver.hpp"
 #include "apps/rlhf/rlhf_options.hpp"
 #include "apps/rlhf/rollout_pool.hpp"
-#include "models/gpt/gpt_config.hpp"
+#include "models/decoder/decoder_config.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/role_actor.hpp"
 #include "runtime/cluster/job_publisher.hpp"
@@ -55,7 +55,7 @@ using driver_actor = actor::app_actor::extend<caf::reacts_to<actor::wake_atom>>;
 
 struct controller_state {
   rlhf_options options;
-  models::gpt_config model;
+  models::decoder_config model;
   // model.path: the Hugging Face model's directory (the policy's first weights unless init_from
   // names others); empty for troupe's GPT. How the task's text meets the model.
   std::string model_dir;

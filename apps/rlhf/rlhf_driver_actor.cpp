@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "apps/rlhf/rlhf_controller_state.hpp"
-#include "models/gpt/gpt_checkpoint.hpp"
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_checkpoint.hpp"
+#include "models/decoder/decoder_source.hpp"
 #include "runtime/actor/interfaces.hpp"
 #include "runtime/actor/job_end_flush.hpp"
 #include "runtime/actor/status_bridge.hpp"
@@ -178,7 +178,7 @@ void checkpoint_trainers(self_ptr self, int64_t step, const std::string& root, n
               for (const auto& s : st.shards)
                 files.insert(files.end(), s.files.begin(), s.files.end());
               meta["app"] = "rlhf";
-              meta["model"] = models::gpt_config_json(st.model);
+              meta["model"] = models::decoder_config_json(st.model);
               meta["dp"] = policy_ranks;
               meta["critic_dp"] = critic ? expected - policy_ranks : 0;
               meta["cursor"] = st.shards.front().cursor;
@@ -482,11 +482,11 @@ void resume(self_ptr self) {
   };
   if (!saved.ok()) return refuse(saved.status());
   if (saved->meta.value("app", "") != "rlhf" ||
-      saved->meta.value("model", nlohmann::json()) != models::gpt_config_json(st.model)) {
+      saved->meta.value("model", nlohmann::json()) != models::decoder_config_json(st.model)) {
     return refuse(absl::FailedPreconditionError(absl::StrCat(
         saved->dir, " holds app ", saved->meta.value("app", nlohmann::json()).dump(), " model ",
         saved->meta.value("model", nlohmann::json()).dump(), ", not this config's app rlhf model ",
-        models::gpt_config_json(st.model).dump())));
+        models::decoder_config_json(st.model).dump())));
   }
   absl::StatusOr<rlhf_driver::resume_point> at = rlhf_driver::resume_point_of(saved->meta);
   if (!at.ok())
@@ -637,7 +637,7 @@ absl::StatusOr<caf::actor> spawn_rlhf_driver(actor::role_context& ctx,
   using namespace control;
   auto state = std::make_shared<controller_state>();
   state->options = options;
-  TROUPE_ASSIGN_OR_RETURN(state->model, models::gpt_config_of(ctx.plan.spec.model));
+  TROUPE_ASSIGN_OR_RETURN(state->model, models::decoder_config_of(ctx.plan.spec.model));
   state->model_dir = models::hf_model_dir(ctx.plan.spec.model);
   TROUPE_ASSIGN_OR_RETURN(
       state->codec,

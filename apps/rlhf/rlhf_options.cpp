@@ -363,7 +363,7 @@ actors::trainer_options policy_trainer_options(const rlhf_options& o) {
 }
 
 actors::inference_engine::options rollout_engine_options(const rlhf_options& o,
-                                                         const models::gpt_config& model,
+                                                         const models::decoder_config& model,
                                                          int workers) {
   actors::inference_engine::options engine;
   engine.threads = threads_per_rank(o.rollout.threads, workers);

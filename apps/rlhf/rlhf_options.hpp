@@ -193,6 +193,6 @@ struct rlhf_options {
 /// A rollout worker's engine for `model`: room for a whole step's sequences at once, and
 /// rollout.threads threads (0: this machine's cores / `workers`, the rollout role's count).
 [[nodiscard]] actors::inference_engine::options rollout_engine_options(
-    const rlhf_options& o, const models::gpt_config& model, int workers);
+    const rlhf_options& o, const models::decoder_config& model, int workers);
 
 }  // namespace troupe::apps::rlhf

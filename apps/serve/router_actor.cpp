@@ -5,7 +5,7 @@
 #include "actors/replica_autoscaler.hpp"
 #include "actors/request_router.hpp"
 #include "apps/serve/http_front_end.hpp"
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_source.hpp"
 #include "models/hf/hf_config.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/actor/interfaces.hpp"
@@ -288,8 +288,8 @@ void drain(router_self self) {
 
 absl::StatusOr<caf::actor> spawn_serve_router(actor::role_context& ctx,
                                               const serve_options& options) {
-  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config model,
-                          models::gpt_config_of(ctx.plan.spec.model));
+  TROUPE_ASSIGN_OR_RETURN(const models::decoder_config model,
+                          models::decoder_config_of(ctx.plan.spec.model));
   api_limits limits{options.model_name, model.ctx, options.default_max_tokens};
   limits.pooling = options.pooler_config.pooling_type == "MEAN" ? actor::pooling_type::mean
                                                                 : actor::pooling_type::last;

@@ -4,7 +4,7 @@
 #include "actors/inference_worker_actor.hpp"
 #include "apps/serve/router_actor.hpp"
 #include "apps/serve/serve_options.hpp"
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_source.hpp"
 #include "models/hf/hf_config.hpp"
 #include "runtime/app/app_plan.hpp"
 #include "runtime/base/status.hpp"
@@ -50,7 +50,7 @@ void check_serve_plan(const app::app_plan& plan, const void* opaque,
                                       "set it to none"));
     }
   }
-  if (const auto served = models::gpt_config_of(plan.spec.model); served.ok()) {
+  if (const auto served = models::decoder_config_of(plan.spec.model); served.ok()) {
     if (absl::Status s = check_draft_model(options, *served); !s.ok()) {
       ctx.error(section, std::string(s.message()));
     }

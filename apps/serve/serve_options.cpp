@@ -1,8 +1,8 @@
 #include "apps/serve/serve_options.hpp"
 
 #include "absl/strings/str_cat.h"
-#include "models/gpt/gpt_decoder.hpp"
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_source.hpp"
+#include "models/decoder/paged_decoder.hpp"
 #include "models/hf/gptq_weights.hpp"
 #include "models/hf/hf_config.hpp"
 #include "models/hf/hf_weights.hpp"
@@ -210,7 +210,7 @@ config::object_schema<serve_options> serve_schema() {
 }
 
 absl::Status check_served_model(const std::optional<config::model_spec>& model) {
-  TROUPE_RETURN_IF_ERROR(models::gpt_config_of(model).status());
+  TROUPE_RETURN_IF_ERROR(models::decoder_config_of(model).status());
   return models::check_model_dir(model);
 }
 
@@ -218,7 +218,7 @@ namespace {
 
 // The draft model's description, its context made the served model's.
 absl::StatusOr<models::hf_model_config> draft_config(const serve_options& options,
-                                                     const models::gpt_config& served) {
+                                                     const models::decoder_config& served) {
   const std::string& dir = options.engine.speculative_config.model;
   const std::string where = "serve.engine.speculative_config.model";
   auto hf = models::load_hf_config(dir);
@@ -243,7 +243,7 @@ absl::StatusOr<models::hf_model_config> draft_config(const serve_options& option
 
 }  // namespace
 
-absl::Status check_draft_model(const serve_options& options, const models::gpt_config& served) {
+absl::Status check_draft_model(const serve_options& options, const models::decoder_config& served) {
   if (options.engine.speculative_config.method != "draft_model") return absl::OkStatus();
   TROUPE_ASSIGN_OR_RETURN(const models::hf_model_config hf, draft_config(options, served));
   return models::check_hf_weights(options.engine.speculative_config.model, hf);
@@ -251,9 +251,10 @@ absl::Status check_draft_model(const serve_options& options, const models::gpt_c
 
 absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
     const app::app_plan& plan, const serve_options& options) {
-  TROUPE_ASSIGN_OR_RETURN(const models::gpt_config config, models::gpt_config_of(plan.spec.model));
+  TROUPE_ASSIGN_OR_RETURN(const models::decoder_config config,
+                          models::decoder_config_of(plan.spec.model));
   auto m = std::make_shared<actors::served_model>();
-  m->layout = std::make_unique<models::gpt_layout>(config, models::layer_range::all(config));
+  m->layout = std::make_unique<models::decoder_layout>(config, models::layer_range::all(config));
   if (const std::string dir = models::hf_model_dir(plan.spec.model); !dir.empty()) {
     TROUPE_ASSIGN_OR_RETURN(models::hf_model_config hf, models::load_hf_config(dir));
     if (hf.quantization) {  // a GPTQ checkpoint: its integers, and the rest in f32
@@ -272,8 +273,8 @@ absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
     m->params.assign(m->layout->total(), 0.0f);
     m->layout->initialize(m->params.data(), static_cast<uint64_t>(options.init_seed));
   } else {
-    TROUPE_ASSIGN_OR_RETURN(
-        m->params, models::read_gpt_weights(*m->layout, options.checkpoint, "serve.checkpoint"));
+    TROUPE_ASSIGN_OR_RETURN(m->params, models::read_decoder_weights(*m->layout, options.checkpoint,
+                                                                    "serve.checkpoint"));
   }
   if (options.engine.quantization != "none") {
     if (m->prequantized != nullptr) {
@@ -297,7 +298,7 @@ absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
   if (options.engine.speculative_config.method == "draft_model") {
     TROUPE_ASSIGN_OR_RETURN(const models::hf_model_config hf, draft_config(options, config));
     m->draft_layout =
-        std::make_unique<models::gpt_layout>(hf.model, models::layer_range::all(hf.model));
+        std::make_unique<models::decoder_layout>(hf.model, models::layer_range::all(hf.model));
     TROUPE_ASSIGN_OR_RETURN(
         m->draft_params,
         models::read_hf_params(*m->draft_layout, options.engine.speculative_config.model));

@@ -83,7 +83,7 @@ struct serve_options {
 /// `served`'s shape, without its weights: its config.json and every tensor's header, its
 /// vocabulary the served one's and its context at least `served.ctx`. OK when there is none.
 [[nodiscard]] absl::Status check_draft_model(const serve_options& options,
-                                             const models::gpt_config& served);
+                                             const models::decoder_config& served);
 
 /// The model to serve: the Hugging Face model at `model.path` (its weights and its tokenizer's
 /// token bytes), or the `model:` GPT with the newest good checkpoint's weights (a run

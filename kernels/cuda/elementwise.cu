@@ -76,7 +76,7 @@ __global__ void embedding_backward_kernel(float* dwte, float* dwpe, const __nv_b
   const int row = static_cast<int>(i / dim), c = static_cast<int>(i % dim);
   const float g = __bfloat162float(dout[i]);
   atomicAdd(&dwte[static_cast<int64_t>(tokens[row]) * dim + c], g);
-  atomicAdd(&dwpe[static_cast<int64_t>(positions[row]) * dim + c], g);
+  if (dwpe != nullptr) atomicAdd(&dwpe[static_cast<int64_t>(positions[row]) * dim + c], g);
 }
 
 }  // namespace

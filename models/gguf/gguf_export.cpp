@@ -4,7 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "models/gpt/rope_frequencies.hpp"
+#include "models/decoder/rope_frequencies.hpp"
 #include "runtime/base/status.hpp"
 
 namespace troupe::models::gguf {
@@ -128,7 +128,7 @@ tensor_type matrix_type(outtype type, int64_t row) {
 // The hyperparameters under the architecture's name, and Llama 3.1's rope_freqs.
 absl::Status set_hyperparameters(gguf_writer& w, const std::string& arch,
                                  const hf_model_config& hf) {
-  const gpt_config& c = hf.model;
+  const decoder_config& c = hf.model;
   const std::string p = arch + ".";
   w.set_u32(p + "vocab_size", c.vocab);
   w.set_u32(p + "context_length", c.ctx);
@@ -156,7 +156,7 @@ absl::Status set_hyperparameters(gguf_writer& w, const std::string& arch,
                        " has no GGUF form: llama.cpp applies it through rope_freqs on its llama "
                        "architecture only"));
     }
-    gpt_config unscaled = c;
+    decoder_config unscaled = c;
     unscaled.rope = {};
     const std::vector<float> base = rope_inverse_frequencies(unscaled),
                              scaled = rope_inverse_frequencies(c);
@@ -181,7 +181,7 @@ absl::StatusOr<outtype> parse_outtype(const std::string& name) {
       absl::StrCat("'", name, "' is not a GGUF output type; use f32, f16, bf16 or q8_0"));
 }
 
-std::string gguf_architecture(const gpt_config& c) {
+std::string gguf_architecture(const decoder_config& c) {
   if (c.family == decoder_family::gpt2) return "gpt2";
   if (c.qk_norm) return "qwen3";
   if (c.qkv_bias && !c.o_bias) return "qwen2";
@@ -191,7 +191,7 @@ std::string gguf_architecture(const gpt_config& c) {
 absl::Status write_gguf_model(const std::string& path, const hf_model_config& hf,
                               const tensor::named_tensors& weights, const gguf_vocab& vocab,
                               outtype type, const std::string& name) {
-  const gpt_config& c = hf.model;
+  const decoder_config& c = hf.model;
   const std::string arch = gguf_architecture(c);
   if (c.qk_norm && c.o_bias) {
     return absl::InvalidArgumentError(

@@ -26,7 +26,7 @@ enum class outtype { f32, f16, bf16, q8_0 };
 [[nodiscard]] absl::StatusOr<outtype> parse_outtype(const std::string& name);
 
 /// llama.cpp's architecture for a model: llama, qwen2, qwen3 or gpt2.
-[[nodiscard]] std::string gguf_architecture(const gpt_config& config);
+[[nodiscard]] std::string gguf_architecture(const decoder_config& config);
 
 /// Writes `weights` (f32, under Hugging Face's names and shapes: hf_tensor_specs of
 /// `hf.model`) with `vocab` to the GGUF file `path`, named `name` (general.name). A matrix

@@ -39,7 +39,7 @@ struct gguf_vocab {
                                                                 std::optional<int32_t> bos,
                                                                 std::optional<int32_t> eos);
 
-/// troupe's byte vocabulary (models/gpt/byte_vocab.hpp): id b is byte b, ids from 256 unused.
+/// troupe's byte vocabulary (models/decoder/byte_vocab.hpp): id b is byte b, ids from 256 unused.
 [[nodiscard]] gguf_vocab byte_vocab(int vocab_size);
 
 /// Sets the tokenizer.ggml.* keys (and tokenizer.chat_template) of `vocab`.

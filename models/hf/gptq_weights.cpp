@@ -33,7 +33,7 @@ struct gptq_specs {
   std::vector<size_t> first;
 };
 
-absl::StatusOr<gptq_specs> specs_of(const gpt_layout& layout, const hf_model_config& hf) {
+absl::StatusOr<gptq_specs> specs_of(const decoder_layout& layout, const hf_model_config& hf) {
   const gptq_quantization& q = *hf.quantization;
   const int per_word = 32 / q.bits;
   // Every linear weight's name, so that its ".weight" spec is replaced by the four parts.
@@ -143,7 +143,7 @@ absl::StatusOr<quantized_weights::matrix> convert(const gptq_linear& g, const gp
 
 }  // namespace
 
-absl::StatusOr<quantized_hf_model> read_gptq_model(const gpt_layout& layout,
+absl::StatusOr<quantized_hf_model> read_gptq_model(const decoder_layout& layout,
                                                    const std::string& model_dir,
                                                    const hf_model_config& hf) {
   TROUPE_ASSIGN_OR_RETURN(const gptq_specs s, specs_of(layout, hf));
@@ -188,7 +188,7 @@ absl::StatusOr<quantized_hf_model> read_gptq_model(const gpt_layout& layout,
 }
 
 absl::Status check_gptq_weights(const std::string& model_dir, const hf_model_config& hf) {
-  const gpt_layout layout(hf.model, layer_range::all(hf.model));
+  const decoder_layout layout(hf.model, layer_range::all(hf.model));
   TROUPE_ASSIGN_OR_RETURN(const gptq_specs s, specs_of(layout, hf));
   return walk_hf_tensors(model_dir, hf, s.specs,
                          [&](size_t i, const tensor::mapped_safetensors::entry& e) {
@@ -200,7 +200,7 @@ absl::Status check_gptq_weights(const std::string& model_dir, const hf_model_con
 }
 
 absl::Status write_gptq_model(const std::string& out_dir, const hf_model_config& config,
-                              const gpt_layout& layout, const float* params,
+                              const decoder_layout& layout, const float* params,
                               const quantized_weights& quantized) {
   if (!config.quantization || config.quantization->group_size < 0) {
     return absl::InvalidArgumentError("a GPTQ checkpoint needs its quantization_config");

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/gpt/gpt_layout.hpp"
-#include "models/gpt/quantized_weights.hpp"
+#include "models/decoder/decoder_layout.hpp"
+#include "models/decoder/quantized_weights.hpp"
 #include "models/hf/hf_config.hpp"
 
 namespace troupe::models {
@@ -33,7 +33,7 @@ struct quantized_hf_model {
 /// Reads the GPTQ checkpoint in `model_dir` (hf.quantization set) for `layout` (a whole model
 /// of hf.model). Errors name the file and tensor: anything walk_hf_tensors refuses, an integer
 /// tensor that is not I32, a g_idx out of order, and a shape troupe's kernel cannot take.
-[[nodiscard]] absl::StatusOr<quantized_hf_model> read_gptq_model(const gpt_layout& layout,
+[[nodiscard]] absl::StatusOr<quantized_hf_model> read_gptq_model(const decoder_layout& layout,
                                                                  const std::string& model_dir,
                                                                  const hf_model_config& hf);
 
@@ -46,8 +46,8 @@ struct quantized_hf_model {
 /// config.json with `config`'s quantization_config (checkpoint_format gptq), generation_config.json
 /// and model.safetensors (scales in F32; the rest of the tensors F32).
 [[nodiscard]] absl::Status write_gptq_model(const std::string& out_dir,
-                                            const hf_model_config& config, const gpt_layout& layout,
-                                            const float* params,
+                                            const hf_model_config& config,
+                                            const decoder_layout& layout, const float* params,
                                             const quantized_weights& quantized);
 
 }  // namespace troupe::models

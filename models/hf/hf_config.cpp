@@ -109,7 +109,7 @@ absl::Status read_rope_scaling(const json& j, const std::string& where, rope_sca
   return absl::OkStatus();
 }
 
-absl::Status read_gpt2(const json& j, const std::string& where, gpt_config& c) {
+absl::Status read_gpt2(const json& j, const std::string& where, decoder_config& c) {
   c.family = decoder_family::gpt2;
   TROUPE_ASSIGN_OR_RETURN(c.vocab, size_of(j, "vocab_size", where));
   TROUPE_ASSIGN_OR_RETURN(c.dim, size_of(j, "n_embd", where));
@@ -138,7 +138,7 @@ absl::Status read_gpt2(const json& j, const std::string& where, gpt_config& c) {
 }
 
 absl::Status read_llama(const json& j, const std::string& where, const std::string& arch,
-                        gpt_config& c) {
+                        decoder_config& c) {
   c.family = decoder_family::llama;
   TROUPE_ASSIGN_OR_RETURN(c.vocab, size_of(j, "vocab_size", where));
   TROUPE_ASSIGN_OR_RETURN(c.dim, size_of(j, "hidden_size", where));
@@ -338,7 +338,7 @@ absl::StatusOr<hf_model_config> load_hf_config(const std::string& model_dir) {
   return c;
 }
 
-std::string hf_architecture_of(const gpt_config& c) {
+std::string hf_architecture_of(const decoder_config& c) {
   if (c.family == decoder_family::gpt2) return "GPT2LMHeadModel";
   if (c.qk_norm) return "Qwen3ForCausalLM";
   if (c.qkv_bias && !c.o_bias) return "Qwen2ForCausalLM";
@@ -354,7 +354,7 @@ std::string model_type_of(const std::string& architecture) {
 }
 
 json to_hf_config_json(const hf_model_config& hf) {
-  const gpt_config& c = hf.model;
+  const decoder_config& c = hf.model;
   json j = {{"architectures", {hf.architecture}},
             {"model_type", model_type_of(hf.architecture)},
             {"vocab_size", c.vocab}};

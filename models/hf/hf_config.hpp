@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/gpt/gpt_config.hpp"
+#include "models/decoder/decoder_config.hpp"
 #include "nlohmann/json.hpp"
 
 namespace troupe::models {
@@ -32,7 +32,7 @@ struct gptq_quantization {
 /// What a checkpoint's config.json (and generation_config.json) say, in troupe's terms.
 struct hf_model_config {
   std::string architecture;  ///< as config.json names it, e.g. "Qwen3ForCausalLM"
-  gpt_config model;          ///< the decoder; ctx is max_position_embeddings
+  decoder_config model;      ///< the decoder; ctx is max_position_embeddings
   std::string torch_dtype;   ///< what the checkpoint was saved in ("bfloat16", ...), if said
   std::vector<int32_t> eos_token_ids;  ///< config.json's and generation_config.json's, merged
   int32_t bos_token_id = -1;
@@ -57,7 +57,7 @@ struct hf_model_config {
 
 /// The architecture that describes `c` as transformers names it: GPT2LMHeadModel, Qwen3ForCausalLM
 /// (q/k norms), Qwen2ForCausalLM (q/k/v biases without an output bias), else LlamaForCausalLM.
-[[nodiscard]] std::string hf_architecture_of(const gpt_config& c);
+[[nodiscard]] std::string hf_architecture_of(const decoder_config& c);
 
 /// The model_type of an architecture ("llama", "qwen3", ...).
 [[nodiscard]] std::string model_type_of(const std::string& architecture);

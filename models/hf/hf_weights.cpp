@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // The config values a spec's shape comes from, for the message about a misshapen tensor.
-std::string shape_origin(const gpt_config& c) {
+std::string shape_origin(const decoder_config& c) {
   return absl::StrCat("vocab_size ", c.vocab, ", hidden_size ", c.dim, ", intermediate_size ",
                       c.ffn_width(), ", heads ", c.heads, ", key/value heads ", c.kv_head_count(),
                       ", head_dim ", c.head_size());
@@ -35,7 +35,7 @@ bool is_buffer(const std::string& name) {
 
 // GPT2LMHeadModel's checkpoints name the trunk "transformer.*"; troupe's specs name it as
 // GPT2Model does.
-std::string canonical_name(const gpt_config& c, const std::string& name) {
+std::string canonical_name(const decoder_config& c, const std::string& name) {
   if (c.family == decoder_family::gpt2 && absl::StartsWith(name, "transformer.")) {
     return name.substr(std::string("transformer.").size());
   }
@@ -58,7 +58,7 @@ absl::StatusOr<nlohmann::json> read_index(const std::string& path) {
 
 }  // namespace
 
-std::vector<hf_tensor_spec> hf_tensor_specs(const gpt_config& c) {
+std::vector<hf_tensor_spec> hf_tensor_specs(const decoder_config& c) {
   std::vector<hf_tensor_spec> out;
   const int64_t C = c.dim, F = c.ffn_width(), V = c.vocab;
   if (c.family == decoder_family::gpt2) {
@@ -116,7 +116,7 @@ namespace {}  // namespace
 absl::Status walk_hf_tensors(const std::string& model_dir, const hf_model_config& hf,
                              const std::vector<hf_tensor_spec>& specs,
                              const hf_tensor_taker& take) {
-  const gpt_config& config = hf.model;
+  const decoder_config& config = hf.model;
   // Which files to read: the index's shards, or the one file.
   const std::string single = model_dir + "/model.safetensors";
   const std::string index_path = model_dir + "/model.safetensors.index.json";

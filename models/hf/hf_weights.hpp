@@ -24,7 +24,7 @@ struct hf_tensor_spec {
 
 /// Every tensor of a model of `config`, in HF's names and order (embeddings, each layer's,
 /// the final norm, the output head unless tied).
-[[nodiscard]] std::vector<hf_tensor_spec> hf_tensor_specs(const gpt_config& config);
+[[nodiscard]] std::vector<hf_tensor_spec> hf_tensor_specs(const decoder_config& config);
 
 /// Reads the weights of the model in `model_dir` as f32 host tensors under the names of
 /// hf_tensor_specs, in its order. Errors name the tensor and the file: a missing, extra or

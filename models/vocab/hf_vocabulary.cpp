@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "models/gpt/chat_template.hpp"
+#include "models/decoder/chat_template.hpp"
 #include "models/tokenizer/incremental_detokenizer.hpp"
 #include "models/tokenizer/utf8.hpp"
 #include "runtime/base/status.hpp"

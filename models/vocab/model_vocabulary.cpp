@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "models/gpt/byte_vocab.hpp"
-#include "models/gpt/chat_template.hpp"
+#include "models/decoder/byte_vocab.hpp"
+#include "models/decoder/chat_template.hpp"
 #include "models/tokenizer/utf8.hpp"
 
 namespace troupe::models {

@@ -57,7 +57,7 @@ class model_vocabulary {
 };
 
 /// troupe's own GPTs' vocabulary: a token is a byte; chat goes through troupe's template
-/// (models/gpt/chat_template).
+/// (models/decoder/chat_template).
 [[nodiscard]] const model_vocabulary& byte_vocabulary();
 
 }  // namespace troupe::models

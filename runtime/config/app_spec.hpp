@@ -103,7 +103,7 @@ struct autoscale_spec {
 
 /// The decoder the apps train or serve: a Hugging Face model directory (`path`), or a decoder
 /// of the family `arch` and the shape given here (each key unset: the tiny GPT's default,
-/// models/gpt).
+/// models/decoder).
 struct model_spec {
   /// A Hugging Face model directory (config.json, safetensors, tokenizer.json); its config.json
   /// gives the shape, and `ctx` (when set) the context served, at most the model's.

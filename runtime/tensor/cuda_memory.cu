@@ -119,6 +119,13 @@ absl::Status cuda_copy(void* dst, const void* src, size_t bytes, copy_kind kind)
   return absl::OkStatus();
 }
 
+absl::Status cuda_copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch,
+                            size_t width, size_t rows) {
+  TROUPE_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice));
+  return absl::OkStatus();
+}
+
 absl::Status cuda_zero(void* dst, size_t bytes) {
   TROUPE_CUDA_RETURN_IF_ERROR(cudaMemset(dst, 0, bytes));
   return absl::OkStatus();

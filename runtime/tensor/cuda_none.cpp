@@ -36,6 +36,10 @@ absl::Status cuda_copy(void*, const void*, size_t, copy_kind) {
   return not_built();
 }
 
+absl::Status cuda_copy_rows(void*, size_t, const void*, size_t, size_t, size_t) {
+  return not_built();
+}
+
 absl::Status cuda_zero(void*, size_t) {
   return not_built();
 }

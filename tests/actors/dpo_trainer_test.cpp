@@ -16,7 +16,7 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config dpo_model{24, 12, 2, 16, 2};
+const models::decoder_config dpo_model{24, 12, 2, 16, 2};
 
 // toy_pairs(), each row trained on its response: each position from the prompt's last predicts
 // the next token. Each row's reference log-probability is a fixed number.
@@ -68,12 +68,12 @@ TEST(DpoObjective, MalformedPairBatchesAreRefusedNamingTheRow) {
 TEST(DpoObjective, TheDpoGradientIsTheFiniteDifferenceForEachLoss) {
   const int pairs = 3;
   const token_batch b = dpo_pairs(pairs, 1);
-  const models::gpt_layout layout(dpo_model, models::layer_range::all(dpo_model));
+  const models::decoder_layout layout(dpo_model, models::layer_range::all(dpo_model));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 6);
   for (auto& p : params)
     p *= 3;  // larger weights: gradients well above float noise
-  models::gpt_cpu_batch probe(layout, b.batch, 1);
+  models::decoder_cpu_batch probe(layout, b.batch, 1);
   std::vector<float> logps(static_cast<size_t>(b.batch) * b.ctx);
   for (const kernels::preference_options o :
        {kernels::preference_options{
@@ -96,9 +96,9 @@ TEST(DpoObjective, TheDpoGradientIsTheFiniteDifferenceForEachLoss) {
     };
     std::vector<std::vector<float>> grads;
     for (int threads : {1, 2, 3}) {
-      models::gpt_cpu_batch model(layout, b.batch, threads);
+      models::decoder_cpu_batch model(layout, b.batch, threads);
       dpo_pair_pass pass(b, o, 1.0f / pairs);
-      models::gpt_cpu_batch::token_objective objective = pass.objective(0);
+      models::decoder_cpu_batch::token_objective objective = pass.objective(0);
       const auto seed = objective.seed;
       objective.seed = [&](int64_t first, int64_t count, const float* l, const float* e, float* dl,
                            float* de) {
@@ -124,13 +124,13 @@ TEST(DpoObjective, TheDpoGradientIsTheFiniteDifferenceForEachLoss) {
 // held-out implicit reward margin and accuracy rise, and a step reports TRL's figures over the
 // whole batch; passes of one pair give the same step as one pass.
 TEST(DpoTrainer, StepsPreferTheChosenResponses) {
-  const models::gpt_layout layout(dpo_model, models::layer_range::all(dpo_model));
+  const models::decoder_layout layout(dpo_model, models::layer_range::all(dpo_model));
   auto t = *trainer::create(layout, dpo_options(8), nullptr);
   token_batch train = dpo_pairs(4);
   std::vector<token_batch> held = {dpo_pairs(4, 2), dpo_pairs(2, 3)};
   // The reference: this trainer's own log-probs before any step (TRL's reference is the initial
   // policy), so that the first step's logits are 0.
-  models::gpt_cpu_batch forward(layout, 8, 1);
+  models::decoder_cpu_batch forward(layout, 8, 1);
   for (token_batch* b : {&train, &held[0], &held[1]}) {
     std::vector<float> logps(b->tokens.size());
     forward.log_probs(t->params(), b->batch, b->ctx, b->tokens.data(), b->targets.data(), 1.0f,
@@ -169,7 +169,7 @@ TEST(DpoTrainer, StepsPreferTheChosenResponses) {
 }
 
 TEST(DpoTrainer, APassWithoutRoomForAPairOrAMissingReferenceIsRefused) {
-  const models::gpt_layout lm(dpo_model, models::layer_range::all(dpo_model));
+  const models::decoder_layout lm(dpo_model, models::layer_range::all(dpo_model));
   trainer_options one_row = dpo_options(8);
   one_row.micro_batch = 1;
   auto t = *trainer::create(lm, one_row, nullptr);

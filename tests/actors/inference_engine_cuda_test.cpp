@@ -13,9 +13,9 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config config{256, 128, 2, 64, 2};  // head_dim 32
+const models::decoder_config config{256, 128, 2, 64, 2};  // head_dim 32
 
-std::map<uint64_t, std::vector<int32_t>> generate(const models::gpt_layout& layout,
+std::map<uint64_t, std::vector<int32_t>> generate(const models::decoder_layout& layout,
                                                   const std::vector<float>& params, int device,
                                                   uint64_t* preemptions) {
   auto engine = inference_engine::create(layout, params.data(),
@@ -51,7 +51,7 @@ std::map<uint64_t, std::vector<int32_t>> generate(const models::gpt_layout& layo
 TEST(InferenceEngineCuda, ServesEveryRequestAndAgreesWithTheCpu) {
   auto devices = tensor::cuda_devices();
   if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
-  models::gpt_layout layout(config, models::layer_range::all(config));
+  models::decoder_layout layout(config, models::layer_range::all(config));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 3);
   for (auto& p : params)

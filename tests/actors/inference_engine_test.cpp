@@ -5,14 +5,14 @@
 
 #include <gtest/gtest.h>
 
-#include "models/gpt/gpt_cpu_decoder.hpp"
-#include "models/gpt/gpt_cpu_stage.hpp"
+#include "models/decoder/cpu_paged_decoder.hpp"
+#include "models/decoder/decoder_cpu_stage.hpp"
 #include "nlohmann/json.hpp"
 
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config engine_model{256, 64, 2, 32, 4};
+const models::decoder_config engine_model{256, 64, 2, 32, 4};
 
 class InferenceEngineTest : public ::testing::Test {
  protected:
@@ -52,7 +52,7 @@ class InferenceEngineTest : public ::testing::Test {
     return out;
   }
 
-  models::gpt_layout layout_;
+  models::decoder_layout layout_;
   std::vector<float> params_;
 };
 
@@ -218,7 +218,7 @@ TEST_F(InferenceEngineTest, EachTokenComesWithItsLogProbUnderTheSamplingTemperat
     std::vector<int32_t> targets(n, -1);
     for (int t = prompt - 1; t + 1 < n; ++t)
       targets[t] = sequence[t + 1];
-    models::gpt_cpu_stage stage(layout_, 1, nullptr);
+    models::decoder_cpu_stage stage(layout_, 1, nullptr);
     stage.forward(params_.data(), 1, n, sequence.data(), nullptr, targets.data(),
                   r.temperature > 0 ? r.temperature : 1.0f);
     ASSERT_EQ(logprobs[id].size(), 10u);
@@ -412,7 +412,7 @@ TEST_F(InferenceEngineTest, PoolingRequestsEndWithTheirEmbeddings) {
   for (int i = 0; i < 21; ++i)
     prompt.push_back('a' + (i * 7) % 26);
   // The reference: the decoder's hidden rows of the whole prompt in one pass.
-  models::gpt_cpu_decoder decoder(layout_, params_.data(), 64, 8, 8);
+  models::cpu_paged_decoder decoder(layout_, params_.data(), 64, 8, 8);
   const std::vector<int32_t> table = {0, 1, 2};
   models::decode_request whole{prompt.data(), 21, 0, table.data(), 3, 21, true};
   std::vector<float> rows(21 * C);

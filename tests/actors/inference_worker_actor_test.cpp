@@ -15,9 +15,9 @@ namespace {
 using namespace std::chrono_literals;
 
 std::shared_ptr<const served_model> tiny_model(int ctx = 64) {
-  const models::gpt_config config{256, ctx, 2, 32, 4};
+  const models::decoder_config config{256, ctx, 2, 32, 4};
   auto m = std::make_shared<served_model>();
-  m->layout = std::make_unique<models::gpt_layout>(config, models::layer_range::all(config));
+  m->layout = std::make_unique<models::decoder_layout>(config, models::layer_range::all(config));
   m->params.resize(m->layout->total());
   m->layout->initialize(m->params.data(), 3);
   return m;

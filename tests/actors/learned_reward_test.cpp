@@ -8,14 +8,14 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "models/gpt/byte_vocab.hpp"
+#include "models/decoder/byte_vocab.hpp"
 #include "tests/support/model_checkpoint.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config reward_trunk{256, 16, 1, 16, 2};
+const models::decoder_config reward_trunk{256, 16, 1, 16, 2};
 
 // troupe's byte text, with "\n" after a response that ended (tasks::task_codec's).
 absl::StatusOr<std::vector<int32_t>> byte_sequence(std::string_view prompt,
@@ -27,14 +27,14 @@ absl::StatusOr<std::vector<int32_t>> byte_sequence(std::string_view prompt,
 
 // Commits a checkpoint of `layout` under `root`, with weights large enough that the values
 // differ from sequence to sequence; returns them.
-std::vector<float> save(const std::string& root, const models::gpt_layout& layout) {
+std::vector<float> save(const std::string& root, const models::decoder_layout& layout) {
   return testing::commit_model_checkpoint(root, 1, layout, 9, 4.0f);
 }
 
 TEST(LearnedReward, ScoresEachSequenceAtItsLastByteAsTheRewardModelWasTrained) {
   testing::temp_dir dir;
-  const models::gpt_layout layout(reward_trunk, models::layer_range::all(reward_trunk),
-                                  models::gpt_head::value);
+  const models::decoder_layout layout(reward_trunk, models::layer_range::all(reward_trunk),
+                                      models::decoder_head::value);
   const std::vector<float> params = save(dir.file("rm/checkpoints"), layout);
   auto rm = learned_reward::load(reward_trunk, dir.file("rm"), "roles.reward.options.checkpoint",
                                  byte_sequence, 2);
@@ -49,7 +49,7 @@ TEST(LearnedReward, ScoresEachSequenceAtItsLastByteAsTheRewardModelWasTrained) {
   auto scores = (*rm)->score(request);
   ASSERT_TRUE(scores.ok()) << scores.status();
   ASSERT_EQ(scores->size(), 70u);
-  models::gpt_cpu_batch forward(layout, 1, 1);
+  models::decoder_cpu_batch forward(layout, 1, 1);
   std::vector<float> values(reward_trunk.ctx);
   for (int i : {0, 1, 63, 64, 69}) {
     const std::string text =
@@ -78,7 +78,7 @@ TEST(LearnedReward, ScoresEachSequenceAtItsLastByteAsTheRewardModelWasTrained) {
 TEST(LearnedReward, ALanguageModelsCheckpointIsRefusedNamingTheSetting) {
   testing::temp_dir dir;
   save(dir.file("sft/checkpoints"),
-       models::gpt_layout(reward_trunk, models::layer_range::all(reward_trunk)));
+       models::decoder_layout(reward_trunk, models::layer_range::all(reward_trunk)));
   auto rm = learned_reward::load(reward_trunk, dir.file("sft"), "roles.reward.options.checkpoint",
                                  byte_sequence, 1);
   ASSERT_FALSE(rm.ok());

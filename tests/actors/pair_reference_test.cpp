@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/dpo_objective.hpp"
-#include "models/gpt/gpt_cpu_batch.hpp"
+#include "models/decoder/decoder_cpu_batch.hpp"
 #include "tests/support/model_checkpoint.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -20,13 +20,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const models::gpt_config reference_model{256, 16, 1, 16, 2};
+const models::decoder_config reference_model{256, 16, 1, 16, 2};
 
 // Commits checkpoint `step` of a language model under `root` with weights from `seed`.
 std::vector<float> save(const std::string& root, int64_t step, uint64_t seed) {
   return testing::commit_model_checkpoint(
-      root, step, models::gpt_layout(reference_model, models::layer_range::all(reference_model)),
-      seed);
+      root, step,
+      models::decoder_layout(reference_model, models::layer_range::all(reference_model)), seed);
 }
 
 // `n` pairs {"prompt": "q<i>:", "chosen": "good\n", "rejected": <rejected, JSON-escaped>}.
@@ -102,8 +102,8 @@ TEST(PairReference, ComputedOnceCachedBesideTheDataAndRedoneWhenTheReferenceChan
   // The numbers: the first pair's rows under the reference, summed over their targets.
   token_batch b{2, 16, std::vector<int32_t>(32), std::vector<int32_t>(32)};
   fill_dpo_pair(b, 0, corpus.train_pairs()[0], nullptr);
-  const models::gpt_layout layout(reference_model, models::layer_range::all(reference_model));
-  models::gpt_cpu_batch forward(layout, 2, 1);
+  const models::decoder_layout layout(reference_model, models::layer_range::all(reference_model));
+  models::decoder_cpu_batch forward(layout, 2, 1);
   std::vector<float> logps(32);
   forward.log_probs(weights.data(), 2, 16, b.tokens.data(), b.targets.data(), 1.0f, logps.data());
   const row_logps rows = sum_row_logps(b.targets.data(), logps.data(), 2, 16);

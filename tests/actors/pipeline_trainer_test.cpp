@@ -17,7 +17,7 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config pipeline_model{256, 32, 4, 32, 2};
+const models::decoder_config pipeline_model{256, 32, 4, 32, 2};
 constexpr int global_batch = 8;
 
 std::string pipeline_text() {
@@ -70,8 +70,8 @@ class PipelineTrainerTest : public ::testing::Test {
       ranks.emplace_back([&, rank] {
         const int d = rank / (pp * tp), s = rank / tp % pp, r = rank % tp;
         const int per = pipeline_model.layers / pp;
-        models::gpt_layout layout(pipeline_model, {s * per, (s + 1) * per}, models::gpt_head::lm,
-                                  {r, tp});
+        models::decoder_layout layout(pipeline_model, {s * per, (s + 1) * per},
+                                      models::decoder_head::lm, {r, tp});
         // Each dimension's group: the ranks that differ in it alone.
         const auto group = [&](const std::string& name, int me, int size) {
           std::unique_ptr<comm::communicator> g;
@@ -205,8 +205,8 @@ TEST_F(PipelineTrainerTest, TensorParallelRanksWhoseReplicatedGradientsDifferAre
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.emplace_back([&, r] {
-      const models::gpt_layout layout(pipeline_model, models::layer_range::all(pipeline_model),
-                                      models::gpt_head::lm, {r, 2});
+      const models::decoder_layout layout(pipeline_model, models::layer_range::all(pipeline_model),
+                                          models::decoder_head::lm, {r, 2});
       auto group = comm::make_gloo_communicator(store, {.name = "tp", .rank = r, .size = 2});
       ASSERT_TRUE(group.ok()) << group.status();
       trainer_options o = options(1, pipeline_schedule_kind::one_f_one_b, zero_stage::none, 1, 0);

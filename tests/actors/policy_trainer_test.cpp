@@ -14,7 +14,7 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config policy_model{24, 16, 2, 16, 2};
+const models::decoder_config policy_model{24, 16, 2, 16, 2};
 
 // `rows` sequences of 16: a prompt of 3 + (row % 3) tokens, then a response that ends 1 + row % 4
 // before the context (right padding); targets only on the response.
@@ -88,7 +88,7 @@ class PolicyTrainerTest : public ::testing::Test {
     return sums;
   }
 
-  models::gpt_layout layout_;
+  models::decoder_layout layout_;
 };
 
 // On-policy, the first epoch's log-probs are the old ones bit for bit (the same forward), so
@@ -240,7 +240,8 @@ TEST_F(PolicyTrainerTest, MalformedBatchesAreRefusedNamingTheField) {
 class CriticTrainerTest : public ::testing::Test {
  protected:
   CriticTrainerTest()
-      : layout_(policy_model, models::layer_range::all(policy_model), models::gpt_head::value) {}
+      : layout_(policy_model, models::layer_range::all(policy_model), models::decoder_head::value) {
+  }
 
   // make_batch's rows with the critic's values (its own, before the update) and returns.
   actor::rl_batch critic_batch(trainer& t) {
@@ -262,7 +263,7 @@ class CriticTrainerTest : public ::testing::Test {
     return sum / n;
   }
 
-  models::gpt_layout layout_;
+  models::decoder_layout layout_;
 };
 
 TEST_F(CriticTrainerTest, ValuesMoveTowardsTheReturns) {
@@ -311,7 +312,7 @@ TEST_F(CriticTrainerTest, TheCriticRefusesThePolicysRequestsAndMalformedBatches)
   EXPECT_NE(report.status().message().find("returns has 127 entries; batch 8 x ctx 16 needs 128"),
             std::string::npos)
       << report.status();
-  const models::gpt_layout lm_layout(policy_model, models::layer_range::all(policy_model));
+  const models::decoder_layout lm_layout(policy_model, models::layer_range::all(policy_model));
   auto policy = *trainer::create(lm_layout, policy_options(), nullptr);
   EXPECT_FALSE(policy->values(b).ok());
   EXPECT_FALSE(policy->step(critic_batch(*t), value_objective{}).ok());

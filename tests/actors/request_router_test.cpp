@@ -113,8 +113,8 @@ TEST(RequestRouter, WithoutAQueueOnlyFullWorkersRefuse) {
 // Two real engines serve a stream of requests; one is lost midway. Every client stream must
 // equal the one a single engine produces: each token exactly once, in order.
 TEST(RequestRouter, ALostWorkersRequestsContinueElsewhereWithoutRepeatsOrGaps) {
-  const models::gpt_config config{256, 64, 2, 32, 4};
-  models::gpt_layout layout(config, models::layer_range::all(config));
+  const models::decoder_config config{256, 64, 2, 32, 4};
+  models::decoder_layout layout(config, models::layer_range::all(config));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 9);
   const inference_engine::options o{.scheduler = {.ctx = 64, .max_batch_tokens = 64}};

@@ -17,7 +17,7 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config scorer_model{24, 12, 2, 16, 2};
+const models::decoder_config scorer_model{24, 12, 2, 16, 2};
 
 // toy_pairs(), each row scored at its last token: target 1 on the chosen row, 0 on the rejected.
 token_batch scored_pairs(int pairs, int salt = 0) {
@@ -66,14 +66,14 @@ TEST(RewardObjective, TheBradleyTerryGradientIsTheFiniteDifference) {
   const int pairs = 3;
   token_batch b = scored_pairs(pairs, 1);
   b.margins = {0.5f, -0.25f, 1.0f};  // TRL's margins: -log sigmoid(r_c - r_r - m)
-  models::gpt_layout layout(scorer_model, models::layer_range::all(scorer_model),
-                            models::gpt_head::value);
+  models::decoder_layout layout(scorer_model, models::layer_range::all(scorer_model),
+                                models::decoder_head::value);
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 6);
   for (auto& p : params)
     p *= 3;  // larger weights: gradients well above float noise
   const std::vector<int> scored = scored_positions(b);
-  models::gpt_cpu_batch probe(layout, b.batch, 1);
+  models::decoder_cpu_batch probe(layout, b.batch, 1);
   std::vector<float> values(static_cast<size_t>(b.batch) * b.ctx);
   const auto loss = [&] {
     probe.values(params.data(), b.batch, b.ctx, b.tokens.data(), values.data());
@@ -87,9 +87,9 @@ TEST(RewardObjective, TheBradleyTerryGradientIsTheFiniteDifference) {
   };
   std::vector<std::vector<float>> grads;
   for (int threads : {1, 2, 3}) {
-    models::gpt_cpu_batch model(layout, b.batch, threads);
+    models::decoder_cpu_batch model(layout, b.batch, threads);
     reward_pair_pass pass(b, 1.0f / pairs);
-    models::gpt_cpu_batch::value_objective objective = pass.objective(0);
+    models::decoder_cpu_batch::value_objective objective = pass.objective(0);
     const auto seed = objective.seed;
     objective.seed = [&](int64_t first, int64_t count, const float* v, float* dv) {
       EXPECT_EQ(first % (2 * b.ctx), 0) << threads << ": a slice starts inside a pair";
@@ -113,8 +113,8 @@ TEST(RewardObjective, TheBradleyTerryGradientIsTheFiniteDifference) {
 // A step reports the mean Bradley-Terry loss of its pairs; steps raise the held-out accuracy
 // and the reward gap; passes of one pair give the same step as one pass.
 TEST(RewardModelTrainer, StepsRankTheChosenResponsesAbove) {
-  const models::gpt_layout layout(scorer_model, models::layer_range::all(scorer_model),
-                                  models::gpt_head::value);
+  const models::decoder_layout layout(scorer_model, models::layer_range::all(scorer_model),
+                                      models::decoder_head::value);
   auto t = *trainer::create(layout, rm_options(8), nullptr);
   const token_batch train = scored_pairs(4);
   const std::vector<token_batch> held = {scored_pairs(4, 2), scored_pairs(2, 3)};
@@ -141,8 +141,8 @@ TEST(RewardModelTrainer, StepsRankTheChosenResponsesAbove) {
 }
 
 TEST(RewardModelTrainer, ALanguageModelOrAPassWithoutRoomForAPairIsRefused) {
-  const models::gpt_layout value(scorer_model, models::layer_range::all(scorer_model),
-                                 models::gpt_head::value);
+  const models::decoder_layout value(scorer_model, models::layer_range::all(scorer_model),
+                                     models::decoder_head::value);
   trainer_options one_row = rm_options(8);
   one_row.micro_batch = 1;
   auto t = *trainer::create(value, one_row, nullptr);
@@ -150,15 +150,15 @@ TEST(RewardModelTrainer, ALanguageModelOrAPassWithoutRoomForAPairIsRefused) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("at least one pair"), std::string::npos)
       << refused.status();
-  const models::gpt_layout lm(scorer_model, models::layer_range::all(scorer_model));
+  const models::decoder_layout lm(scorer_model, models::layer_range::all(scorer_model));
   auto policy = *trainer::create(lm, rm_options(8), nullptr);
   EXPECT_FALSE(policy->evaluate_pairs({scored_pairs(2)}).ok());
   EXPECT_EQ(t->steps(), 0);
 }
 
 TEST(RewardModelTrainer, TwoRanksMatchOne) {
-  const models::gpt_layout layout(scorer_model, models::layer_range::all(scorer_model),
-                                  models::gpt_head::value);
+  const models::decoder_layout layout(scorer_model, models::layer_range::all(scorer_model),
+                                      models::decoder_head::value);
   auto one = *trainer::create(layout, rm_options(8), nullptr);
   const token_batch all = scored_pairs(4);
   std::vector<step_report> single;

@@ -21,7 +21,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const models::gpt_config rollout_model{256, 48, 2, 32, 4};
+const models::decoder_config rollout_model{256, 48, 2, 32, 4};
 
 weight_sync_spec sync_spec() {
   weight_sync_spec s;
@@ -55,8 +55,8 @@ class RolloutSyncTest : public ::testing::Test {
 
   actor::inference_worker_actor rollout(int index) {
     auto model = std::make_shared<served_model>();
-    model->layout = std::make_unique<models::gpt_layout>(rollout_model,
-                                                         models::layer_range::all(rollout_model));
+    model->layout = std::make_unique<models::decoder_layout>(
+        rollout_model, models::layer_range::all(rollout_model));
     model->params.resize(model->layout->total());
     model->layout->initialize(model->params.data(), 3);
     return *spawn_inference_worker(
@@ -273,8 +273,8 @@ TEST_F(RolloutSyncTest, AStuckOrImpossibleSyncIsAnErrorNotAHang) {
   weight_sync_spec lonely = sync_spec();
   lonely.group.timeout = 300ms;
   auto model = std::make_shared<served_model>();
-  model->layout =
-      std::make_unique<models::gpt_layout>(rollout_model, models::layer_range::all(rollout_model));
+  model->layout = std::make_unique<models::decoder_layout>(rollout_model,
+                                                           models::layer_range::all(rollout_model));
   model->params.resize(model->layout->total());
   auto worker = *spawn_inference_worker(system_, metrics_, "rollout/0", model,
                                         {.scheduler = {.ctx = rollout_model.ctx}}, {}, 20s,

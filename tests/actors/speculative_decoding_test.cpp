@@ -78,7 +78,7 @@ TEST(VerifyDraftToken, KeepsTheTargetDistribution) {
   EXPECT_EQ(replaced.token, 0);
 }
 
-const models::gpt_config speculated_model{256, 96, 2, 32, 4};
+const models::decoder_config speculated_model{256, 96, 2, 32, 4};
 
 class SpeculativeEngineTest : public ::testing::Test {
  protected:
@@ -144,7 +144,7 @@ class SpeculativeEngineTest : public ::testing::Test {
     return requests;
   }
 
-  models::gpt_layout layout_;
+  models::decoder_layout layout_;
   std::vector<float> params_;
   std::unique_ptr<inference_engine> engine_;
 };
@@ -276,8 +276,8 @@ TEST_F(SpeculativeEngineTest, ADraftModelEqualToTheTargetHasEveryDraftAccepted) 
 // A draft model of other weights (smaller, another seed) guesses worse, and greedy output is
 // still the target's alone; its cache follows each sequence through rejections and preemption.
 TEST_F(SpeculativeEngineTest, ADraftModelOfOtherWeightsLeavesGreedyOutputUnchanged) {
-  models::gpt_config small{256, 96, 1, 32, 2};
-  const models::gpt_layout draft(small, models::layer_range::all(small));
+  models::decoder_config small{256, 96, 1, 32, 2};
+  const models::decoder_layout draft(small, models::layer_range::all(small));
   std::vector<float> draft_params(draft.total());
   draft.initialize(draft_params.data(), 3);
   const inference_engine::options plain{.scheduler = {.ctx = 96, .max_batch_tokens = 64}};
@@ -294,7 +294,7 @@ TEST_F(SpeculativeEngineTest, ADraftModelOfOtherWeightsLeavesGreedyOutputUnchang
   EXPECT_GT(engine_->scheduler().preemptions(), 0u);
   // A draft model must share the target's vocabulary.
   small.vocab = 128;
-  const models::gpt_layout other(small, models::layer_range::all(small));
+  const models::decoder_layout other(small, models::layer_range::all(small));
   std::vector<float> other_params(other.total());
   o.draft_layout = &other;
   o.draft_params = other_params.data();

@@ -3,7 +3,7 @@
 // The preference pairs the reward-model and DPO trainer tests train on: a pattern a tiny model
 // learns in a few steps.
 
-#include "models/gpt/gpt_config.hpp"
+#include "models/decoder/decoder_config.hpp"
 #include "runtime/actor/message_types.hpp"
 
 namespace troupe::testing {
@@ -17,7 +17,7 @@ inline int toy_pair_last(int pair, int salt) {
 /// rejected one in 2i + 1: a prompt of 3 tokens, then a response to position
 /// toy_pair_last(i, salt), the chosen one of tokens 5 and 6, the rejected one of 9 and 10;
 /// padded with token 0. Every target is -1: each test sets what it trains on.
-inline actor::token_batch toy_pairs(const models::gpt_config& config, int pairs, int salt) {
+inline actor::token_batch toy_pairs(const models::decoder_config& config, int pairs, int salt) {
   actor::token_batch b;
   b.batch = 2 * pairs;
   b.ctx = config.ctx;

@@ -11,7 +11,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const models::gpt_config actor_model{256, 32, 2, 32, 2};
+const models::decoder_config actor_model{256, 32, 2, 32, 2};
 
 class TrainerActorTest : public ::testing::Test {
  protected:
@@ -51,7 +51,7 @@ class TrainerActorTest : public ::testing::Test {
 
 TEST_F(TrainerActorTest, TwoRanksStepTogetherAndMatchTheLogicAtDpOne) {
   // The reference: the same steps by the logic alone, one rank.
-  const models::gpt_layout layout(actor_model, models::layer_range::all(actor_model));
+  const models::decoder_layout layout(actor_model, models::layer_range::all(actor_model));
   auto reference = *trainer::create(layout, spec(0, 1).options, nullptr);
   auto loader = *data_loader::create(*corpus_, actor_model.ctx, 8, 0, 1, 5);
   std::vector<double> want;
@@ -116,7 +116,7 @@ TEST_F(TrainerActorTest, AGroupThatNeverFormsStopsTheTrainerWithTheReason) {
 // batches, the redone step included.
 // With ZeRO-1 and shard_replicas, rank 2's optimizer shard comes back from rank 1's replica.
 void TrainerActorTest::lose_a_rank_mid_step(zero_stage zero, bool replicas) {
-  const models::gpt_layout layout(actor_model, models::layer_range::all(actor_model));
+  const models::decoder_layout layout(actor_model, models::layer_range::all(actor_model));
   auto reference = *trainer::create(layout, spec(0, 1).options, nullptr);
   auto loader = *data_loader::create(*corpus_, actor_model.ctx, 8, 0, 1, 5);
   std::vector<double> want;

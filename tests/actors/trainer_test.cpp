@@ -11,7 +11,7 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config trainer_model{256, 32, 2, 32, 2};
+const models::decoder_config trainer_model{256, 32, 2, 32, 2};
 
 std::string trainer_text() {
   std::string text;
@@ -73,7 +73,7 @@ class TrainerTest : public ::testing::Test {
 
   testing::temp_dir dir_;
   text_corpus corpus_;
-  models::gpt_layout layout_;
+  models::decoder_layout layout_;
   trainer_options base_;  // what options() starts from
 };
 

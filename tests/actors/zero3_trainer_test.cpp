@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/trainer.hpp"
-#include "models/gpt/gpt_checkpoint.hpp"
+#include "models/decoder/decoder_checkpoint.hpp"
 #include "runtime/comm/gloo_communicator.hpp"
 #include "runtime/tensor/allocator.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -18,7 +18,7 @@
 namespace troupe::actors {
 namespace {
 
-const models::gpt_config zero3_model{256, 32, 4, 32, 2};
+const models::decoder_config zero3_model{256, 32, 4, 32, 2};
 
 std::string zero3_text() {
   std::string text;
@@ -133,7 +133,7 @@ class Zero3TrainerTest : public ::testing::Test {
 
   testing::temp_dir dir_;
   text_corpus corpus_;
-  models::gpt_layout layout_;
+  models::decoder_layout layout_;
   int global_batch_ = 8, micro_batch_ = 0, checkpoint_segment_ = 0;
 };
 

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "models/gpt/gpt_layout.hpp"
+#include "models/decoder/decoder_layout.hpp"
 #include "nlohmann/json.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "tests/support/subprocess.hpp"
@@ -18,11 +18,11 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-const models::gpt_config config{256, 64, 2, 32, 4};
+const models::decoder_config config{256, 64, 2, 32, 4};
 
 // Saves a checkpoint of a model initialised with `seed` at `step` under run_dir/checkpoints.
 void save(const std::string& run_dir, int64_t step, uint64_t seed) {
-  models::gpt_layout layout(config, models::layer_range::all(config));
+  models::decoder_layout layout(config, models::layer_range::all(config));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), seed);
   checkpoint::checkpoint_store store((fs::path(run_dir) / "checkpoints").string());
@@ -61,7 +61,7 @@ TEST(ExportCommand, WritesHuggingFaceWeightsAndConfig) {
   EXPECT_EQ(hf["vocab_size"], 256);
 
   // The weights are step 10's, under GPT-2's names and shapes.
-  models::gpt_layout layout(config, models::layer_range::all(config));
+  models::decoder_layout layout(config, models::layer_range::all(config));
   auto weights = tensor::read_safetensors((fs::path(out) / "model.safetensors").string());
   ASSERT_TRUE(weights.ok()) << weights.status();
   std::vector<float> got(layout.total()), want(layout.total());

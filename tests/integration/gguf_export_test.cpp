@@ -16,8 +16,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "models/gpt/gpt_cpu_decoder.hpp"
-#include "models/gpt/gpt_layout.hpp"
+#include "models/decoder/cpu_paged_decoder.hpp"
+#include "models/decoder/decoder_layout.hpp"
 #include "models/tokenizer/byte_level.hpp"
 #include "models/tokenizer/tokenizer.hpp"
 #include "nlohmann/json.hpp"
@@ -152,8 +152,8 @@ INSTANTIATE_TEST_SUITE_P(
 // decoder's, and its tokenizer reads a text's bytes as the byte vocabulary does.
 TEST(GgufExportGpt2, ARunOnTheByteVocabularyReadsAsTroupesDecoder) {
   temp_dir dir;
-  const models::gpt_config config{256, 64, 2, 64, 4};
-  const models::gpt_layout layout(config, models::layer_range::all(config));
+  const models::decoder_config config{256, 64, 2, 64, 4};
+  const models::decoder_layout layout(config, models::layer_range::all(config));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 9);
   checkpoint::checkpoint_store store(dir.file("run/checkpoints"));
@@ -167,7 +167,7 @@ TEST(GgufExportGpt2, ARunOnTheByteVocabularyReadsAsTroupesDecoder) {
   const std::string text = "Hello, llama!";
   const std::vector<int32_t> prompt(text.begin(), text.end());
   const int n = static_cast<int>(prompt.size());
-  models::gpt_cpu_decoder decoder(layout, params.data(), n, 4, 4);
+  models::cpu_paged_decoder decoder(layout, params.data(), n, 4, 4);
   const std::vector<int32_t> table = {0, 1, 2, 3};
   std::vector<float> logits(static_cast<size_t>(n) * config.vocab);
   models::decode_request request{prompt.data(), n, 0, table.data(), 4};

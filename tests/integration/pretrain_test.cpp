@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "models/gpt/gpt_layout.hpp"
+#include "models/decoder/decoder_layout.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "tests/integration/troupe_cli.hpp"
 
@@ -495,8 +495,8 @@ TEST_F(PretrainTest, TensorParallelRanksTrainAsOneAndResumeAtAnotherLayout) {
   const process_result exported =
       troupe({"export", dir_.file("tp2"), "--out", dir_.file("exported")});
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
-  const models::gpt_config model{256, 32, 2, 32, 2};
-  const models::gpt_layout layout(model, models::layer_range::all(model));
+  const models::decoder_config model{256, 32, 2, 32, 2};
+  const models::decoder_layout layout(model, models::layer_range::all(model));
   auto weights = tensor::read_safetensors(dir_.file("exported") + "/model.safetensors");
   ASSERT_TRUE(weights.ok()) << weights.status();
   std::vector<float> params(layout.total());
@@ -549,8 +549,8 @@ TEST_F(PretrainTest, ExportOfATrainedRunReadsBack) {
   ASSERT_EQ(exported.exit_code, 0) << exported.err;
   EXPECT_EQ(nlohmann::json::parse(exported.out)["step"], 40);
 
-  const models::gpt_config model{256, 32, 2, 32, 2};
-  models::gpt_layout layout(model, models::layer_range::all(model));
+  const models::decoder_config model{256, 32, 2, 32, 2};
+  models::decoder_layout layout(model, models::layer_range::all(model));
   auto saved = checkpoint::checkpoint_store::read(dir_.file("run") + "/checkpoints/step-40");
   ASSERT_TRUE(saved.ok()) << saved.status();
   auto weights = tensor::read_safetensors(out + "/model.safetensors");

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "models/gpt/gpt_layout.hpp"
-#include "models/gpt/gpt_source.hpp"
+#include "models/decoder/decoder_layout.hpp"
+#include "models/decoder/decoder_source.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 #include "tests/integration/troupe_cli.hpp"
 
@@ -56,14 +56,15 @@ TEST(RlhfTaskTest, ARewardRuleFromAPluginWrittenInCScoresTheRun) {
 
 // A "pretraining checkpoint" of `config` written the way the pretraining app writes one: the
 // model initialised with `seed` (other than the RL seed), and meta.model.
-void save_pretrained(const std::string& run_dir, const models::gpt_config& config, uint64_t seed) {
-  models::gpt_layout layout(config, models::layer_range::all(config));
+void save_pretrained(const std::string& run_dir, const models::decoder_config& config,
+                     uint64_t seed) {
+  models::decoder_layout layout(config, models::layer_range::all(config));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), seed);
   checkpoint::checkpoint_store store((fs::path(run_dir) / "checkpoints").string());
   auto file = store.stage(40, "model.safetensors", layout.to_named(params.data()));
   ASSERT_TRUE(file.ok()) << file.status();
-  const nlohmann::json meta = {{"model", models::gpt_config_json(config)}};
+  const nlohmann::json meta = {{"model", models::decoder_config_json(config)}};
   ASSERT_TRUE(store.commit(40, {*file}, meta, 3).ok());
 }
 
@@ -72,7 +73,7 @@ void save_pretrained(const std::string& run_dir, const models::gpt_config& confi
 // at step 1). A checkpoint of another shape is refused, naming both shapes.
 TEST(RlhfTaskTest, TheFortunesTaskRunsFromAPretrainingCheckpoint) {
   temp_dir dir;
-  const models::gpt_config config{256, 64, 2, 32, 4};
+  const models::decoder_config config{256, 64, 2, 32, 4};
   save_pretrained(dir.file("pretrain"), config, 99);
   const auto launch = [&](const std::string& name, std::vector<std::string> extra) {
     extra.insert(extra.begin(), {"model={vocab: 256, ctx: 64, layers: 2, dim: 32, heads: 4}",

@@ -8,15 +8,15 @@
 
 #include <gtest/gtest.h>
 
-#include "models/gpt/gpt_layout.hpp"
+#include "models/decoder/decoder_layout.hpp"
 #include "runtime/checkpoint/checkpoint_store.hpp"
 
 namespace troupe::testing {
 
 /// Returns the parameters committed.
 inline std::vector<float> commit_model_checkpoint(const std::string& root, int64_t step,
-                                                  const models::gpt_layout& layout, uint64_t seed,
-                                                  float scale = 1.0f) {
+                                                  const models::decoder_layout& layout,
+                                                  uint64_t seed, float scale = 1.0f) {
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), seed);
   for (auto& p : params)

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "models/gpt/byte_vocab.hpp"
+#include "models/decoder/byte_vocab.hpp"
 #include "models/vocab/hf_vocabulary.hpp"
 #include "tests/support/temp_dir.hpp"
 

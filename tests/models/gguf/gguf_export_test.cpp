@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "models/gpt/gpt_layout.hpp"
+#include "models/decoder/decoder_layout.hpp"
 #include "models/tokenizer/bpe_trainer.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -52,13 +52,13 @@ TEST(GgufVocab, ATrainedTokenizerIsLlamaBpeWithItsSpecialTokenAndPaddedIds) {
 
 TEST(GgufExport, RefusesWhatLlamaCppCannotRunBeforeWritingAFile) {
   testing::temp_dir dir;
-  gpt_config c;
+  decoder_config c;
   c.family = decoder_family::llama;
   c.vocab = 256, c.ctx = 64, c.layers = 1, c.dim = 32, c.heads = 2, c.kv_heads = 1;
   c.qk_norm = true;  // qwen3
   c.rope.type = rope_scaling::kind::llama3;
   c.rope.factor = 8.0;
-  const gpt_layout layout(c, layer_range::all(c));
+  const decoder_layout layout(c, layer_range::all(c));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 1);
   const hf_model_config hf{hf_architecture_of(c), c};
@@ -72,14 +72,14 @@ TEST(GgufExport, RefusesWhatLlamaCppCannotRunBeforeWritingAFile) {
 
   c.rope = {};
   c.o_bias = true;  // q/k norms and an output bias: no llama.cpp architecture has both
-  const gpt_layout biased(c, layer_range::all(c));
+  const decoder_layout biased(c, layer_range::all(c));
   params.assign(biased.total(), 0.0f);
   s = write_gguf_model(path, {hf_architecture_of(c), c}, biased.to_named(params.data()),
                        byte_vocab(256), outtype::f32, "m");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
 
   c.o_bias = false;
-  const gpt_layout plain(c, layer_range::all(c));
+  const decoder_layout plain(c, layer_range::all(c));
   params.assign(plain.total(), 0.0f);
   s = write_gguf_model(path, {hf_architecture_of(c), c}, plain.to_named(params.data()),
                        byte_vocab(300), outtype::f32, "m");

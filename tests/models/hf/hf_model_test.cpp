@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/thread_pool.hpp"
-#include "models/gpt/gpt_cpu_decoder.hpp"
-#include "models/gpt/gpt_cpu_stage.hpp"
+#include "models/decoder/cpu_paged_decoder.hpp"
+#include "models/decoder/decoder_cpu_stage.hpp"
 #include "models/hf/gptq_weights.hpp"
 #include "models/hf/hf_weights.hpp"
 #include "nlohmann/json.hpp"
@@ -82,7 +82,7 @@ TEST_P(HfModel, LogitsAndGreedyTokensEqualThePyTorchReference) {
   ASSERT_TRUE(config.ok()) << config.status();
   auto weights = read_hf_weights(model, *config);
   ASSERT_TRUE(weights.ok()) << weights.status();
-  const gpt_layout layout(config->model, layer_range::all(config->model));
+  const decoder_layout layout(config->model, layer_range::all(config->model));
   std::vector<float> params(layout.total());
   ASSERT_TRUE(layout.from_named(*weights, params.data()).ok());
   const int V = config->model.vocab, block = 4, blocks = 16;
@@ -90,7 +90,7 @@ TEST_P(HfModel, LogitsAndGreedyTokensEqualThePyTorchReference) {
 
   // One token at a time: the logits after each position.
   {
-    gpt_cpu_decoder decoder(layout, params.data(), 64, blocks, block);
+    cpu_paged_decoder decoder(layout, params.data(), 64, blocks, block);
     std::vector<int32_t> table(blocks);
     for (int b = 0; b < blocks; ++b)
       table[b] = blocks - 1 - b;  // not in order: the cache is paged
@@ -102,7 +102,7 @@ TEST_P(HfModel, LogitsAndGreedyTokensEqualThePyTorchReference) {
     }
   }
   // The prompt as one prefill chunk, then greedy decoding.
-  gpt_cpu_decoder decoder(layout, params.data(), 64, blocks, block);
+  cpu_paged_decoder decoder(layout, params.data(), 64, blocks, block);
   std::vector<int32_t> table(blocks);
   for (int b = 0; b < blocks; ++b)
     table[b] = b;
@@ -147,12 +147,12 @@ TEST_P(HfModel, TrainingLossAndGradientsEqualPyTorchAutograd) {
   ASSERT_TRUE(config.ok()) << config.status();
   auto weights = read_hf_weights(model, *config);
   ASSERT_TRUE(weights.ok()) << weights.status();
-  const gpt_layout layout(config->model, layer_range::all(config->model));
+  const decoder_layout layout(config->model, layer_range::all(config->model));
   std::vector<float> params(layout.total()), grads(layout.total(), 0.0f), want(layout.total());
   ASSERT_TRUE(layout.from_named(*weights, params.data()).ok());
   ASSERT_TRUE(layout.from_named(*reference, want.data()).ok());
   kernels::cpu::thread_pool pool(2);
-  gpt_cpu_stage stage(layout, batch, &pool);
+  decoder_cpu_stage stage(layout, batch, &pool);
   const loss_sum loss =
       stage.forward(params.data(), batch, seq, tokens.data(), nullptr, targets.data());
   ASSERT_EQ(loss.tokens, batch * (seq - 1));
@@ -172,7 +172,7 @@ TEST_P(HfModel, TrainingLossAndGradientsEqualPyTorchAutograd) {
 
 // Each position's logits of `prompt` fed a token at a time through `decoder`, against the
 // reference's (within 1e-4 of the largest).
-void expect_reference_logits(gpt_cpu_decoder& decoder, int vocab,
+void expect_reference_logits(cpu_paged_decoder& decoder, int vocab,
                              const std::vector<int32_t>& prompt, const nlohmann::json& reference) {
   const int blocks = 16;
   std::vector<int32_t> table(blocks);
@@ -219,11 +219,11 @@ TEST(HfGptq, ACheckpointServesTheModelOfItsDequantizedWeights) {
     EXPECT_EQ(read_hf_weights(model, *config).status().message().find("is a GPTQ checkpoint") !=
                   std::string::npos,
               true);
-    const gpt_layout layout(config->model, layer_range::all(config->model));
+    const decoder_layout layout(config->model, layer_range::all(config->model));
     auto q = read_gptq_model(layout, model, *config);
     ASSERT_TRUE(q.ok()) << q.status();
     EXPECT_NE(q->quantized->find(layout.block(0).q_w), nullptr);
-    gpt_cpu_decoder decoder(layout, q->params.data(), 64, 16, 4);
+    cpu_paged_decoder decoder(layout, q->params.data(), 64, 16, 4);
     decoder.use_quantized(q->quantized);
     expect_reference_logits(decoder, config->model.vocab, prompt, reference);
     EXPECT_EQ(decoder.set_weights(q->params.data()).code(), absl::StatusCode::kFailedPrecondition);
@@ -239,7 +239,7 @@ TEST(HfGptq, TroupesQuantizationWritesTheModelItServes) {
   ASSERT_NO_FATAL_FAILURE(run_python({"make", "llama", model, "--seed", "4"}));
   auto config = load_hf_config(model);
   ASSERT_TRUE(config.ok()) << config.status();
-  const gpt_layout layout(config->model, layer_range::all(config->model));
+  const decoder_layout layout(config->model, layer_range::all(config->model));
   auto weights = read_hf_weights(model, *config);
   ASSERT_TRUE(weights.ok()) << weights.status();
   std::vector<float> params(layout.total());
@@ -253,7 +253,7 @@ TEST(HfGptq, TroupesQuantizationWritesTheModelItServes) {
 
   const std::vector<int32_t> prompt = {7, 1, 64, 30, 2, 95, 11};
   const nlohmann::json reference = reference_logits(out, prompt, dir.file("reference.json"));
-  gpt_cpu_decoder served(layout, params.data(), 64, 16, 4);
+  cpu_paged_decoder served(layout, params.data(), 64, 16, 4);
   ASSERT_TRUE(served.quantize(q).ok());
   expect_reference_logits(served, config->model.vocab, prompt, reference);
 

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "models/gpt/byte_vocab.hpp"
+#include "models/decoder/byte_vocab.hpp"
 
 namespace troupe::models {
 namespace {

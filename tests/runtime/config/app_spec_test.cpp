@@ -81,7 +81,7 @@ TEST(AppSpec, ModelIsOptionalAndCheckedAcrossFields) {
   p = parse("app: x\nmodel: {layers: 2}\n");
   ASSERT_EQ(p.errors, "");
   EXPECT_EQ(p.spec.model->layers, 2);
-  EXPECT_FALSE(p.spec.model->dim.has_value());  // the tiny GPT's (models::gpt_config_of)
+  EXPECT_FALSE(p.spec.model->dim.has_value());  // the tiny GPT's (models::decoder_config_of)
   EXPECT_EQ(parse("app: x\nmodel: {dim: 130, heads: 4}\n").errors,
             "a.yaml:2:8: model: dim 130 is not divisible by heads 4");
   // A Hugging Face directory gives the shape; only the context may be set beside it.
