@@ -216,18 +216,23 @@ class streamed_completion_reply final : public completion_reply {
     for (int k = 0; k < call_.choices(); ++k) {
       choices_[k].text = context_.vocabulary.stream();
       choices_[k].echo = echoed_prompt(call_, k, context_.vocabulary);
+      if (call_.tool_choice == completion_call::tool_use::automatic ||
+          call_.tool_choice == completion_call::tool_use::required) {
+        choices_[k].calls =
+            tool_call_stream_of(call_, context_.limits, reply_seed(name_, static_cast<size_t>(k)));
+      }
     }
   }
 
  private:
   // Per choice: its text so far (a split character held back), the echoed prompt it has yet to
-  // send, its tokens so far, and whether it has ended.
+  // send, the calls read from it, its tokens so far, and whether it has begun.
   struct choice {
     std::unique_ptr<models::token_stream> text;
     std::string echo;
-    std::string held;  // an automatic or required tool_choice's reply, sent whole at its end
+    std::optional<tool_call_stream> calls;  // an automatic or required tool_choice's
     int tokens = 0;
-    bool announced = false;  // a named tool_choice's call has been announced
+    bool announced = false;  // its first chunk (a chat's says the role) has been sent
   };
 
   bool on_events(std::vector<std::deque<actor::generation_event>> events,
@@ -266,10 +271,13 @@ class streamed_completion_reply final : public completion_reply {
     const actor::finish_reason* reason = e.finished ? &e.reason : nullptr;
     switch (call_.tool_choice) {
       case completion_call::tool_use::automatic:
-      case completion_call::tool_use::required:  // its tool calls are parsed from all of it
-        c.held += text;
-        return e.finished ? stream_reply_chunk(name_, limits, created_, call_, k, c.held, e.reason)
-                          : std::string();
+      case completion_call::tool_use::required: {  // content and calls as each is known
+        const parsed_reply piece = e.finished ? c.calls->finish(text) : c.calls->push(text);
+        std::string chunk = stream_reply_chunk(name_, limits, created_, call_, k, piece, *c.calls,
+                                               !c.announced, reason);
+        if (!chunk.empty()) c.announced = true;
+        return chunk;
+      }
       case completion_call::tool_use::named:  // its arguments, piece by piece
         if (c.announced && text.empty() && !e.finished) return {};
         return stream_tool_call_chunk(name_, limits, created_, call_, k, text,
@@ -277,11 +285,11 @@ class streamed_completion_reply final : public completion_reply {
       case completion_call::tool_use::none:
         break;
     }
-    if (text.empty() && !e.finished) return {};
+    if (text.empty() && !e.finished && (c.announced || !call_.chat)) return {};
     choice_output piece;
     piece.add(e);
-    return stream_chunk(name_, limits, created_, call_, k, text, piece, reason,
-                        context_.vocabulary);
+    return stream_chunk(name_, limits, created_, call_, k, text, piece, reason, context_.vocabulary,
+                        !std::exchange(c.announced, true));
   }
 
   std::vector<choice> choices_;

@@ -1,5 +1,7 @@
 #include "apps/serve/openai_api.hpp"
 
+#include <optional>
+
 // Rendering the OpenAI API's responses, stream chunks and errors.
 
 #include <bit>
@@ -111,21 +113,27 @@ json usage_json(const completion_call& call, int completion_tokens) {
 
 }  // namespace
 
-namespace {
-
-// A choice's seed of tool-call ids: its reply's name and index.
 uint64_t reply_seed(const std::string& id, size_t choice) {
   return std::hash<std::string>{}(id) ^ (choice * 0x9e3779b97f4a7c15ull);
 }
 
-json tool_calls_json(const std::vector<tool_call>& calls) {
+namespace {
+
+// OpenAI's tool_calls; a stream's also number them, from `first_index`.
+json tool_calls_json(const std::vector<tool_call>& calls, std::optional<int> first_index = {}) {
   json out = json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
     out.push_back({{"id", calls[i].id},
                    {"type", "function"},
                    {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}});
+    if (first_index) out.back()["index"] = *first_index + static_cast<int>(i);
   }
   return out;
+}
+
+// A reply that made calls and stopped by itself ends with "tool_calls".
+std::string tool_reply_finish(actor::finish_reason reason, bool called) {
+  return called && reason == actor::finish_reason::stop ? "tool_calls" : finish_name(reason);
 }
 
 }  // namespace
@@ -139,26 +147,13 @@ chat_reply chat_reply_of(const completion_call& call, const api_limits& limits,
              {"tool_calls", tool_calls_json({{tool_call_id(reply_id, 0), call.named_tool, text}})}},
             finish_name(reason)};
   }
-  if (call.tool_choice == tool_use::required) {  // a list of calls, unless cut short
-    const auto list = nlohmann::ordered_json::parse(text, nullptr, false);  // keys as written
-    if (reason == actor::finish_reason::stop && list.is_array() && !list.empty()) {
-      std::vector<tool_call> calls;
-      for (size_t i = 0; i < list.size(); ++i) {
-        calls.push_back({tool_call_id(reply_id, static_cast<int>(i)), list[i].value("name", ""),
-                         list[i].value("parameters", nlohmann::ordered_json::object()).dump()});
-      }
-      return {{{"role", "assistant"}, {"content", nullptr}, {"tool_calls", tool_calls_json(calls)}},
-              "tool_calls"};
-    }
-    return {{{"role", "assistant"}, {"content", text}}, finish_name(reason)};
-  }
-  if (call.tool_choice == tool_use::automatic) {
-    parsed_reply parsed = parse_tool_calls(text, limits.tool_format, reply_id);
+  if (call.tool_choice == tool_use::required || call.tool_choice == tool_use::automatic) {
+    const parsed_reply parsed = tool_call_stream_of(call, limits, reply_id).finish(text);
     if (!parsed.calls.empty()) {
       return {{{"role", "assistant"},
                {"content", parsed.content.empty() ? json(nullptr) : json(parsed.content)},
                {"tool_calls", tool_calls_json(parsed.calls)}},
-              reason == actor::finish_reason::stop ? "tool_calls" : finish_name(reason)};
+              tool_reply_finish(reason, true)};
     }
   }
   return {{{"role", "assistant"}, {"content", text}}, finish_name(reason)};
@@ -248,11 +243,13 @@ std::string sse(const std::string& id, const api_limits& limits, int64_t created
 std::string stream_chunk(const std::string& id, const api_limits& limits, int64_t created,
                          const completion_call& call, int index, const std::string& text,
                          const choice_output& piece, const actor::finish_reason* reason,
-                         const models::model_vocabulary& vocabulary) {
+                         const models::model_vocabulary& vocabulary, bool first) {
   json choice = {{"index", index},
                  {"finish_reason", reason ? json(finish_name(*reason)) : json(nullptr)}};
   if (call.chat) {
-    choice["delta"] = reason && text.empty() ? json::object() : json{{"content", text}};
+    json delta = reason && text.empty() && !first ? json::object() : json{{"content", text}};
+    if (first) delta["role"] = "assistant";
+    choice["delta"] = std::move(delta);
   } else {
     choice["text"] = text;
   }
@@ -283,19 +280,29 @@ std::string stream_tool_call_chunk(const std::string& id, const api_limits& limi
   return sse(id, limits, created, call, json::array({std::move(choice)}), nullptr);
 }
 
+tool_call_stream tool_call_stream_of(const completion_call& call, const api_limits& limits,
+                                     uint64_t reply_id) {
+  return call.tool_choice == completion_call::tool_use::required
+             ? tool_call_stream::call_list(reply_id)
+             : tool_call_stream(limits.tool_format, reply_id);
+}
+
 std::string stream_reply_chunk(const std::string& id, const api_limits& limits, int64_t created,
-                               const completion_call& call, int index, const std::string& text,
-                               actor::finish_reason reason) {
-  chat_reply reply =
-      chat_reply_of(call, limits, text, reason, reply_seed(id, static_cast<size_t>(index)));
-  json delta = std::move(reply.message);
-  if (delta.contains("tool_calls")) {  // a stream's delta numbers its calls
-    for (size_t i = 0; i < delta["tool_calls"].size(); ++i)
-      delta["tool_calls"][i]["index"] = i;
+                               const completion_call& call, int index, const parsed_reply& piece,
+                               const tool_call_stream& calls, bool first,
+                               const actor::finish_reason* reason) {
+  if (piece.content.empty() && piece.calls.empty() && !reason && !first) return {};
+  json delta = json::object();
+  if (first) delta["role"] = "assistant";
+  if (!piece.content.empty()) delta["content"] = piece.content;
+  if (!piece.calls.empty()) {
+    delta["tool_calls"] =
+        tool_calls_json(piece.calls, calls.calls() - static_cast<int>(piece.calls.size()));
   }
   json choice = {{"index", index},
                  {"delta", std::move(delta)},
-                 {"finish_reason", reply.finish_reason},
+                 {"finish_reason",
+                  reason ? json(tool_reply_finish(*reason, calls.calls() > 0)) : json(nullptr)},
                  {"logprobs", nullptr}};
   return sse(id, limits, created, call, json::array({std::move(choice)}), nullptr);
 }

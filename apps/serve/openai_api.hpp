@@ -163,13 +163,23 @@ struct chat_reply {
                                                  int index, const std::string& arguments,
                                                  bool first, const actor::finish_reason* reason);
 
-/// A stream's chunk with an automatic tool_choice's whole reply (its text held back until the
-/// end, since the calls are parsed from all of it): the content or tool_calls delta, and the
-/// finish reason.
+/// A choice's seed of tool-call ids: its reply's id ("chatcmpl-...") and index.
+[[nodiscard]] uint64_t reply_seed(const std::string& id, size_t choice);
+
+/// How the reply of an automatic or required tool_choice is read for calls (reply_id: the
+/// choice's reply_seed).
+[[nodiscard]] tool_call_stream tool_call_stream_of(const completion_call& call,
+                                                   const api_limits& limits, uint64_t reply_id);
+
+/// A stream's chunk of an automatic or required tool_choice's reply: `piece`, the content and
+/// calls that `calls` has just read (the calls numbered after those before them); the choice's
+/// `first` chunk also says the role; `reason` ends it ("tool_calls" when it made calls). Empty
+/// when there is nothing to send.
 [[nodiscard]] std::string stream_reply_chunk(const std::string& id, const api_limits& limits,
                                              int64_t created, const completion_call& call,
-                                             int index, const std::string& text,
-                                             actor::finish_reason reason);
+                                             int index, const parsed_reply& piece,
+                                             const tool_call_stream& calls, bool first,
+                                             const actor::finish_reason* reason);
 
 /// A completion choice's echoed prompt (call.echo): the text its stream or body starts with.
 [[nodiscard]] std::string echoed_prompt(const completion_call& call, int choice,
@@ -177,12 +187,12 @@ struct chat_reply {
 
 /// One Server-Sent Events chunk ("data: {...}\n\n") of a streamed completion: choice `index`'s
 /// `text`, the log-probs of `piece`'s tokens when the call asked for them, and the finish reason
-/// on its last chunk.
+/// on its last chunk. A chat choice's `first` chunk also says the role, as OpenAI's do.
 [[nodiscard]] std::string stream_chunk(
     const std::string& id, const api_limits& limits, int64_t created, const completion_call& call,
     int index, const std::string& text, const choice_output& piece,
     const actor::finish_reason* reason,
-    const models::model_vocabulary& vocabulary = models::byte_vocabulary());
+    const models::model_vocabulary& vocabulary = models::byte_vocabulary(), bool first = false);
 
 /// stream_options.include_usage's last chunk: no choices, and the usage of `choices`.
 [[nodiscard]] std::string stream_usage_chunk(const std::string& id, const api_limits& limits,

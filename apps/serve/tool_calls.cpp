@@ -1,6 +1,7 @@
 #include "apps/serve/tool_calls.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
@@ -8,13 +9,15 @@
 namespace troupe::apps {
 namespace {
 
-using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+constexpr std::string_view reply_space = " \t\r\n";
+constexpr std::string_view llama3_python_tag = "<|python_tag|>";
 
 std::string_view trim(std::string_view s) {
-  constexpr std::string_view space = " \t\r\n";
-  const size_t first = s.find_first_not_of(space);
+  const size_t first = s.find_first_not_of(reply_space);
   if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(space) - first + 1);
+  return s.substr(first, s.find_last_not_of(reply_space) - first + 1);
 }
 
 uint64_t mix(uint64_t z) {  // splitmix64's finalizer
@@ -23,45 +26,21 @@ uint64_t mix(uint64_t z) {  // splitmix64's finalizer
   return z ^ (z >> 31);
 }
 
-// {"name": string, <arguments_key>: object} as a call, or nothing.
+// {"name": string, <arguments_key>: object} as a call, or nothing; the arguments' keys as written.
 bool read_call(std::string_view text, const char* arguments_key, uint64_t reply_id, int index,
                tool_call& out) {
-  const json j = json::parse(text.begin(), text.end(), nullptr, false);
+  const ordered_json j = ordered_json::parse(text.begin(), text.end(), nullptr, false);
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
-  const json arguments = j.value(arguments_key, json::object());
+  const ordered_json arguments = j.value(arguments_key, ordered_json::object());
   if (!arguments.is_object()) return false;
   out = {tool_call_id(reply_id, index), j["name"].get<std::string>(), arguments.dump()};
   return true;
 }
 
-parsed_reply hermes(std::string_view text, uint64_t reply_id) {
-  constexpr std::string_view open = "<tool_call>", close = "</tool_call>";
-  parsed_reply out;
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t start = text.find(open, at);
-    const size_t end =
-        start == std::string_view::npos ? std::string_view::npos : text.find(close, start);
-    if (end == std::string_view::npos) break;
-    const std::string_view body = text.substr(start + open.size(), end - start - open.size());
-    tool_call call;
-    if (read_call(trim(body), "arguments", reply_id, static_cast<int>(out.calls.size()), call)) {
-      out.content += text.substr(at, start - at);
-      out.calls.push_back(std::move(call));
-    } else {
-      out.content += text.substr(at, end + close.size() - at);
-    }
-    at = end + close.size();
-  }
-  if (at < text.size()) out.content += text.substr(at);
-  if (!out.calls.empty()) out.content = std::string(trim(out.content));
-  return out;
-}
-
-parsed_reply llama3_json(std::string_view text, uint64_t reply_id) {
+// A whole Llama 3 reply: one JSON call, or several joined by ';', or text.
+parsed_reply llama3_calls(std::string_view text, uint64_t reply_id) {
   std::string_view body = trim(text);
-  constexpr std::string_view tag = "<|python_tag|>";
-  if (body.starts_with(tag)) body = trim(body.substr(tag.size()));
+  if (body.starts_with(llama3_python_tag)) body = trim(body.substr(llama3_python_tag.size()));
   parsed_reply out;
   if (!body.starts_with("{")) return {std::string(text), {}};
   if (tool_call call; read_call(body, "parameters", reply_id, 0, call)) {
@@ -81,6 +60,14 @@ parsed_reply llama3_json(std::string_view text, uint64_t reply_id) {
   return out;
 }
 
+// How much of the end of `text` could be the beginning of `tag`.
+size_t tag_start_at_end(std::string_view text, std::string_view tag) {
+  for (size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n) {
+    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::string tool_call_id(uint64_t reply_id, int index) {
@@ -89,7 +76,150 @@ std::string tool_call_id(uint64_t reply_id, int index) {
 }
 
 parsed_reply parse_tool_calls(std::string_view text, tool_call_format format, uint64_t reply_id) {
-  return format == tool_call_format::hermes ? hermes(text, reply_id) : llama3_json(text, reply_id);
+  return tool_call_stream(format, reply_id).finish(text);
+}
+
+tool_call_stream::tool_call_stream(tool_call_format format, uint64_t reply_id)
+    : tool_call_stream(format == tool_call_format::hermes ? mode::hermes : mode::llama3_json,
+                       reply_id) {}
+
+tool_call_stream tool_call_stream::call_list(uint64_t reply_id) {
+  return {mode::call_list, reply_id};
+}
+
+parsed_reply tool_call_stream::push(std::string_view text) {
+  pending_ += text;
+  parsed_reply out;
+  switch (mode_) {
+    case mode::hermes:
+      hermes(out, false);
+      break;
+    case mode::llama3_json:
+      llama3_json(out, false);
+      break;
+    case mode::call_list:
+      call_list(out, false);
+      break;
+  }
+  return out;
+}
+
+parsed_reply tool_call_stream::finish(std::string_view text) {
+  parsed_reply out = push(text);
+  switch (mode_) {
+    case mode::hermes:
+      hermes(out, true);
+      break;
+    case mode::llama3_json:
+      llama3_json(out, true);
+      break;
+    case mode::call_list:
+      call_list(out, true);
+      break;
+  }
+  if (calls_ == 0) out.content += std::exchange(space_, std::string());  // text keeps its end
+  return out;
+}
+
+void tool_call_stream::add_content(parsed_reply& out, std::string_view text) {
+  const size_t last = text.find_last_not_of(reply_space);
+  if (last == std::string_view::npos) {
+    space_ += text;
+    return;
+  }
+  out.content += std::exchange(space_, std::string());
+  out.content += text.substr(0, last + 1);
+  space_ = text.substr(last + 1);
+}
+
+void tool_call_stream::add_call(parsed_reply& out, tool_call call) {
+  out.calls.push_back(std::move(call));
+  ++calls_;
+}
+
+void tool_call_stream::hermes(parsed_reply& out, bool end) {
+  constexpr std::string_view open = "<tool_call>", close = "</tool_call>";
+  for (;;) {
+    if (!in_call_) {
+      const size_t start = pending_.find(open);
+      if (start == std::string::npos) {  // all content, but what may begin a block
+        const size_t held = end ? 0 : tag_start_at_end(pending_, open);
+        add_content(out, std::string_view(pending_).substr(0, pending_.size() - held));
+        pending_.erase(0, pending_.size() - held);
+        return;
+      }
+      add_content(out, std::string_view(pending_).substr(0, start));
+      pending_.erase(0, start);
+      in_call_ = true;
+    }
+    const size_t stop = pending_.find(close, open.size());
+    if (stop == std::string::npos) {
+      if (end) {  // a block never closed is text
+        add_content(out, pending_);
+        pending_.clear();
+      }
+      return;
+    }
+    const std::string_view body =
+        std::string_view(pending_).substr(open.size(), stop - open.size());
+    if (tool_call call; read_call(trim(body), "arguments", reply_id_, calls_, call)) {
+      add_call(out, std::move(call));
+    } else {  // not a call: the block stays text
+      add_content(out, std::string_view(pending_).substr(0, stop + close.size()));
+    }
+    pending_.erase(0, stop + close.size());
+    in_call_ = false;
+  }
+}
+
+void tool_call_stream::llama3_json(parsed_reply& out, bool end) {
+  if (!decided_) {  // text or JSON: the first thing after whitespace and the tag tells
+    std::string_view body = trim(pending_);
+    if (body.starts_with(llama3_python_tag)) body = trim(body.substr(llama3_python_tag.size()));
+    decided_ = !body.empty() &&
+               !(llama3_python_tag.starts_with(body) && body.size() < llama3_python_tag.size());
+    in_call_ = body.starts_with("{");
+  }
+  if (decided_ && !in_call_) {
+    add_content(out, pending_);
+  } else if (end) {  // JSON, or too little to tell: read whole
+    parsed_reply whole = llama3_calls(pending_, reply_id_);
+    for (auto& call : whole.calls)
+      add_call(out, std::move(call));
+    add_content(out, whole.content);
+  } else {
+    return;
+  }
+  pending_.clear();
+}
+
+void tool_call_stream::call_list(parsed_reply& out, bool end) {
+  // pending_ keeps the whole reply: a list with no whole element is text.
+  for (; scanned_ < pending_.size(); ++scanned_) {
+    const char c = pending_[scanned_];
+    if (in_string_) {
+      if (escaped_) {
+        escaped_ = false;
+      } else if (c == '\\') {
+        escaped_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+      }
+    } else if (c == '"') {
+      in_string_ = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth_ == 2) element_ = scanned_;
+    } else if (c == '}' || c == ']') {
+      if (depth_-- != 2 || c != '}') continue;
+      const auto item = ordered_json::parse(pending_.begin() + static_cast<ptrdiff_t>(element_),
+                                            pending_.begin() + static_cast<ptrdiff_t>(scanned_) + 1,
+                                            nullptr, false);
+      if (!item.is_object()) continue;
+      add_call(out, {tool_call_id(reply_id_, calls_), item.value("name", ""),
+                     item.value("parameters", ordered_json::object()).dump()});
+    }
+  }
+  if (end && calls_ == 0) add_content(out, pending_);
 }
 
 }  // namespace troupe::apps

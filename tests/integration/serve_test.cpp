@@ -207,6 +207,9 @@ TEST_F(ServeTest, TheOfficialOpenAiClientWorksUnchanged) {
             nlohmann::json::array({0, "set_light", "boolean", true, "stop"}));
   EXPECT_EQ(seen["auto_reply"], nlohmann::json::array({"string", nullptr}));
   EXPECT_EQ(seen["required_call"], nlohmann::json::array({"tool_calls", "set_light", "boolean"}));
+  EXPECT_EQ(seen["required_stream"],
+            nlohmann::json::array({"tool_calls", "set_light", "boolean", true, nullptr}));
+  EXPECT_EQ(seen["chat_stream_helper"], nlohmann::json::array({"assistant", "string"}));
   // Two embeddings of the model's width (dim 32), of unit length, 5 + 8 prompt tokens (bytes),
   // the floats the base64 said.
   EXPECT_EQ(seen["embeddings"], nlohmann::json::array({2, 32, 13, true, true}));

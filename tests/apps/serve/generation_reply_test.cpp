@@ -83,6 +83,43 @@ TEST_F(GenerationReply, WaitsForTheRouterThenStreamsEachPieceAndEnds) {
   EXPECT_EQ(released_, (std::map<uint64_t, bool>{{7, false}, {8, false}}));  // none cancelled
 }
 
+// tool_choice "auto", streamed: the content goes as soon as it cannot begin a call, each call when
+// its </tool_call> arrives, and the finish reason says the reply called.
+TEST_F(GenerationReply, AStreamedReplyGivesItsContentAndEachCallAsSoonAsTheyAreKnown) {
+  auto parsed = parse_completion(R"({"model": "troupe-tiny", "stream": true,
+      "messages": [{"role": "user", "content": "Lamp"}],
+      "tools": [{"type": "function", "function": {"name": "set_light",
+                 "parameters": {"type": "object", "properties": {"on": {"type": "boolean"}}}}}]})",
+                                 api_limits{"troupe-tiny", 1024, 16}, true);  // the tools fit
+  ASSERT_TRUE(std::holds_alternative<completion_call>(parsed));
+  auto s = streams(1);
+  const auto reply = streamed_completion(context(), 5, s, std::get<completion_call>(parsed));
+  reply->attach([] {});
+  http::reply_writer writer(out_, true, false);
+  s[0]->accept();
+  s[0]->deliver(event(5, "On it. <tool_call>{\"name\": \"set_light\", ", false), metrics_);
+  auto [done, bytes] = pull(*reply, writer);
+  EXPECT_FALSE(done);
+  EXPECT_NE(bytes.find(R"("delta":{"content":"On it.","role":"assistant"})"), std::string::npos)
+      << bytes;
+  EXPECT_EQ(bytes.find("tool_calls"), std::string::npos) << bytes;
+  s[0]->deliver(event(5, "\"arguments\": {\"on\": true}}</tool_call>", false), metrics_);
+  std::tie(done, bytes) = pull(*reply, writer);
+  EXPECT_FALSE(done);
+  EXPECT_NE(bytes.find(R"("function":{"arguments":"{\"on\":true}","name":"set_light"})"),
+            std::string::npos)
+      << bytes;
+  EXPECT_NE(bytes.find(R"("index":0,"type":"function")"), std::string::npos) << bytes;
+  EXPECT_NE(bytes.find(R"("finish_reason":null)"), std::string::npos) << bytes;
+  auto end = event(5, "", true);
+  end.reason = actor::finish_reason::stop;
+  s[0]->deliver(end, metrics_);
+  std::tie(done, bytes) = pull(*reply, writer);
+  EXPECT_TRUE(done);
+  EXPECT_NE(bytes.find(R"("delta":{},"finish_reason":"tool_calls")"), std::string::npos) << bytes;
+  EXPECT_NE(bytes.find("data: [DONE]"), std::string::npos) << bytes;
+}
+
 TEST_F(GenerationReply, ARefusalIsTheAnswerAndCancelsEveryChoice) {
   auto s = streams(2);
   const auto reply = whole_completion(

@@ -498,12 +498,30 @@ TEST(OpenAiApi, ToolsAreRenderedAndCallsComeBackAsToolCalls) {
   const auto plain = chat_reply_of(none, wide, called, actor::finish_reason::stop, 5);
   EXPECT_EQ(plain.message["content"], called);
   EXPECT_FALSE(plain.message.contains("tool_calls"));
-  const auto chunk = nlohmann::json::parse(
-      stream_reply_chunk("c", wide, 1, automatic, 2, called, actor::finish_reason::stop)
-          .substr(6))["choices"][0];
+  // Streamed: the content as soon as it cannot begin a call, then the call when it closes, then
+  // the finish reason.
+  auto reader = tool_call_stream_of(automatic, wide, 5);
+  const auto chunk_of = [&](const parsed_reply& piece, bool first,
+                            const actor::finish_reason* reason) {
+    const std::string sse =
+        stream_reply_chunk("c", wide, 1, automatic, 2, piece, reader, first, reason);
+    return sse.empty() ? nlohmann::json() : nlohmann::json::parse(sse.substr(6))["choices"][0];
+  };
+  auto chunk = chunk_of(reader.push("Checking.<tool"), true, nullptr);
   EXPECT_EQ(chunk["index"], 2);
+  EXPECT_EQ(chunk["delta"], (nlohmann::json{{"role", "assistant"}, {"content", "Checking."}}));
+  EXPECT_TRUE(chunk["finish_reason"].is_null());
+  EXPECT_TRUE(chunk_of(reader.push("_call>{\"name\": \"wea"), false, nullptr).is_null());
+  chunk = chunk_of(reader.push("ther\", \"arguments\": {\"zeta\": \"Oslo\"}}</tool_call>"), false,
+                   nullptr);
+  EXPECT_FALSE(chunk["delta"].contains("content"));
   EXPECT_EQ(chunk["delta"]["tool_calls"][0]["index"], 0);
+  EXPECT_EQ(chunk["delta"]["tool_calls"][0]["id"], parsed.message["tool_calls"][0]["id"]);
   EXPECT_EQ(chunk["delta"]["tool_calls"][0]["function"]["name"], "weather");
+  EXPECT_EQ(chunk["delta"]["tool_calls"][0]["function"]["arguments"], R"({"zeta":"Oslo"})");
+  const auto stop = actor::finish_reason::stop;
+  chunk = chunk_of(reader.finish(), false, &stop);
+  EXPECT_EQ(chunk["delta"], nlohmann::json::object());
   EXPECT_EQ(chunk["finish_reason"], "tool_calls");
 
   // "required": guided as a list of one or more calls of the tools (vLLM's schema), returned as
@@ -536,6 +554,13 @@ TEST(OpenAiApi, ToolsAreRenderedAndCallsComeBackAsToolCalls) {
       chat_reply_of(required, wide, R"([{"name": "wea)", actor::finish_reason::length, 5);
   EXPECT_EQ(cut.message["content"], R"([{"name": "wea)");
   EXPECT_EQ(cut.finish_reason, "length");
+  // A list cut short after whole calls keeps them, as a stream has already sent them.
+  const auto cut_later =
+      chat_reply_of(required, wide, R"([{"name": "weather", "parameters": {"zeta": "a"}}, {"na)",
+                    actor::finish_reason::length, 5);
+  EXPECT_TRUE(cut_later.message["content"].is_null());
+  ASSERT_EQ(cut_later.message["tool_calls"].size(), 1u);
+  EXPECT_EQ(cut_later.finish_reason, "length");
 
   // A conversation with tool turns needs a template that has them.
   EXPECT_NE(refused(R"({"model": "troupe-tiny", "messages": [{"role": "assistant", "content":

@@ -142,6 +142,19 @@ const required = await client.chat.completions.create({
 const first = required.choices[0].message.tool_calls?.[0];
 out.required_call = [required.choices[0].finish_reason, first?.function.name,
                      typeof JSON.parse(first?.function.arguments ?? "{}").on];
+// Streamed, through the client's own helper that rebuilds the message from the deltas (and
+// needs each choice's role): each call of the list as soon as its element closes.
+const requiredStream = await client.beta.chat.completions.stream({
+  model: "troupe-tiny", messages: [{ role: "user", content: "Hi" }], tools, max_tokens: 64,
+  tool_choice: "required", parallel_tool_calls: false, stream: true }).finalChatCompletion();
+const streamedFirst = requiredStream.choices[0].message.tool_calls?.[0];
+out.required_stream = [requiredStream.choices[0].finish_reason, streamedFirst?.function.name,
+                       typeof JSON.parse(streamedFirst?.function.arguments ?? "{}").on,
+                       streamedFirst?.id.startsWith("call_"), requiredStream.choices[0].message.content];
+const helped = await client.beta.chat.completions.stream({
+  model: "troupe-tiny", messages: [{ role: "user", content: "Hi" }], max_tokens: 5, seed: 1,
+  min_tokens: 5, stream: true }).finalChatCompletion();
+out.chat_stream_helper = [helped.choices[0].message.role, typeof helped.choices[0].message.content];
 // Embeddings: a batch of texts (the client asks for base64 and decodes it), and one as floats.
 const embedded = await client.embeddings.create({ model: "troupe-tiny", input: ["Hello", "Hi there"] });
 const vector = embedded.data[0].embedding;
