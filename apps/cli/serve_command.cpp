@@ -1,8 +1,6 @@
 // `troupe serve MODEL_DIR`: vLLM's shorthand for serving a Hugging Face model directory.
 
-#include <algorithm>
 #include <filesystem>
-#include <thread>
 
 #include "apps/cli/commands.hpp"
 #include "apps/serve/serve_options.hpp"
@@ -19,10 +17,6 @@ std::string serve_config_text(const serve_args& args, const nlohmann::json& spec
                           {"port", args.port},
                           {"model_name", args.served_model_name.value_or(args.model)}};
   if (args.quantization) serve["engine"]["quantization"] = *args.quantization;
-  // Every worker runs on this machine: they share its cores (`--set serve.engine.threads=N`
-  // overrides), where a config's default is one thread a worker.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  serve["engine"]["threads"] = std::max(1, cores / std::max(1, args.workers));
   if (!speculative.is_null()) serve["engine"]["speculative_config"] = speculative;
   const nlohmann::json config = {
       {"app", "serve"},

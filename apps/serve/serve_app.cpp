@@ -23,7 +23,7 @@ absl::StatusOr<caf::actor> spawn_gpt_worker(actor::role_context& ctx, const gpt_
   const auto& options = *static_cast<const serve_options*>(ctx.plan.app_options.get());
   TROUPE_ASSIGN_OR_RETURN(auto model, load_served_model(ctx.plan, options));
   TROUPE_ASSIGN_OR_RETURN(config::test_hooks hooks, config::test_hooks_from_environment());
-  auto engine = engine_options(*model, options);
+  auto engine = engine_options(*model, options, ctx.cores);
   auto worker =
       actors::spawn_inference_worker(ctx.system, ctx.metrics, ctx.actor_name(), std::move(model),
                                      std::move(engine), run::work_pacer(std::move(hooks)));

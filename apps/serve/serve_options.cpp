@@ -1,5 +1,7 @@
 #include "apps/serve/serve_options.hpp"
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "models/decoder/decoder_source.hpp"
 #include "models/decoder/paged_decoder.hpp"
@@ -77,8 +79,10 @@ config::object_schema<engine_spec> engine_schema() {
   s.add("kv_blocks", &engine_spec::kv_blocks).range(1, 1 << 24).help("KV cache blocks per worker");
   s.add("block_size", &engine_spec::block_size).range(1, 1024).help("positions per KV block");
   s.add("threads", &engine_spec::threads)
-      .range(1, 1024)
-      .help("CPU threads each iteration's batch is split over");
+      .range(0, 1024)
+      .help(
+          "CPU threads each iteration's batch is split over; 0: the cores the worker offers "
+          "(troupe worker --resources cores=N; a launch's local workers share the machine)");
   s.add("prefix_caching", &engine_spec::prefix_caching)
       .help(
           "keep full KV blocks after their requests end and share them with later requests "
@@ -307,7 +311,7 @@ absl::StatusOr<std::shared_ptr<const actors::served_model>> load_served_model(
 }
 
 actors::inference_engine::options engine_options(const actors::served_model& model,
-                                                 const serve_options& options) {
+                                                 const serve_options& options, int offered_cores) {
   actors::inference_engine::options o;
   o.scheduler.ctx = model.layout->config().ctx;
   o.scheduler.token_text = model.token_text;
@@ -317,7 +321,9 @@ actors::inference_engine::options engine_options(const actors::served_model& mod
   o.scheduler.prefix_caching = options.engine.prefix_caching;
   o.kv_blocks = options.engine.kv_blocks;
   o.block_size = options.engine.block_size;
-  o.threads = options.engine.threads;
+  const int machine = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  o.threads = options.engine.threads > 0 ? options.engine.threads
+                                         : (offered_cores > 0 ? offered_cores : machine);
   o.prequantized = model.prequantized;
   if (options.engine.kv_cache_dtype == "int8") o.kv_cache_dtype = models::kv_cache_dtype::int8;
   const speculative_spec& spec = options.engine.speculative_config;

@@ -35,7 +35,7 @@ struct engine_spec {
   int kv_blocks = 512;
   int block_size = 16;
   std::string device = "auto";  ///< "cpu", "cuda" (device 0), or "auto": CUDA when a GPU is seen
-  int threads = 1;              ///< CPU threads per worker's engine
+  int threads = 0;              ///< CPU threads per worker's engine; 0: the worker's cores
   bool prefix_caching = true;   ///< vLLM's automatic prefix caching
   std::string quantization = "none";    ///< weight-only: "none", "int8" or "int4"
   int quantization_group_size = 0;      ///< inputs per scale; 0: int8 per channel, int4 128
@@ -92,8 +92,10 @@ struct serve_options {
     const app::app_plan& plan, const serve_options& options);
 
 /// The engine options of an inference worker of `model` on this machine (`device: auto` looks
-/// for a GPU, and takes it for a model the CUDA decoder runs).
+/// for a GPU, and takes it for a model the CUDA decoder runs). `offered_cores`: the cores its
+/// worker offers, which `threads: 0` takes (0: not said, the machine's).
 [[nodiscard]] actors::inference_engine::options engine_options(const actors::served_model& model,
-                                                               const serve_options& options);
+                                                               const serve_options& options,
+                                                               int offered_cores);
 
 }  // namespace troupe::apps

@@ -406,9 +406,11 @@ TEST_F(ServeLlama3, EmbeddingsArePyTorchsMeanOfTheFinalNormsOutput) {
   const auto served =
       serve({"--set", "serve.pooler_config={pooling_type: MEAN, normalize: false}"});
   ASSERT_TRUE(served);
-  // `troupe serve` gives its one worker the machine's cores.
-  EXPECT_NE(read_file(dir_.file("run") + "/config.yaml")
-                .find(absl::StrCat("threads: ", std::max(1u, std::thread::hardware_concurrency()))),
+  // `troupe serve` gives its one worker the machine's cores, which its engine computes on
+  // (serve.engine.threads: 0, ServeOptions.ZeroThreadsAreTheCoresTheWorkerOffers).
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  EXPECT_NE(read_file(dir_.file("run") + "/events.jsonl")
+                .find(absl::StrCat(cores, cores == 1 ? " core, " : " cores, ")),
             std::string::npos);
   const json got = post(*served, "/v1/embeddings",
                         {{"model", "m"}, {"input", text}, {"encoding_format", "float"}});
