@@ -62,10 +62,6 @@ absl::Status inference_engine::add(generation_request request) {
         absl::StrCat("top_logprobs is ", request.top_logprobs, "; it must be in [0, ", vocab, "]"));
   }
   TROUPE_RETURN_IF_ERROR(check_logit_adjustments(request, vocab));
-  if (request.pooling != actor::pooling_type::none && !decoder_->computes_hidden_states()) {
-    return absl::FailedPreconditionError(
-        "embeddings run on the CPU decoder only for now: serve with engine.device: cpu");
-  }
   std::shared_ptr<const json_grammar> grammar;  // structured output's
   if (!request.json_schema.empty()) {
     TROUPE_ASSIGN_OR_RETURN(grammar, json_grammar::compile(request.json_schema));

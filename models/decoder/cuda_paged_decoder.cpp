@@ -87,15 +87,14 @@ class cuda_paged_decoder final : public paged_decoder {
   }
 
   using paged_decoder::forward;
-  bool computes_hidden_states() const override { return false; }
-  absl::Status forward(std::span<const decode_request> requests, float* logits, float*) override {
+  absl::Status forward(std::span<const decode_request> requests, float* logits,
+                       float* hidden) override {
     const decoder_config& c = layout_.config();
     TROUPE_RETURN_IF_ERROR(
         validate_decode_batch(c, cache_blocks_, kv_.block_size, max_tokens_, requests));
-    if (hidden_rows(requests) > 0) {
-      return absl::InvalidArgumentError(
-          "embeddings (hidden-state requests) run on the CPU decoder only for now: serve with "
-          "engine.device: cpu");
+    const int H = hidden_rows(requests);
+    if (hidden == nullptr && H > 0) {
+      return absl::InvalidArgumentError("a decode batch with hidden-state requests needs `hidden`");
     }
     TROUPE_ASSIGN_OR_RETURN(const batch b, upload_batch(requests));
     const int C = c.dim, R = logit_rows(requests), N = b.rows;
@@ -112,11 +111,13 @@ class cuda_paged_decoder final : public paged_decoder {
     }
     for (int l = 0; l < c.layers; ++l)
       TROUPE_RETURN_IF_ERROR(gpt2 ? gpt2_block(b, l) : llama_block(b, l));
-    // Only each request's last logit_rows rows go through the head.
-    int row = 0, out = 0;
+    // Only each request's last logit_rows rows go through the final norm: the rows for the head
+    // first, then those wanted as hidden states (embeddings), each in request order.
+    int row = 0, head_at = 0, hidden_at = R;
     for (const auto& r : requests) {
       row += r.count;
       const int64_t n = int64_t{r.logit_rows} * C;
+      int& out = r.hidden ? hidden_at : head_at;
       TROUPE_ASSIGN_OR_RETURN(tensor::tensor from,
                               x_.narrow(0, int64_t{row - r.logit_rows} * C, n));
       TROUPE_ASSIGN_OR_RETURN(tensor::tensor to, last_.narrow(0, int64_t{out} * C, n));
@@ -127,12 +128,19 @@ class cuda_paged_decoder final : public paged_decoder {
     if (gpt2) {
       TROUPE_RETURN_IF_ERROR(cuda::layernorm_forward(
           ln, mean_.data<float>(), rstd_.data<float>(), last_.data<bf16>(), w + layout_.lnf_w(),
-          w + layout_.lnf_b(), R, C, cuda::default_stream));
+          w + layout_.lnf_b(), R + H, C, cuda::default_stream));
     } else {
       TROUPE_RETURN_IF_ERROR(cuda::rmsnorm_forward(ln, nullptr, last_.data<bf16>(),
-                                                   w + layout_.lnf_w(), {.tokens = R, .dim = C},
+                                                   w + layout_.lnf_w(), {.tokens = R + H, .dim = C},
                                                    c.norm_eps, cuda::default_stream));
     }
+    if (H > 0) {  // the final norm's output, bf16 widened to f32
+      TROUPE_ASSIGN_OR_RETURN(tensor::tensor rows, ln_.narrow(0, int64_t{R} * C, int64_t{H} * C));
+      TROUPE_ASSIGN_OR_RETURN(tensor::tensor on_host, rows.to(tensor::device::cpu()));
+      for (int64_t i = 0; i < int64_t{H} * C; ++i)
+        hidden[i] = static_cast<float>(on_host.data<bf16>()[i]);
+    }
+    if (R == 0) return absl::OkStatus();
     TROUPE_RETURN_IF_ERROR(cuda::matmul(logits_.raw(), dtype::f32, ln, w + layout_.head_weight(),
                                         nullptr, gemm{R, c.vocab, C, false, true},
                                         cuda::default_stream));

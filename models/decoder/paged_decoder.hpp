@@ -48,9 +48,6 @@ class paged_decoder {
   /// or the cache are INVALID_ARGUMENT, before anything is written.
   [[nodiscard]] virtual absl::Status forward(std::span<const decode_request> requests,
                                              float* logits, float* hidden) = 0;
-  /// Whether `hidden` requests (embeddings) are computed; a decoder that cannot refuses a batch
-  /// with any as INVALID_ARGUMENT.
-  [[nodiscard]] virtual bool computes_hidden_states() const { return true; }
   /// A batch without `hidden` requests.
   [[nodiscard]] absl::Status forward(std::span<const decode_request> requests, float* logits) {
     return forward(requests, logits, nullptr);

@@ -151,24 +151,44 @@ TEST_P(CudaDecoder, LogitRowsAfterEachOfAChunksLastTokensFollowTheCpu) {
   }
 }
 
-// Embeddings stay on the CPU for now: the CUDA decoder says so (the engine refuses a pooling
-// request at add() by asking) and refuses a batch with hidden-state rows, writing nothing.
-TEST_P(CudaDecoder, SaysItComputesNoHiddenStatesAndRefusesThem) {
+// Embeddings on CUDA: in one batch with a request for logits, two requests' hidden states (the
+// final norm's output after their last logit_rows tokens) come out in request order, each value
+// within 5% of that row's largest magnitude of the CPU decoder's (bf16 activations and cache),
+// and the logit request's row as the CPU's.
+TEST_P(CudaDecoder, HiddenStatesFollowTheCpuDecoderBesideLogits) {
   auto devices = tensor::cuda_devices();
   if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
   const decoder_config& config = GetParam();
   decoder_layout layout(config, layer_range::all(config));
   std::vector<float> params(layout.total());
   layout.initialize(params.data(), 9);
+  for (float& p : params)
+    p = static_cast<float>(tensor::bf16(p));
   auto cuda = make_cuda_paged_decoder(layout, params.data(), 32, 16, 4, 0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
-  EXPECT_FALSE((*cuda)->computes_hidden_states());
-  EXPECT_TRUE(cpu_paged_decoder(layout, params.data(), 32, 16, 4).computes_hidden_states());
-  const std::vector<int32_t> a = {3, 17, 5}, table = {0};
-  decode_request r{a.data(), 3, 0, table.data(), 1, 1, true};
-  std::vector<float> hidden(config.dim);
-  EXPECT_EQ((*cuda)->forward({&r, 1}, nullptr, hidden.data()).code(),
-            absl::StatusCode::kInvalidArgument);
+  cpu_paged_decoder cpu(layout, params.data(), 32, 16, 4);
+  const std::vector<int32_t> a = {3, 17, 5}, b = {7, 2, 35, 11}, d = {4, 9};
+  const std::vector<int32_t> table_a = {0}, table_b = {5, 2}, table_d = {7};
+  const std::vector<decode_request> batch = {{a.data(), 3, 0, table_a.data(), 1, 1, true},
+                                             {b.data(), 4, 0, table_b.data(), 2, 1},
+                                             {d.data(), 2, 0, table_d.data(), 1, 2, true}};
+  const int C = config.dim;
+  std::vector<float> want_logits(config.vocab), got_logits(config.vocab);
+  std::vector<float> want(3 * C), got(3 * C);
+  ASSERT_TRUE(cpu.forward(batch, want_logits.data(), want.data()).ok());
+  ASSERT_TRUE((*cuda)->forward(batch, got_logits.data(), got.data()).ok());
+  for (int row = 0; row < 3; ++row) {
+    const float* p = want.data() + int64_t{row} * C;
+    const float largest = std::abs(
+        *std::max_element(p, p + C, [](float x, float y) { return std::abs(x) < std::abs(y); }));
+    for (int k = 0; k < C; ++k)
+      ASSERT_NEAR(got[int64_t{row} * C + k], p[k], 0.05f * largest) << "row " << row << " " << k;
+  }
+  const float largest =
+      std::abs(*std::max_element(want_logits.begin(), want_logits.end(),
+                                 [](float x, float y) { return std::abs(x) < std::abs(y); }));
+  for (int v = 0; v < config.vocab; ++v)
+    ASSERT_NEAR(got_logits[v], want_logits[v], 0.1f * largest) << "token " << v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaDecoder, ::testing::Values(gpt2_config, llama_config()),
