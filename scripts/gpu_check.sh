@@ -10,8 +10,9 @@
 #                                  attention (training and paged decode) included;
 #                                  cuda_models_test: the CUDA decoder against the CPU one for
 #                                  GPT-2 and the Llama family, a chunk's logit rows after each
-#                                  token included (speculative decoding's check) and hidden
-#                                  states beside logits (embeddings), and the CUDA
+#                                  token included (speculative decoding's check), hidden
+#                                  states beside logits (embeddings) and int8/int4 weights
+#                                  against the quantized CPU decoder, and the CUDA
 #                                  training model's loss and gradients against the CPU stage's
 #                                  for GPT-2, a Llama and a Qwen 3; nccl_test: an aborted group
 #                                  rebuilt at the next epoch; three rank processes sharing the GPU, the last killed or

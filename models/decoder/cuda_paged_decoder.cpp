@@ -1,6 +1,7 @@
 #include "models/decoder/cuda_paged_decoder.hpp"
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -9,10 +10,12 @@
 #include "kernels/kv_cache.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/matmul.hpp"
+#include "kernels/quantized_matmul.hpp"
 #include "kernels/residual.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/swiglu.hpp"
+#include "models/decoder/cuda_quantized_weights.hpp"
 #include "models/decoder/rope_frequencies.hpp"
 #include "runtime/tensor/cuda_device.hpp"
 #include "runtime/tensor/tensor.hpp"
@@ -28,12 +31,14 @@ using tensor::dtype;
 class cuda_paged_decoder final : public paged_decoder {
  public:
   cuda_paged_decoder(const decoder_layout& layout, int max_tokens, int cache_blocks, int block_size,
-                     int device)
+                     int device, const decoder_options& options)
       : layout_(layout),
         max_tokens_(max_tokens),
         cache_blocks_(cache_blocks),
         kv_{block_size, layout.config().kv_width()},
-        device_(device) {}
+        device_(device),
+        quantization_(options.quantization),
+        prequantized_(options.prequantized) {}
 
   absl::Status allocate(const float* params) {
     const decoder_config& c = layout_.config();
@@ -63,6 +68,9 @@ class cuda_paged_decoder final : public paged_decoder {
     TROUPE_RETURN_IF_ERROR(make(mean_, N, dtype::f32));
     TROUPE_RETURN_IF_ERROR(make(rstd_, N, dtype::f32));
     TROUPE_RETURN_IF_ERROR(make(logits_, N * c.vocab, dtype::f32));
+    if (quantized(layout_.head_weight()) != nullptr) {  // its logits come out in bf16
+      TROUPE_RETURN_IF_ERROR(make(logits16_, N * c.vocab, dtype::bf16));
+    }
     if (!gpt2) {  // RoPE's frequencies, once; each batch's angles
       const std::vector<float> inv_freq = rope_inverse_frequencies(c);
       tensor::tensor host =
@@ -78,10 +86,29 @@ class cuda_paged_decoder final : public paged_decoder {
     return absl::OkStatus();
   }
 
+  // The bf16 weights, and the quantized matrices: a checkpoint's, or `params`' quantized anew.
   absl::Status set_weights(const float* params) override {
     tensor::tensor host = tensor::tensor::host({layout_.total()}, dtype::bf16);
     for (int64_t i = 0; i < layout_.total(); ++i)
       host.data<bf16>()[i] = bf16(params[i]);
+    std::shared_ptr<const quantized_weights> q = prequantized_;
+    if (quantization_.enabled()) {
+      TROUPE_ASSIGN_OR_RETURN(q, quantized_weights::quantize(layout_, params, quantization_));
+    }
+    if (q != nullptr) {
+      // A quantized tied head is the token embedding too: its rows, looked up in bf16, are the
+      // quantized ones (their f32 may be gone), as the CPU decoder reads them.
+      const int64_t wte = layout_.wte();
+      if (const kernels::quantized_matrix* m = q->find(wte)) {
+        std::vector<float> row(m->cols);
+        for (int r = 0; r < m->rows; ++r) {
+          kernels::cpu::dequantize_row(*m, r, row.data());
+          for (int k = 0; k < m->cols; ++k)
+            host.data<bf16>()[wte + int64_t{r} * m->cols + k] = bf16(row[k]);
+        }
+      }
+      TROUPE_ASSIGN_OR_RETURN(quantized_, cuda_quantized_weights::upload(layout_, *q, device_));
+    }
     TROUPE_ASSIGN_OR_RETURN(weights_, host.to(tensor::device::cuda(device_)));
     return absl::OkStatus();
   }
@@ -141,12 +168,22 @@ class cuda_paged_decoder final : public paged_decoder {
         hidden[i] = static_cast<float>(on_host.data<bf16>()[i]);
     }
     if (R == 0) return absl::OkStatus();
+    const int64_t n = int64_t{R} * c.vocab;
+    if (const kernels::quantized_matrix* head = quantized(layout_.head_weight())) {  // bf16 out
+      TROUPE_RETURN_IF_ERROR(cuda::quantized_matmul(logits16_.data<bf16>(), ln, *head, nullptr, R,
+                                                    cuda::default_stream));
+      TROUPE_ASSIGN_OR_RETURN(tensor::tensor produced, logits16_.narrow(0, 0, n));
+      TROUPE_ASSIGN_OR_RETURN(tensor::tensor on_host, produced.to(tensor::device::cpu()));
+      for (int64_t i = 0; i < n; ++i)
+        logits[i] = static_cast<float>(on_host.data<bf16>()[i]);
+      return absl::OkStatus();
+    }
     TROUPE_RETURN_IF_ERROR(cuda::matmul(logits_.raw(), dtype::f32, ln, w + layout_.head_weight(),
                                         nullptr, gemm{R, c.vocab, C, false, true},
                                         cuda::default_stream));
-    TROUPE_ASSIGN_OR_RETURN(tensor::tensor produced, logits_.narrow(0, 0, int64_t{R} * c.vocab));
+    TROUPE_ASSIGN_OR_RETURN(tensor::tensor produced, logits_.narrow(0, 0, n));
     TROUPE_ASSIGN_OR_RETURN(tensor::tensor on_host, produced.to(tensor::device::cpu()));
-    std::memcpy(logits, on_host.data<float>(), int64_t{R} * c.vocab * sizeof(float));
+    std::memcpy(logits, on_host.data<float>(), n * sizeof(float));
     return absl::OkStatus();
   }
 
@@ -228,19 +265,15 @@ class cuda_paged_decoder final : public paged_decoder {
     void* st = cuda::default_stream;
     TROUPE_RETURN_IF_ERROR(
         cuda::layernorm_forward(ln, mean, rstd, x, w + o.ln1_w, w + o.ln1_b, N, C, st));
-    TROUPE_RETURN_IF_ERROR(
-        cuda::matmul(qkv, dtype::bf16, ln, w + o.attn_w, w + o.attn_b, gemm{N, 3 * C, C}, st));
+    TROUPE_RETURN_IF_ERROR(linear(qkv, ln, o.attn_w, w + o.attn_b, N, 3 * C, C, false));
     TROUPE_RETURN_IF_ERROR(attend(b, l, qkv, qkv + C, qkv + 2 * C, 3 * C));
-    TROUPE_RETURN_IF_ERROR(cuda::matmul(tmp, dtype::bf16, atty_.data<bf16>(), w + o.proj_w,
-                                        w + o.proj_b, gemm{N, C, C}, st));
+    TROUPE_RETURN_IF_ERROR(linear(tmp, atty_.data<bf16>(), o.proj_w, w + o.proj_b, N, C, C, false));
     TROUPE_RETURN_IF_ERROR(cuda::accumulate(x, tmp, int64_t{N} * C, st));
     TROUPE_RETURN_IF_ERROR(
         cuda::layernorm_forward(ln, mean, rstd, x, w + o.ln2_w, w + o.ln2_b, N, C, st));
-    TROUPE_RETURN_IF_ERROR(
-        cuda::matmul(fc, dtype::bf16, ln, w + o.fc_w, w + o.fc_b, gemm{N, 4 * C, C}, st));
+    TROUPE_RETURN_IF_ERROR(linear(fc, ln, o.fc_w, w + o.fc_b, N, 4 * C, C, false));
     TROUPE_RETURN_IF_ERROR(cuda::gelu_forward(fc, fc, int64_t{N} * 4 * C, st));
-    TROUPE_RETURN_IF_ERROR(
-        cuda::matmul(tmp, dtype::bf16, fc, w + o.fc2_w, w + o.fc2_b, gemm{N, C, 4 * C}, st));
+    TROUPE_RETURN_IF_ERROR(linear(tmp, fc, o.fc2_w, w + o.fc2_b, N, C, 4 * C, false));
     return cuda::accumulate(x, tmp, int64_t{N} * C, st);
   }
 
@@ -261,8 +294,7 @@ class cuda_paged_decoder final : public paged_decoder {
     const cuda::norm_rows rows{.tokens = N, .dim = C};
     TROUPE_RETURN_IF_ERROR(
         cuda::rmsnorm_forward(ln, nullptr, x, w + o.ln1_w, rows, c.norm_eps, st));
-    TROUPE_RETURN_IF_ERROR(
-        cuda::matmul(qkv, dtype::bf16, ln, w + o.q_w, bias(o.q_b), gemm{N, R, C, false, true}, st));
+    TROUPE_RETURN_IF_ERROR(linear(qkv, ln, o.q_w, bias(o.q_b), N, R, C, true));
     if (c.qk_norm) {  // each head's query and key, over its D values
       const cuda::norm_rows q_heads{.tokens = N, .dim = D, .per_token = c.heads, .stride = R};
       const cuda::norm_rows k_heads{
@@ -275,18 +307,31 @@ class cuda_paged_decoder final : public paged_decoder {
     TROUPE_RETURN_IF_ERROR(cuda::rope_forward(qkv, R, N, c.heads, D, cos, sin, st));
     TROUPE_RETURN_IF_ERROR(cuda::rope_forward(qkv + Q, R, N, c.kv_head_count(), D, cos, sin, st));
     TROUPE_RETURN_IF_ERROR(attend(b, l, qkv, qkv + Q, qkv + Q + KV, R));
-    TROUPE_RETURN_IF_ERROR(cuda::matmul(tmp, dtype::bf16, atty_.data<bf16>(), w + o.o_w,
-                                        bias(o.o_b), gemm{N, C, Q, false, true}, st));
+    TROUPE_RETURN_IF_ERROR(linear(tmp, atty_.data<bf16>(), o.o_w, bias(o.o_b), N, C, Q, true));
     TROUPE_RETURN_IF_ERROR(cuda::accumulate(x, tmp, int64_t{N} * C, st));
     TROUPE_RETURN_IF_ERROR(
         cuda::rmsnorm_forward(ln, nullptr, x, w + o.ln2_w, rows, c.norm_eps, st));
-    TROUPE_RETURN_IF_ERROR(cuda::matmul(fc, dtype::bf16, ln, w + o.gate_w, nullptr,
-                                        gemm{N, 2 * F, C, false, true}, st));
+    TROUPE_RETURN_IF_ERROR(linear(fc, ln, o.gate_w, nullptr, N, 2 * F, C, true));
     bf16* act = fc + int64_t{N} * 2 * F;  // after the [gate | up] rows
     TROUPE_RETURN_IF_ERROR(cuda::swiglu_forward(act, fc, N, F, st));
-    TROUPE_RETURN_IF_ERROR(
-        cuda::matmul(tmp, dtype::bf16, act, w + o.down_w, nullptr, gemm{N, C, F, false, true}, st));
+    TROUPE_RETURN_IF_ERROR(linear(tmp, act, o.down_w, nullptr, N, C, F, true));
     return cuda::accumulate(x, tmp, int64_t{N} * C, st);
+  }
+
+  // The quantized matrix of the f32 weight at `offset` on the device; null when it is bf16.
+  const kernels::quantized_matrix* quantized(int64_t offset) const {
+    return quantized_ ? quantized_->find(offset) : nullptr;
+  }
+
+  // out [N, outputs] = x [N, inputs] times the weight at `offset` ([outputs, inputs], or GPT-2's
+  // Conv1D [inputs, outputs]: !out_in), quantized or bf16, plus bias.
+  absl::Status linear(bf16* out, const bf16* x, int64_t offset, const bf16* bias, int N,
+                      int outputs, int inputs, bool out_in) const {
+    if (const kernels::quantized_matrix* q = quantized(offset)) {
+      return cuda::quantized_matmul(out, x, *q, bias, N, cuda::default_stream);
+    }
+    return cuda::matmul(out, dtype::bf16, x, weights_.data<bf16>() + offset, bias,
+                        gemm{N, outputs, inputs, false, out_in}, cuda::default_stream);
   }
 
   const decoder_layout& layout_;
@@ -294,6 +339,10 @@ class cuda_paged_decoder final : public paged_decoder {
   int cache_blocks_;
   kernels::kv_layout kv_;
   int device_;
+  weight_quantization quantization_;  // of the f32 weights, at each set_weights
+  std::shared_ptr<const quantized_weights> prequantized_;
+  std::optional<cuda_quantized_weights> quantized_;
+  tensor::tensor logits16_;  // a quantized head's bf16 logits
   tensor::tensor weights_;
   std::vector<tensor::tensor> pools_;  // per layer: keys, values
   tensor::tensor x_, ln_, qkv_, atty_, tmp_, fc_, last_, mean_, rstd_, logits_, indices_;
@@ -303,11 +352,9 @@ class cuda_paged_decoder final : public paged_decoder {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<paged_decoder>> make_cuda_paged_decoder(const decoder_layout& layout,
-                                                                       const float* params,
-                                                                       int max_tokens,
-                                                                       int cache_blocks,
-                                                                       int block_size, int device) {
+absl::StatusOr<std::unique_ptr<paged_decoder>> make_cuda_paged_decoder(
+    const decoder_layout& layout, const float* params, int max_tokens, int cache_blocks,
+    int block_size, int device, const decoder_options& options) {
   auto devices = tensor::cuda_devices();
   if (!devices.ok()) {
     return absl::UnavailableError(
@@ -322,8 +369,16 @@ absl::StatusOr<std::unique_ptr<paged_decoder>> make_cuda_paged_decoder(const dec
     return absl::InvalidArgumentError("the CUDA decoder runs a whole model, not a pipeline stage");
   }
   TROUPE_RETURN_IF_ERROR(cuda_decoder_runs(layout.config()));
-  auto decoder =
-      std::make_unique<cuda_paged_decoder>(layout, max_tokens, cache_blocks, block_size, device);
+  if (options.quantization.enabled() && options.prequantized != nullptr) {
+    return absl::InvalidArgumentError("quantize the f32 weights or take quantized ones, not both");
+  }
+  if (options.kv_dtype != kv_cache_dtype::f32) {
+    return absl::InvalidArgumentError(
+        "an int8 KV cache (serve.engine.kv_cache_dtype) runs on the CPU decoder only for now: "
+        "serve with device: cpu, or kv_cache_dtype: auto");
+  }
+  auto decoder = std::make_unique<cuda_paged_decoder>(layout, max_tokens, cache_blocks, block_size,
+                                                      device, options);
   TROUPE_RETURN_IF_ERROR(decoder->allocate(params));
   return decoder;
 }

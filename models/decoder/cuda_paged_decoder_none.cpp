@@ -7,7 +7,8 @@ namespace troupe::models {
 
 absl::StatusOr<std::unique_ptr<paged_decoder>> make_cuda_paged_decoder(const decoder_layout&,
                                                                        const float*, int, int, int,
-                                                                       int device) {
+                                                                       int device,
+                                                                       const decoder_options&) {
   return absl::UnavailableError(
       absl::StrCat("CUDA device ", device,
                    " asked for, but this build of troupe has no CUDA (build where nvcc is "

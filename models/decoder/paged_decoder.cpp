@@ -97,14 +97,8 @@ absl::StatusOr<std::unique_ptr<paged_decoder>> make_paged_decoder(
     }
     return decoder;
   }
-  if (quantization.enabled() || options.prequantized != nullptr ||
-      options.kv_dtype != kv_cache_dtype::f32) {
-    return absl::InvalidArgumentError(
-        "quantized weights (serve.engine.quantization, a GPTQ checkpoint) and an int8 KV cache "
-        "(serve.engine.kv_cache_dtype) run on the CPU decoder only for now: serve with device: "
-        "cpu");
-  }
-  return make_cuda_paged_decoder(layout, params, max_tokens, cache_blocks, block_size, device);
+  return make_cuda_paged_decoder(layout, params, max_tokens, cache_blocks, block_size, device,
+                                 options);
 }
 
 }  // namespace troupe::models
