@@ -90,35 +90,26 @@ tool_call_stream tool_call_stream::call_list(uint64_t reply_id) {
 parsed_reply tool_call_stream::push(std::string_view text) {
   pending_ += text;
   parsed_reply out;
-  switch (mode_) {
-    case mode::hermes:
-      hermes(out, false);
-      break;
-    case mode::llama3_json:
-      llama3_json(out, false);
-      break;
-    case mode::call_list:
-      call_list(out, false);
-      break;
-  }
+  read(out, false);
   return out;
 }
 
 parsed_reply tool_call_stream::finish(std::string_view text) {
   parsed_reply out = push(text);
-  switch (mode_) {
-    case mode::hermes:
-      hermes(out, true);
-      break;
-    case mode::llama3_json:
-      llama3_json(out, true);
-      break;
-    case mode::call_list:
-      call_list(out, true);
-      break;
-  }
+  read(out, true);
   if (calls_ == 0) out.content += std::exchange(space_, std::string());  // text keeps its end
   return out;
+}
+
+void tool_call_stream::read(parsed_reply& out, bool end) {
+  switch (mode_) {
+    case mode::hermes:
+      return hermes(out, end);
+    case mode::llama3_json:
+      return llama3_json(out, end);
+    case mode::call_list:
+      return call_list(out, end);
+  }
 }
 
 void tool_call_stream::add_content(parsed_reply& out, std::string_view text) {

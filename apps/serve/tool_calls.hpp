@@ -60,6 +60,8 @@ class tool_call_stream {
   enum class mode { hermes, llama3_json, call_list };
   tool_call_stream(mode m, uint64_t reply_id) : mode_(m), reply_id_(reply_id) {}
 
+  // Reads pending_ as far as it can be (`end`: all of it), each mode by its own.
+  void read(parsed_reply& out, bool end);
   void hermes(parsed_reply& out, bool end);
   void llama3_json(parsed_reply& out, bool end);
   void call_list(parsed_reply& out, bool end);

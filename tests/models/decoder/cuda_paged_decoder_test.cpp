@@ -34,7 +34,36 @@ decoder_config llama_config() {
   return c;
 }
 
-class CudaDecoder : public ::testing::TestWithParam<decoder_config> {};
+class CudaDecoder : public ::testing::TestWithParam<decoder_config> {
+ protected:
+  void SetUp() override {
+    auto devices = tensor::cuda_devices();
+    if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// The weights initialize(seed) gives, rounded to bf16: exactly the CUDA decoder's.
+std::vector<float> bf16_weights(const decoder_layout& layout, uint64_t seed) {
+  std::vector<float> params(layout.total());
+  layout.initialize(params.data(), seed);
+  for (float& p : params)
+    p = static_cast<float>(tensor::bf16(p));
+  return params;
+}
+
+// Each of `rows` rows of `width` values of `got` within `share` of the largest magnitude of the
+// same row of `want`.
+void expect_rows_near(const float* got, const float* want, int rows, int width, float share,
+                      const std::string& what) {
+  for (int row = 0; row < rows; ++row) {
+    const float* p = want + int64_t{row} * width;
+    const float* q = got + int64_t{row} * width;
+    const float largest = std::abs(*std::max_element(
+        p, p + width, [](float x, float y) { return std::abs(x) < std::abs(y); }));
+    for (int k = 0; k < width; ++k)
+      ASSERT_NEAR(q[k], p[k], share * largest) << what << ", row " << row << ", value " << k;
+  }
+}
 
 // Request 1 repeats request 0's tokens through another, scattered block table: in the same
 // batch it must get request 0's logits bit for bit (the paging is exact; only the precision
@@ -46,8 +75,6 @@ class CudaDecoder : public ::testing::TestWithParam<decoder_config> {};
 // 1%) is recorded as the property max_logprob_diff: what an RL rollout on the GPU reports
 // against the CPU policy (issue 16's sync invariant, bitwise on the CPU).
 TEST_P(CudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
-  auto devices = tensor::cuda_devices();
-  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
   const decoder_config& config = GetParam();
   decoder_layout layout(config, layer_range::all(config));
   std::vector<float> params(layout.total());
@@ -123,14 +150,9 @@ TEST_P(CudaDecoder, FollowsTheCpuDecoderThroughPrefillAndDecode) {
 // tokens, rows of two requests one after another, each within 10% of that row's largest logit
 // of the CPU decoder's (as above).
 TEST_P(CudaDecoder, LogitRowsAfterEachOfAChunksLastTokensFollowTheCpu) {
-  auto devices = tensor::cuda_devices();
-  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
   const decoder_config& config = GetParam();
   decoder_layout layout(config, layer_range::all(config));
-  std::vector<float> params(layout.total());
-  layout.initialize(params.data(), 9);
-  for (float& p : params)
-    p = static_cast<float>(tensor::bf16(p));
+  const std::vector<float> params = bf16_weights(layout, 9);
   auto cuda = make_cuda_paged_decoder(layout, params.data(), 32, 16, 4, 0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   cpu_paged_decoder cpu(layout, params.data(), 32, 16, 4);
@@ -141,14 +163,7 @@ TEST_P(CudaDecoder, LogitRowsAfterEachOfAChunksLastTokensFollowTheCpu) {
   std::vector<float> want(11 * config.vocab), got(11 * config.vocab);
   ASSERT_TRUE(cpu.forward(batch, want.data()).ok());
   ASSERT_TRUE((*cuda)->forward(batch, got.data()).ok());
-  for (int row = 0; row < 11; ++row) {
-    const float* p = want.data() + int64_t{row} * config.vocab;
-    const float* q = got.data() + int64_t{row} * config.vocab;
-    const float largest = std::abs(*std::max_element(
-        p, p + config.vocab, [](float x, float y) { return std::abs(x) < std::abs(y); }));
-    for (int v = 0; v < config.vocab; ++v)
-      ASSERT_NEAR(q[v], p[v], 0.1f * largest) << "row " << row << " token " << v;
-  }
+  expect_rows_near(got.data(), want.data(), 11, config.vocab, 0.1f, "logits");
 }
 
 // Embeddings on CUDA: in one batch with a request for logits, two requests' hidden states (the
@@ -156,14 +171,9 @@ TEST_P(CudaDecoder, LogitRowsAfterEachOfAChunksLastTokensFollowTheCpu) {
 // within 5% of that row's largest magnitude of the CPU decoder's (bf16 activations and cache),
 // and the logit request's row as the CPU's.
 TEST_P(CudaDecoder, HiddenStatesFollowTheCpuDecoderBesideLogits) {
-  auto devices = tensor::cuda_devices();
-  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
   const decoder_config& config = GetParam();
   decoder_layout layout(config, layer_range::all(config));
-  std::vector<float> params(layout.total());
-  layout.initialize(params.data(), 9);
-  for (float& p : params)
-    p = static_cast<float>(tensor::bf16(p));
+  const std::vector<float> params = bf16_weights(layout, 9);
   auto cuda = make_cuda_paged_decoder(layout, params.data(), 32, 16, 4, 0);
   ASSERT_TRUE(cuda.ok()) << cuda.status();
   cpu_paged_decoder cpu(layout, params.data(), 32, 16, 4);
@@ -177,18 +187,8 @@ TEST_P(CudaDecoder, HiddenStatesFollowTheCpuDecoderBesideLogits) {
   std::vector<float> want(3 * C), got(3 * C);
   ASSERT_TRUE(cpu.forward(batch, want_logits.data(), want.data()).ok());
   ASSERT_TRUE((*cuda)->forward(batch, got_logits.data(), got.data()).ok());
-  for (int row = 0; row < 3; ++row) {
-    const float* p = want.data() + int64_t{row} * C;
-    const float largest = std::abs(
-        *std::max_element(p, p + C, [](float x, float y) { return std::abs(x) < std::abs(y); }));
-    for (int k = 0; k < C; ++k)
-      ASSERT_NEAR(got[int64_t{row} * C + k], p[k], 0.05f * largest) << "row " << row << " " << k;
-  }
-  const float largest =
-      std::abs(*std::max_element(want_logits.begin(), want_logits.end(),
-                                 [](float x, float y) { return std::abs(x) < std::abs(y); }));
-  for (int v = 0; v < config.vocab; ++v)
-    ASSERT_NEAR(got_logits[v], want_logits[v], 0.1f * largest) << "token " << v;
+  expect_rows_near(got.data(), want.data(), 3, C, 0.05f, "hidden states");
+  expect_rows_near(got_logits.data(), want_logits.data(), 1, config.vocab, 0.1f, "logits");
 }
 
 // Quantized weights on CUDA: int8 per output channel with the head (tied for GPT-2: the
@@ -196,14 +196,9 @@ TEST_P(CudaDecoder, HiddenStatesFollowTheCpuDecoderBesideLogits) {
 // and handed over already quantized (a GPTQ checkpoint's way); the logits through a prefill and a
 // decode step follow the quantized CPU decoder's within 10% of each row's largest.
 TEST_P(CudaDecoder, QuantizedWeightsFollowTheQuantizedCpuDecoder) {
-  auto devices = tensor::cuda_devices();
-  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no CUDA device";
   const decoder_config& config = GetParam();
   decoder_layout layout(config, layer_range::all(config));
-  std::vector<float> params(layout.total());
-  layout.initialize(params.data(), 11);
-  for (float& p : params)
-    p = static_cast<float>(tensor::bf16(p));
+  const std::vector<float> params = bf16_weights(layout, 11);
   const std::vector<int32_t> a = {3, 17, 5, 22, 9, 1, 30, 12}, table = {2, 0, 3};
   for (const weight_quantization q :
        {weight_quantization::serving(8, 0), weight_quantization{4, 32}}) {
@@ -223,13 +218,9 @@ TEST_P(CudaDecoder, QuantizedWeightsFollowTheQuantizedCpuDecoder) {
                                            : decode_request{a.data() + 7, 1, 7, table.data(), 3};
         ASSERT_TRUE(fresh.forward({&r, 1}, want.data()).ok());
         ASSERT_TRUE((*cuda)->forward({&r, 1}, got.data()).ok());
-        const float largest = std::abs(*std::max_element(
-            want.begin(), want.end(), [](float x, float y) { return std::abs(x) < std::abs(y); }));
-        for (int v = 0; v < config.vocab; ++v) {
-          ASSERT_NEAR(got[v], want[v], 0.1f * largest)
-              << q.describe() << (options.prequantized ? ", given" : "") << ", step " << step
-              << ", token " << v;
-        }
+        expect_rows_near(got.data(), want.data(), 1, config.vocab, 0.1f,
+                         q.describe() + (options.prequantized ? ", given" : "") + ", step " +
+                             std::to_string(step));
       }
     }
   }
