@@ -88,9 +88,8 @@ void policy_objective_pass::seed(int64_t first, int64_t count, const float* toke
     log_prob_[first + i] = 0.0f - token_losses[i];
     entropy_[first + i] = entropies[i];
   }
-  kernels::cpu::ppo_policy_loss(dlog_prob_.data() + first, log_prob_.data() + first,
-                                b_.old_log_probs.data() + first, b_.advantages.data() + first,
-                                mask_.data() + first, b_.weights.data() + first, count, o_.clip);
+  TROUPE_CHECK(count % b_.ctx == 0);  // the model's slices hold whole responses
+  (void)clipped_loss(dlog_prob_.data() + first, first, static_cast<int>(count / b_.ctx));
   if (o_.use_kl_loss) {
     kernels::cpu::kl_penalty(kl_.data() + first, dkl_.data() + first, log_prob_.data() + first,
                              b_.ref_log_probs.data() + first, count, o_.kl_loss_type);
@@ -104,12 +103,23 @@ void policy_objective_pass::seed(int64_t first, int64_t count, const float* toke
   }
 }
 
+kernels::ppo_policy_stats policy_objective_pass::clipped_loss(float* dlog_prob, int64_t first,
+                                                              int rows) const {
+  const float *log_prob = log_prob_.data() + first, *old = b_.old_log_probs.data() + first,
+              *advantages = b_.advantages.data() + first, *mask = mask_.data() + first,
+              *weights = b_.weights.data() + first;
+  if (o_.loss_mode == kernels::policy_loss_mode::gspo) {
+    return kernels::cpu::gspo_policy_loss(dlog_prob, log_prob, old, advantages, mask, weights, rows,
+                                          b_.ctx, o_.clip);
+  }
+  return kernels::cpu::ppo_policy_loss(dlog_prob, log_prob, old, advantages, mask, weights,
+                                       int64_t{rows} * b_.ctx, o_.clip);
+}
+
 std::vector<float> policy_objective_pass::local_sums() const {
   const int64_t n = static_cast<int64_t>(mask_.size());
   std::vector<float> scratch(n);
-  const kernels::ppo_policy_stats pg = kernels::cpu::ppo_policy_loss(
-      scratch.data(), log_prob_.data(), b_.old_log_probs.data(), b_.advantages.data(), mask_.data(),
-      b_.weights.data(), n, o_.clip);
+  const kernels::ppo_policy_stats pg = clipped_loss(scratch.data(), 0, b_.batch);
   double count = 0, h = 0, kl = 0;
   for (int64_t i = 0; i < n; ++i) {
     count += mask_[i];

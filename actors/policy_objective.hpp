@@ -16,9 +16,11 @@ namespace troupe::actors {
 /// (the loss aggregation) on softmax(logits / temperature):
 ///   J = sum_t w_t (PPO clipped loss_t - entropy_coeff H_t + kl_loss_coef kl_t)
 /// where kl_t, with use_kl_loss, is the estimator kl_loss_type between the policy and the
-/// reference.
+/// reference, and the clipped loss is of each token's ratio (vanilla) or of its response's
+/// (gspo).
 struct policy_objective {
   float temperature = 1.0f;  ///< the rollout's: the policy trains on the sampling distribution
+  kernels::policy_loss_mode loss_mode = kernels::policy_loss_mode::vanilla;
   kernels::ppo_clip_range clip;
   float entropy_coeff = 0.0f;
   bool use_kl_loss = false;
@@ -54,7 +56,10 @@ class policy_objective_pass {
   [[nodiscard]] static actor::rl_step_report report(const std::vector<float>& sums);
 
  private:
-  // A slice of `count` tokens from index `first` of the rank's batch.
+  // The clipped loss of `rows` whole responses from token `first` (dlog_prob too), by the
+  // objective's loss mode.
+  kernels::ppo_policy_stats clipped_loss(float* dlog_prob, int64_t first, int rows) const;
+  // A slice of `count` tokens from index `first` of the rank's batch: whole responses.
   void seed(int64_t first, int64_t count, const float* token_losses, const float* entropies,
             float* dloss, float* dentropy);
 

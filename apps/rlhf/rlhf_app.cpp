@@ -298,6 +298,12 @@ void check_rlhf_plan(const app::app_plan& plan, const void* opaque,
     ctx.error(section, absl::StrCat("the task is byte-level text, so model.vocab must be 256, not ",
                                     model.vocab));
   }
+  if (o.actor.policy_loss.loss_mode == "gspo" && o.actor.loss_agg_mode != "seq-mean-token-mean") {
+    ctx.error(section, absl::StrCat("rlhf.actor.policy_loss.loss_mode gspo is a loss per "
+                                    "response (veRL aggregates it by seq-mean-token-mean whatever "
+                                    "loss_agg_mode says), but rlhf.actor.loss_agg_mode is ",
+                                    o.actor.loss_agg_mode, ": set it to seq-mean-token-mean"));
+  }
   const bool gae = uses_critic(o);
   for (const auto& want : expected_roles) {
     const auto* role = plan.find_role(want.name);

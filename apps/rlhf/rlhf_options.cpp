@@ -27,6 +27,16 @@ void add_rank_keys(config::object_schema<Spec>& s, const std::string& role) {
       .help("cores per " + role + " rank; 0 = this machine's cores / dp");
 }
 
+config::object_schema<policy_loss_spec> policy_loss_schema() {
+  config::object_schema<policy_loss_spec> s;
+  s.add("loss_mode", &policy_loss_spec::loss_mode)
+      .one_of({"vanilla", "gspo"})
+      .help(
+          "vanilla: PPO's loss of each token's ratio; gspo: of its response's ratio (the "
+          "geometric mean of its tokens'), needing loss_agg_mode seq-mean-token-mean");
+  return s;
+}
+
 config::object_schema<actor_spec> actor_schema() {
   config::object_schema<actor_spec> s;
   s.add("ppo_mini_batch_size", &actor_spec::ppo_mini_batch_size)
@@ -53,6 +63,8 @@ config::object_schema<actor_spec> actor_schema() {
       .one_of(
           {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"})
       .help("how token losses become one number");
+  s.add("policy_loss", &actor_spec::policy_loss, policy_loss_schema())
+      .help("which ratio the clipped loss is of");
   s.add("lr", &actor_spec::lr).range(0.0, 10.0).help("the policy's learning rate (constant)");
   s.add("weight_decay", &actor_spec::weight_decay).range(0.0, 10.0).help("AdamW weight decay");
   s.add("grad_clip", &actor_spec::grad_clip).range(0.0, 1e6).help("0 disables clipping");
@@ -297,6 +309,7 @@ kl_controller kl_controller_of(const rlhf_options& o) {
 actors::policy_objective objective_of(const rlhf_options& o) {
   actors::policy_objective p;
   p.temperature = static_cast<float>(o.rollout.temperature);
+  p.loss_mode = *kernels::parse_policy_loss_mode(o.actor.policy_loss.loss_mode);
   const auto ratio = [&](double v) { return static_cast<float>(v < 0 ? o.actor.clip_ratio : v); };
   p.clip = {ratio(o.actor.clip_ratio_low), ratio(o.actor.clip_ratio_high),
             static_cast<float>(o.actor.clip_ratio_c)};

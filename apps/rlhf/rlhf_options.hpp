@@ -35,6 +35,11 @@ struct data_spec {
 };
 
 /// `rlhf.actor`: the policy's update (veRL's actor_rollout_ref.actor).
+/// `rlhf.actor.policy_loss` (veRL's actor.policy_loss).
+struct policy_loss_spec {
+  std::string loss_mode = "vanilla";  ///< or "gspo": the response's ratio
+};
+
 struct actor_spec {
   int ppo_mini_batch_size = 8;  ///< prompts per optimizer step (times rollout.n responses)
   int ppo_epochs = 1;
@@ -47,6 +52,7 @@ struct actor_spec {
   double kl_loss_coef = 0.001;
   std::string kl_loss_type = "low_var_kl";
   std::string loss_agg_mode = "token-mean";
+  policy_loss_spec policy_loss;
   double lr = 1e-4;
   double weight_decay = 0.01;
   double grad_clip = 1.0;

@@ -82,6 +82,41 @@ TEST(RlhfTest, GrpoOnDigitCompletionRaisesTheScore) {
   EXPECT_TRUE(fs::exists(run_dir + "/init/step-60/manifest.json")) << "the initial policy";
 }
 
+// rlhf.actor.policy_loss.loss_mode gspo (veRL's key): the policy trains on each response's ratio,
+// and GRPO on digit completion still raises the greedy validation score; the same run with
+// veRL's vanilla loss takes other steps.
+TEST(RlhfTest, GspoTrainsOnEachResponsesRatioAndRaisesTheScore) {
+  temp_dir dir;
+  auto run = [&](const std::string& name, std::vector<std::string> sets) {
+    std::vector<std::string> args = {"launch", grpo_config, "--run-dir", dir.file(name)};
+    for (const auto& s : sets) {
+      args.push_back("--set");
+      args.push_back(s);
+    }
+    const process_result r = troupe(args, std::chrono::minutes(10));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<nlohmann::json> rows = read_jsonl(dir.file(name) + "/metrics.jsonl");
+    return rows;
+  };
+  const auto gspo = run("gspo", {"rlhf.actor.policy_loss.loss_mode=gspo",
+                                 "rlhf.actor.loss_agg_mode=seq-mean-token-mean"});
+  const auto vanilla = run("vanilla", {"rlhf.actor.loss_agg_mode=seq-mean-token-mean"});
+  std::vector<double> validation, gspo_losses, vanilla_losses;
+  for (const auto& row : gspo) {
+    if (row.contains("val-core/digit_completion/reward/mean@1")) {
+      validation.push_back(row["val-core/digit_completion/reward/mean@1"]);
+    }
+    if (row.contains("actor/pg_loss")) gspo_losses.push_back(row["actor/pg_loss"]);
+  }
+  for (const auto& row : vanilla) {
+    if (row.contains("actor/pg_loss")) vanilla_losses.push_back(row["actor/pg_loss"]);
+  }
+  ASSERT_EQ(gspo_losses.size(), 40u);
+  ASSERT_GE(validation.size(), 2u);
+  EXPECT_GT(validation.back(), validation.front() + 0.05);
+  EXPECT_NE(gspo_losses, vanilla_losses);
+}
+
 // The upper median (the 6th smallest) of values[first, first + 10).
 double median_of_ten(std::vector<double> values, size_t first) {
   std::nth_element(values.begin() + first, values.begin() + first + 5, values.begin() + first + 10);
@@ -297,6 +332,13 @@ TEST(RlhfTest, BadConfigsAreRefusedWithTheirLocation) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("roles.critic is set, but adv_estimator is grpo, which has no critic"),
+            std::string::npos)
+      << r.err;
+
+  // GSPO is a loss per response: veRL aggregates it by seq-mean-token-mean, and so must the config.
+  r = troupe({"check", grpo_config, "--set", "rlhf.actor.policy_loss.loss_mode=gspo"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("rlhf.actor.loss_agg_mode is token-mean: set it to seq-mean-token-mean"),
             std::string::npos)
       << r.err;
 

@@ -191,4 +191,22 @@ for current_kl in [0.05, 0.3, 0.11, 0.09]:
 out["adaptive_kl"] = {"kl_coef": 0.2, "target_kl": 0.1, "horizon": 1000, "n_steps": 256,
                       "current_kl": [0.05, 0.3, 0.11, 0.09], "values": seen}
 
+# GSPO (veRL's compute_policy_loss_gspo): old log-probs that put each response's mean log-ratio
+# inside the clip range, below it, above it, past the clamp at 10, at 0, and on a row of one token.
+shift = torch.tensor([0.05, -0.3, 0.5, 11.0, 0.0, 0.1])
+wobble = 0.2 * torch.sin(torch.arange(T, dtype=torch.float32))
+gspo_old = log_prob - shift.unsqueeze(-1) + wobble * mask
+lp = log_prob.clone().requires_grad_(True)
+d = lp - gspo_old
+seq_d = (d * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+log_s = torch.clamp(lp - lp.detach() + seq_d.detach().unsqueeze(-1), max=10.0)
+s_ratio = torch.exp(log_s)
+g1 = -advantages * s_ratio
+g2 = -advantages * torch.clamp(s_ratio, 1 - 0.2, 1 + 0.28)
+gspo = agg(torch.maximum(g1, g2), mask, "seq-mean-token-mean")
+gspo.backward()
+out["gspo"] = {"clip": {"low": 0.2, "high": 0.28}, "old_log_prob": flat(gspo_old),
+               "pg_loss": float(gspo), "pg_clipfrac": float(masked_mean(torch.gt(g2, g1).float(), mask)),
+               "ppo_kl": float(masked_mean(-d.detach(), mask)), "dlog_prob": flat(lp.grad)}
+
 json.dump(out, open(sys.argv[1], "w"), indent=1)

@@ -39,6 +39,34 @@ TEST(PpoPolicyLoss, MatchesVerlAndItsAutogradInEveryAggregationMode) {
   }
 }
 
+// GSPO against veRL's compute_policy_loss_gspo in PyTorch (seq-mean-token-mean): responses whose
+// mean log-ratio is inside the clip range, below it, above it, past the clamp at 10 (no gradient
+// there), and a response of one token.
+TEST(GspoPolicyLoss, MatchesVerlAndItsAutograd) {
+  const auto& g = rl_golden();
+  const int rows = g["rows"], cols = g["cols"];
+  const auto& in = g["inputs"];
+  const auto& want = g["gspo"];
+  const auto mask = floats(in["mask"]), log_prob = floats(in["log_prob"]),
+             old_log_prob = floats(want["old_log_prob"]), advantages = floats(in["advantages"]);
+  std::vector<float> weights(mask.size()), dlog_prob(mask.size());
+  cpu::loss_agg_weights(weights.data(), mask.data(), rows, cols,
+                        loss_agg_mode::seq_mean_token_mean);
+  const ppo_clip_range clip{want["clip"]["low"], want["clip"]["high"]};
+  const ppo_policy_stats s =
+      cpu::gspo_policy_loss(dlog_prob.data(), log_prob.data(), old_log_prob.data(),
+                            advantages.data(), mask.data(), weights.data(), rows, cols, clip);
+  EXPECT_NEAR(s.pg_loss, want["pg_loss"].get<double>(),
+              1e-5 * std::abs(want["pg_loss"].get<double>()));
+  EXPECT_NEAR(s.pg_clipfrac, want["pg_clipfrac"].get<double>(), 1e-6);
+  EXPECT_NEAR(s.ppo_kl, want["ppo_kl"].get<double>(), 1e-5);
+  EXPECT_EQ(s.pg_clipfrac_lower, 0);
+  EXPECT_GT(s.pg_clipfrac, 0) << "the fixture clips";
+  testing::expect_close(dlog_prob, floats(want["dlog_prob"]), "dlog_prob", 1e-5);
+  EXPECT_EQ(parse_policy_loss_mode("gspo"), policy_loss_mode::gspo);
+  EXPECT_EQ(parse_policy_loss_mode("sapo"), std::nullopt);
+}
+
 // Away from the kinks (ratios well inside or outside the clip range), the gradient is the
 // central difference of the loss.
 TEST(PpoPolicyLoss, GradientIsTheFiniteDifference) {
