@@ -1,11 +1,10 @@
 #include "apps/serve/openai_api.hpp"
 
-#include <optional>
-
 // Rendering the OpenAI API's responses, stream chunks and errors.
 
 #include <bit>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/escaping.h"
 #include "apps/serve/openai_json.hpp"
